@@ -1,0 +1,3 @@
+module github.com/ctxstore/ctxstore
+
+go 1.26

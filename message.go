@@ -1,0 +1,489 @@
+package ctxstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Roles a message may have. Anything else is rejected with ErrInvalidMessage.
+const (
+	RoleSystem    = "system"
+	RoleDeveloper = "developer"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+	RoleFunction  = "function"
+)
+
+// ErrInvalidMessage is matched (errors.Is) by every error that rejects a
+// message's shape or size. The concrete error is a *MessageError naming the
+// offending field.
+var ErrInvalidMessage = errors.New("invalid message")
+
+// MessageError explains why a message was rejected. It unwraps to
+// ErrInvalidMessage so callers can branch with errors.Is and still show the
+// field to a person.
+type MessageError struct {
+	Field  string // JSON field at fault, e.g. "role" or "tool_calls[1].id"; "" for the whole message
+	Reason string
+}
+
+// Error implements error.
+func (e *MessageError) Error() string {
+	if e.Field == "" {
+		return "invalid message: " + e.Reason
+	}
+	return fmt.Sprintf("invalid message: field %q: %s", e.Field, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidMessage) true.
+func (e *MessageError) Unwrap() error { return ErrInvalidMessage }
+
+func invalid(field, format string, args ...any) error {
+	return &MessageError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ToolCall is one tool invocation requested by an assistant message, from
+// either an OpenAI-style "tool_calls" entry or an Anthropic-style "tool_use"
+// content block.
+type ToolCall struct {
+	ID   string
+	Name string
+	// Arguments is the raw JSON of the call's arguments ("function.arguments"
+	// or the block's "input"), exactly as stored.
+	Arguments json.RawMessage
+}
+
+// Message is one conversation message: a JSON object with a "role".
+//
+// A Message holds the original JSON bytes and a few fields extracted once at
+// parse time, so the accessors cost nothing on the hot path and the bytes
+// round-trip exactly. The zero Message is invalid (Validate reports it) but
+// safe to use. Messages are immutable values; copying one is cheap and safe.
+type Message struct {
+	raw        []byte
+	role       string
+	toolCallID string
+	calls      []ToolCall
+	resultIDs  []string
+	content    span // value of "content" within raw; zero when absent
+	metadata   span // value of "metadata" within raw; zero when absent
+	err        error
+}
+
+// span is a half-open byte range of raw.
+type span struct{ start, end int }
+
+func (s span) of(b []byte) []byte {
+	if s.end == 0 {
+		return nil
+	}
+	return b[s.start:s.end]
+}
+
+// ParseMessage parses and validates one JSON message, keeping its bytes as
+// given. The error, if any, matches ErrInvalidMessage and names the field.
+// ParseMessage imposes no size limit; managers enforce MaxMessageBytes.
+func ParseMessage(b []byte) (Message, error) {
+	m, err := parse(b)
+	if err != nil {
+		return Message{}, err
+	}
+	return m, nil
+}
+
+// MustParseMessage is ParseMessage for literals in tests and examples: it
+// panics when b is not a valid message.
+func MustParseMessage(b []byte) Message {
+	m, err := ParseMessage(b)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// NewMessage builds a message with a role and plain-text content, the common
+// case. An invalid role gives a Message whose Validate reports the problem,
+// so AddMessage rejects it.
+func NewMessage(role, text string) Message {
+	return build(map[string]any{"role": role, "content": text}, "role", "content")
+}
+
+// NewToolResult builds a role "tool" message answering the call callID.
+func NewToolResult(callID, text string) Message {
+	return build(map[string]any{"role": RoleTool, "tool_call_id": callID, "content": text},
+		"role", "tool_call_id", "content")
+}
+
+// build marshals fields in the given key order (maps would sort them).
+func build(fields map[string]any, order ...string) Message {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for i, k := range order {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		buf.Write(kb)
+		buf.WriteByte(':')
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(fields[k])   // strings and nil always encode
+		buf.Truncate(buf.Len() - 1) // Encode appends a newline
+	}
+	buf.WriteByte('}')
+	m, err := parse(buf.Bytes())
+	if err != nil {
+		m.err = err
+	}
+	return m
+}
+
+// parse extracts the fields ctxstore needs. It reads top-level keys with
+// exact (case-sensitive) matching, unlike encoding/json struct decoding, so
+// "Role" is not mistaken for "role".
+func parse(b []byte) (Message, error) {
+	m := Message{raw: bytes.Clone(b)}
+	raw := m.raw
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return m, invalid("", "not valid JSON: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return m, invalid("", "not a JSON object")
+	}
+	var roleRaw, callIDRaw, callsRaw json.RawMessage
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return m, invalid("", "not valid JSON: %v", err)
+		}
+		key, _ := kt.(string)
+		start := valueStart(raw, int(dec.InputOffset()))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return m, invalid(key, "not valid JSON: %v", err)
+		}
+		end := int(dec.InputOffset())
+		switch key {
+		case "role":
+			roleRaw = v
+		case "tool_call_id":
+			callIDRaw = v
+		case "tool_calls":
+			callsRaw = v
+		case "content":
+			m.content = span{start, end}
+		case "metadata":
+			m.metadata = span{start, end}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // closing brace
+		return m, invalid("", "not valid JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return m, invalid("", "trailing data after the JSON object")
+	}
+
+	if roleRaw == nil {
+		return m, invalid("role", "missing")
+	}
+	if err := json.Unmarshal(roleRaw, &m.role); err != nil {
+		return m, invalid("role", "must be a string, got %s", kind(roleRaw))
+	}
+	switch m.role {
+	case "":
+		return m, invalid("role", "empty")
+	case RoleSystem, RoleDeveloper, RoleUser, RoleAssistant, RoleTool, RoleFunction:
+	default:
+		return m, invalid("role", "unknown role %q (want system, developer, user, assistant, tool or function)", m.role)
+	}
+
+	if callIDRaw != nil && !isNull(callIDRaw) {
+		if err := json.Unmarshal(callIDRaw, &m.toolCallID); err != nil {
+			return m, invalid("tool_call_id", "must be a string, got %s", kind(callIDRaw))
+		}
+	}
+	if m.role == RoleTool && m.toolCallID == "" {
+		return m, invalid("tool_call_id", "a tool message needs a non-empty string tool_call_id")
+	}
+	if m.toolCallID != "" {
+		m.resultIDs = append(m.resultIDs, m.toolCallID)
+	}
+
+	if callsRaw != nil && !isNull(callsRaw) {
+		if err := m.parseToolCalls(callsRaw); err != nil {
+			return m, err
+		}
+	}
+	if err := m.parseContent(); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// valueStart skips the colon and blanks that follow a key, so a span covers
+// exactly the value's bytes.
+func valueStart(raw []byte, off int) int {
+	for off < len(raw) {
+		switch raw[off] {
+		case ' ', '\t', '\r', '\n', ':':
+			off++
+		default:
+			return off
+		}
+	}
+	return off
+}
+
+func (m *Message) parseToolCalls(raw json.RawMessage) error {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return invalid("tool_calls", "must be an array of objects, got %s", kind(raw))
+	}
+	for i, it := range items {
+		field := fmt.Sprintf("tool_calls[%d]", i)
+		var tc struct {
+			ID       json.RawMessage `json:"id"`
+			Function *struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			} `json:"function"`
+		}
+		if kind(it) != "object" {
+			return invalid(field, "must be an object, got %s", kind(it))
+		}
+		if err := json.Unmarshal(it, &tc); err != nil {
+			return invalid(field, "%v", err)
+		}
+		var id string
+		if tc.ID == nil || json.Unmarshal(tc.ID, &id) != nil || id == "" {
+			return invalid(field+".id", "must be a non-empty string")
+		}
+		call := ToolCall{ID: id}
+		if tc.Function != nil {
+			call.Name, call.Arguments = tc.Function.Name, tc.Function.Arguments
+		}
+		m.calls = append(m.calls, call)
+	}
+	return nil
+}
+
+func (m *Message) parseContent() error {
+	c := m.content.of(m.raw)
+	switch kind(c) {
+	case "absent", "null", "string":
+		return nil
+	case "array":
+	default:
+		return invalid("content", "must be a string, null or an array of objects, got %s", kind(c))
+	}
+	var blocks []json.RawMessage
+	if err := json.Unmarshal(c, &blocks); err != nil {
+		return invalid("content", "%v", err)
+	}
+	for i, b := range blocks {
+		if kind(b) != "object" {
+			return invalid(fmt.Sprintf("content[%d]", i), "must be an object, got %s", kind(b))
+		}
+		var blk struct {
+			Type      string          `json:"type"`
+			ID        string          `json:"id"`
+			Name      string          `json:"name"`
+			Input     json.RawMessage `json:"input"`
+			ToolUseID string          `json:"tool_use_id"`
+		}
+		// Blocks of unexpected shape are carried, not rejected: only the
+		// fields above matter for pairing.
+		if json.Unmarshal(b, &blk) != nil {
+			continue
+		}
+		switch blk.Type {
+		case "tool_use":
+			if blk.ID != "" {
+				m.calls = append(m.calls, ToolCall{ID: blk.ID, Name: blk.Name, Arguments: blk.Input})
+			}
+		case "tool_result":
+			if blk.ToolUseID != "" {
+				m.resultIDs = append(m.resultIDs, blk.ToolUseID)
+			}
+		}
+	}
+	return nil
+}
+
+func isNull(b []byte) bool { return string(bytes.TrimSpace(b)) == "null" }
+
+// kind names the JSON type of a raw value for error messages.
+func kind(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return "absent"
+	}
+	switch b[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	default:
+		return "number"
+	}
+}
+
+// Validate reports whether m is a well-formed message. The zero Message and
+// one built by NewMessage with a bad role fail with ErrInvalidMessage.
+func (m Message) Validate() error {
+	if m.err != nil {
+		return m.err
+	}
+	if m.raw == nil {
+		return invalid("", "empty message (zero Message)")
+	}
+	return nil
+}
+
+// ValidateSize is Validate plus the size limit managers apply to AddMessage
+// and SetMessages. max <= 0 means no limit.
+func (m Message) ValidateSize(max int) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if max > 0 && len(m.raw) > max {
+		return invalid("", "message is %d bytes, over the limit of %d (Config.MaxMessageBytes)", len(m.raw), max)
+	}
+	return nil
+}
+
+// IsZero reports whether m is the zero Message.
+func (m Message) IsZero() bool { return m.raw == nil && m.err == nil }
+
+// Role returns the message's role ("" for the zero Message).
+func (m Message) Role() string { return m.role }
+
+// Bytes returns a copy of the original JSON bytes, exactly as given.
+func (m Message) Bytes() []byte { return bytes.Clone(m.raw) }
+
+// Size is the length in bytes of the original JSON.
+func (m Message) Size() int { return len(m.raw) }
+
+// ToolCallID returns the "tool_call_id" of a tool result ("" if none).
+func (m Message) ToolCallID() string { return m.toolCallID }
+
+// ToolCalls returns the calls this message makes: "tool_calls" entries and
+// Anthropic-style "tool_use" content blocks, in order.
+func (m Message) ToolCalls() []ToolCall {
+	if len(m.calls) == 0 {
+		return nil
+	}
+	out := make([]ToolCall, len(m.calls))
+	copy(out, m.calls)
+	return out
+}
+
+// CallIDs returns the ids of ToolCalls.
+func (m Message) CallIDs() []string {
+	if len(m.calls) == 0 {
+		return nil
+	}
+	ids := make([]string, len(m.calls))
+	for i, c := range m.calls {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+// ResultIDs returns the call ids this message answers: its "tool_call_id"
+// and the "tool_use_id" of any Anthropic-style "tool_result" content blocks.
+func (m Message) ResultIDs() []string {
+	if len(m.resultIDs) == 0 {
+		return nil
+	}
+	return append([]string(nil), m.resultIDs...)
+}
+
+// HasToolCalls reports whether the message requests any tool call.
+func (m Message) HasToolCalls() bool { return len(m.calls) > 0 }
+
+// IsToolResult reports whether the message carries tool results: a "tool"
+// message or a user message made of "tool_result" blocks.
+func (m Message) IsToolResult() bool { return len(m.resultIDs) > 0 }
+
+// Content returns the raw JSON of "content" (nil when absent).
+func (m Message) Content() json.RawMessage { return bytes.Clone(m.content.of(m.raw)) }
+
+// Text returns the message's text: the "content" string, or the "text" of
+// its text blocks joined by newlines. Other blocks are ignored.
+func (m Message) Text() string {
+	c := m.content.of(m.raw)
+	switch kind(c) {
+	case "string":
+		var s string
+		_ = json.Unmarshal(c, &s)
+		return s
+	case "array":
+		var blocks []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(c, &blocks)
+		var parts []string
+		for _, b := range blocks {
+			if b.Type == "text" {
+				parts = append(parts, b.Text)
+			}
+		}
+		return strings.Join(parts, "\n")
+	}
+	return ""
+}
+
+// Metadata returns the raw JSON of "metadata" (nil when absent).
+func (m Message) Metadata() json.RawMessage { return bytes.Clone(m.metadata.of(m.raw)) }
+
+// Source returns "metadata.source" when it is a string. Messages ctxstore
+// injects say where they come from here (e.g. "context-compaction").
+func (m Message) Source() string {
+	md := m.metadata.of(m.raw)
+	if kind(md) != "object" {
+		return ""
+	}
+	var v struct {
+		Source string `json:"source"`
+	}
+	_ = json.Unmarshal(md, &v)
+	return v.Source
+}
+
+// MarshalJSON returns the original bytes. (encoding/json compacts a
+// Marshaler's output when embedding it; use Bytes for the exact input.)
+func (m Message) MarshalJSON() ([]byte, error) {
+	if m.raw == nil {
+		return nil, fmt.Errorf("marshal message: %w", m.Validate())
+	}
+	return bytes.Clone(m.raw), nil
+}
+
+// UnmarshalJSON parses and validates b, keeping it byte for byte.
+func (m *Message) UnmarshalJSON(b []byte) error {
+	p, err := parse(b)
+	if err != nil {
+		return err
+	}
+	*m = p
+	return nil
+}
+
+// String returns the JSON text, for debugging and %v.
+func (m Message) String() string { return string(m.raw) }
