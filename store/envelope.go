@@ -1,0 +1,187 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
+
+// envelope is one stored message: what the store knows about it without
+// parsing the JSON, plus the JSON itself. See layout.go for the encoding.
+type envelope struct {
+	Seq       uint64
+	Epoch     uint64
+	Time      int64 // Unix nanoseconds
+	Role      string
+	Tokens    int
+	CallIDs   []string
+	ResultIDs []string
+	Raw       []byte
+}
+
+// seqKey is the bbolt key of a message.
+func seqKey(seq uint64) []byte {
+	k := make([]byte, seqKeyLen)
+	binary.BigEndian.PutUint64(k, seq)
+	return k
+}
+
+// keySeq decodes a message key; ok is false for a key of the wrong length.
+func keySeq(k []byte) (seq uint64, ok bool) {
+	if len(k) != seqKeyLen {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k), true
+}
+
+// encodeEnvelope returns the msgpack encoding of e.
+func encodeEnvelope(e *envelope) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(e.Raw) + 48 + len(e.Role))
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(&buf)
+	err := firstErr(
+		enc.EncodeArrayLen(envelopeFields),
+		enc.EncodeUint(EnvelopeVersion),
+		enc.EncodeUint(e.Seq),
+		enc.EncodeUint(e.Epoch),
+		enc.EncodeInt(e.Time),
+		enc.EncodeString(e.Role),
+		enc.EncodeInt(int64(e.Tokens)),
+		encodeStrings(enc, e.CallIDs),
+		encodeStrings(enc, e.ResultIDs),
+		enc.EncodeBytes(e.Raw),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("encode envelope seq %d: %w", e.Seq, err)
+	}
+	return buf.Bytes(), nil
+}
+
+func encodeStrings(enc *msgpack.Encoder, ss []string) error {
+	if ss == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeArrayLen(len(ss)); err != nil {
+		return err
+	}
+	for _, s := range ss {
+		if err := enc.EncodeString(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeEnvelope parses b. It never panics and never allocates more than a
+// small multiple of len(b), whatever b holds; every problem is an error
+// wrapping ErrCorrupt. The returned Raw and strings are copies: b may be
+// bbolt memory that is invalid after the transaction.
+func decodeEnvelope(b []byte) (envelope, error) {
+	var e envelope
+	if err := decodeEnvelopeInto(b, &e); err != nil {
+		return envelope{}, fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)
+	}
+	return e, nil
+}
+
+func decodeEnvelopeInto(b []byte, e *envelope) error {
+	r := bytes.NewReader(b)
+	dec := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(dec)
+	dec.Reset(r)
+
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n < envelopeFields {
+		return fmt.Errorf("%d fields, want at least %d", n, envelopeFields)
+	}
+	if n > r.Len() { // every element takes at least one byte
+		return fmt.Errorf("%d fields in %d bytes", n, len(b))
+	}
+	version, err := dec.DecodeUint64()
+	if err != nil {
+		return fmt.Errorf("version: %v", err)
+	}
+	if version != EnvelopeVersion {
+		return fmt.Errorf("unsupported version %d", version)
+	}
+	if e.Seq, err = dec.DecodeUint64(); err != nil {
+		return fmt.Errorf("seq: %v", err)
+	}
+	if e.Epoch, err = dec.DecodeUint64(); err != nil {
+		return fmt.Errorf("epoch: %v", err)
+	}
+	if e.Time, err = dec.DecodeInt64(); err != nil {
+		return fmt.Errorf("time: %v", err)
+	}
+	if e.Role, err = dec.DecodeString(); err != nil {
+		return fmt.Errorf("role: %v", err)
+	}
+	tokens, err := dec.DecodeInt64()
+	if err != nil {
+		return fmt.Errorf("tokens: %v", err)
+	}
+	e.Tokens = int(tokens)
+	if e.CallIDs, err = decodeStrings(dec, r); err != nil {
+		return fmt.Errorf("call ids: %v", err)
+	}
+	if e.ResultIDs, err = decodeStrings(dec, r); err != nil {
+		return fmt.Errorf("result ids: %v", err)
+	}
+	code, err := dec.PeekCode()
+	if err != nil {
+		return fmt.Errorf("raw: %v", err)
+	}
+	if !msgpcode.IsBin(code) {
+		return fmt.Errorf("raw: not binary (code 0x%x)", code)
+	}
+	if e.Raw, err = dec.DecodeBytes(); err != nil {
+		return fmt.Errorf("raw: %v", err)
+	}
+	if len(e.Raw) == 0 {
+		return fmt.Errorf("raw: empty")
+	}
+	// Fields a later version appended are skipped, not rejected.
+	for i := envelopeFields; i < n; i++ {
+		if err := dec.Skip(); err != nil {
+			return fmt.Errorf("field %d: %v", i, err)
+		}
+	}
+	return nil
+}
+
+func decodeStrings(dec *msgpack.Decoder, r *bytes.Reader) ([]string, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 { // nil
+		return nil, nil
+	}
+	if n > r.Len() {
+		return nil, fmt.Errorf("%d elements in %d bytes", n, r.Len())
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		if ss[i], err = dec.DecodeString(); err != nil {
+			return nil, err
+		}
+	}
+	return ss, nil
+}

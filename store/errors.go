@@ -1,0 +1,22 @@
+package store
+
+import "errors"
+
+// Sentinel errors. Every error the store returns wraps at most one of these
+// and names the file, session or seq it is about; branch with errors.Is.
+var (
+	// ErrCorrupt means the file or a record in it is damaged: not a bbolt
+	// file, cut short, a bad meta page, or an envelope that does not decode.
+	ErrCorrupt = errors.New("store: corrupt")
+	// ErrLocked means another process held the file's lock for longer than
+	// Options.LockTimeout. The error names the file.
+	ErrLocked = errors.New("store: file locked by another process")
+	// ErrNotFound means the session, epoch, seq or derived record does not
+	// exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrClosed means the Store was closed.
+	ErrClosed = errors.New("store: closed")
+	// ErrNotEmpty means AppendIfEmpty found messages in the current epoch,
+	// or ImportSession found the session already present.
+	ErrNotEmpty = errors.New("store: not empty")
+)

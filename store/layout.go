@@ -1,0 +1,69 @@
+package store
+
+// File layout (format version 1).
+//
+// One bbolt file holds many sessions. Keys of message buckets are 8-byte
+// big-endian sequence numbers, so bbolt's byte order is numeric order and an
+// append always lands on the right-most leaf (the raft-boltdb layout).
+//
+//	"ctxstore"                          top-level bucket: store-wide values
+//	    "format"  -> uvarint format version (FormatVersion)
+//	"sessions"                          top-level bucket: one sub-bucket per session
+//	    <session name bytes>            bucket of one session
+//	        "meta"    -> msgpack sessionMeta (counts, epochs, title, pinned seqs)
+//	        "msgs"    bucket: be64(seq) -> msgpack envelope, all epochs together
+//	        "derived" bucket: one sub-bucket per kind
+//	            <kind> bucket: <key bytes> -> value bytes (opaque to the store)
+//
+// Seqs are per session, start at 1, and increase strictly across epochs; a
+// seq is never reused, even after PurgeEpoch or Purge-then-recreate of the
+// epoch's messages. An epoch's messages are therefore one contiguous key
+// range of "msgs", and its bounds are in sessionMeta.Epochs.
+//
+// The envelope is a msgpack array (not a map: the field names would cost
+// more than the fields) of envelopeFields elements, in this order:
+//
+//	0 version   uint   (EnvelopeVersion)
+//	1 seq       uint   (equals the key)
+//	2 epoch     uint
+//	3 time      int    (append time, Unix nanoseconds)
+//	4 role      string
+//	5 tokens    int    (the caller's estimate)
+//	6 call ids  array of string (tool calls this message makes), nil when none
+//	7 result ids array of string (tool_call_id / tool_result ids), nil when none
+//	8 raw       bin    (the original JSON bytes, exactly as given)
+//
+// A decoder accepts more than envelopeFields elements (later versions may add
+// fields at the end) but never fewer.
+//
+// sessionMeta is a msgpack map with short keys so fields can be added; it is
+// rewritten in the same transaction as every append, Clear and PurgeEpoch, so
+// Sessions and Session never read message bodies.
+const (
+	// FormatVersion is the layout version stored under "ctxstore"/"format".
+	FormatVersion = 1
+	// EnvelopeVersion is element 0 of every message envelope.
+	EnvelopeVersion = 1
+)
+
+// Bucket and key names, as constants so nothing package-level is mutable;
+// verify and salvage use them too.
+const (
+	bucketStore    = "ctxstore"
+	keyFormat      = "format"
+	bucketSessions = "sessions"
+	keyMeta        = "meta"
+	bucketMsgs     = "msgs"
+	bucketDerived  = "derived"
+)
+
+const (
+	// envelopeFields is the number of elements of a version-1 envelope.
+	envelopeFields = 9
+	// seqKeyLen is the length of a message key.
+	seqKeyLen = 8
+	// msgsFillPercent is the bbolt FillPercent of "msgs" buckets. Keys only
+	// ever grow, so a split never needs room in the left page: filling
+	// pages completely roughly halves the file compared with the default 0.5.
+	msgsFillPercent = 1.0
+)
