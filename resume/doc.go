@@ -1,0 +1,25 @@
+// Package resume brings a session back: it finds Amplifier session
+// directories, imports a legacy context-messages.jsonl into the store once,
+// opens the session with a persistent.Manager and repairs an interrupted
+// tool-call tail, and says what it did in a Report.
+//
+// # Where things live
+//
+// Amplifier keeps a session in ~/.amplifier/projects/<slug>/sessions/<id>/;
+// the reference context-persistent module appends every message to
+// context-messages.jsonl there. resume reads that file and never writes it.
+// The store file is Options.DBPath when set (one file for many sessions, the
+// CLI's default database for example); otherwise it is ctxstore.db in the
+// session directory, so a session directory stays self-contained. Either
+// way the store's session name is the Amplifier session id.
+//
+// # Importing once
+//
+// The JSONL is imported only into a session that holds no messages yet, and
+// an import record (derived kind "import", keyed by the JSONL's path) is
+// saved beside it, so resuming again never imports twice; a session that
+// already has messages is authoritative and its JSONL is ignored. Blank
+// lines are skipped; a line that is not a valid message is skipped and
+// reported with its 1-based line number and the reason. Messages keep their
+// bytes exactly, extra keys such as "timestamp" included.
+package resume
