@@ -1,0 +1,104 @@
+package view
+
+import (
+	"github.com/ctxstore/ctxstore"
+)
+
+// Budget sources reported in Budget.Source and the context:budget event.
+const (
+	SourceExplicit = "explicit"
+	SourceModel    = "model"
+	SourceFallback = "fallback"
+)
+
+// DeriveBudget derives the token budget of a request [V1]: an explicit
+// r.TokenBudget > 0 first; else r.Model's ContextWindow − MaxOutputTokens −
+// cfg.SafetyMargin when both are > 0 and the result is positive; else
+// cfg.FallbackTokens. cfg.MaxTokens > 0 caps every path (Capped reports it).
+func DeriveBudget(r ctxstore.Request, cfg Config) Budget {
+	b := Budget{Tokens: cfg.FallbackTokens, Source: SourceFallback}
+	switch {
+	case r.TokenBudget > 0:
+		b = Budget{Tokens: r.TokenBudget, Source: SourceExplicit}
+	case r.Model != nil && r.Model.ContextWindow > 0 && r.Model.MaxOutputTokens > 0:
+		if t := r.Model.ContextWindow - r.Model.MaxOutputTokens - cfg.SafetyMargin; t > 0 {
+			b = Budget{Tokens: t, Source: SourceModel}
+		}
+	}
+	if cfg.MaxTokens > 0 && b.Tokens > cfg.MaxTokens {
+		b.Tokens, b.Capped = cfg.MaxTokens, true
+	}
+	if b.Tokens < 1 {
+		// A zero fallback would make every message "over budget"; one
+		// token keeps the arithmetic meaningful (the view is the floor).
+		b.Tokens = 1
+	}
+	return b
+}
+
+// Event is the context:budget event for b. Managers emit it on their first
+// request and whenever the derived budget changes.
+func (b Budget) Event() Event {
+	return Event{Name: ctxstore.EventBudget, Data: map[string]any{
+		"source": b.Source, "budget": b.Tokens, "capped": b.Capped,
+	}}
+}
+
+// Horizon says how much of the tail Compute needs for budget, given the
+// saved decisions: at least HorizonFactor × budget stored tokens and, while
+// saved decisions for this budget and strategy are active, back to their
+// cutoff. Load the tail backwards from the newest message until
+// Need.Covers (or Satisfied) is true or the history is exhausted.
+func Horizon(budget int, cfg Config, saved Decisions) Need {
+	n := Need{Tokens: horizonTokens(budget)}
+	if active(saved, budget, cfg) {
+		n.FromID = saved.Cutoff
+	}
+	return n
+}
+
+func horizonTokens(budget int) int {
+	if budget < 1 {
+		budget = 1
+	}
+	return HorizonFactor * budget
+}
+
+// Covers reports whether a tail whose oldest item is oldest and whose
+// items hold tokens stored tokens in total meets the need. A loader reading
+// backwards keeps a running sum and asks after each item. The tail must
+// also not start with a tool result: its calling assistant message must be
+// part of the tail, so the loader continues until it is.
+func (n Need) Covers(tokens int, oldest Item) bool {
+	if tokens < n.Tokens {
+		return false
+	}
+	if n.FromID != 0 && oldest.ID > n.FromID {
+		return false
+	}
+	return !oldest.Msg.IsToolResult()
+}
+
+// Satisfied reports whether tail meets the need; older tells whether
+// messages older than tail[0] exist (if not, any tail is enough).
+func (n Need) Satisfied(tail []Item, older bool) bool {
+	if !older {
+		return true
+	}
+	if len(tail) == 0 {
+		return false
+	}
+	sum := 0
+	for _, it := range tail {
+		sum += it.Tokens
+	}
+	return n.Covers(sum, tail[0])
+}
+
+// active reports whether saved decisions apply to a request with budget.
+func active(d Decisions, budget int, cfg Config) bool {
+	return d.Version == decisionsVersion && d.Budget == budget && d.Budget > 0 &&
+		d.Strategy == cfg.Strategy
+}
+
+const decisionsVersion = 1

@@ -1,0 +1,50 @@
+// Package view computes what is sent to the model: a compacted view of a
+// conversation that fits a token budget. It is pure: no I/O, no clocks, no
+// goroutines. The only call out is the host's Summarizer (strategy
+// "summarize"), which Compute invokes with the context it is given.
+//
+// # API overview
+//
+// A manager calls, per request:
+//
+//	b := view.DeriveBudget(req, cfg)              // [V1] explicit > model > fallback, MaxTokens caps
+//	need := view.Horizon(b.Tokens, cfg, saved)     // how far back the tail must reach
+//	// load Pinned (+ FirstUser, LastHuman) and a tail read backwards until
+//	// need.Satisfied(tail, moreOlder) is true
+//	res := view.Compute(ctx, hist, b, saved, cfg)
+//	// emit res.Events in order via Hooks.Emit; persist res.Decisions when
+//	// res.Changed; return res.View to the caller
+//
+// # Input: never the whole history
+//
+// At 100k messages the engine must not walk the history, so its input is a
+// [History]: the pinned system/developer messages (which never leave the
+// view), optionally the first and the last human message, and a contiguous
+// tail window ending at the newest message. Every [Item] carries a stable,
+// strictly increasing ID (the store's seq, or index+1 in memory) and its
+// stored token estimate, so nothing is re-estimated per request.
+//
+// The tail must satisfy [Need.Satisfied]: it reaches back at least
+// Need.Tokens tokens and at least to Need.FromID (the saved cutoff), and does
+// not start inside a tool group. Anything older is out of the view
+// wholesale; giving more than needed is harmless (the result is the same),
+// giving less only makes the view smaller, never invalid.
+//
+// # Decisions
+//
+// [Decisions] is a plain struct keyed by item IDs that round-trips through
+// encoding/json. It records what earlier requests removed, truncated,
+// stubbed or summarized, so consecutive views share their prefix [V4] and a
+// resumed session produces the same view. A new escalation happens only when
+// the view with the saved decisions reaches the compaction threshold; a
+// different budget starts from scratch (keeping the summary cache, so a
+// summarizer is never asked twice for the same span).
+//
+// # Events
+//
+// Compute returns events as data ([Event]: name + payload) for the manager
+// to emit in order: context:pre_compact, context:warning,
+// context:compaction (only for a new escalation), context:post_compact.
+// context:budget is the manager's (first request, and when the budget
+// changes): use [Budget.Event].
+package view

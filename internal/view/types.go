@@ -1,0 +1,232 @@
+package view
+
+import (
+	"github.com/ctxstore/ctxstore"
+)
+
+// Strategy names accepted in Config.Strategy.
+const (
+	StrategyProgressive = "progressive"
+	StrategyTruncate    = "truncate"
+	StrategySummarize   = "summarize"
+)
+
+// Defaults of the settings; simple.Config documents them to hosts.
+const (
+	DefaultFallbackTokens       = 200_000
+	DefaultSafetyMargin         = 1000
+	DefaultCompactThreshold     = 0.92
+	DefaultTargetUsage          = 0.50
+	DefaultProtectedRecent      = 0.30
+	DefaultProtectedToolResults = 5
+	DefaultTruncateChars        = 250
+	DefaultKeepRecent           = 10
+	// HorizonFactor × budget is how many stored tokens of the tail the
+	// engine considers. Older messages are out of the view wholesale
+	// [V5]: they could not fit anyway, even with their tool results
+	// truncated, in any realistic conversation.
+	HorizonFactor = 4
+	// BreakerLimit is how many escalations in a row may end at or over the
+	// compaction trigger before the runaway breaker trips [V7].
+	BreakerLimit = 10
+)
+
+// Reasons carried by context:warning events (data key "reason").
+const (
+	ReasonSystemOverTarget  = "system_over_target"
+	ReasonFloorOverBudget   = "floor_over_budget"
+	ReasonRunawayBreaker    = "runaway_breaker"
+	ReasonSummarizerFailed  = "summarizer_failed"
+	NoticeSource            = "context-compaction" // metadata.source of the tail notice
+	SummarySource           = "context-summary"    // metadata.source of a summary message
+	SummaryPrefix           = "Previous conversation summary: "
+	truncatedPrefixTemplate = "[truncated: ~%d tokens - call tool again if needed] "
+)
+
+// Config is the resolved compaction configuration: every field holds its
+// effective value (simple.Config.ViewConfig fills defaults and maps
+// "negative = none" to 0). The zero Config is not meant to be used
+// directly; see simple.Config for the host-facing settings.
+type Config struct {
+	Strategy             string  // StrategyProgressive, StrategyTruncate or StrategySummarize
+	MaxTokens            int     // cap on every budget; 0 = no cap
+	FallbackTokens       int     // budget when the request gives none
+	SafetyMargin         int     // subtracted from a model-derived budget
+	CompactThreshold     float64 // compaction triggers at estimate >= threshold × budget
+	TargetUsage          float64 // an escalation aims for target × budget
+	ProtectedRecent      float64 // newest fraction of considered messages that removal spares; 0 = none
+	ProtectedToolResults int     // newest tool results never truncated; 0 = none
+	TruncateChars        int     // characters a truncated tool result keeps
+	KeepRecent           int     // truncate strategy: conversation messages kept
+	Notice               bool    // append the tail notice to compacted views [V6]
+	// Estimator estimates modified messages (truncated, stubbed, summary,
+	// notice). It must be the estimator that produced Item.Tokens. Nil
+	// means tokens.Default.
+	Estimator ctxstore.Estimator
+	// Summarizer is required by StrategySummarize.
+	Summarizer ctxstore.Summarizer
+}
+
+// Item is one stored message as the engine sees it.
+type Item struct {
+	// ID is stable and strictly increasing along the history: the store's
+	// seq, or index+1 for an in-memory history. Decisions refer to it.
+	ID uint64
+	// Msg is the message as stored.
+	Msg ctxstore.Message
+	// Tokens is the stored estimate of Msg (Config.Estimator).
+	Tokens int
+}
+
+// History is the part of a conversation the engine needs: never more than
+// the pinned messages plus a tail window, whatever the history length.
+type History struct {
+	// Pinned holds every system and developer message older than Tail[0],
+	// in history order. Pinned messages inside Tail may be repeated here;
+	// they are recognised by ID.
+	Pinned []Item
+	// FirstUser is the first human message (role user, not a tool-result
+	// carrier, not an injected notice), when it is older than Tail[0]. It
+	// may also be given when it lies inside Tail. Nil when there is none.
+	FirstUser *Item
+	// LastHuman is the newest human message, when it is older than Tail[0]
+	// (the floor needs it, V2.6). Nil when it lies inside Tail or there is
+	// none; if it exists outside Tail and is not given, the view lacks it.
+	LastHuman *Item
+	// Tail is a contiguous run of the history ending at the newest message,
+	// oldest first.
+	Tail []Item
+	// Partial reports that messages older than Tail[0] exist and were not
+	// passed in Tail (they may appear in Pinned, FirstUser or LastHuman).
+	Partial bool
+	// Hidden lists IDs (ascending) that must never appear in the view, such
+	// as superseded memory-file versions (P3). Optional.
+	Hidden []uint64
+	// Total and TotalTokens describe the whole current history (message
+	// count and Σ tokens); they are reported in events, never walked.
+	Total       int
+	TotalTokens int
+}
+
+// Summary is a summarizer's condensation of the items From..To (IDs,
+// inclusive). Summaries are kept in Decisions and reused for the same span.
+type Summary struct {
+	From uint64 `json:"from"`
+	To   uint64 `json:"to"`
+	Text string `json:"text"`
+}
+
+// Decisions are the sticky compaction decisions of a session [V4]. It is
+// plain data keyed by item IDs; it round-trips through encoding/json so a
+// persistent manager can save it as a derived record. The zero value means
+// "nothing decided yet". Treat it as opaque: only Compute interprets it.
+type Decisions struct {
+	// Version of this layout; Compute ignores decisions of another version.
+	Version int `json:"v"`
+	// Strategy and Budget the decisions were made for. A request with
+	// another budget (or strategy) starts from scratch. Budget 0 means no
+	// decisions are active.
+	Strategy string `json:"strategy,omitempty"`
+	Budget   int    `json:"budget,omitempty"`
+	// Cutoff: tail items with ID < Cutoff are out of the view, except the
+	// pinned messages, a kept first user message and the last human
+	// message.
+	Cutoff uint64 `json:"cutoff,omitempty"`
+	// KeepFirstUser: progressive keeps the first human message (V2.5).
+	KeepFirstUser bool `json:"keep_first_user,omitempty"`
+	// Removed, Truncated and Stubbed hold IDs >= Cutoff (Stubbed may hold
+	// the first user message's ID), ascending.
+	Removed   []uint64 `json:"removed,omitempty"`
+	Truncated []uint64 `json:"truncated,omitempty"`
+	Stubbed   []uint64 `json:"stubbed,omitempty"`
+	// Summary is the active summary (strategy summarize); it stands for
+	// the items From..To, which are below Cutoff.
+	Summary *Summary `json:"summary,omitempty"`
+	// Summaries caches the most recent summaries, kept across budget
+	// changes, so the summarizer is never called twice for one span.
+	Summaries []Summary `json:"summaries,omitempty"`
+	// Level is the highest ladder level applied (see Stats.Level).
+	Level int `json:"level,omitempty"`
+	// Escalations counts escalations since the decisions were started;
+	// Ineffective counts those in a row that ended at or over the trigger.
+	Escalations int `json:"escalations,omitempty"`
+	Ineffective int `json:"ineffective,omitempty"`
+	// Tripped: the runaway breaker stopped escalating [V7].
+	Tripped bool `json:"tripped,omitempty"`
+	// Warned records warnings already given (once per decision epoch).
+	Warned []string `json:"warned,omitempty"`
+}
+
+// Budget is a derived token budget [V1].
+type Budget struct {
+	Tokens int    // the budget
+	Source string // "explicit", "model" or "fallback"
+	Capped bool   // MaxTokens lowered it
+}
+
+// Need tells the caller how much of the tail Compute needs; see
+// Need.Satisfied.
+type Need struct {
+	// Tokens: the tail must hold at least this many stored tokens (Σ
+	// Item.Tokens), unless it reaches the first message.
+	Tokens int
+	// FromID: the tail must reach back to an item with ID <= FromID (the
+	// saved cutoff), unless it reaches the first message. 0 = no demand.
+	FromID uint64
+}
+
+// Event is one hook event for the manager to emit, in order, with
+// ctxstore.Hooks.Emit.
+type Event struct {
+	Name string
+	Data map[string]any
+}
+
+// Ladder levels reported in Stats.Level and post_compact's "level".
+const (
+	LevelNone       = 0 // nothing compacted
+	LevelTruncate   = 1 // tool results truncated
+	LevelRemove     = 2 // messages removed (or the truncate strategy's cut)
+	LevelStub       = 3 // user messages stubbed
+	LevelLastResort = 4 // protected content truncated/removed to fit the budget
+)
+
+// Stats describe one computed view.
+type Stats struct {
+	Budget  int // the budget
+	Target  int // ⌊TargetUsage × budget⌋
+	Trigger int // ⌈CompactThreshold × budget⌉: compaction starts at this estimate
+
+	MessagesBefore int // History.Total
+	TokensBefore   int // History.TotalTokens
+	Messages       int // messages in the view (notice and summary included)
+	Tokens         int // Σ estimate of the view (notice and summary included)
+	FloorTokens    int // Σ estimate of the floor (V2.6)
+
+	Removed    int // history messages not in the view (out-of-horizon included)
+	Truncated  int // tool results truncated in the view
+	Stubbed    int // user messages stubbed in the view
+	Summarized int // messages represented by the summary
+
+	Level      int  // highest ladder level in effect
+	Compacted  bool // the view differs from the history by compaction
+	Escalated  bool // a new escalation ran in this request
+	Notice     bool // the tail notice was appended
+	Summary    bool // a summary message is in the view
+	OverBudget bool // the view exceeds the budget (only when the floor does)
+}
+
+// Result is the outcome of Compute.
+type Result struct {
+	// View is the message list for the request; a fresh slice the caller
+	// owns.
+	View []ctxstore.Message
+	// Decisions to pass to the next Compute (and to persist).
+	Decisions Decisions
+	// Changed reports whether Decisions differ from the saved ones, i.e.
+	// whether a persistent manager must write them.
+	Changed bool
+	Stats   Stats
+	// Events to emit, in order.
+	Events []Event
+}
