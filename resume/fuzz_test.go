@@ -48,7 +48,7 @@ func checkImport(t *testing.T, data []byte, maxLine int) {
 		got = append(got, b...)
 		return nil
 	}
-	lines, sent, bad, err := pump(context.Background(), bytes.NewReader(data), maxLine, 3, 1<<10, 0, sink, nil)
+	lines, sent, bad, err := pump(context.Background(), bytes.NewReader(data), maxLine, 3, 1<<10, nil, sink, nil)
 	if err != nil {
 		t.Fatalf("pump: %v", err)
 	}

@@ -46,11 +46,12 @@ func (c *countingReader) Read(p []byte) (int, error) {
 type batchSink func(ctx context.Context, batch []ctxstore.Message) error
 
 // pump reads r with readJSONL and hands the valid messages to sink in
-// batches of at most batchMsgs messages or batchBytes bytes. skip valid
-// messages are passed over first (resuming an interrupted import). It
+// batches of at most batchMsgs messages or batchBytes bytes. Valid messages
+// for which skip (when not nil) returns true are passed over: they were
+// stored by an interrupted import. It
 // returns the malformed lines, the number of non-blank lines and the number
 // of messages given to sink; a read error, a sink error or ctx's end stops it.
-func pump(ctx context.Context, r io.Reader, maxLine, batchMsgs, batchBytes, skip int,
+func pump(ctx context.Context, r io.Reader, maxLine, batchMsgs, batchBytes int, skip func(ctxstore.Message) bool,
 	sink batchSink, progress func(read int64, imported int)) (lines, sent int, bad []LineError, err error) {
 	cr := &countingReader{r: r}
 	var batch []ctxstore.Message
@@ -81,8 +82,7 @@ func pump(ctx context.Context, r io.Reader, maxLine, batchMsgs, batchBytes, skip
 			bad = append(bad, LineError{Line: ln.No, Err: oneLine(ln.Err.Error())})
 			continue
 		}
-		if skip > 0 {
-			skip--
+		if skip != nil && skip(ln.Msg) {
 			continue
 		}
 		batch = append(batch, ln.Msg)
