@@ -1,5 +1,6 @@
 package store
 
-// checkFile is a placeholder until the damage checks land: Open calls it
-// before handing the file to bbolt, which faults fatally on some damage.
-func checkFile(path string) error { return nil }
+// checkFile runs before Open hands the file to bbolt, which faults fatally (SIGBUS,
+// SIGSEGV: no recover) on a file cut short or with broken meta pages, and silently
+// initialises a 0-byte file. See checkBoltFile.
+func checkFile(path string) error { return checkBoltFile(path) }
