@@ -1,0 +1,275 @@
+package resume
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/store"
+)
+
+// The malformed lines of the idFull fixture and what their reasons mention.
+var fullMalformed = map[int]string{
+	8:  "not valid JSON",    // truncated JSON
+	9:  `"role": missing`,   // no role
+	10: "not a JSON object", // an array
+	14: "tool_call_id",      // tool result naming no call
+}
+
+const fullLines, fullValid = 15, 11 // non-blank lines, valid messages
+
+func openStore(t *testing.T, path string) *store.Store {
+	t.Helper()
+	st, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// validLines is the oracle: the fixture's valid lines, trimmed, in order.
+func validLines(t *testing.T, path string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		l = bytes.TrimSpace(l)
+		if len(l) == 0 {
+			continue
+		}
+		if _, err := ctxstore.ParseMessage(l); err == nil {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func stored(t *testing.T, st *store.Store, session string) []store.Entry {
+	t.Helper()
+	var out []store.Entry
+	for e, err := range st.Messages(context.Background(), session, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func fileHash(t *testing.T, path string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+func TestImportFileFixture(t *testing.T) {
+	ctx := context.Background()
+	root := fakeHome(t)
+	src := jsonlPath(root, idFull)
+	before := fileHash(t, src)
+	fi0, _ := os.Stat(src)
+	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
+
+	rep, err := ImportFile(ctx, st, idFull, src, ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Lines != fullLines || rep.Imported != fullValid || rep.Skipped != "" || rep.Source != src {
+		t.Errorf("report = %+v; want %d lines, %d imported", rep, fullLines, fullValid)
+	}
+	var lines []int
+	for _, e := range rep.Malformed {
+		lines = append(lines, e.Line)
+		if want := fullMalformed[e.Line]; want == "" || !strings.Contains(e.Err, want) {
+			t.Errorf("line %d reported as %q, want a reason mentioning %q", e.Line, e.Err, want)
+		}
+	}
+	if !slices.Equal(lines, []int{8, 9, 10, 14}) {
+		t.Errorf("malformed lines %v, want [8 9 10 14]", lines)
+	}
+
+	// Byte for byte, timestamps and all, with the manager's token estimates.
+	want := validLines(t, src)
+	got := stored(t, st, idFull)
+	if len(got) != len(want) {
+		t.Fatalf("stored %d messages, want %d", len(got), len(want))
+	}
+	for i, e := range got {
+		if !bytes.Equal(e.Raw, want[i]) {
+			t.Errorf("message %d stored as %s, want %s", i, e.Raw, want[i])
+		}
+		m, _ := e.Message()
+		if e.Tokens != tokens.Default().Estimate(m) || e.Tokens == 0 {
+			t.Errorf("message %d: %d tokens stored, estimator says %d", i, e.Tokens, tokens.Default().Estimate(m))
+		}
+	}
+	if rep.FirstSeq != got[0].Seq || rep.LastSeq != got[len(got)-1].Seq {
+		t.Errorf("seqs %d..%d, stored %d..%d", rep.FirstSeq, rep.LastSeq, got[0].Seq, got[len(got)-1].Seq)
+	}
+
+	// The JSONL is read, never written.
+	fi1, _ := os.Stat(src)
+	if fileHash(t, src) != before || !fi1.ModTime().Equal(fi0.ModTime()) {
+		t.Error("the JSONL changed during the import")
+	}
+}
+
+func TestImportOnlyOnce(t *testing.T) {
+	ctx := context.Background()
+	root := fakeHome(t)
+	src := jsonlPath(root, idFull)
+	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
+	if _, err := ImportFile(ctx, st, idFull, src, ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := ImportFile(ctx, st, idFull, src, ImportOptions{})
+	if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "already imported") || len(rep.Malformed) != 0 {
+		t.Errorf("second import: %+v, %v", rep, err)
+	}
+	// Even after a Clear: the import record says it was done.
+	if _, err := st.Clear(ctx, idFull); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = ImportFile(ctx, st, idFull, src, ImportOptions{})
+	if err != nil || rep.Imported != 0 || rep.Skipped == "" {
+		t.Errorf("import after Clear: %+v, %v", rep, err)
+	}
+	// The file growing afterwards is mentioned, not imported.
+	f, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, `{"role": "user", "content": "late"}`)
+	f.Close()
+	rep, err = ImportFile(ctx, st, idFull, src, ImportOptions{})
+	if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "changed since") {
+		t.Errorf("import of a grown file: %+v, %v", rep, err)
+	}
+}
+
+func TestImportIntoNonEmptySessionSkips(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
+	own := ctxstore.NewMessage(ctxstore.RoleUser, "already here")
+	if _, _, err := st.Append(ctx, "s", store.Record{Message: own, Tokens: 3}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ImportJSONL(ctx, st, "s", strings.NewReader(`{"role":"user","content":"from the file"}`+"\n"), ImportOptions{})
+	if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "already holds 1 messages") || rep.Source != "stdin" {
+		t.Errorf("report %+v, err %v", rep, err)
+	}
+	if got := stored(t, st, "s"); len(got) != 1 || !bytes.Equal(got[0].Raw, own.Bytes()) {
+		t.Errorf("session now holds %d messages", len(got))
+	}
+}
+
+func TestImportLimitsLineSize(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
+	big := `{"role":"tool","tool_call_id":"c","content":"` + strings.Repeat("y", 2000) + `"}`
+	in := `{"role":"user","content":"a"}` + "\n" + big + "\n" + `{"role":"user","content":"b"}` + "\n"
+	rep, err := ImportJSONL(ctx, st, "s", strings.NewReader(in), ImportOptions{MaxMessageBytes: 1000})
+	if err != nil || rep.Imported != 2 || len(rep.Malformed) != 1 || rep.Malformed[0].Line != 2 ||
+		!strings.Contains(rep.Malformed[0].Err, "over the limit of 1000") {
+		t.Fatalf("report %+v, err %v", rep, err)
+	}
+}
+
+// bigJSONL writes n valid messages, one malformed line every 100 lines.
+func bigJSONL(t *testing.T, n int) (string, [][]byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	var valid [][]byte
+	for i := range n {
+		if i%100 == 50 {
+			buf.WriteString("{\"role\": \"user\", \"content\": \"cut\n")
+		}
+		l := fmt.Appendf(nil, `{"role": "user", "content": "message %d", "timestamp": "2025-10-14T09:%02d:%02d.000+00:00"}`, i, i/60%60, i%60)
+		valid = append(valid, l)
+		buf.Write(l)
+		buf.WriteByte('\n')
+	}
+	p := filepath.Join(t.TempDir(), JSONLName)
+	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p, valid
+}
+
+// An import cut short between batches (here by cancelling its context, as a
+// crash would leave it) is continued on the next attempt, without
+// duplicating or losing a message.
+func TestImportContinuesAfterInterruption(t *testing.T) {
+	root := t.TempDir()
+	src, valid := bigJSONL(t, 2500)
+	st := openStore(t, filepath.Join(root, "x.db"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	rep, err := ImportFile(ctx, st, "s", src, ImportOptions{Progress: func(_ int64, imported int) {
+		if imported >= defaultBatchMessages {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || rep.Imported != defaultBatchMessages {
+		t.Fatalf("interrupted import: %+v, %v", rep, err)
+	}
+
+	rep, err = ImportFile(context.Background(), st, "s", src, ImportOptions{})
+	if err != nil || rep.Continued != defaultBatchMessages || rep.Imported != len(valid)-defaultBatchMessages ||
+		len(rep.Malformed) != 25 {
+		t.Fatalf("continued import: continued %d imported %d malformed %d, %v", rep.Continued, rep.Imported, len(rep.Malformed), err)
+	}
+	got := stored(t, st, "s")
+	if len(got) != len(valid) {
+		t.Fatalf("stored %d messages, want %d", len(got), len(valid))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i].Raw, valid[i]) {
+			t.Fatalf("message %d = %s, want %s", i, got[i].Raw, valid[i])
+		}
+	}
+	rep, err = ImportFile(context.Background(), st, "s", src, ImportOptions{})
+	if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "already imported") {
+		t.Fatalf("third import: %+v, %v", rep, err)
+	}
+}
+
+// If someone wrote to the session between the interruption and the retry,
+// the import refuses to guess.
+func TestImportConflictAfterInterruption(t *testing.T) {
+	src, _ := bigJSONL(t, 1500)
+	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := ImportFile(ctx, st, "s", src, ImportOptions{Progress: func(int64, int) { cancel() }})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Append(context.Background(), "s", store.Record{Message: ctxstore.NewMessage("user", "meanwhile"), Tokens: 1}); err != nil {
+		t.Fatal(err)
+	}
+	n := len(stored(t, st, "s"))
+	rep, err := ImportFile(context.Background(), st, "s", src, ImportOptions{})
+	if !errors.Is(err, ErrImportConflict) || rep.Imported != 0 {
+		t.Fatalf("report %+v, err %v; want ErrImportConflict", rep, err)
+	}
+	if got := len(stored(t, st, "s")); got != n {
+		t.Fatalf("conflicting import changed the session: %d -> %d messages", n, got)
+	}
+}
