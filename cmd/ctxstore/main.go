@@ -1,16 +1,33 @@
-// Command ctxstore inspects and maintains ctxstore files.
+// Command ctxstore inspects and maintains ctxstore files: the bbolt files in
+// which ctxstore keeps LLM agents' conversations.
+//
+// Run "ctxstore help" for the command list and "ctxstore COMMAND --help" for
+// each command's flags and an example. The database is --db, else
+// $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db (XDG_DATA_HOME
+// defaults to ~/.local/share).
+//
+// Exit status: 0 success, 1 an error (including "verify found problems"),
+// 2 a usage error (unknown command or flag, missing argument).
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "demo" {
-		fmt.Println("ctxstore demo: coming soon")
-		return
-	}
-	fmt.Fprintln(os.Stderr, "usage: ctxstore demo")
-	os.Exit(2)
+	// Every command sees SIGINT/SIGTERM as a cancelled context: "tail -f"
+	// ends cleanly with status 0, a long import or export stops between
+	// messages instead of dying mid-write.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &app{
+		stdin:  os.Stdin,
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		getenv: os.Getenv,
+	})
+	stop()
+	os.Exit(code)
 }

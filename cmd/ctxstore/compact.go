@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/ctxstore/ctxstore/store"
+)
+
+func compactFileCommand() *command {
+	return &command{
+		name:    "compact-file",
+		usage:   "[OUT]",
+		summary: "rewrite the file without its free pages (after purges), in place or into OUT",
+		help: `bbolt never gives freed pages back to the file system: after 'purge' the
+file keeps its size and reuses the space. compact-file copies every
+bucket into a new, tightly packed file.
+
+With OUT, the copy goes to OUT (which must not exist) and the database is
+left as it is; other processes may keep using it meanwhile.
+
+Without OUT, the copy replaces the database: compact-file takes the file's
+exclusive lock (waiting at most 5 s for other processes, which only hold
+it for the length of one operation), writes the copy beside it, syncs it
+and renames it over the original while still holding the lock. A process
+that was waiting for the lock notices the file was replaced and locks the
+new one, so no write lands in the old copy. A process that keeps the file
+open the whole time (not ctxstore's way) makes compact-file fail with a
+"held by another process" error instead.`,
+		example: "ctxstore compact-file\nctxstore compact-file /tmp/smaller.db",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			pos, err := a.parse(c, a.flags(c), args, 0, 1)
+			if err != nil {
+				return err
+			}
+			// Opening through the store checks the file for damage first:
+			// bbolt faults fatally on some damaged files.
+			st, err := a.open(readOnly)
+			if err != nil {
+				return err
+			}
+			if _, err := st.Sessions(ctx); err != nil {
+				st.Close()
+				return explain(st.Path(), "", err)
+			}
+			path := st.Path()
+			st.Close()
+
+			before, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			var out string
+			if len(pos) == 1 {
+				out = pos[0]
+				err = compactInto(ctx, path, out)
+			} else {
+				out = path
+				err = compactInPlace(ctx, path)
+			}
+			if err != nil {
+				return err
+			}
+			after, err := os.Stat(out)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return writeJSON(a.stdout, map[string]any{"file": path, "out": out, "bytes_before": before.Size(), "bytes_after": after.Size()})
+			}
+			fmt.Fprintf(a.stdout, "compacted %s: %s -> %s", path, human(before.Size()), human(after.Size()))
+			if out != path {
+				fmt.Fprintf(a.stdout, " (written to %s; the original is unchanged)", out)
+			}
+			fmt.Fprintln(a.stdout)
+			return nil
+		},
+	}
+}
+
+// lockTimeout is how long compact-file waits for other processes.
+const lockTimeout = store.DefaultLockTimeout
+
+// compactInto copies src into a new file dst under a shared lock: writers
+// wait (at most their lock timeout) while the copy is made, readers do not.
+func compactInto(ctx context.Context, src, dst string) error {
+	if _, err := os.Stat(dst); err == nil {
+		return fmt.Errorf("%s already exists: compact-file writes only new files", dst)
+	}
+	f, err := lockPath(ctx, src, os.O_RDONLY, syscall.LOCK_SH)
+	if err != nil {
+		return err
+	}
+	return copyCompacted(f, src, dst, true)
+}
+
+// compactInPlace replaces path with a compacted copy while holding its
+// exclusive lock, so no other process writes in between.
+func compactInPlace(ctx context.Context, path string) error {
+	f, err := lockPath(ctx, path, os.O_RDWR, syscall.LOCK_EX)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".compact*")
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("compact %s: %w", path, err)
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	os.Remove(tmpName) // bbolt creates it afresh, mode 0600
+	defer os.Remove(tmpName)
+	// copyCompacted keeps f (and so the lock) until the rename is done.
+	return copyCompacted(f, path, tmpName, false, func() error {
+		if err := os.Rename(tmpName, path); err != nil {
+			return fmt.Errorf("compact %s: replace: %w", path, err)
+		}
+		return syncDir(filepath.Dir(path))
+	})
+}
+
+// copyCompacted opens src with bbolt on the already locked descriptor f,
+// compacts it into dst, syncs dst and then runs the optional finish steps
+// before closing src (releasing the lock).
+func copyCompacted(f *os.File, src, dst string, readOnly bool, finish ...func() error) (err error) {
+	db, err := bbolt.Open(src, 0o600, &bbolt.Options{
+		OpenFile: func(string, int, os.FileMode) (*os.File, error) { return f, nil },
+		ReadOnly: readOnly,
+		Timeout:  time.Millisecond, // f already holds the lock
+	})
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("compact %s: open: %w", src, err)
+	}
+	defer func() {
+		if cerr := db.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("compact %s: close: %w", src, cerr)
+		}
+	}()
+	out, err := bbolt.Open(dst, 0o600, &bbolt.Options{NoSync: true, Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("compact %s into %s: %w", src, dst, err)
+	}
+	if err := bbolt.Compact(out, db, 64<<20); err != nil {
+		out.Close()
+		os.Remove(dst)
+		return fmt.Errorf("compact %s into %s: %w", src, dst, err)
+	}
+	out.NoSync = false
+	if err := out.Sync(); err != nil {
+		out.Close()
+		os.Remove(dst)
+		return fmt.Errorf("compact %s into %s: sync: %w", src, dst, err)
+	}
+	if err := out.Close(); err != nil {
+		os.Remove(dst)
+		return fmt.Errorf("compact %s into %s: %w", src, dst, err)
+	}
+	for _, fn := range finish {
+		if err := fn(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lockPath opens path and takes its flock, polling until lockTimeout; it
+// retries if the file was replaced while it waited, as the store does.
+func lockPath(ctx context.Context, path string, flag, how int) (*os.File, error) {
+	deadline := time.Now().Add(lockTimeout)
+	for {
+		f, err := os.OpenFile(path, flag, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no database at %s", path)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		for {
+			err = syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+			if err == nil || (err != syscall.EWOULDBLOCK && err != syscall.EINTR) {
+				break
+			}
+			if time.Now().After(deadline) {
+				f.Close()
+				return nil, explain(path, "", fmt.Errorf("compact %s: %w: waited %v", path, store.ErrLocked, lockTimeout))
+			}
+			select {
+			case <-ctx.Done():
+				f.Close()
+				return nil, ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		fi, err1 := f.Stat()
+		pi, err2 := os.Stat(path)
+		if err1 == nil && err2 == nil && os.SameFile(fi, pi) {
+			return f, nil
+		}
+		f.Close() // replaced while we waited: lock the new file
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

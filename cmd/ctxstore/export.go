@@ -1,0 +1,446 @@
+package main
+
+// The export format, version 1 ("ctxstore export", "ctxstore import").
+//
+// An export is JSON Lines (UTF-8, one JSON object per line, "\n" after every
+// line). It carries sessions, their epochs and every message of every epoch
+// losslessly: exporting, importing into a fresh file and exporting again
+// gives the same bytes. Lines, in order:
+//
+//  1. The header, always first, which is how import recognises the format:
+//
+//     {"format":"ctxstore-export","version":1,"sessions":2}
+//
+//     "sessions" is the number of session records that follow. A reader
+//     must refuse a version it does not know.
+//
+//  2. For each session, a session record followed immediately by exactly
+//     "messages" message records, all epochs in seq order:
+//
+//     {"type":"session","name":"work","created":"2026-11-22T06:00:00.123456789Z",
+//     "updated":"…","epoch":2,"last_seq":40,"messages":40,"title":"…",
+//     "epochs":[{"epoch":1,"first_seq":1,"last_seq":30,"messages":30,"started":"…"},…]}
+//
+//     "epoch" is the current epoch (it may have no messages: a session that
+//     was just cleared); "epochs" lists every epoch, a purged one with
+//     "purged":true and no messages. Times are RFC 3339 with nanoseconds, in UTC.
+//
+//     {"type":"message","seq":1,"epoch":1,"time":"…","tokens":12,"message":{"role":"user","content":"hi"}}
+//
+//     "message" is the message's original JSON, byte for byte as it was
+//     added (key order, number spelling and escapes included). A message
+//     whose stored bytes are not one line of valid JSON (pretty-printed
+//     input keeps its newlines) is carried as "message_base64" instead,
+//     standard base64 of the exact bytes. "tokens" is the estimate stored
+//     with the message.
+//
+//  3. The end record, always last; its absence means the export was cut
+//     short:
+//
+//     {"type":"end","sessions":2,"messages":75}
+//
+// Writers stream: one session's messages are never held in memory together.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"strconv"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/store"
+)
+
+const (
+	exportFormat  = "ctxstore-export"
+	exportVersion = 1
+)
+
+type exportHeader struct {
+	Format   string `json:"format"`
+	Version  int    `json:"version"`
+	Sessions int    `json:"sessions"`
+}
+
+type exportSession struct {
+	Type     string      `json:"type"`
+	Name     string      `json:"name"`
+	Created  time.Time   `json:"created"`
+	Updated  time.Time   `json:"updated"`
+	Epoch    uint64      `json:"epoch"`
+	LastSeq  uint64      `json:"last_seq"`
+	Messages int         `json:"messages"`
+	Title    string      `json:"title,omitempty"`
+	Epochs   []epochJSON `json:"epochs"`
+}
+
+type exportMessage struct {
+	Type          string          `json:"type"`
+	Seq           uint64          `json:"seq"`
+	Epoch         uint64          `json:"epoch"`
+	Time          time.Time       `json:"time"`
+	Tokens        int             `json:"tokens"`
+	Message       json.RawMessage `json:"message"`
+	MessageBase64 []byte          `json:"message_base64"`
+}
+
+type exportEnd struct {
+	Type     string `json:"type"`
+	Sessions int    `json:"sessions"`
+	Messages int64  `json:"messages"`
+}
+
+// exportStats is what an export or import did.
+type exportStats struct {
+	Sessions int   `json:"sessions"`
+	Messages int64 `json:"messages"`
+	Bytes    int64 `json:"bytes"` // export: bytes written
+}
+
+// writeExport streams the named sessions (all sessions when names is empty)
+// to w in the export format. It reads one message at a time from the store,
+// so memory stays flat whatever the sessions' size [B7].
+func writeExport(ctx context.Context, st *store.Store, names []string, w io.Writer) (exportStats, error) {
+	var infos []store.SessionInfo
+	if len(names) == 0 {
+		all, err := st.Sessions(ctx)
+		if err != nil {
+			return exportStats{}, explain(st.Path(), "", err)
+		}
+		infos = all
+	} else {
+		for _, n := range names {
+			info, err := st.Session(ctx, n)
+			if err != nil {
+				return exportStats{}, explain(st.Path(), n, err)
+			}
+			infos = append(infos, info)
+		}
+	}
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 256<<10)
+	var stats exportStats
+	if err := writeJSONLine(bw, exportHeader{Format: exportFormat, Version: exportVersion, Sessions: len(infos)}); err != nil {
+		return stats, err
+	}
+	line := make([]byte, 0, 4096)
+	for _, info := range infos {
+		n, err := exportOne(ctx, st, info, bw, &line)
+		stats.Messages += n
+		if err != nil {
+			return stats, err
+		}
+		stats.Sessions++
+	}
+	if err := writeJSONLine(bw, exportEnd{Type: "end", Sessions: stats.Sessions, Messages: stats.Messages}); err != nil {
+		return stats, err
+	}
+	if err := bw.Flush(); err != nil {
+		return stats, fmt.Errorf("write export: %w", err)
+	}
+	stats.Bytes = cw.n
+	return stats, nil
+}
+
+// exportOne writes one session record and its messages. It exports the
+// session as it was when its record was read: messages another process
+// appends meanwhile (seq beyond the epoch's last seq) are left out, so the
+// record's message count stays true.
+func exportOne(ctx context.Context, st *store.Store, info store.SessionInfo, bw *bufio.Writer, line *[]byte) (int64, error) {
+	rec := exportSession{
+		Type: "session", Name: info.Name, Created: info.Created.UTC(), Updated: info.Updated.UTC(),
+		Epoch: info.Epoch, LastSeq: info.LastSeq, Title: info.Title, Epochs: epochsJSON(info.Epochs),
+	}
+	for _, ep := range info.Epochs {
+		rec.Messages += ep.Messages
+	}
+	if err := writeJSONLine(bw, rec); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, ep := range info.Epochs {
+		if ep.Messages == 0 {
+			continue
+		}
+		for e, err := range st.EpochMessages(ctx, info.Name, ep.Epoch, ep.FirstSeq) {
+			if err != nil {
+				return n, explain(st.Path(), info.Name, fmt.Errorf("export session %q epoch %d: %w", info.Name, ep.Epoch, err))
+			}
+			if e.Seq > ep.LastSeq {
+				break
+			}
+			*line = appendMessageLine((*line)[:0], e)
+			if _, err := bw.Write(*line); err != nil {
+				return n, fmt.Errorf("write export: %w", err)
+			}
+			n++
+		}
+	}
+	if n != int64(rec.Messages) {
+		return n, fmt.Errorf("export session %q: it changed while being exported (%d messages listed, %d read); run the export again", info.Name, rec.Messages, n)
+	}
+	return n, nil
+}
+
+// appendMessageLine encodes one message record by hand: encoding/json would
+// compact and HTML-escape the raw message, and the export must carry its
+// bytes exactly.
+func appendMessageLine(b []byte, e store.Entry) []byte {
+	b = append(b, `{"type":"message",`...)
+	return append(appendMessageFields(b, e, false), '}', '\n')
+}
+
+// appendMessageFields appends the fields of a message record after "type".
+// multiline allows raw JSON that spans lines (not in JSON Lines output).
+func appendMessageFields(b []byte, e store.Entry, multiline bool) []byte {
+	b = append(b, `"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, `,"epoch":`...)
+	b = strconv.AppendUint(b, e.Epoch, 10)
+	b = append(b, `,"time":"`...)
+	b = e.Time.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","tokens":`...)
+	b = strconv.AppendInt(b, int64(e.Tokens), 10)
+	if (!multiline && bytes.ContainsAny(e.Raw, "\r\n")) || !json.Valid(e.Raw) {
+		b = append(b, `,"message_base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, e.Raw)
+		return append(b, '"')
+	}
+	b = append(b, `,"message":`...)
+	return append(b, e.Raw...)
+}
+
+func writeJSONLine(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf) // Encode ends the line
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode export record: %w", err)
+	}
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("write export: %w", err)
+	}
+	return nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// isExportHeader reports whether line is an export header, and returns an
+// error for a header of a version this program cannot read.
+func isExportHeader(line []byte) (bool, error) {
+	var h exportHeader
+	if json.Unmarshal(line, &h) != nil || h.Format != exportFormat {
+		return false, nil
+	}
+	if h.Version != exportVersion {
+		return true, fmt.Errorf("export format version %d is not supported by this ctxstore (it reads version %d); use a newer ctxstore", h.Version, exportVersion)
+	}
+	return true, nil
+}
+
+// lineReader reads lines of any length, counting them for error messages.
+type lineReader struct {
+	br      *bufio.Reader
+	name    string // file name for errors ("-" is stdin)
+	no      int
+	partial bool // the last line read had no newline: the input may be cut short
+}
+
+// next returns the next line without its newline; io.EOF after the last.
+func (lr *lineReader) next() ([]byte, error) {
+	line, err := lr.br.ReadBytes('\n')
+	if len(line) == 0 && err != nil {
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		return nil, fmt.Errorf("read %s after line %d: %w", lr.name, lr.no, err)
+	}
+	lr.no++
+	lr.partial = line[len(line)-1] != '\n'
+	return bytes.TrimRight(line, "\r\n"), nil
+}
+
+func (lr *lineReader) errorf(format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if lr.partial {
+		msg += " (the file ends in the middle of this line: it was cut short)"
+	}
+	return fmt.Errorf("%s line %d: %s", lr.name, lr.no, msg)
+}
+
+// importOptions tunes readExport.
+type importOptions struct {
+	skipExisting bool         // leave sessions already in the store alone instead of failing
+	onMessage    func()       // called after each message record is read (progress)
+	onSession    func(string) // called before each session is imported
+}
+
+// importStats says what readExport did.
+type importStats struct {
+	Sessions int      `json:"sessions"`
+	Messages int64    `json:"messages"`
+	Skipped  []string `json:"skipped,omitempty"` // sessions left alone (skipExisting)
+}
+
+// readExport imports an export whose header lr has already read. Each
+// session is imported in one store transaction, with seqs, epochs and times
+// as exported; a failure leaves earlier sessions imported and the failing
+// one absent.
+func readExport(ctx context.Context, st *store.Store, lr *lineReader, opt importOptions) (importStats, error) {
+	var stats importStats
+	for {
+		line, err := lr.next()
+		if err == io.EOF {
+			return stats, fmt.Errorf("%s: the export is cut short after line %d (no end record); nothing after the last complete session was imported", lr.name, lr.no)
+		}
+		if err != nil {
+			return stats, err
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var kind struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(line, &kind); err != nil {
+			return stats, lr.errorf("not a JSON object: %v", err)
+		}
+		switch kind.Type {
+		case "end":
+			var end exportEnd
+			if err := json.Unmarshal(line, &end); err != nil {
+				return stats, lr.errorf("bad end record: %v", err)
+			}
+			if got := stats.Sessions + len(stats.Skipped); end.Sessions != got {
+				return stats, lr.errorf("the end record counts %d sessions, the file held %d", end.Sessions, got)
+			}
+			return stats, nil
+		case "session":
+			var rec exportSession
+			if err := json.Unmarshal(line, &rec); err != nil {
+				return stats, lr.errorf("bad session record: %v", err)
+			}
+			if rec.Name == "" {
+				return stats, lr.errorf("session record without a name")
+			}
+			n, skipped, err := importSession(ctx, st, lr, rec, opt)
+			if err != nil {
+				return stats, err
+			}
+			if skipped {
+				stats.Skipped = append(stats.Skipped, rec.Name)
+				continue
+			}
+			stats.Sessions++
+			stats.Messages += n
+		default:
+			return stats, lr.errorf("unexpected record type %q (want session or end)", kind.Type)
+		}
+	}
+}
+
+func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exportSession, opt importOptions) (n int64, skipped bool, err error) {
+	if opt.onSession != nil {
+		opt.onSession(rec.Name)
+	}
+	info := store.SessionInfo{
+		Name: rec.Name, Created: rec.Created, Updated: rec.Updated,
+		Epoch: rec.Epoch, LastSeq: rec.LastSeq, Title: rec.Title,
+	}
+	for _, ep := range rec.Epochs {
+		info.Epochs = append(info.Epochs, store.EpochInfo{
+			Epoch: ep.Epoch, FirstSeq: ep.FirstSeq, LastSeq: ep.LastSeq, Messages: ep.Messages, Started: ep.Started, Purged: ep.Purged,
+		})
+	}
+	if opt.skipExisting {
+		if _, err := st.Session(ctx, rec.Name); err == nil {
+			for range rec.Messages {
+				if _, err := lr.next(); err != nil {
+					return 0, true, cutShort(lr, rec.Name, err)
+				}
+			}
+			return 0, true, nil
+		}
+	}
+	var readErr error // the iterator's own failure, with its line number
+	entries := func(yield func(store.Entry, error) bool) {
+		for range rec.Messages {
+			e, err := readMessageLine(lr, rec.Name)
+			if err != nil {
+				readErr = err
+				yield(store.Entry{}, err)
+				return
+			}
+			n++
+			if opt.onMessage != nil {
+				opt.onMessage()
+			}
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+	err = st.ImportSession(ctx, info, iter.Seq2[store.Entry, error](entries))
+	switch {
+	case readErr != nil:
+		return 0, false, readErr
+	case errors.Is(err, store.ErrNotEmpty):
+		return 0, false, fmt.Errorf("session %q already exists in %s: nothing of it was imported; import into a fresh file, rerun with --skip-existing, or remove it first with 'ctxstore purge %s'",
+			rec.Name, st.Path(), shellQuote(rec.Name))
+	case err != nil:
+		return 0, false, explain(st.Path(), "", fmt.Errorf("import session %q (%s around line %d): %w", rec.Name, lr.name, lr.no, err))
+	case n != int64(rec.Messages):
+		return 0, false, fmt.Errorf("import session %q: the store stopped after %d of %d messages", rec.Name, n, rec.Messages)
+	}
+	return n, false, nil
+}
+
+func cutShort(lr *lineReader, session string, err error) error {
+	if err == io.EOF {
+		return fmt.Errorf("%s: the export is cut short after line %d, inside session %q; that session was not imported", lr.name, lr.no, session)
+	}
+	return err
+}
+
+// readMessageLine reads and checks one message record.
+func readMessageLine(lr *lineReader, session string) (store.Entry, error) {
+	line, err := lr.next()
+	if err != nil {
+		return store.Entry{}, cutShort(lr, session, err)
+	}
+	var rec exportMessage
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return store.Entry{}, lr.errorf("bad message record of session %q: %v", session, err)
+	}
+	if rec.Type != "message" {
+		return store.Entry{}, lr.errorf("expected a message record of session %q, found type %q (the session record's message count is wrong)", session, rec.Type)
+	}
+	raw := []byte(rec.Message)
+	if rec.MessageBase64 != nil {
+		raw = rec.MessageBase64
+	}
+	m, err := ctxstore.ParseMessage(raw)
+	if err != nil {
+		return store.Entry{}, lr.errorf("message seq %d of session %q: %v", rec.Seq, session, err)
+	}
+	return store.Entry{
+		Session: session, Seq: rec.Seq, Epoch: rec.Epoch, Time: rec.Time, Role: m.Role(), Tokens: rec.Tokens,
+		CallIDs: m.CallIDs(), ResultIDs: m.ResultIDs(), Raw: raw,
+	}, nil
+}

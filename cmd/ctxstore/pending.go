@@ -1,0 +1,23 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"github.com/ctxstore/ctxstore/store"
+)
+
+type changeStub struct{}
+
+func watchStub(ctx context.Context, st *store.Store, name string) (<-chan changeStub, error) {
+	return nil, errors.New("watch not yet available")
+}
+
+func pendingCommand(name string) *command {
+	return &command{name: name, summary: "(pending)", run: func(ctx context.Context, a *app, c *command, args []string) error {
+		return errors.New("not yet")
+	}}
+}
+func demoCommand() *command   { return pendingCommand("demo") }
+func viewCommand() *command   { return pendingCommand("view") }
+func verifyCommand() *command { return pendingCommand("verify") }
+func doctorCommand() *command { return pendingCommand("doctor") }

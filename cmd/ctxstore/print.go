@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/store"
+)
+
+// printEntry writes one stored message for a person: a header line with
+// seq, time, role and tokens, then the text indented, then any tool calls.
+// maxChars > 0 cuts the text (tail, ls previews); 0 prints it all.
+func printEntry(w io.Writer, e store.Entry, maxChars int) {
+	m, err := e.Message()
+	fmt.Fprintf(w, "#%-5d %s  %-9s %6d tok", e.Seq, e.Time.Local().Format("2006-01-02 15:04:05"), e.Role, e.Tokens)
+	if err != nil {
+		fmt.Fprintf(w, "\n    [unreadable message: %v]\n", err)
+		return
+	}
+	if src := m.Source(); src != "" {
+		fmt.Fprintf(w, "  (%s)", src)
+	}
+	if ids := m.ResultIDs(); len(ids) > 0 {
+		fmt.Fprintf(w, "  result of %s", strings.Join(ids, ", "))
+	}
+	fmt.Fprintln(w)
+	if text := m.Text(); text != "" {
+		fmt.Fprintln(w, indent(cut(text, maxChars), "    "))
+	} else if c := m.Content(); len(c) > 0 && string(c) != "null" && !m.HasToolCalls() {
+		fmt.Fprintln(w, indent(cut(string(c), maxChars), "    "))
+	}
+	for _, call := range m.ToolCalls() {
+		args := compactJSON(call.Arguments)
+		fmt.Fprintf(w, "    → %s %s  [%s]\n", call.Name, cut(args, 200), call.ID)
+	}
+}
+
+// cut shortens s to about max characters (max <= 0: no limit), saying how
+// much was left out.
+func cut(s string, max int) string {
+	if max <= 0 || len(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	if len(r) <= max {
+		return s
+	}
+	return fmt.Sprintf("%s… (+%d chars)", string(r[:max]), len(r)-max)
+}
+
+// compactJSON returns raw JSON on one line; a JSON string value (OpenAI
+// sends arguments as a string of JSON) is unquoted first.
+func compactJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		raw = json.RawMessage(s)
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// oneLine is a message's text on one line, cut to max characters: for
+// tables of messages (view).
+func oneLine(m ctxstore.Message, max int) string {
+	text := m.Text()
+	if text == "" && m.HasToolCalls() {
+		var parts []string
+		for _, c := range m.ToolCalls() {
+			parts = append(parts, "→ "+c.Name+" "+compactJSON(c.Arguments))
+		}
+		text = strings.Join(parts, "; ")
+	}
+	text = strings.Join(strings.Fields(text), " ")
+	return cut(text, max)
+}
+
+// writeRawLine writes a message's JSON on one line: the exact bytes, unless
+// they span lines (pretty-printed input), which are compacted so the output
+// stays JSON Lines.
+func writeRawLine(w io.Writer, raw []byte) error {
+	if bytes.ContainsAny(raw, "\r\n") {
+		var buf bytes.Buffer
+		if json.Compact(&buf, raw) == nil {
+			raw = buf.Bytes()
+		}
+	}
+	if _, err := w.Write(raw); err != nil {
+		return err
+	}
+	_, err := w.Write([]byte{'\n'})
+	return err
+}
+
+// sessionJSON is a session in --json output.
+type sessionJSON struct {
+	Name          string      `json:"name"`
+	Title         string      `json:"title"`
+	Created       time.Time   `json:"created"`
+	Updated       time.Time   `json:"updated"`
+	Epoch         uint64      `json:"epoch"`
+	Messages      int         `json:"messages"`
+	Tokens        int         `json:"tokens"`
+	Bytes         int64       `json:"bytes"`
+	TotalMessages int         `json:"total_messages"`
+	LastSeq       uint64      `json:"last_seq"`
+	Epochs        []epochJSON `json:"epochs"`
+}
+
+type epochJSON struct {
+	Epoch    uint64    `json:"epoch"`
+	FirstSeq uint64    `json:"first_seq"`
+	LastSeq  uint64    `json:"last_seq"`
+	Messages int       `json:"messages"`
+	Started  time.Time `json:"started"`
+	Purged   bool      `json:"purged,omitempty"`
+}
+
+func toSessionJSON(info store.SessionInfo) sessionJSON {
+	s := sessionJSON{
+		Name: info.Name, Title: info.Title, Created: info.Created.UTC(), Updated: info.Updated.UTC(),
+		Epoch: info.Epoch, Messages: info.Messages, Tokens: info.Tokens, Bytes: info.Bytes,
+		TotalMessages: info.TotalMessages, LastSeq: info.LastSeq, Epochs: epochsJSON(info.Epochs),
+	}
+	return s
+}
+
+// epochsJSON converts epochs for --json output and exports (times in UTC,
+// so output does not depend on the local zone).
+func epochsJSON(eps []store.EpochInfo) []epochJSON {
+	out := []epochJSON{}
+	for _, ep := range eps {
+		out = append(out, epochJSON{
+			Epoch: ep.Epoch, FirstSeq: ep.FirstSeq, LastSeq: ep.LastSeq, Messages: ep.Messages,
+			Started: ep.Started.UTC(), Purged: ep.Purged,
+		})
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write JSON: %w", err)
+	}
+	return nil
+}
+
+// ago says how long ago t was, roughly, for tables.
+func ago(t time.Time, now time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case t.IsZero():
+		return "-"
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	default:
+		return t.Local().Format("2006-01-02")
+	}
+}
+
+// human formats a byte count.
+func human(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

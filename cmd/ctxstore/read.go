@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ctxstore/ctxstore/store"
+)
+
+func lsCommand() *command {
+	return &command{
+		name:    "ls",
+		usage:   "[--json]",
+		summary: "list the sessions: messages, tokens, epoch, last change, title",
+		help: `Reads only session metadata, never message bodies, so it is fast on any
+file. MESSAGES and TOKENS count the current epoch; TOTAL counts every
+stored epoch.`,
+		example: "ctxstore ls\nctxstore --db agent.db ls --json | jq '.[].name'",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			path, infos, err := a.listSessions(ctx, c, args)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				out := make([]sessionJSON, 0, len(infos))
+				for _, info := range infos {
+					out = append(out, toSessionJSON(info))
+				}
+				return writeJSON(a.stdout, out)
+			}
+			if len(infos) == 0 {
+				fmt.Fprintf(a.stdout, "no sessions in %s\n", path)
+				return nil
+			}
+			now := time.Now()
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "SESSION\tMESSAGES\tTOKENS\tEPOCH\tTOTAL\tUPDATED\tTITLE")
+			for _, info := range infos {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", info.Name, info.Messages, info.Tokens,
+					info.Epoch, info.TotalMessages, ago(info.Updated, now), cut(info.Title, 50))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// listSessions is the body of commands that take no argument and read the
+// session list: ls, stats.
+func (a *app) listSessions(ctx context.Context, c *command, args []string) (string, []store.SessionInfo, error) {
+	if _, err := a.parse(c, a.flags(c), args, 0, 0); err != nil {
+		return "", nil, err
+	}
+	st, err := a.open(readOnly)
+	if err != nil {
+		return "", nil, err
+	}
+	defer st.Close()
+	infos, err := st.Sessions(ctx)
+	if err != nil {
+		return "", nil, explain(st.Path(), "", err)
+	}
+	return st.Path(), infos, nil
+}
+
+// session returns a session's metadata, with an error that says how to
+// find the right name.
+func session(ctx context.Context, st *store.Store, name string) (store.SessionInfo, error) {
+	info, err := st.Session(ctx, name)
+	if err != nil {
+		return info, explain(st.Path(), name, err)
+	}
+	return info, nil
+}
+
+// findEpoch returns the epoch's info, or an error listing the epochs there are.
+func findEpoch(st *store.Store, info store.SessionInfo, epoch uint64) (store.EpochInfo, error) {
+	var have []string
+	for _, ep := range info.Epochs {
+		if ep.Epoch == epoch {
+			if ep.Purged {
+				return ep, fmt.Errorf("epoch %d of session %q in %s was purged; its messages are gone", epoch, info.Name, st.Path())
+			}
+			return ep, nil
+		}
+		have = append(have, strconv.FormatUint(ep.Epoch, 10))
+	}
+	return store.EpochInfo{}, fmt.Errorf("session %q in %s has no epoch %d (it has: %v; see: ctxstore ls --json)", info.Name, st.Path(), epoch, have)
+}
+
+func showCommand() *command {
+	return &command{
+		name:    "show",
+		usage:   "SESSION [--json | --jsonl] [--epoch N]",
+		summary: "print a session's full history (never compacted)",
+		help: `Prints the current epoch unless --epoch picks an earlier one (after
+'ctxstore clear', earlier epochs stay readable). --jsonl prints each
+message's JSON exactly as it was added, one per line, ready for
+'ctxstore add'; --json prints one document with seq, epoch, time and
+token estimate beside each message.`,
+		example: "ctxstore show work\nctxstore show work --epoch 1 --jsonl > old.jsonl",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			fs := a.flags(c)
+			jsonl := fs.Bool("jsonl", false, "one message's original JSON per line")
+			epoch := fs.Uint64("epoch", 0, "show epoch `N` (default: the current one)")
+			pos, err := a.parse(c, fs, args, 1, 1)
+			if err != nil {
+				return err
+			}
+			if a.json && *jsonl {
+				return usagef("--json and --jsonl are exclusive")
+			}
+			st, err := a.open(readOnly)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			info, err := session(ctx, st, pos[0])
+			if err != nil {
+				return err
+			}
+			if *epoch == 0 {
+				*epoch = info.Epoch
+			}
+			ep, err := findEpoch(st, info, *epoch)
+			if err != nil {
+				return err
+			}
+			return showEpoch(ctx, a, st, info, ep, *jsonl)
+		},
+	}
+}
+
+func showEpoch(ctx context.Context, a *app, st *store.Store, info store.SessionInfo, ep store.EpochInfo, jsonl bool) error {
+	w := bufio.NewWriterSize(a.stdout, 64<<10)
+	defer w.Flush()
+	switch {
+	case a.json:
+		fmt.Fprintf(w, "{\"session\":%s,\"epoch\":%d,\"messages\":[", strconv.Quote(info.Name), ep.Epoch)
+	case !jsonl:
+		fmt.Fprintf(w, "session %q, epoch %d of %d: %d messages\n", info.Name, ep.Epoch, info.Epoch, ep.Messages)
+		if ep.Messages == 0 && len(info.Epochs) > 1 {
+			fmt.Fprintf(w, "(empty since 'clear'; earlier epochs: ctxstore show %s --epoch %d)\n", shellQuote(info.Name), info.Epochs[len(info.Epochs)-2].Epoch)
+		}
+	}
+	n := 0
+	if ep.Messages > 0 {
+		for e, err := range st.EpochMessages(ctx, info.Name, ep.Epoch, ep.FirstSeq) {
+			if err != nil {
+				return explain(st.Path(), info.Name, fmt.Errorf("read session %q: %w", info.Name, err))
+			}
+			switch {
+			case a.json:
+				if n > 0 {
+					w.WriteByte(',')
+				}
+				w.WriteByte('{')
+				w.Write(appendMessageFields(nil, e, true))
+				w.WriteByte('}')
+			case jsonl:
+				if err := writeRawLine(w, e.Raw); err != nil {
+					return err
+				}
+			default:
+				printEntry(w, e, 0)
+			}
+			n++
+		}
+	}
+	if a.json {
+		w.WriteString("]}\n")
+	}
+	return w.Flush()
+}
+
+func tailCommand() *command {
+	return &command{
+		name:    "tail",
+		usage:   "SESSION [-f] [-n N] [--jsonl]",
+		summary: "print a session's last messages; -f keeps printing new ones as they are added",
+		help: `With -f, tail watches the file and prints messages any process appends,
+until interrupted (Ctrl-C or SIGTERM: exit status 0). A 'clear' by another
+process is announced and tail goes on with the new epoch.`,
+		example: "ctxstore tail -n 5 work\nctxstore tail -f work    # in another terminal: echo '{\"role\":\"user\",\"content\":\"hi\"}' | ctxstore add work",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			fs := a.flags(c)
+			follow := fs.Bool("f", false, "follow: print new messages as they arrive")
+			n := fs.Int("n", 10, "print the last `N` messages first")
+			jsonl := fs.Bool("jsonl", false, "print each message's original JSON on one line")
+			pos, err := a.parse(c, fs, args, 1, 1)
+			if err != nil {
+				return err
+			}
+			if *n < 0 {
+				return usagef("-n must not be negative")
+			}
+			st, err := a.open(readOnly)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return tail(ctx, a, st, pos[0], *n, *follow, *jsonl || a.json)
+		},
+	}
+}
+
+func tail(ctx context.Context, a *app, st *store.Store, name string, n int, follow, jsonl bool) error {
+	w := bufio.NewWriter(a.stdout)
+	print := func(e store.Entry) error {
+		if jsonl {
+			return writeRawLine(w, e.Raw)
+		}
+		printEntry(w, e, 2000)
+		return nil
+	}
+	var changes <-chan changeStub
+	if follow {
+		// Watch before reading the tail, so nothing appended in between
+		// is missed; reading from the last seq printed makes repeats
+		// impossible.
+		watchCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		ch, err := watchStub(watchCtx, st, name)
+		if err != nil {
+			return explain(st.Path(), name, fmt.Errorf("watch session %q: %w", name, err))
+		}
+		changes = ch
+	}
+	info, err := session(ctx, st, name)
+	if err != nil {
+		return err
+	}
+	epoch := info.Epoch
+	var last uint64
+	if n > 0 {
+		entries, err := st.Tail(ctx, name, n)
+		if err != nil {
+			return explain(st.Path(), name, fmt.Errorf("read session %q: %w", name, err))
+		}
+		for _, e := range entries {
+			if err := print(e); err != nil {
+				return err
+			}
+			last = e.Seq
+		}
+	}
+	if last == 0 {
+		last = info.LastSeq
+	}
+	if err := w.Flush(); err != nil || !follow {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil // interrupted: the normal way to stop tail -f
+		case _, ok := <-changes:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("watching session %q in %s stopped unexpectedly", name, st.Path())
+			}
+		}
+		info, err := st.Session(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			fmt.Fprintf(w, "--- session %q was purged ---\n", name)
+			w.Flush()
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return explain(st.Path(), name, err)
+		}
+		if info.Epoch != epoch && !jsonl {
+			fmt.Fprintf(w, "--- session %q cleared: epoch %d ---\n", name, info.Epoch)
+		}
+		epoch = info.Epoch
+		for e, err := range st.Messages(ctx, name, last+1) {
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return explain(st.Path(), name, err)
+			}
+			if err := print(e); err != nil {
+				return err
+			}
+			last = e.Seq
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+func statsCommand() *command {
+	return &command{
+		name:    "stats",
+		usage:   "[--json]",
+		summary: "file size, sessions, messages, tokens, and bytes on disk per byte of JSON",
+		example: "ctxstore stats\nctxstore stats --json",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			path, infos, err := a.listSessions(ctx, c, args)
+			if err != nil {
+				return err
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			var s struct {
+				File         string  `json:"file"`
+				FileBytes    int64   `json:"file_bytes"`
+				Sessions     int     `json:"sessions"`
+				Messages     int     `json:"messages"`       // current epochs
+				AllMessages  int     `json:"total_messages"` // all stored epochs
+				Tokens       int     `json:"tokens"`         // current epochs
+				JSONBytes    int64   `json:"json_bytes"`     // current epochs
+				BytesPerJSON float64 `json:"bytes_per_json_byte"`
+			}
+			s.File, s.FileBytes, s.Sessions = path, fi.Size(), len(infos)
+			for _, info := range infos {
+				s.Messages += info.Messages
+				s.AllMessages += info.TotalMessages
+				s.Tokens += info.Tokens
+				s.JSONBytes += info.Bytes
+			}
+			if s.JSONBytes > 0 {
+				s.BytesPerJSON = float64(s.FileBytes) / float64(s.JSONBytes)
+			}
+			if a.json {
+				return writeJSON(a.stdout, s)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "file\t%s\n", s.File)
+			fmt.Fprintf(tw, "size\t%s (%d bytes)\n", human(s.FileBytes), s.FileBytes)
+			fmt.Fprintf(tw, "sessions\t%d\n", s.Sessions)
+			fmt.Fprintf(tw, "messages\t%d in current epochs, %d stored in all epochs\n", s.Messages, s.AllMessages)
+			fmt.Fprintf(tw, "tokens\t%d (estimated, current epochs)\n", s.Tokens)
+			fmt.Fprintf(tw, "JSON\t%s in current epochs\n", human(s.JSONBytes))
+			if s.JSONBytes > 0 {
+				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (file size over the current epochs' JSON; 'ctxstore compact-file' reclaims free pages)\n", s.BytesPerJSON)
+			}
+			return tw.Flush()
+		},
+	}
+}

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ctxstore/ctxstore/resume"
+	"github.com/ctxstore/ctxstore/store"
+)
+
+func exportCommand() *command {
+	return &command{
+		name:    "export",
+		usage:   "[SESSION...] [-o FILE]",
+		summary: "write sessions (all when none is named), every epoch, as versioned JSON Lines",
+		help: `The export carries sessions, epochs, seqs, times, token estimates and each
+message's JSON byte for byte: importing it into a fresh file and exporting
+again gives the same bytes. It streams, so memory stays flat however large
+the sessions. The format (version 1) is a header line
+{"format":"ctxstore-export","version":1,...}, then per session a "session"
+record followed by its "message" records, then an "end" record. -o writes
+to a new file (mode 0600) only once the export is complete.`,
+		example: "ctxstore export -o backup.jsonl\nctxstore export work | gzip > work.jsonl.gz",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			fs := a.flags(c)
+			out := fs.String("o", "", "write to `FILE` instead of stdout")
+			names, err := a.parse(c, fs, args, 0, -1)
+			if err != nil {
+				return err
+			}
+			st, err := a.open(readOnly)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if *out == "" || *out == "-" {
+				_, err := writeExport(ctx, st, names, a.stdout)
+				return err
+			}
+			stats, err := exportToFile(ctx, st, names, *out)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return writeJSON(a.stdout, stats)
+			}
+			fmt.Fprintf(a.stderr, "exported %d session(s), %d messages to %s (%s)\n", stats.Sessions, stats.Messages, *out, human(stats.Bytes))
+			return nil
+		},
+	}
+}
+
+// exportToFile writes the export beside path and renames it into place once
+// complete, so an interrupted export never leaves a plausible-looking file.
+func exportToFile(ctx context.Context, st *store.Store, names []string, path string) (exportStats, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return exportStats{}, fmt.Errorf("export: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	stats, err := writeExport(ctx, st, names, tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return stats, fmt.Errorf("export to %s: %w", path, err)
+	}
+	return stats, nil
+}
+
+func importCommand() *command {
+	return &command{
+		name:    "import",
+		usage:   "FILE|- [--session NAME] [--skip-existing]",
+		summary: "import a ctxstore export, or an Amplifier context-messages.jsonl transcript",
+		help: `The format is recognised by the first line. A ctxstore export restores its
+sessions exactly (seqs, epochs, times); each session is imported in one
+transaction, and a session that already exists is an error unless
+--skip-existing. Anything else is read as an Amplifier transcript (one
+message per line) into the session --session NAME (default: the
+session directory's name for .../sessions/ID/context-messages.jsonl, else
+the file name without extension); blank lines are ignored, malformed lines
+skipped and reported with their line numbers, the file is never modified.
+On a terminal, long imports show a progress bar on stderr.`,
+		example: "ctxstore --db fresh.db import backup.jsonl\nctxstore import ~/.amplifier/projects/p/sessions/abc/context-messages.jsonl --session abc",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			fs := a.flags(c)
+			name := fs.String("session", "", "session `NAME` for a transcript (not used for exports)")
+			skip := fs.Bool("skip-existing", false, "leave sessions that already exist alone")
+			pos, err := a.parse(c, fs, args, 1, 1)
+			if err != nil {
+				return err
+			}
+			return runImport(ctx, a, pos[0], *name, *skip)
+		},
+	}
+}
+
+func runImport(ctx context.Context, a *app, file, session string, skip bool) error {
+	var in io.Reader = a.stdin
+	var size int64
+	label := "stdin"
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		in, label = f, file
+	}
+	cr := &countingReader{r: in}
+	br := bufio.NewReaderSize(cr, 256<<10)
+	lr := &lineReader{br: br, name: label}
+
+	// The first non-blank line tells the format.
+	var first []byte
+	for {
+		line, err := lr.next()
+		if err == io.EOF {
+			return fmt.Errorf("%s is empty: nothing to import", label)
+		}
+		if err != nil {
+			return err
+		}
+		if len(strings.TrimSpace(string(line))) > 0 {
+			first = line
+			break
+		}
+	}
+	isExport, err := isExportHeader(first)
+	if err != nil {
+		return fmt.Errorf("%s: %w", label, err)
+	}
+
+	bar := a.newProgress("importing", size)
+	defer bar.finish()
+	st, err := a.open(readWrite)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	if isExport {
+		if session != "" {
+			return usagef("--session is for transcripts; %s is a ctxstore export, which names its sessions", label)
+		}
+		var msgs int64
+		stats, err := readExport(ctx, st, lr, importOptions{
+			skipExisting: skip,
+			onMessage: func() {
+				msgs++
+				bar.update(cr.n, msgs)
+			},
+		})
+		bar.finish()
+		if err != nil {
+			if stats.Sessions > 0 {
+				err = fmt.Errorf("%w\n(%d session(s) before it were imported)", err, stats.Sessions)
+			}
+			return err
+		}
+		if a.json {
+			return writeJSON(a.stdout, stats)
+		}
+		fmt.Fprintf(a.stdout, "imported %d session(s), %d messages from %s into %s\n", stats.Sessions, stats.Messages, label, st.Path())
+		if len(stats.Skipped) > 0 {
+			fmt.Fprintf(a.stdout, "left alone (already present): %s\n", strings.Join(stats.Skipped, ", "))
+		}
+		return nil
+	}
+
+	if session == "" {
+		session = transcriptSession(file)
+		if session == "" {
+			return usagef("name the session to import %s into with --session NAME", label)
+		}
+	}
+	if skip {
+		if _, err := st.Session(ctx, session); err == nil {
+			fmt.Fprintf(a.stdout, "session %q already exists in %s; left alone\n", session, st.Path())
+			return nil
+		}
+	}
+	opts := resume.ImportOptions{Progress: func(read int64, imported int) { bar.update(read, int64(imported)) }}
+	var rep resume.ImportReport
+	if file == "-" {
+		// Hand the transcript reader everything, the first line included.
+		rest := io.MultiReader(strings.NewReader(string(first)+"\n"), br)
+		rep, err = resume.ImportJSONL(ctx, st, session, rest, opts)
+	} else {
+		// By path: the import is recorded under the file's absolute path,
+		// so importing the same file again is a no-op.
+		rep, err = resume.ImportFile(ctx, st, session, file, opts)
+	}
+	bar.finish()
+	if err != nil {
+		return explain(st.Path(), "", fmt.Errorf("import %s into session %q: %w", label, session, err))
+	}
+	return reportTranscript(a, label, st.Path(), rep)
+}
+
+// transcriptSession derives a session name from a transcript's path:
+// the session directory of the Amplifier layout, else the file name.
+func transcriptSession(path string) string {
+	if path == "-" {
+		return ""
+	}
+	base := filepath.Base(path)
+	if base == "context-messages.jsonl" {
+		return filepath.Base(filepath.Dir(path))
+	}
+	return strings.TrimSuffix(base, filepath.Ext(base))
+}
+
+func reportTranscript(a *app, label, db string, rep resume.ImportReport) error {
+	if a.json {
+		return writeJSON(a.stdout, rep)
+	}
+	if rep.Skipped != "" {
+		fmt.Fprintf(a.stdout, "nothing imported into session %q in %s: %s\n", rep.Session, db, rep.Skipped)
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "imported %d messages from %s into session %q in %s", rep.Imported, label, rep.Session, db)
+	if rep.Continued > 0 {
+		fmt.Fprintf(a.stdout, " (continuing an interrupted import that had stored %d)", rep.Continued)
+	}
+	fmt.Fprintln(a.stdout)
+	if len(rep.Malformed) > 0 {
+		fmt.Fprintf(a.stdout, "skipped %d malformed line(s):\n", len(rep.Malformed))
+		for i, le := range rep.Malformed {
+			if i == 20 {
+				fmt.Fprintf(a.stdout, "  ... and %d more\n", len(rep.Malformed)-i)
+				break
+			}
+			fmt.Fprintf(a.stdout, "  %s:%d: %s\n", label, le.Line, le.Err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/store"
+)
+
+// maxMessageBytes is the default Config.MaxMessageBytes [M3]: add enforces
+// the same limit the managers do.
+const maxMessageBytes = 8 << 20
+
+func addCommand() *command {
+	return &command{
+		name:    "add",
+		usage:   "SESSION < MESSAGES",
+		summary: "append messages read from stdin (one JSON object, a JSON array, or JSON Lines)",
+		help: `Every message is checked first (a JSON object with a known role, tool
+results with a tool_call_id, ...); if any is invalid, nothing is added
+and each problem is reported with its line number. Otherwise all are
+appended in one durable transaction, with their bytes exactly as given.
+The session is created if it does not exist.`,
+		example: `echo '{"role":"user","content":"hello"}' | ctxstore add work
+ctxstore show old --jsonl | ctxstore --db new.db add work`,
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			pos, err := a.parse(c, a.flags(c), args, 1, 1)
+			if err != nil {
+				return err
+			}
+			msgs, err := readMessages(a.stdin, "stdin")
+			if err != nil {
+				return err
+			}
+			if len(msgs) == 0 {
+				return fmt.Errorf("stdin held no messages; nothing was added to session %q", pos[0])
+			}
+			st, err := a.open(readWrite)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			est := tokens.Default()
+			recs := make([]store.Record, len(msgs))
+			for i, m := range msgs {
+				recs[i] = store.Record{Message: m, Tokens: est.Estimate(m)}
+			}
+			first, last, err := st.Append(ctx, pos[0], recs...)
+			if err != nil {
+				return explain(st.Path(), pos[0], fmt.Errorf("add to session %q: %w", pos[0], err))
+			}
+			if a.json {
+				return writeJSON(a.stdout, map[string]any{"session": pos[0], "added": len(recs), "first_seq": first, "last_seq": last})
+			}
+			fmt.Fprintf(a.stdout, "added %d message(s) to session %q in %s (seq %d-%d)\n", len(recs), pos[0], st.Path(), first, last)
+			return nil
+		},
+	}
+}
+
+// readMessages reads messages from r: a single JSON object (it may span
+// lines), a JSON array of objects, or JSON Lines. Every message is validated;
+// if any fails, the error lists each bad line and no message is returned.
+func readMessages(r io.Reader, name string) ([]ctxstore.Message, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, nil
+	}
+	if trimmed[0] == '[' && json.Valid(trimmed) {
+		var items []json.RawMessage
+		if err := json.Unmarshal(trimmed, &items); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		var msgs []ctxstore.Message
+		var problems []string
+		for i, it := range items {
+			m, err := checkMessage(it)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: element %d: %v", name, i, err))
+				continue
+			}
+			msgs = append(msgs, m)
+		}
+		return msgs, problemsError(problems)
+	}
+	if trimmed[0] == '{' && json.Valid(trimmed) {
+		// One object, maybe pretty-printed over several lines.
+		m, err := checkMessage(trimmed)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w; nothing was added", name, err)
+		}
+		return []ctxstore.Message{m}, nil
+	}
+	var msgs []ctxstore.Message
+	var problems []string
+	for no, line := range bytes.Split(data, []byte{'\n'}) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		m, err := checkMessage(line)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s line %d: %v", name, no+1, err))
+			continue
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, problemsError(problems)
+}
+
+func checkMessage(b []byte) (ctxstore.Message, error) {
+	m, err := ctxstore.ParseMessage(b)
+	if err != nil {
+		return m, err
+	}
+	return m, m.ValidateSize(maxMessageBytes)
+}
+
+func problemsError(problems []string) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	const show = 20
+	msg := strings.Join(problems[:min(len(problems), show)], "\n  ")
+	if len(problems) > show {
+		msg += fmt.Sprintf("\n  ... and %d more", len(problems)-show)
+	}
+	return fmt.Errorf("%d invalid message(s); nothing was added:\n  %s", len(problems), msg)
+}
+
+func clearCommand() *command {
+	return &command{
+		name:    "clear",
+		usage:   "SESSION",
+		summary: "start a new, empty epoch of a session; earlier epochs stay readable",
+		help: `Nothing is deleted: the session's history so far stays in the file as an
+earlier epoch ('ctxstore show SESSION --epoch N'). Use 'purge' to delete.`,
+		example: "ctxstore clear work",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			pos, err := a.parse(c, a.flags(c), args, 1, 1)
+			if err != nil {
+				return err
+			}
+			st, err := a.openExisting()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			epoch, err := st.Clear(ctx, pos[0])
+			if err != nil {
+				return explain(st.Path(), pos[0], fmt.Errorf("clear session %q: %w", pos[0], err))
+			}
+			if a.json {
+				return writeJSON(a.stdout, map[string]any{"session": pos[0], "epoch": epoch})
+			}
+			fmt.Fprintf(a.stdout, "session %q: now at epoch %d, empty; the earlier history stays readable: ctxstore show %s --epoch %d\n",
+				pos[0], epoch, shellQuote(pos[0]), epoch-1)
+			return nil
+		},
+	}
+}
+
+// openExisting opens an existing database for writing: commands that change
+// a session (clear, purge) have nothing to do on a missing file, and must not
+// leave an empty one behind.
+func (a *app) openExisting() (*store.Store, error) {
+	st, err := a.open(readOnly) // fails clearly on a missing file
+	if err != nil {
+		return nil, err
+	}
+	st.Close()
+	return a.open(readWrite)
+}
+
+func purgeCommand() *command {
+	return &command{
+		name:    "purge",
+		usage:   "SESSION [--epoch N] --yes",
+		summary: "delete a session, or one earlier epoch of it, for real",
+		help: `This is the only command that deletes messages. Without --epoch the whole
+session goes (every epoch, its derived records); with --epoch N only that
+earlier epoch's messages (the current epoch cannot be purged: 'clear' it
+first). The space is reused by later writes; 'ctxstore compact-file'
+shrinks the file. --yes is required unless you confirm on a terminal.`,
+		example: "ctxstore purge scratch --yes\nctxstore purge work --epoch 1 --yes",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			fs := a.flags(c)
+			epoch := fs.Uint64("epoch", 0, "purge only epoch `N` (an earlier one)")
+			yes := fs.Bool("yes", false, "do not ask for confirmation")
+			pos, err := a.parse(c, fs, args, 1, 1)
+			if err != nil {
+				return err
+			}
+			name := pos[0]
+			st, err := a.openExisting()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			info, err := session(ctx, st, name)
+			if err != nil {
+				return err
+			}
+			what := fmt.Sprintf("session %q (%d messages in %d epochs)", name, info.TotalMessages, len(info.Epochs))
+			if *epoch != 0 {
+				ep, err := findEpoch(st, info, *epoch)
+				if err != nil {
+					return err
+				}
+				what = fmt.Sprintf("epoch %d of session %q (%d messages)", *epoch, name, ep.Messages)
+			}
+			if !*yes {
+				ok, err := a.confirm(fmt.Sprintf("delete %s from %s for real?", what, st.Path()))
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return errors.New("nothing was purged")
+				}
+			}
+			if *epoch != 0 {
+				err = st.PurgeEpoch(ctx, name, *epoch)
+			} else {
+				err = st.Purge(ctx, name)
+			}
+			if errors.Is(err, store.ErrCurrentEpoch) {
+				return fmt.Errorf("epoch %d is the current epoch of session %q: 'ctxstore clear %s' first, or purge the whole session", *epoch, name, shellQuote(name))
+			}
+			if err != nil {
+				return explain(st.Path(), name, fmt.Errorf("purge %s: %w", what, err))
+			}
+			if a.json {
+				return writeJSON(a.stdout, map[string]any{"session": name, "epoch": *epoch, "purged": true})
+			}
+			fmt.Fprintf(a.stdout, "purged %s\n", what)
+			return nil
+		},
+	}
+}
+
+// confirm asks a yes/no question on a terminal; elsewhere it is a usage
+// error, so a script never deletes without --yes.
+func (a *app) confirm(question string) (bool, error) {
+	in, ok := a.stdin.(*os.File)
+	if !ok || !isTerminal(in) {
+		return false, usagef("refusing to delete without confirmation: add --yes")
+	}
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	answer, _ := bufio.NewReader(in).ReadString('\n')
+	answer = strings.ToLower(strings.TrimSpace(answer))
+	return answer == "y" || answer == "yes", nil
+}
