@@ -7,7 +7,7 @@ package store
 // append always lands on the right-most leaf (the raft-boltdb layout).
 //
 //	"ctxstore"                          top-level bucket: store-wide values
-//	    "format"  -> uvarint format version (FormatVersion)
+//	    "format"  -> format version as decimal text (FormatVersion)
 //	"sessions"                          top-level bucket: one sub-bucket per session
 //	    <session name bytes>            bucket of one session
 //	        "meta"    -> msgpack sessionMeta (counts, epochs, title, pinned seqs)

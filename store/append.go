@@ -1,0 +1,244 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"go.etcd.io/bbolt"
+)
+
+// ErrCurrentEpoch is returned by PurgeEpoch for the current epoch, which
+// must be left by Clear before it can be purged.
+var ErrCurrentEpoch = errors.New("store: cannot purge the current epoch")
+
+// Record is one message to append with the caller's token estimate, which
+// is stored with it so views never re-estimate stored history.
+type Record struct {
+	Message ctxstore.Message
+	Tokens  int
+}
+
+// Append adds recs to the current epoch of session, creating the session if
+// needed, in one atomic transaction: when it returns nil every record is on
+// disk (fsynced) with seqs first..last; on error none is. Invalid messages
+// fail the whole call with an error matching ctxstore.ErrInvalidMessage that
+// names the record's index and field. Appending nothing returns (0, 0, nil).
+func (s *Store) Append(ctx context.Context, session string, recs ...Record) (first, last uint64, err error) {
+	return s.appendRecs(ctx, session, recs, false)
+}
+
+// AppendIfEmpty is Append, but only if the current epoch holds no messages;
+// otherwise it fails with ErrNotEmpty and writes nothing. Check and write
+// are one transaction, so of several processes seeding a fresh session
+// exactly one succeeds.
+func (s *Store) AppendIfEmpty(ctx context.Context, session string, recs ...Record) (first, last uint64, err error) {
+	return s.appendRecs(ctx, session, recs, true)
+}
+
+func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, ifEmpty bool) (first, last uint64, err error) {
+	if err := checkSession(session); err != nil {
+		return 0, 0, err
+	}
+	if len(recs) == 0 {
+		return 0, 0, nil
+	}
+	for i, r := range recs {
+		if err := r.Message.Validate(); err != nil {
+			return 0, 0, fmt.Errorf("store: append to session %q: message %d: %w", session, i, err)
+		}
+	}
+	err = s.write(ctx, func(tx *bbolt.Tx) error {
+		now := time.Now().UnixNano()
+		sb, meta, err := openSession(tx, session, now)
+		if err != nil {
+			return reject(err)
+		}
+		if ifEmpty && meta.Messages > 0 {
+			return reject(fmt.Errorf("store: session %q: %w: epoch %d holds %d messages", session, ErrNotEmpty, meta.Epoch, meta.Messages))
+		}
+		msgs, err := msgsBucket(sb, true)
+		if err != nil {
+			return err
+		}
+		first = meta.LastSeq + 1
+		for _, r := range recs {
+			env := envelope{
+				Seq: meta.LastSeq + 1, Epoch: meta.Epoch, Time: now,
+				Role: r.Message.Role(), Tokens: r.Tokens,
+				CallIDs: r.Message.CallIDs(), ResultIDs: r.Message.ResultIDs(),
+				Raw: r.Message.Bytes(),
+			}
+			if err := putEnvelope(msgs, &env); err != nil {
+				return fmt.Errorf("store: session %q: %w", session, err)
+			}
+			meta.add(&env, r.Message)
+		}
+		last = meta.LastSeq
+		return putMeta(sb, session, &meta)
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return first, last, nil
+}
+
+func putEnvelope(msgs *bbolt.Bucket, env *envelope) error {
+	v, err := encodeEnvelope(env)
+	if err != nil {
+		return err
+	}
+	if err := msgs.Put(seqKey(env.Seq), v); err != nil {
+		return fmt.Errorf("put seq %d: %w", env.Seq, err)
+	}
+	return nil
+}
+
+// Clear starts a new epoch of session and returns its number. The current
+// history becomes empty; earlier epochs stay readable with EpochMessages.
+// An unknown session fails with ErrNotFound.
+func (s *Store) Clear(ctx context.Context, session string) (newEpoch uint64, err error) {
+	err = s.write(ctx, func(tx *bbolt.Tx) error {
+		sb, meta, err := getSession(tx, session)
+		if err != nil {
+			return reject(err)
+		}
+		meta.clear(time.Now().UnixNano())
+		newEpoch = meta.Epoch
+		return putMeta(sb, session, &meta)
+	})
+	return newEpoch, err
+}
+
+// Purge deletes session for real: every epoch's messages, its metadata and
+// its derived records. The freed pages are reused by later writes; they
+// are not overwritten at once. An unknown session fails with ErrNotFound.
+func (s *Store) Purge(ctx context.Context, session string) error {
+	return s.write(ctx, func(tx *bbolt.Tx) error {
+		sessions, err := sessionsBucket(tx)
+		if err != nil {
+			return reject(err)
+		}
+		if sessions.Bucket([]byte(session)) == nil {
+			return reject(fmt.Errorf("store: session %q: %w", session, ErrNotFound))
+		}
+		return sessions.DeleteBucket([]byte(session))
+	})
+}
+
+// PurgeEpoch deletes the messages of one earlier epoch of session. The
+// epoch stays listed in SessionInfo.Epochs, marked Purged. The current
+// epoch fails with ErrCurrentEpoch; an unknown session or epoch with
+// ErrNotFound.
+func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) error {
+	return s.write(ctx, func(tx *bbolt.Tx) error {
+		sb, meta, err := getSession(tx, session)
+		if err != nil {
+			return reject(err)
+		}
+		em := meta.epoch(epoch)
+		switch {
+		case em == nil:
+			return reject(fmt.Errorf("store: session %q: epoch %d: %w", session, epoch, ErrNotFound))
+		case epoch == meta.Epoch:
+			return reject(fmt.Errorf("store: session %q: epoch %d: %w", session, epoch, ErrCurrentEpoch))
+		}
+		msgs, err := msgsBucket(sb, false)
+		if err != nil {
+			return reject(err)
+		}
+		var keys [][]byte
+		if msgs != nil {
+			c := msgs.Cursor()
+			for k, _ := c.Seek(seqKey(em.First)); k != nil; k, _ = c.Next() {
+				if seq, ok := keySeq(k); !ok || seq > em.Last {
+					break
+				}
+				keys = append(keys, k)
+			}
+		}
+		for _, k := range keys {
+			if err := msgs.Delete(k); err != nil {
+				return fmt.Errorf("store: session %q: purge epoch %d: %w", session, epoch, err)
+			}
+		}
+		meta.Total -= len(keys)
+		em.Messages, em.Purged = 0, true
+		meta.Updated = time.Now().UnixNano()
+		return putMeta(sb, session, &meta)
+	})
+}
+
+// sessionsBucket returns the top-level bucket of sessions. A read-only
+// store on a file no writer has initialised has none: it reads as empty.
+func sessionsBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
+	b := tx.Bucket([]byte(bucketSessions))
+	if b == nil {
+		return nil, fmt.Errorf("store: %w: no %q bucket", ErrNotFound, bucketSessions)
+	}
+	return b, nil
+}
+
+// getSession returns the bucket and metadata of an existing session.
+func getSession(tx *bbolt.Tx, name string) (*bbolt.Bucket, sessionMeta, error) {
+	sessions, err := sessionsBucket(tx)
+	if err != nil {
+		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+	}
+	sb := sessions.Bucket([]byte(name))
+	if sb == nil {
+		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+	}
+	meta, err := decodeMeta(sb.Get([]byte(keyMeta)))
+	if err != nil {
+		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
+	}
+	return sb, meta, nil
+}
+
+// openSession is getSession, creating the session (bucket and metadata, not
+// yet stored) when it does not exist.
+func openSession(tx *bbolt.Tx, name string, now int64) (*bbolt.Bucket, sessionMeta, error) {
+	sb, meta, err := getSession(tx, name)
+	if !errors.Is(err, ErrNotFound) {
+		return sb, meta, err
+	}
+	sessions, err := tx.CreateBucketIfNotExists([]byte(bucketSessions))
+	if err != nil {
+		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
+	}
+	sb, err = sessions.CreateBucket([]byte(name))
+	if err != nil {
+		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
+	}
+	return sb, newMeta(now), nil
+}
+
+// msgsBucket returns the session's message bucket (nil if absent and not
+// create), set up for append-only use.
+func msgsBucket(sb *bbolt.Bucket, create bool) (*bbolt.Bucket, error) {
+	b := sb.Bucket([]byte(bucketMsgs))
+	if b == nil && create {
+		var err error
+		if b, err = sb.CreateBucket([]byte(bucketMsgs)); err != nil {
+			return nil, err
+		}
+	}
+	if b != nil {
+		b.FillPercent = msgsFillPercent
+	}
+	return b, nil
+}
+
+func putMeta(sb *bbolt.Bucket, name string, meta *sessionMeta) error {
+	v, err := encodeMeta(meta)
+	if err != nil {
+		return fmt.Errorf("store: session %q: %w", name, err)
+	}
+	if err := sb.Put([]byte(keyMeta), v); err != nil {
+		return fmt.Errorf("store: session %q: put meta: %w", name, err)
+	}
+	return nil
+}

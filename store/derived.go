@@ -1,0 +1,152 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+// Derived is one record computed from a session's messages (a compaction
+// decision, a summary, a repair note). Derived records live in their own
+// bucket per kind and never touch messages.
+type Derived struct {
+	Kind  string
+	Key   string
+	Value []byte
+}
+
+func checkDerived(session, kind, key string, needKey bool) error {
+	if err := checkSession(session); err != nil {
+		return err
+	}
+	if kind == "" || (needKey && key == "") {
+		return fmt.Errorf("store: session %q: derived record needs a kind and a key", session)
+	}
+	if len(kind) > MaxSessionName || len(key) > bbolt.MaxKeySize {
+		return fmt.Errorf("store: session %q: derived kind or key too long", session)
+	}
+	return nil
+}
+
+// PutDerived durably stores value under (kind, key) for session, replacing
+// any previous value. The session is created if it does not exist.
+func (s *Store) PutDerived(ctx context.Context, session, kind, key string, value []byte) error {
+	if err := checkDerived(session, kind, key, true); err != nil {
+		return err
+	}
+	return s.write(ctx, func(tx *bbolt.Tx) error {
+		now := time.Now().UnixNano()
+		sb, meta, err := openSession(tx, session, now)
+		if err != nil {
+			return reject(err)
+		}
+		if sb.Get([]byte(keyMeta)) == nil { // new session
+			if err := putMeta(sb, session, &meta); err != nil {
+				return err
+			}
+		}
+		d, err := sb.CreateBucketIfNotExists([]byte(bucketDerived))
+		if err != nil {
+			return fmt.Errorf("store: session %q: %w", session, err)
+		}
+		kb, err := d.CreateBucketIfNotExists([]byte(kind))
+		if err != nil {
+			return fmt.Errorf("store: session %q: derived kind %q: %w", session, kind, err)
+		}
+		if err := kb.Put([]byte(key), bytes.Clone(value)); err != nil {
+			return fmt.Errorf("store: session %q: derived %s/%s: %w", session, kind, key, err)
+		}
+		return nil
+	})
+}
+
+// derivedBucket returns the bucket of kind for session, or ErrNotFound.
+func derivedBucket(tx *bbolt.Tx, session, kind string) (*bbolt.Bucket, error) {
+	sb, _, err := getSession(tx, session)
+	if err != nil {
+		return nil, err
+	}
+	if d := sb.Bucket([]byte(bucketDerived)); d != nil {
+		if kb := d.Bucket([]byte(kind)); kb != nil {
+			return kb, nil
+		}
+	}
+	return nil, fmt.Errorf("store: session %q: derived kind %q: %w", session, kind, ErrNotFound)
+}
+
+// GetDerived returns the value stored under (kind, key) for session, or
+// ErrNotFound.
+func (s *Store) GetDerived(ctx context.Context, session, kind, key string) ([]byte, error) {
+	if err := checkDerived(session, kind, key, true); err != nil {
+		return nil, err
+	}
+	var out []byte
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		kb, err := derivedBucket(tx, session, kind)
+		if err != nil {
+			return err
+		}
+		v := kb.Get([]byte(key))
+		if v == nil {
+			return fmt.Errorf("store: session %q: derived %s/%s: %w", session, kind, key, ErrNotFound)
+		}
+		out = bytes.Clone(v)
+		return nil
+	})
+	return out, err
+}
+
+// ListDerived yields the records of kind for session in key order (bytes).
+// An unknown session or kind yields nothing. Like Messages it reads in
+// short pages.
+func (s *Store) ListDerived(ctx context.Context, session, kind string) iter.Seq2[Derived, error] {
+	return func(yield func(Derived, error) bool) {
+		if err := checkDerived(session, kind, "", false); err != nil {
+			yield(Derived{}, err)
+			return
+		}
+		var after []byte
+		for started := false; ; started = true {
+			var page []Derived
+			err := s.view(ctx, func(tx *bbolt.Tx) error {
+				kb, err := derivedBucket(tx, session, kind)
+				if errors.Is(err, ErrNotFound) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				c := kb.Cursor()
+				k, v := c.First()
+				if started {
+					k, v = c.Seek(after)
+					if k != nil && bytes.Equal(k, after) {
+						k, v = c.Next()
+					}
+				}
+				for ; k != nil && len(page) < pageEntries; k, v = c.Next() {
+					page = append(page, Derived{Kind: kind, Key: string(k), Value: bytes.Clone(v)})
+				}
+				return nil
+			})
+			if err != nil {
+				yield(Derived{}, err)
+				return
+			}
+			for _, d := range page {
+				if !yield(d, nil) {
+					return
+				}
+			}
+			if len(page) < pageEntries {
+				return
+			}
+			after = []byte(page[len(page)-1].Key)
+		}
+	}
+}

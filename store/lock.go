@@ -1,0 +1,256 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+// The store never keeps the bbolt file open while idle: every operation (or
+// group of concurrent operations in this process) acquires the shared
+// handle, which opens the file on first use and closes it, releasing the
+// flock, when the last user is done. See doc.go for why and what it costs.
+
+// lockAttempt is one blocking flock on a freshly opened descriptor of the
+// file. A blocking flock is woken by the kernel the moment the holder lets
+// go, unlike bbolt's own 50 ms polling, which starves a waiter when the
+// holder appends in a loop. It cannot be cancelled, so an attempt that
+// outlives its waiters stays pending; the next open joins it instead of
+// starting another, and if it completes with nobody waiting it unlocks at
+// once.
+type lockAttempt struct {
+	done chan struct{}
+	f    *os.File // locked descriptor, set with err == nil when done
+	err  error
+	// taken is set (under Store.mu) by the waiter that took the result.
+	taken bool
+}
+
+// acquire returns the open database, opening it if this process does not
+// have it open already. Every successful acquire must be paired with
+// release.
+func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
+	s.mu.Lock()
+	for {
+		if s.closed {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("store %s: %w", s.path, ErrClosed)
+		}
+		if s.db != nil {
+			s.refs++
+			db := s.db
+			s.mu.Unlock()
+			return db, nil
+		}
+		if s.opening == nil {
+			break
+		}
+		ch := s.opening
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	ch := make(chan struct{})
+	s.opening = ch
+	s.mu.Unlock()
+
+	db, err := s.openDB(ctx)
+
+	s.mu.Lock()
+	s.opening = nil
+	close(ch)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.db = db
+	s.refs++
+	s.mu.Unlock()
+	return db, nil
+}
+
+// release undoes acquire; the last user closes the file, which releases the
+// lock for other processes.
+func (s *Store) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refs--
+	if s.refs > 0 {
+		return
+	}
+	// Closed under mu so that no acquire opens a second descriptor (which
+	// would contend with this one's flock) before this one is gone.
+	db := s.db
+	s.db = nil
+	if err := db.Close(); err != nil {
+		s.closeErr = errors.Join(s.closeErr, fmt.Errorf("store %s: close: %w", s.path, err))
+	}
+	s.idle.Broadcast()
+}
+
+// openDB locks the file and opens it with bbolt on the locked descriptor.
+func (s *Store) openDB(ctx context.Context) (*bbolt.DB, error) {
+	f, err := s.lockFile(ctx)
+	if err != nil {
+		return nil, err
+	}
+	used := false
+	db, err := bbolt.Open(s.path, fileMode, &bbolt.Options{
+		// bbolt flocks the descriptor we hand it; it already holds
+		// our lock, so that succeeds at once.
+		OpenFile: func(string, int, os.FileMode) (*os.File, error) {
+			used = true
+			return f, nil
+		},
+		Timeout:  time.Millisecond,
+		NoSync:   s.opts.NoSync,
+		ReadOnly: s.opts.ReadOnly,
+	})
+	if err != nil {
+		if !used {
+			f.Close()
+		}
+		return nil, fmt.Errorf("store %s: open: %w", s.path, err)
+	}
+	return db, nil
+}
+
+// lockFile returns a descriptor of the file holding its flock (exclusive,
+// or shared for ReadOnly), waiting at most LockTimeout.
+func (s *Store) lockFile(ctx context.Context) (*os.File, error) {
+	timer := time.NewTimer(s.opts.LockTimeout)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		a := s.pending
+		if a == nil {
+			a = &lockAttempt{done: make(chan struct{})}
+			s.pending = a
+			go s.runLockAttempt(a)
+		}
+		s.waiters++
+		s.mu.Unlock()
+
+		var res error
+		select {
+		case <-a.done:
+		case <-timer.C:
+			res = fmt.Errorf("store %s: %w: waited %v (Options.LockTimeout)", s.path, ErrLocked, s.opts.LockTimeout)
+		case <-ctx.Done():
+			res = fmt.Errorf("store %s: waiting for the file lock: %w", s.path, ctx.Err())
+		}
+
+		s.mu.Lock()
+		s.waiters--
+		select {
+		case <-a.done:
+			if s.pending == a {
+				s.pending = nil
+			}
+			if a.taken {
+				// Another waiter has its result; try afresh.
+				s.mu.Unlock()
+				if res != nil {
+					return nil, res
+				}
+				continue
+			}
+			// The attempt finished, maybe just as we gave up: take
+			// it, or we would leave the file locked.
+			a.taken = true
+			s.mu.Unlock()
+			if a.err != nil {
+				return nil, a.err
+			}
+			if res != nil {
+				a.f.Close()
+				return nil, res
+			}
+			return a.f, nil
+		default:
+		}
+		s.mu.Unlock()
+		if res != nil {
+			return nil, res
+		}
+	}
+}
+
+// runLockAttempt opens the file and blocks in flock until it gets the lock.
+// If the file was replaced meanwhile (a salvage renamed a new file over
+// it), it locks the new one: writing to the unlinked inode would lose data.
+func (s *Store) runLockAttempt(a *lockAttempt) {
+	f, err := s.lockCurrentInode()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && s.waiters == 0 {
+		// Everyone gave up (timeout or cancel): do not sit on the lock.
+		f.Close()
+		f, err = nil, fmt.Errorf("store %s: %w", s.path, ErrLocked)
+	}
+	a.f, a.err = f, err
+	if s.pending == a && s.waiters == 0 {
+		s.pending = nil
+	}
+	close(a.done)
+}
+
+func (s *Store) lockCurrentInode() (*os.File, error) {
+	flag, how := os.O_RDWR|os.O_CREATE, syscall.LOCK_EX
+	if s.opts.ReadOnly {
+		flag, how = os.O_RDONLY, syscall.LOCK_SH
+	}
+	for {
+		f, err := os.OpenFile(s.path, flag, fileMode)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", s.path, err)
+		}
+		if err := flockRetry(f, how); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("store %s: lock: %w", s.path, err)
+		}
+		same, err := sameFile(f, s.path)
+		if err != nil || same {
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			return f, nil
+		}
+		f.Close()
+	}
+}
+
+func flockRetry(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// sameFile reports whether f is still the file at path.
+func sameFile(f *os.File, path string) (bool, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("store %s: %w", path, err)
+	}
+	pi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store %s: %w", path, err)
+	}
+	return os.SameFile(fi, pi), nil
+}

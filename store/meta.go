@@ -1,0 +1,209 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// titleRunes bounds SessionInfo.Title.
+const titleRunes = 80
+
+// SessionInfo describes a session from its metadata alone: reading it never
+// touches message bodies.
+type SessionInfo struct {
+	Name    string
+	Created time.Time // first write to the session
+	Updated time.Time // last append, Clear or PurgeEpoch
+	// Epoch is the current epoch (the first is 1); Clear starts a new one.
+	Epoch uint64
+	// EpochStartSeq is the seq the current epoch's first message has or
+	// will have.
+	EpochStartSeq uint64
+	// LastSeq is the highest seq ever assigned in the session (0 when none).
+	LastSeq uint64
+	// Messages, Tokens and Bytes (raw JSON) cover the current epoch.
+	Messages int
+	Tokens   int
+	Bytes    int64
+	// TotalMessages counts stored messages over all epochs.
+	TotalMessages int
+	// Title is the text of the session's first user message, whitespace
+	// collapsed, cut to about 80 characters. It survives Clear.
+	Title string
+	// PinnedSeqs are the seqs of the current epoch's system and developer
+	// messages, in order: what compaction must never drop.
+	PinnedSeqs []uint64
+	// FirstUserSeq is the current epoch's first user message that is not
+	// a tool result (0 when none).
+	FirstUserSeq uint64
+	// Epochs lists every epoch, oldest first; the last is the current one.
+	Epochs []EpochInfo
+}
+
+// EpochInfo describes one epoch of a session.
+type EpochInfo struct {
+	Epoch uint64
+	// FirstSeq is the first seq of the epoch; LastSeq the last one, or
+	// FirstSeq-1 while the epoch is empty.
+	FirstSeq, LastSeq uint64
+	// Messages is how many messages the epoch holds (0 once purged).
+	Messages int
+	Started  time.Time
+	// Purged reports that PurgeEpoch deleted the epoch's messages.
+	Purged bool
+}
+
+// sessionMeta is the stored form of SessionInfo (the name is the bucket key).
+type sessionMeta struct {
+	Created   int64       `msgpack:"c"`
+	Updated   int64       `msgpack:"u"`
+	Epoch     uint64      `msgpack:"e"`
+	EpochSeq  uint64      `msgpack:"es"`
+	LastSeq   uint64      `msgpack:"l"`
+	Messages  int         `msgpack:"m"`
+	Tokens    int         `msgpack:"t"`
+	Bytes     int64       `msgpack:"b"`
+	Total     int         `msgpack:"n"`
+	Title     string      `msgpack:"ti"`
+	Pinned    []uint64    `msgpack:"p"`
+	FirstUser uint64      `msgpack:"f"`
+	Epochs    []epochMeta `msgpack:"ep"`
+}
+
+type epochMeta struct {
+	Epoch    uint64 `msgpack:"e"`
+	First    uint64 `msgpack:"f"`
+	Last     uint64 `msgpack:"l"`
+	Messages int    `msgpack:"m"`
+	Started  int64  `msgpack:"s"`
+	Purged   bool   `msgpack:"x,omitempty"`
+}
+
+// newMeta is the metadata of a session created at now: epoch 1, empty.
+func newMeta(now int64) sessionMeta {
+	return sessionMeta{
+		Created: now, Updated: now, Epoch: 1, EpochSeq: 1,
+		Epochs: []epochMeta{{Epoch: 1, First: 1, Last: 0, Started: now}},
+	}
+}
+
+func encodeMeta(m *sessionMeta) ([]byte, error) {
+	b, err := msgpack.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode session meta: %w", err)
+	}
+	return b, nil
+}
+
+func decodeMeta(b []byte) (sessionMeta, error) {
+	var m sessionMeta
+	if err := msgpack.Unmarshal(b, &m); err != nil {
+		return sessionMeta{}, fmt.Errorf("%w: session meta: %v", ErrCorrupt, err)
+	}
+	if len(m.Epochs) == 0 || m.Epochs[len(m.Epochs)-1].Epoch != m.Epoch {
+		return sessionMeta{}, fmt.Errorf("%w: session meta: epoch %d missing from the epoch list", ErrCorrupt, m.Epoch)
+	}
+	return m, nil
+}
+
+// current returns the current epoch's entry.
+func (m *sessionMeta) current() *epochMeta { return &m.Epochs[len(m.Epochs)-1] }
+
+// epoch returns the entry of epoch e, or nil.
+func (m *sessionMeta) epoch(e uint64) *epochMeta {
+	for i := range m.Epochs {
+		if m.Epochs[i].Epoch == e {
+			return &m.Epochs[i]
+		}
+	}
+	return nil
+}
+
+// add accounts for one appended message of the current epoch.
+func (m *sessionMeta) add(env *envelope, msg ctxstore.Message) {
+	m.LastSeq = env.Seq
+	m.Updated = env.Time
+	m.Messages++
+	m.Tokens += env.Tokens
+	m.Bytes += int64(len(env.Raw))
+	m.Total++
+	cur := m.current()
+	cur.Last = env.Seq
+	cur.Messages++
+	switch env.Role {
+	case ctxstore.RoleSystem, ctxstore.RoleDeveloper:
+		m.Pinned = append(m.Pinned, env.Seq)
+	case ctxstore.RoleUser:
+		if msg.IsToolResult() {
+			break
+		}
+		if m.FirstUser == 0 {
+			m.FirstUser = env.Seq
+		}
+		if m.Title == "" {
+			m.Title = makeTitle(msg.Text())
+		}
+	}
+}
+
+// clear starts a new, empty epoch.
+func (m *sessionMeta) clear(now int64) {
+	m.Epoch++
+	m.EpochSeq = m.LastSeq + 1
+	m.Messages, m.Tokens, m.Bytes = 0, 0, 0
+	m.Pinned, m.FirstUser = nil, 0
+	m.Updated = now
+	m.Epochs = append(m.Epochs, epochMeta{Epoch: m.Epoch, First: m.EpochSeq, Last: m.LastSeq, Started: now})
+}
+
+// makeTitle collapses whitespace and cuts text to about titleRunes runes.
+func makeTitle(text string) string {
+	t := strings.Join(strings.FieldsFunc(text, unicode.IsSpace), " ")
+	if utf8.RuneCountInString(t) <= titleRunes {
+		return t
+	}
+	r := []rune(t)[:titleRunes-1]
+	return strings.TrimRightFunc(string(r), unicode.IsSpace) + "…"
+}
+
+// info converts stored metadata to the public form.
+func (m *sessionMeta) info(name string) SessionInfo {
+	si := SessionInfo{
+		Name:          name,
+		Created:       unixTime(m.Created),
+		Updated:       unixTime(m.Updated),
+		Epoch:         m.Epoch,
+		EpochStartSeq: m.EpochSeq,
+		LastSeq:       m.LastSeq,
+		Messages:      m.Messages,
+		Tokens:        m.Tokens,
+		Bytes:         m.Bytes,
+		TotalMessages: m.Total,
+		Title:         m.Title,
+		FirstUserSeq:  m.FirstUser,
+	}
+	if len(m.Pinned) > 0 {
+		si.PinnedSeqs = append([]uint64(nil), m.Pinned...)
+	}
+	si.Epochs = make([]EpochInfo, len(m.Epochs))
+	for i, e := range m.Epochs {
+		si.Epochs[i] = EpochInfo{Epoch: e.Epoch, FirstSeq: e.First, LastSeq: e.Last,
+			Messages: e.Messages, Started: unixTime(e.Started), Purged: e.Purged}
+	}
+	return si
+}
+
+// unixTime is the inverse of Time.UnixNano, in UTC so that what a caller
+// exports does not depend on the machine's zone.
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}

@@ -1,0 +1,325 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"go.etcd.io/bbolt"
+)
+
+// Reads page through the log in short transactions so that a slow consumer
+// never keeps the file locked: each page is copied out, the file released,
+// and only then are the entries yielded.
+const (
+	pageEntries = 256
+	pageBytes   = 1 << 20
+)
+
+// Entry is one stored message with what the store recorded about it.
+type Entry struct {
+	Session string
+	Seq     uint64
+	Epoch   uint64
+	Time    time.Time // when it was appended (UTC)
+	Role    string
+	Tokens  int      // the estimate given to Append
+	CallIDs []string // tool calls the message makes
+	// ResultIDs are the calls it answers (tool_call_id, tool_result blocks).
+	ResultIDs []string
+	Raw       []byte // the original JSON, byte for byte
+}
+
+// Message parses Raw. It fails, with ctxstore.ErrInvalidMessage, only for a
+// record that was damaged or written by something other than this store.
+func (e Entry) Message() (ctxstore.Message, error) {
+	m, err := ctxstore.ParseMessage(e.Raw)
+	if err != nil {
+		return ctxstore.Message{}, fmt.Errorf("store: session %q seq %d: %w", e.Session, e.Seq, err)
+	}
+	return m, nil
+}
+
+func (e *envelope) entry(session string) Entry {
+	return Entry{Session: session, Seq: e.Seq, Epoch: e.Epoch, Time: unixTime(e.Time),
+		Role: e.Role, Tokens: e.Tokens, CallIDs: e.CallIDs, ResultIDs: e.ResultIDs, Raw: e.Raw}
+}
+
+// decodeAt decodes the value of key k, checking it belongs there.
+func decodeAt(session string, k, v []byte) (envelope, error) {
+	seq, ok := keySeq(k)
+	if !ok {
+		return envelope{}, fmt.Errorf("store: session %q: %w: message key of %d bytes", session, ErrCorrupt, len(k))
+	}
+	env, err := decodeEnvelope(v)
+	if err == nil && env.Seq != seq {
+		err = fmt.Errorf("%w: envelope says seq %d", ErrCorrupt, env.Seq)
+	}
+	if err != nil {
+		return envelope{}, fmt.Errorf("store: session %q seq %d: %w", session, seq, err)
+	}
+	return env, nil
+}
+
+// pageFunc reads one page of msgs into scan.items (entries, and errors for
+// records that did not decode) and sets scan.done at the end. start runs
+// before the first page, to fix the epoch and the starting seq.
+type (
+	pageFunc  func(msgs *bbolt.Bucket, scan *scanState)
+	startFunc func(meta *sessionMeta, scan *scanState) error
+)
+
+// scanState carries a scan across pages.
+type scanState struct {
+	session string
+	epoch   uint64     // 0 until the first page resolves it
+	pos     uint64     // next seq to read (forward) or bound to read below (backward)
+	started bool       // the first page was read
+	items   []scanItem // the current page
+	size    int        // raw bytes in the current page
+	done    bool
+}
+
+type scanItem struct {
+	e   Entry
+	err error
+}
+
+func (st *scanState) add(e Entry, err error) { st.items = append(st.items, scanItem{e, err}) }
+
+// scan runs page until done, yielding between pages with the file released.
+// Each iteration starts afresh from init.
+func (s *Store) scan(ctx context.Context, init scanState, start startFunc, page pageFunc) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		st := init
+		for !st.done {
+			st.items, st.size = st.items[:0], 0
+			err := s.view(ctx, func(tx *bbolt.Tx) error {
+				sb, meta, err := getSession(tx, st.session)
+				if errors.Is(err, ErrNotFound) {
+					st.done = true
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				if !st.started {
+					st.started = true
+					if err := start(&meta, &st); err != nil {
+						return err
+					}
+				}
+				msgs, _ := msgsBucket(sb, false)
+				if msgs == nil {
+					st.done = true
+					return nil
+				}
+				page(msgs, &st)
+				return nil
+			})
+			if err != nil {
+				yield(Entry{}, err)
+				return
+			}
+			for _, it := range st.items {
+				if !yield(it.e, it.err) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Messages yields the current epoch of session from seq fromSeq on, in
+// order. The epoch is fixed at the first page: a Clear during the
+// iteration ends it. A session that does not exist yields nothing.
+func (s *Store) Messages(ctx context.Context, session string, fromSeq uint64) iter.Seq2[Entry, error] {
+	return s.forward(ctx, session, 0, fromSeq)
+}
+
+// EpochMessages yields epoch of session from seq fromSeq on, in order. A
+// session that does not exist yields nothing; an epoch it never had yields
+// an error matching ErrNotFound.
+func (s *Store) EpochMessages(ctx context.Context, session string, epoch, fromSeq uint64) iter.Seq2[Entry, error] {
+	if epoch == 0 {
+		return func(yield func(Entry, error) bool) {
+			yield(Entry{}, fmt.Errorf("store: session %q: epoch 0: %w", session, ErrNotFound))
+		}
+	}
+	return s.forward(ctx, session, epoch, fromSeq)
+}
+
+func (s *Store) forward(ctx context.Context, session string, epoch, from uint64) iter.Seq2[Entry, error] {
+	init := scanState{session: session, epoch: epoch, pos: from}
+	start := func(meta *sessionMeta, st *scanState) error {
+		if st.epoch == 0 {
+			st.epoch = meta.Epoch
+		}
+		em := meta.epoch(st.epoch)
+		if em == nil {
+			return fmt.Errorf("store: session %q: epoch %d: %w", session, st.epoch, ErrNotFound)
+		}
+		st.pos = max(st.pos, em.First)
+		return nil
+	}
+	return s.scan(ctx, init, start, func(msgs *bbolt.Bucket, st *scanState) {
+		c := msgs.Cursor()
+		for k, v := c.Seek(seqKey(st.pos)); st.visit(k, v, false); k, v = c.Next() {
+		}
+	})
+}
+
+// Backward yields the current epoch of session newest first, starting
+// below seq beforeSeq (0: from the newest message).
+func (s *Store) Backward(ctx context.Context, session string, beforeSeq uint64) iter.Seq2[Entry, error] {
+	init := scanState{session: session, pos: beforeSeq}
+	start := func(meta *sessionMeta, st *scanState) error {
+		st.epoch = meta.Epoch
+		if st.pos == 0 || st.pos > meta.LastSeq+1 {
+			st.pos = meta.LastSeq + 1
+		}
+		return nil
+	}
+	return s.scan(ctx, init, start, func(msgs *bbolt.Bucket, st *scanState) {
+		if st.pos <= 1 {
+			st.done = true
+			return
+		}
+		c := msgs.Cursor()
+		k, v := c.Seek(seqKey(st.pos))
+		if k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+		for ; st.visit(k, v, true); k, v = c.Prev() {
+		}
+	})
+}
+
+// visit takes record (k, v) into the page. It reports whether to go on
+// reading: false once the page is full, or, setting done, at the end of
+// the bucket or of the epoch.
+func (st *scanState) visit(k, v []byte, backward bool) bool {
+	if k == nil {
+		st.done = true
+		return false
+	}
+	if len(st.items) >= pageEntries || st.size >= pageBytes {
+		return false
+	}
+	env, err := decodeAt(st.session, k, v)
+	if seq, ok := keySeq(k); ok {
+		st.pos = seq + 1
+		if backward {
+			st.pos = seq
+		}
+	}
+	switch {
+	case err != nil:
+		st.add(Entry{}, err)
+	case env.Epoch == st.epoch:
+		st.add(env.entry(st.session), nil)
+		st.size += len(env.Raw)
+	case (env.Epoch > st.epoch) != backward:
+		st.done = true // past the epoch's end (or, backward, its start)
+		return false
+	}
+	return true
+}
+
+// Tail returns the last n messages of the current epoch of session, oldest
+// first. It reads from the end of the log, so its cost depends on n, not on
+// the length of the session. A session that does not exist gives none.
+func (s *Store) Tail(ctx context.Context, session string, n int) ([]Entry, error) {
+	var out []Entry
+	if n <= 0 {
+		return nil, nil
+	}
+	for e, err := range s.Backward(ctx, session, 0) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+		if len(out) == n {
+			break
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// Get returns the messages of session with the given seqs, in the order
+// asked, from any epoch. A seq that is not stored fails with ErrNotFound.
+func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entry, error) {
+	out := make([]Entry, 0, len(seqs))
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		sb, _, err := getSession(tx, session)
+		if err != nil {
+			return err
+		}
+		msgs, _ := msgsBucket(sb, false)
+		for _, seq := range seqs {
+			k := seqKey(seq)
+			var v []byte
+			if msgs != nil {
+				v = msgs.Get(k)
+			}
+			if v == nil {
+				return fmt.Errorf("store: session %q seq %d: %w", session, seq, ErrNotFound)
+			}
+			env, err := decodeAt(session, k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, env.entry(session))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Session returns the metadata of session, or ErrNotFound.
+func (s *Store) Session(ctx context.Context, session string) (SessionInfo, error) {
+	var si SessionInfo
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		_, meta, err := getSession(tx, session)
+		if err != nil {
+			return err
+		}
+		si = meta.info(session)
+		return nil
+	})
+	return si, err
+}
+
+// Sessions lists every session's metadata, ordered by name. It reads no
+// message bodies.
+func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
+	var out []SessionInfo
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		sessions, err := sessionsBucket(tx)
+		if err != nil {
+			return nil // a file no writer has initialised
+		}
+		return sessions.ForEachBucket(func(k []byte) error {
+			meta, err := decodeMeta(sessions.Bucket(k).Get([]byte(keyMeta)))
+			if err != nil {
+				return fmt.Errorf("store: session %q: %w", k, err)
+			}
+			out = append(out, meta.info(string(k)))
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

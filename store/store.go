@@ -1,0 +1,181 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+const (
+	fileMode = 0o600
+	dirMode  = 0o700
+	// DefaultLockTimeout bounds the wait for another process's lock.
+	DefaultLockTimeout = 5 * time.Second
+	// MaxSessionName is the longest session name, in bytes.
+	MaxSessionName = 1024
+)
+
+// Options configure a Store. The zero value is the safe default.
+type Options struct {
+	// LockTimeout bounds how long an operation waits for another process
+	// to let go of the file; after it the operation fails with ErrLocked.
+	// 0 means DefaultLockTimeout (5 s).
+	LockTimeout time.Duration
+	// NoSync skips fsync on commit. UNSAFE: a crash or power loss can
+	// lose acknowledged appends or corrupt the file. Only for bulk loads
+	// that can be redone and for benchmarks that fill a file.
+	NoSync bool
+	// ReadOnly opens the file without write access and with a shared
+	// lock; every write fails. The file must exist.
+	ReadOnly bool
+}
+
+// Store is a bbolt file of sessions. It is safe for concurrent use by many
+// goroutines, and several processes may use the same file at once: the file
+// is open (and locked) only while operations are in flight.
+type Store struct {
+	path string
+	opts Options
+
+	mu       sync.Mutex // guards the fields below
+	idle     sync.Cond  // signalled when refs drops to 0
+	closed   bool
+	db       *bbolt.DB // open while refs > 0
+	refs     int
+	opening  chan struct{} // closed when the open in progress ends
+	pending  *lockAttempt  // flock attempt still blocked, if any
+	waiters  int           // goroutines waiting on pending
+	closeErr error
+
+	qmu        sync.Mutex // guards the group-commit queue
+	queue      []*writeReq
+	committing bool
+}
+
+// Open opens the store at path, creating the file (mode 0600) and any
+// missing directories (0700). It never changes the mode of an existing file
+// or directory. A damaged file fails with ErrCorrupt and is not modified.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	s := &Store{path: path, opts: opts}
+	s.idle.L = &s.mu
+
+	_, statErr := os.Stat(path)
+	switch {
+	case statErr == nil:
+		if err := checkFile(path); err != nil {
+			return nil, err
+		}
+	case errors.Is(statErr, os.ErrNotExist) && !opts.ReadOnly:
+		if err := os.MkdirAll(filepath.Dir(path), dirMode); err != nil {
+			return nil, fmt.Errorf("store %s: %w", path, err)
+		}
+	default:
+		return nil, fmt.Errorf("store %s: %w", path, statErr)
+	}
+	if err := s.init(context.Background()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// init creates the top-level buckets of a new file and checks the format
+// version of an existing one.
+func (s *Store) init(ctx context.Context) error {
+	db, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	ready := false
+	err = db.View(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(bucketStore))
+		if b == nil {
+			return nil
+		}
+		v := b.Get([]byte(keyFormat))
+		n, err := strconv.ParseUint(string(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: format version %q", ErrCorrupt, v)
+		}
+		if n > FormatVersion {
+			return fmt.Errorf("format version %d is newer than this program's %d", n, FormatVersion)
+		}
+		ready = tx.Bucket([]byte(bucketSessions)) != nil
+		return nil
+	})
+	if err != nil || ready || s.opts.ReadOnly {
+		if err != nil {
+			return fmt.Errorf("store %s: %w", s.path, err)
+		}
+		return nil
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte(bucketStore))
+		if err != nil {
+			return err
+		}
+		if b.Get([]byte(keyFormat)) == nil {
+			if err := b.Put([]byte(keyFormat), []byte(strconv.Itoa(FormatVersion))); err != nil {
+				return err
+			}
+		}
+		_, err = tx.CreateBucketIfNotExists([]byte(bucketSessions))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store %s: initialise: %w", s.path, err)
+	}
+	return nil
+}
+
+// Path returns the file's path as given to Open.
+func (s *Store) Path() string { return s.path }
+
+// Close waits for operations in flight and marks the store closed; later
+// calls fail with ErrClosed. The file itself is already closed whenever no
+// operation is running, so Close releases nothing another process waits on.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for s.refs > 0 {
+		s.idle.Wait()
+	}
+	return s.closeErr
+}
+
+// view runs fn in a read transaction on a briefly opened file.
+func (s *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	db, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	return db.View(fn)
+}
+
+func checkSession(name string) error {
+	if name == "" {
+		return errors.New("store: empty session name")
+	}
+	if len(name) > MaxSessionName {
+		return fmt.Errorf("store: session name of %d bytes, over %d", len(name), MaxSessionName)
+	}
+	return nil
+}
