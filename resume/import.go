@@ -193,8 +193,11 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 	var last ctxstore.Message // the newest stored message, to check a continued import
 	if skip > 0 {
 		tail, err := st.Tail(ctx, session, 1)
-		if err != nil || len(tail) != 1 {
+		if err != nil {
 			return fail(fmt.Errorf("read the last stored message: %w", err))
+		}
+		if len(tail) != 1 {
+			return fail(fmt.Errorf("read the last stored message: %w", store.ErrNotFound))
 		}
 		if last, err = tail[0].Message(); err != nil {
 			return fail(err)
@@ -226,7 +229,7 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 	lines, sent, bad, err := pump(ctx, io.TeeReader(r, h), maxLine, defaultBatchMessages, defaultBatchBytes,
 		sk.check, sink, opts.Progress)
 	rep.Lines, rep.Imported, rep.Malformed, rep.Continued = lines, sent, bad, skip-sk.skip
-	if errors.Is(err, store.ErrNotEmpty) && !found {
+	if errors.Is(err, store.ErrNotEmpty) { // only the first batch's AppendIfEmpty says so
 		// Another process imported (or wrote) the session between our
 		// check and our first batch; its content stands. Our "started"
 		// record may have replaced its record: the next import then finds
