@@ -2,18 +2,566 @@ package view
 
 import (
 	"context"
+	"math"
+	"slices"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/tokens"
 )
 
-// compute is a placeholder until the ladder lands: pinned + tail.
-func compute(_ context.Context, h History, b Budget, saved Decisions, cfg Config) Result {
-	var out []ctxstore.Message
-	for _, it := range h.Pinned {
-		out = append(out, it.Msg)
-	}
-	for _, it := range h.Tail {
-		out = append(out, it.Msg)
-	}
-	return Result{View: out, Decisions: saved}
+// form is what a region entry currently shows.
+type form uint8
+
+const (
+	formOriginal form = iota
+	formTruncated
+	formStubbed
+)
+
+// entry is one conversation message of the region the engine works on.
+type entry struct {
+	item   Item
+	msg    ctxstore.Message // current form
+	tokens int              // estimate of msg
+	form   form
+	result bool // tool-result carrier
+	human  bool // role user, not a result, not a notice
+	// protected: one of the newest ProtectedToolResults results.
+	protected bool
+	unit      int
 }
+
+// unit is an atomic piece of the conversation: one message, or an assistant
+// message with tool calls plus its results.
+type unit struct {
+	lo, hi    int  // entries[lo:hi]
+	group     bool // assistant with tool calls + results
+	pending   bool // group at the tail still waiting for results
+	invalid   bool // orphan result or a group missing results mid-history: never shown
+	removed   bool
+	floor     bool // part of the floor (V2.6): never removed
+	firstUser bool // the first human message (progressive keeps it)
+	special   bool // first user / last human older than the cutoff
+	vetoed    bool // holds one of the newest ProtectedToolResults results
+}
+
+// engine holds one Compute call's working state.
+type engine struct {
+	ctx    context.Context
+	cfg    Config
+	est    ctxstore.Estimator
+	h      History
+	budget Budget
+
+	d      Decisions
+	target int // goal of ladder levels 1-3
+	trig   int // compaction starts at this estimate
+
+	pinned      []Item
+	pinnedTok   int
+	summary     *Summary
+	summaryMsg  ctxstore.Message
+	summaryTok  int
+	ents        []entry
+	units       []unit
+	total       int // Σ tokens of everything shown (without the notice)
+	reserve     int // tokens kept free for the notice
+	pending     bool
+	lastHumanID uint64
+	firstUserID uint64
+
+	events   []Event
+	warnings []Event
+	level    int
+}
+
+func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Config) Result {
+	e := &engine{ctx: ctx, cfg: cfg, h: h, budget: b, est: cfg.Estimator}
+	if e.est == nil {
+		e.est = tokens.Default()
+	}
+	if e.cfg.Strategy == "" {
+		e.cfg.Strategy = StrategyProgressive
+	}
+	if b.Tokens < 1 {
+		e.budget.Tokens = 1
+	}
+	e.trig = int(math.Ceil(e.cfg.CompactThreshold * float64(e.budget.Tokens)))
+	if e.cfg.CompactThreshold <= 0 || e.cfg.CompactThreshold > 1 || e.trig < 1 {
+		e.trig = e.budget.Tokens
+	}
+	e.target = int(e.cfg.TargetUsage * float64(e.budget.Tokens))
+	if e.target <= 0 || e.target >= e.trig {
+		e.target = e.trig - 1
+	}
+
+	fresh := !active(saved, e.budget.Tokens, e.cfg)
+	if fresh {
+		e.d = Decisions{Version: decisionsVersion, Strategy: e.cfg.Strategy, Budget: e.budget.Tokens,
+			Summaries: slices.Clone(saved.Summaries)}
+	} else {
+		e.d = cloneDecisions(saved)
+	}
+	e.collectPinned()
+	e.locateHumans()
+
+	res := e.run(fresh)
+	res.Changed = !equalDecisions(saved, res.Decisions)
+	return res
+}
+
+func (e *engine) run(fresh bool) Result {
+	// 1. Fresh and complete history under the trigger: no compaction.
+	if fresh && !e.h.Partial {
+		e.buildRegion(0, false)
+		if e.total < e.trig {
+			return e.finish(false, e.total)
+		}
+	}
+	// 2. Saved decisions (sticky) while they keep the view under the trigger.
+	if !fresh {
+		e.buildRegion(e.d.Cutoff, true)
+		if e.d.Tripped {
+			if e.floorTokens()+e.reserveFor() >= e.trig {
+				e.keepOnlyFloor()
+				return e.finish(false, e.total)
+			}
+			e.d.Tripped, e.d.Ineffective = false, 0
+		}
+		if e.total+e.noticeTokens() < e.trig {
+			return e.finish(false, e.total)
+		}
+	}
+	// 3. New escalation.
+	before := e.total
+	if fresh {
+		before = e.h.TotalTokens
+	}
+	e.escalate(fresh)
+	return e.finish(true, before)
+}
+
+// collectPinned gathers system/developer messages (V2.4) in history order.
+func (e *engine) collectPinned() {
+	var tailStart uint64 = math.MaxUint64
+	if len(e.h.Tail) > 0 {
+		tailStart = e.h.Tail[0].ID
+	}
+	for _, it := range e.h.Pinned {
+		if it.ID < tailStart && !e.hidden(it.ID) && isPinned(it.Msg) {
+			e.pinned = append(e.pinned, it)
+		}
+	}
+	for _, it := range e.h.Tail {
+		if isPinned(it.Msg) && !e.hidden(it.ID) {
+			e.pinned = append(e.pinned, it)
+		}
+	}
+	for _, it := range e.pinned {
+		e.pinnedTok += it.Tokens
+	}
+}
+
+func isPinned(m ctxstore.Message) bool {
+	r := m.Role()
+	return r == ctxstore.RoleSystem || r == ctxstore.RoleDeveloper
+}
+
+func isHuman(m ctxstore.Message) bool {
+	return m.Role() == ctxstore.RoleUser && !m.IsToolResult() && m.Source() != NoticeSource
+}
+
+func (e *engine) hidden(id uint64) bool {
+	_, ok := slices.BinarySearch(e.h.Hidden, id)
+	return ok
+}
+
+// locateHumans finds the first and the last human message.
+func (e *engine) locateHumans() {
+	if e.h.FirstUser != nil {
+		e.firstUserID = e.h.FirstUser.ID
+	} else if !e.h.Partial {
+		for _, it := range e.h.Tail {
+			if isHuman(it.Msg) && !e.hidden(it.ID) {
+				e.firstUserID = it.ID
+				break
+			}
+		}
+	}
+	for i := len(e.h.Tail) - 1; i >= 0; i-- {
+		if it := e.h.Tail[i]; isHuman(it.Msg) && !e.hidden(it.ID) {
+			e.lastHumanID = it.ID
+			return
+		}
+	}
+	if e.h.LastHuman != nil {
+		e.lastHumanID = e.h.LastHuman.ID
+	}
+}
+
+// horizonStart is the ID from which the tail is considered at an
+// escalation: the newest items holding HorizonFactor × budget tokens,
+// widened so that it does not start inside a tool group. It depends only
+// on the history, never on how much of it the caller loaded (Need).
+func (e *engine) horizonStart() uint64 {
+	t := e.h.Tail
+	if len(t) == 0 {
+		return 0
+	}
+	h := horizonTokens(e.budget.Tokens)
+	sum, s := 0, len(t)
+	for s > 0 && sum < h {
+		s--
+		sum += t[s].Tokens
+	}
+	if sum < h && !e.h.Partial {
+		return 0
+	}
+	for s > 0 && t[s].Msg.IsToolResult() {
+		s--
+	}
+	return t[s].ID
+}
+
+// buildRegion lays out the view's conversation part: the special first
+// user / last human messages older than from, then the tail items with
+// ID >= from, grouped into units. With sticky set, the saved decisions
+// are applied.
+func (e *engine) buildRegion(from uint64, sticky bool) {
+	e.ents, e.units = e.ents[:0], e.units[:0]
+	e.summary, e.pending = nil, false
+	if sticky && e.d.Summary != nil {
+		e.setSummary(e.d.Summary)
+	}
+	keepFirst := e.cfg.Strategy == StrategyProgressive && (!sticky || e.d.KeepFirstUser)
+	if e.firstUserID != 0 && e.firstUserID < from && keepFirst && e.firstUserID != e.lastHumanID {
+		if it, ok := e.findItem(e.firstUserID, e.h.FirstUser); ok {
+			e.addSpecial(it, true)
+		}
+	}
+	if e.lastHumanID != 0 && e.lastHumanID < from {
+		if it, ok := e.findItem(e.lastHumanID, e.h.LastHuman); ok {
+			e.addSpecial(it, false)
+		}
+	}
+	t := e.h.Tail
+	i, _ := slices.BinarySearchFunc(t, from, func(it Item, id uint64) int {
+		switch {
+		case it.ID < id:
+			return -1
+		case it.ID > id:
+			return 1
+		}
+		return 0
+	})
+	for ; i < len(t); i++ {
+		it := t[i]
+		if isPinned(it.Msg) || e.hidden(it.ID) || it.Msg.Source() == NoticeSource {
+			continue
+		}
+		e.ents = append(e.ents, e.newEntry(it))
+	}
+	e.group()
+	if sticky {
+		e.applySaved()
+	}
+	e.markProtection()
+	e.recount()
+}
+
+func (e *engine) newEntry(it Item) entry {
+	return entry{item: it, msg: it.Msg, tokens: it.Tokens, result: it.Msg.IsToolResult(), human: isHuman(it.Msg)}
+}
+
+// findItem returns the item with id from the tail, or the given fallback.
+func (e *engine) findItem(id uint64, fallback *Item) (Item, bool) {
+	if fallback != nil && fallback.ID == id {
+		return *fallback, true
+	}
+	for _, it := range e.h.Tail {
+		if it.ID == id {
+			return it, true
+		}
+	}
+	return Item{}, false
+}
+
+func (e *engine) addSpecial(it Item, first bool) {
+	e.ents = append(e.ents, e.newEntry(it))
+	e.units = append(e.units, unit{lo: len(e.ents) - 1, hi: len(e.ents), special: true, firstUser: first, floor: !first})
+	e.ents[len(e.ents)-1].unit = len(e.units) - 1
+}
+
+// group splits the non-special entries into units and marks the floor.
+func (e *engine) group() {
+	start := 0
+	if len(e.units) > 0 {
+		start = e.units[len(e.units)-1].hi
+	}
+	n := len(e.ents)
+	for i := start; i < n; {
+		en := e.ents[i]
+		u := unit{lo: i, hi: i + 1}
+		switch {
+		case en.msg.HasToolCalls():
+			calls := en.msg.CallIDs()
+			answered := make(map[string]bool, len(calls))
+			j := i + 1
+			for j < n && e.ents[j].result && answers(calls, e.ents[j].msg.ResultIDs()) {
+				for _, id := range e.ents[j].msg.ResultIDs() {
+					answered[id] = true
+				}
+				j++
+			}
+			u.hi, u.group = j, true
+			if len(answered) < len(uniq(calls)) {
+				if j == n {
+					u.pending = true
+				} else {
+					u.invalid = true
+				}
+			}
+		case en.result:
+			u.invalid = true // orphan: its call is not right before it
+		}
+		if en.item.ID == e.firstUserID {
+			u.firstUser = true
+		}
+		if en.item.ID == e.lastHumanID {
+			u.floor = true
+		}
+		for k := u.lo; k < u.hi; k++ {
+			e.ents[k].unit = len(e.units)
+		}
+		e.units = append(e.units, u)
+		i = u.hi
+	}
+	if k := len(e.units) - 1; k >= 0 && e.units[k].group && !e.units[k].invalid && !e.units[k].special {
+		e.units[k].floor = true
+		e.pending = e.units[k].pending
+	}
+	for k := range e.units {
+		if e.units[k].invalid {
+			e.units[k].removed = true
+		}
+	}
+}
+
+func answers(calls, results []string) bool {
+	for _, r := range results {
+		if !slices.Contains(calls, r) {
+			return false
+		}
+	}
+	return len(results) > 0
+}
+
+func uniq(ids []string) []string {
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// applySaved re-applies saved removals, truncations and stubs.
+func (e *engine) applySaved() {
+	for i := range e.ents {
+		en := &e.ents[i]
+		id := en.item.ID
+		if has(e.d.Removed, id) {
+			e.units[en.unit].removed = true
+		}
+		if has(e.d.Truncated, id) && en.result {
+			e.truncate(i)
+		} else if has(e.d.Stubbed, id) && en.human && id != e.lastHumanID {
+			e.stub(i)
+		}
+	}
+}
+
+func has(ids []uint64, id uint64) bool {
+	_, ok := slices.BinarySearch(ids, id)
+	return ok
+}
+
+// markProtection marks groups holding one of the newest
+// ProtectedToolResults results: they are neither truncated nor removed
+// before the last resort.
+func (e *engine) markProtection() {
+	left := e.cfg.ProtectedToolResults
+	for i := len(e.ents) - 1; i >= 0 && left > 0; i-- {
+		if e.ents[i].result && !e.units[e.ents[i].unit].invalid {
+			e.units[e.ents[i].unit].vetoed = true
+			e.ents[i].protected = true
+			left--
+		}
+	}
+}
+
+func (e *engine) setSummary(s *Summary) {
+	c := *s
+	e.summary = &c
+	e.summaryMsg = SummaryMessage(s.Text)
+	e.summaryTok = e.est.Estimate(e.summaryMsg)
+}
+
+// recount recomputes the shown total.
+func (e *engine) recount() {
+	e.total = e.pinnedTok
+	if e.summary != nil {
+		e.total += e.summaryTok
+	}
+	for _, u := range e.units {
+		if !u.removed {
+			for k := u.lo; k < u.hi; k++ {
+				e.total += e.ents[k].tokens
+			}
+		}
+	}
+}
+
+func (e *engine) unitTokens(u unit) int {
+	t := 0
+	for k := u.lo; k < u.hi; k++ {
+		t += e.ents[k].tokens
+	}
+	return t
+}
+
+func (e *engine) remove(k int) {
+	if !e.units[k].removed {
+		e.units[k].removed = true
+		e.total -= e.unitTokens(e.units[k])
+	}
+}
+
+func (e *engine) truncate(i int) bool {
+	en := &e.ents[i]
+	if en.form != formOriginal || !en.result {
+		return false
+	}
+	nm, ok := truncateResult(en.item.Msg, en.item.Tokens, e.cfg.TruncateChars)
+	if !ok {
+		return false
+	}
+	nt := e.est.Estimate(nm)
+	if nt >= en.tokens {
+		return false
+	}
+	if !e.units[en.unit].removed {
+		e.total += nt - en.tokens
+	}
+	en.msg, en.tokens, en.form = nm, nt, formTruncated
+	return true
+}
+
+func (e *engine) stub(i int) bool {
+	en := &e.ents[i]
+	if en.form != formOriginal || !en.human || !stubbable(en.item.Msg) {
+		return false
+	}
+	nm, ok := stubMessage(en.item.Msg)
+	if !ok {
+		return false
+	}
+	nt := e.est.Estimate(nm)
+	if nt >= en.tokens {
+		return false
+	}
+	if !e.units[en.unit].removed {
+		e.total += nt - en.tokens
+	}
+	en.msg, en.tokens, en.form = nm, nt, formStubbed
+	return true
+}
+
+// floorTokens is Σ of the floor: pinned, last human, trailing group.
+func (e *engine) floorTokens() int {
+	t := e.pinnedTok
+	for _, u := range e.units {
+		if u.floor && !u.invalid {
+			for k := u.lo; k < u.hi; k++ {
+				t += e.ents[k].item.Tokens
+			}
+		}
+	}
+	return t
+}
+
+func (e *engine) keepOnlyFloor() {
+	e.summary = nil
+	for k, u := range e.units {
+		if !u.floor {
+			e.units[k].removed = true
+		}
+	}
+	e.recount()
+}
+
+// reserveFor is the notice's worst-case size, kept free while compacting.
+func (e *engine) reserveFor() int {
+	if !e.cfg.Notice || e.pending {
+		return 0
+	}
+	return e.est.Estimate(NoticeMessage(999999, 999999, 999999, 999999))
+}
+
+// counts returns what the current layout omits or changes.
+func (e *engine) counts() (removed, truncated, stubbed, summarized, shown int) {
+	dropped := 0
+	for _, u := range e.units {
+		if u.invalid {
+			dropped += u.hi - u.lo
+		}
+		if u.removed {
+			continue
+		}
+		for k := u.lo; k < u.hi; k++ {
+			shown++
+			switch e.ents[k].form {
+			case formTruncated:
+				truncated++
+			case formStubbed:
+				stubbed++
+			}
+		}
+	}
+	shown += len(e.pinned)
+	if e.summary != nil {
+		summarized = e.summaryCount()
+	}
+	removed = e.h.Total - shown - summarized - len(e.h.Hidden) - dropped
+	if removed < 0 {
+		removed = 0
+	}
+	return removed, truncated, stubbed, summarized, shown
+}
+
+func (e *engine) summaryCount() int {
+	for _, s := range e.d.Summaries {
+		if s.From == e.summary.From && s.To == e.summary.To {
+			return s.Count
+		}
+	}
+	return e.summary.Count
+}
+
+func (e *engine) compacted() bool {
+	r, t, s, sum, _ := e.counts()
+	return r > 0 || t > 0 || s > 0 || sum > 0
+}
+
+// noticeTokens is the size of the notice the current layout would get.
+func (e *engine) noticeTokens() int {
+	if !e.cfg.Notice || e.pending || !e.compacted() {
+		return 0
+	}
+	r, t, s, sum, _ := e.counts()
+	return e.est.Estimate(NoticeMessage(r, t, s, sum))
+}
+
+// fits reports whether the layout plus the notice reserve is within goal.
+func (e *engine) fits(goal int) bool { return e.total+e.reserve <= goal }

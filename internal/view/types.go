@@ -111,9 +111,10 @@ type History struct {
 // Summary is a summarizer's condensation of the items From..To (IDs,
 // inclusive). Summaries are kept in Decisions and reused for the same span.
 type Summary struct {
-	From uint64 `json:"from"`
-	To   uint64 `json:"to"`
-	Text string `json:"text"`
+	From  uint64 `json:"from"`
+	To    uint64 `json:"to"`
+	Text  string `json:"text"`
+	Count int    `json:"count"` // history messages it stands for
 }
 
 // Decisions are the sticky compaction decisions of a session [V4]. It is

@@ -1,0 +1,438 @@
+package view
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/ctxstore/ctxstore"
+)
+
+// maxCachedSummaries bounds Decisions.Summaries.
+const maxCachedSummaries = 8
+
+// escalate runs one new escalation of the configured strategy, starting
+// from the saved decisions unless fresh.
+func (e *engine) escalate(fresh bool) {
+	e.d.Escalations++
+	from := e.horizonStart()
+	if !fresh && e.d.Cutoff > from {
+		from = e.d.Cutoff
+	}
+	if e.cfg.Strategy == StrategySummarize && !fresh && e.d.Summary != nil {
+		// Chain summaries: the next span starts where the last one ended.
+		from = e.d.Cutoff
+	}
+	e.buildRegion(from, !fresh)
+
+	hard := e.trig - 1 // the largest estimate that does not trigger again
+	e.reserve = e.reserveFor()
+	goal := e.target
+	if base := e.pinnedTok + e.reserve; base >= goal {
+		e.warnOnce(ReasonSystemOverTarget, fmt.Sprintf(
+			"system messages take %d tokens, over the compaction target of %d (budget %d); compacting only as far as needed",
+			e.pinnedTok, e.target, e.budget.Tokens))
+		// Aim halfway between the system messages and the trigger so the
+		// next escalation is not one message away (compaction storm).
+		goal = base + (e.trig-base)/2
+	}
+	goal = min(goal, hard)
+
+	switch e.cfg.Strategy {
+	case StrategyTruncate:
+		e.keepRecent()
+	case StrategySummarize:
+		e.summarize()
+	}
+	if !e.fits(goal) {
+		e.ladder(goal)
+	}
+	e.lastResort(hard)
+	e.record(from)
+}
+
+func (e *engine) raise(level int) { e.level = max(e.level, level) }
+
+// ladder is the progressive strategy's levels 1-3 [V3].
+func (e *engine) ladder(goal int) {
+	// Level 1: truncate old tool results, oldest first, sparing the
+	// newest ProtectedToolResults and the floor.
+	for i := range e.ents {
+		if e.fits(goal) {
+			return
+		}
+		en := e.ents[i]
+		if en.result && !en.protected && !e.units[en.unit].floor && !e.units[en.unit].removed && e.truncate(i) {
+			e.raise(LevelTruncate)
+		}
+	}
+	// Level 2: remove the oldest unprotected messages, tool groups whole.
+	// The newest ProtectedRecent fraction of the considered messages is
+	// spared, relaxing to 0.6× and 0.3× of it.
+	n := 0
+	for _, u := range e.units {
+		if !u.special {
+			n += u.hi - u.lo
+		}
+	}
+	for _, f := range []float64{1, 0.6, 0.3} {
+		keep := int(math.Ceil(e.cfg.ProtectedRecent * f * float64(n)))
+		protFrom := len(e.ents) - keep
+		for k, u := range e.units {
+			if e.fits(goal) {
+				return
+			}
+			if u.removed || u.floor || u.vetoed || u.hi > protFrom {
+				continue
+			}
+			if u.firstUser && e.cfg.Strategy == StrategyProgressive {
+				continue // V2.5: the original task stays while it can
+			}
+			e.remove(k)
+			e.raise(LevelRemove)
+		}
+	}
+	// Level 3: stub long user messages, oldest first, never the last one.
+	for i := range e.ents {
+		if e.fits(goal) {
+			return
+		}
+		en := e.ents[i]
+		if en.human && en.item.ID != e.lastHumanID && !e.units[en.unit].removed && e.stub(i) {
+			e.raise(LevelStub)
+		}
+	}
+}
+
+// lastResort makes the view fit under the trigger whenever the floor
+// does (V2.6): protected tool results are truncated, then anything outside
+// the floor is removed, oldest first, then the summary goes.
+func (e *engine) lastResort(hard int) {
+	if e.fits(hard) {
+		return
+	}
+	for i := range e.ents {
+		en := e.ents[i]
+		if en.result && !e.units[en.unit].floor && !e.units[en.unit].removed && e.truncate(i) {
+			e.raise(LevelLastResort)
+			if e.fits(hard) {
+				return
+			}
+		}
+	}
+	for k, u := range e.units {
+		if !u.removed && !u.floor {
+			e.remove(k)
+			e.raise(LevelLastResort)
+			if e.fits(hard) {
+				return
+			}
+		}
+	}
+	if e.summary != nil {
+		e.total -= e.summaryTok
+		e.summary = nil
+		e.raise(LevelLastResort)
+	}
+}
+
+// keepRecent is the truncate strategy: the last KeepRecent conversation
+// messages (tool groups whole), older duplicates of non-tool messages
+// (same role and first 100 characters) dropped.
+func (e *engine) keepRecent() {
+	kept := 0
+	seen := map[string]bool{}
+	for k := len(e.units) - 1; k >= 0; k-- {
+		u := e.units[k]
+		if u.removed {
+			continue
+		}
+		if !u.floor && kept >= e.cfg.KeepRecent {
+			e.remove(k)
+			e.raise(LevelRemove)
+			continue
+		}
+		if !u.group && !e.ents[u.lo].result {
+			m := e.ents[u.lo].item.Msg
+			p, _ := prefixRunes(m.Text(), 100)
+			key := m.Role() + "\x00" + p
+			if seen[key] && !u.floor {
+				e.remove(k)
+				e.raise(LevelRemove)
+				continue
+			}
+			seen[key] = true
+		}
+		kept += u.hi - u.lo
+	}
+}
+
+// summarize replaces the oldest span of the region by a summary, reusing
+// a cached one for the same span. On failure the ladder takes over.
+func (e *engine) summarize() {
+	n := 0
+	for _, u := range e.units {
+		if !u.special {
+			n += u.hi - u.lo
+		}
+	}
+	protFrom := len(e.ents) - int(math.Ceil(e.cfg.ProtectedRecent*float64(n)))
+	var span []int
+	for k, u := range e.units {
+		if u.special {
+			continue
+		}
+		if u.floor || u.hi > protFrom {
+			break
+		}
+		span = append(span, k)
+	}
+	var msgs []ctxstore.Message
+	count := 0
+	if e.summary != nil {
+		msgs = append(msgs, e.summaryMsg)
+		count = e.summary.Count
+	}
+	var fromID, toID uint64
+	for _, k := range span {
+		u := e.units[k]
+		if fromID == 0 {
+			fromID = e.ents[u.lo].item.ID
+		}
+		toID = e.ents[u.hi-1].item.ID
+		if u.removed {
+			continue
+		}
+		for i := u.lo; i < u.hi; i++ {
+			msgs = append(msgs, e.ents[i].msg)
+			count++
+		}
+	}
+	if count == 0 || toID == 0 {
+		return
+	}
+	if e.summary != nil {
+		fromID = e.summary.From
+	}
+	s, ok := e.cachedSummary(fromID, toID)
+	if !ok {
+		text, err := e.callSummarizer(msgs)
+		if err != nil {
+			e.warn(ReasonSummarizerFailed, fmt.Sprintf("summarizer failed, compacting progressively instead: %v", err))
+			return
+		}
+		s = Summary{From: fromID, To: toID, Text: text, Count: count}
+		e.d.Summaries = append(e.d.Summaries, s)
+		if len(e.d.Summaries) > maxCachedSummaries {
+			e.d.Summaries = slices.Delete(e.d.Summaries, 0, len(e.d.Summaries)-maxCachedSummaries)
+		}
+	}
+	if e.summary != nil {
+		e.total -= e.summaryTok
+	}
+	e.setSummary(&s)
+	e.total += e.summaryTok
+	for _, k := range span {
+		e.remove(k)
+	}
+	e.raise(LevelRemove)
+}
+
+func (e *engine) cachedSummary(from, to uint64) (Summary, bool) {
+	for _, s := range e.d.Summaries {
+		if s.From == from && s.To == to {
+			return s, true
+		}
+	}
+	return Summary{}, false
+}
+
+// callSummarizer calls the host's summarizer; a panic or an empty answer
+// counts as a failure, never as a failed request.
+func (e *engine) callSummarizer(msgs []ctxstore.Message) (text string, err error) {
+	if e.cfg.Summarizer == nil {
+		return "", fmt.Errorf("no Summarizer configured")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("summarizer panicked: %v", r)
+		}
+	}()
+	text, err = e.cfg.Summarizer(e.ctx, msgs)
+	if err == nil && text == "" {
+		err = fmt.Errorf("summarizer returned an empty summary")
+	}
+	return text, err
+}
+
+// record turns the layout into the decisions to save.
+func (e *engine) record(from uint64) {
+	d := &e.d
+	cut := from
+	var last uint64
+	found := false
+	for _, u := range e.units {
+		if u.special {
+			continue
+		}
+		last = e.ents[u.hi-1].item.ID
+		if !found && !u.removed && !u.firstUser {
+			cut, found = e.ents[u.lo].item.ID, true
+		}
+	}
+	if !found && last != 0 {
+		cut = last + 1
+	}
+	d.Cutoff = cut
+	d.Removed, d.Truncated, d.Stubbed = nil, nil, nil
+	d.KeepFirstUser = false
+	for _, u := range e.units {
+		for i := u.lo; i < u.hi; i++ {
+			en := e.ents[i]
+			id := en.item.ID
+			if u.firstUser && !u.removed && e.cfg.Strategy == StrategyProgressive {
+				d.KeepFirstUser = true
+			}
+			switch {
+			case u.invalid || (u.special && !u.firstUser):
+			case u.removed:
+				if id >= cut {
+					d.Removed = append(d.Removed, id)
+				}
+			case en.form == formTruncated:
+				d.Truncated = append(d.Truncated, id)
+			case en.form == formStubbed:
+				d.Stubbed = append(d.Stubbed, id)
+			}
+		}
+	}
+	slices.Sort(d.Stubbed)
+	d.Summary = nil
+	if e.summary != nil {
+		s := *e.summary
+		d.Summary = &s
+	}
+	d.Level = max(d.Level, e.level)
+	if e.total+e.noticeTokens() >= e.trig {
+		d.Ineffective++
+		if d.Ineffective >= BreakerLimit && !d.Tripped {
+			d.Tripped = true
+			e.warn(ReasonRunawayBreaker, fmt.Sprintf(
+				"%d escalations in a row ended over the compaction trigger (%d tokens of budget %d); escalation stopped, the view is the floor until it fits",
+				d.Ineffective, e.trig, e.budget.Tokens))
+		}
+	} else {
+		d.Ineffective = 0
+	}
+}
+
+func (e *engine) warn(reason, msg string) {
+	e.warnings = append(e.warnings, Event{Name: ctxstore.EventWarning, Data: map[string]any{
+		"reason": reason, "message": msg, "budget": e.budget.Tokens,
+	}})
+}
+
+func (e *engine) warnOnce(reason, msg string) {
+	if slices.Contains(e.d.Warned, reason) {
+		return
+	}
+	e.d.Warned = append(e.d.Warned, reason)
+	e.warn(reason, msg)
+}
+
+// finish lays out the view, the stats and the events.
+func (e *engine) finish(escalated bool, tokensBefore int) Result {
+	removed, truncated, stubbed, summarized, shown := e.counts()
+	compacted := removed > 0 || truncated > 0 || stubbed > 0 || summarized > 0
+	view := make([]ctxstore.Message, 0, shown+2)
+	for _, it := range e.pinned {
+		view = append(view, it.Msg)
+	}
+	if e.summary != nil {
+		view = append(view, e.summaryMsg)
+	}
+	for _, u := range e.units {
+		if u.removed {
+			continue
+		}
+		for i := u.lo; i < u.hi; i++ {
+			view = append(view, e.ents[i].msg)
+		}
+	}
+	total := e.total
+	notice := false
+	if compacted && e.cfg.Notice && !e.pending {
+		nm := NoticeMessage(removed, truncated, stubbed, summarized)
+		if nt := e.est.Estimate(nm); total+nt <= e.budget.Tokens {
+			view = append(view, nm)
+			total += nt
+			notice = true
+		}
+	}
+	floor := e.floorTokens()
+	st := Stats{
+		Budget: e.budget.Tokens, Target: e.target, Trigger: e.trig,
+		MessagesBefore: e.h.Total, TokensBefore: e.h.TotalTokens,
+		Messages: len(view), Tokens: total, FloorTokens: floor,
+		Removed: removed, Truncated: truncated, Stubbed: stubbed, Summarized: summarized,
+		Level: max(e.d.Level, e.level), Compacted: compacted, Escalated: escalated,
+		Notice: notice, Summary: e.summary != nil, OverBudget: total > e.budget.Tokens,
+	}
+	if !compacted {
+		st.Level = LevelNone
+	}
+	if st.OverBudget {
+		e.warnOnce(ReasonFloorOverBudget, fmt.Sprintf(
+			"the floor (system messages, last user message, trailing tool group) takes %d tokens, over the budget of %d; sending only the floor",
+			floor, e.budget.Tokens))
+	}
+	var events []Event
+	if compacted {
+		events = append(events, Event{Name: ctxstore.EventPreCompact, Data: map[string]any{
+			"message_count": e.h.Total, "token_count": e.h.TotalTokens, "budget": e.budget.Tokens,
+		}})
+	}
+	events = append(events, e.warnings...)
+	if escalated {
+		events = append(events, Event{Name: ctxstore.EventCompaction, Data: map[string]any{
+			"tokens_before": tokensBefore, "tokens_after": total,
+			"messages_before": e.h.Total, "messages_after": len(view),
+			"level": st.Level, "budget": e.budget.Tokens, "target": e.target,
+			"strategy": e.cfg.Strategy, "escalation": e.d.Escalations,
+		}})
+	}
+	if compacted {
+		events = append(events, Event{Name: ctxstore.EventPostCompact, Data: map[string]any{
+			"message_count": len(view), "token_count": total, "budget": e.budget.Tokens,
+			"level": st.Level, "removed": removed, "truncated": truncated, "stubbed": stubbed,
+		}})
+	}
+	return Result{View: view, Decisions: e.d, Stats: st, Events: events}
+}
+
+func cloneDecisions(d Decisions) Decisions {
+	c := d
+	c.Removed = slices.Clone(d.Removed)
+	c.Truncated = slices.Clone(d.Truncated)
+	c.Stubbed = slices.Clone(d.Stubbed)
+	c.Summaries = slices.Clone(d.Summaries)
+	c.Warned = slices.Clone(d.Warned)
+	if d.Summary != nil {
+		s := *d.Summary
+		c.Summary = &s
+	}
+	return c
+}
+
+func equalDecisions(a, b Decisions) bool {
+	sa, sb := a.Summary, b.Summary
+	if (sa == nil) != (sb == nil) || (sa != nil && *sa != *sb) {
+		return false
+	}
+	return a.Version == b.Version && a.Strategy == b.Strategy && a.Budget == b.Budget &&
+		a.Cutoff == b.Cutoff && a.KeepFirstUser == b.KeepFirstUser && a.Level == b.Level &&
+		a.Escalations == b.Escalations && a.Ineffective == b.Ineffective && a.Tripped == b.Tripped &&
+		slices.Equal(a.Removed, b.Removed) && slices.Equal(a.Truncated, b.Truncated) &&
+		slices.Equal(a.Stubbed, b.Stubbed) && slices.Equal(a.Summaries, b.Summaries) &&
+		slices.Equal(a.Warned, b.Warned)
+}

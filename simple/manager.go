@@ -1,0 +1,199 @@
+// Package simple is the in-memory context manager (the reference's
+// context-simple) and the home of the compaction Config shared with the
+// persistent manager.
+//
+// A Manager keeps the whole history in memory and never changes it:
+// GetMessagesForRequest returns a view computed by internal/view, compacted
+// to fit the request's budget. The manager keeps incremental state (token
+// totals, the positions of system messages and of the first and last user
+// messages, and the sticky compaction decisions), so a request after one
+// append costs about the same at 100k messages as at 1k.
+package simple
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/view"
+)
+
+// Manager is an in-memory ctxstore.Manager. It is safe for concurrent use.
+type Manager struct {
+	cfg  Config
+	vcfg view.Config
+
+	mu        sync.Mutex
+	items     []view.Item // ID = index+1
+	pinned    []view.Item // system and developer messages
+	firstUser int         // index of the first human message, -1 if none
+	lastHuman int         // index of the newest human message, -1 if none
+	tokens    int         // Σ items[i].Tokens
+	dec       view.Decisions
+	budget    view.Budget
+	requested bool // a request was served (context:budget is sent on the first)
+}
+
+var _ ctxstore.Manager = (*Manager)(nil)
+
+// New returns an empty manager. Invalid settings are an error that matches
+// ErrInvalidConfig and names the field.
+func New(cfg Config) (*Manager, error) {
+	c, err := cfg.WithDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("simple.New: %w", err)
+	}
+	vc, err := c.ViewConfig()
+	if err != nil {
+		return nil, fmt.Errorf("simple.New: %w", err)
+	}
+	return &Manager{cfg: c, vcfg: vc, firstUser: -1, lastHuman: -1}, nil
+}
+
+func (m *Manager) check(msg ctxstore.Message) error {
+	return msg.ValidateSize(m.cfg.MessageLimit())
+}
+
+// AddMessage validates msg (ctxstore.ErrInvalidMessage, nothing stored on
+// error) and appends it.
+func (m *Manager) AddMessage(ctx context.Context, msg ctxstore.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := m.check(msg); err != nil {
+		return fmt.Errorf("simple: add message: %w", err)
+	}
+	t := m.cfg.Estimator.Estimate(msg)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.appendLocked(msg, t)
+	return nil
+}
+
+func (m *Manager) appendLocked(msg ctxstore.Message, t int) {
+	it := view.Item{ID: uint64(len(m.items) + 1), Msg: msg, Tokens: t}
+	i := len(m.items)
+	m.items = append(m.items, it)
+	m.tokens += t
+	switch msg.Role() {
+	case ctxstore.RoleSystem, ctxstore.RoleDeveloper:
+		m.pinned = append(m.pinned, it)
+	case ctxstore.RoleUser:
+		if !msg.IsToolResult() && msg.Source() != view.NoticeSource {
+			if m.firstUser < 0 {
+				m.firstUser = i
+			}
+			m.lastHuman = i
+		}
+	}
+}
+
+// GetMessagesForRequest returns the view for r: the history compacted, if
+// needed, to fit r's budget. It never changes the stored history.
+func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	b := view.DeriveBudget(r, m.vcfg)
+	var events []view.Event
+	if !m.requested || b != m.budget {
+		events = append(events, b.Event())
+		m.requested, m.budget = true, b
+	}
+	res := view.Compute(ctx, m.historyLocked(b.Tokens), b, m.dec, m.vcfg)
+	m.dec = res.Decisions
+	m.mu.Unlock()
+
+	events = append(events, res.Events...)
+	for _, ev := range events {
+		_ = m.cfg.Hooks.Emit(ctx, ev.Name, ev.Data) // a broken hook never fails the request
+	}
+	return res.View, nil
+}
+
+// historyLocked hands the engine the pinned messages and the tail it needs
+// (view.Horizon): the walk back stops at the horizon, so its cost does not
+// grow with the history.
+func (m *Manager) historyLocked(budget int) view.History {
+	need := view.Horizon(budget, m.vcfg, m.dec)
+	start, sum := len(m.items), 0
+	for start > 0 {
+		start--
+		sum += m.items[start].Tokens
+		if need.Covers(sum, m.items[start]) {
+			break
+		}
+	}
+	h := view.History{
+		Pinned:      m.pinned,
+		Tail:        m.items[start:len(m.items):len(m.items)],
+		Partial:     start > 0,
+		Total:       len(m.items),
+		TotalTokens: m.tokens,
+	}
+	if m.firstUser >= 0 {
+		fu := m.items[m.firstUser]
+		h.FirstUser = &fu
+	}
+	if m.lastHuman >= 0 {
+		lh := m.items[m.lastHuman]
+		h.LastHuman = &lh
+	}
+	return h
+}
+
+// GetMessages returns the full history, never compacted.
+func (m *Manager) GetMessages(ctx context.Context) ([]ctxstore.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]ctxstore.Message, len(m.items))
+	for i, it := range m.items {
+		out[i] = it.Msg
+	}
+	return out, nil
+}
+
+// SetMessages replaces the history (session resume). Every message is
+// validated first; on error nothing changes.
+func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	est := make([]int, len(ms))
+	for i, msg := range ms {
+		if err := m.check(msg); err != nil {
+			return fmt.Errorf("simple: set messages: message %d: %w", i, err)
+		}
+		est[i] = m.cfg.Estimator.Estimate(msg)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.resetLocked()
+	m.items = make([]view.Item, 0, len(ms))
+	for i, msg := range ms {
+		m.appendLocked(msg, est[i])
+	}
+	return nil
+}
+
+// Clear empties the history and forgets compaction decisions.
+func (m *Manager) Clear(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.resetLocked()
+	return nil
+}
+
+func (m *Manager) resetLocked() {
+	m.items, m.pinned = nil, nil
+	m.firstUser, m.lastHuman, m.tokens = -1, -1, 0
+	m.dec = view.Decisions{}
+}
