@@ -3,8 +3,12 @@ module github.com/ctxstore/ctxstore
 go 1.26
 
 require (
-	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/fsnotify/fsnotify v1.10.1
+	github.com/vmihailenco/msgpack/v5 v5.4.1
+	go.etcd.io/bbolt v1.5.0
+)
+
+require (
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
 	golang.org/x/sys v0.45.0 // indirect
 )

@@ -1,0 +1,68 @@
+package persistent
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/simple"
+)
+
+// Config configures a persistent Manager. The embedded simple.Config holds
+// the compaction settings, with the same defaults and validation as
+// simple.New.
+type Config struct {
+	simple.Config
+
+	// MemoryFiles are files whose content every fresh session starts with,
+	// one system message per file ("[Context from NAME]\n\n<content>").
+	// A leading ~ is the home directory. Missing or blank files are skipped
+	// with a context:warning event.
+	MemoryFiles []string
+	// WatchMemory appends a new version of a memory file when it is edited
+	// (fsnotify, debounced by MemoryDebounce); views show only the newest
+	// version of each file.
+	WatchMemory bool
+	// LockTimeout bounds every wait for another process's lock on the store
+	// file (store.Options.LockTimeout; 0 = the store's default of 5 s).
+	LockTimeout time.Duration
+	// MemoryDebounce is how long the watcher waits after the last change
+	// of a memory file before reading it: editors write files in several
+	// steps. 0 means 200 ms.
+	MemoryDebounce time.Duration
+	// Logger receives the manager's log lines (an ignored SetMessages, a
+	// memory file that could not be read). nil means slog.Default().
+	Logger *slog.Logger
+}
+
+const defaultMemoryDebounce = 200 * time.Millisecond
+
+// normalize validates cfg, fills in defaults and resolves the compaction
+// settings. Compaction settings are checked by simple's validation, so both
+// managers accept and reject the same configs, naming the same fields
+// (errors match simple.ErrInvalidConfig).
+func (cfg Config) normalize() (Config, view.Config, error) {
+	sc, err := cfg.Config.WithDefaults()
+	if err != nil {
+		return cfg, view.Config{}, fmt.Errorf("persistent config: %w", err)
+	}
+	cfg.Config = sc
+	vcfg, err := sc.ViewConfig()
+	if err != nil {
+		return cfg, vcfg, fmt.Errorf("persistent config: %w", err)
+	}
+	if cfg.LockTimeout < 0 {
+		return cfg, vcfg, fmt.Errorf("persistent config: %w", &simple.ConfigError{Field: "LockTimeout", Reason: fmt.Sprintf("negative (%v)", cfg.LockTimeout)})
+	}
+	if cfg.MemoryDebounce < 0 {
+		return cfg, vcfg, fmt.Errorf("persistent config: %w", &simple.ConfigError{Field: "MemoryDebounce", Reason: fmt.Sprintf("negative (%v)", cfg.MemoryDebounce)})
+	}
+	if cfg.MemoryDebounce == 0 {
+		cfg.MemoryDebounce = defaultMemoryDebounce
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, vcfg, nil
+}

@@ -1,0 +1,170 @@
+package persistent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+)
+
+// TestMain lets the test binary play a child process: tests re-exec
+// os.Args[0] with childEnv set to a role (see runChild).
+func TestMain(m *testing.M) {
+	if role := os.Getenv(childEnv); role != "" {
+		os.Exit(runChild(role))
+	}
+	os.Exit(m.Run())
+}
+
+// open opens a manager that is closed when the test ends.
+func open(t testing.TB, path, session string, cfg Config) *Manager {
+	t.Helper()
+	m, err := Open(path, session, cfg)
+	if err != nil {
+		t.Fatalf("Open(%s, %q): %v", path, session, err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+func dbPath(t testing.TB) string { return filepath.Join(t.TempDir(), "ctx.db") }
+
+func user(text string) ctxstore.Message { return ctxstore.NewMessage(ctxstore.RoleUser, text) }
+
+func system(text string) ctxstore.Message { return ctxstore.NewMessage(ctxstore.RoleSystem, text) }
+
+func assistant(text string) ctxstore.Message {
+	return ctxstore.NewMessage(ctxstore.RoleAssistant, text)
+}
+
+// callMsg is an OpenAI-style assistant message calling tools with ids.
+func callMsg(ids ...string) ctxstore.Message {
+	var calls []string
+	for _, id := range ids {
+		calls = append(calls, fmt.Sprintf(`{"id":%q,"type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a.go\"}"}}`, id))
+	}
+	return ctxstore.MustParseMessage([]byte(`{"role":"assistant","content":null,"tool_calls":[` + strings.Join(calls, ",") + `]}`))
+}
+
+// toolUseMsg is an Anthropic-style assistant message with tool_use blocks.
+func toolUseMsg(ids ...string) ctxstore.Message {
+	blocks := []string{`{"type":"text","text":"let me look"}`}
+	for _, id := range ids {
+		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_use","id":%q,"name":"grep","input":{"q":"x"}}`, id))
+	}
+	return ctxstore.MustParseMessage([]byte(`{"role":"assistant","content":[` + strings.Join(blocks, ",") + `]}`))
+}
+
+func result(id, text string) ctxstore.Message { return ctxstore.NewToolResult(id, text) }
+
+// conversation returns n messages of a realistic agent loop: user turns,
+// assistant tool calls with bulky results, answers.
+func conversation(n int, resultBytes int) []ctxstore.Message {
+	var out []ctxstore.Message
+	body := strings.Repeat("x", resultBytes)
+	for i := 0; len(out) < n; i++ {
+		id := fmt.Sprintf("call_%d", i)
+		out = append(out,
+			user(fmt.Sprintf("turn %d: please look at the file and explain what it does in some detail", i)),
+			callMsg(id),
+			result(id, fmt.Sprintf("result %d: %s", i, body)),
+			assistant(fmt.Sprintf("answer %d: the file does many things", i)))
+	}
+	return out[:n]
+}
+
+func addAll(t testing.TB, m ctxstore.Manager, msgs []ctxstore.Message) {
+	t.Helper()
+	for i, msg := range msgs {
+		if err := m.AddMessage(context.Background(), msg); err != nil {
+			t.Fatalf("AddMessage %d: %v", i, err)
+		}
+	}
+}
+
+func history(t testing.TB, m ctxstore.Manager) []ctxstore.Message {
+	t.Helper()
+	ms, err := m.GetMessages(context.Background())
+	if err != nil {
+		t.Fatalf("GetMessages: %v", err)
+	}
+	return ms
+}
+
+func viewOf(t testing.TB, m ctxstore.Manager, budget int) []ctxstore.Message {
+	t.Helper()
+	v, err := m.GetMessagesForRequest(context.Background(), ctxstore.Request{TokenBudget: budget})
+	if err != nil {
+		t.Fatalf("GetMessagesForRequest(%d): %v", budget, err)
+	}
+	return v
+}
+
+// diff describes the first difference between two message lists, "" when
+// they are byte-for-byte equal.
+func diff(got, want []ctxstore.Message) string {
+	for i := 0; i < len(got) || i < len(want); i++ {
+		switch {
+		case i >= len(got):
+			return fmt.Sprintf("missing message %d: %s", i, want[i])
+		case i >= len(want):
+			return fmt.Sprintf("extra message %d: %s", i, got[i])
+		case string(got[i].Bytes()) != string(want[i].Bytes()):
+			return fmt.Sprintf("message %d:\n got %s\nwant %s", i, clip(got[i].String()), clip(want[i].String()))
+		}
+	}
+	return ""
+}
+
+func clip(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "..."
+	}
+	return s
+}
+
+// recorder collects hook events.
+type recorder struct {
+	mu     sync.Mutex
+	events []recorded
+}
+
+type recorded struct {
+	name string
+	data map[string]any
+}
+
+func (r *recorder) hook(_ context.Context, name string, data map[string]any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, recorded{name, data})
+}
+
+func (r *recorder) named(name string) []map[string]any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []map[string]any
+	for _, e := range r.events {
+		if e.name == name {
+			out = append(out, e.data)
+		}
+	}
+	return out
+}
+
+func (r *recorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = nil
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

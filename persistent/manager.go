@@ -1,0 +1,406 @@
+package persistent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/store"
+)
+
+// Compile-time check that Manager implements the contract.
+var _ ctxstore.Manager = (*Manager)(nil)
+
+// ErrClosed is returned by every method of a closed Manager.
+var ErrClosed = errors.New("persistent: manager closed")
+
+// Manager is a context manager whose history lives in a store file. The file
+// is the source of truth: the manager keeps in memory only what views need
+// (system messages, the first user message and a tail window of recent
+// messages) and catches up with appends made by other processes before
+// every view.
+//
+// Safe for concurrent use; operations of one Manager are serialized.
+type Manager struct {
+	st      *store.Store
+	session string
+	cfg     Config
+	memory  []memoryFile
+
+	vcfg view.Config        // resolved compaction settings
+	est  ctxstore.Estimator // the estimator of vcfg, never nil
+
+	mu         sync.Mutex
+	closed     bool
+	resumed    bool
+	w          window       // guarded by mu
+	budgetSent bool         // context:budget was sent once
+	budget     view.Budget  // the budget it reported
+	events     []view.Event // queued under mu, emitted after unlocking
+
+	watchStop context.CancelFunc
+	watchDone chan struct{}
+}
+
+// Open opens (creating if needed) the store file at path and the session in
+// it. A session that already holds messages is resumed: its history is
+// authoritative and SetMessages will be ignored. A fresh session starts with
+// the configured memory files.
+//
+// Open fails when cfg is invalid (the error names the field), when the file
+// cannot be opened (store.ErrCorrupt, store.ErrLocked), or when the memory
+// files alone exceed the budget (ErrMemoryTooLarge, listing each file).
+func Open(path string, session string, cfg Config) (*Manager, error) {
+	ctx := context.Background()
+	if session == "" {
+		return nil, fmt.Errorf("persistent: open %s: empty session name", path)
+	}
+	cfg, vcfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	mem, err := resolveMemoryFiles(cfg.MemoryFiles)
+	if err != nil {
+		return nil, fmt.Errorf("persistent config: field MemoryFiles: %w", err)
+	}
+	st, err := store.Open(path, store.Options{LockTimeout: cfg.LockTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("persistent: open session %q: %w", session, err)
+	}
+	m := &Manager{st: st, session: session, cfg: cfg, memory: mem, vcfg: vcfg, est: vcfg.Estimator}
+	m.mu.Lock()
+	err = m.openLocked(ctx)
+	m.unlock(ctx)
+	if err == nil && cfg.WatchMemory && len(mem) > 0 {
+		err = m.startWatch()
+	}
+	if err != nil {
+		_ = st.Close()
+		return nil, fmt.Errorf("persistent: open session %q in %s: %w", session, path, err)
+	}
+	return m, nil
+}
+
+// openLocked loads the session: resumed when it holds messages, else fresh
+// with the memory files pending.
+func (m *Manager) openLocked(ctx context.Context) error {
+	info, err := m.sessionInfo(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.reload(ctx, info); err != nil {
+		return err
+	}
+	m.resumed = info.Messages > 0
+	if !m.resumed {
+		return m.checkMemoryBudget()
+	}
+	m.emitResume(info.Messages, false)
+	if m.cfg.WatchMemory {
+		// Files edited while no process watched them count as edits.
+		m.refreshMemoryLocked(ctx, m.memory)
+	}
+	return nil
+}
+
+// sessionInfo returns the session's metadata; a session that does not exist
+// yet is an empty one (it is created by the first write).
+func (m *Manager) sessionInfo(ctx context.Context) (store.SessionInfo, error) {
+	info, err := m.st.Session(ctx, m.session)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.SessionInfo{Name: m.session}, nil
+	}
+	if err != nil {
+		return info, fmt.Errorf("read session: %w", err)
+	}
+	return info, nil
+}
+
+// Close stops the memory watcher and closes the store file. It is
+// idempotent; every other method fails with ErrClosed afterwards.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	stop, done := m.watchStop, m.watchDone
+	m.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+	if err := m.st.Close(); err != nil {
+		return fmt.Errorf("persistent: close session %q: %w", m.session, err)
+	}
+	return nil
+}
+
+// Session returns the session name the manager was opened on.
+func (m *Manager) Session() string { return m.session }
+
+// Store returns the underlying store, for callers (package resume, the CLI)
+// that read derived records or other epochs. It is closed by Close.
+func (m *Manager) Store() *store.Store { return m.st }
+
+// Resumed reports whether the session already held messages when it was
+// opened. A resumed manager ignores SetMessages for its whole life, also
+// after Clear: the session's history is the file's, not the host's.
+func (m *Manager) Resumed() bool { return m.resumed }
+
+// lock takes the manager's lock unless it is closed.
+func (m *Manager) lock() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return fmt.Errorf("persistent: session %q: %w", m.session, ErrClosed)
+	}
+	return nil
+}
+
+// unlock releases the lock, then emits the events queued while it was
+// held: hooks run outside the lock, so a hook may call the manager.
+func (m *Manager) unlock(ctx context.Context) {
+	evs := m.events
+	m.events = nil
+	m.mu.Unlock()
+	for _, ev := range evs {
+		m.emit(ctx, ev.Name, ev.Data)
+	}
+}
+
+// queue records an event to emit when the lock is released.
+func (m *Manager) queue(name string, data map[string]any) {
+	m.events = append(m.events, view.Event{Name: name, Data: data})
+}
+
+// AddMessage validates msg (ErrInvalidMessage, including the
+// MaxMessageBytes limit), appends it durably, and updates the in-memory view
+// state without re-reading the history.
+func (m *Manager) AddMessage(ctx context.Context, msg ctxstore.Message) error {
+	if err := msg.ValidateSize(m.cfg.MessageLimit()); err != nil {
+		return fmt.Errorf("persistent: add message to session %q: %w", m.session, err)
+	}
+	rec := store.Record{Message: msg, Tokens: m.est.Estimate(msg)}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.unlock(ctx)
+	if err := m.appendLocked(ctx, rec); err != nil {
+		return fmt.Errorf("persistent: add message to session %q: %w", m.session, err)
+	}
+	return nil
+}
+
+// appendLocked appends recs after any memory messages still pending. A
+// pending write uses AppendIfEmpty so that, when another process created the
+// session in the meantime, its messages (and memory files) win and ours are
+// appended after them.
+func (m *Manager) appendLocked(ctx context.Context, recs ...store.Record) error {
+	if len(m.w.pending) > 0 {
+		all := append(m.pendingRecords(), recs...)
+		first, last, err := m.st.AppendIfEmpty(ctx, m.session, all...)
+		if err == nil {
+			m.w.pending = nil
+			return m.afterAppend(ctx, first, last, all)
+		}
+		if !errors.Is(err, store.ErrNotEmpty) {
+			return err
+		}
+		m.w.pending = nil
+		if err := m.syncLocked(ctx); err != nil {
+			return err
+		}
+	}
+	first, last, err := m.st.Append(ctx, m.session, recs...)
+	if err != nil {
+		return err
+	}
+	return m.afterAppend(ctx, first, last, recs)
+}
+
+// afterAppend adds what was just appended to the window. When another
+// process appended in between (a gap before first), the window catches up
+// from the store instead, which also brings in our own records in order.
+func (m *Manager) afterAppend(ctx context.Context, first, last uint64, recs []store.Record) error {
+	if first != m.w.lastSeq+1 {
+		err := m.syncLocked(ctx)
+		m.w.ours = true
+		return err
+	}
+	m.w.ours = true
+	for i, r := range recs {
+		m.w.push(view.Item{ID: seqID(first + uint64(i)), Msg: r.Message, Tokens: r.Tokens})
+	}
+	return nil
+}
+
+// pendingRecords returns the memory messages not yet written.
+func (m *Manager) pendingRecords() []store.Record {
+	recs := make([]store.Record, len(m.w.pending))
+	for i, it := range m.w.pending {
+		recs[i] = store.Record{Message: it.Msg, Tokens: it.Tokens}
+	}
+	return recs
+}
+
+// GetMessages returns the full history of the current epoch, read from the
+// store (so it includes other processes' appends), exactly as appended: no
+// compaction, no synthetic repair results. Memory messages of a fresh
+// session that nothing has been written to yet are included.
+func (m *Manager) GetMessages(ctx context.Context) ([]ctxstore.Message, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.unlock(ctx)
+	var out []ctxstore.Message
+	for e, err := range m.st.Messages(ctx, m.session, 0) {
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("persistent: get messages of session %q: %w", m.session, err)
+		}
+		msg, err := e.Message()
+		if err != nil {
+			return nil, fmt.Errorf("persistent: get messages of session %q: seq %d: %w", m.session, e.Seq, err)
+		}
+		out = append(out, msg)
+	}
+	if len(out) == 0 {
+		for _, it := range m.w.pending {
+			out = append(out, it.Msg)
+		}
+	}
+	return out, nil
+}
+
+// SetMessages writes ms as the history of a fresh session, in one
+// transaction, after the memory-file messages. When the session was resumed
+// (it held messages at Open) the call is ignored: it returns nil, logs, and
+// emits context:resume with ignored_set_messages=true, because a host's saved
+// transcript is filtered (no system messages) while the file is complete.
+//
+// On a fresh session that this manager has already written to, SetMessages
+// replaces the history: the current epoch is cleared (it stays readable) and
+// the memory messages and ms start the new one.
+func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error {
+	recs := make([]store.Record, len(ms))
+	for i, msg := range ms {
+		if err := msg.ValidateSize(m.cfg.MessageLimit()); err != nil {
+			return fmt.Errorf("persistent: set messages of session %q: message %d: %w", m.session, i, err)
+		}
+		recs[i] = store.Record{Message: msg, Tokens: m.est.Estimate(msg)}
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.unlock(ctx)
+	if m.resumed {
+		m.ignoreSetMessages(len(ms))
+		return nil
+	}
+	if err := m.syncLocked(ctx); err != nil {
+		return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
+	}
+	if len(m.w.pending) == 0 && m.w.lastSeq > 0 && m.w.count > 0 {
+		if !m.w.ours {
+			// Another process filled the fresh session first: its history
+			// is the file's now, exactly as if we had resumed it.
+			m.ignoreSetMessages(len(ms))
+			return nil
+		}
+		if err := m.clearLocked(ctx); err != nil {
+			return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
+		}
+	}
+	all := append(m.pendingRecords(), recs...)
+	if len(all) == 0 {
+		return nil
+	}
+	first, last, err := m.st.AppendIfEmpty(ctx, m.session, all...)
+	if errors.Is(err, store.ErrNotEmpty) {
+		m.w.pending = nil
+		m.ignoreSetMessages(len(ms))
+		return m.syncLocked(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
+	}
+	m.w.pending = nil
+	if err := m.afterAppend(ctx, first, last, all); err != nil {
+		return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
+	}
+	m.w.ours = true
+	return nil
+}
+
+func (m *Manager) ignoreSetMessages(n int) {
+	m.cfg.Logger.Info("ctxstore: ignoring SetMessages: the session's file is authoritative",
+		"session", m.session, "file", m.st.Path(), "offered", n, "stored", m.w.count)
+	m.emitResume(m.w.count, true)
+}
+
+// emitResume sends context:resume. It is sent once at Open for a resumed
+// session (ignored_set_messages false) and again each time SetMessages is
+// ignored (true), so a host sees why its transcript was not applied.
+// repaired counts the calls answered by repair records in the epoch.
+func (m *Manager) emitResume(messages int, ignored bool) {
+	repaired := 0
+	for _, r := range m.w.repairs {
+		repaired += len(r.CallIDs)
+	}
+	m.queue(ctxstore.EventResume, map[string]any{
+		"session": m.session, "messages": messages, "migrated": false,
+		"repaired": repaired, "ignored_set_messages": ignored,
+	})
+}
+
+// Clear starts a new epoch: the current history becomes empty, earlier
+// epochs stay readable through store.EpochMessages. The memory files start
+// the new epoch again (as pending messages, written with the next message).
+func (m *Manager) Clear(ctx context.Context) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.unlock(ctx)
+	if err := m.clearLocked(ctx); err != nil {
+		return fmt.Errorf("persistent: clear session %q: %w", m.session, err)
+	}
+	return nil
+}
+
+func (m *Manager) clearLocked(ctx context.Context) error {
+	if _, err := m.st.Clear(ctx, m.session); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	info, err := m.sessionInfo(ctx)
+	if err != nil {
+		return err
+	}
+	return m.reload(ctx, info)
+}
+
+// emit sends an event to the configured hooks; a failing hook is logged,
+// never returned.
+func (m *Manager) emit(ctx context.Context, event string, data map[string]any) {
+	if err := m.cfg.Hooks.Emit(ctx, event, data); err != nil {
+		m.cfg.Logger.Warn("ctxstore: hook failed", "event", event, "err", err)
+	}
+}
+
+// warn logs and queues a context:warning event (the lock is held).
+func (m *Manager) warn(reason, msg string, extra ...any) {
+	data := map[string]any{"message": msg, "reason": reason, "session": m.session}
+	for i := 0; i+1 < len(extra); i += 2 {
+		if k, ok := extra[i].(string); ok {
+			data[k] = extra[i+1]
+		}
+	}
+	m.cfg.Logger.Warn("ctxstore: "+msg, append([]any{"reason", reason, "session", m.session}, extra...)...)
+	m.queue(ctxstore.EventWarning, data)
+}

@@ -1,0 +1,286 @@
+package persistent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/store"
+)
+
+// KindView is the derived-record kind of saved view decisions [V4]. Keys
+// are "v1/e<epoch>/b<budget>": decisions hold for one epoch and one budget.
+const KindView = "view"
+
+func decisionPrefix(epoch uint64) string { return fmt.Sprintf("v1/e%020d/b", epoch) }
+
+func decisionKey(epoch uint64, budget int) string {
+	return fmt.Sprintf("%s%d", decisionPrefix(epoch), budget)
+}
+
+// GetMessagesForRequest returns the view for one request: first it picks up
+// messages other processes appended since the last call (one metadata read
+// when there are none), then it compacts the in-memory window with the
+// saved decisions. Changed decisions are saved to the store, so a reopened
+// session produces the same view [V4]. The stored history never changes.
+func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	h, b, saved, epoch, err := m.prepareLocked(ctx, r)
+	m.unlock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
+	}
+	// The engine runs unlocked: a summarizer may take seconds, and h only
+	// refers to items that are never modified in place.
+	res := view.Compute(ctx, h, b, saved, m.vcfg)
+	for _, ev := range res.Events {
+		m.emit(ctx, ev.Name, ev.Data)
+	}
+	if res.Changed {
+		if err := m.saveDecisions(ctx, epoch, b.Tokens, res.Decisions); err != nil {
+			// The view is right; only its stickiness across a restart is
+			// lost. A request must not fail for that.
+			m.mu.Lock()
+			m.warn("decisions_not_saved", "could not save view decisions", "err", err.Error())
+			m.unlock(ctx)
+		}
+	}
+	return res.View, nil
+}
+
+// prepareLocked syncs with the store, derives the budget and builds the
+// engine's input.
+func (m *Manager) prepareLocked(ctx context.Context, r ctxstore.Request) (view.History, view.Budget, view.Decisions, uint64, error) {
+	if err := m.syncLocked(ctx); err != nil {
+		return view.History{}, view.Budget{}, view.Decisions{}, 0, err
+	}
+	b := view.DeriveBudget(r, m.vcfg)
+	if !m.budgetSent || b != m.budget {
+		m.budgetSent, m.budget = true, b
+		ev := b.Event()
+		m.queue(ev.Name, ev.Data)
+	}
+	saved := m.w.decisions[b.Tokens]
+	need := view.Horizon(b.Tokens, m.vcfg, saved)
+	if err := m.ensureTail(ctx, need); err != nil {
+		return view.History{}, b, saved, 0, err
+	}
+	return m.history(need), b, saved, m.w.epoch, nil
+}
+
+// history builds the engine's input from the window: the pinned messages,
+// the first and last human messages, and the part of the tail the need asks
+// for, with synthetic results after repaired tool calls and older
+// memory-file versions hidden.
+func (m *Manager) history(need view.Need) view.History {
+	w := &m.w
+	if len(w.pending) > 0 {
+		return view.History{Pinned: w.pending, Tail: w.pending, Total: len(w.pending), TotalTokens: sumTokens(w.pending)}
+	}
+	// Only the suffix the need asks for: the engine's cost is proportional
+	// to its input, and trimming leaves up to twice the need in memory.
+	start, toks := len(w.tail), 0
+	for start > 0 {
+		start--
+		toks += w.tail[start].Tokens
+		if need.Covers(toks, w.tail[start]) {
+			break
+		}
+	}
+	h := view.History{
+		Pinned:      w.pinned,
+		FirstUser:   w.firstUser,
+		Tail:        m.withRepairs(w.tail[start:len(w.tail):len(w.tail)]),
+		Partial:     start > 0 || !w.complete(),
+		Total:       w.count,
+		TotalTokens: w.tokens,
+	}
+	if w.lastHuman != nil && (len(w.tail) == 0 || w.lastHuman.ID < w.tail[start].ID) {
+		h.LastHuman = w.lastHuman
+	}
+	if len(w.superseded) > 0 {
+		h.Hidden = make([]uint64, 0, len(w.superseded))
+		for seq := range w.superseded {
+			h.Hidden = append(h.Hidden, seqID(seq))
+		}
+		slices.Sort(h.Hidden)
+	}
+	return h
+}
+
+func sumTokens(items []view.Item) int {
+	n := 0
+	for _, it := range items {
+		n += it.Tokens
+	}
+	return n
+}
+
+// withRepairs returns tail with the synthetic results of repaired calls
+// inserted right after each repaired assistant message's results. The log
+// is untouched; without repairs tail itself is returned.
+func (m *Manager) withRepairs(tail []view.Item) []view.Item {
+	if len(m.w.repairs) == 0 || len(tail) == 0 {
+		return tail
+	}
+	var out []view.Item
+	copied := 0
+	for i := 0; i < len(tail); i++ {
+		rec, ok := m.w.repairs[idSeq(tail[i].ID)]
+		if !ok || tail[i].ID&(1<<idShift-1) != 0 {
+			continue
+		}
+		end := i + 1
+		answered := map[string]bool{}
+		for end < len(tail) && isResultOnly(tail[end].Msg) {
+			for _, id := range tail[end].Msg.ResultIDs() {
+				answered[id] = true
+			}
+			end++
+		}
+		missing := stillMissing(rec.CallIDs, answered)
+		if len(missing) == 0 {
+			continue
+		}
+		synth, err := syntheticResults(tail[i].Msg, missing, rec.Text)
+		if err != nil {
+			m.cfg.Logger.Warn("ctxstore: cannot build repair results", "session", m.session, "seq", rec.AssistantSeq, "err", err)
+			continue
+		}
+		out = append(out, tail[copied:end]...)
+		base := tail[end-1].ID
+		for j, s := range synth {
+			out = append(out, view.Item{ID: base + uint64(j) + 1, Msg: s, Tokens: m.est.Estimate(s)})
+		}
+		copied = end
+		i = end - 1
+	}
+	if out == nil {
+		return tail
+	}
+	return append(out, tail[copied:]...)
+}
+
+// saveDecisions writes changed decisions as a derived record so a reopened
+// session starts from them.
+func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d view.Decisions) error {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("encode view decisions: %w", err)
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.unlock(ctx)
+	if m.w.epoch != epoch || m.w.count == 0 {
+		return nil // cleared meanwhile, or nothing stored to decide about
+	}
+	if err := m.st.PutDerived(ctx, m.session, KindView, decisionKey(epoch, budget), b); err != nil {
+		return fmt.Errorf("save view decisions: %w", err)
+	}
+	m.w.decisions[budget] = d
+	return nil
+}
+
+// RepairInterruptedTail answers the tool calls of an interrupted tail: when
+// the newest assistant message's tool calls (some or all) have no results
+// and nothing but their results follows it — the process died mid-call —
+// it saves a repair record (derived kind "repair") and from then on views
+// answer those calls with synthetic results (InterruptedText) right after
+// the assistant message: role "tool" messages for OpenAI-style calls, a user
+// message of tool_result blocks for Anthropic-style tool_use blocks. The log
+// is never rewritten: GetMessages still returns it exactly as appended.
+//
+// It returns the call ids it repaired; none (and no error) when the tail is
+// not interrupted or was already repaired. Package resume calls it when it
+// brings a session back; a host must not call it while a tool call is
+// legitimately in flight.
+func (m *Manager) RepairInterruptedTail(ctx context.Context) (repaired []string, err error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.unlock(ctx)
+	if err := m.syncLocked(ctx); err != nil {
+		return nil, fmt.Errorf("persistent: repair session %q: %w", m.session, err)
+	}
+	if m.w.count == 0 {
+		return nil, nil
+	}
+	var rev []store.Entry
+	for e, err := range m.st.Backward(ctx, m.session, m.w.lastSeq+1) {
+		if err != nil {
+			return nil, fmt.Errorf("persistent: repair session %q: %w", m.session, err)
+		}
+		if e.Epoch != m.w.epoch {
+			break
+		}
+		rev = append(rev, e)
+		if len(e.ResultIDs) == 0 || len(e.CallIDs) > 0 {
+			break // the first message that is not only results ends the group
+		}
+	}
+	msgs := make([]ctxstore.Message, len(rev))
+	for i, e := range rev {
+		msg, err := e.Message()
+		if err != nil {
+			return nil, fmt.Errorf("persistent: repair session %q: seq %d: %w", m.session, e.Seq, err)
+		}
+		msgs[len(rev)-1-i] = msg
+	}
+	at, missing := unansweredTail(msgs)
+	if at < 0 {
+		return nil, nil
+	}
+	seq := rev[len(rev)-1-at].Seq
+	if old, ok := m.w.repairs[seq]; ok && slices.Equal(old.CallIDs, missing) {
+		return nil, nil
+	}
+	rec := repairRecord{Epoch: m.w.epoch, AssistantSeq: seq, CallIDs: missing, Text: InterruptedText}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("persistent: repair session %q: %w", m.session, err)
+	}
+	if err := m.st.PutDerived(ctx, m.session, KindRepair, repairKey(seq), b); err != nil {
+		return nil, fmt.Errorf("persistent: repair session %q: save repair record: %w", m.session, err)
+	}
+	m.w.repairs[seq] = rec
+	return missing, nil
+}
+
+// Info describes the session as the manager sees it.
+type Info struct {
+	Session  string
+	Path     string
+	Resumed  bool
+	Epoch    uint64
+	Messages int    // messages in the current epoch
+	Tokens   int    // Σ token estimates of the current epoch
+	LastSeq  uint64 // newest seq seen
+	Repairs  int    // repaired calls (synthetic results in views)
+}
+
+// Info returns the manager's view of its session, after catching up with
+// other processes.
+func (m *Manager) Info(ctx context.Context) (Info, error) {
+	if err := m.lock(); err != nil {
+		return Info{}, err
+	}
+	defer m.unlock(ctx)
+	if err := m.syncLocked(ctx); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return Info{}, fmt.Errorf("persistent: info of session %q: %w", m.session, err)
+	}
+	n := 0
+	for _, r := range m.w.repairs {
+		n += len(r.CallIDs)
+	}
+	return Info{
+		Session: m.session, Path: m.st.Path(), Resumed: m.resumed, Epoch: m.w.epoch,
+		Messages: m.w.count, Tokens: m.w.tokens, LastSeq: m.w.lastSeq, Repairs: n,
+	}, nil
+}

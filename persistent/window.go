@@ -1,0 +1,386 @@
+package persistent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/store"
+)
+
+// idShift scales store seqs into view item IDs. View IDs must be strictly
+// increasing along the history, and synthetic repair results must sit
+// between two stored messages, so seq s becomes ID s<<idShift and the
+// synthetic results after it take s<<idShift + 1, + 2, ... Decisions are
+// saved in these IDs (the derived-record key carries idShift's version).
+const idShift = 16
+
+func seqID(seq uint64) uint64 { return seq << idShift }
+func idSeq(id uint64) uint64  { return id >> idShift }
+
+// memVersion is the newest stored version of one memory file.
+type memVersion struct {
+	seq     uint64
+	version int
+	content string
+}
+
+// window is the in-memory state views are computed from: never the whole
+// history, only what a view can contain [V5]. Everything older than the
+// tail that is not pinned (system, developer), the first or the last human
+// message is out of every view wholesale, so it is not kept. The tail is
+// loaded lazily, back to what the request's budget needs.
+type window struct {
+	epoch      uint64
+	epochStart uint64
+	lastSeq    uint64 // newest seq of the session the window has seen
+	count      int    // messages in the current epoch
+	tokens     int    // Σ tokens of the current epoch
+	ours       bool   // this manager wrote into the current epoch
+
+	pinned    []view.Item // system and developer messages of the epoch, in order
+	firstUser *view.Item
+	lastHuman *view.Item // valid when lastKnown
+	lastKnown bool
+	tail      []view.Item // contiguous run of the newest messages, ending at lastSeq
+	tailToks  int         // Σ tokens over tail
+	need      view.Need   // what trimming must keep: the largest need seen
+
+	pending []view.Item // memory messages of an empty epoch, written with the first write
+
+	mem        map[string]memVersion // newest version of each memory file
+	superseded map[uint64]bool       // seqs of older memory-file versions, hidden from views
+	repairs    map[uint64]repairRecord
+	decisions  map[int]view.Decisions // saved view decisions of this epoch, by budget
+}
+
+func newWindow(info store.SessionInfo) window {
+	return window{
+		epoch: info.Epoch, epochStart: info.EpochStartSeq, lastSeq: info.LastSeq,
+		count: info.Messages, tokens: info.Tokens,
+		mem: map[string]memVersion{}, superseded: map[uint64]bool{},
+		repairs: map[uint64]repairRecord{}, decisions: map[int]view.Decisions{},
+	}
+}
+
+// complete reports whether the tail reaches the first message of the epoch.
+func (w *window) complete() bool {
+	if len(w.tail) == 0 {
+		return w.count == 0
+	}
+	return idSeq(w.tail[0].ID) <= w.epochStart
+}
+
+// push adds the newest message of the epoch.
+func (w *window) push(it view.Item) {
+	w.count++
+	w.tokens += it.Tokens
+	w.lastSeq = idSeq(it.ID)
+	w.tail = append(w.tail, it)
+	w.tailToks += it.Tokens
+	w.note(it)
+	if isHuman(it.Msg) {
+		w.lastHuman, w.lastKnown = &it, true
+	}
+	w.trim()
+}
+
+// note records what the window keeps about a message besides its place in
+// the tail: system and developer messages are pinned (memory versions
+// supersede older ones), the first human message is kept apart.
+func (w *window) note(it view.Item) {
+	switch r := it.Msg.Role(); {
+	case r == ctxstore.RoleSystem || r == ctxstore.RoleDeveloper:
+		w.addPinned(it)
+	case w.firstUser == nil && r == ctxstore.RoleUser && !it.Msg.IsToolResult():
+		w.firstUser = &it
+	}
+}
+
+func (w *window) addPinned(it view.Item) {
+	for _, p := range w.pinned {
+		if p.ID == it.ID {
+			return
+		}
+	}
+	// Pinned messages arrive in seq order except when the tail is extended
+	// backwards over ones already known, which the loop above skips.
+	w.pinned = append(w.pinned, it)
+	md, ok := memoryInfo(it.Msg)
+	if !ok {
+		return
+	}
+	seq := idSeq(it.ID)
+	if old, ok := w.mem[md.Path]; ok {
+		if old.version > md.Version || (old.version == md.Version && old.seq > seq) {
+			w.superseded[seq] = true
+			return
+		}
+		w.superseded[old.seq] = true
+	}
+	w.mem[md.Path] = memVersion{seq: seq, version: md.Version, content: memoryContent(it.Msg)}
+}
+
+// trim drops the oldest tail messages the largest need seen does not ask
+// for. It trims in batches (only once the tail holds twice the need) so an
+// append costs O(1) amortized.
+func (w *window) trim() {
+	keep := w.need.Tokens
+	if keep <= 0 || w.tailToks <= 2*keep {
+		return
+	}
+	drop, toks := 0, w.tailToks
+	for drop < len(w.tail)-1 && toks-w.tail[drop].Tokens >= keep &&
+		(w.need.FromID == 0 || w.tail[drop+1].ID <= w.need.FromID) {
+		toks -= w.tail[drop].Tokens
+		drop++
+	}
+	// Never start the tail inside a tool group: its results would be
+	// orphans.
+	for drop > 0 && isResultOnly(w.tail[drop].Msg) {
+		drop--
+	}
+	if drop == 0 {
+		return
+	}
+	for _, it := range w.tail[:drop] {
+		w.tailToks -= it.Tokens
+	}
+	w.tail = append([]view.Item(nil), w.tail[drop:]...)
+}
+
+// isHuman reports whether m is a message a person typed: role user, not a
+// carrier of tool results, not a notice injected by ctxstore.
+func isHuman(m ctxstore.Message) bool {
+	return m.Role() == ctxstore.RoleUser && !m.IsToolResult() &&
+		m.Source() != view.NoticeSource && m.Source() != RepairSource
+}
+
+// isResultOnly reports whether m only carries tool results (so the tail
+// must reach back to the assistant message that made the calls).
+func isResultOnly(m ctxstore.Message) bool { return m.IsToolResult() && !m.HasToolCalls() }
+
+func entryItem(e store.Entry) (view.Item, error) {
+	msg, err := e.Message()
+	if err != nil {
+		return view.Item{}, fmt.Errorf("seq %d: %w", e.Seq, err)
+	}
+	return view.Item{ID: seqID(e.Seq), Msg: msg, Tokens: e.Tokens}, nil
+}
+
+// reload rebuilds the window from the store: at Open, after Clear, and when
+// another process started a new epoch. It reads the pinned messages, the
+// first user message, the repair records and the saved decisions of the
+// epoch; the tail is read on demand by the first request.
+func (m *Manager) reload(ctx context.Context, info store.SessionInfo) error {
+	old := m.w
+	w := newWindow(info)
+	w.ours = old.ours && old.epoch == info.Epoch && old.mem != nil
+	if info.Messages > 0 {
+		if err := m.loadPinned(ctx, &w, info); err != nil {
+			return err
+		}
+		if err := m.loadDerived(ctx, &w); err != nil {
+			return err
+		}
+	}
+	m.w = w
+	if info.Messages == 0 {
+		return m.freshMemoryLocked(ctx)
+	}
+	return nil
+}
+
+func (m *Manager) loadPinned(ctx context.Context, w *window, info store.SessionInfo) error {
+	seqs := append([]uint64(nil), info.PinnedSeqs...)
+	if info.FirstUserSeq != 0 {
+		seqs = append(seqs, info.FirstUserSeq)
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	entries, err := m.st.Get(ctx, m.session, seqs...)
+	if err != nil {
+		return fmt.Errorf("read pinned messages: %w", err)
+	}
+	for _, e := range entries {
+		it, err := entryItem(e)
+		if err != nil {
+			return fmt.Errorf("read pinned messages: %w", err)
+		}
+		w.note(it)
+	}
+	return nil
+}
+
+// ensureTail extends the tail backwards until it meets need (or the epoch
+// starts), and finds the last human message when it lies before the tail.
+func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
+	w := &m.w
+	if need.Tokens > w.need.Tokens {
+		w.need.Tokens = need.Tokens
+	}
+	if need.FromID != 0 && (w.need.FromID == 0 || need.FromID < w.need.FromID) {
+		w.need.FromID = need.FromID
+	}
+	if w.complete() || (len(w.tail) > 0 && need.Covers(w.tailToks, w.tail[0])) {
+		return m.findLastHuman(ctx)
+	}
+	var older []view.Item // newest first
+	toks := w.tailToks
+	before := w.lastSeq + 1
+	if len(w.tail) > 0 {
+		before = idSeq(w.tail[0].ID)
+	}
+	for e, err := range m.st.Backward(ctx, m.session, before) {
+		if err != nil {
+			return fmt.Errorf("read recent messages: %w", err)
+		}
+		if e.Epoch != w.epoch || e.Seq < w.epochStart {
+			break
+		}
+		it, err := entryItem(e)
+		if err != nil {
+			return fmt.Errorf("read recent messages: %w", err)
+		}
+		older = append(older, it)
+		toks += it.Tokens
+		if need.Covers(toks, it) {
+			break
+		}
+	}
+	tail := make([]view.Item, 0, len(older)+len(w.tail))
+	for i := len(older) - 1; i >= 0; i-- {
+		tail = append(tail, older[i])
+	}
+	w.tail = append(tail, w.tail...)
+	w.tailToks = toks
+	for _, it := range older {
+		w.note(it)
+	}
+	return m.findLastHuman(ctx)
+}
+
+// findLastHuman reads backwards past the tail for the newest human message
+// when the tail holds none: the floor of every view needs it [V2.6]. It is
+// done once; later human messages arrive through push.
+func (m *Manager) findLastHuman(ctx context.Context) error {
+	w := &m.w
+	if w.lastKnown {
+		return nil
+	}
+	for i := len(w.tail) - 1; i >= 0; i-- {
+		if isHuman(w.tail[i].Msg) {
+			w.lastHuman, w.lastKnown = &w.tail[i], true
+			return nil
+		}
+	}
+	if !w.complete() {
+		for e, err := range m.st.Backward(ctx, m.session, idSeq(w.tail[0].ID)) {
+			if err != nil {
+				return fmt.Errorf("find the last user message: %w", err)
+			}
+			if e.Epoch != w.epoch || e.Seq < w.epochStart {
+				break
+			}
+			if e.Role != ctxstore.RoleUser || len(e.ResultIDs) > 0 {
+				continue
+			}
+			it, err := entryItem(e)
+			if err != nil {
+				return fmt.Errorf("find the last user message: %w", err)
+			}
+			if isHuman(it.Msg) {
+				w.lastHuman = &it
+				break
+			}
+		}
+	}
+	w.lastKnown = true
+	return nil
+}
+
+// loadDerived reads the repair records and saved view decisions of the
+// current epoch.
+func (m *Manager) loadDerived(ctx context.Context, w *window) error {
+	for d, err := range m.st.ListDerived(ctx, m.session, KindRepair) {
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read repair records: %w", err)
+		}
+		var r repairRecord
+		if err := json.Unmarshal(d.Value, &r); err != nil {
+			m.cfg.Logger.Warn("ctxstore: skipping unreadable repair record", "session", m.session, "key", d.Key, "err", err)
+			continue
+		}
+		if r.Epoch == w.epoch {
+			w.repairs[r.AssistantSeq] = r
+		}
+	}
+	prefix := decisionPrefix(w.epoch)
+	for d, err := range m.st.ListDerived(ctx, m.session, KindView) {
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read saved view decisions: %w", err)
+		}
+		if !strings.HasPrefix(d.Key, prefix) {
+			continue
+		}
+		budget, err := strconv.Atoi(d.Key[len(prefix):])
+		if err != nil {
+			continue
+		}
+		var dec view.Decisions
+		if err := json.Unmarshal(d.Value, &dec); err != nil {
+			m.cfg.Logger.Warn("ctxstore: skipping unreadable view decisions", "session", m.session, "key", d.Key, "err", err)
+			continue
+		}
+		w.decisions[budget] = dec
+	}
+	return nil
+}
+
+// syncLocked catches up with appends (and Clears) made by other processes
+// since the window last saw the session: one metadata read when nothing
+// changed, plus the new messages when something did.
+func (m *Manager) syncLocked(ctx context.Context) error {
+	info, err := m.sessionInfo(ctx)
+	if err != nil {
+		return err
+	}
+	if info.Epoch != m.w.epoch || info.LastSeq < m.w.lastSeq {
+		return m.reload(ctx, info)
+	}
+	if info.LastSeq == m.w.lastSeq {
+		return nil
+	}
+	for e, err := range m.st.Messages(ctx, m.session, m.w.lastSeq+1) {
+		if err != nil {
+			return fmt.Errorf("read new messages: %w", err)
+		}
+		if e.Epoch != m.w.epoch {
+			return m.reload(ctx, info)
+		}
+		if e.Seq <= m.w.lastSeq {
+			continue
+		}
+		it, err := entryItem(e)
+		if err != nil {
+			return fmt.Errorf("read new messages: %w", err)
+		}
+		m.w.push(it)
+	}
+	if m.w.count > 0 {
+		m.w.pending = nil
+	}
+	return nil
+}
