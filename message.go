@@ -249,26 +249,20 @@ func (m *Message) parseToolCalls(raw json.RawMessage) error {
 	}
 	for i, it := range items {
 		field := fmt.Sprintf("tool_calls[%d]", i)
-		var tc struct {
-			ID       json.RawMessage `json:"id"`
-			Function *struct {
-				Name      string          `json:"name"`
-				Arguments json.RawMessage `json:"arguments"`
-			} `json:"function"`
-		}
 		if kind(it) != "object" {
 			return invalid(field, "must be an object, got %s", kind(it))
 		}
-		if err := json.Unmarshal(it, &tc); err != nil {
+		tc, err := members(it)
+		if err != nil {
 			return invalid(field, "%v", err)
 		}
-		var id string
-		if tc.ID == nil || json.Unmarshal(tc.ID, &id) != nil || id == "" {
+		id := stringMember(tc, "id")
+		if id == "" {
 			return invalid(field+".id", "must be a non-empty string")
 		}
 		call := ToolCall{ID: id}
-		if tc.Function != nil {
-			call.Name, call.Arguments = tc.Function.Name, tc.Function.Arguments
+		if fn, _ := members(tc["function"]); fn != nil {
+			call.Name, call.Arguments = stringMember(fn, "name"), fn["arguments"]
 		}
 		m.calls = append(m.calls, call)
 	}
@@ -292,30 +286,41 @@ func (m *Message) parseContent() error {
 		if kind(b) != "object" {
 			return invalid(fmt.Sprintf("content[%d]", i), "must be an object, got %s", kind(b))
 		}
-		var blk struct {
-			Type      string          `json:"type"`
-			ID        string          `json:"id"`
-			Name      string          `json:"name"`
-			Input     json.RawMessage `json:"input"`
-			ToolUseID string          `json:"tool_use_id"`
-		}
 		// Blocks of unexpected shape are carried, not rejected: only the
-		// fields above matter for pairing.
-		if json.Unmarshal(b, &blk) != nil {
-			continue
-		}
-		switch blk.Type {
+		// fields read here matter for pairing.
+		blk, _ := members(b)
+		switch stringMember(blk, "type") {
 		case "tool_use":
-			if blk.ID != "" {
-				m.calls = append(m.calls, ToolCall{ID: blk.ID, Name: blk.Name, Arguments: blk.Input})
+			if id := stringMember(blk, "id"); id != "" {
+				m.calls = append(m.calls, ToolCall{ID: id, Name: stringMember(blk, "name"), Arguments: blk["input"]})
 			}
 		case "tool_result":
-			if blk.ToolUseID != "" {
-				m.resultIDs = append(m.resultIDs, blk.ToolUseID)
+			if id := stringMember(blk, "tool_use_id"); id != "" {
+				m.resultIDs = append(m.resultIDs, id)
 			}
 		}
 	}
 	return nil
+}
+
+// members decodes a JSON object into its members by exact key. Struct
+// decoding would match keys case-insensitively, so {"ID":"x"} would pass
+// for an "id" that providers do not see.
+func members(b []byte) (map[string]json.RawMessage, error) {
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// stringMember is the member key of f when it is a string, else "".
+func stringMember(f map[string]json.RawMessage, key string) string {
+	var s string
+	if v, ok := f[key]; !ok || json.Unmarshal(v, &s) != nil {
+		return ""
+	}
+	return s
 }
 
 func isNull(b []byte) bool { return string(bytes.TrimSpace(b)) == "null" }
@@ -389,6 +394,9 @@ func (m Message) ToolCalls() []ToolCall {
 	}
 	out := make([]ToolCall, len(m.calls))
 	copy(out, m.calls)
+	for i := range out { // the caller may write to it; the message stays as parsed
+		out[i].Arguments = bytes.Clone(out[i].Arguments)
+	}
 	return out
 }
 
@@ -433,15 +441,12 @@ func (m Message) Text() string {
 		_ = json.Unmarshal(c, &s)
 		return s
 	case "array":
-		var blocks []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
+		var blocks []json.RawMessage
 		_ = json.Unmarshal(c, &blocks)
 		var parts []string
 		for _, b := range blocks {
-			if b.Type == "text" {
-				parts = append(parts, b.Text)
+			if f, _ := members(b); stringMember(f, "type") == "text" {
+				parts = append(parts, stringMember(f, "text"))
 			}
 		}
 		return strings.Join(parts, "\n")
@@ -459,11 +464,8 @@ func (m Message) Source() string {
 	if kind(md) != "object" {
 		return ""
 	}
-	var v struct {
-		Source string `json:"source"`
-	}
-	_ = json.Unmarshal(md, &v)
-	return v.Source
+	f, _ := members(md)
+	return stringMember(f, "source")
 }
 
 // MarshalJSON returns the original bytes. (encoding/json compacts a
