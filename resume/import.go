@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ctxstore/ctxstore"
@@ -42,6 +44,11 @@ type importRecord struct {
 	Malformed int       `json:"malformed"`
 	Started   time.Time `json:"started"`
 	Finished  time.Time `json:"finished,omitzero"`
+	// Owner (host:pid) is the process importing now; "" once it stopped.
+	Owner string `json:"owner,omitempty"`
+	// Heartbeat is renewed after every batch, so a crashed importer on
+	// another host stops counting as live after importLease.
+	Heartbeat time.Time `json:"heartbeat,omitzero"`
 }
 
 // ImportOptions tunes ImportJSONL and ImportFile. The zero value is ready.
@@ -139,14 +146,7 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 	fail := func(err error) (ImportReport, error) {
 		return rep, fmt.Errorf("import %s into session %q: %w", opts.Source, session, err)
 	}
-	prev, found, err := loadImportRecord(ctx, st, session, opts.Source)
-	if err != nil {
-		return fail(err)
-	}
-	info, err := st.Session(ctx, session)
-	if errors.Is(err, store.ErrNotFound) {
-		err = nil
-	}
+	prev, found, info, err := waitForImport(ctx, st, session, opts.Source)
 	if err != nil {
 		return fail(err)
 	}
@@ -173,14 +173,24 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 	if epoch == 0 {
 		epoch = 1 // a session that does not exist yet starts in epoch 1
 	}
+	now := time.Now().UTC()
 	rec := importRecord{Source: opts.Source, State: importStarted, Epoch: epoch,
-		Size: opts.size, ModTime: opts.modTime, Started: time.Now().UTC()}
+		Size: opts.size, ModTime: opts.modTime, Started: now, Owner: self(), Heartbeat: now}
 	if found {
 		rec.Started = prev.Started
 	}
 	if err := saveImportRecord(ctx, st, session, rec); err != nil {
 		return fail(err)
 	}
+	// However this call ends before "done", the record must not keep
+	// claiming a live importer, or the next attempt would wait for it.
+	finished := false
+	defer func() {
+		if !finished {
+			rec.Owner = ""
+			_ = saveImportRecord(context.WithoutCancel(ctx), st, session, rec)
+		}
+	}()
 
 	est := opts.Estimator
 	if est == nil {
@@ -222,7 +232,8 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 			rep.FirstSeq = lo
 		}
 		rep.LastSeq = hi
-		return nil
+		rec.Heartbeat = time.Now().UTC()
+		return saveImportRecord(ctx, st, session, rec)
 	}
 	h := sha256.New()
 	sk := &skipper{skip: skip, last: last}
@@ -230,10 +241,8 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 		sk.check, sink, opts.Progress)
 	rep.Lines, rep.Imported, rep.Malformed, rep.Continued = lines, sent, bad, skip-sk.skip
 	if errors.Is(err, store.ErrNotEmpty) { // only the first batch's AppendIfEmpty says so
-		// Another process imported (or wrote) the session between our
-		// check and our first batch; its content stands. Our "started"
-		// record may have replaced its record: the next import then finds
-		// every message already stored and only marks the import done.
+		// Another writer got to the empty session between our check and
+		// our first batch; its content stands.
 		rep.Skipped = "another process wrote to the session during the import; its content stands"
 		rep.Lines, rep.Malformed = 0, nil
 		return rep, nil
@@ -248,13 +257,83 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 		}
 		return rep, fmt.Errorf("import %s into session %q: %s: %w", opts.Source, session, rep.Skipped, ErrImportConflict)
 	}
-	rec.State, rec.Finished = importDone, time.Now().UTC()
+	rec.State, rec.Owner, rec.Finished = importDone, "", time.Now().UTC()
 	rec.SHA256 = hex.EncodeToString(h.Sum(nil))
 	rec.Lines, rec.Imported, rec.Malformed = lines, skip+sent, len(bad)
 	if err := saveImportRecord(ctx, st, session, rec); err != nil {
 		return fail(err)
 	}
+	finished = true
 	return rep, nil
+}
+
+// importLease is how long an import record claiming a live importer in
+// another process is believed without a heartbeat (one per batch).
+const importLease = 30 * time.Second
+
+// waitForImport reads the session and its import record, waiting while
+// another live process is importing the same source into it: two processes
+// resuming one session at once must not both append the JSONL.
+func waitForImport(ctx context.Context, st *store.Store, session, source string) (importRecord, bool, store.SessionInfo, error) {
+	for {
+		prev, found, err := loadImportRecord(ctx, st, session, source)
+		if err != nil {
+			return prev, found, store.SessionInfo{}, err
+		}
+		info, err := st.Session(ctx, session)
+		if errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
+		if err != nil {
+			return prev, found, info, err
+		}
+		if !found || prev.State != importStarted || !prev.live(time.Now()) {
+			return prev, found, info, nil
+		}
+		select {
+		case <-ctx.Done():
+			return prev, found, info, fmt.Errorf("wait for the import by %s: %w", prev.Owner, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// live reports whether the record's owner may still be importing: it has
+// an owner, its heartbeat is recent, and (when it is a process on this
+// host) that process still exists.
+func (r importRecord) live(now time.Time) bool {
+	if r.Owner == "" || now.Sub(r.Heartbeat) > importLease {
+		return false
+	}
+	// An owner that is this very process is another goroutine importing:
+	// a finished or failed import clears its owner before returning.
+	if host, pid, ok := parseOwner(r.Owner); ok && host == hostname() && pid != os.Getpid() {
+		return processAlive(pid)
+	}
+	return true
+}
+
+// self names this process in import records: host:pid.
+func self() string { return fmt.Sprintf("%s:%d", hostname(), os.Getpid()) }
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "unknown-host"
+	}
+	return h
+}
+
+func parseOwner(owner string) (host string, pid int, ok bool) {
+	i := strings.LastIndexByte(owner, ':')
+	if i < 0 {
+		return "", 0, false
+	}
+	pid, err := strconv.Atoi(owner[i+1:])
+	if err != nil {
+		return "", 0, false
+	}
+	return owner[:i], pid, true
 }
 
 // skipper passes over the messages an interrupted import already stored,
