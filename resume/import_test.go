@@ -236,15 +236,7 @@ func TestImportContinuesAfterInterruption(t *testing.T) {
 		len(rep.Malformed) != 25 {
 		t.Fatalf("continued import: continued %d imported %d malformed %d, %v", rep.Continued, rep.Imported, len(rep.Malformed), err)
 	}
-	got := stored(t, st, "s")
-	if len(got) != len(valid) {
-		t.Fatalf("stored %d messages, want %d", len(got), len(valid))
-	}
-	for i := range got {
-		if !bytes.Equal(got[i].Raw, valid[i]) {
-			t.Fatalf("message %d = %s, want %s", i, got[i].Raw, valid[i])
-		}
-	}
+	requireExact(t, stored(t, st, "s"), valid)
 	rep, err = ImportFile(context.Background(), st, "s", src, ImportOptions{})
 	if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "already imported") {
 		t.Fatalf("third import: %+v, %v", rep, err)

@@ -58,8 +58,12 @@ func child(t *testing.T, role, db, src string) *exec.Cmd {
 
 func checkStored(t *testing.T, db string, valid [][]byte) {
 	t.Helper()
-	st := openStore(t, db)
-	got := stored(t, st, "s")
+	requireExact(t, stored(t, openStore(t, db), "s"), valid)
+}
+
+// requireExact fails unless the entries hold exactly these messages, in order.
+func requireExact(t *testing.T, got []store.Entry, valid [][]byte) {
+	t.Helper()
 	if len(got) != len(valid) {
 		t.Fatalf("session holds %d messages, want %d", len(got), len(valid))
 	}
