@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // app is one invocation of the command: its streams, environment and the
@@ -20,8 +21,9 @@ type app struct {
 	stderr io.Writer
 	getenv func(string) string
 
-	db   string // --db; "" means the default (see dbPath)
-	json bool   // --json: machine-readable output where a command has it
+	db          string        // --db; "" means the default (see dbPath)
+	json        bool          // --json: machine-readable output where a command has it
+	lockTimeout time.Duration // --lock-timeout; 0 means the store's default
 }
 
 // command is one subcommand. run receives the arguments after the command
@@ -132,6 +134,7 @@ func run(ctx context.Context, args []string, a *app) int {
 func (a *app) globalFlags(fs *flag.FlagSet) {
 	fs.StringVar(&a.db, "db", a.db, "database `FILE` (default $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db)")
 	fs.BoolVar(&a.json, "json", a.json, "machine-readable JSON output")
+	fs.DurationVar(&a.lockTimeout, "lock-timeout", a.lockTimeout, "how long to wait for another process holding the file (default 5s)")
 }
 
 // flags returns a FlagSet for c that also knows the global flags, so they
@@ -194,6 +197,7 @@ global flags (before or after the command):
   --db FILE   the database (default $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db,
               XDG_DATA_HOME defaulting to ~/.local/share)
   --json      machine-readable output
+  --lock-timeout D   how long to wait for another process holding the file (default 5s)
 
 Exit status: 0 ok, 1 error, 2 usage. Run 'ctxstore COMMAND --help' for a command's
 flags and an example. Start with: ctxstore demo

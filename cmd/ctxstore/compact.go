@@ -28,7 +28,7 @@ With OUT, the copy goes to OUT (which must not exist) and the database is
 left as it is; other processes may keep using it meanwhile.
 
 Without OUT, the copy replaces the database: compact-file takes the file's
-exclusive lock (waiting at most 5 s for other processes, which only hold
+exclusive lock (waiting at most --lock-timeout, 5 s by default, for other processes, which only hold
 it for the length of one operation), writes the copy beside it, syncs it
 and renames it over the original while still holding the lock. A process
 that was waiting for the lock notices the file was replaced and locks the
@@ -61,10 +61,10 @@ open the whole time (not ctxstore's way) makes compact-file fail with a
 			var out string
 			if len(pos) == 1 {
 				out = pos[0]
-				err = compactInto(ctx, path, out)
+				err = compactInto(ctx, path, out, a.lockWait())
 			} else {
 				out = path
-				err = compactInPlace(ctx, path)
+				err = compactInPlace(ctx, path, a.lockWait())
 			}
 			if err != nil {
 				return err
@@ -86,16 +86,13 @@ open the whole time (not ctxstore's way) makes compact-file fail with a
 	}
 }
 
-// lockTimeout is how long compact-file waits for other processes.
-const lockTimeout = store.DefaultLockTimeout
-
 // compactInto copies src into a new file dst under a shared lock: writers
 // wait (at most their lock timeout) while the copy is made, readers do not.
-func compactInto(ctx context.Context, src, dst string) error {
+func compactInto(ctx context.Context, src, dst string, wait time.Duration) error {
 	if _, err := os.Stat(dst); err == nil {
 		return fmt.Errorf("%s already exists: compact-file writes only new files", dst)
 	}
-	f, err := lockPath(ctx, src, os.O_RDONLY, syscall.LOCK_SH)
+	f, err := lockPath(ctx, src, os.O_RDONLY, syscall.LOCK_SH, wait)
 	if err != nil {
 		return err
 	}
@@ -104,8 +101,8 @@ func compactInto(ctx context.Context, src, dst string) error {
 
 // compactInPlace replaces path with a compacted copy while holding its
 // exclusive lock, so no other process writes in between.
-func compactInPlace(ctx context.Context, path string) error {
-	f, err := lockPath(ctx, path, os.O_RDWR, syscall.LOCK_EX)
+func compactInPlace(ctx context.Context, path string, wait time.Duration) error {
+	f, err := lockPath(ctx, path, os.O_RDWR, syscall.LOCK_EX, wait)
 	if err != nil {
 		return err
 	}
@@ -172,10 +169,18 @@ func copyCompacted(f *os.File, src, dst string, readOnly bool, finish ...func() 
 	return nil
 }
 
-// lockPath opens path and takes its flock, polling until lockTimeout; it
+// lockWait is the --lock-timeout in force.
+func (a *app) lockWait() time.Duration {
+	if a.lockTimeout > 0 {
+		return a.lockTimeout
+	}
+	return store.DefaultLockTimeout
+}
+
+// lockPath opens path and takes its flock, polling for at most wait; it
 // retries if the file was replaced while it waited, as the store does.
-func lockPath(ctx context.Context, path string, flag, how int) (*os.File, error) {
-	deadline := time.Now().Add(lockTimeout)
+func lockPath(ctx context.Context, path string, flag, how int, wait time.Duration) (*os.File, error) {
+	deadline := time.Now().Add(wait)
 	for {
 		f, err := os.OpenFile(path, flag, 0)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -191,7 +196,7 @@ func lockPath(ctx context.Context, path string, flag, how int) (*os.File, error)
 			}
 			if time.Now().After(deadline) {
 				f.Close()
-				return nil, explain(path, "", fmt.Errorf("compact %s: %w: waited %v", path, store.ErrLocked, lockTimeout))
+				return nil, explain(path, "", fmt.Errorf("compact %s: %w: waited %v", path, store.ErrLocked, wait))
 			}
 			select {
 			case <-ctx.Done():

@@ -30,7 +30,7 @@ func (a *app) open(mode openMode) (*store.Store, error) {
 			return nil, fmt.Errorf("no database at %s (use --db FILE or $CTXSTORE_DB to pick another; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db %s' create one)", path, path)
 		}
 	}
-	st, err := store.Open(path, store.Options{ReadOnly: mode == readOnly})
+	st, err := store.Open(path, store.Options{ReadOnly: mode == readOnly, LockTimeout: a.lockTimeout})
 	if err != nil {
 		return nil, explain(path, "", err)
 	}
@@ -45,8 +45,8 @@ func explain(path, session string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrLocked):
-		return fmt.Errorf("%s is held by another process and it did not let go within the lock timeout (5 s); "+
-			"retry when that process is idle, or stop it: %w", path, err)
+		return fmt.Errorf("%s is held by another process, which did not let go within the lock timeout; "+
+			"retry when that process is idle, stop it, or wait longer with --lock-timeout: %w", path, err)
 	case errors.Is(err, store.ErrCorrupt):
 		return fmt.Errorf("%s is damaged: %w\nrecover every readable message into a new file with: ctxstore --db %s doctor --salvage OUT.db",
 			path, err, shellQuote(path))

@@ -17,7 +17,7 @@ func pendingCommand(name string) *command {
 		return errors.New("not yet")
 	}}
 }
-func demoCommand() *command   { return pendingCommand("demo") }
-func viewCommand() *command   { return pendingCommand("view") }
+func demoCommand() *command { return pendingCommand("demo") }
+
 func verifyCommand() *command { return pendingCommand("verify") }
 func doctorCommand() *command { return pendingCommand("doctor") }

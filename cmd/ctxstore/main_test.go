@@ -1,0 +1,434 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+// binary is the ctxstore command, built once by TestMain: the tests run it
+// as a user would, in child processes.
+var binary string
+
+// roleEnv selects a helper role when the test binary re-executes itself.
+const roleEnv = "CTXSTORE_CLI_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(runRole(role))
+	}
+	dir, err := os.MkdirTemp("", "ctxstore-cli-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "ctxstore")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build ctxstore:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// runRole is the child side of tests that need a second process.
+func runRole(role string) int {
+	switch role {
+	case "hold-lock":
+		// Hold the file's exclusive lock the way a long-lived bbolt user
+		// would, until stdin closes.
+		db, err := bbolt.Open(os.Getenv("CTXSTORE_DB"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println("locked")
+		buf := make([]byte, 1)
+		os.Stdin.Read(buf)
+		db.Close()
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "unknown role", role)
+	return 2
+}
+
+// result is what one run of the command did.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// env is a test's environment: a private home and data directory, and the
+// database the commands use unless told otherwise.
+type env struct {
+	t    *testing.T
+	dir  string
+	db   string
+	vars []string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	e := &env{t: t, dir: dir, db: filepath.Join(dir, "test.db")}
+	e.vars = []string{
+		"HOME=" + filepath.Join(dir, "home"),
+		"XDG_DATA_HOME=" + filepath.Join(dir, "xdg"),
+		"CTXSTORE_DB=" + e.db,
+		"PATH=" + os.Getenv("PATH"),
+		"TZ=UTC",
+	}
+	return e
+}
+
+// run runs the command with stdin and returns what it did.
+func (e *env) run(stdin string, args ...string) result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = e.vars
+	cmd.Dir = e.dir
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			e.t.Fatalf("ctxstore %v: %v", args, err)
+		}
+		r.code = ee.ExitCode()
+	}
+	return r
+}
+
+// ok runs the command and fails the test unless it exits 0.
+func (e *env) ok(stdin string, args ...string) result {
+	e.t.Helper()
+	r := e.run(stdin, args...)
+	if r.code != 0 {
+		e.t.Fatalf("ctxstore %s: want exit 0, got %s", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+// fail runs the command and checks its exit status and that stderr holds
+// every want string.
+func (e *env) fail(code int, stdin string, args []string, want ...string) result {
+	e.t.Helper()
+	r := e.run(stdin, args...)
+	if r.code != code {
+		e.t.Fatalf("ctxstore %s: want exit %d, got %s", strings.Join(args, " "), code, r)
+	}
+	for _, w := range want {
+		if !strings.Contains(r.stderr, w) {
+			e.t.Errorf("ctxstore %s: stderr lacks %q:\n%s", strings.Join(args, " "), w, r.stderr)
+		}
+	}
+	return r
+}
+
+const conversation = `{"role":"system","content":"You are a careful assistant."}
+{"role":"user","content":"Read /etc/motd and tell me what it says. <b>&</b> é \u00e9 9007199254740993 1.0 1e400"}
+{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"/etc/motd\"}"}}]}
+{"role":"tool","tool_call_id":"call_1","content":"Welcome to the machine."}
+{"role":"assistant","content":"It says: Welcome to the machine.","x-extra":{"keep":[1,2,3]}}
+`
+
+func TestUsageAndHelp(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no command", nil, 2, "usage: ctxstore"},
+		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"unknown flag", []string{"ls", "--nope"}, 2, "flag provided but not defined: -nope"},
+		{"unknown global flag", []string{"--nope", "ls"}, 2, "flag provided but not defined: -nope"},
+		{"missing argument", []string{"show"}, 2, "usage: ctxstore show SESSION"},
+		{"extra argument", []string{"ls", "x"}, 2, `unexpected argument "x"`},
+		{"bad number", []string{"tail", "-n", "many", "s"}, 2, "invalid value"},
+		{"purge without --yes", []string{"purge", "s"}, 1, "no database"}, // no file: the clear error comes first
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.fail(tc.code, "", tc.args, tc.want)
+		})
+	}
+	r := e.ok("", "help")
+	for _, c := range commands() {
+		if !strings.Contains(r.stdout, "  "+c.name+" ") {
+			t.Errorf("help does not list %s", c.name)
+		}
+		for _, args := range [][]string{{c.name, "--help"}, {"help", c.name}, {"--db", "x.db", c.name, "-h"}} {
+			r := e.ok("", args...)
+			if !strings.Contains(r.stdout, "usage: ctxstore "+c.name) || !strings.Contains(r.stdout, "example:\n  ctxstore ") {
+				t.Errorf("ctxstore %v: help lacks usage or example:\n%s", args, r.stdout)
+			}
+		}
+	}
+	if _, err := os.Stat(e.db); !os.IsNotExist(err) {
+		t.Errorf("usage errors and help created the database: %v", err)
+	}
+}
+
+func TestMissingDatabase(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{
+		{"ls"}, {"show", "s"}, {"view", "s", "--budget", "100"}, {"tail", "s"}, {"export"}, {"stats"},
+		{"verify"}, {"clear", "s"}, {"purge", "s", "--yes"}, {"compact-file"}, {"doctor", "--salvage", "out.db"},
+	} {
+		e.fail(1, "", args, "no database at "+e.db)
+	}
+	if _, err := os.Stat(e.db); !os.IsNotExist(err) {
+		t.Fatalf("a read command created %s: %v", e.db, err)
+	}
+}
+
+func TestDefaultDatabasePath(t *testing.T) {
+	e := newEnv(t)
+	// Without CTXSTORE_DB, the XDG data directory.
+	var vars []string
+	for _, v := range e.vars {
+		if !strings.HasPrefix(v, "CTXSTORE_DB=") {
+			vars = append(vars, v)
+		}
+	}
+	e.vars = vars
+	e.ok(`{"role":"user","content":"hi"}`, "add", "s")
+	xdg := filepath.Join(e.dir, "xdg", "ctxstore", "ctxstore.db")
+	if fi, err := os.Stat(xdg); err != nil {
+		t.Fatalf("add did not create the XDG default: %v", err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", xdg, fi.Mode().Perm())
+	}
+	// --db wins, before or after the command name.
+	other := filepath.Join(e.dir, "other.db")
+	e.ok(`{"role":"user","content":"there"}`, "--db", other, "add", "t")
+	r := e.ok("", "ls", "--db", other, "--json")
+	if !strings.Contains(r.stdout, `"name": "t"`) || strings.Contains(r.stdout, `"name": "s"`) {
+		t.Errorf("ls --db %s --json:\n%s", other, r.stdout)
+	}
+}
+
+func TestAddShow(t *testing.T) {
+	e := newEnv(t)
+	r := e.ok(conversation, "add", "work")
+	if !strings.Contains(r.stdout, `added 5 message(s) to session "work"`) {
+		t.Errorf("add said: %s", r.stdout)
+	}
+	// The exact bytes come back.
+	if got := e.ok("", "show", "work", "--jsonl").stdout; got != conversation {
+		t.Errorf("show --jsonl changed the messages:\n got %q\nwant %q", got, conversation)
+	}
+	human := e.ok("", "show", "work").stdout
+	for _, want := range []string{"read_file", "call_1", "Welcome to the machine.", "5 messages"} {
+		if !strings.Contains(human, want) {
+			t.Errorf("show lacks %q:\n%s", want, human)
+		}
+	}
+	// One pretty-printed object, and a JSON array, are accepted too.
+	e.ok("{\n  \"role\": \"user\",\n  \"content\": \"pretty\"\n}\n", "add", "work")
+	e.ok(`[{"role":"assistant","content":"a"},{"role":"user","content":"b"}]`, "add", "work")
+	if r := e.ok("", "ls", "--json"); !strings.Contains(r.stdout, `"messages": 8`) {
+		t.Errorf("ls --json after 8 messages:\n%s", r.stdout)
+	}
+	e.fail(1, "", []string{"show", "nope"}, `session "nope" not found in `+e.db, "ls")
+	e.fail(1, "", []string{"show", "work", "--epoch", "7"}, "has no epoch 7")
+}
+
+func TestAddRejectsBadInput(t *testing.T) {
+	e := newEnv(t)
+	e.ok(`{"role":"user","content":"first"}`, "add", "s")
+	for _, tc := range []struct {
+		name, stdin string
+		want        []string
+	}{
+		{"not JSON", "hello\n", []string{"stdin line 1", "not valid JSON"}},
+		{"bad lines", `{"role":"user","content":"ok"}` + "\n\n" + `{"content":"no role"}` + "\n" + `{"role":"tool","content":"x"}` + "\n",
+			[]string{"2 invalid message(s); nothing was added", "stdin line 3", `field "role": missing`, "stdin line 4", "tool_call_id"}},
+		{"unknown role", `{"role":"robot"}`, []string{`unknown role "robot"`}},
+		{"empty", "  \n", []string{"no messages"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.fail(1, tc.stdin, []string{"add", "s"}, tc.want...)
+		})
+	}
+	if got := e.ok("", "show", "s", "--jsonl").stdout; got != `{"role":"user","content":"first"}`+"\n" {
+		t.Errorf("a rejected add stored something: %q", got)
+	}
+}
+
+func TestClearAndPurge(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	r := e.ok("", "clear", "s")
+	if !strings.Contains(r.stdout, "epoch 2") {
+		t.Errorf("clear said: %s", r.stdout)
+	}
+	if got := e.ok("", "show", "s", "--jsonl").stdout; got != "" {
+		t.Errorf("current epoch after clear: %q", got)
+	}
+	if got := e.ok("", "show", "s", "--jsonl", "--epoch", "1").stdout; got != conversation {
+		t.Errorf("epoch 1 after clear: %q", got)
+	}
+	e.ok(`{"role":"user","content":"again"}`, "add", "s")
+	e.fail(2, "", []string{"purge", "s"}, "--yes")
+	e.fail(1, "", []string{"purge", "s", "--epoch", "2", "--yes"}, "current epoch")
+	e.ok("", "purge", "s", "--epoch", "1", "--yes")
+	e.fail(1, "", []string{"show", "s", "--epoch", "1"}, "purged")
+	e.ok("", "purge", "s", "--yes")
+	e.fail(1, "", []string{"show", "s"}, `session "s" not found`)
+	e.fail(1, "", []string{"clear", "s"}, `session "s" not found`)
+}
+
+func TestStats(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "a")
+	e.ok(conversation, "add", "b")
+	r := e.ok("", "stats", "--json")
+	for _, want := range []string{`"sessions": 2`, `"messages": 10`, `"bytes_per_json_byte"`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stats --json lacks %s:\n%s", want, r.stdout)
+		}
+	}
+	if r := e.ok("", "stats"); !strings.Contains(r.stdout, "bytes/JSON byte") {
+		t.Errorf("stats:\n%s", r.stdout)
+	}
+}
+
+// exportRoundTrip exports, imports into a fresh file and exports again.
+func TestExportImportRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "work")
+	e.ok("", "clear", "work")
+	e.ok("{\n  \"role\": \"user\",\n  \"content\": \"pretty\\u0021\"\n}", "add", "work")
+	e.ok(`{"role":"user","content":"other"}`, "add", "other")
+	e.ok(`{"role":"user","content":"soon cleared"}`, "add", "empty")
+	e.ok("", "clear", "empty") // a current epoch without messages
+
+	first := filepath.Join(e.dir, "first.jsonl")
+	e.ok("", "export", "-o", first)
+	fresh := filepath.Join(e.dir, "fresh.db")
+	r := e.ok("", "--db", fresh, "import", first)
+	if !strings.Contains(r.stdout, "imported 3 session(s), 8 messages") {
+		t.Errorf("import said: %s", r.stdout)
+	}
+	second := e.ok("", "export", "--db", fresh).stdout
+	want, _ := os.ReadFile(first)
+	if second != string(want) {
+		t.Fatalf("export -> import -> export differs:\nfirst:\n%s\nsecond:\n%s", want, second)
+	}
+	if !strings.HasPrefix(second, `{"format":"ctxstore-export","version":1,`) {
+		t.Errorf("export header: %.80s", second)
+	}
+	// Named sessions only, to stdout.
+	one := e.ok("", "export", "other").stdout
+	if strings.Count(one, `"type":"session"`) != 1 || !strings.Contains(one, `"name":"other"`) {
+		t.Errorf("export other:\n%s", one)
+	}
+	e.fail(1, "", []string{"export", "nope"}, `session "nope" not found`)
+
+	// Importing again: the sessions exist.
+	e.fail(1, "", []string{"--db", fresh, "import", first}, `already exists`, "--skip-existing")
+	if r := e.ok("", "--db", fresh, "import", first, "--skip-existing"); !strings.Contains(r.stdout, "left alone") {
+		t.Errorf("import --skip-existing said: %s", r.stdout)
+	}
+	// From stdin.
+	e.ok(string(want), "--db", filepath.Join(e.dir, "stdin.db"), "import", "-")
+
+	// A cut export is refused with the reason, and the cut session is absent.
+	cut := filepath.Join(e.dir, "cut.jsonl")
+	os.WriteFile(cut, want[:bytes.Index(want, []byte("pretty"))], 0o600) // inside session "work"
+	cutDB := filepath.Join(e.dir, "cut.db")
+	e.fail(1, "", []string{"--db", cutDB, "import", cut}, "cut short")
+	if r := e.ok("", "--db", cutDB, "ls", "--json"); strings.Contains(r.stdout, `"name": "work"`) {
+		t.Errorf("the cut session was imported:\n%s", r.stdout)
+	}
+	// A newer format version is refused.
+	newer := filepath.Join(e.dir, "newer.jsonl")
+	os.WriteFile(newer, []byte(`{"format":"ctxstore-export","version":99,"sessions":0}`+"\n"), 0o600)
+	e.fail(1, "", []string{"--db", filepath.Join(e.dir, "n.db"), "import", newer}, "version 99 is not supported")
+}
+
+func TestImportTranscript(t *testing.T) {
+	e := newEnv(t)
+	dir := filepath.Join(e.dir, "sessions", "abc123")
+	os.MkdirAll(dir, 0o700)
+	path := filepath.Join(dir, "context-messages.jsonl")
+	os.WriteFile(path, []byte(conversation+"\n"+`{"role":42}`+"\nnot json\n"), 0o600)
+	r := e.ok("", "import", path)
+	for _, want := range []string{`imported 5 messages`, `session "abc123"`, "2 malformed line(s)", ":7: ", ":8: "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("import said (want %q):\n%s", want, r.stdout)
+		}
+	}
+	if got := e.ok("", "show", "abc123", "--jsonl").stdout; got != conversation {
+		t.Errorf("imported transcript differs:\n%s", got)
+	}
+	// From stdin it needs a session name.
+	e.fail(2, conversation, []string{"import", "-"}, "--session NAME")
+	e.ok(conversation, "import", "-", "--session", "piped")
+}
+
+func TestLockedFile(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	holder := exec.Command(os.Args[0])
+	holder.Env = append(os.Environ(), roleEnv+"=hold-lock", "CTXSTORE_DB="+e.db)
+	stdin, _ := holder.StdinPipe()
+	var out bytes.Buffer
+	holder.Stdout = &out
+	holder.Stderr = os.Stderr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		holder.Wait()
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "locked"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("lock holder did not start")
+		}
+	}
+	for _, args := range [][]string{{"ls"}, {"add", "s"}, {"compact-file"}} {
+		stdinText := ""
+		if args[0] == "add" {
+			stdinText = `{"role":"user","content":"x"}`
+		}
+		args = append(args, "--lock-timeout", "300ms")
+		e.fail(1, stdinText, args, "held by another process", e.db, "--lock-timeout")
+	}
+}
+
+func TestDamagedFile(t *testing.T) {
+	e := newEnv(t)
+	garbage := bytes.Repeat([]byte("this is not a bbolt file "), 1000)
+	os.WriteFile(e.db, garbage, 0o600)
+	for _, args := range [][]string{{"ls"}, {"show", "s"}, {"export"}, {"verify"}, {"add", "s"}} {
+		e.fail(1, `{"role":"user","content":"x"}`, args, e.db, "damaged", "doctor --salvage")
+	}
+	if got, _ := os.ReadFile(e.db); !bytes.Equal(got, garbage) {
+		t.Error("a command modified the damaged file")
+	}
+}
