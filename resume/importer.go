@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/simple"
 )
 
 // LineError is one JSONL line that was not imported.
@@ -23,7 +24,7 @@ const (
 	// DefaultMaxMessageBytes is ctxstore's default Config.MaxMessageBytes:
 	// a line over it is reported, not imported, because the managers would
 	// refuse such a message from AddMessage anyway.
-	DefaultMaxMessageBytes = 8 << 20
+	DefaultMaxMessageBytes = simple.DefaultMaxMessageBytes
 	defaultBatchMessages   = 1000
 	defaultBatchBytes      = 4 << 20
 )
