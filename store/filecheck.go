@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -276,12 +278,26 @@ func (bf *boltFile) page(id uint64) (boltPageHeader, []byte, error) {
 
 // checkRootAndFreelist checks the two pages bbolt touches right after mapping the file.
 func (bf *boltFile) checkRootAndFreelist() error {
-	h, _, err := bf.page(bf.meta.root)
+	h, buf, err := bf.page(bf.meta.root)
 	if err != nil {
 		return fmt.Errorf("root %w", err)
 	}
-	if h.flags != boltBranchPage && h.flags != boltLeafPage {
-		return fmt.Errorf("root page %d is a %s page, want branch or leaf", bf.meta.root, pageTypeName(h.flags))
+	// Every open reads the root page's elements: they must stay inside the page.
+	for i := range int(h.count) {
+		switch h.flags {
+		case boltLeafPage:
+			_, err = leafElem(buf, i)
+		case boltBranchPage:
+			var child uint64
+			if _, child, err = branchElem(buf, i); err == nil && (child < 2 || child >= bf.meta.hwm) {
+				err = fmt.Errorf("points at page %d, outside 2..%d", child, bf.meta.hwm-1)
+			}
+		default:
+			return fmt.Errorf("root page %d is a %s page, want branch or leaf", bf.meta.root, pageTypeName(h.flags))
+		}
+		if err != nil {
+			return fmt.Errorf("root page %d: element %d: %v", bf.meta.root, i, err)
+		}
 	}
 	if bf.meta.freelist == boltNoFreelist {
 		return nil
@@ -449,23 +465,247 @@ func checkBoltFileWait(path string, lockWait time.Duration) error {
 		return fmt.Errorf("check %s: %w", path, err)
 	}
 	defer f.Close()
-	deadline := time.Now().Add(lockWait)
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("check %s: lock: %w", path, err)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %s: looks damaged but another process holds it; gave up after %v", ErrLocked, path, lockWait)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := lockShared(f, lockWait); err != nil {
+		return fmt.Errorf("%s: looks damaged, but: %w", path, err)
 	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	defer unlockFile(f)
 	if err := inspectBoltFile(path); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 	}
 	return nil
+}
+
+// lockShared takes a shared flock on f, the lock bbolt's readers take, so no writer
+// is mid-commit while it is held. It gives up with ErrLocked after wait.
+func lockShared(f *os.File, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: another process held it for %v", ErrLocked, wait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func unlockFile(f *os.File) { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+// guardFaults runs fn with the runtime's panic-on-fault mode on, so that a fault on
+// bbolt's mmap (a damaged page that points outside the file: SIGSEGV/SIGBUS) or a
+// bbolt assertion panic on a damaged page becomes an error wrapping ErrCorrupt
+// instead of killing the process. The mode is per goroutine: work bbolt does on other
+// goroutines (tx.Check's) is not covered.
+func guardFaults(what string, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %s: bbolt failed on a damaged page: %v", ErrCorrupt, what, p)
+		}
+	}()
+	return fn()
+}
+
+// This file walks bbolt's B+trees with bounds-checked reads of the file (boltFile),
+// never through bbolt's mmap: garbage in a page becomes a walkIssue, not a fault.
+// Verify and Salvage use it.
+
+// walkMaxDepth bounds recursion: a real tree of 8-byte keys is a handful of levels
+// deep, a cycle in a damaged file is infinitely deep.
+const walkMaxDepth = 64
+
+// walkIssue is one piece of damage the walker stepped around.
+type walkIssue struct {
+	Path    []string // bucket names from the root
+	Page    uint64   // 0 when the problem is not about one page
+	Problem string
+}
+
+func (i walkIssue) String() string {
+	where := "/" + strings.Join(i.Path, "/")
+	if i.Page == 0 {
+		return fmt.Sprintf("%s: %s", where, i.Problem)
+	}
+	return fmt.Sprintf("%s: page %d: %s", where, i.Page, i.Problem)
+}
+
+// walkElem is one key of a bucket. For a nested bucket, sub describes it.
+type walkElem struct {
+	key, value []byte
+	bucket     bool
+	page       uint64 // the leaf page holding the key; 0 for an inline bucket's page
+}
+
+// boltWalker walks buckets of one file and remembers every page it reached.
+type boltWalker struct {
+	bf      *boltFile
+	reached map[uint64]bool
+	issues  []walkIssue
+	// pagePath records, per page reached, the bucket it belongs to.
+	pagePath map[uint64][]string
+	// limit, when set, is the first page id treated as lost (a file cut short).
+	limit uint64
+}
+
+func newBoltWalker(bf *boltFile) *boltWalker {
+	return &boltWalker{bf: bf, reached: map[uint64]bool{}, pagePath: map[uint64][]string{}}
+}
+
+func (w *boltWalker) issue(path []string, page uint64, format string, args ...any) {
+	w.issues = append(w.issues, walkIssue{Path: slices.Clone(path), Page: page, Problem: fmt.Sprintf(format, args...)})
+}
+
+// bucketRoot describes where a bucket's keys live: a page id, or an inline page.
+type bucketRoot struct {
+	page   uint64
+	inline []byte // page bytes (header first) of an inline bucket, when page == 0
+}
+
+// subBucket decodes a nested bucket's value: the bucket header, then, for an inline
+// bucket, its page.
+func subBucket(v []byte) (bucketRoot, error) {
+	if len(v) < boltBucketHdrSize {
+		return bucketRoot{}, fmt.Errorf("bucket header cut short (%d bytes)", len(v))
+	}
+	root := binary.NativeEndian.Uint64(v)
+	if root != 0 {
+		return bucketRoot{page: root}, nil
+	}
+	if len(v) < boltBucketHdrSize+boltPageHeaderSize {
+		return bucketRoot{}, fmt.Errorf("inline bucket cut short (%d bytes)", len(v))
+	}
+	return bucketRoot{inline: v[boltBucketHdrSize:]}, nil
+}
+
+// forEach calls fn for every key of the bucket at root, in page order, stepping
+// around damaged pages (recorded as issues). fn returning false stops the walk.
+func (w *boltWalker) forEach(path []string, root bucketRoot, fn func(walkElem) bool) {
+	if root.page == 0 {
+		h := parsePageHeader(root.inline)
+		if h.flags != boltLeafPage {
+			w.issue(path, 0, "inline bucket page is a %s page", pageTypeName(h.flags))
+			return
+		}
+		w.leaf(path, 0, root.inline, h.count, fn)
+		return
+	}
+	w.walkPage(path, root.page, 0, fn)
+}
+
+func (w *boltWalker) walkPage(path []string, id uint64, depth int, fn func(walkElem) bool) bool {
+	if depth > walkMaxDepth {
+		w.issue(path, id, "tree deeper than %d levels (a cycle?)", walkMaxDepth)
+		return true
+	}
+	if w.reached[id] {
+		w.issue(path, id, "page reached twice")
+		return true
+	}
+	if w.limit != 0 && id >= w.limit {
+		w.issue(path, id, "lost: past the end of the file")
+		return true
+	}
+	h, buf, err := w.bf.page(id)
+	if err != nil {
+		w.issue(path, id, "%v", err)
+		return true
+	}
+	for i := uint64(0); i <= uint64(h.overflow); i++ {
+		w.reached[id+i] = true
+	}
+	w.pagePath[id] = slices.Clone(path)
+	switch h.flags {
+	case boltLeafPage:
+		return w.leaf(path, id, buf, h.count, fn)
+	case boltBranchPage:
+		var prev []byte
+		for i := range int(h.count) {
+			k, child, err := branchElem(buf, i)
+			if err != nil {
+				w.issue(path, id, "element %d: %v", i, err)
+				return true
+			}
+			if prev != nil && string(k) <= string(prev) {
+				w.issue(path, id, "keys out of order at element %d", i)
+			}
+			prev = k
+			if child < 2 || child >= w.bf.meta.hwm {
+				w.issue(path, id, "element %d points at page %d, outside 2..%d", i, child, w.bf.meta.hwm-1)
+				continue
+			}
+			if !w.walkPage(path, child, depth+1, fn) {
+				return false
+			}
+		}
+		return true
+	default:
+		w.issue(path, id, "%s page where a branch or leaf page belongs", pageTypeName(h.flags))
+		return true
+	}
+}
+
+// leaf walks the elements of a leaf page held in buf.
+func (w *boltWalker) leaf(path []string, id uint64, buf []byte, count uint16, fn func(walkElem) bool) bool {
+	var prev []byte
+	for i := range int(count) {
+		e, err := leafElem(buf, i)
+		if err != nil {
+			w.issue(path, id, "element %d: %v", i, err)
+			return true // the rest of the element table is not trustworthy either
+		}
+		if prev != nil && string(e.key) <= string(prev) {
+			w.issue(path, id, "keys out of order at element %d", i)
+		}
+		prev = e.key
+		e.page = id
+		if !fn(e) {
+			return false
+		}
+	}
+	return true
+}
+
+// leafElem returns element i of a leaf page, every offset checked against buf.
+func leafElem(buf []byte, i int) (walkElem, error) {
+	off := boltPageHeaderSize + i*boltElemSize
+	if off+boltElemSize > len(buf) {
+		return walkElem{}, fmt.Errorf("element table runs past the page")
+	}
+	ne := binary.NativeEndian
+	flags := ne.Uint32(buf[off:])
+	pos, ksize, vsize := uint64(ne.Uint32(buf[off+4:])), uint64(ne.Uint32(buf[off+8:])), uint64(ne.Uint32(buf[off+12:]))
+	ks := uint64(off) + pos
+	ve := ks + ksize + vsize
+	if ve > uint64(len(buf)) {
+		return walkElem{}, fmt.Errorf("key/value (%d+%d bytes at %d) run past the page (%d bytes)", ksize, vsize, ks, len(buf))
+	}
+	if flags&^boltBucketLeafFlag != 0 {
+		return walkElem{}, fmt.Errorf("unknown element flags %#x", flags)
+	}
+	return walkElem{
+		key:    buf[ks : ks+ksize : ks+ksize],
+		value:  buf[ks+ksize : ve : ve],
+		bucket: flags&boltBucketLeafFlag != 0,
+	}, nil
+}
+
+// branchElem returns element i of a branch page: its key and child page.
+func branchElem(buf []byte, i int) ([]byte, uint64, error) {
+	off := boltPageHeaderSize + i*boltElemSize
+	if off+boltElemSize > len(buf) {
+		return nil, 0, fmt.Errorf("element table runs past the page")
+	}
+	ne := binary.NativeEndian
+	pos, ksize := uint64(ne.Uint32(buf[off:])), uint64(ne.Uint32(buf[off+4:]))
+	child := ne.Uint64(buf[off+8:])
+	ks := uint64(off) + pos
+	if ks+ksize > uint64(len(buf)) {
+		return nil, 0, fmt.Errorf("key (%d bytes at %d) runs past the page (%d bytes)", ksize, ks, len(buf))
+	}
+	return buf[ks : ks+ksize : ks+ksize], child, nil
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,9 @@ func runChildRole(role, path string) string {
 		return childOpenNoCheck(path)
 	case "nocheck-open-faultsafe":
 		return childOpenNoCheckFaultSafe(path)
+	}
+	if r, ok := storeChildRole(role, path); ok {
+		return r
 	}
 	return "unknown-role " + role
 }
@@ -194,6 +198,11 @@ type damageCase struct {
 	// anyOutcome is set when the damage is inside data pages only: the check cannot
 	// see it, so the file may open; it still must not crash.
 	anyOutcome bool
+	// damagedPage, when set, says which pages the damage touched (nil: the damage
+	// is to the meta pages or the whole file, so no page-level promise holds).
+	damagedPage func(id uint64) bool
+	// notBolt is set for files that never were bbolt files.
+	notBolt bool
 }
 
 // damageCases derives damaged files from good (a bbolt file with the given page size):
@@ -207,7 +216,11 @@ func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCas
 	inUse := int(max(binary.NativeEndian.Uint64(good[boltPageHeaderSize+40:]),
 		binary.NativeEndian.Uint64(good[pageSize+boltPageHeaderSize+40:]))) * pageSize
 	cut := func(name string, n int) {
-		cs = append(cs, damageCase{name: name, data: bytes.Clone(good[:n]), mustFail: n > 0 && n < inUse})
+		c := damageCase{name: name, data: bytes.Clone(good[:n]), mustFail: n > 0 && n < inUse}
+		if n >= 2*pageSize {
+			c.damagedPage = func(id uint64) bool { return int(id+1)*pageSize > n }
+		}
+		cs = append(cs, c)
 	}
 	// Exact page boundaries and just around them, including inside both meta pages.
 	for _, n := range []int{1, 16, 79, 80, pageSize / 2, pageSize - 1, pageSize, pageSize + 1, pageSize + 80,
@@ -253,7 +266,8 @@ func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCas
 				d[j] = byte(rng.Uint32())
 			}
 		}
-		cs = append(cs, damageCase{name: fmt.Sprintf("garbage-%d-pages-%v", i, ids), data: d, anyOutcome: true})
+		cs = append(cs, damageCase{name: fmt.Sprintf("garbage-%d-pages-%v", i, ids), data: d, anyOutcome: true,
+			damagedPage: func(id uint64) bool { return slices.Contains(ids, int(id)) }})
 	}
 	for i := range 6 { // plausible-looking damage: headers kept, element table scrambled
 		d := bytes.Clone(good)
@@ -261,14 +275,15 @@ func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCas
 		for j := id*pageSize + boltPageHeaderSize; j < id*pageSize+boltPageHeaderSize+64; j++ {
 			d[j] = byte(rng.Uint32())
 		}
-		cs = append(cs, damageCase{name: fmt.Sprintf("scrambled-elements-%d-page-%d", i, id), data: d, anyOutcome: true})
+		cs = append(cs, damageCase{name: fmt.Sprintf("scrambled-elements-%d-page-%d", i, id), data: d, anyOutcome: true,
+			damagedPage: func(p uint64) bool { return p == uint64(id) }})
 	}
 
 	cs = append(cs,
 		damageCase{name: "empty", data: nil},
-		damageCase{name: "text", data: []byte(strings.Repeat("hello, this is not a database\n", 400)), mustFail: true},
-		damageCase{name: "json", data: []byte(`{"role":"user","content":"hi"}` + "\n"), mustFail: true},
-		damageCase{name: "random-bytes", data: randomBytes(rng, 5*pageSize), mustFail: true},
+		damageCase{name: "text", data: []byte(strings.Repeat("hello, this is not a database\n", 400)), mustFail: true, notBolt: true},
+		damageCase{name: "json", data: []byte(`{"role":"user","content":"hi"}` + "\n"), mustFail: true, notBolt: true},
+		damageCase{name: "random-bytes", data: randomBytes(rng, 5*pageSize), mustFail: true, notBolt: true},
 		damageCase{name: "hwm-beyond-eof", data: withMeta(good, pageSize, func(m []byte) {
 			ne := binary.NativeEndian
 			ne.PutUint64(m[40:], ne.Uint64(m[40:])+1000)

@@ -1,0 +1,670 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/ctxstore/ctxstore"
+)
+
+// SalvageReport says what Salvage copied and what it could not.
+type SalvageReport struct {
+	Source string `json:"source"`
+	Dest   string `json:"dest"`
+	// Meta is the meta page the walk started from, or why none could be used.
+	Meta string `json:"meta"`
+	// Recovered counts messages written to Dest; Skipped those found but not
+	// written (SkipReasons says why); Missing those the sessions' metadata counts
+	// but that were not found at all (only known for sessions whose metadata was
+	// readable).
+	Recovered   int            `json:"recovered"`
+	Skipped     int            `json:"skipped"`
+	Missing     int            `json:"missing"`
+	SkipReasons map[string]int `json:"skip_reasons,omitempty"`
+	// Orphans counts recovered messages found by scanning pages the tree no
+	// longer reaches (their parent pages are damaged).
+	Orphans int `json:"orphans"`
+	// Derived counts derived records (compaction decisions, summaries) copied.
+	Derived  int               `json:"derived"`
+	Sessions []SalvageSession  `json:"sessions"`
+	Damage   []string          `json:"damage,omitempty"` // first maxReportedDamage problems stepped around
+	Damaged  int               `json:"damaged"`          // how many problems in all
+	Notes    []string          `json:"notes,omitempty"`
+	byReason map[string]string // reason -> first example, for String
+}
+
+// SalvageSession is the part of a SalvageReport about one session.
+type SalvageSession struct {
+	Name      string `json:"name"`
+	Recovered int    `json:"recovered"`
+	Skipped   int    `json:"skipped"`
+	Missing   int    `json:"missing"`
+	// MetaOK reports that the session's stored metadata (epochs, title, times)
+	// was readable; otherwise it was rebuilt from the messages.
+	MetaOK bool `json:"meta_ok"`
+	// Error is why the session could not be written to Dest, if it could not.
+	Error string `json:"error,omitempty"`
+}
+
+// maxReportedDamage bounds SalvageReport.Damage and VerifyReport problem lists: a
+// file of garbage would otherwise report every page.
+const maxReportedDamage = 100
+
+// OK reports that every message the source holds was copied.
+func (r *SalvageReport) OK() bool {
+	return r.Skipped == 0 && r.Missing == 0 && r.Damaged == 0
+}
+
+// String is a human summary, one finding a line.
+func (r *SalvageReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "salvage %s -> %s: %d messages recovered in %d sessions, %d skipped, %d missing\n",
+		r.Source, r.Dest, r.Recovered, len(r.Sessions), r.Skipped, r.Missing)
+	fmt.Fprintf(&b, "  started from: %s\n", r.Meta)
+	if r.Orphans > 0 {
+		fmt.Fprintf(&b, "  %d messages found on pages the tree no longer reaches\n", r.Orphans)
+	}
+	if r.Derived > 0 {
+		fmt.Fprintf(&b, "  %d derived records copied\n", r.Derived)
+	}
+	for _, reason := range slices.Sorted(mapsKeys(r.SkipReasons)) {
+		fmt.Fprintf(&b, "  skipped %d: %s\n", r.SkipReasons[reason], reason)
+		if ex := r.byReason[reason]; ex != "" {
+			fmt.Fprintf(&b, "    e.g. %s\n", ex)
+		}
+	}
+	for _, s := range r.Sessions {
+		fmt.Fprintf(&b, "  session %q: %d recovered, %d skipped, %d missing", s.Name, s.Recovered, s.Skipped, s.Missing)
+		if !s.MetaOK {
+			b.WriteString(", metadata rebuilt")
+		}
+		if s.Error != "" {
+			fmt.Fprintf(&b, ", NOT WRITTEN: %s", s.Error)
+		}
+		b.WriteByte('\n')
+	}
+	for _, d := range r.Damage {
+		fmt.Fprintf(&b, "  damage: %s\n", d)
+	}
+	if r.Damaged > len(r.Damage) {
+		fmt.Fprintf(&b, "  ... and %d more\n", r.Damaged-len(r.Damage))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	return b.String()
+}
+
+func mapsKeys[V any](m map[string]V) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// Salvage copies every readable, intact message of the store file src into a new
+// store file dst, keeping each message's session, seq, epoch, time and token count,
+// and each session's metadata where it is readable. A message is copied when its
+// envelope decodes, its key matches its seq and its JSON parses as a message.
+//
+// src is only read, with plain bounds-checked reads rather than bbolt, so it works
+// on files bbolt cannot open (cut short, broken meta pages) and garbage pages cannot
+// crash the process. It holds a shared lock on src while reading, so it waits (up
+// to DefaultLockTimeout) for writers in other processes. dst must not exist.
+//
+// The error is non-nil only when nothing could be done (src unreadable or not a
+// bbolt file, dst exists or cannot be written); damage is in the report.
+func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {
+	if _, err := os.Stat(dst); err == nil {
+		return nil, fmt.Errorf("salvage %s: destination %s exists", src, dst)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("salvage %s: destination: %w", src, err)
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, fmt.Errorf("salvage %s: %w", src, err)
+	}
+	defer f.Close()
+	if err := lockShared(f, DefaultLockTimeout); err != nil {
+		return nil, fmt.Errorf("salvage %s: %w", src, err)
+	}
+	defer unlockFile(f)
+
+	r := &SalvageReport{Source: src, Dest: dst, SkipReasons: map[string]int{}, byReason: map[string]string{}}
+	sv, err := readForSalvage(ctx, src, r)
+	if err != nil {
+		return r, err
+	}
+	if err := sv.write(ctx, dst, r); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// salvaged is what a walk of a damaged file found, per session.
+type salvaged struct {
+	sessions map[string]*salvageSession
+	order    []string // session names in the order found
+	reasons  map[string]int
+	examples map[string]string
+	orphans  int
+	notes    []string
+}
+
+type salvageSession struct {
+	name    string
+	meta    *sessionMeta
+	msgs    map[uint64]envelope
+	derived []Derived
+	skipped int
+}
+
+func (sv *salvaged) session(name string) *salvageSession {
+	s := sv.sessions[name]
+	if s == nil {
+		s = &salvageSession{name: name, msgs: map[uint64]envelope{}}
+		sv.sessions[name] = s
+		sv.order = append(sv.order, name)
+	}
+	return s
+}
+
+func (sv *salvaged) skip(s *salvageSession, reason, example string) {
+	if s != nil {
+		s.skipped++
+	}
+	sv.reasons[reason]++
+	if _, ok := sv.examples[reason]; !ok {
+		sv.examples[reason] = example
+	}
+}
+
+// message considers one key/value of a session's msgs bucket. It reports whether the
+// message was kept.
+func (sv *salvaged) message(s *salvageSession, k, v []byte) bool {
+	env, err := decodeAt(s.name, k, v)
+	if err != nil {
+		sv.skip(s, "record does not decode", err.Error())
+		return false
+	}
+	msg, err := ctxstore.ParseMessage(env.Raw)
+	if err != nil {
+		sv.skip(s, "stored JSON is not a valid message", fmt.Sprintf("session %q seq %d: %v", s.name, env.Seq, err))
+		return false
+	}
+	if msg.Role() != env.Role {
+		sv.skip(s, "role in the record differs from its JSON",
+			fmt.Sprintf("session %q seq %d: %q vs %q", s.name, env.Seq, env.Role, msg.Role()))
+		return false
+	}
+	if env.Epoch == 0 {
+		sv.skip(s, "record has epoch 0", fmt.Sprintf("session %q seq %d", s.name, env.Seq))
+		return false
+	}
+	if old, ok := s.msgs[env.Seq]; ok {
+		if !bytes.Equal(old.Raw, env.Raw) || old.Epoch != env.Epoch {
+			sv.skip(s, "two different copies of one seq (kept the first)", fmt.Sprintf("session %q seq %d", s.name, env.Seq))
+		}
+		return false
+	}
+	s.msgs[env.Seq] = env
+	return true
+}
+
+// readForSalvage walks src and collects what is intact.
+func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvaged, error) {
+	bf, err := openBoltFile(src)
+	if bf == nil {
+		return nil, fmt.Errorf("salvage %s: %w", src, err)
+	}
+	defer bf.close()
+	sv := &salvaged{sessions: map[string]*salvageSession{}, reasons: map[string]int{}, examples: map[string]string{}}
+	if bf.size == 0 {
+		r.Meta = "none: empty file"
+		return sv, nil
+	}
+	w := newBoltWalker(bf)
+	if err != nil {
+		if d := describeForeign(bf); d != "" {
+			return nil, fmt.Errorf("salvage %s: %w: %s", src, ErrCorrupt, d)
+		}
+		// No usable meta page: find the page size from the pages themselves and
+		// scan everything.
+		r.Meta = fmt.Sprintf("none (%v): scanned every page", err)
+		if !bf.guessGeometry() {
+			return nil, fmt.Errorf("salvage %s: %w: %v, and no page looks like bbolt's", src, ErrCorrupt, err)
+		}
+		sv.notes = append(sv.notes, "no meta page was valid, so deleted pages could not be told from live ones: purged messages may reappear")
+	} else {
+		r.Meta = fmt.Sprintf("meta page %d (txid %d, %d pages of %d bytes)", bf.meta.page, bf.meta.txid, bf.meta.hwm, bf.pageSize)
+		if err := bf.checkMeta(); err != nil {
+			w.issue(nil, 0, "%v", err)
+			if bf.meta.hwm > uint64(bf.size)/uint64(bf.pageSize) {
+				// Pages past the end are gone; keep walking what is there.
+				w.limit = uint64(bf.size) / uint64(bf.pageSize)
+			}
+		}
+		sv.walkTree(ctx, w, bucketRoot{page: bf.meta.root})
+	}
+	if len(w.issues) > 0 || err != nil {
+		sv.scanOrphans(ctx, w, err == nil)
+	}
+	r.Damaged = len(w.issues)
+	for i, is := range w.issues {
+		if i == maxReportedDamage {
+			break
+		}
+		r.Damage = append(r.Damage, is.String())
+	}
+	return sv, ctx.Err()
+}
+
+// walkTree collects every session of the tree under root.
+func (sv *salvaged) walkTree(ctx context.Context, w *boltWalker, root bucketRoot) {
+	walkSessions(ctx, w, root, func(name string, br bucketRoot) {
+		sv.walkSession(w, sv.session(name), br)
+	})
+}
+
+// walkSessions calls fn for each session bucket of the tree under root, in name order.
+func walkSessions(ctx context.Context, w *boltWalker, root bucketRoot, fn func(name string, root bucketRoot)) {
+	var sessionsRoot *bucketRoot
+	w.forEach(nil, root, func(e walkElem) bool {
+		if e.bucket && string(e.key) == bucketSessions {
+			if br, err := subBucket(e.value); err != nil {
+				w.issue([]string{bucketSessions}, e.page, "%v", err)
+			} else {
+				sessionsRoot = &br
+			}
+		}
+		return true
+	})
+	if sessionsRoot == nil {
+		w.issue(nil, root.page, "no %q bucket reachable from the root", bucketSessions)
+		return
+	}
+	w.forEach([]string{bucketSessions}, *sessionsRoot, func(e walkElem) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		if !e.bucket {
+			w.issue([]string{bucketSessions}, e.page, "key %q is not a session bucket", e.key)
+			return true
+		}
+		br, err := subBucket(e.value)
+		if err != nil {
+			w.issue([]string{bucketSessions, string(e.key)}, e.page, "%v", err)
+			return true
+		}
+		fn(string(e.key), br)
+		return true
+	})
+}
+
+// walkSession collects one session bucket: its metadata, messages and derived records.
+func (sv *salvaged) walkSession(w *boltWalker, s *salvageSession, root bucketRoot) {
+	path := []string{bucketSessions, s.name}
+	w.forEach(path, root, func(e walkElem) bool {
+		sv.sessionElem(w, s, path, e)
+		return true
+	})
+}
+
+// sessionElem handles one key of a session bucket.
+func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string, e walkElem) {
+	key := string(e.key)
+	switch {
+	case key == keyMeta && !e.bucket:
+		if s.meta != nil {
+			return
+		}
+		if m, err := decodeMeta(e.value); err == nil {
+			s.meta = &m
+		} else {
+			w.issue(append(path, keyMeta), e.page, "%v", err)
+		}
+	case key == bucketMsgs && e.bucket:
+		br, err := subBucket(e.value)
+		if err != nil {
+			w.issue(append(path, bucketMsgs), e.page, "%v", err)
+			return
+		}
+		w.forEach(append(path, bucketMsgs), br, func(m walkElem) bool {
+			if m.bucket {
+				w.issue(append(path, bucketMsgs), m.page, "nested bucket %q among messages", m.key)
+			} else {
+				sv.message(s, m.key, m.value)
+			}
+			return true
+		})
+	case key == bucketDerived && e.bucket:
+		br, err := subBucket(e.value)
+		if err != nil {
+			w.issue(append(path, bucketDerived), e.page, "%v", err)
+			return
+		}
+		w.forEach(append(path, bucketDerived), br, func(k walkElem) bool {
+			if !k.bucket {
+				return true
+			}
+			kb, err := subBucket(k.value)
+			if err != nil {
+				w.issue(append(path, bucketDerived, string(k.key)), k.page, "%v", err)
+				return true
+			}
+			w.forEach(append(path, bucketDerived, string(k.key)), kb, func(d walkElem) bool {
+				if !d.bucket {
+					s.derived = append(s.derived, Derived{Kind: string(k.key), Key: string(d.key), Value: bytes.Clone(d.value)})
+				}
+				return true
+			})
+			return true
+		})
+	}
+}
+
+// write creates dst and imports every session found.
+func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) error {
+	st, err := Open(dst, Options{})
+	if err != nil {
+		return fmt.Errorf("salvage %s: create %s: %w", r.Source, dst, err)
+	}
+	defer st.Close()
+	names := slices.Clone(sv.order)
+	slices.Sort(names)
+	for _, name := range names {
+		s := sv.sessions[name]
+		rs := SalvageSession{Name: name, MetaOK: s.meta != nil, Skipped: s.skipped}
+		entries := sv.entries(s)
+		info := SessionInfo{Name: name}
+		if s.meta != nil {
+			info = s.meta.info(name)
+			rs.Missing = max(0, expectedMessages(s.meta)-len(entries))
+		}
+		if len(entries) == 0 && s.meta == nil && len(s.derived) == 0 {
+			continue // nothing but a name
+		}
+		err := st.ImportSession(ctx, info, func(yield func(Entry, error) bool) {
+			for _, e := range entries {
+				if !yield(e, nil) {
+					return
+				}
+			}
+		})
+		if err != nil {
+			rs.Error = err.Error()
+			rs.Skipped += len(entries)
+			sv.skip(nil, "session could not be written", err.Error())
+			sv.reasons["session could not be written"] += len(entries) - 1
+			r.Sessions = append(r.Sessions, rs)
+			continue
+		}
+		rs.Recovered = len(entries)
+		for _, d := range s.derived {
+			if err := st.PutDerived(ctx, name, d.Kind, d.Key, d.Value); err != nil {
+				sv.skip(nil, "derived record could not be written", err.Error())
+				continue
+			}
+			r.Derived++
+		}
+		r.Recovered += rs.Recovered
+		r.Skipped += rs.Skipped
+		r.Missing += rs.Missing
+		r.Sessions = append(r.Sessions, rs)
+	}
+	r.Orphans = sv.orphans
+	r.Notes = append(r.Notes, sv.notes...)
+	for k, v := range sv.reasons {
+		r.SkipReasons[k] += v
+		r.byReason[k] = sv.examples[k]
+	}
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("salvage %s: close %s: %w", r.Source, dst, err)
+	}
+	return nil
+}
+
+// entries orders a session's messages for ImportSession, dropping those that cannot
+// be imported in order (an epoch going backwards) or that belong to an epoch the
+// metadata says was purged.
+func (sv *salvaged) entries(s *salvageSession) []Entry {
+	seqs := slices.Sorted(mapKeysU(s.msgs))
+	out := make([]Entry, 0, len(seqs))
+	var lastEpoch uint64
+	for _, seq := range seqs {
+		env := s.msgs[seq]
+		if s.meta != nil {
+			if em := s.meta.epoch(env.Epoch); em != nil && em.Purged {
+				sv.skip(s, "message of a purged epoch", fmt.Sprintf("session %q seq %d epoch %d", s.name, seq, env.Epoch))
+				continue
+			}
+		}
+		if env.Epoch < lastEpoch {
+			sv.skip(s, "epoch goes backwards", fmt.Sprintf("session %q seq %d epoch %d after epoch %d", s.name, seq, env.Epoch, lastEpoch))
+			continue
+		}
+		lastEpoch = env.Epoch
+		out = append(out, env.entry(s.name))
+	}
+	return out
+}
+
+func mapKeysU[V any](m map[uint64]V) iter.Seq[uint64] {
+	return func(yield func(uint64) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// expectedMessages is how many messages the metadata says the session holds.
+func expectedMessages(m *sessionMeta) int {
+	n := 0
+	for _, e := range m.Epochs {
+		if !e.Purged {
+			n += e.Messages
+		}
+	}
+	return n
+}
+
+// guessGeometry sets the page size and page count of a file whose meta pages are
+// unusable, from the pages themselves: bbolt pages carry their own id.
+func (bf *boltFile) guessGeometry() bool {
+	best, bestScore := 0, 0
+	for _, ps := range []int{os.Getpagesize(), 4096, 1024, 2048, 8192, 16384, 32768, 65536} {
+		score := 0
+		hb := make([]byte, boltPageHeaderSize)
+		for id := int64(2); id < 66 && (id+1)*int64(ps) <= bf.size; id++ {
+			if n, _ := bf.f.ReadAt(hb, id*int64(ps)); n < len(hb) {
+				break
+			}
+			h := parsePageHeader(hb)
+			if h.id == uint64(id) && (h.flags == boltLeafPage || h.flags == boltBranchPage || h.flags == boltFreelistPage) {
+				score++
+			}
+		}
+		if score > bestScore {
+			best, bestScore = ps, score
+		}
+	}
+	if best == 0 {
+		return false
+	}
+	bf.pageSize = best
+	bf.meta = boltMeta{page: ^uint64(0), hwm: uint64(bf.size) / uint64(best), freelist: boltNoFreelist}
+	return true
+}
+
+// orphanRef is a bucket entry naming a page as a bucket's root.
+type orphanRef struct {
+	page uint64 // the page holding the entry
+	key  string
+}
+
+// scanOrphans reads every page the tree walk did not reach and that is not free, and
+// recovers messages on leaf pages whose owner can still be worked out: by climbing
+// from the page through intact branch pages to a bucket entry, and from there to a
+// session name. Pages whose ancestry is lost are reported, not guessed at: the
+// envelope does not name its session.
+func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, metaOK bool) {
+	bf := w.bf
+	free := map[uint64]bool{}
+	if metaOK && bf.meta.freelist != boltNoFreelist {
+		ids, err := bf.freelist()
+		if err != nil {
+			sv.notes = append(sv.notes, fmt.Sprintf("freelist unreadable (%v): pages found by scanning may hold deleted messages", err))
+		} else {
+			for _, id := range ids {
+				free[id] = true
+			}
+		}
+	}
+	end := bf.meta.hwm
+	if n := uint64(bf.size) / uint64(bf.pageSize); n < end {
+		end = n
+	}
+	type pageInfo struct {
+		leaf  bool
+		elems []walkElem
+	}
+	parent := map[uint64][]uint64{}  // child page -> branch pages naming it
+	refs := map[uint64][]orphanRef{} // bucket root page -> entries naming it
+	pages := map[uint64]pageInfo{}   // unreached leaf pages
+	looksRoot := map[uint64]bool{}   // unreached pages holding the top-level buckets
+	for id := uint64(2); id < end; id++ {
+		if ctx.Err() != nil {
+			return
+		}
+		if free[id] {
+			continue
+		}
+		h, buf, err := bf.page(id)
+		if err != nil {
+			continue // not a page start, or damaged
+		}
+		switch h.flags {
+		case boltBranchPage:
+			for i := range int(h.count) {
+				_, child, err := branchElem(buf, i)
+				if err != nil {
+					break
+				}
+				parent[child] = append(parent[child], id)
+			}
+		case boltLeafPage:
+			var elems []walkElem
+			for i := range int(h.count) {
+				e, err := leafElem(buf, i)
+				if err != nil {
+					break
+				}
+				e.page = id
+				elems = append(elems, e)
+				if e.bucket {
+					if br, err := subBucket(e.value); err == nil && br.page != 0 {
+						refs[br.page] = append(refs[br.page], orphanRef{id, string(e.key)})
+					}
+					if string(e.key) == bucketSessions || string(e.key) == bucketStore {
+						looksRoot[id] = true
+					}
+				}
+			}
+			if !w.reached[id] {
+				pages[id] = pageInfo{leaf: true, elems: elems}
+			}
+		}
+		id += uint64(h.overflow)
+	}
+
+	// pathsOf works out which bucket a page belongs to.
+	var pathsOf func(id uint64, depth int) map[string][]string
+	pathsOf = func(id uint64, depth int) map[string][]string {
+		out := map[string][]string{}
+		if depth > walkMaxDepth {
+			return out
+		}
+		if p, ok := w.pagePath[id]; ok {
+			out[strings.Join(p, "\x00")] = p
+			return out
+		}
+		if id == bf.meta.root || looksRoot[id] {
+			out[""] = nil
+		}
+		for _, up := range parent[id] {
+			for k, p := range pathsOf(up, depth+1) {
+				out[k] = p
+			}
+		}
+		for _, ref := range refs[id] {
+			for _, p := range pathsOf(ref.page, depth+1) {
+				q := append(slices.Clone(p), ref.key)
+				out[strings.Join(q, "\x00")] = q
+			}
+		}
+		return out
+	}
+
+	ids := slices.Sorted(mapKeysU(pages))
+	lost := 0
+	for _, id := range ids {
+		pg := pages[id]
+		paths := pathsOf(id, 0)
+		if len(paths) != 1 {
+			if hasMessages(pg.elems) {
+				lost++
+				reason := "page of messages whose session cannot be worked out"
+				if len(paths) > 1 {
+					reason = "page of messages claimed by more than one bucket"
+				}
+				sv.skip(nil, reason, fmt.Sprintf("page %d: %d records", id, len(pg.elems)))
+				sv.reasons[reason] += len(pg.elems) - 1
+			}
+			continue
+		}
+		var path []string
+		for _, p := range paths {
+			path = p
+		}
+		switch {
+		case len(path) == 3 && path[0] == bucketSessions && path[2] == bucketMsgs:
+			s := sv.session(path[1])
+			for _, e := range pg.elems {
+				if !e.bucket && sv.message(s, e.key, e.value) {
+					sv.orphans++
+				}
+			}
+		case len(path) == 2 && path[0] == bucketSessions:
+			s := sv.session(path[1])
+			before := len(s.msgs)
+			for _, e := range pg.elems {
+				sv.sessionElem(w, s, path, e)
+			}
+			sv.orphans += len(s.msgs) - before
+		}
+	}
+	if lost > 0 {
+		sv.notes = append(sv.notes, fmt.Sprintf("%d pages of messages could not be tied to a session (their parent pages are gone)", lost))
+	}
+}
+
+// hasMessages reports whether a leaf's elements look like a msgs bucket's.
+func hasMessages(elems []walkElem) bool {
+	for _, e := range elems {
+		if !e.bucket && len(e.key) == seqKeyLen {
+			return true
+		}
+	}
+	return false
+}
