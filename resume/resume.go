@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxstore/ctxstore"
@@ -114,6 +115,13 @@ type target struct {
 // The import happens before the manager opens, so the manager sees an
 // imported session as resumed and ignores the host's (filtered) SetMessages,
 // as the contract requires of file-based managers.
+//
+// When the session is resumed, Config.Hooks gets one context:resume event
+// once the repair is done, with session, messages, migrated (bool),
+// repaired (calls answered synthetically), ignored_set_messages (false),
+// and migrated_messages, malformed_lines and source (the JSONL) besides.
+// Malformed lines also raise a context:warning (reason
+// "malformed_jsonl_lines").
 func Open(ctx context.Context, opts Options) (*persistent.Manager, *Report, error) {
 	t, err := resolve(ctx, opts)
 	if err != nil {
@@ -134,7 +142,23 @@ func Open(ctx context.Context, opts Options) (*persistent.Manager, *Report, erro
 			rep.Notes = append(rep.Notes, fmt.Sprintf("continued an interrupted import: %d messages were already stored", ir.Continued))
 		}
 	}
-	m, err := persistent.Open(t.db, t.id, opts.Config)
+	// persistent.Open announces a resumed session before the repair and
+	// without knowing about the import; resume holds that event back and
+	// sends one with the whole story once it is known. Later events
+	// (an ignored SetMessages among them) pass through untouched.
+	cfg := opts.Config
+	var opening atomic.Bool
+	opening.Store(true)
+	if host := cfg.Hooks; host != nil {
+		cfg.Hooks = func(ctx context.Context, event string, data map[string]any) {
+			if event == ctxstore.EventResume && opening.Load() {
+				return
+			}
+			host(ctx, event, data)
+		}
+	}
+	m, err := persistent.Open(t.db, t.id, cfg)
+	opening.Store(false)
 	if err != nil {
 		return nil, rep, fmt.Errorf("resume session %s: %w", t.id, err)
 	}
@@ -150,6 +174,13 @@ func Open(ctx context.Context, opts Options) (*persistent.Manager, *Report, erro
 		return fail(err)
 	}
 	rep.Messages, rep.Resumed = info.Messages, info.Resumed
+	if rep.Resumed {
+		_ = opts.Config.Hooks.Emit(ctx, ctxstore.EventResume, map[string]any{
+			"session": t.id, "messages": info.Messages, "migrated": rep.Migrated > 0,
+			"repaired": info.Repairs, "ignored_set_messages": false,
+			"migrated_messages": rep.Migrated, "malformed_lines": len(rep.Malformed), "source": t.jsonl,
+		})
+	}
 	if len(rep.Malformed) > 0 {
 		_ = opts.Config.Hooks.Emit(ctx, ctxstore.EventWarning, map[string]any{
 			"reason":  "malformed_jsonl_lines",

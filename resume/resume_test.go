@@ -288,3 +288,68 @@ func TestOpenFreshSession(t *testing.T) {
 		t.Errorf("SetMessages on a fresh session stored %d messages", len(got))
 	}
 }
+
+// The host hears one context:resume per resume, after the repair, telling
+// the whole story; a later ignored SetMessages is still announced.
+func TestOpenResumeEvent(t *testing.T) {
+	ctx := context.Background()
+	root := fakeHome(t)
+	var mu sync.Mutex
+	var events []map[string]any
+	cfg := persistent.Config{}
+	cfg.Hooks = func(_ context.Context, ev string, data map[string]any) {
+		if ev == ctxstore.EventResume {
+			mu.Lock()
+			events = append(events, data)
+			mu.Unlock()
+		}
+	}
+	take := func() []map[string]any {
+		mu.Lock()
+		defer mu.Unlock()
+		out := events
+		events = nil
+		return out
+	}
+
+	m, _, err := Open(ctx, Options{Root: root, Session: idInterrupt, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := take()
+	if len(ev) != 1 || ev[0]["migrated"] != true || ev[0]["migrated_messages"] != 5 || ev[0]["repaired"] != 2 ||
+		ev[0]["messages"] != 5 || ev[0]["session"] != idInterrupt || ev[0]["ignored_set_messages"] != false {
+		t.Fatalf("first resume events: %v", ev)
+	}
+	m.Close()
+
+	m, _, err = Open(ctx, Options{Root: root, Session: idInterrupt, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ev = take()
+	if len(ev) != 1 || ev[0]["migrated"] != false || ev[0]["repaired"] != 2 {
+		t.Fatalf("second resume events: %v", ev)
+	}
+	if err := m.SetMessages(ctx, []ctxstore.Message{ctxstore.NewMessage("user", "filtered")}); err != nil {
+		t.Fatal(err)
+	}
+	if ev = take(); len(ev) != 1 || ev[0]["ignored_set_messages"] != true {
+		t.Fatalf("events after an ignored SetMessages: %v", ev)
+	}
+
+	// A fresh session is not a resume: no event.
+	dir := filepath.Join(root, "projects", projWeb, "sessions", "fresh")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m2, _, err := Open(ctx, Options{Root: root, Session: "fresh", Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2.Close()
+	if ev = take(); len(ev) != 0 {
+		t.Fatalf("fresh session events: %v", ev)
+	}
+}
