@@ -28,6 +28,12 @@ type history struct {
 
 func isResultOnly(m ctxstore.Message) bool { return m.IsToolResult() && !m.HasToolCalls() }
 
+// isPinned reports a system message in the sense of SPEC V2.4: role system,
+// or developer, OpenAI's newer name for the same instructions.
+func isPinned(m ctxstore.Message) bool {
+	return m.Role() == ctxstore.RoleSystem || m.Role() == ctxstore.RoleDeveloper
+}
+
 func isHuman(m ctxstore.Message) bool {
 	return m.Role() == ctxstore.RoleUser && !m.IsToolResult() && m.Source() != noticeSource
 }
@@ -46,7 +52,7 @@ func analyze(msgs []ctxstore.Message) *history {
 	for i, m := range msgs {
 		k := string(m.Bytes())
 		h.byBytes[k] = append(h.byBytes[k], i)
-		if m.Role() == ctxstore.RoleSystem {
+		if isPinned(m) {
 			h.systems = append(h.systems, i)
 		}
 		if isHuman(m) {
@@ -147,7 +153,7 @@ func (h *history) full() []ctxstore.Message {
 		out = append(out, h.msgs[i])
 	}
 	for i, m := range h.msgs {
-		if m.Role() != ctxstore.RoleSystem && !h.orphans[i] {
+		if !isPinned(m) && !h.orphans[i] {
 			out = append(out, m)
 		}
 	}
@@ -225,7 +231,7 @@ func (h *history) check(view []ctxstore.Message, budget int, est ctxstore.Estima
 	}
 	seenOther := false
 	for v, m := range view {
-		if m.Role() != ctxstore.RoleSystem {
+		if !isPinned(m) {
 			seenOther = true
 		} else if seenOther {
 			fail("view[%d] is a system message (%s) after a non-system message", v, describe(m))
@@ -244,7 +250,7 @@ func (h *history) check(view []ctxstore.Message, budget int, est ctxstore.Estima
 			fail("stored message #%d appears twice, at view[%d] and view[%d]", i, w, v)
 		}
 		seen[i] = v
-		if h.msgs[i].Role() == ctxstore.RoleSystem {
+		if isPinned(h.msgs[i]) {
 			continue
 		}
 		if i < last {

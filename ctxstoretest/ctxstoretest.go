@@ -17,7 +17,8 @@
 // ownership of returned slices, the invariants of every view (SPEC V2: the
 // stored history never changes, order, tool-call integrity for OpenAI
 // tool_calls and Anthropic tool_use/tool_result blocks, system messages
-// first, the last user message whole, the budget respected whenever the
+// first (developer messages count as system messages), the last user
+// message whole, the budget respected whenever the
 // floor fits, determinism), budgets from Request.TokenBudget and
 // Request.Model, concurrent use and cancelled contexts. Conversations are
 // generated from fixed seeds, so a failure reproduces.
@@ -111,13 +112,21 @@ type proxyEstimator struct{}
 
 func (proxyEstimator) Estimate(m ctxstore.Message) int { return m.Size()/4 + 1 }
 
-// fresh returns a new manager holding msgs, added one by one.
+// fresh returns a new manager holding msgs: the older half set with
+// SetMessages (as on resume, and in one write for a durable manager), the
+// rest added one by one, so views run over both paths.
 func (s *suite) fresh(t *testing.T, msgs []ctxstore.Message) ctxstore.Manager {
 	t.Helper()
 	m := s.newManager(t)
-	for i, msg := range msgs {
+	half := len(msgs) / 2
+	if half > 0 {
+		if err := m.SetMessages(t.Context(), msgs[:half]); err != nil {
+			t.Fatalf("SetMessages(%d messages): %v", half, err)
+		}
+	}
+	for i, msg := range msgs[half:] {
 		if err := m.AddMessage(t.Context(), msg); err != nil {
-			t.Fatalf("AddMessage(message %d: %s): %v", i, describe(msg), err)
+			t.Fatalf("AddMessage(message %d: %s): %v", half+i, describe(msg), err)
 		}
 	}
 	return m
@@ -461,7 +470,9 @@ func (s *suite) testBudgets(t *testing.T) {
 				bs = append(bs, bs[i])
 			}
 			for _, b := range bs {
-				s.checkView(t, h, view(t, m, ctxstore.Request{TokenBudget: b}), b)
+				v := view(t, m, ctxstore.Request{TokenBudget: b})
+				s.checkView(t, h, v, b)
+				t.Logf("budget %d: view of %d/%d messages, %d/%d tokens", b, len(v), len(c.msgs), estimateAll(s.budgetEst, v), estimateAll(s.budgetEst, c.msgs))
 			}
 			wantHistory(t, m, c.msgs, "after views at many budgets")
 			total := estimateAll(s.budgetEst, c.msgs)

@@ -92,7 +92,7 @@ func fixtureView(msgs []ctxstore.Message, budget int, est ctxstore.Estimator) []
 	for i := 0; i < len(msgs); i++ {
 		m := msgs[i]
 		switch {
-		case m.Role() == ctxstore.RoleSystem:
+		case isPinned(m):
 			systems = append(systems, m)
 		case isResultOnly(m):
 			// An orphan: its call is not right before it.
