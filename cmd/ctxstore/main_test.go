@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -358,7 +359,9 @@ func TestExportImportRoundTrip(t *testing.T) {
 
 	// A cut export is refused with the reason, and the cut session is absent.
 	cut := filepath.Join(e.dir, "cut.jsonl")
-	os.WriteFile(cut, want[:bytes.Index(want, []byte("pretty"))], 0o600) // inside session "work"
+	at := bytes.Index(want, []byte(`"name":"work"`))
+	at += bytes.IndexByte(want[at:], '\n') + 30 // inside the first message of session "work"
+	os.WriteFile(cut, want[:at], 0o600)
 	cutDB := filepath.Join(e.dir, "cut.db")
 	e.fail(1, "", []string{"--db", cutDB, "import", cut}, "cut short")
 	if r := e.ok("", "--db", cutDB, "ls", "--json"); strings.Contains(r.stdout, `"name": "work"`) {
@@ -430,5 +433,74 @@ func TestDamagedFile(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(e.db); !bytes.Equal(got, garbage) {
 		t.Error("a command modified the damaged file")
+	}
+}
+
+func TestDemo(t *testing.T) {
+	e := newEnv(t)
+	r := e.ok("", "demo")
+	for _, want := range []string{"Run 1", "Run 2: restart", "ignored=true", "compaction level", "removed", "[interrupted: no result was recorded]", "append", "view time", "demo done"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if _, err := os.Stat(e.db); !os.IsNotExist(err) {
+		t.Errorf("demo without --db touched $CTXSTORE_DB: %v", err)
+	}
+	// With --db the session stays, and a second run picks a new name.
+	kept := filepath.Join(e.dir, "demo.db")
+	e.ok("", "demo", "--db", kept)
+	e.ok("", "--db", kept, "demo")
+	ls := e.ok("", "--db", kept, "ls").stdout
+	if !strings.Contains(ls, "assistant ") || !strings.Contains(ls, "assistant-2 ") {
+		t.Errorf("after two demo runs on one file:\n%s", ls)
+	}
+}
+
+// longConversation is n turns of question, tool call, long result, answer.
+func longConversation(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"role":"system","content":"You are a helpful assistant."}` + "\n")
+	for i := range n {
+		fmt.Fprintf(&b, `{"role":"user","content":"Question %d: what do the logs say today? Please be thorough and tell me everything."}`+"\n", i)
+		fmt.Fprintf(&b, `{"role":"assistant","content":null,"tool_calls":[{"id":"c%d","type":"function","function":{"name":"read_log","arguments":"{}"}}]}`+"\n", i)
+		fmt.Fprintf(&b, `{"role":"tool","tool_call_id":"c%d","content":"%s"}`+"\n", i, strings.Repeat("log line ok. ", 200))
+		fmt.Fprintf(&b, `{"role":"assistant","content":"Answer %d: all fine."}`+"\n", i)
+	}
+	return b.String()
+}
+
+func TestView(t *testing.T) {
+	e := newEnv(t)
+	e.ok(longConversation(30), "add", "s")
+	r := e.ok("", "view", "s", "--budget", "6000")
+	for _, want := range []string{"full history 121 messages", "budget 6000 tokens", "compaction level", "removed", "not sent as stored", "#1 ", "kept", "notice"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("view lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = e.ok("", "view", "s", "--context-window", "200000", "--max-output", "8000", "--json")
+	var rep struct {
+		Budget  int
+		History struct{ Messages int }
+		View    struct{ Messages int }
+		NotSent [][2]uint64 `json:"not_sent_verbatim"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("view --json: %v\n%s", err, r.stdout)
+	}
+	if rep.Budget != 200000-8000-1000 || rep.History.Messages != 121 || rep.View.Messages != 121 || len(rep.NotSent) != 0 {
+		t.Errorf("view --json with room for everything: %+v", rep)
+	}
+	// The view never changes the history.
+	if got := e.ok("", "show", "s", "--jsonl").stdout; got != longConversation(30) {
+		t.Error("view changed the stored history")
+	}
+	e.fail(2, "", []string{"view", "s"}, "--budget N")
+	e.fail(2, "", []string{"view", "s", "--budget", "10", "--context-window", "100"}, "not both")
+	e.fail(2, "", []string{"view", "s", "--context-window", "100"}, "go together")
+	e.fail(1, "", []string{"view", "nope", "--budget", "100"}, `session "nope" not found`)
+	if r := e.ok("", "ls"); strings.Contains(r.stdout, "nope") {
+		t.Error("view of an unknown session created it")
 	}
 }

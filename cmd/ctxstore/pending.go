@@ -17,7 +17,6 @@ func pendingCommand(name string) *command {
 		return errors.New("not yet")
 	}}
 }
-func demoCommand() *command { return pendingCommand("demo") }
 
 func verifyCommand() *command { return pendingCommand("verify") }
 func doctorCommand() *command { return pendingCommand("doctor") }

@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/simple"
+	"github.com/ctxstore/ctxstore/store"
 )
 
 func viewCommand() *command {
@@ -143,23 +145,46 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 	if err != nil {
 		return err
 	}
-	info, err := session(ctx, st, name)
+	path := st.Path()
+	_, err = session(ctx, st, name)
 	st.Close()
 	if err != nil {
 		return err
 	}
 	log := &eventLog{}
 	cfg.Hooks = log.hook
-	mgr, err := persistent.Open(st.Path(), name, persistent.Config{Config: cfg, LockTimeout: a.lockTimeout, Logger: quietLogger()})
+	mgr, err := persistent.Open(path, name, persistent.Config{Config: cfg, LockTimeout: a.lockTimeout, Logger: quietLogger()})
 	if err != nil {
-		return explain(st.Path(), name, err)
+		return explain(path, name, err)
 	}
 	defer mgr.Close()
+	rep, err := viewOf(ctx, mgr, log, req)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return writeJSON(a.stdout, rep)
+	}
+	w := bufio.NewWriter(a.stdout)
+	printViewReport(w, rep, full)
+	return w.Flush()
+}
+
+// viewOf asks mgr for the view of req and explains it: the events log
+// received, and which stored messages the view holds as they are.
+func viewOf(ctx context.Context, mgr *persistent.Manager, log *eventLog, req ctxstore.Request) (viewReport, error) {
+	st, name := mgr.Store(), mgr.Session()
+	log.take() // only this request's events
 	msgs, err := mgr.GetMessagesForRequest(ctx, req)
 	if err != nil {
-		return explain(st.Path(), name, fmt.Errorf("view of session %q: %w", name, err))
+		return viewReport{}, explain(st.Path(), name, fmt.Errorf("view of session %q: %w", name, err))
+	}
+	info, err := mgr.Info(ctx)
+	if err != nil {
+		return viewReport{}, explain(st.Path(), name, err)
 	}
 	rep := viewReport{Session: name, Epoch: info.Epoch, Events: log.take()}
+	rep.Budget = req.TokenBudget
 	if b := last(rep.Events, ctxstore.EventBudget); b != nil {
 		rep.Budget, _ = b["budget"].(int)
 	}
@@ -171,7 +196,7 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 	// Match view messages to stored ones by their bytes, streaming the
 	// history once: the view is small, the history may not be.
 	est := tokens.Default()
-	var seed = maphash.MakeSeed()
+	seed := maphash.MakeSeed()
 	byHash := map[uint64][]int{}
 	byResult := map[string]int{}
 	for i, m := range msgs {
@@ -184,43 +209,91 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 		}
 	}
 	rep.View.Messages = len(msgs)
-	st, err = a.open(readOnly)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	for e, err := range st.Messages(ctx, name, 0) {
+	var first, lastSeq uint64
+	for e, err := range st.EpochMessages(ctx, name, info.Epoch, 0) {
 		if err != nil {
-			return explain(st.Path(), name, err)
+			return rep, explain(st.Path(), name, err)
 		}
+		if first == 0 {
+			first = e.Seq
+		}
+		lastSeq = e.Seq
 		rep.History.Messages++
 		rep.History.Tokens += e.Tokens
-		matched := false
-		for _, i := range byHash[maphash.Bytes(seed, e.Raw)] {
-			if rep.Messages[i].Seq == 0 && string(rep.Messages[i].Message) == string(e.Raw) {
-				rep.Messages[i].Seq, rep.Messages[i].Kind, matched = e.Seq, "kept", true
-				break
-			}
-		}
-		if !matched && len(e.ResultIDs) > 0 {
-			if i, ok := byResult[e.ResultIDs[0]]; ok && rep.Messages[i].Seq == 0 && rep.Messages[i].Kind != "kept" {
+		if lines := byHash[maphash.Bytes(seed, e.Raw)]; len(lines) > 0 {
+			matchBytes(rep.Messages, lines, e)
+		} else if len(e.ResultIDs) > 0 {
+			if i, ok := byResult[e.ResultIDs[0]]; ok && rep.Messages[i].Kind != "kept" {
 				rep.Messages[i].Seq = e.Seq // shown with its seq, still not as stored
 			}
 		}
-		if !matched {
-			if n := len(rep.NotSent); n > 0 && rep.NotSent[n-1][1]+1 == e.Seq {
-				rep.NotSent[n-1][1] = e.Seq
-			} else {
-				rep.NotSent = append(rep.NotSent, [2]uint64{e.Seq, e.Seq})
+	}
+	// Equal messages are interchangeable: give their seqs to the view's
+	// copies in order.
+	for _, lines := range byHash {
+		var seqs []uint64
+		for _, i := range lines {
+			if rep.Messages[i].Kind == "kept" {
+				seqs = append(seqs, rep.Messages[i].Seq)
+			}
+		}
+		slices.Sort(seqs)
+		for _, i := range lines {
+			if rep.Messages[i].Kind == "kept" {
+				rep.Messages[i].Seq, seqs = seqs[0], seqs[1:]
 			}
 		}
 	}
-	if a.json {
-		return writeJSON(a.stdout, rep)
+	rep.NotSent = notSent(rep.Messages, first, lastSeq)
+	return rep, nil
+}
+
+// matchBytes records that stored entry e is sent as it is, as one of the
+// view's lines with its bytes. When every such line is taken already, the
+// newer entry wins: compaction drops old messages first, so of two equal
+// messages the view more likely holds the recent one.
+func matchBytes(lines []viewLine, idx []int, e store.Entry) {
+	oldest := -1
+	for _, i := range idx {
+		l := &lines[i]
+		if string(l.Message) != string(e.Raw) {
+			continue // a hash collision
+		}
+		if l.Kind != "kept" {
+			l.Seq, l.Kind = e.Seq, "kept"
+			return
+		}
+		if oldest < 0 || l.Seq < lines[oldest].Seq {
+			oldest = i
+		}
 	}
-	w := bufio.NewWriter(a.stdout)
-	printViewReport(w, rep, full)
-	return w.Flush()
+	if oldest >= 0 {
+		lines[oldest].Seq = e.Seq
+	}
+}
+
+// notSent returns the seq ranges of [first, last] that no view line holds
+// as stored. An epoch's seqs are contiguous.
+func notSent(lines []viewLine, first, last uint64) [][2]uint64 {
+	var kept []uint64
+	for _, l := range lines {
+		if l.Kind == "kept" {
+			kept = append(kept, l.Seq)
+		}
+	}
+	slices.Sort(kept)
+	var out [][2]uint64
+	next := first
+	for _, k := range append(kept, last+1) {
+		if first == 0 {
+			break
+		}
+		if k > next {
+			out = append(out, [2]uint64{next, k - 1})
+		}
+		next = max(next, k+1)
+	}
+	return out
 }
 
 // kindOf guesses what compaction made of a view message that is not a

@@ -30,7 +30,8 @@ results with a tool_call_id, ...); if any is invalid, nothing is added
 and each problem is reported with its line number. Otherwise all are
 appended in one durable transaction, with their bytes exactly as given.
 The session is created if it does not exist.`,
-		example: `echo '{"role":"user","content":"hello"}' | ctxstore add work
+		example: `ctxstore add work < messages.jsonl
+echo '{"role":"user","content":"hello"}' | ctxstore add work
 ctxstore show old --jsonl | ctxstore --db new.db add work`,
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			pos, err := a.parse(c, a.flags(c), args, 1, 1)
