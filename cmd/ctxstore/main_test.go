@@ -504,3 +504,85 @@ func TestView(t *testing.T) {
 		t.Error("view of an unknown session created it")
 	}
 }
+
+func TestVerifyAndSalvage(t *testing.T) {
+	e := newEnv(t)
+	e.ok(longConversation(40), "add", "s")
+	if r := e.ok("", "verify"); !strings.Contains(r.stdout, "OK") {
+		t.Errorf("verify of a sound file:\n%s", r.stdout)
+	}
+	// An unanswered call is reported (exit 1) but is not damage.
+	e.ok(`{"role":"assistant","tool_calls":[{"id":"dangling","type":"function","function":{"name":"f","arguments":"{}"}}]}`, "add", "s")
+	r := e.run("", "verify")
+	if r.code != 1 || !strings.Contains(r.stdout, "dangling") {
+		t.Errorf("verify with an unanswered call: %s", r)
+	}
+	e.ok("", "verify", "--damage-only")
+
+	// Overwrite pages in the middle of the file: verify says so and exits 1;
+	// salvage copies the rest into a new file that verifies.
+	data, err := os.ReadFile(e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := bytes.Clone(data)
+	copy(damaged[len(data)/2:], bytes.Repeat([]byte{0xff}, 8192))
+	os.WriteFile(e.db, damaged, 0o600)
+	r = e.run("", "verify")
+	if r.code != 1 || !strings.Contains(r.stdout, "DAMAGED") || !strings.Contains(r.stdout, "doctor --salvage") {
+		t.Errorf("verify of a damaged file: %s", r)
+	}
+	out := filepath.Join(e.dir, "rescued.db")
+	r = e.ok("", "doctor", "--salvage", out)
+	if !strings.Contains(r.stdout, "messages recovered") {
+		t.Errorf("doctor said:\n%s", r.stdout)
+	}
+	e.ok("", "--db", out, "verify", "--damage-only")
+	if got, _ := os.ReadFile(e.db); !bytes.Equal(got, damaged) {
+		t.Error("salvage modified the original")
+	}
+	e.fail(1, "", []string{"doctor", "--salvage", out}, "already exists")
+	e.fail(2, "", []string{"doctor"}, "--salvage OUT")
+}
+
+func TestCompactFile(t *testing.T) {
+	e := newEnv(t)
+	e.ok(longConversation(60), "add", "big")
+	e.ok(conversation, "add", "small")
+	e.ok("", "purge", "big", "--yes")
+	before, _ := os.Stat(e.db)
+	want := e.ok("", "export").stdout
+
+	// Into OUT: the original stays as it is.
+	out := filepath.Join(e.dir, "compact.db")
+	e.ok("", "compact-file", out)
+	if got := e.ok("", "--db", out, "export").stdout; got != want {
+		t.Errorf("compact-file OUT changed the content")
+	}
+	e.fail(1, "", []string{"compact-file", out}, "already exists")
+
+	// In place.
+	r := e.ok("", "compact-file")
+	after, _ := os.Stat(e.db)
+	if after.Size() >= before.Size() {
+		t.Errorf("compact-file in place: %d -> %d bytes (%s)", before.Size(), after.Size(), r.stdout)
+	}
+	if after.Mode().Perm() != 0o600 {
+		t.Errorf("compacted file mode %v, want 0600", after.Mode().Perm())
+	}
+	if got := e.ok("", "export").stdout; got != want {
+		t.Errorf("compact-file in place changed the content")
+	}
+	e.ok("", "verify")
+}
+
+func TestTail(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	r := e.ok("", "tail", "-n", "2", "s", "--jsonl")
+	lines := strings.Split(strings.TrimSpace(conversation), "\n")
+	if r.stdout != strings.Join(lines[3:], "\n")+"\n" {
+		t.Errorf("tail -n 2 --jsonl:\n%s", r.stdout)
+	}
+	e.fail(1, "", []string{"tail", "nope"}, `session "nope" not found`)
+}

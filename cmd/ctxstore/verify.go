@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/ctxstore/ctxstore/store"
+)
+
+func verifyCommand() *command {
+	return &command{
+		name:    "verify",
+		usage:   "[--damage-only] [--json]",
+		summary: "check the whole file; exit status 1 when anything is wrong",
+		help: `Checks the bbolt structure, decodes every stored message, checks seq and
+epoch order and each session's metadata, and audits tool pairing (calls
+without results, results without calls). It reports and never changes
+the file. Exit status 1 when it finds damage or unpaired tool calls
+(--damage-only: damage alone). A call left without its result by a crash
+is not damage: views answer it once repaired ('resume' does that).
+For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
+		example: "ctxstore verify\nctxstore --db agent.db verify --json | jq .problems",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			fs := a.flags(c)
+			damageOnly := fs.Bool("damage-only", false, "exit 1 only for damage, not for unpaired tool calls")
+			if _, err := a.parse(c, fs, args, 0, 0); err != nil {
+				return err
+			}
+			st, err := a.open(readOnly)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rep, err := st.Verify(ctx)
+			if err != nil {
+				return explain(st.Path(), "", fmt.Errorf("verify: %w", err))
+			}
+			if a.json {
+				if err := writeJSON(a.stdout, rep); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprint(a.stdout, rep.String())
+				if !rep.Intact() {
+					fmt.Fprintf(a.stdout, "recover every readable message into a new file with: ctxstore --db %s doctor --salvage OUT.db\n", shellQuote(st.Path()))
+				} else if !rep.OK() {
+					fmt.Fprintln(a.stdout, "unpaired tool calls are not damage: a crash mid-call leaves one; views answer repaired calls with a synthetic result")
+				}
+			}
+			if !rep.Intact() || (!rep.OK() && !*damageOnly) {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+}
+
+func doctorCommand() *command {
+	return &command{
+		name:    "doctor",
+		usage:   "--salvage OUT",
+		summary: "copy every readable message of a damaged file into a new file OUT",
+		help: `Salvage reads the file with its own bounds-checked page walk, not through
+bbolt, so it works on files bbolt cannot open (cut short, broken meta
+pages, garbage pages). It never modifies the original. Every intact
+message is written to OUT (which must not exist) with its session, seq,
+epoch, time and token estimate, and each session's metadata where it is
+readable; the report lists what was skipped or missing. Afterwards check
+OUT with 'ctxstore --db OUT verify', keep the damaged file aside and move
+OUT into its place.`,
+		example: "ctxstore doctor --salvage rescued.db\nctxstore --db rescued.db verify",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			fs := a.flags(c)
+			out := fs.String("salvage", "", "write the salvaged messages to the new file `OUT`")
+			if _, err := a.parse(c, fs, args, 0, 0); err != nil {
+				return err
+			}
+			if *out == "" {
+				return usagef("doctor needs --salvage OUT (to check a file without changing anything: ctxstore verify)")
+			}
+			path, err := a.dbPath()
+			if err != nil {
+				return err
+			}
+			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("no database at %s (use --db FILE or $CTXSTORE_DB to name the damaged file)", path)
+			}
+			if _, err := os.Stat(*out); err == nil {
+				return fmt.Errorf("%s already exists: salvage writes only into a new file; pick another OUT", *out)
+			}
+			rep, err := store.Salvage(ctx, path, *out)
+			if err != nil {
+				return explain(path, "", fmt.Errorf("salvage: %w", err))
+			}
+			if a.json {
+				return writeJSON(a.stdout, rep)
+			}
+			fmt.Fprint(a.stdout, rep.String())
+			fmt.Fprintf(a.stdout, "next: ctxstore --db %s verify; then keep %s aside and move %s into its place\n",
+				shellQuote(*out), shellQuote(path), shellQuote(*out))
+			return nil
+		},
+	}
+}
