@@ -18,7 +18,11 @@
 // The JSONL is imported only into a session that holds no messages yet, and
 // an import record (derived kind "import", keyed by the JSONL's path) is
 // saved beside it, so resuming again never imports twice; a session that
-// already has messages is authoritative and its JSONL is ignored. Blank
+// already has messages is authoritative and its JSONL is ignored. An
+// import cut short by a crash is continued on the next resume, after
+// checking that what is stored is the JSONL's beginning; two processes
+// resuming the same session at once import it once (the record names the
+// importing process and is renewed after every batch). Blank
 // lines are skipped; a line that is not a valid message is skipped and
 // reported with its 1-based line number and the reason. Messages keep their
 // bytes exactly, extra keys such as "timestamp" included.

@@ -26,7 +26,7 @@ const (
 
 // ErrNoSession is matched (errors.Is) when no session matches: the root has
 // no sessions, the project is unknown, or the id is not found.
-var ErrNoSession = errors.New("no such session")
+var ErrNoSession = errors.New("resume: no such session")
 
 // SessionDir is one Amplifier session directory,
 // <root>/projects/<Project>/sessions/<ID>/.

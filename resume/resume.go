@@ -35,8 +35,8 @@ type Options struct {
 	Path string
 	// DBPath is the store file. "" means ctxstore.db in the session
 	// directory. With a DBPath, a session id found only in the store (not
-	// under Root) is opened too, and "latest" also considers the store's
-	// sessions by their last update.
+	// under Root) is opened too, and "latest" (without a Project) also
+	// considers the store's sessions by their last update.
 	DBPath string
 	// Config configures the manager, as for persistent.Open.
 	Config persistent.Config
