@@ -233,6 +233,15 @@ func (m *Manager) afterAppend(ctx context.Context, first, last uint64, recs []st
 		return err
 	}
 	m.w.ours = true
+	if m.w.epoch == 0 {
+		// The session was created by this write: learn its epoch, or the
+		// next sync would take it for another process's Clear.
+		info, err := m.sessionInfo(ctx)
+		if err != nil {
+			return err
+		}
+		m.w.epoch, m.w.epochStart = info.Epoch, info.EpochStartSeq
+	}
 	for i, r := range recs {
 		m.w.push(view.Item{ID: seqID(first + uint64(i)), Msg: r.Message, Tokens: r.Tokens})
 	}

@@ -1,0 +1,23 @@
+package persistent
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/ctxstoretest"
+	"github.com/ctxstore/ctxstore/internal/tokens"
+)
+
+// TestConformance runs the contract suite on managers backed by a fresh
+// file each, with the default estimator so budgets are checked too.
+func TestConformance(t *testing.T) {
+	ctxstoretest.TestManagerWith(t, ctxstoretest.Options{Estimator: tokens.Default()}, func(t *testing.T) ctxstore.Manager {
+		m, err := Open(filepath.Join(t.TempDir(), "conformance.db"), "conformance", Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	})
+}

@@ -1,0 +1,230 @@
+package persistent
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/simple"
+)
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func texts(ms []ctxstore.Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Role() + ":" + m.Text()
+	}
+	return out
+}
+
+func TestMemoryFilesStartFreshSession(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(home, "AGENTS.md"), "Always run the tests.\n")
+	writeFile(t, filepath.Join(dir, "style.md"), "  Short sentences.  ")
+	writeFile(t, filepath.Join(dir, "blank.md"), " \n\t\n")
+	var rec recorder
+	cfg := Config{
+		Config:      simple.Config{Hooks: rec.hook},
+		MemoryFiles: []string{"~/AGENTS.md", filepath.Join(dir, "missing.md"), filepath.Join(dir, "style.md"), filepath.Join(dir, "blank.md")},
+	}
+	path := dbPath(t)
+	m := open(t, path, "s", cfg)
+
+	want := []string{
+		"system:[Context from AGENTS.md]\n\nAlways run the tests.",
+		"system:[Context from style.md]\n\nShort sentences.",
+	}
+	if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("history of a fresh session = %q, want %q", got, want)
+	}
+	inc := rec.named(ctxstore.EventInclude)
+	if len(inc) != 2 || inc[0]["source"] != filepath.Join(home, "AGENTS.md") || inc[0]["content"] != "Always run the tests." {
+		t.Fatalf("context:include events = %v", inc)
+	}
+	var reasons []string
+	for _, w := range rec.named(ctxstore.EventWarning) {
+		reasons = append(reasons, w["reason"].(string))
+	}
+	if strings.Join(reasons, ",") != "memory_file_missing,memory_file_empty" {
+		t.Fatalf("warnings = %v, want one for the missing and one for the blank file", reasons)
+	}
+	if v := texts(viewOf(t, m, 10_000)); strings.Join(v, "|") != strings.Join(want, "|") {
+		t.Fatalf("view of a fresh session = %q", v)
+	}
+
+	addAll(t, m, []ctxstore.Message{user("hello")})
+	_ = m.Close()
+
+	// Reopened, the session is resumed: the memory messages are stored
+	// like any message and are not injected again.
+	rec.reset()
+	writeFile(t, filepath.Join(dir, "style.md"), "Changed while closed, but nobody watches.")
+	r := open(t, path, "s", cfg)
+	want = append(want, "user:hello")
+	if got := texts(history(t, r)); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("history after reopen = %q, want %q", got, want)
+	}
+	if inc := rec.named(ctxstore.EventInclude); len(inc) != 0 {
+		t.Fatalf("a resumed session injected memory files again: %v", inc)
+	}
+	for i, msg := range history(t, r)[:2] {
+		md, ok := memoryInfo(msg)
+		if !ok || md.Version != 1 || md.Source != MemorySource {
+			t.Fatalf("memory message %d metadata = %+v (%v)", i, md, ok)
+		}
+	}
+}
+
+func TestMemoryFilesOverBudgetFailOpen(t *testing.T) {
+	dir := t.TempDir()
+	big, small := filepath.Join(dir, "big.md"), filepath.Join(dir, "small.md")
+	writeFile(t, big, strings.Repeat("lorem ipsum ", 800))
+	writeFile(t, small, "tiny")
+	path := dbPath(t)
+	_, err := Open(path, "s", Config{Config: simple.Config{MaxTokens: 1000}, MemoryFiles: []string{big, small}})
+	if !errors.Is(err, ErrMemoryTooLarge) {
+		t.Fatalf("Open = %v, want ErrMemoryTooLarge", err)
+	}
+	for _, want := range []string{big + ": ", small + ": ", "tokens", "budget 1000"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	// Nothing was written: the same session opens once the file is fixed.
+	writeFile(t, big, "short now")
+	m := open(t, path, "s", Config{Config: simple.Config{MaxTokens: 1000}, MemoryFiles: []string{big, small}})
+	if m.Resumed() || len(history(t, m)) != 2 {
+		t.Fatalf("after fixing the file: resumed=%v history=%q", m.Resumed(), texts(history(t, m)))
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes: the watcher
+// is asynchronous.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestWatchedMemoryFileEditAddsVersion(t *testing.T) {
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "notes.md")
+	other := filepath.Join(dir, "other.md")
+	writeFile(t, notes, "version one")
+	writeFile(t, other, "stays")
+	var rec recorder
+	cfg := Config{
+		Config:         simple.Config{Hooks: rec.hook},
+		MemoryFiles:    []string{notes, other},
+		WatchMemory:    true,
+		MemoryDebounce: 20 * time.Millisecond,
+	}
+	path := dbPath(t)
+	m := open(t, path, "s", cfg)
+	addAll(t, m, []ctxstore.Message{user("first question")})
+
+	writeFile(t, notes, "version two")
+	waitFor(t, "the edited file to be appended", func() bool { return len(history(t, m)) == 4 })
+	// Editors save in steps: a rename over the file counts as an edit too.
+	tmp := filepath.Join(dir, ".notes.md.swp")
+	writeFile(t, tmp, "version three")
+	if err := os.Rename(tmp, notes); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the renamed file to be appended", func() bool { return len(history(t, m)) == 5 })
+	addAll(t, m, []ctxstore.Message{user("second question")})
+
+	wantHistory := []string{
+		"system:[Context from notes.md]\n\nversion one",
+		"system:[Context from other.md]\n\nstays",
+		"user:first question",
+		"system:[Context from notes.md]\n\nversion two",
+		"system:[Context from notes.md]\n\nversion three",
+		"user:second question",
+	}
+	if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(wantHistory, "|") {
+		t.Fatalf("history = %q, want %q", got, wantHistory)
+	}
+	wantView := []string{
+		"system:[Context from other.md]\n\nstays",
+		"system:[Context from notes.md]\n\nversion three",
+		"user:first question",
+		"user:second question",
+	}
+	if got := texts(viewOf(t, m, 10_000)); strings.Join(got, "|") != strings.Join(wantView, "|") {
+		t.Fatalf("view = %q, want only the newest version of each file: %q", got, wantView)
+	}
+	if n := len(rec.named(ctxstore.EventInclude)); n != 4 {
+		t.Fatalf("%d context:include events, want 4 (two files, two edits)", n)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// After Close the watcher is gone: an edit changes nothing.
+	writeFile(t, notes, "edited after close")
+	time.Sleep(100 * time.Millisecond)
+	st := open(t, path, "s", Config{}) // not watching, no memory files
+	if got := texts(history(t, st)); len(got) != len(wantHistory) {
+		t.Fatalf("an edit after Close was stored: %q", got)
+	}
+	// A reopened session still shows only the newest versions.
+	if got := texts(viewOf(t, st, 10_000)); strings.Join(got, "|") != strings.Join(wantView, "|") {
+		t.Fatalf("view after reopen = %q, want %q", got, wantView)
+	}
+}
+
+func TestWatchedMemoryEditBeforeFirstWrite(t *testing.T) {
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "notes.md")
+	writeFile(t, notes, "draft")
+	cfg := Config{MemoryFiles: []string{notes}, WatchMemory: true, MemoryDebounce: 20 * time.Millisecond}
+	m := open(t, dbPath(t), "s", cfg)
+	writeFile(t, notes, "final")
+	waitFor(t, "the pending memory message to follow the edit", func() bool {
+		h := history(t, m)
+		return len(h) == 1 && strings.HasSuffix(h[0].Text(), "final")
+	})
+	addAll(t, m, []ctxstore.Message{user("go")})
+	got := texts(history(t, m))
+	if len(got) != 2 || got[0] != "system:[Context from notes.md]\n\nfinal" {
+		t.Fatalf("history = %q: an edit before the first write replaces the pending version", got)
+	}
+}
+
+func TestWatchedMemoryEditedWhileClosed(t *testing.T) {
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "notes.md")
+	writeFile(t, notes, "before")
+	cfg := Config{MemoryFiles: []string{notes}, WatchMemory: true, MemoryDebounce: 20 * time.Millisecond}
+	path := dbPath(t)
+	m := open(t, path, "s", cfg)
+	addAll(t, m, []ctxstore.Message{user("q")})
+	_ = m.Close()
+	writeFile(t, notes, "after")
+	r := open(t, path, "s", cfg)
+	v := texts(viewOf(t, r, 10_000))
+	if len(v) != 2 || v[0] != "system:[Context from notes.md]\n\nafter" {
+		t.Fatalf("view after reopening with an edited watched file = %q", v)
+	}
+	if md, _ := memoryInfo(history(t, r)[2]); md.Version != 2 {
+		t.Fatalf("new version number = %d, want 2", md.Version)
+	}
+}
