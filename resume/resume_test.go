@@ -353,3 +353,51 @@ func TestOpenResumeEvent(t *testing.T) {
 		t.Fatalf("fresh session events: %v", ev)
 	}
 }
+
+// Interrupted tails of other shapes: some parallel calls answered, and an
+// Anthropic-style tool_use block. The log stays as written; the view
+// answers exactly the missing calls.
+func TestOpenRepairsOtherTails(t *testing.T) {
+	tests := []struct {
+		name  string
+		jsonl string
+		want  []string
+	}{
+		{"partly answered", `{"role": "user", "content": "go"}
+{"role": "assistant", "content": null, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}, {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+{"role": "tool", "tool_call_id": "a", "content": "done"}
+`, []string{"b"}},
+		{"anthropic tool_use", `{"role": "user", "content": "go"}
+{"role": "assistant", "content": [{"type": "text", "text": "reading"}, {"type": "tool_use", "id": "toolu_9", "name": "read", "input": {"path": "x"}}]}
+`, []string{"toolu_9"}},
+		{"answered tail", `{"role": "user", "content": "go"}
+{"role": "assistant", "content": null, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+{"role": "tool", "tool_call_id": "a", "content": "done"}
+`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := filepath.Join(t.TempDir(), "sess")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			src := filepath.Join(dir, JSONLName)
+			if err := os.WriteFile(src, []byte(tt.jsonl), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			m, rep := openSession(t, Options{Path: dir})
+			if !slices.Equal(rep.Repaired, tt.want) {
+				t.Errorf("repaired %v, want %v", rep.Repaired, tt.want)
+			}
+			if !equalBytes(history(t, m), validLines(t, src)) {
+				t.Error("GetMessages differs from the JSONL")
+			}
+			view, err := m.GetMessagesForRequest(ctx, budget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPairing(t, view)
+		})
+	}
+}
