@@ -17,8 +17,8 @@ const noticeSource = "context-compaction"
 type history struct {
 	msgs       []ctxstore.Message
 	byBytes    map[string][]int // exact bytes -> indices
-	byCallID   map[string]int   // tool call id -> index of the calling message
-	byResultID map[string]int   // tool call id -> index of the message answering it
+	byCallID   map[string][]int // tool call id -> indices of the calling messages (ids can be reused)
+	byResultID map[string][]int // tool call id -> indices of the messages answering it
 	systems    []int            // indices of system messages, in order
 	lastHuman  int              // last real user message, -1 if none
 	trailing   []int            // the trailing tool group: calling message + its results
@@ -42,8 +42,8 @@ func analyze(msgs []ctxstore.Message) *history {
 	h := &history{
 		msgs:       msgs,
 		byBytes:    map[string][]int{},
-		byCallID:   map[string]int{},
-		byResultID: map[string]int{},
+		byCallID:   map[string][]int{},
+		byResultID: map[string][]int{},
 		lastHuman:  -1,
 		pending:    map[string]bool{},
 		orphans:    map[int]bool{},
@@ -62,11 +62,11 @@ func analyze(msgs []ctxstore.Message) *history {
 		case m.HasToolCalls():
 			caller = i
 			for _, id := range m.CallIDs() {
-				h.byCallID[id] = i
+				h.byCallID[id] = append(h.byCallID[id], i)
 			}
 		case isResultOnly(m):
 			for _, id := range m.ResultIDs() {
-				h.byResultID[id] = i
+				h.byResultID[id] = append(h.byResultID[id], i)
 				if caller < 0 || !contains(msgs[caller].CallIDs(), id) {
 					h.orphans[i] = true
 				}
@@ -177,38 +177,49 @@ func describe(m ctxstore.Message) string {
 }
 
 // match maps each view message to the stored message it shows: exact
-// bytes first, else (a truncated tool result or call) its tool ids. -1
-// means injected or rewritten beyond recognition (a notice, a summary, a
-// stub); exact reports a byte-for-byte match.
+// bytes first, else (a truncated tool result or call) its tool ids, taking
+// the first unused candidate after the previous match, as ids may be
+// reused. -1 means injected or rewritten beyond recognition (a notice, a
+// summary, a stub); exact reports a byte-for-byte match.
 func (h *history) match(view []ctxstore.Message) (idx []int, exact []bool) {
 	used := map[int]bool{}
 	idx = make([]int, len(view))
 	exact = make([]bool, len(view))
-	for v, m := range view {
-		idx[v] = -1
-		cands := h.byBytes[string(m.Bytes())]
+	last := -1
+	pick := func(cands []int) int {
+		first := -1
 		for _, i := range cands {
-			if !used[i] {
-				idx[v], exact[v] = i, true
-				break
+			if used[i] {
+				continue
+			}
+			if i > last {
+				return i
+			}
+			if first < 0 {
+				first = i
 			}
 		}
+		return first
+	}
+	for v, m := range view {
+		cands := h.byBytes[string(m.Bytes())]
+		idx[v] = pick(cands)
+		exact[v] = idx[v] >= 0
 		if idx[v] < 0 && len(cands) > 0 { // shown more often than stored
 			idx[v], exact[v] = cands[len(cands)-1], true
 		}
 		if idx[v] < 0 {
 			if ids := m.ResultIDs(); len(ids) > 0 {
-				if i, ok := h.byResultID[ids[0]]; ok {
-					idx[v] = i
-				}
+				idx[v] = pick(h.byResultID[ids[0]])
 			} else if ids := m.CallIDs(); len(ids) > 0 {
-				if i, ok := h.byCallID[ids[0]]; ok {
-					idx[v] = i
-				}
+				idx[v] = pick(h.byCallID[ids[0]])
 			}
 		}
 		if idx[v] >= 0 {
 			used[idx[v]] = true
+			if !isPinned(h.msgs[idx[v]]) {
+				last = idx[v]
+			}
 		}
 	}
 	return idx, exact

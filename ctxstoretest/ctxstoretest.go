@@ -35,6 +35,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,7 @@ func TestManagerWith(t *testing.T, opts Options, newManager func(t *testing.T) c
 		t.Run("SmallHistories", s.testSmallHistories)
 		t.Run("SystemAddedMidConversation", s.testMidSystem)
 		t.Run("OrphanToolResult", s.testOrphan)
+		t.Run("UnansweredCallMidHistory", s.testUnansweredCall)
 	})
 	t.Run("Budget", func(t *testing.T) {
 		t.Run("ExplicitWinsOverModel", s.testExplicitWins)
@@ -203,6 +205,7 @@ func conversations(short bool) []struct {
 		{"Anthropic", newGen(2).conversation(genOpts{turns: turns, toolRate: 0.6, anthropic: 1})},
 		{"MixedPendingTail", newGen(3).conversation(genOpts{turns: turns, toolRate: 0.5, anthropic: 0.5, pendingTail: true})},
 		{"ToolHeavy", newGen(4).conversation(genOpts{turns: turns / 2, toolRate: 0.9, anthropic: 0.3})},
+		{"ReusedCallIDs", newGen(5).conversation(genOpts{turns: turns / 2, toolRate: 0.7, anthropic: 0.3, reuseIDs: true})},
 	}
 }
 
@@ -351,11 +354,14 @@ func (s *suite) testSetMessages(t *testing.T) {
 	})
 	t.Run("ReplacesHistory", func(t *testing.T) {
 		m := s.fresh(t, a)
+		tight := s.tight(a, b)
+		_ = view(t, m, ctxstore.Request{TokenBudget: tight}) // leave compaction state behind
 		if err := m.SetMessages(t.Context(), b); err != nil {
 			t.Fatalf("SetMessages: %v", err)
 		}
 		wantHistory(t, m, b, "after SetMessages replaced an added history")
 		checkViews(t, s, m, b)
+		s.likeFresh(t, m, b, tight, "after SetMessages replaced a viewed history")
 	})
 	t.Run("Empty", func(t *testing.T) {
 		m := s.fresh(t, a)
@@ -364,6 +370,29 @@ func (s *suite) testSetMessages(t *testing.T) {
 		}
 		wantHistory(t, m, nil, "after SetMessages(nil)")
 	})
+}
+
+// tight is a budget that forces compaction of every history given.
+func (s *suite) tight(hs ...[]ctxstore.Message) int {
+	b := 0
+	for _, msgs := range hs {
+		h := analyze(msgs)
+		b = max(b, h.estimate(s.budgetEst, h.floor())+100)
+	}
+	return b
+}
+
+// likeFresh fails unless m, whose history is msgs, gives the same view at
+// budget as a fresh manager given the same history: state a manager keeps
+// for its views (sticky decisions) must not outlive the history it was
+// computed for.
+func (s *suite) likeFresh(t *testing.T, m ctxstore.Manager, msgs []ctxstore.Message, budget int, when string) {
+	t.Helper()
+	got := view(t, m, ctxstore.Request{TokenBudget: budget})
+	want := view(t, s.fresh(t, msgs), ctxstore.Request{TokenBudget: budget})
+	if d := sameMessages(got, want); d != "" {
+		t.Errorf("%s, the view at budget %d differs from a fresh manager's with the same history: %s", when, budget, d)
+	}
 }
 
 // checkViews requests a roomy and a tight view of m, whose history is msgs,
@@ -379,7 +408,7 @@ func checkViews(t *testing.T, s *suite, m ctxstore.Manager, msgs []ctxstore.Mess
 func (s *suite) testClear(t *testing.T) {
 	msgs := newGen(14).conversation(genOpts{turns: 4, toolRate: 0.5})
 	m := s.fresh(t, msgs)
-	_ = view(t, m, ctxstore.Request{TokenBudget: 500}) // leave compaction state behind
+	_ = view(t, m, ctxstore.Request{TokenBudget: s.tight(msgs)}) // leave compaction state behind
 	if err := m.Clear(t.Context()); err != nil {
 		t.Fatalf("Clear: %v", err)
 	}
@@ -395,6 +424,7 @@ func (s *suite) testClear(t *testing.T) {
 	}
 	wantHistory(t, m, after, "after Clear and AddMessage")
 	checkViews(t, s, m, after)
+	s.likeFresh(t, m, after, s.tight(msgs, after), "after Clear and AddMessage")
 	if err := m.Clear(t.Context()); err != nil {
 		t.Fatalf("second Clear: %v", err)
 	}
@@ -589,6 +619,33 @@ func (s *suite) testMidSystem(t *testing.T) {
 		s.checkView(t, h, view(t, m, ctxstore.Request{TokenBudget: b}), b)
 	}
 	wantHistory(t, m, msgs, "after views")
+}
+
+func (s *suite) testUnansweredCall(t *testing.T) {
+	// A turn interrupted while tools ran, then the conversation went on: the
+	// calls have no results anywhere, and sending them unanswered makes the
+	// provider reject the request.
+	p := func(s string) ctxstore.Message { return ctxstore.MustParseMessage([]byte(s)) }
+	msgs := newGen(23).conversation(genOpts{turns: 6, toolRate: 0.5})
+	mid := len(msgs) / 2
+	for mid < len(msgs) && !isHuman(msgs[mid]) {
+		mid++
+	}
+	cut := []ctxstore.Message{
+		p(`{"role":"assistant","content":null,"tool_calls":[{"id":"call_cut_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"make\"}"}}]}`),
+		p(`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_cut_2","name":"bash","input":{"command":"make"}}]}`),
+	}
+	for i, c := range cut {
+		t.Run([]string{"OpenAI", "Anthropic"}[i], func(t *testing.T) {
+			hist := slices.Concat(msgs[:mid+1], []ctxstore.Message{c, ctxstore.NewMessage(ctxstore.RoleUser, "Never mind that, stop the build.")}, msgs[mid+1:])
+			m := s.fresh(t, hist)
+			h := analyze(hist)
+			for _, b := range []int{s.roomy(hist), estimateAll(s.budgetEst, hist) / 2} {
+				s.checkView(t, h, view(t, m, ctxstore.Request{TokenBudget: b}), b)
+			}
+			wantHistory(t, m, hist, "after views: an unanswered call must stay stored")
+		})
+	}
 }
 
 func (s *suite) testOrphan(t *testing.T) {

@@ -18,6 +18,7 @@ type genOpts struct {
 	midSystem   bool    // add a system message in the middle of the conversation
 	pendingTail bool    // end with an assistant whose tool calls are (partly) unanswered
 	orphan      bool    // add a tool result whose call is not in the history
+	reuseIDs    bool    // number calls call_0, call_1… in every group, as some models do
 }
 
 // gen writes realistic agent conversations: system prompts, questions, long
@@ -28,8 +29,9 @@ type genOpts struct {
 // carries a unique step number, so no two messages are byte-identical and a
 // view can be matched back to the history.
 type gen struct {
-	r    *rand.Rand
-	step int
+	r     *rand.Rand
+	step  int
+	reuse bool // genOpts.reuseIDs of the conversation being written
 }
 
 func newGen(seed uint64) *gen {
@@ -38,6 +40,7 @@ func newGen(seed uint64) *gen {
 
 // conversation generates one conversation with the given options.
 func (g *gen) conversation(o genOpts) []ctxstore.Message {
+	g.reuse = o.reuseIDs
 	var ms []ctxstore.Message
 	ms = append(ms, g.system("You are a careful coding agent working in a Go repository. Prefer small, tested changes."))
 	if g.r.IntN(2) == 0 {
@@ -228,10 +231,13 @@ func (g *gen) toolGroup(anthropic, complete bool) []ctxstore.Message {
 	cs := make([]call, calls)
 	for i := range cs {
 		t := tools[g.r.IntN(len(tools))]
+		prefix := "call_"
 		if anthropic {
-			cs[i] = call{fmt.Sprintf("toolu_%d_%d", n, i), t.name, t.args}
-		} else {
-			cs[i] = call{fmt.Sprintf("call_%d_%d", n, i), t.name, t.args}
+			prefix = "toolu_"
+		}
+		cs[i] = call{fmt.Sprintf("%s%d_%d", prefix, n, i), t.name, t.args}
+		if g.reuse {
+			cs[i].id = fmt.Sprintf("%s%d", prefix, i)
 		}
 	}
 	answered := calls
@@ -263,7 +269,7 @@ func (g *gen) toolGroup(anthropic, complete bool) []ctxstore.Message {
 		tcs = append(tcs, fmt.Sprintf(`{"id":%s,"type":"function","function":{"name":%s,"arguments":%s}}`, str(c.id), str(c.name), str(c.args)))
 	}
 	content := "null"
-	if g.r.IntN(3) == 0 {
+	if g.r.IntN(3) == 0 || g.reuse { // reused ids alone would repeat the bytes
 		content = str(fmt.Sprintf("Step %d: running tools.", n))
 	}
 	out = append(out, g.parse(g.obj("role", `"assistant"`, "content", content, "tool_calls", "["+strings.Join(tcs, ",")+"]")))
