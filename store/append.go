@@ -50,7 +50,16 @@ func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, i
 			return 0, 0, fmt.Errorf("store: append to session %q: message %d: %w", session, i, err)
 		}
 	}
-	err = s.write(ctx, func(tx *bbolt.Tx) error {
+	err = s.write(ctx, appendTx(session, recs, ifEmpty, &first, &last))
+	if err != nil {
+		return 0, 0, err
+	}
+	return first, last, nil
+}
+
+// appendTx returns the write of recs to session, which sets first and last.
+func appendTx(session string, recs []Record, ifEmpty bool, first, last *uint64) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
 		now := time.Now().UnixNano()
 		sb, meta, err := openSession(tx, session, now)
 		if err != nil {
@@ -63,7 +72,7 @@ func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, i
 		if err != nil {
 			return err
 		}
-		first = meta.LastSeq + 1
+		*first = meta.LastSeq + 1
 		for _, r := range recs {
 			env := envelope{
 				Seq: meta.LastSeq + 1, Epoch: meta.Epoch, Time: now,
@@ -76,13 +85,9 @@ func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, i
 			}
 			meta.add(&env, r.Message)
 		}
-		last = meta.LastSeq
+		*last = meta.LastSeq
 		return putMeta(sb, session, &meta)
-	})
-	if err != nil {
-		return 0, 0, err
 	}
-	return first, last, nil
 }
 
 func putEnvelope(msgs *bbolt.Bucket, env *envelope) error {

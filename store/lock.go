@@ -127,6 +127,17 @@ func (s *Store) openDB(ctx context.Context) (*bbolt.DB, error) {
 // lockFile returns a descriptor of the file holding its flock (exclusive,
 // or shared for ReadOnly), waiting at most LockTimeout.
 func (s *Store) lockFile(ctx context.Context) (*os.File, error) {
+	// The common case, nobody holding the lock, costs one non-blocking
+	// flock and no goroutine hand-off.
+	s.mu.Lock()
+	idle := s.pending == nil
+	s.mu.Unlock()
+	if idle {
+		f, err := s.lockCurrentInode(false)
+		if !errors.Is(err, errBusy) {
+			return f, err
+		}
+	}
 	timer := time.NewTimer(s.opts.LockTimeout)
 	defer timer.Stop()
 	for {
@@ -189,7 +200,7 @@ func (s *Store) lockFile(ctx context.Context) (*os.File, error) {
 // If the file was replaced meanwhile (a salvage renamed a new file over
 // it), it locks the new one: writing to the unlinked inode would lose data.
 func (s *Store) runLockAttempt(a *lockAttempt) {
-	f, err := s.lockCurrentInode()
+	f, err := s.lockCurrentInode(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil && s.waiters == 0 {
@@ -204,10 +215,19 @@ func (s *Store) runLockAttempt(a *lockAttempt) {
 	close(a.done)
 }
 
-func (s *Store) lockCurrentInode() (*os.File, error) {
+// errBusy is lockCurrentInode's answer, when not blocking, to a lock held
+// elsewhere.
+var errBusy = errors.New("lock busy")
+
+// lockCurrentInode opens the file and flocks it, waiting if block, and
+// failing with errBusy otherwise.
+func (s *Store) lockCurrentInode(block bool) (*os.File, error) {
 	flag, how := os.O_RDWR|os.O_CREATE, syscall.LOCK_EX
 	if s.opts.ReadOnly {
 		flag, how = os.O_RDONLY, syscall.LOCK_SH
+	}
+	if !block {
+		how |= syscall.LOCK_NB
 	}
 	for {
 		f, err := os.OpenFile(s.path, flag, fileMode)
@@ -216,14 +236,17 @@ func (s *Store) lockCurrentInode() (*os.File, error) {
 		}
 		if err := flockRetry(f, how); err != nil {
 			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, errBusy
+			}
 			return nil, fmt.Errorf("store %s: lock: %w", s.path, err)
 		}
 		same, err := sameFile(f, s.path)
-		if err != nil || same {
-			if err != nil {
-				f.Close()
-				return nil, err
-			}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if same {
 			return f, nil
 		}
 		f.Close()
