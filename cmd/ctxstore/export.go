@@ -54,7 +54,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -435,12 +434,7 @@ func readMessageLine(lr *lineReader, session string) (store.Entry, error) {
 	if rec.MessageBase64 != nil {
 		raw = rec.MessageBase64
 	}
-	m, err := ctxstore.ParseMessage(raw)
-	if err != nil {
-		return store.Entry{}, lr.errorf("message seq %d of session %q: %v", rec.Seq, session, err)
-	}
-	return store.Entry{
-		Session: session, Seq: rec.Seq, Epoch: rec.Epoch, Time: rec.Time, Role: m.Role(), Tokens: rec.Tokens,
-		CallIDs: m.CallIDs(), ResultIDs: m.ResultIDs(), Raw: raw,
-	}, nil
+	// The store parses and validates the message (ImportSession derives
+	// role and tool ids from it); its error names the seq.
+	return store.Entry{Session: session, Seq: rec.Seq, Epoch: rec.Epoch, Time: rec.Time, Tokens: rec.Tokens, Raw: raw}, nil
 }

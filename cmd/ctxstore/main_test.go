@@ -367,6 +367,14 @@ func TestExportImportRoundTrip(t *testing.T) {
 	if r := e.ok("", "--db", cutDB, "ls", "--json"); strings.Contains(r.stdout, `"name": "work"`) {
 		t.Errorf("the cut session was imported:\n%s", r.stdout)
 	}
+	// An invalid message inside an export is refused with its place.
+	bad := filepath.Join(e.dir, "bad.jsonl")
+	os.WriteFile(bad, bytes.Replace(want, []byte(`"role":"tool"`), []byte(`"role":"robot"`), 1), 0o600)
+	badDB := filepath.Join(e.dir, "bad.db")
+	e.fail(1, "", []string{"--db", badDB, "import", bad}, `session "work"`, "line ", `unknown role "robot"`)
+	if r := e.ok("", "--db", badDB, "ls", "--json"); strings.Contains(r.stdout, `"name": "work"`) {
+		t.Errorf("the session with a bad message was imported:\n%s", r.stdout)
+	}
 	// A newer format version is refused.
 	newer := filepath.Join(e.dir, "newer.jsonl")
 	os.WriteFile(newer, []byte(`{"format":"ctxstore-export","version":99,"sessions":0}`+"\n"), 0o600)
