@@ -74,25 +74,26 @@ type ImportOptions struct {
 
 // ImportReport says what an import did.
 type ImportReport struct {
-	Session string
-	Source  string
+	Session string `json:"session"`
+	Source  string `json:"source"`
 	// Lines is the number of non-blank lines read; every one of them was
 	// either imported or is listed in Malformed (or, on a continued
 	// import, was already stored).
-	Lines int
+	Lines int `json:"lines"`
 	// Imported is the number of messages this call appended.
-	Imported int
+	Imported int `json:"imported"`
 	// Continued is the number of messages an earlier, interrupted import
 	// had already stored; this call appended only the rest.
-	Continued int
+	Continued int `json:"continued"`
 	// Malformed lists the lines that were skipped and why.
-	Malformed []LineError
+	Malformed []LineError `json:"malformed,omitempty"`
 	// Skipped, when not empty, says why nothing was read: the source was
 	// imported before, or the session already holds messages.
-	Skipped string
+	Skipped string `json:"skipped,omitempty"`
 	// FirstSeq and LastSeq are the seqs of the imported messages (0 when
 	// none were imported).
-	FirstSeq, LastSeq uint64
+	FirstSeq uint64 `json:"first_seq,omitempty"`
+	LastSeq  uint64 `json:"last_seq,omitempty"`
 }
 
 // ErrImportConflict means an interrupted import cannot be continued because

@@ -12,8 +12,8 @@ import (
 
 // LineError is one JSONL line that was not imported.
 type LineError struct {
-	Line int    // 1-based line number in the file
-	Err  string // why, e.g. `invalid message: field "role": missing`
+	Line int    `json:"line"`  // 1-based line number in the file
+	Err  string `json:"error"` // why, e.g. `invalid message: field "role": missing`
 }
 
 // String formats the error the way compilers do, so editors can jump to it.

@@ -44,28 +44,28 @@ type Options struct {
 
 // Report says what Open did, for logs and for the person resuming.
 type Report struct {
-	Session string // the session id, also its name in the store
-	Project string // the Amplifier project slug, when known
-	DBPath  string // the store file
-	Source  string // the legacy JSONL considered for import ("" when none)
+	Session string `json:"session"`           // the session id, also its name in the store
+	Project string `json:"project,omitempty"` // the Amplifier project slug, when known
+	DBPath  string `json:"db"`                // the store file
+	Source  string `json:"source,omitempty"`  // the legacy JSONL considered for import ("" when none)
 	// Resumed is true when the session held messages once opened (from an
 	// earlier run or this import): its history is authoritative and the
 	// host's SetMessages will be ignored.
-	Resumed bool
+	Resumed bool `json:"resumed"`
 	// Messages is the number of messages in the session's current epoch.
-	Messages int
+	Messages int `json:"messages"`
 	// Migrated is the number of messages imported from Source by this call.
-	Migrated int
+	Migrated int `json:"migrated"`
 	// Malformed lists the JSONL lines that were skipped and why.
-	Malformed []LineError
+	Malformed []LineError `json:"malformed,omitempty"`
 	// Repaired lists the tool-call ids of an interrupted tail that views
 	// now answer with a synthetic "[interrupted: no result was recorded]".
-	Repaired []string
+	Repaired []string `json:"repaired,omitempty"`
 	// Notes are other things a person should know, e.g. why the JSONL was
 	// not imported.
-	Notes []string
+	Notes []string `json:"notes,omitempty"`
 	// Import is the full import report (nil when there was no JSONL).
-	Import *ImportReport
+	Import *ImportReport `json:"import,omitempty"`
 }
 
 // String is a short human account, one fact per line.
