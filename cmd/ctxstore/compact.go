@@ -22,7 +22,8 @@ func compactFileCommand() *command {
 		summary: "rewrite the file without its free pages (after purges), in place or into OUT",
 		help: `bbolt never gives freed pages back to the file system: after 'purge' the
 file keeps its size and reuses the space. compact-file copies every
-bucket into a new, tightly packed file.
+bucket into a new, tightly packed file. It verifies the file first and
+refuses a damaged one (see 'ctxstore doctor').
 
 With OUT, the copy goes to OUT (which must not exist) and the database is
 left as it is; other processes may keep using it meanwhile.
@@ -41,18 +42,22 @@ open the whole time (not ctxstore's way) makes compact-file fail with a
 			if err != nil {
 				return err
 			}
-			// Opening through the store checks the file for damage first:
-			// bbolt faults fatally on some damaged files.
+			// Verify first: bbolt faults fatally (not a recoverable panic)
+			// on some damaged pages, and copying damage helps nobody.
 			st, err := a.open(readOnly)
 			if err != nil {
 				return err
 			}
-			if _, err := st.Sessions(ctx); err != nil {
-				st.Close()
-				return explain(st.Path(), "", err)
-			}
 			path := st.Path()
+			rep, err := st.Verify(ctx)
 			st.Close()
+			if err != nil {
+				return explain(path, "", fmt.Errorf("compact-file: verify first: %w", err))
+			}
+			if !rep.Intact() {
+				return fmt.Errorf("%s is damaged (%d problems; see: ctxstore verify): compact-file copies only sound files; recover what is readable with: ctxstore --db %s doctor --salvage OUT.db",
+					path, len(rep.Problems)+rep.MoreProblems, shellQuote(path))
+			}
 
 			before, err := os.Stat(path)
 			if err != nil {

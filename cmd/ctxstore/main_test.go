@@ -534,7 +534,12 @@ func TestVerifyAndSalvage(t *testing.T) {
 		t.Fatal(err)
 	}
 	damaged := bytes.Clone(data)
-	copy(damaged[len(data)/2:], bytes.Repeat([]byte{0xff}, 8192))
+	at := bytes.Index(data, []byte("Question 20:")) // a page that holds messages
+	if at < 0 {
+		t.Fatal("message text not found in the file")
+	}
+	at -= at % 4096
+	copy(damaged[at:], bytes.Repeat([]byte{0xff}, 4096))
 	os.WriteFile(e.db, damaged, 0o600)
 	r = e.run("", "verify")
 	if r.code != 1 || !strings.Contains(r.stdout, "DAMAGED") || !strings.Contains(r.stdout, "doctor --salvage") {
@@ -550,6 +555,7 @@ func TestVerifyAndSalvage(t *testing.T) {
 		t.Error("salvage modified the original")
 	}
 	e.fail(1, "", []string{"doctor", "--salvage", out}, "already exists")
+	e.fail(1, "", []string{"compact-file", filepath.Join(e.dir, "c.db")}, "damaged", "doctor --salvage")
 	e.fail(2, "", []string{"doctor"}, "--salvage OUT")
 }
 
