@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -57,5 +58,56 @@ func BenchmarkReadJSONL(b *testing.B) {
 		if n != 10_000 {
 			b.Fatal(n)
 		}
+	}
+}
+
+// BenchmarkOpen is [B4] seen from resume: resume an already imported
+// Amplifier session (find it, check the import record, open, check the
+// tail for repair) and compute its first view, at 1k and 100k messages.
+// Nothing in resume may grow with the history: metric "x100k/1k" should
+// stay near persistent's BenchmarkResume ratio (target ≤ 3).
+func BenchmarkOpen(b *testing.B) {
+	ctx := context.Background()
+	perOp := map[int]float64{}
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			dir := filepath.Join(b.TempDir(), "sess")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				b.Fatal(err)
+			}
+			var buf bytes.Buffer
+			for i := range n {
+				fmt.Fprintf(&buf, `{"role": "user", "content": "message %d", "timestamp": "2025-10-14T09:12:03.512+00:00"}`+"\n", i)
+			}
+			if err := os.WriteFile(filepath.Join(dir, JSONLName), buf.Bytes(), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			m, rep, err := Open(ctx, Options{Path: dir}) // the import, untimed
+			if err != nil || rep.Migrated != n {
+				b.Fatalf("%+v, %v", rep, err)
+			}
+			m.Close()
+			req := ctxstore.Request{TokenBudget: 50_000}
+			b.ResetTimer()
+			for b.Loop() {
+				m, _, err := Open(ctx, Options{Path: dir})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := m.GetMessagesForRequest(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+				m.Close()
+			}
+			perOp[n] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		})
+	}
+	if perOp[1_000] > 0 && perOp[100_000] > 0 {
+		// A parent with sub-benchmarks prints no line of its own.
+		b.Run("ratio", func(b *testing.B) {
+			for b.Loop() {
+			}
+			b.ReportMetric(perOp[100_000]/perOp[1_000], "x100k/1k")
+		})
 	}
 }
