@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -407,20 +408,17 @@ func TestLockedFile(t *testing.T) {
 	holder := exec.Command(os.Args[0])
 	holder.Env = append(os.Environ(), roleEnv+"=hold-lock", "CTXSTORE_DB="+e.db)
 	stdin, _ := holder.StdinPipe()
-	var out bytes.Buffer
-	holder.Stdout = &out
+	stdout, _ := holder.StdoutPipe()
 	holder.Stderr = os.Stderr
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		stdin.Close()
+		stdin.Close() // the holder lets go and exits
 		holder.Wait()
 	}()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "locked"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("lock holder did not start")
-		}
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("lock holder did not start: %q, %v", line, err)
 	}
 	for _, args := range [][]string{{"ls"}, {"add", "s"}, {"compact-file"}} {
 		stdinText := ""
