@@ -180,7 +180,8 @@ func (e *engine) hidden(id uint64) bool {
 func (e *engine) locateHumans() {
 	if e.h.FirstUser != nil {
 		e.firstUserID = e.h.FirstUser.ID
-	} else if !e.h.Partial {
+	} else {
+		// Nil FirstUser means it is not older than the tail (contract).
 		for _, it := range e.h.Tail {
 			if isHuman(it.Msg) && !e.hidden(it.ID) {
 				e.firstUserID = it.ID
@@ -443,12 +444,8 @@ func (e *engine) truncate(i int) bool {
 	if en.form != formOriginal || !en.result {
 		return false
 	}
-	nm, ok := truncateResult(en.item.Msg, en.item.Tokens, e.cfg.TruncateChars)
-	if !ok {
-		return false
-	}
-	nt := e.est.Estimate(nm)
-	if nt >= en.tokens {
+	nm, nt, ok := e.rewrite(en.item, formTruncated)
+	if !ok || nt >= en.tokens {
 		return false
 	}
 	if !e.units[en.unit].removed {
@@ -463,12 +460,8 @@ func (e *engine) stub(i int) bool {
 	if en.form != formOriginal || !en.human || !stubbable(en.item.Msg) {
 		return false
 	}
-	nm, ok := stubMessage(en.item.Msg)
-	if !ok {
-		return false
-	}
-	nt := e.est.Estimate(nm)
-	if nt >= en.tokens {
+	nm, nt, ok := e.rewrite(en.item, formStubbed)
+	if !ok || nt >= en.tokens {
 		return false
 	}
 	if !e.units[en.unit].removed {
@@ -476,6 +469,28 @@ func (e *engine) stub(i int) bool {
 	}
 	en.msg, en.tokens, en.form = nm, nt, formStubbed
 	return true
+}
+
+// rewrite returns the truncated or stubbed form of it and its estimate,
+// from the memo when possible.
+func (e *engine) rewrite(it Item, f form) (ctxstore.Message, int, bool) {
+	k := memoKey{id: it.ID, form: f, chars: e.cfg.TruncateChars, size: it.Msg.Size(), tokens: it.Tokens}
+	if v, ok := e.h.Memo.get(k); ok {
+		return v.msg, v.tokens, true
+	}
+	var nm ctxstore.Message
+	var ok bool
+	if f == formTruncated {
+		nm, ok = truncateResult(it.Msg, it.Tokens, e.cfg.TruncateChars)
+	} else {
+		nm, ok = stubMessage(it.Msg)
+	}
+	if !ok {
+		return nm, 0, false
+	}
+	v := memoVal{msg: nm, tokens: e.est.Estimate(nm)}
+	e.h.Memo.put(k, v)
+	return v.msg, v.tokens, true
 }
 
 // floorTokens is Σ of the floor: pinned, last human, trailing group.

@@ -120,12 +120,16 @@ func (e *engine) lastResort(hard int) {
 			}
 		}
 	}
-	for k, u := range e.units {
-		if !u.removed && !u.floor {
-			e.remove(k)
-			e.raise(LevelLastResort)
-			if e.fits(hard) {
-				return
+	// The first human message goes last (V2.5), after everything else
+	// outside the floor.
+	for _, first := range []bool{false, true} {
+		for k, u := range e.units {
+			if !u.removed && !u.floor && u.firstUser == first {
+				e.remove(k)
+				e.raise(LevelLastResort)
+				if e.fits(hard) {
+					return
+				}
 			}
 		}
 	}

@@ -120,7 +120,11 @@ func prefixRunes(s string, n int) (string, bool) {
 // `[truncated: ~N tokens - call tool again if needed] <first chars>...`.
 func TruncatedText(text string, tokens, chars int) string {
 	p, _ := prefixRunes(text, chars)
-	return fmt.Sprintf(truncatedPrefixTemplate, tokens) + p + "..."
+	return truncatedText(p, tokens)
+}
+
+func truncatedText(prefix string, tokens int) string {
+	return fmt.Sprintf(truncatedPrefixTemplate, tokens) + prefix + "..."
 }
 
 // StubText is the text a stubbed user message shows [V3]:
@@ -133,7 +137,8 @@ func StubText(text string) string {
 // stubbable reports whether a human message is long enough to stub (its
 // text is over 80 characters).
 func stubbable(m ctxstore.Message) bool {
-	return utf8.RuneCountInString(m.Text()) > 80
+	_, longer := textPrefix(m, 80)
+	return longer
 }
 
 // truncateResult builds the truncated form of a tool-result carrier: a
@@ -142,7 +147,8 @@ func stubbable(m ctxstore.Message) bool {
 func truncateResult(m ctxstore.Message, tokens, chars int) (ctxstore.Message, bool) {
 	c := m.Content()
 	if len(c) == 0 || c[0] != '[' || m.Role() == ctxstore.RoleTool {
-		return replaceContent(m, encodeString(TruncatedText(m.Text(), tokens, chars)))
+		p, _ := textPrefix(m, chars)
+		return replaceContent(m, encodeString(truncatedText(p, tokens)))
 	}
 	var blocks []json.RawMessage
 	if json.Unmarshal(c, &blocks) != nil {
@@ -204,7 +210,8 @@ func blockText(c json.RawMessage) string {
 
 // stubMessage builds the stubbed form of a human message.
 func stubMessage(m ctxstore.Message) (ctxstore.Message, bool) {
-	return replaceContent(m, encodeString(StubText(m.Text())))
+	p, _ := textPrefix(m, 50)
+	return replaceContent(m, encodeString(`[User message compacted - original: "`+p+`..."]`))
 }
 
 // systemMessage builds a message with metadata.source = source.
@@ -259,4 +266,70 @@ func NoticeText(removed, truncated, stubbed, summarized int) string {
 // metadata.source = "context-compaction". It is never stored.
 func NoticeMessage(removed, truncated, stubbed, summarized int) ctxstore.Message {
 	return sourcedMessage(ctxstore.RoleUser, NoticeText(removed, truncated, stubbed, summarized), NoticeSource)
+}
+
+// textPrefix returns the first n runes of m's text and whether the text
+// is longer, decoding only that much of a string content: truncating a
+// megabyte tool result must not decode the megabyte.
+func textPrefix(m ctxstore.Message, n int) (string, bool) {
+	c := m.Content()
+	if len(c) == 0 || c[0] != '"' {
+		return prefixRunes(m.Text(), n)
+	}
+	var out []byte
+	runes := 0
+	i := 1
+	for i < len(c) {
+		if runes == n {
+			return string(out), c[i] != '"'
+		}
+		b := c[i]
+		switch {
+		case b == '"':
+			return string(out), false
+		case b == '\\' && i+1 < len(c):
+			switch c[i+1] {
+			case 'u':
+				// Let encoding/json decode the escape (and a surrogate pair).
+				k := i + 6
+				high := k <= len(c) && (c[i+2] == 'd' || c[i+2] == 'D') && bytes.IndexByte([]byte("89abAB"), c[i+3]) >= 0
+				if high && k+6 <= len(c) && c[k] == '\\' && c[k+1] == 'u' {
+					k += 6
+				}
+				var s string
+				if json.Unmarshal(append(append([]byte{'"'}, c[i:min(k, len(c))]...), '"'), &s) != nil {
+					return prefixRunes(m.Text(), n)
+				}
+				for _, r := range s {
+					if runes == n {
+						return string(out), true
+					}
+					out = utf8.AppendRune(out, r)
+					runes++
+				}
+				i = k
+				continue
+			case 'n':
+				out = append(out, '\n')
+			case 't':
+				out = append(out, '\t')
+			case 'r':
+				out = append(out, '\r')
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			default: // \" \\ \/
+				out = append(out, c[i+1])
+			}
+			runes++
+			i += 2
+		default:
+			r, size := utf8.DecodeRune(c[i:])
+			out = utf8.AppendRune(out, r)
+			runes++
+			i += size
+		}
+	}
+	return string(out), false
 }

@@ -102,6 +102,9 @@ type History struct {
 	// Hidden lists IDs (ascending) that must never appear in the view, such
 	// as superseded memory-file versions (P3). Optional.
 	Hidden []uint64
+	// Memo, optional, caches rewritten messages between requests so a
+	// truncated megabyte tool result is rewritten once, not per request.
+	Memo *Memo
 	// Total and TotalTokens describe the whole current history (message
 	// count and Σ tokens); they are reported in events, never walked.
 	Total       int
@@ -230,4 +233,52 @@ type Result struct {
 	Stats   Stats
 	// Events to emit, in order.
 	Events []Event
+}
+
+// Memo caches the truncated and stubbed forms of messages across Compute
+// calls of one manager. A manager keeps one (NewMemo) and passes it in
+// History.Memo. It is not safe for concurrent use: pass it only under the
+// lock that serializes the manager's requests, and replace it when item IDs
+// are reused (Clear, SetMessages in memory). Entries are also keyed by the
+// message's size and estimate, so a stale entry is never used for another
+// message.
+type Memo struct {
+	m map[memoKey]memoVal
+}
+
+type memoKey struct {
+	id     uint64
+	form   form
+	chars  int
+	size   int
+	tokens int
+}
+
+type memoVal struct {
+	msg    ctxstore.Message
+	tokens int
+}
+
+// memoLimit bounds a Memo; it is cleared when full (it only saves work).
+const memoLimit = 4096
+
+// NewMemo returns an empty Memo.
+func NewMemo() *Memo { return &Memo{m: make(map[memoKey]memoVal)} }
+
+func (c *Memo) get(k memoKey) (memoVal, bool) {
+	if c == nil {
+		return memoVal{}, false
+	}
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *Memo) put(k memoKey, v memoVal) {
+	if c == nil {
+		return
+	}
+	if len(c.m) >= memoLimit {
+		clear(c.m)
+	}
+	c.m[k] = v
 }

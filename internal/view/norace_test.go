@@ -1,0 +1,5 @@
+//go:build !race
+
+package view_test
+
+const raceEnabled = false

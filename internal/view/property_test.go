@@ -1,0 +1,133 @@
+package view_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/internal/view/viewtest"
+)
+
+func soak() bool { return os.Getenv("CTXSTORE_SOAK") == "1" }
+
+// testSummarizer is deterministic; it fails for spans whose length is a
+// multiple of 7, so the fallback path is exercised too.
+func testSummarizer(_ context.Context, span []ctxstore.Message) (string, error) {
+	if len(span)%7 == 0 {
+		return "", errors.New("model unavailable")
+	}
+	return fmt.Sprintf("%d messages, starting with %.40q", len(span), span[0].Text()), nil
+}
+
+func defaultConfig(strategy string) view.Config {
+	return view.Config{
+		Strategy:             strategy,
+		FallbackTokens:       view.DefaultFallbackTokens,
+		SafetyMargin:         view.DefaultSafetyMargin,
+		CompactThreshold:     view.DefaultCompactThreshold,
+		TargetUsage:          view.DefaultTargetUsage,
+		ProtectedRecent:      view.DefaultProtectedRecent,
+		ProtectedToolResults: view.DefaultProtectedToolResults,
+		TruncateChars:        view.DefaultTruncateChars,
+		KeepRecent:           view.DefaultKeepRecent,
+		Notice:               true,
+		Estimator:            tokens.Default(),
+		Summarizer:           testSummarizer,
+	}
+}
+
+var strategies = []string{view.StrategyProgressive, view.StrategyTruncate, view.StrategySummarize}
+
+func compute(items []view.Item, budget int, saved view.Decisions, cfg view.Config, memo *view.Memo) view.Result {
+	b := view.Budget{Tokens: budget, Source: view.SourceExplicit}
+	h := viewtest.Load(items, view.Horizon(budget, cfg, saved))
+	h.Memo = memo
+	return view.Compute(context.Background(), h, b, saved, cfg)
+}
+
+func messages(v []ctxstore.Message) string {
+	var b bytes.Buffer
+	for _, m := range v {
+		b.Write(m.Bytes())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// TestPropertyOneShot checks every V2 invariant for thousands of generated
+// conversations, every strategy and many budgets, from scratch.
+func TestPropertyOneShot(t *testing.T) {
+	n := 100
+	if raceEnabled {
+		n = 15
+	}
+	if soak() {
+		n = 20_000
+	}
+	est := tokens.Default()
+	r := rand.New(rand.NewPCG(1, 2))
+	for c := 0; c < n; c++ {
+		o := viewtest.Random(r)
+		msgs := viewtest.Generate(r, o)
+		items := viewtest.Items(msgs, est)
+		total := viewtest.Sum(msgs, est)
+		memo := view.NewMemo()
+		budgets := []int{1, 50, 300, 2000, total/20 + 1, total/5 + 1, total/2 + 1, total + total/10 + 1, r.IntN(total+1) + 1}
+		for _, s := range strategies {
+			cfg := defaultConfig(s)
+			for _, b := range budgets {
+				res := compute(items, b, view.Decisions{}, cfg, memo)
+				if err := viewtest.Check(msgs, res.View, b, est, s); err != nil {
+					t.Fatalf("conversation %d (%+v) strategy %s budget %d (total %d): %v\nview:\n%.3000s", c, o, s, b, total, err, messages(res.View))
+				}
+				// V2.7 and the horizon contract: the same inputs, and a
+				// caller that loads the whole history, give the same view.
+				full := viewtest.Load(items, view.Need{Tokens: 1 << 60})
+				again := view.Compute(context.Background(), full, view.Budget{Tokens: b}, view.Decisions{}, cfg)
+				if messages(again.View) != messages(res.View) {
+					t.Fatalf("conversation %d strategy %s budget %d: view depends on how much history was loaded", c, s, b)
+				}
+			}
+		}
+	}
+}
+
+// TestPropertySession grows conversations message by message, asking for a
+// view after each with the saved decisions, like a host does.
+func TestPropertySession(t *testing.T) {
+	n := 20
+	if raceEnabled {
+		n = 4
+	}
+	if soak() {
+		n = 1500
+	}
+	est := tokens.Default()
+	r := rand.New(rand.NewPCG(3, 4))
+	for c := 0; c < n; c++ {
+		o := viewtest.Random(r)
+		o.Turns = 20 + r.IntN(100)
+		msgs := viewtest.Generate(r, o)
+		items := viewtest.Items(msgs, est)
+		total := viewtest.Sum(msgs, est)
+		b := total/(2+r.IntN(8)) + 100
+		s := strategies[c%len(strategies)]
+		cfg := defaultConfig(s)
+		var d view.Decisions
+		memo := view.NewMemo()
+		for k := 1; k <= len(items); k++ {
+			res := compute(items[:k], b, d, cfg, memo)
+			if err := viewtest.Check(msgs[:k], res.View, b, est, s); err != nil {
+				t.Fatalf("conversation %d strategy %s budget %d after %d messages: %v\nview:\n%.3000s", c, s, b, k, err, messages(res.View))
+			}
+			d = res.Decisions
+		}
+	}
+}
