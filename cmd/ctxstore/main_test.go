@@ -598,3 +598,91 @@ func TestTail(t *testing.T) {
 	}
 	e.fail(1, "", []string{"tail", "nope"}, `session "nope" not found`)
 }
+
+func TestTailFollow(t *testing.T) {
+	if !watchAvailable {
+		t.Skip("tail -f waits for store.Watch")
+	}
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	cmd := exec.Command(binary, "tail", "-f", "-n", "1", "s", "--jsonl")
+	cmd.Env = e.vars
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("tail -f ended early; stderr: %s", stderr.String())
+			}
+			return l
+		case <-time.After(20 * time.Second):
+			t.Fatalf("tail -f printed nothing new in 20 s")
+		}
+		return ""
+	}
+	all := strings.Split(strings.TrimSpace(conversation), "\n")
+	if got := next(); got != all[len(all)-1] {
+		t.Fatalf("tail -f -n 1 first printed %q", got)
+	}
+	// Another process appends; tail sees it, in order.
+	e.ok(`{"role":"user","content":"from another process"}`+"\n"+`{"role":"assistant","content":"seen"}`, "add", "s")
+	if got := next(); got != `{"role":"user","content":"from another process"}` {
+		t.Fatalf("tail -f printed %q", got)
+	}
+	if got := next(); got != `{"role":"assistant","content":"seen"}` {
+		t.Fatalf("tail -f printed %q", got)
+	}
+	// A clear by another process, then more messages.
+	e.ok("", "clear", "s")
+	e.ok(`{"role":"user","content":"new epoch"}`, "add", "s")
+	if got := next(); got != `{"role":"user","content":"new epoch"}` {
+		t.Fatalf("tail -f after clear printed %q", got)
+	}
+	// Ctrl-C ends it cleanly.
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if err != nil {
+		t.Fatalf("tail -f after SIGINT: %v (want exit 0); stderr: %s", err, stderr.String())
+	}
+}
+
+func TestJSONOutput(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+	}{
+		{conversation, []string{"--json", "add", "s"}},
+		{"", []string{"ls", "--json"}},
+		{"", []string{"show", "s", "--json"}},
+		{"", []string{"view", "s", "--budget", "100", "--json"}},
+		{"", []string{"stats", "--json"}},
+		{"", []string{"verify", "--json"}},
+		{"", []string{"export", "-o", "x.jsonl", "--json"}},
+		{"", []string{"--json", "--db", "y.db", "import", "x.jsonl"}},
+		{"", []string{"clear", "s", "--json"}},
+		{"", []string{"compact-file", "c.db", "--json"}},
+		{"", []string{"doctor", "--salvage", "d.db", "--json"}},
+		{"", []string{"purge", "s", "--yes", "--json"}},
+	} {
+		r := e.ok(tc.stdin, tc.args...)
+		if !json.Valid([]byte(r.stdout)) {
+			t.Errorf("ctxstore %v: not JSON:\n%s", tc.args, r.stdout)
+		}
+	}
+}

@@ -17,3 +17,6 @@ func pendingCommand(name string) *command {
 		return errors.New("not yet")
 	}}
 }
+
+// watchAvailable is false until store.Watch lands; tail -f needs it.
+const watchAvailable = false
