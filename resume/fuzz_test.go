@@ -64,7 +64,11 @@ func checkImport(t *testing.T, data []byte, maxLine int) {
 	nonBlank := 0
 	bi, gi := 0, 0
 	for i, l := range raw {
-		trimmed := bytes.TrimSpace(l)
+		trimmed := l
+		if i == 0 {
+			trimmed = bytes.TrimPrefix(trimmed, []byte("\xef\xbb\xbf"))
+		}
+		trimmed = bytes.TrimSpace(trimmed)
 		if len(trimmed) == 0 {
 			continue
 		}

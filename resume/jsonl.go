@@ -18,13 +18,16 @@ type jsonlLine struct {
 	Err error            // why the line is not imported
 }
 
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // readJSONL streams the lines of an Amplifier context-messages.jsonl file.
 // Blank lines (nothing but whitespace, as the reference's line.strip()
 // sees them) are not yielded. Every other line is yielded once, either with
 // its message (bytes as in the file, minus surrounding whitespace such as a
 // CRLF's \r) or with the reason it was skipped. A line longer than maxLine
 // bytes (maxLine > 0) is skipped without being held in memory, so a corrupt
-// file without newlines cannot exhaust memory. The error half of the pair is
+// file without newlines cannot exhaust memory. A UTF-8 byte-order mark
+// before the first line is ignored. The error half of the pair is
 // a read failure, after which iteration stops.
 //
 // bufio.Scanner is avoided on purpose: its token limit (64 KiB by default)
@@ -41,12 +44,16 @@ func readJSONL(r io.Reader, maxLine int) iter.Seq2[jsonlLine, error] {
 			for {
 				var chunk []byte
 				chunk, err = br.ReadSlice('\n')
+				c := chunk
+				if no == 0 && total == 0 {
+					c = bytes.TrimPrefix(c, utf8BOM)
+				}
 				total += len(chunk)
-				if blank && len(bytes.TrimSpace(chunk)) > 0 {
+				if blank && len(bytes.TrimSpace(c)) > 0 {
 					blank = false
 				}
 				if maxLine > 0 && total > maxLine {
-					// Keep only a prefix: enough to tell a blank line apart.
+					// Drop the line's bytes: blank says all we need.
 					tooLong = true
 					buf = buf[:0]
 				} else {
@@ -72,7 +79,12 @@ func readJSONL(r io.Reader, maxLine int) iter.Seq2[jsonlLine, error] {
 					return
 				}
 			default:
-				line := bytes.TrimSpace(buf)
+				line := buf
+				if no == 1 {
+					// Windows editors start files with a BOM; JSON may not.
+					line = bytes.TrimPrefix(line, utf8BOM)
+				}
+				line = bytes.TrimSpace(line)
 				if len(line) == 0 {
 					break
 				}

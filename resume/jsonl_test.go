@@ -37,6 +37,8 @@ func TestReadJSONLLines(t *testing.T) {
 		{"crlf and no final newline",
 			"{\"role\":\"user\"}\r\n\r\n{\"role\":\"assistant\",\"content\":\"x\"}",
 			[]string{`{"role":"user"}`, `{"role":"assistant","content":"x"}`}, nil},
+		{"byte-order mark", "\ufeff{\"role\":\"system\"}\n\ufeff{\"role\":\"user\"}\n",
+			[]string{`{"role":"system"}`}, map[int]string{2: "not valid JSON"}},
 		{"extra keys kept",
 			`{"role": "user", "content": "hi", "timestamp": "2025-10-14T09:12:03.512+00:00"}` + "\n",
 			[]string{`{"role": "user", "content": "hi", "timestamp": "2025-10-14T09:12:03.512+00:00"}`}, nil},
