@@ -134,7 +134,7 @@ func run(ctx context.Context, args []string, a *app) int {
 func (a *app) globalFlags(fs *flag.FlagSet) {
 	fs.StringVar(&a.db, "db", a.db, "database `FILE` (default $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db)")
 	fs.BoolVar(&a.json, "json", a.json, "machine-readable JSON output")
-	fs.DurationVar(&a.lockTimeout, "lock-timeout", a.lockTimeout, "how long to wait for another process holding the file (default 5s)")
+	fs.DurationVar(&a.lockTimeout, "lock-timeout", a.lockTimeout, "wait at most `D` (e.g. 30s) for another process holding the file (default 5s)")
 }
 
 // flags returns a FlagSet for c that also knows the global flags, so they
@@ -194,10 +194,10 @@ commands:
 	}
 	fmt.Fprint(w, `
 global flags (before or after the command):
-  --db FILE   the database (default $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db,
-              XDG_DATA_HOME defaulting to ~/.local/share)
-  --json      machine-readable output
-  --lock-timeout D   how long to wait for another process holding the file (default 5s)
+  --db FILE          the database (default $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db,
+                     XDG_DATA_HOME defaulting to ~/.local/share)
+  --json             machine-readable output
+  --lock-timeout D   wait at most D for another process holding the file (default 5s)
 
 Exit status: 0 ok, 1 error, 2 usage. Run 'ctxstore COMMAND --help' for a command's
 flags and an example. Start with: ctxstore demo
@@ -210,9 +210,22 @@ func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.help))
 	}
 	fmt.Fprintln(w, "\nflags:")
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
+	// Like fs.PrintDefaults, but with the "--" users type.
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		name := "--" + f.Name
+		if len(f.Name) == 1 {
+			name = "-" + f.Name
+		}
+		if arg != "" {
+			name += " " + arg
+		}
+		global := f.Name == "db" || f.Name == "json" || f.Name == "lock-timeout" // their defaults are in the text
+		if def := f.DefValue; !global && def != "" && def != "0" && def != "false" {
+			usage += fmt.Sprintf(" (default %s)", def)
+		}
+		fmt.Fprintf(w, "  %-20s %s\n", name, usage)
+	})
 	fmt.Fprintf(w, "\nexample:\n%s\n", indent(strings.TrimSpace(c.example), "  "))
 }
 

@@ -41,7 +41,7 @@ view with the same budget shares its prefix.`,
 			budget := fs.Int("budget", 0, "token budget `N` for the view")
 			window := fs.Int("context-window", 0, "the model's context window `N` (with --max-output)")
 			maxOut := fs.Int("max-output", 0, "the model's maximum output tokens `N` (with --context-window)")
-			strategy := fs.String("strategy", "", "compaction strategy: progressive (default) or truncate")
+			strategy := fs.String("strategy", "", "compaction `STRATEGY`: progressive (default) or truncate")
 			full := fs.Bool("full", false, "print whole message texts, not one line each")
 			pos, err := a.parse(c, fs, args, 1, 1)
 			if err != nil {
