@@ -100,6 +100,7 @@ func TestManagerWith(t *testing.T, opts Options, newManager func(t *testing.T) c
 		t.Run("OddRequests", s.testOddRequests)
 	})
 	t.Run("Concurrent", s.testConcurrent)
+	t.Run("ConcurrentChaos", s.testChaos)
 	t.Run("CancelledContext", s.testCancelled)
 }
 
@@ -805,6 +806,58 @@ func (s *suite) testConcurrent(t *testing.T) {
 	if err := inWriterOrder(ms[base:], writers); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testChaos mixes every operation from many goroutines, Clear and
+// SetMessages included; run it with -race. Nothing may fail or panic, and
+// afterwards the manager's view must still be right for its history.
+func (s *suite) testChaos(t *testing.T) {
+	const workers = 6
+	ops := 60
+	if testing.Short() {
+		ops = 20
+	}
+	base := newGen(32).conversation(genOpts{turns: 4, toolRate: 0.6, anthropic: 0.5})
+	m := s.fresh(t, base)
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*ops)
+	for w := range workers {
+		wg.Go(func() {
+			g := newGen(uint64(100 + w))
+			for i := range ops {
+				var err error
+				switch op := g.r.IntN(20); {
+				case op < 8:
+					err = m.AddMessage(ctx, g.user())
+				case op < 14:
+					var v []ctxstore.Message
+					v, err = m.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: 200 + g.r.IntN(4000)})
+					for _, msg := range v {
+						if msg.Validate() != nil {
+							err = fmt.Errorf("view holds an invalid message %s", msg)
+						}
+					}
+				case op < 18:
+					_, err = m.GetMessages(ctx)
+				case op < 19:
+					err = m.SetMessages(ctx, base)
+				default:
+					err = m.Clear(ctx)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("worker %d op %d: %w", w, i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	final := get(t, m)
+	checkViews(t, s, m, final)
 }
 
 // inWriterOrder checks that each writer's messages appear in the order it
