@@ -34,6 +34,11 @@ type Config struct {
 	// Logger receives the manager's log lines (an ignored SetMessages, a
 	// memory file that could not be read). nil means slog.Default().
 	Logger *slog.Logger
+
+	// noSync opens the store without fsync (store.Options.NoSync). Tests
+	// of this package that check behaviour, not durability, set it to
+	// stay fast; hosts cannot.
+	noSync bool
 }
 
 const defaultMemoryDebounce = 200 * time.Millisecond

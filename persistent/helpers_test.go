@@ -19,7 +19,11 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		os.Exit(runChild(role))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if filled.dir != "" {
+		_ = os.RemoveAll(filled.dir)
+	}
+	os.Exit(code)
 }
 
 // open opens a manager that is closed when the test ends.

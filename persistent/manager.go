@@ -66,7 +66,7 @@ func Open(path string, session string, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistent config: field MemoryFiles: %w", err)
 	}
-	st, err := store.Open(path, store.Options{LockTimeout: cfg.LockTimeout})
+	st, err := store.Open(path, store.Options{LockTimeout: cfg.LockTimeout, NoSync: cfg.noSync})
 	if err != nil {
 		return nil, fmt.Errorf("persistent: open session %q: %w", session, err)
 	}
@@ -203,10 +203,10 @@ func (m *Manager) AddMessage(ctx context.Context, msg ctxstore.Message) error {
 func (m *Manager) appendLocked(ctx context.Context, recs ...store.Record) error {
 	if len(m.w.pending) > 0 {
 		all := append(m.pendingRecords(), recs...)
-		first, last, err := m.st.AppendIfEmpty(ctx, m.session, all...)
+		first, _, err := m.st.AppendIfEmpty(ctx, m.session, all...)
 		if err == nil {
 			m.w.pending = nil
-			return m.afterAppend(ctx, first, last, all)
+			return m.afterAppend(ctx, first, all)
 		}
 		if !errors.Is(err, store.ErrNotEmpty) {
 			return err
@@ -216,17 +216,17 @@ func (m *Manager) appendLocked(ctx context.Context, recs ...store.Record) error 
 			return err
 		}
 	}
-	first, last, err := m.st.Append(ctx, m.session, recs...)
+	first, _, err := m.st.Append(ctx, m.session, recs...)
 	if err != nil {
 		return err
 	}
-	return m.afterAppend(ctx, first, last, recs)
+	return m.afterAppend(ctx, first, recs)
 }
 
 // afterAppend adds what was just appended to the window. When another
 // process appended in between (a gap before first), the window catches up
 // from the store instead, which also brings in our own records in order.
-func (m *Manager) afterAppend(ctx context.Context, first, last uint64, recs []store.Record) error {
+func (m *Manager) afterAppend(ctx context.Context, first uint64, recs []store.Record) error {
 	if first != m.w.lastSeq+1 {
 		err := m.syncLocked(ctx)
 		m.w.ours = true
@@ -331,7 +331,7 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 	if len(all) == 0 {
 		return nil
 	}
-	first, last, err := m.st.AppendIfEmpty(ctx, m.session, all...)
+	first, _, err := m.st.AppendIfEmpty(ctx, m.session, all...)
 	if errors.Is(err, store.ErrNotEmpty) {
 		m.w.pending = nil
 		m.ignoreSetMessages(len(ms))
@@ -341,7 +341,7 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 		return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
 	}
 	m.w.pending = nil
-	if err := m.afterAppend(ctx, first, last, all); err != nil {
+	if err := m.afterAppend(ctx, first, all); err != nil {
 		return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
 	}
 	m.w.ours = true

@@ -3,6 +3,8 @@ package persistent
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +18,7 @@ func TestReopenGivesSameHistoryAndView(t *testing.T) {
 	for _, strategy := range []string{"progressive", "truncate"} {
 		t.Run(strategy, func(t *testing.T) {
 			path := dbPath(t)
-			cfg := Config{Config: simple.Config{Strategy: strategy}}
+			cfg := Config{Config: simple.Config{Strategy: strategy}, noSync: true}
 			msgs := conversation(240, 1500)
 			const budget = 6000
 
@@ -69,8 +71,9 @@ func TestReopenContinuesStickyDecisions(t *testing.T) {
 	path := dbPath(t)
 	msgs := conversation(400, 1500)
 	const budget = 8000
-	a := open(t, path, "s", Config{})
-	b := open(t, dbPath(t), "s", Config{}) // twin that never restarts
+	fast := Config{noSync: true} // many appends; durability is not the point
+	a := open(t, path, "s", fast)
+	b := open(t, dbPath(t), "s", fast) // twin that never restarts
 	for i, msg := range msgs[:300] {
 		addAll(t, a, []ctxstore.Message{msg})
 		addAll(t, b, []ctxstore.Message{msg})
@@ -86,7 +89,7 @@ func TestReopenContinuesStickyDecisions(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	a = open(t, a.st.Path(), "s", Config{})
+	a = open(t, a.st.Path(), "s", fast)
 	for i, msg := range msgs[300:] {
 		addAll(t, a, []ctxstore.Message{msg})
 		addAll(t, b, []ctxstore.Message{msg})
@@ -139,6 +142,42 @@ func TestSetMessages(t *testing.T) {
 		ev := rec.named(ctxstore.EventResume)
 		if len(ev) != 2 || ev[1]["ignored_set_messages"] != true {
 			t.Fatalf("context:resume events = %v, want a second one with ignored_set_messages=true", ev)
+		}
+	})
+
+	t.Run("FreshSessionKeepsMemoryFiles", func(t *testing.T) {
+		mem := filepath.Join(t.TempDir(), "notes.md")
+		if err := os.WriteFile(mem, []byte("remember this"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m := open(t, dbPath(t), "s", Config{MemoryFiles: []string{mem}})
+		if err := m.SetMessages(ctx, offered); err != nil {
+			t.Fatal(err)
+		}
+		got := texts(history(t, m))
+		want := []string{"system:[Context from notes.md]\n\nremember this", "user:from the host's transcript", "assistant:ok"}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("history = %q, want the memory file then the transcript %q", got, want)
+		}
+	})
+
+	t.Run("RaceOnFreshSessionFirstWins", func(t *testing.T) {
+		// Two managers (as two processes would) open the same fresh
+		// session; each offers its transcript. The first write wins and
+		// the other manager's offer is ignored, never mixed in.
+		path := dbPath(t)
+		a := open(t, path, "s", Config{})
+		b := open(t, path, "s", Config{})
+		if err := a.SetMessages(ctx, offered); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SetMessages(ctx, []ctxstore.Message{user("b's transcript")}); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []*Manager{a, b} {
+			if d := diff(history(t, m), offered); d != "" {
+				t.Fatalf("history: %s", d)
+			}
 		}
 	})
 

@@ -43,7 +43,7 @@ func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request)
 		m.emit(ctx, ev.Name, ev.Data)
 	}
 	if res.Changed {
-		if err := m.saveDecisions(ctx, epoch, b.Tokens, res.Decisions); err != nil {
+		if err := m.saveDecisions(ctx, epoch, b.Tokens, res.Decisions); err != nil && !errors.Is(err, ErrClosed) {
 			// The view is right; only its stickiness across a restart is
 			// lost. A request must not fail for that.
 			m.mu.Lock()
@@ -181,10 +181,12 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 	if m.w.epoch != epoch || m.w.count == 0 {
 		return nil // cleared meanwhile, or nothing stored to decide about
 	}
+	// In memory first: even if the write fails, this process's next views
+	// continue from these decisions.
+	m.w.decisions[budget] = d
 	if err := m.st.PutDerived(ctx, m.session, KindView, decisionKey(epoch, budget), b); err != nil {
 		return fmt.Errorf("save view decisions: %w", err)
 	}
-	m.w.decisions[budget] = d
 	return nil
 }
 

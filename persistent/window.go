@@ -281,7 +281,11 @@ func (m *Manager) findLastHuman(ctx context.Context) error {
 		}
 	}
 	if !w.complete() {
-		for e, err := range m.st.Backward(ctx, m.session, idSeq(w.tail[0].ID)) {
+		before := w.lastSeq + 1
+		if len(w.tail) > 0 {
+			before = idSeq(w.tail[0].ID)
+		}
+		for e, err := range m.st.Backward(ctx, m.session, before) {
 			if err != nil {
 				return fmt.Errorf("find the last user message: %w", err)
 			}
