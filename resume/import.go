@@ -29,6 +29,9 @@ const KindImport = "import"
 const (
 	importStarted = "started" // batches are being written; a crash leaves this
 	importDone    = "done"
+	// importAbandoned: continuing found the session no longer starts with
+	// the JSONL; the store stands and the import is never retried.
+	importAbandoned = "abandoned"
 )
 
 // importRecord is the value of a KindImport derived record.
@@ -98,7 +101,8 @@ type ImportReport struct {
 
 // ErrImportConflict means an interrupted import cannot be continued because
 // the session no longer matches the source: someone else wrote to it in
-// between. Nothing is appended; the report's Skipped says what differs.
+// between. Nothing is appended; the report's Skipped says what differs, and
+// the import is recorded as abandoned, so later imports skip it quietly.
 var ErrImportConflict = errors.New("resume: import conflicts with the session's contents")
 
 // ImportFile imports the JSONL file at path into session, once (see
@@ -157,6 +161,10 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 	case found && prev.State == importDone:
 		rep.Skipped = fmt.Sprintf("already imported %s (%d messages)%s",
 			prev.Finished.Format(time.RFC3339), prev.Imported, changedSince(prev, opts))
+		return rep, nil
+	case found && prev.State == importAbandoned:
+		rep.Skipped = fmt.Sprintf("an import interrupted %s could not be continued because the session no longer starts with the JSONL; the store is authoritative",
+			prev.Started.Format(time.RFC3339))
 		return rep, nil
 	case found && info.Epoch != 0 && prev.Epoch != info.Epoch:
 		rep.Skipped = fmt.Sprintf("an import started %s was interrupted, and the session has been cleared since; not imported again",
@@ -256,6 +264,12 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 		if sk.err != nil {
 			rep.Skipped += " (" + sk.err.Error() + ")"
 		}
+		rep.Continued, rep.Malformed = 0, nil // nothing was imported: no lines to blame
+		rec.State, rec.Owner, rec.Finished = importAbandoned, "", time.Now().UTC()
+		if err := saveImportRecord(ctx, st, session, rec); err != nil {
+			return fail(err)
+		}
+		finished = true
 		return rep, fmt.Errorf("import %s into session %q: %s: %w", opts.Source, session, rep.Skipped, ErrImportConflict)
 	}
 	rec.State, rec.Owner, rec.Finished = importDone, "", time.Now().UTC()

@@ -244,24 +244,46 @@ func TestImportContinuesAfterInterruption(t *testing.T) {
 }
 
 // If someone wrote to the session between the interruption and the retry,
-// the import refuses to guess.
+// the import refuses to guess: ImportFile says ErrImportConflict, Open
+// opens the session as stored with a note, and both only once.
 func TestImportConflictAfterInterruption(t *testing.T) {
-	src, _ := bigJSONL(t, 1500)
-	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
-	ctx, cancel := context.WithCancel(context.Background())
-	_, err := ImportFile(ctx, st, "s", src, ImportOptions{Progress: func(int64, int) { cancel() }})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	if _, _, err := st.Append(context.Background(), "s", store.Record{Message: ctxstore.NewMessage("user", "meanwhile"), Tokens: 1}); err != nil {
-		t.Fatal(err)
-	}
-	n := len(stored(t, st, "s"))
-	rep, err := ImportFile(context.Background(), st, "s", src, ImportOptions{})
-	if !errors.Is(err, ErrImportConflict) || rep.Imported != 0 {
-		t.Fatalf("report %+v, err %v; want ErrImportConflict", rep, err)
-	}
-	if got := len(stored(t, st, "s")); got != n {
-		t.Fatalf("conflicting import changed the session: %d -> %d messages", n, got)
+	bg := context.Background()
+	for _, first := range []string{"ImportFile", "Open"} {
+		t.Run(first, func(t *testing.T) {
+			src, _ := bigJSONL(t, 1500)
+			st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
+			ctx, cancel := context.WithCancel(bg)
+			_, err := ImportFile(ctx, st, "s", src, ImportOptions{Progress: func(int64, int) { cancel() }})
+			if !errors.Is(err, context.Canceled) {
+				t.Fatal(err)
+			}
+			if _, _, err := st.Append(bg, "s", store.Record{Message: ctxstore.NewMessage("user", "meanwhile"), Tokens: 1}); err != nil {
+				t.Fatal(err)
+			}
+			n := len(stored(t, st, "s"))
+
+			if first == "ImportFile" {
+				rep, err := ImportFile(bg, st, "s", src, ImportOptions{})
+				if !errors.Is(err, ErrImportConflict) || rep.Imported != 0 {
+					t.Fatalf("report %+v, err %v; want ErrImportConflict", rep, err)
+				}
+			} else {
+				m, rep, err := Open(bg, Options{Path: filepath.Dir(src), Session: "s", DBPath: st.Path()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.Close()
+				if rep.Messages != n || rep.Migrated != 0 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "cannot be continued") {
+					t.Fatalf("resume after a conflict: %+v", rep)
+				}
+			}
+			if got := len(stored(t, st, "s")); got != n {
+				t.Fatalf("conflicting import changed the session: %d -> %d messages", n, got)
+			}
+			rep, err := ImportFile(bg, st, "s", src, ImportOptions{})
+			if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "could not be continued") {
+				t.Fatalf("import after the conflict: %+v, %v", rep, err)
+			}
+		})
 	}
 }

@@ -130,7 +130,9 @@ func Open(ctx context.Context, opts Options) (*persistent.Manager, *Report, erro
 	rep := &Report{Session: t.id, Project: t.project, DBPath: t.db, Source: t.jsonl}
 	if t.jsonl != "" {
 		ir, err := importInto(ctx, t, opts.Config)
-		if err != nil {
+		// A conflict leaves the session usable: what it holds is
+		// authoritative, and ir.Skipped (a note below) says what happened.
+		if err != nil && !errors.Is(err, ErrImportConflict) {
 			return nil, rep, err
 		}
 		rep.Import = &ir
