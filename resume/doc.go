@@ -20,7 +20,8 @@
 // saved beside it, so resuming again never imports twice; a session that
 // already has messages is authoritative and its JSONL is ignored. An
 // import cut short by a crash is continued on the next resume, after
-// checking that what is stored is the JSONL's beginning; two processes
+// checking that what is stored is the JSONL's beginning (if it is not,
+// the store stands and the import is recorded as abandoned); two processes
 // resuming the same session at once import it once (the record names the
 // importing process and is renewed after every batch). Blank
 // lines are skipped; a line that is not a valid message is skipped and
