@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +228,22 @@ func TestWatchedMemoryEditedWhileClosed(t *testing.T) {
 	if md, _ := memoryInfo(history(t, r)[2]); md.Version != 2 {
 		t.Fatalf("new version number = %d, want 2", md.Version)
 	}
+}
+
+// Close stops the watcher and everything it started.
+func TestCloseStopsWatcher(t *testing.T) {
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "notes.md")
+	writeFile(t, notes, "x")
+	before := runtime.NumGoroutine()
+	for range 3 {
+		m, err := Open(dbPath(t), "s", Config{MemoryFiles: []string{notes}, WatchMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "goroutines to end after Close", func() bool { return runtime.NumGoroutine() <= before })
 }

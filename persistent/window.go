@@ -180,6 +180,11 @@ func entryItem(e store.Entry) (view.Item, error) {
 func (m *Manager) reload(ctx context.Context, info store.SessionInfo) error {
 	old := m.w
 	w := newWindow(info)
+	// Until a request says otherwise, keep what a request without a budget
+	// of its own would need: this bounds the memory of a manager that only
+	// appends.
+	fallback := view.DeriveBudget(ctxstore.Request{}, m.vcfg).Tokens
+	w.need.Tokens = view.Horizon(fallback, m.vcfg, view.Decisions{}).Tokens
 	w.ours = old.ours && old.epoch == info.Epoch && old.mem != nil
 	if info.Messages > 0 {
 		if err := m.loadPinned(ctx, &w, info); err != nil {

@@ -1,0 +1,57 @@
+// Package persistent is a ctxstore.Manager whose history lives in a store
+// file (package store), the durable counterpart of simple.Manager and of the
+// reference's context-persistent module.
+//
+// # The file is the source of truth
+//
+// Every AddMessage is a durable append. A session that already held
+// messages when it was opened is "resumed": its history is the file's, and
+// SetMessages — which a host calls with its own, filtered transcript — is
+// ignored (it returns nil, logs, and emits context:resume with
+// ignored_set_messages=true). context:resume is emitted once at Open for a
+// resumed session and again for each ignored SetMessages. A fresh session
+// accepts SetMessages and stores the messages in one transaction
+// (store.AppendIfEmpty): of several processes seeding one fresh session,
+// exactly one wins and the others see its history.
+//
+// # Views without re-reading the history
+//
+// The manager keeps in memory only what a view can contain: the system and
+// developer messages of the current epoch, the first and the last human
+// message, and a tail of recent messages reaching back as far as the
+// request's budget needs (internal/view's horizon). AddMessage pushes onto
+// that window; GetMessagesForRequest first picks up what other processes
+// appended (one metadata read when nothing changed), then runs the
+// compaction engine. Opening a session of 100k messages reads the pinned
+// messages and, on the first request, the tail — not the history.
+//
+// Sticky compaction decisions and summaries are saved as derived records
+// (kind KindView, key per epoch and budget) whenever they change and loaded
+// at Open, so a reopened session produces the same view as before the
+// restart.
+//
+// # Memory files
+//
+// Config.MemoryFiles start every fresh session (and every epoch after
+// Clear) as system messages "[Context from NAME]\n\n<content>", with
+// metadata {"source":"memory-file","path":...,"version":n}. Until the first
+// write they are pending: visible in views and GetMessages, stored together
+// with the first message or SetMessages. With Config.WatchMemory an edited
+// file is appended as a new version and views show only the newest version
+// of each file; GetMessages keeps every version, as the log does.
+//
+// # Interrupted tails
+//
+// RepairInterruptedTail (used by package resume) answers the tool calls of
+// an assistant message that never got their results with synthetic results
+// in views, recorded as a derived record, never by rewriting the log.
+//
+// # Several processes
+//
+// Several processes may hold one session open. Each append is its own
+// short transaction (the store opens the bbolt file per operation), and
+// each view starts by catching up with the others' appends and Clears.
+// Memory-file watching, sticky decisions and repairs are per process: a
+// process sees another's new memory versions (they are messages), but not
+// its view decisions until it reopens.
+package persistent

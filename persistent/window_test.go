@@ -1,0 +1,30 @@
+package persistent
+
+import (
+	"testing"
+
+	"github.com/ctxstore/ctxstore/simple"
+)
+
+// A manager keeps a bounded window, not the history: appending far more
+// than any view can hold leaves at most about twice the horizon in memory,
+// and the view is still right.
+func TestWindowStaysBounded(t *testing.T) {
+	cfg := Config{Config: simple.Config{FallbackTokens: 2000}, noSync: true}
+	m := open(t, dbPath(t), "s", cfg)
+	msgs := conversation(3000, 200)
+	addAll(t, m, msgs)
+	m.mu.Lock()
+	tail, toks, need := len(m.w.tail), m.w.tailToks, m.w.need.Tokens
+	m.mu.Unlock()
+	if tail >= len(msgs) || toks > 2*need+1000 {
+		t.Fatalf("window holds %d messages (%d tokens) for a need of %d tokens", tail, toks, need)
+	}
+	v := viewOf(t, m, 2000)
+	if bad := unanswered(v); len(bad) > 0 {
+		t.Fatalf("view invalid: %v", bad)
+	}
+	if v[len(v)-1].Text() != msgs[len(msgs)-1].Text() && v[len(v)-2].Text() != msgs[len(msgs)-1].Text() {
+		t.Fatalf("view does not end with the newest message: %q", texts(v[len(v)-2:]))
+	}
+}
