@@ -439,35 +439,29 @@ func (e *engine) remove(k int) {
 	}
 }
 
+// truncate shows entry i (a tool result) truncated, when that is smaller.
 func (e *engine) truncate(i int) bool {
-	en := &e.ents[i]
-	if en.form != formOriginal || !en.result {
-		return false
-	}
-	nm, nt, ok := e.rewrite(en.item, formTruncated)
-	if !ok || nt >= en.tokens {
-		return false
-	}
-	if !e.units[en.unit].removed {
-		e.total += nt - en.tokens
-	}
-	en.msg, en.tokens, en.form = nm, nt, formTruncated
-	return true
+	return e.ents[i].result && e.reform(i, formTruncated)
 }
 
+// stub shows entry i (a human message over 80 characters) as a stub.
 func (e *engine) stub(i int) bool {
+	return e.ents[i].human && stubbable(e.ents[i].item.Msg) && e.reform(i, formStubbed)
+}
+
+func (e *engine) reform(i int, f form) bool {
 	en := &e.ents[i]
-	if en.form != formOriginal || !en.human || !stubbable(en.item.Msg) {
+	if en.form != formOriginal {
 		return false
 	}
-	nm, nt, ok := e.rewrite(en.item, formStubbed)
+	nm, nt, ok := e.rewrite(en.item, f)
 	if !ok || nt >= en.tokens {
 		return false
 	}
 	if !e.units[en.unit].removed {
 		e.total += nt - en.tokens
 	}
-	en.msg, en.tokens, en.form = nm, nt, formStubbed
+	en.msg, en.tokens, en.form = nm, nt, f
 	return true
 }
 

@@ -1,0 +1,5 @@
+//go:build !race
+
+package simple_test
+
+const raceEnabled = false
