@@ -111,12 +111,19 @@ func readAllFaultSafe(db *bolt.DB) (n int, err error) {
 	return n, err
 }
 
+// childCmd is the command running role on path in a child process.
+func childCmd(role, path string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDamageChild$", "-test.count=1")
+	// A -race binary sleeps a second at exit by default; there are many children.
+	cmd.Env = append(os.Environ(), childRoleEnv+"="+role, childPathEnv+"="+path, "GORACE=atexit_sleep_ms=0")
+	return cmd
+}
+
 // runChild runs role on path in a child process and returns its outcome line. A
 // child that dies (fault, fatal error) fails the test.
 func runChild(t *testing.T, role, path string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDamageChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childRoleEnv+"="+role, childPathEnv+"="+path)
+	cmd := childCmd(role, path)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	err := cmd.Run()
@@ -487,9 +494,7 @@ func TestBboltFaultsWithoutCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDamageChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childRoleEnv+"=nocheck-open", childPathEnv+"="+p)
-	out, err := cmd.CombinedOutput()
+	out, err := childCmd("nocheck-open", p).CombinedOutput()
 	if err == nil || !bytes.Contains(out, []byte("unexpected fault address")) {
 		t.Errorf("plain bbolt.Open on a cut file: want a fatal fault, got err=%v\n%.600s", err, out)
 	}

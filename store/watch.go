@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Change says that a session's log moved on: an append (LastSeq grew), a Clear
+// (Epoch grew), or the session's removal (both zero).
+type Change struct {
+	Session string
+	LastSeq uint64
+	Epoch   uint64
+}
+
+// watchDebounce is how long Watch lets a burst of writes settle before it reads
+// the metadata. A commit is several writes (pages, then the meta page); one read per
+// burst keeps a watcher from contending for the lock with the writer it watches.
+const watchDebounce = 30 * time.Millisecond
+
+// Watch reports changes to session ("" for every session) made by this or any other
+// process. It watches the file's directory, not the file, so it keeps working when
+// the file is replaced (a salvaged copy renamed over it); after a burst of writes
+// settles it reads the sessions' metadata (a short read; no message bodies) and
+// sends one Change per session whose last seq or epoch moved. Changes in quick
+// succession may be coalesced: a Change carries the state when it was read.
+//
+// The channel is closed when ctx is done. Watch itself fails only if the
+// directory cannot be watched or the current state cannot be read.
+func (s *Store) Watch(ctx context.Context, session string) (<-chan Change, error) {
+	abs, err := filepath.Abs(s.path)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: watch: %w", s.path, err)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("store %s: watch: %w", s.path, err)
+	}
+	if err := w.Add(filepath.Dir(abs)); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store %s: watch: %w", s.path, err)
+	}
+	last, err := s.watchState(ctx, session)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	ch := make(chan Change)
+	go s.watchLoop(ctx, w, abs, session, last, ch)
+	return ch, nil
+}
+
+// sessionMark is what Watch compares between reads.
+type sessionMark struct{ lastSeq, epoch uint64 }
+
+// watchState reads the marks of session, or of every session.
+func (s *Store) watchState(ctx context.Context, session string) (map[string]sessionMark, error) {
+	// Reading a file that was removed would create an empty one: a watcher must
+	// not do that.
+	if _, err := os.Stat(s.path); errors.Is(err, os.ErrNotExist) {
+		return map[string]sessionMark{}, nil
+	}
+	out := map[string]sessionMark{}
+	if session != "" {
+		si, err := s.Session(ctx, session)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			out[session] = sessionMark{si.LastSeq, si.Epoch}
+		}
+		return out, nil
+	}
+	infos, err := s.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, si := range infos {
+		out[si.Name] = sessionMark{si.LastSeq, si.Epoch}
+	}
+	return out, nil
+}
+
+func (s *Store) watchLoop(ctx context.Context, w *fsnotify.Watcher, file, session string, last map[string]sessionMark, ch chan<- Change) {
+	defer close(ch)
+	defer w.Close()
+	timer := time.NewTimer(0)
+	if !timer.Stop() {
+		<-timer.C
+	}
+	defer timer.Stop()
+	pending := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			if ev.Name != file || ev.Op == fsnotify.Chmod {
+				continue
+			}
+		case _, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+			// An overflowed event queue loses events, not changes: reread.
+		case <-timer.C:
+			pending = false
+			now, err := s.watchState(ctx, session)
+			if err != nil {
+				// Locked for long, or damaged: try again on the next write.
+				continue
+			}
+			for _, c := range diffMarks(last, now) {
+				select {
+				case ch <- c:
+				case <-ctx.Done():
+					return
+				}
+			}
+			last = now
+			continue
+		}
+		// A write to the file, or the file replaced: read once the burst settles.
+		// The timer is not pushed back by later events, so a steady stream of
+		// appends is still reported every watchDebounce.
+		if !pending {
+			pending = true
+			timer.Reset(watchDebounce)
+		}
+	}
+}
+
+// diffMarks lists the sessions whose marks differ, by name.
+func diffMarks(old, now map[string]sessionMark) []Change {
+	var out []Change
+	for name, m := range now {
+		if old[name] != m {
+			out = append(out, Change{Session: name, LastSeq: m.lastSeq, Epoch: m.epoch})
+		}
+	}
+	for name := range old {
+		if _, ok := now[name]; !ok {
+			out = append(out, Change{Session: name})
+		}
+	}
+	slices.SortFunc(out, func(a, b Change) int {
+		switch {
+		case a.Session < b.Session:
+			return -1
+		case a.Session > b.Session:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
