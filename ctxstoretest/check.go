@@ -170,8 +170,8 @@ func describe(m ctxstore.Message) string {
 		s += " answering " + strings.Join(ids, ",")
 	}
 	t := m.Text()
-	if len(t) > 40 {
-		t = t[:40] + "…"
+	if r := []rune(t); len(r) > 40 {
+		t = string(r[:40]) + "…"
 	}
 	return fmt.Sprintf("%s %q", s, t)
 }

@@ -18,10 +18,11 @@
 // stored history never changes, order, tool-call integrity for OpenAI
 // tool_calls and Anthropic tool_use/tool_result blocks, system messages
 // first (developer messages count as system messages), the last user
-// message whole, the budget respected whenever the
-// floor fits, determinism), budgets from Request.TokenBudget and
-// Request.Model, concurrent use and cancelled contexts. Conversations are
-// generated from fixed seeds, so a failure reproduces.
+// message whole, the budget respected whenever the floor fits,
+// determinism), budgets from Request.TokenBudget and Request.Model,
+// concurrent use and cancelled contexts. Conversations are generated from
+// fixed seeds, so a failure reproduces; CTXSTORE_SOAK=1 in the environment
+// views 2000 random irregular histories instead of 40.
 //
 // Budgets are passed through Request.TokenBudget, which every manager
 // honours, so the suite needs no configuration knob of the implementation.
@@ -35,6 +36,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -93,6 +95,7 @@ func TestManagerWith(t *testing.T, opts Options, newManager func(t *testing.T) c
 		t.Run("SystemAddedMidConversation", s.testMidSystem)
 		t.Run("OrphanToolResult", s.testOrphan)
 		t.Run("UnansweredCallMidHistory", s.testUnansweredCall)
+		t.Run("RandomIrregularHistories", s.testRandom)
 	})
 	t.Run("Budget", func(t *testing.T) {
 		t.Run("ExplicitWinsOverModel", s.testExplicitWins)
@@ -632,6 +635,37 @@ func (s *suite) testSmallHistories(t *testing.T) {
 			}
 			wantHistory(t, m, c.msgs, "after views")
 		})
+	}
+}
+
+// testRandom views many small irregular histories at budgets from nothing
+// to everything: property testing of the view invariants.
+func (s *suite) testRandom(t *testing.T) {
+	seeds := 40
+	switch {
+	case os.Getenv("CTXSTORE_SOAK") != "":
+		seeds = 2000
+	case testing.Short():
+		seeds = 12
+	}
+	for seed := range uint64(seeds) {
+		g := newGen(1000 + seed)
+		msgs := g.conversation(genOpts{turns: 1 + g.r.IntN(8), toolRate: 0.5, anthropic: 0.5,
+			pendingTail: g.r.IntN(3) == 0, reuseIDs: g.r.IntN(4) == 0, midSystem: g.r.IntN(4) == 0, wild: 0.6})
+		h := analyze(msgs)
+		floor := h.estimate(s.budgetEst, h.floor())
+		total := estimateAll(s.budgetEst, msgs)
+		m := s.fresh(t, msgs)
+		for _, b := range []int{1, floor, floor + 1 + g.r.IntN(300), floor + g.r.IntN(total+1), s.roomy(msgs)} {
+			v := view(t, m, ctxstore.Request{TokenBudget: b})
+			if errs := h.check(v, b, s.checkEst); len(errs) > 0 {
+				t.Errorf("seed %d, budget %d (floor %d, history %d):\n  %s\nhistory:\n%sview:\n%s",
+					1000+seed, b, floor, total, strings.Join(errs, "\n  "), dump(msgs), dump(v))
+			}
+		}
+		if d := sameMessages(get(t, m), msgs); d != "" {
+			t.Errorf("seed %d: GetMessages after views: %s", 1000+seed, d)
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ type genOpts struct {
 	pendingTail bool    // end with an assistant whose tool calls are (partly) unanswered
 	orphan      bool    // add a tool result whose call is not in the history
 	reuseIDs    bool    // number calls call_0, call_1… in every group, as some models do
+	wild        float64 // chance per turn of an irregular message sequence (see wild)
 }
 
 // gen writes realistic agent conversations: system prompts, questions, long
@@ -54,6 +55,9 @@ func (g *gen) conversation(o genOpts) []ctxstore.Message {
 		ms = append(ms, g.assistant())
 		if o.midSystem && turn == o.turns/2 {
 			ms = append(ms, g.system("Note from the operator: the repository moved to /srv/app; paths before this point are stale."))
+		}
+		if g.r.Float64() < o.wild {
+			ms = append(ms, g.wild()...)
 		}
 		if o.orphan && turn == o.turns/3 {
 			ms = append(ms, g.raw(`{"role":"tool","tool_call_id":"call_lost_%d","content":"result of a call that is not in this transcript (step %d)"}`))
@@ -282,6 +286,44 @@ func (g *gen) toolGroup(anthropic, complete bool) []ctxstore.Message {
 		out = append(out, g.parse(g.obj(kv...)))
 	}
 	return out
+}
+
+// wild returns one of the irregular sequences real transcripts hold: an
+// interrupted tool turn, a result whose call was filtered out, results
+// split over two messages, repeated texts, developer and legacy function
+// messages, empty or absent content, a huge paste, or two assistant
+// messages in a row.
+func (g *gen) wild() []ctxstore.Message {
+	n := g.next()
+	switch g.r.IntN(10) {
+	case 0: // interrupted: calls without results, then the user moves on
+		grp := g.toolGroup(g.r.IntN(2) == 0, false)
+		return append(grp[:1], g.user())
+	case 1:
+		return []ctxstore.Message{g.raw(`{"role":"tool","tool_call_id":"call_gone_%d","content":"orphan %d"}`)}
+	case 2: // Anthropic results split over two user messages
+		a := g.parse(fmt.Appendf(nil, `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_s%d_a","name":"ls","input":{}},{"type":"tool_use","id":"toolu_s%d_b","name":"pwd","input":{}}]}`, n, n))
+		r1 := g.parse(fmt.Appendf(nil, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_s%d_b","content":"/src"}]}`, n))
+		r2 := g.parse(fmt.Appendf(nil, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_s%d_a","content":"a.go"}]}`, n))
+		return []ctxstore.Message{a, r1, r2}
+	case 3: // the same words again (only the metadata differs)
+		return []ctxstore.Message{g.raw(`{"role":"user","content":"continue","metadata":{"n":%d,"m":%d}}`)}
+	case 4:
+		return []ctxstore.Message{g.raw(`{"role":"developer","content":"Developer note %d: prefer table tests (%d)."}`)}
+	case 5:
+		return []ctxstore.Message{g.raw(`{"role":"function","name":"legacy_%d","content":"legacy result %d"}`)}
+	case 6:
+		return []ctxstore.Message{g.raw(`{"role":"assistant","content":"","x":[%d,%d]}`), g.raw(`{"role":"assistant","y":"%d %d"}`)}
+	case 7: // a huge paste, larger than small budgets on its own
+		return []ctxstore.Message{g.parse(g.obj("role", `"user"`, "content", str(fmt.Sprintf("Step %d: %s", n, strings.Repeat("0123456789abcdef", 1000)))))}
+	case 8:
+		return []ctxstore.Message{g.assistant(), g.assistant()}
+	default: // a tool result carrying both a tool_call_id and blocks, with text before
+		id := fmt.Sprintf("call_w%d", n)
+		a := g.parse(fmt.Appendf(nil, `{"role":"assistant","content":"checking","tool_calls":[{"id":%q,"type":"function","function":{"name":"f","arguments":"{}"}}]}`, id))
+		r := g.parse(fmt.Appendf(nil, `{"role":"tool","tool_call_id":%q,"content":[{"type":"text","text":"done %d"}]}`, id, n))
+		return []ctxstore.Message{a, r}
+	}
 }
 
 // tricky returns messages whose bytes a lossy store would change.
