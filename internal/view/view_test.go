@@ -1,0 +1,295 @@
+package view_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/internal/view/viewtest"
+)
+
+func msg(js string) ctxstore.Message { return ctxstore.MustParseMessage([]byte(js)) }
+
+func TestDecisionsJSONRoundTrip(t *testing.T) {
+	d := view.Decisions{
+		Version: 1, Strategy: "summarize", Budget: 12345, Cutoff: 1 << 40, KeepFirstUser: true,
+		Removed: []uint64{1<<40 + 1, 1<<40 + 7}, Truncated: []uint64{1<<40 + 9}, Stubbed: []uint64{3},
+		Summary:   &view.Summary{From: 2, To: 1 << 40, Text: "a \"quoted\" summary\n日本", Count: 77},
+		Summaries: []view.Summary{{From: 2, To: 1 << 40, Text: "a \"quoted\" summary\n日本", Count: 77}},
+		Level:     4, Escalations: 12, Ineffective: 3, Tripped: true, Warned: []string{view.ReasonRunawayBreaker},
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back view.Decisions
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(d, back) {
+		t.Errorf("round trip changed decisions:\n%+v\n%+v", d, back)
+	}
+	// Decisions produced by Compute round-trip too and give the same view.
+	est := tokens.Default()
+	var msgs []ctxstore.Message
+	msgs = append(msgs, ctxstore.NewMessage("system", "sys"))
+	for i := range 60 {
+		msgs = append(msgs, ctxstore.NewMessage("user", fmt.Sprintf("%d %s", i, strings.Repeat("u", 300))),
+			msg(`{"role":"assistant","content":null,"tool_calls":[{"id":"c`+fmt.Sprint(i)+`","type":"function","function":{"name":"f","arguments":"{}"}}]}`),
+			ctxstore.NewToolResult("c"+fmt.Sprint(i), strings.Repeat("r", 2000)))
+	}
+	items := viewtest.Items(msgs, est)
+	cfg := defaultConfig(view.StrategyProgressive)
+	res := compute(items[:150], 5000, view.Decisions{}, cfg, nil)
+	b, _ = json.Marshal(res.Decisions)
+	var saved view.Decisions
+	if err := json.Unmarshal(b, &saved); err != nil {
+		t.Fatal(err)
+	}
+	a := compute(items, 5000, res.Decisions, cfg, nil)
+	c := compute(items, 5000, saved, cfg, nil)
+	if messages(a.View) != messages(c.View) || !reflect.DeepEqual(a.Decisions, c.Decisions) {
+		t.Errorf("a restored (JSON) decision record gives another view")
+	}
+}
+
+func TestProtectedResultVetoesGroupRemoval(t *testing.T) {
+	est := tokens.Default()
+	msgs := []ctxstore.Message{
+		ctxstore.NewMessage("system", "sys"),
+		ctxstore.NewMessage("user", "first task"),
+		msg(`{"role":"assistant","content":null,"tool_calls":[{"id":"a1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"a2","type":"function","function":{"name":"f","arguments":"{}"}}]}`),
+		ctxstore.NewToolResult("a1", strings.Repeat("big ", 1000)),
+		ctxstore.NewToolResult("a2", "small"),
+		ctxstore.NewMessage("user", strings.Repeat("middle ", 200)),
+		ctxstore.NewMessage("assistant", strings.Repeat("reply ", 200)),
+		ctxstore.NewMessage("user", "last"),
+	}
+	items := viewtest.Items(msgs, est)
+	cfg := defaultConfig(view.StrategyProgressive)
+	cfg.ProtectedToolResults = 1 // a2 is the newest result
+	cfg.ProtectedRecent = 0
+	cfg.Notice = false
+	seen := 0
+	total := viewtest.Sum(msgs, est)
+	// Budgets whose horizon (HorizonFactor × budget) covers the history:
+	// older messages leave the view wholesale, protected or not.
+	for b := 2000; b*view.HorizonFactor >= total; b -= 10 {
+		res := compute(items, b, view.Decisions{}, cfg, nil)
+		if res.Stats.Level >= view.LevelLastResort {
+			continue
+		}
+		has := func(m ctxstore.Message) bool {
+			return slices.ContainsFunc(res.View, func(v ctxstore.Message) bool { return v.String() == m.String() })
+		}
+		if has(msgs[5]) { // the newer middle message was not removed
+			continue
+		}
+		seen++
+		if !has(msgs[2]) || !has(msgs[4]) || !slices.ContainsFunc(res.View, func(v ctxstore.Message) bool { return v.ToolCallID() == "a1" }) {
+			t.Fatalf("budget %d: newer messages were removed but the group with a protected result is not whole: %v", b, res.View)
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no budget removed the middle message before the last resort")
+	}
+}
+
+func TestSummaryReusedAfterRestartAndBudgetChange(t *testing.T) {
+	calls := map[string]int{}
+	cfg := defaultConfig(view.StrategySummarize)
+	cfg.Summarizer = func(_ context.Context, span []ctxstore.Message) (string, error) {
+		key := span[0].String() + span[len(span)-1].String()
+		calls[key]++
+		return fmt.Sprintf("summary of %d", len(span)), nil
+	}
+	est := tokens.Default()
+	var msgs []ctxstore.Message
+	msgs = append(msgs, ctxstore.NewMessage("system", "sys"))
+	for i := range 80 {
+		msgs = append(msgs, ctxstore.NewMessage("user", fmt.Sprintf("q%d %s", i, strings.Repeat("q", 200))),
+			ctxstore.NewMessage("assistant", strings.Repeat("a", 200)))
+	}
+	items := viewtest.Items(msgs, est)
+	restart := func(d view.Decisions) view.Decisions {
+		b, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out view.Decisions
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	r1 := compute(items, 6000, view.Decisions{}, cfg, nil)
+	if !r1.Stats.Summary || r1.View[1].Role() != "system" || !strings.HasPrefix(r1.View[1].Text(), view.SummaryPrefix) {
+		t.Fatalf("no summary after the system message: %+v", r1.Stats)
+	}
+	r2 := compute(items, 9000, restart(r1.Decisions), cfg, nil) // budget change: from scratch
+	r3 := compute(items, 6000, restart(r2.Decisions), cfg, nil) // back: same span as r1
+	if messages(r3.View) != messages(r1.View) {
+		t.Errorf("same budget and history after a detour gave another view")
+	}
+	total := 0
+	for k, n := range calls {
+		total += n
+		if n > 1 {
+			t.Errorf("summarizer called %d times for one span (%.60s)", n, k)
+		}
+	}
+	if total == 0 {
+		t.Errorf("summarizer never called")
+	}
+}
+
+func TestSummarizerFailureFallsBack(t *testing.T) {
+	cfg := defaultConfig(view.StrategySummarize)
+	cfg.Summarizer = func(context.Context, []ctxstore.Message) (string, error) { panic("boom") }
+	est := tokens.Default()
+	var msgs []ctxstore.Message
+	for i := range 60 {
+		msgs = append(msgs, ctxstore.NewMessage("user", fmt.Sprintf("q%d %s", i, strings.Repeat("q", 400))))
+	}
+	res := compute(viewtest.Items(msgs, est), 3000, view.Decisions{}, cfg, nil)
+	if err := viewtest.Check(msgs, res.View, 3000, est, cfg.Strategy); err != nil {
+		t.Fatal(err)
+	}
+	if res.Stats.Summary || !res.Stats.Compacted {
+		t.Errorf("stats after a failing summarizer: %+v", res.Stats)
+	}
+	if !slices.ContainsFunc(res.Events, func(e view.Event) bool { return e.Data["reason"] == view.ReasonSummarizerFailed }) {
+		t.Errorf("no summarizer_failed warning in %v", res.Events)
+	}
+}
+
+// TestLongHistoryUsesOnlyTheHorizon builds 100k items and checks that the
+// engine asks for (and works with) a tail proportional to the budget.
+func TestLongHistoryUsesOnlyTheHorizon(t *testing.T) {
+	est := tokens.Default()
+	items := make([]view.Item, 0, 100_001)
+	add := func(m ctxstore.Message) {
+		items = append(items, view.Item{ID: uint64(len(items) + 1), Msg: m, Tokens: est.Estimate(m)})
+	}
+	add(ctxstore.NewMessage("system", "You are a long-running assistant."))
+	add(ctxstore.NewMessage("user", "Keep my notes."))
+	for i := range 50_000 {
+		add(ctxstore.NewMessage("assistant", fmt.Sprintf("note %d %s", i, strings.Repeat("n", 100))))
+		add(ctxstore.NewMessage("user", fmt.Sprintf("more %d", i)))
+	}
+	cfg := defaultConfig(view.StrategyProgressive)
+	budget := 20_000
+	need := view.Horizon(budget, cfg, view.Decisions{})
+	h := viewtest.Load(items, need)
+	if len(h.Tail) > 2*need.Tokens/10 || !h.Partial {
+		t.Fatalf("tail of %d items for a need of %d tokens", len(h.Tail), need.Tokens)
+	}
+	res := view.Compute(context.Background(), h, view.Budget{Tokens: budget}, view.Decisions{}, cfg)
+	msgs := make([]ctxstore.Message, len(items))
+	for i, it := range items {
+		msgs[i] = it.Msg
+	}
+	if err := viewtest.Check(msgs, res.View, budget, est, cfg.Strategy); err != nil {
+		t.Fatal(err)
+	}
+	if res.View[1].Text() != "Keep my notes." {
+		t.Errorf("progressive dropped the first user message: %.80s", res.View[1])
+	}
+	if res.Stats.Tokens < res.Stats.Target/2 {
+		t.Errorf("view uses %d tokens of target %d: the horizon is too short", res.Stats.Tokens, res.Stats.Target)
+	}
+	// Sticky: the next request needs the tail back to the cutoff only.
+	add(ctxstore.NewMessage("assistant", "one more"))
+	need2 := view.Horizon(budget, cfg, res.Decisions)
+	if need2.FromID == 0 || need2.FromID != res.Decisions.Cutoff {
+		t.Errorf("need after compaction %+v, want FromID = cutoff %d", need2, res.Decisions.Cutoff)
+	}
+	h2 := viewtest.Load(items, need2)
+	if len(h2.Tail) > len(h.Tail)+2 {
+		t.Errorf("second request loads %d items, first %d", len(h2.Tail), len(h.Tail))
+	}
+	res2 := view.Compute(context.Background(), h2, view.Budget{Tokens: budget}, res.Decisions, cfg)
+	if res2.Stats.Escalated {
+		t.Errorf("one small append escalated again")
+	}
+	if !strings.HasPrefix(messages(res2.View), messages(res.View[:len(res.View)-1])) {
+		t.Errorf("prefix not kept after one append")
+	}
+}
+
+func TestNeedCovers(t *testing.T) {
+	tool := view.Item{ID: 5, Msg: ctxstore.NewToolResult("c", "x")}
+	usr := view.Item{ID: 5, Msg: ctxstore.NewMessage("user", "x")}
+	for _, tt := range []struct {
+		need   view.Need
+		tokens int
+		oldest view.Item
+		want   bool
+	}{
+		{view.Need{Tokens: 100}, 99, usr, false},
+		{view.Need{Tokens: 100}, 100, usr, true},
+		{view.Need{Tokens: 100}, 500, tool, false}, // must reach the calling assistant
+		{view.Need{Tokens: 100, FromID: 4}, 500, usr, false},
+		{view.Need{Tokens: 100, FromID: 5}, 500, usr, true},
+	} {
+		if got := tt.need.Covers(tt.tokens, tt.oldest); got != tt.want {
+			t.Errorf("%+v.Covers(%d, %s) = %v, want %v", tt.need, tt.tokens, tt.oldest.Msg.Role(), got, tt.want)
+		}
+	}
+	if !(view.Need{Tokens: 1 << 40}).Satisfied(nil, false) {
+		t.Error("a tail without older history is always enough")
+	}
+}
+
+func TestDeriveBudget(t *testing.T) {
+	cfg := view.Config{FallbackTokens: 1000, SafetyMargin: 100}
+	for _, tt := range []struct {
+		r    ctxstore.Request
+		max  int
+		want view.Budget
+	}{
+		{ctxstore.Request{TokenBudget: 50}, 0, view.Budget{Tokens: 50, Source: "explicit"}},
+		{ctxstore.Request{Model: &ctxstore.ModelInfo{ContextWindow: 800, MaxOutputTokens: 200}}, 0, view.Budget{Tokens: 500, Source: "model"}},
+		{ctxstore.Request{Model: &ctxstore.ModelInfo{ContextWindow: 200, MaxOutputTokens: 200}}, 0, view.Budget{Tokens: 1000, Source: "fallback"}},
+		{ctxstore.Request{}, 0, view.Budget{Tokens: 1000, Source: "fallback"}},
+		{ctxstore.Request{}, 300, view.Budget{Tokens: 300, Source: "fallback", Capped: true}},
+		{ctxstore.Request{TokenBudget: 5000}, 300, view.Budget{Tokens: 300, Source: "explicit", Capped: true}},
+	} {
+		c := cfg
+		c.MaxTokens = tt.max
+		if got := view.DeriveBudget(tt.r, c); got != tt.want {
+			t.Errorf("DeriveBudget(%+v, max %d) = %+v, want %+v", tt.r, tt.max, got, tt.want)
+		}
+	}
+}
+
+func TestHiddenAndMidConversationSystem(t *testing.T) {
+	est := tokens.Default()
+	msgs := []ctxstore.Message{
+		ctxstore.NewMessage("system", "[Context from AGENTS.md] v1"),
+		ctxstore.NewMessage("user", "hello"),
+		ctxstore.NewMessage("assistant", "hi"),
+		ctxstore.NewMessage("system", "[Context from AGENTS.md] v2"),
+		ctxstore.NewMessage("developer", "be brief"),
+		ctxstore.NewMessage("user", "next"),
+	}
+	items := viewtest.Items(msgs, est)
+	h := viewtest.Load(items, view.Need{Tokens: 1 << 40})
+	h.Hidden = []uint64{1} // v1 superseded
+	res := view.Compute(context.Background(), h, view.Budget{Tokens: 10_000}, view.Decisions{}, defaultConfig(view.StrategyProgressive))
+	got := make([]string, len(res.View))
+	for i, m := range res.View {
+		got[i] = m.Text()
+	}
+	want := []string{"[Context from AGENTS.md] v2", "be brief", "hello", "hi", "next"}
+	if !slices.Equal(got, want) {
+		t.Errorf("view %q, want %q", got, want)
+	}
+}
