@@ -120,43 +120,51 @@ func (r nsPerOp) ratio(b *testing.B, num, den, unit string) {
 // BenchmarkRequestAfterAppend [B3]: the time of one request when one
 // message was appended since the previous request, at 1k and 100k stored
 // messages. The append (a durable write, the same at any length) is not
-// timed. Target: 100k ≤ 2 × 1k (metric "x100k/1k").
+// timed. Target: 100k ≤ 2 × 1k (metric "x100k/1k"). At budget=8000 the 1k
+// history already exceeds the engine's horizon (4 × budget tokens); at
+// budget=100000 it does not, so the 100k case works on a larger input.
 func BenchmarkRequestAfterAppend(b *testing.B) {
 	ctx := context.Background()
-	res := nsPerOp{}
-	for _, n := range []int{1_000, 100_000} {
-		key := fmt.Sprintf("messages=%d", n)
-		b.Run(key, func(b *testing.B) {
-			m, err := Open(filledFile(b, n), "s", Config{})
-			if err != nil {
-				b.Fatal(err)
+	for _, budget := range []int{benchBudget, 100_000} {
+		b.Run(fmt.Sprintf("budget=%d", budget), func(b *testing.B) {
+			res := nsPerOp{}
+			for _, n := range []int{1_000, 100_000} {
+				key := fmt.Sprintf("messages=%d", n)
+				b.Run(key, func(b *testing.B) {
+					m, err := Open(filledFile(b, n), "s", Config{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer m.Close()
+					r := ctxstore.Request{TokenBudget: budget}
+					if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
+						b.Fatal(err)
+					}
+					next := conversation(4*1024, 400)
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						b.StopTimer()
+						if err := m.AddMessage(ctx, next[i%len(next)]); err != nil {
+							b.Fatal(err)
+						}
+						b.StartTimer()
+						if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StopTimer()
+					res.record(b, key)
+				})
 			}
-			defer m.Close()
-			r := ctxstore.Request{TokenBudget: benchBudget}
-			if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
-				b.Fatal(err)
-			}
-			next := conversation(4*1024, 400)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				if err := m.AddMessage(ctx, next[i%len(next)]); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			res.record(b, key)
+			res.ratio(b, "messages=100000", "messages=1000", "x100k/1k")
 		})
 	}
-	res.ratio(b, "messages=100000", "messages=1000", "x100k/1k")
 }
 
 // BenchmarkResume [B4]: open a session and compute its first view, at 1k
 // and 100k stored messages. Target: 100k ≤ 3 × 1k (metric "x100k/1k").
+// The first view reads the tail back to the horizon (4 × budget tokens), so
+// the ratio grows with the budget once the horizon exceeds the 1k history.
 func BenchmarkResume(b *testing.B) {
 	ctx := context.Background()
 	for _, budget := range []int{benchBudget, 100_000} {
