@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -33,11 +34,23 @@ func runChild(role string) int {
 		return 1
 	}
 	defer m.Close()
-	if role == "append" {
+	if role == "append" || role == "appendview" {
 		n, _ := strconv.Atoi(os.Getenv("CHILD_N"))
 		for i := range n {
-			if err := m.AddMessage(ctx, user(fmt.Sprintf("%s %d", os.Getenv("CHILD_PREFIX"), i))); err != nil {
+			if err := m.AddMessage(ctx, user(fmt.Sprintf("%s %d %s", os.Getenv("CHILD_PREFIX"), i, os.Getenv("CHILD_PAD")))); err != nil {
 				fmt.Fprintln(os.Stderr, "child add:", err)
+				return 1
+			}
+			if role != "appendview" {
+				continue
+			}
+			v, err := m.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: 3000})
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "child view:", err)
+				return 1
+			}
+			if len(v) == 0 {
+				fmt.Fprintln(os.Stderr, "child view: empty")
 				return 1
 			}
 		}
@@ -155,5 +168,45 @@ func TestProcessesAppendConcurrently(t *testing.T) {
 	}
 	if d := diff(viewOf(t, m, 100_000), h); d != "" {
 		t.Fatalf("parent view is not the whole shared history: %s", d)
+	}
+}
+
+// TestSoakProcesses (CTXSTORE_SOAK=1): four processes append and view one
+// session at once, 500 messages each, with compacted views after every
+// append; the history holds every message once, each process's in order.
+func TestSoakProcesses(t *testing.T) {
+	if os.Getenv("CTXSTORE_SOAK") == "" {
+		t.Skip("set CTXSTORE_SOAK=1 to run")
+	}
+	path := dbPath(t)
+	m := open(t, path, "s", Config{})
+	addAll(t, m, []ctxstore.Message{system("soak")})
+	const procs, n = 4, 500
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Go(func() {
+			_, err := runRole("appendview", path, "s", "CHILD_N="+strconv.Itoa(n),
+				fmt.Sprintf("CHILD_PREFIX=c%d", i), "CHILD_PAD="+strings.Repeat("p", 300))
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	h := history(t, m)
+	if len(h) != 1+procs*n {
+		t.Fatalf("history has %d messages, want %d", len(h), 1+procs*n)
+	}
+	next := map[string]int{}
+	for _, msg := range h[1:] {
+		var who string
+		var i int
+		if _, err := fmt.Sscanf(msg.Text(), "%s %d", &who, &i); err != nil {
+			t.Fatalf("unexpected message %q", msg.Text())
+		}
+		if i != next[who] {
+			t.Fatalf("%s: message %d where %d was expected", who, i, next[who])
+		}
+		next[who]++
 	}
 }

@@ -94,7 +94,7 @@ func (m *Manager) history(need view.Need) view.History {
 		}
 	}
 	h := view.History{
-		Pinned:      w.pinned,
+		Pinned:      w.pinned[:len(w.pinned):len(w.pinned)],
 		FirstUser:   w.firstUser,
 		Tail:        m.withRepairs(w.tail[start:len(w.tail):len(w.tail)]),
 		Partial:     start > 0 || !w.complete(),
