@@ -37,7 +37,7 @@ func runChild(role string) int {
 	if role == "append" || role == "appendview" {
 		n, _ := strconv.Atoi(os.Getenv("CHILD_N"))
 		for i := range n {
-			if err := m.AddMessage(ctx, user(fmt.Sprintf("%s %d %s", os.Getenv("CHILD_PREFIX"), i, os.Getenv("CHILD_PAD")))); err != nil {
+			if err := m.AddMessage(ctx, user(strings.TrimSpace(fmt.Sprintf("%s %d %s", os.Getenv("CHILD_PREFIX"), i, os.Getenv("CHILD_PAD"))))); err != nil {
 				fmt.Fprintln(os.Stderr, "child add:", err)
 				return 1
 			}
