@@ -320,3 +320,28 @@ func TestStoreSeesManagerWrites(t *testing.T) {
 		t.Fatalf("store sees %+v", info)
 	}
 }
+
+// A Clear by another manager (process) of the same session is picked up by
+// the next view: the old epoch's messages leave this manager's views too.
+func TestOtherManagersClearIsSeen(t *testing.T) {
+	ctx := context.Background()
+	path := dbPath(t)
+	a := open(t, path, "s", Config{})
+	b := open(t, path, "s", Config{})
+	addAll(t, a, conversation(8, 100))
+	if v := viewOf(t, b, 10_000); len(v) != 8 {
+		t.Fatalf("b's view before the Clear has %d messages, want 8", len(v))
+	}
+	if err := b.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := viewOf(t, a, 10_000); len(v) != 0 {
+		t.Fatalf("a's view after b's Clear has %d messages, want 0", len(v))
+	}
+	addAll(t, a, []ctxstore.Message{user("new epoch")})
+	for _, m := range []*Manager{a, b} {
+		if v := texts(viewOf(t, m, 10_000)); len(v) != 1 || v[0] != "user:new epoch" {
+			t.Fatalf("view after the Clear and one add = %q", v)
+		}
+	}
+}
