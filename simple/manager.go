@@ -31,6 +31,7 @@ type Manager struct {
 	lastHuman int         // index of the newest human message, -1 if none
 	tokens    int         // Σ items[i].Tokens
 	dec       view.Decisions
+	memo      *view.Memo // rewritten messages; replaced when IDs restart
 	budget    view.Budget
 	requested bool // a request was served (context:budget is sent on the first)
 }
@@ -48,7 +49,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simple.New: %w", err)
 	}
-	return &Manager{cfg: c, vcfg: vc, firstUser: -1, lastHuman: -1}, nil
+	return &Manager{cfg: c, vcfg: vc, firstUser: -1, lastHuman: -1, memo: view.NewMemo()}, nil
 }
 
 func (m *Manager) check(msg ctxstore.Message) error {
@@ -132,6 +133,7 @@ func (m *Manager) historyLocked(budget int) view.History {
 		Partial:     start > 0,
 		Total:       len(m.items),
 		TotalTokens: m.tokens,
+		Memo:        m.memo,
 	}
 	if m.firstUser >= 0 {
 		fu := m.items[m.firstUser]
@@ -196,4 +198,5 @@ func (m *Manager) resetLocked() {
 	m.items, m.pinned = nil, nil
 	m.firstUser, m.lastHuman, m.tokens = -1, -1, 0
 	m.dec = view.Decisions{}
+	m.memo = view.NewMemo()
 }
