@@ -112,6 +112,7 @@ func (s *Store) openDB(ctx context.Context) (*bbolt.DB, error) {
 			return f, nil
 		},
 		Timeout:  time.Millisecond,
+		PageSize: pageSize,
 		NoSync:   s.opts.NoSync,
 		ReadOnly: s.opts.ReadOnly,
 	})
@@ -222,7 +223,9 @@ var errBusy = errors.New("lock busy")
 // lockCurrentInode opens the file and flocks it, waiting if block, and
 // failing with errBusy otherwise.
 func (s *Store) lockCurrentInode(block bool) (*os.File, error) {
-	flag, how := os.O_RDWR|os.O_CREATE, syscall.LOCK_EX
+	// No O_CREATE: Open creates the file; one deleted since must not
+	// silently come back empty.
+	flag, how := os.O_RDWR, syscall.LOCK_EX
 	if s.opts.ReadOnly {
 		flag, how = os.O_RDONLY, syscall.LOCK_SH
 	}

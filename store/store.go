@@ -79,6 +79,9 @@ func Open(path string, opts Options) (*Store, error) {
 		if err := os.MkdirAll(filepath.Dir(path), dirMode); err != nil {
 			return nil, fmt.Errorf("store %s: %w", path, err)
 		}
+		if err := createFile(path); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("store %s: %w", path, statErr)
 	}
@@ -86,6 +89,59 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// createFile makes a new, initialised store file at path atomically: a
+// process killed while bbolt writes the first pages must not leave a
+// half-written file that every later Open rejects as corrupt. The file is
+// built under a temporary name and linked into place, which fails if
+// another process created path meanwhile; then theirs is used.
+func createFile(path string) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".new-*") // mode 0600
+	if err != nil {
+		return fmt.Errorf("store %s: create: %w", path, err)
+	}
+	name := tmp.Name()
+	tmp.Close()
+	defer os.Remove(name)
+	db, err := bbolt.Open(name, fileMode, &bbolt.Options{PageSize: pageSize, Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("store %s: create: %w", path, err)
+	}
+	err = db.Update(createBuckets)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store %s: create: %w", path, err)
+	}
+	if err := os.Link(name, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("store %s: create: %w", path, err)
+	}
+	// The new directory entry must survive a crash like the data does.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func createBuckets(tx *bbolt.Tx) error {
+	b, err := tx.CreateBucketIfNotExists([]byte(bucketStore))
+	if err != nil {
+		return err
+	}
+	if b.Get([]byte(keyFormat)) == nil {
+		if err := b.Put([]byte(keyFormat), []byte(strconv.Itoa(FormatVersion))); err != nil {
+			return err
+		}
+	}
+	_, err = tx.CreateBucketIfNotExists([]byte(bucketSessions))
+	return err
 }
 
 // init creates the top-level buckets of a new file and checks the format
@@ -119,19 +175,7 @@ func (s *Store) init(ctx context.Context) error {
 		}
 		return nil
 	}
-	err = db.Update(func(tx *bbolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists([]byte(bucketStore))
-		if err != nil {
-			return err
-		}
-		if b.Get([]byte(keyFormat)) == nil {
-			if err := b.Put([]byte(keyFormat), []byte(strconv.Itoa(FormatVersion))); err != nil {
-				return err
-			}
-		}
-		_, err = tx.CreateBucketIfNotExists([]byte(bucketSessions))
-		return err
-	})
+	err = db.Update(createBuckets)
 	if err != nil {
 		return fmt.Errorf("store %s: initialise: %w", s.path, err)
 	}
