@@ -115,7 +115,7 @@ func TestStoreOpenDamagedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range damageCases(good, os.Getpagesize(), 5, 12) {
+	for _, c := range damageCases(good, pageSize, 5, 12) {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(dir, c.name+".db")
 			if err := os.WriteFile(p, c.data, 0o600); err != nil {
