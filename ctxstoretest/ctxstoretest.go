@@ -655,6 +655,10 @@ func (s *suite) testRandom(t *testing.T) {
 		h := analyze(msgs)
 		floor := h.estimate(s.budgetEst, h.floor())
 		total := estimateAll(s.budgetEst, msgs)
+		if seed%2 == 1 {
+			s.randomLoop(t, 1000+seed, msgs, max(floor, total/3))
+			continue
+		}
 		m := s.fresh(t, msgs)
 		for _, b := range []int{1, floor, floor + 1 + g.r.IntN(300), floor + g.r.IntN(total+1), s.roomy(msgs)} {
 			v := view(t, m, ctxstore.Request{TokenBudget: b})
@@ -665,6 +669,25 @@ func (s *suite) testRandom(t *testing.T) {
 		}
 		if d := sameMessages(get(t, m), msgs); d != "" {
 			t.Errorf("seed %d: GetMessages after views: %s", 1000+seed, d)
+		}
+	}
+}
+
+// randomLoop adds msgs one by one, viewing the history at budget after
+// each, so incremental and sticky view state meets irregular input.
+func (s *suite) randomLoop(t *testing.T, seed uint64, msgs []ctxstore.Message, budget int) {
+	t.Helper()
+	m := s.newManager(t)
+	for i, msg := range msgs {
+		if err := m.AddMessage(t.Context(), msg); err != nil {
+			t.Fatalf("seed %d: AddMessage(message %d): %v", seed, i, err)
+		}
+		h := analyze(msgs[:i+1])
+		v := view(t, m, ctxstore.Request{TokenBudget: budget})
+		if errs := h.check(v, budget, s.checkEst); len(errs) > 0 {
+			t.Errorf("seed %d, after message %d, budget %d:\n  %s\nhistory:\n%sview:\n%s",
+				seed, i, budget, strings.Join(errs, "\n  "), dump(msgs[:i+1]), dump(v))
+			return
 		}
 	}
 }
