@@ -257,20 +257,24 @@ func (bf *boltFile) page(id uint64) (boltPageHeader, []byte, error) {
 	if off+ps > bf.size {
 		return boltPageHeader{}, nil, fmt.Errorf("page %d: beyond the end of the file (%d bytes)", id, bf.size)
 	}
-	hb := make([]byte, boltPageHeaderSize)
-	if _, err := bf.f.ReadAt(hb, off); err != nil {
+	first := make([]byte, ps)
+	if _, err := bf.f.ReadAt(first, off); err != nil {
 		return boltPageHeader{}, nil, fmt.Errorf("page %d: %w", id, err)
 	}
-	h := parsePageHeader(hb)
+	h := parsePageHeader(first)
 	if h.id != id {
 		return h, nil, fmt.Errorf("page %d: header says it is page %d", id, h.id)
+	}
+	if h.overflow == 0 {
+		return h, first, nil
 	}
 	span := (int64(h.overflow) + 1) * ps
 	if uint64(h.overflow) >= bf.meta.hwm-id || off+span > bf.size {
 		return h, nil, fmt.Errorf("page %d: %d overflow pages run past the end of the file", id, h.overflow)
 	}
 	buf := make([]byte, span)
-	if _, err := bf.f.ReadAt(buf, off); err != nil {
+	copy(buf, first)
+	if _, err := bf.f.ReadAt(buf[ps:], off+ps); err != nil {
 		return h, nil, fmt.Errorf("page %d: %w", id, err)
 	}
 	return h, buf, nil

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxstore/ctxstore"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -210,13 +212,24 @@ type damageCase struct {
 	damagedPage func(id uint64) bool
 	// notBolt is set for files that never were bbolt files.
 	notBolt bool
+	// metaOnly is set when only meta pages are damaged: every message is still
+	// in the file.
+	metaOnly bool
 }
 
 // damageCases derives damaged files from good (a bbolt file with the given page size):
 // truncations at seeded random offsets plus offsets inside and at the edges of the
 // meta pages and data pages, zeroed meta pages, garbage over data pages, an empty
 // file, text, and a meta that claims pages beyond the end of the file.
+//
+// With CTXSTORE_SOAK set, every random kind of damage is drawn ten times as often
+// (and the seed varies with the time, logged by the caller) to hunt for crashes.
 func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCase {
+	nRand := 1
+	if os.Getenv("CTXSTORE_SOAK") != "" {
+		nRand = 10
+	}
+	nTrunc *= nRand
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	var cs []damageCase
 	// Truncation is damage only below the high-water mark: bbolt preallocates.
@@ -225,6 +238,7 @@ func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCas
 	cut := func(name string, n int) {
 		c := damageCase{name: name, data: bytes.Clone(good[:n]), mustFail: n > 0 && n < inUse}
 		if n >= 2*pageSize {
+			c.metaOnly = n >= inUse
 			c.damagedPage = func(id uint64) bool { return int(id+1)*pageSize > n }
 		}
 		cs = append(cs, c)
@@ -251,7 +265,7 @@ func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCas
 		for _, id := range ids {
 			clear(d[id*pageSize : (id+1)*pageSize])
 		}
-		cs = append(cs, damageCase{name: name, data: d, mustFail: len(ids) == 2})
+		cs = append(cs, damageCase{name: name, data: d, mustFail: len(ids) == 2, metaOnly: true})
 	}
 	zero("zero-meta-0", 0)
 	zero("zero-meta-1", 1)
@@ -260,9 +274,9 @@ func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCas
 	flip := bytes.Clone(good) // one bit in each meta's checksummed bytes
 	flip[boltPageHeaderSize+20] ^= 1
 	flip[pageSize+boltPageHeaderSize+20] ^= 1
-	cs = append(cs, damageCase{name: "flipped-bit-both-metas", data: flip, mustFail: true})
+	cs = append(cs, damageCase{name: "flipped-bit-both-metas", data: flip, mustFail: true, metaOnly: true})
 
-	for i := range 12 {
+	for i := range 12 * nRand {
 		d := bytes.Clone(good)
 		n := 1 + rng.IntN(3)
 		var ids []int
@@ -276,7 +290,7 @@ func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCas
 		cs = append(cs, damageCase{name: fmt.Sprintf("garbage-%d-pages-%v", i, ids), data: d, anyOutcome: true,
 			damagedPage: func(id uint64) bool { return slices.Contains(ids, int(id)) }})
 	}
-	for i := range 6 { // plausible-looking damage: headers kept, element table scrambled
+	for i := range 6 * nRand { // plausible-looking damage: headers kept, element table scrambled
 		d := bytes.Clone(good)
 		id := 2 + rng.IntN(pages-2)
 		for j := id*pageSize + boltPageHeaderSize; j < id*pageSize+boltPageHeaderSize+64; j++ {
@@ -294,16 +308,27 @@ func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCas
 		damageCase{name: "hwm-beyond-eof", data: withMeta(good, pageSize, func(m []byte) {
 			ne := binary.NativeEndian
 			ne.PutUint64(m[40:], ne.Uint64(m[40:])+1000)
-		}), mustFail: true},
+		}), mustFail: true, metaOnly: true},
 		damageCase{name: "root-beyond-hwm", data: withMeta(good, pageSize, func(m []byte) {
 			binary.NativeEndian.PutUint64(m[16:], 1<<40)
-		}), mustFail: true},
+		}), mustFail: true, metaOnly: true},
 		damageCase{name: "root-is-freelist", data: withMeta(good, pageSize, func(m []byte) {
 			ne := binary.NativeEndian
 			ne.PutUint64(m[16:], ne.Uint64(m[32:]))
-		}), mustFail: true},
+		}), mustFail: true, metaOnly: true},
 	)
 	return cs
+}
+
+// damageSeed is fixed in a normal run and drawn from the clock in a soak run; it is
+// logged so a failure can be replayed.
+func damageSeed(t *testing.T, fixed uint64) uint64 {
+	if os.Getenv("CTXSTORE_SOAK") == "" {
+		return fixed
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("damage seed %d", seed)
+	return seed
 }
 
 func randomBytes(rng *rand.Rand, n int) []byte {
@@ -420,7 +445,7 @@ func TestRawBoltDamageNeverCrashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range damageCases(good, os.Getpagesize(), 7, 20) {
+	for _, c := range damageCases(good, os.Getpagesize(), damageSeed(t, 7), 20) {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(dir, c.name+".db")
 			if err := os.WriteFile(p, c.data, 0o600); err != nil {
@@ -505,5 +530,78 @@ func TestBboltFaultsWithoutCheck(t *testing.T) {
 	}
 	if got := runChild(t, "rawopen", p); !strings.HasPrefix(got, "corrupt ") {
 		t.Errorf("with the check: want corrupt, got %q", got)
+	}
+}
+
+// TestCheckBoltFileWithLiveWriter runs the pre-open check over and over while a child
+// process appends: a writer mid-commit must never be taken for damage (the check
+// confirms suspected damage under a shared lock, which waits for the commit).
+func TestCheckBoltFileWithLiveWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "live.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendText(t, st, "seed", "so the file exists")
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := childCmd("append-loop", path)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	checks, suspected := 0, 0
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("writer: %v\n%s", err, out.String())
+			}
+			running = false
+		default:
+		}
+		checks++
+		if inspectBoltFile(path) != nil {
+			suspected++
+		}
+		if err := checkBoltFile(path); err != nil {
+			t.Fatalf("check %d during appends: %v", checks, err)
+		}
+	}
+	t.Logf("%d checks, %d caught a commit mid-way and were cleared under the lock", checks, suspected)
+}
+
+// childAppendLoop appends appendLoopCount messages, one commit each.
+func childAppendLoop(path string) string {
+	st, err := Open(path, Options{})
+	if err != nil {
+		return "error " + err.Error()
+	}
+	defer st.Close()
+	for i := range appendLoopCount {
+		msg := ctxstore.NewMessage("user", strings.Repeat("x", 100+i%1000))
+		if _, _, err := st.Append(context.Background(), fmt.Sprint("s", i%5), Record{Message: msg}); err != nil {
+			return "error " + err.Error()
+		}
+	}
+	return "appended"
+}
+
+const appendLoopCount = 300
+
+// BenchmarkCheckBoltFile measures what the pre-open check adds to every Open of an
+// intact file.
+func BenchmarkCheckBoltFile(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "b.db")
+	makeTestStore(b, path, 200)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := checkBoltFile(path); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,8 +29,11 @@ type SalvageReport struct {
 	Missing     int            `json:"missing"`
 	SkipReasons map[string]int `json:"skip_reasons,omitempty"`
 	// Orphans counts recovered messages found by scanning pages the tree no
-	// longer reaches (their parent pages are damaged).
-	Orphans int `json:"orphans"`
+	// longer reaches (their parent pages are damaged). Unattributed of them
+	// could not be tied to their session and are in sessions named
+	// "salvaged-orphans-N".
+	Orphans      int `json:"orphans"`
+	Unattributed int `json:"unattributed"`
 	// Derived counts derived records (compaction decisions, summaries) copied.
 	Derived  int               `json:"derived"`
 	Sessions []SalvageSession  `json:"sessions"`
@@ -68,7 +72,7 @@ func (r *SalvageReport) String() string {
 		r.Source, r.Dest, r.Recovered, len(r.Sessions), r.Skipped, r.Missing)
 	fmt.Fprintf(&b, "  started from: %s\n", r.Meta)
 	if r.Orphans > 0 {
-		fmt.Fprintf(&b, "  %d messages found on pages the tree no longer reaches\n", r.Orphans)
+		fmt.Fprintf(&b, "  %d messages found on pages the tree no longer reaches (%d of them in salvaged-orphans-N sessions)\n", r.Orphans, r.Unattributed)
 	}
 	if r.Derived > 0 {
 		fmt.Fprintf(&b, "  %d derived records copied\n", r.Derived)
@@ -157,7 +161,9 @@ type salvaged struct {
 	reasons  map[string]int
 	examples map[string]string
 	orphans  int
-	notes    []string
+	// unattributed counts orphans put in placeholder sessions.
+	unattributed int
+	notes        []string
 }
 
 type salvageSession struct {
@@ -191,25 +197,37 @@ func (sv *salvaged) skip(s *salvageSession, reason, example string) {
 // message considers one key/value of a session's msgs bucket. It reports whether the
 // message was kept.
 func (sv *salvaged) message(s *salvageSession, k, v []byte) bool {
-	env, err := decodeAt(s.name, k, v)
+	env, ok := sv.record(s, s.name, k, v)
+	return ok && sv.add(s, env)
+}
+
+// record decodes and checks one message record; a record that fails is counted as
+// skipped (against s, when known) and ok is false.
+func (sv *salvaged) record(s *salvageSession, where string, k, v []byte) (envelope, bool) {
+	env, err := decodeAt(where, k, v)
 	if err != nil {
 		sv.skip(s, "record does not decode", err.Error())
-		return false
+		return envelope{}, false
 	}
 	msg, err := ctxstore.ParseMessage(env.Raw)
 	if err != nil {
-		sv.skip(s, "stored JSON is not a valid message", fmt.Sprintf("session %q seq %d: %v", s.name, env.Seq, err))
-		return false
+		sv.skip(s, "stored JSON is not a valid message", fmt.Sprintf("session %q seq %d: %v", where, env.Seq, err))
+		return envelope{}, false
 	}
 	if msg.Role() != env.Role {
 		sv.skip(s, "role in the record differs from its JSON",
-			fmt.Sprintf("session %q seq %d: %q vs %q", s.name, env.Seq, env.Role, msg.Role()))
-		return false
+			fmt.Sprintf("session %q seq %d: %q vs %q", where, env.Seq, env.Role, msg.Role()))
+		return envelope{}, false
 	}
 	if env.Epoch == 0 {
-		sv.skip(s, "record has epoch 0", fmt.Sprintf("session %q seq %d", s.name, env.Seq))
-		return false
+		sv.skip(s, "record has epoch 0", fmt.Sprintf("session %q seq %d", where, env.Seq))
+		return envelope{}, false
 	}
+	return env, true
+}
+
+// add keeps env in s unless s has that seq already. It reports whether env was new.
+func (sv *salvaged) add(s *salvageSession, env envelope) bool {
 	if old, ok := s.msgs[env.Seq]; ok {
 		if !bytes.Equal(old.Raw, env.Raw) || old.Epoch != env.Epoch {
 			sv.skip(s, "two different copies of one seq (kept the first)", fmt.Sprintf("session %q seq %d", s.name, env.Seq))
@@ -243,7 +261,6 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 		if !bf.guessGeometry() {
 			return nil, fmt.Errorf("salvage %s: %w: %v, and no page looks like bbolt's", src, ErrCorrupt, err)
 		}
-		sv.notes = append(sv.notes, "no meta page was valid, so deleted pages could not be told from live ones: purged messages may reappear")
 	} else {
 		r.Meta = fmt.Sprintf("meta page %d (txid %d, %d pages of %d bytes)", bf.meta.page, bf.meta.txid, bf.meta.hwm, bf.pageSize)
 		if err := bf.checkMeta(); err != nil {
@@ -255,8 +272,26 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 		}
 		sv.walkTree(ctx, w, bucketRoot{page: bf.meta.root})
 	}
-	if len(w.issues) > 0 || err != nil {
-		sv.scanOrphans(ctx, w, err == nil)
+	// A broken meta page means the last commit may be lost from the tree walked
+	// (the other meta is older): its pages are still in the file, so scan.
+	brokenMeta := bf.metaErrs[0] != nil || bf.metaErrs[1] != nil
+	if len(w.issues) > 0 || err != nil || brokenMeta {
+		// Orphans may be placed by their seqs only if no session can be missing:
+		// the tree down to every session bucket was sound and every session's
+		// metadata readable.
+		namesKnown := err == nil
+		for _, is := range w.issues {
+			if len(is.Path) <= 2 {
+				namesKnown = false
+			}
+		}
+		for _, s := range sv.sessions {
+			if s.meta == nil {
+				namesKnown = false
+			}
+		}
+		// The older meta's freelist may list pages the lost commit used.
+		sv.scanOrphans(ctx, w, err == nil && !brokenMeta, namesKnown)
 	}
 	r.Damaged = len(w.issues)
 	for i, is := range w.issues {
@@ -421,7 +456,7 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		r.Missing += rs.Missing
 		r.Sessions = append(r.Sessions, rs)
 	}
-	r.Orphans = sv.orphans
+	r.Orphans, r.Unattributed = sv.orphans, sv.unattributed
 	r.Notes = append(r.Notes, sv.notes...)
 	for k, v := range sv.reasons {
 		r.SkipReasons[k] += v
@@ -518,10 +553,12 @@ type orphanRef struct {
 // from the page through intact branch pages to a bucket entry, and from there to a
 // session name. Pages whose ancestry is lost are reported, not guessed at: the
 // envelope does not name its session.
-func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, metaOK bool) {
+func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist, namesKnown bool) {
 	bf := w.bf
 	free := map[uint64]bool{}
-	if metaOK && bf.meta.freelist != boltNoFreelist {
+	if !useFreelist {
+		sv.notes = append(sv.notes, "the freelist could not be trusted, so deleted pages could not be told from live ones: purged messages may reappear")
+	} else if bf.meta.freelist != boltNoFreelist {
 		ids, err := bf.freelist()
 		if err != nil {
 			sv.notes = append(sv.notes, fmt.Sprintf("freelist unreadable (%v): pages found by scanning may hold deleted messages", err))
@@ -617,19 +654,25 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, metaOK bool)
 	}
 
 	ids := slices.Sorted(mapKeysU(pages))
-	lost := 0
+	var unowned []orphanLeaf
 	for _, id := range ids {
 		pg := pages[id]
 		paths := pathsOf(id, 0)
 		if len(paths) != 1 {
-			if hasMessages(pg.elems) {
-				lost++
-				reason := "page of messages whose session cannot be worked out"
-				if len(paths) > 1 {
-					reason = "page of messages claimed by more than one bucket"
+			if !hasMessages(pg.elems) {
+				continue
+			}
+			leaf := orphanLeaf{page: id}
+			for _, e := range pg.elems {
+				if e.bucket {
+					continue
 				}
-				sv.skip(nil, reason, fmt.Sprintf("page %d: %d records", id, len(pg.elems)))
-				sv.reasons[reason] += len(pg.elems) - 1
+				if env, ok := sv.record(nil, fmt.Sprintf("(unknown, page %d)", id), e.key, e.value); ok {
+					leaf.envs = append(leaf.envs, env)
+				}
+			}
+			if len(leaf.envs) > 0 {
+				unowned = append(unowned, leaf)
 			}
 			continue
 		}
@@ -654,9 +697,175 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, metaOK bool)
 			sv.orphans += len(s.msgs) - before
 		}
 	}
-	if lost > 0 {
-		sv.notes = append(sv.notes, fmt.Sprintf("%d pages of messages could not be tied to a session (their parent pages are gone)", lost))
+	sv.placeOrphans(unowned, namesKnown)
+}
+
+// orphanLeaf is a leaf page of messages whose session the tree no longer tells.
+type orphanLeaf struct {
+	page uint64
+	envs []envelope // checked records, in key order
+}
+
+// placeOrphans finds a home for leaves of messages whose session is lost. When every
+// session and its metadata is known (namesKnown), a leaf whose seqs fit the holes of
+// exactly one session goes there: its real owner always fits, so a single fit is the
+// owner. Everything else goes to placeholder sessions named "salvaged-orphans-N",
+// one per run of leaves that continue each other unambiguously (seq, epoch and time
+// all carry on), so no message is dropped for want of a name.
+func (sv *salvaged) placeOrphans(leaves []orphanLeaf, namesKnown bool) {
+	var rest []orphanLeaf
+	for _, l := range leaves {
+		if namesKnown {
+			var fit *salvageSession
+			n := 0
+			for _, name := range sv.order {
+				if s := sv.sessions[name]; fitsHoles(s, l) {
+					fit, n = s, n+1
+				}
+			}
+			if n == 1 {
+				for _, env := range l.envs {
+					if sv.add(fit, env) {
+						sv.orphans++
+					}
+				}
+				continue
+			}
+		}
+		rest = append(rest, l)
 	}
+	rest = sv.dropCopies(rest)
+	if len(rest) == 0 {
+		return
+	}
+	// Link leaf i to leaf j when j is the only leaf that can follow i and i the only
+	// one that can precede j.
+	follows := func(a, b orphanLeaf) bool {
+		x, y := a.envs[len(a.envs)-1], b.envs[0]
+		return y.Seq == x.Seq+1 && y.Epoch >= x.Epoch && y.Time >= x.Time
+	}
+	next, npred := make([]int, len(rest)), make([]int, len(rest))
+	for i := range rest {
+		next[i] = -1
+		nsucc := 0
+		for j := range rest {
+			if i != j && follows(rest[i], rest[j]) {
+				nsucc++
+				next[i] = j
+			}
+		}
+		if nsucc != 1 {
+			next[i] = -1
+		}
+	}
+	for i := range rest {
+		if next[i] >= 0 {
+			npred[next[i]]++
+		}
+	}
+	for j := range rest {
+		for i := range rest {
+			if i != j && follows(rest[i], rest[j]) && next[i] != j {
+				npred[j] = 2 // another leaf could precede j too: do not link
+			}
+		}
+	}
+	for i := range rest {
+		if j := next[i]; j >= 0 && npred[j] != 1 {
+			next[i] = -1
+		}
+	}
+	linked := make([]bool, len(rest))
+	for i := range rest {
+		if next[i] >= 0 {
+			linked[next[i]] = true
+		}
+	}
+	chains := 0
+	for head := range rest {
+		if linked[head] {
+			continue
+		}
+		chains++
+		name := sv.placeholderName(chains)
+		s := sv.session(name)
+		for i := head; i >= 0; i = next[i] {
+			for _, env := range rest[i].envs {
+				if sv.add(s, env) {
+					sv.orphans++
+					sv.unattributed++
+				}
+			}
+		}
+	}
+	sv.notes = append(sv.notes, fmt.Sprintf(
+		"%d pages of messages could not be tied to their session (the pages naming it are gone); they are in %d sessions named salvaged-orphans-N, seqs, epochs and times kept",
+		len(rest), chains))
+}
+
+// dropCopies removes leaves all of whose messages were recovered already: old
+// copies of a page (the right-most leaf of a session is rewritten by every append)
+// that a lost freelist no longer marks as free. Larger leaves are kept first.
+func (sv *salvaged) dropCopies(leaves []orphanLeaf) []orphanLeaf {
+	type seqRaw struct {
+		seq uint64
+		raw string
+	}
+	have := map[seqRaw]bool{}
+	for _, s := range sv.sessions {
+		for seq, env := range s.msgs {
+			have[seqRaw{seq, string(env.Raw)}] = true
+		}
+	}
+	slices.SortStableFunc(leaves, func(a, b orphanLeaf) int { return len(b.envs) - len(a.envs) })
+	var out []orphanLeaf
+	for _, l := range leaves {
+		dup := true
+		for _, env := range l.envs {
+			if !have[seqRaw{env.Seq, string(env.Raw)}] {
+				dup = false
+			}
+		}
+		if dup {
+			continue
+		}
+		for _, env := range l.envs {
+			have[seqRaw{env.Seq, string(env.Raw)}] = true
+		}
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b orphanLeaf) int { return cmp.Compare(a.page, b.page) })
+	return out
+}
+
+// placeholderName is the n-th name for orphans not used by a real session.
+func (sv *salvaged) placeholderName(n int) string {
+	for {
+		name := fmt.Sprintf("salvaged-orphans-%d", n)
+		if _, taken := sv.sessions[name]; !taken {
+			return name
+		}
+		n += 1000
+	}
+}
+
+// fitsHoles reports whether every message of l could be a missing message of s, by
+// s's metadata: its epoch exists and is not purged, its seq is in the epoch's range,
+// and s has no message with that seq.
+func fitsHoles(s *salvageSession, l orphanLeaf) bool {
+	if s.meta == nil {
+		return false
+	}
+	for _, env := range l.envs {
+		em := s.meta.epoch(env.Epoch)
+		if em == nil || em.Purged || env.Seq < em.First || env.Seq > em.Last {
+			return false
+		}
+		if _, ok := s.msgs[env.Seq]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 // hasMessages reports whether a leaf's elements look like a msgs bucket's.

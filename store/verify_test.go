@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,7 +116,8 @@ func TestStoreOpenDamagedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range damageCases(good, pageSize, 5, 12) {
+	ps := int(binary.NativeEndian.Uint32(good[boltPageHeaderSize+8:])) // from meta page 0
+	for _, c := range damageCases(good, ps, damageSeed(t, 5), 12) {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(dir, c.name+".db")
 			if err := os.WriteFile(p, c.data, 0o600); err != nil {

@@ -41,12 +41,7 @@ func appendText(t testing.TB, st *Store, session, text string) {
 // TestWatchOtherProcess watches a session while a child process appends to it and
 // to another session: every append shows up, in order, and the other session never.
 func TestWatchOtherProcess(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "w.db")
-	st, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, path := openTemp(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := st.Watch(ctx, "w")
@@ -101,12 +96,7 @@ func childAppendW(path string) string {
 // TestWatchEverySession watches all sessions in-process through append, Clear and
 // Purge.
 func TestWatchEverySession(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "w.db")
-	st, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, _ := openTemp(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	appendText(t, st, "old", "before the watch")
@@ -145,12 +135,7 @@ func TestWatchEverySession(t *testing.T) {
 // TestWatchStopsCleanly checks that cancelling closes the channel and leaves no
 // goroutine behind.
 func TestWatchStopsCleanly(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "w.db")
-	st, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, _ := openTemp(t)
 	before := runtime.NumGoroutine()
 	for range 3 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -178,13 +163,8 @@ func TestWatchStopsCleanly(t *testing.T) {
 // TestWatchFileReplaced renames another store file over the watched one, as
 // restoring a salvaged copy does: the watcher reports the new file's sessions.
 func TestWatchFileReplaced(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "w.db")
-	st, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, path := openTemp(t)
+	dir := filepath.Dir(path)
 	appendText(t, st, "s", "one")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
