@@ -51,7 +51,7 @@
 // Several processes may hold one session open. Each append is its own
 // short transaction (the store opens the bbolt file per operation), and
 // each view starts by catching up with the others' appends and Clears.
-// Memory-file watching, sticky decisions and repairs are per process: a
-// process sees another's new memory versions (they are messages), but not
-// its view decisions until it reopens.
+// A process sees another's new memory-file versions at once (they are
+// messages); the view decisions and repair records another process saves
+// reach it when it reopens the session (or the epoch changes).
 package persistent

@@ -257,10 +257,10 @@ func (m *Manager) RepairInterruptedTail(ctx context.Context) (repaired []string,
 
 // Info describes the session as the manager sees it.
 type Info struct {
-	Session  string
-	Path     string
-	Resumed  bool
-	Epoch    uint64
+	Session  string // the session name
+	Path     string // the store file
+	Resumed  bool   // the session held messages at Open (see Manager.Resumed)
+	Epoch    uint64 // the current epoch (a new one per Clear)
 	Messages int    // messages in the current epoch
 	Tokens   int    // Σ token estimates of the current epoch
 	LastSeq  uint64 // newest seq seen
