@@ -315,9 +315,7 @@ func walkSessions(ctx context.Context, w *boltWalker, root bucketRoot, fn func(n
 	var sessionsRoot *bucketRoot
 	w.forEach(nil, root, func(e walkElem) bool {
 		if e.bucket && string(e.key) == bucketSessions {
-			if br, err := subBucket(e.value); err != nil {
-				w.issue([]string{bucketSessions}, e.page, "%v", err)
-			} else {
+			if br, ok := w.sub(nil, e); ok {
 				sessionsRoot = &br
 			}
 		}
@@ -335,12 +333,9 @@ func walkSessions(ctx context.Context, w *boltWalker, root bucketRoot, fn func(n
 			w.issue([]string{bucketSessions}, e.page, "key %q is not a session bucket", e.key)
 			return true
 		}
-		br, err := subBucket(e.value)
-		if err != nil {
-			w.issue([]string{bucketSessions, string(e.key)}, e.page, "%v", err)
-			return true
+		if br, ok := w.sub([]string{bucketSessions}, e); ok {
+			fn(string(e.key), br)
 		}
-		fn(string(e.key), br)
 		return true
 	})
 }
@@ -368,9 +363,8 @@ func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string,
 			w.issue(append(path, keyMeta), e.page, "%v", err)
 		}
 	case key == bucketMsgs && e.bucket:
-		br, err := subBucket(e.value)
-		if err != nil {
-			w.issue(append(path, bucketMsgs), e.page, "%v", err)
+		br, ok := w.sub(path, e)
+		if !ok {
 			return
 		}
 		w.forEach(append(path, bucketMsgs), br, func(m walkElem) bool {
@@ -382,18 +376,16 @@ func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string,
 			return true
 		})
 	case key == bucketDerived && e.bucket:
-		br, err := subBucket(e.value)
-		if err != nil {
-			w.issue(append(path, bucketDerived), e.page, "%v", err)
+		br, ok := w.sub(path, e)
+		if !ok {
 			return
 		}
 		w.forEach(append(path, bucketDerived), br, func(k walkElem) bool {
 			if !k.bucket {
 				return true
 			}
-			kb, err := subBucket(k.value)
-			if err != nil {
-				w.issue(append(path, bucketDerived, string(k.key)), k.page, "%v", err)
+			kb, ok := w.sub(append(path, bucketDerived), k)
+			if !ok {
 				return true
 			}
 			w.forEach(append(path, bucketDerived, string(k.key)), kb, func(d walkElem) bool {

@@ -374,8 +374,8 @@ func storeChildRole(role, path string) (string, bool) {
 		if err != nil {
 			return "error " + oneLine(err.Error()), true
 		}
-		return fmt.Sprintf("salvaged recovered=%d skipped=%d missing=%d orphans=%d damage=%d",
-			rep.Recovered, rep.Skipped, rep.Missing, rep.Orphans, rep.Damaged), true
+		return fmt.Sprintf("salvaged recovered=%d skipped=%d missing=%d orphans=%d unattributed=%d damage=%d",
+			rep.Recovered, rep.Skipped, rep.Missing, rep.Orphans, rep.Unattributed, rep.Damaged), true
 	}
 	return "", false
 }

@@ -186,9 +186,8 @@ func verifyPages(ctx context.Context, path string, r *VerifyReport) bool {
 					v.meta = &m
 				}
 			case string(e.key) == bucketMsgs && e.bucket:
-				br, err := subBucket(e.value)
-				if err != nil {
-					w.issue(append(path, bucketMsgs), e.page, "%v", err)
+				br, ok := w.sub(path, e)
+				if !ok {
 					return true
 				}
 				w.forEach(append(path, bucketMsgs), br, func(m walkElem) bool {

@@ -40,6 +40,14 @@ func TestVerifyIntactStore(t *testing.T) {
 	if _, err := json.Marshal(r); err != nil {
 		t.Error(err)
 	}
+	ro, err := Open(ts.path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if r, err := ro.Verify(context.Background()); err != nil || !r.Intact() || r.Messages != len(ts.msgs) {
+		t.Errorf("read-only store: %v\n%s", err, r)
+	}
 }
 
 func TestVerifyReportsPairingAndDamage(t *testing.T) {
