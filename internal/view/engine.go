@@ -289,7 +289,8 @@ func (e *engine) findItem(id uint64, fallback *Item) (Item, bool) {
 
 func (e *engine) addSpecial(it Item, first bool) {
 	e.ents = append(e.ents, e.newEntry(it))
-	e.units = append(e.units, unit{lo: len(e.ents) - 1, hi: len(e.ents), special: true, firstUser: first, floor: !first})
+	e.units = append(e.units, unit{lo: len(e.ents) - 1, hi: len(e.ents), special: true,
+		firstUser: first || it.ID == e.firstUserID, floor: !first})
 	e.ents[len(e.ents)-1].unit = len(e.units) - 1
 }
 

@@ -280,7 +280,10 @@ func (e *engine) record(from uint64) {
 			continue
 		}
 		last = e.ents[u.hi-1].item.ID
-		if !found && !u.removed && !u.firstUser {
+		// A kept first user message may lie below the cutoff: progressive
+		// shows it from there (KeepFirstUser).
+		keptFirst := u.firstUser && e.cfg.Strategy == StrategyProgressive
+		if !found && !u.removed && !keptFirst {
 			cut, found = e.ents[u.lo].item.ID, true
 		}
 	}

@@ -337,7 +337,7 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 				return fmt.Errorf("notice at %d of %d is not the last message", i, len(rest))
 			}
 			rest = rest[:i]
-			if len(rest) > 0 && pendingAtTail(rest) {
+			if len(rest) > 0 && PendingAtTail(rest) {
 				return fmt.Errorf("notice added while a tool call is pending")
 			}
 		}
@@ -427,8 +427,9 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 	return nil
 }
 
-// pendingAtTail reports whether the last group of ms has unanswered calls.
-func pendingAtTail(ms []ctxstore.Message) bool {
+// PendingAtTail reports whether the last tool group of ms has unanswered
+// calls.
+func PendingAtTail(ms []ctxstore.Message) bool {
 	for i := len(ms) - 1; i >= 0; i-- {
 		if ms[i].HasToolCalls() {
 			answered := map[string]bool{}
