@@ -213,7 +213,9 @@ func parse(b []byte) (Message, error) {
 	if m.role == RoleTool && m.toolCallID == "" {
 		return m, invalid("tool_call_id", "a tool message needs a non-empty string tool_call_id")
 	}
-	if m.toolCallID != "" {
+	// Only a tool message answers a call by its tool_call_id: a stray key on
+	// a user message must not make it look like a (droppable) tool result.
+	if m.role == RoleTool {
 		m.resultIDs = append(m.resultIDs, m.toolCallID)
 	}
 

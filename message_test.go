@@ -64,6 +64,8 @@ func TestParseMessageAccessors(t *testing.T) {
 				content: `[{"type":"tool_result","tool_use_id":"tu1","content":"a"},{"type":"tool_result","tool_use_id":"tu2","content":[{"type":"text","text":"b"}]}]`}},
 		{"ToolUseWithoutIDIsCarried", `{"role":"assistant","content":[{"type":"tool_use","name":"x"}]}`,
 			want{role: "assistant", content: `[{"type":"tool_use","name":"x"}]`}},
+		{"StrayToolCallIDOnUser", `{"role":"user","content":"important","tool_call_id":"x"}`,
+			want{role: "user", text: "important", toolCallID: "x", content: `"important"`}},
 		{"Metadata", `{"role":"user","content":"n","metadata":{"source":"context-compaction","n":9007199254740993}}`,
 			want{role: "user", text: "n", source: "context-compaction", content: `"n"`, metadata: `{"source":"context-compaction","n":9007199254740993}`}},
 		{"MetadataNotObject", `{"role":"user","metadata":[1]}`, want{role: "user", metadata: `[1]`}},

@@ -340,6 +340,7 @@ func tricky() []ctxstore.Message {
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_t2","content":[{"type":"text","text":"r"}],"is_error":false}]}`,
 		`{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},{"type":"text","text":"what is this?"}]}`,
 		`{"role":"developer","content":"dev note","Role":"ignored: keys are case-sensitive"}`,
+		`{"role":"user","content":"a stray tool_call_id does not make a user message a tool result","tool_call_id":"stray_1"}`,
 		`{"role":"assistant"}`,
 		`{"role":"assistant","content":"","tool_calls":null}`,
 		`{"role":"function","name":"legacy","content":"old-style function result"}`,
