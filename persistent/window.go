@@ -49,7 +49,7 @@ type window struct {
 	lastKnown bool
 	tail      []view.Item // contiguous run of the newest messages, ending at lastSeq
 	tailToks  int         // Σ tokens over tail
-	need      view.Need   // what trimming must keep: the largest need seen
+	need      view.Need   // what trimming keeps: the most tokens and the latest cutoff asked for
 
 	pending []view.Item // memory messages of an empty epoch, written with the first write
 
@@ -230,9 +230,11 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 	if need.Tokens > w.need.Tokens {
 		w.need.Tokens = need.Tokens
 	}
-	if need.FromID != 0 && (w.need.FromID == 0 || need.FromID < w.need.FromID) {
-		w.need.FromID = need.FromID
-	}
+	// The cutoff of the latest request, not the oldest ever seen: cutoffs
+	// move forward as the conversation grows, and keeping the oldest would
+	// keep the whole history. A request with an older cutoff (another
+	// budget) reads the missing messages back.
+	w.need.FromID = need.FromID
 	if w.complete() || (len(w.tail) > 0 && need.Covers(w.tailToks, w.tail[0])) {
 		return m.findLastHuman(ctx)
 	}
