@@ -147,7 +147,9 @@ func copyCompacted(f *os.File, src, dst string, readOnly bool, finish ...func() 
 			err = fmt.Errorf("compact %s: close: %w", src, cerr)
 		}
 	}()
-	out, err := bbolt.Open(dst, 0o600, &bbolt.Options{NoSync: true, Timeout: time.Second})
+	// The copy keeps the source's page size (the store picks it for
+	// packing, not the OS page size bbolt would default to).
+	out, err := bbolt.Open(dst, 0o600, &bbolt.Options{NoSync: true, Timeout: time.Second, PageSize: db.Info().PageSize})
 	if err != nil {
 		return fmt.Errorf("compact %s into %s: %w", src, dst, err)
 	}

@@ -572,6 +572,9 @@ func TestCompactFile(t *testing.T) {
 		t.Errorf("compact-file OUT changed the content")
 	}
 	e.fail(1, "", []string{"compact-file", out}, "already exists")
+	if a, b := pageSize(t, e.db), pageSize(t, out); a != b {
+		t.Errorf("compact-file changed the page size from %d to %d", a, b)
+	}
 
 	// In place.
 	r := e.ok("", "compact-file")
@@ -600,9 +603,6 @@ func TestTail(t *testing.T) {
 }
 
 func TestTailFollow(t *testing.T) {
-	if !watchAvailable {
-		t.Skip("tail -f waits for store.Watch")
-	}
 	e := newEnv(t)
 	e.ok(conversation, "add", "s")
 	cmd := exec.Command(binary, "tail", "-f", "-n", "1", "s", "--jsonl")
@@ -685,4 +685,14 @@ func TestJSONOutput(t *testing.T) {
 			t.Errorf("ctxstore %v: not JSON:\n%s", tc.args, r.stdout)
 		}
 	}
+}
+
+func pageSize(t *testing.T, path string) int {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	return db.Info().PageSize
 }

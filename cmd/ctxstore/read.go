@@ -218,14 +218,14 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 		printEntry(w, e, 2000)
 		return nil
 	}
-	var changes <-chan changeStub
+	var changes <-chan store.Change
 	if follow {
 		// Watch before reading the tail, so nothing appended in between
 		// is missed; reading from the last seq printed makes repeats
 		// impossible.
 		watchCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		ch, err := watchStub(watchCtx, st, name)
+		ch, err := st.Watch(watchCtx, name)
 		if err != nil {
 			return explain(st.Path(), name, fmt.Errorf("watch session %q: %w", name, err))
 		}
