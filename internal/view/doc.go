@@ -24,6 +24,12 @@
 // strictly increasing ID (the store's seq, or index+1 in memory) and its
 // stored token estimate, so nothing is re-estimated per request.
 //
+// A persistent store can serve this cheaply: it indexes the pinned
+// messages and the first human message, tracks the newest human message's
+// seq (pass it as LastHuman when it is older than the tail), and reads the
+// tail backwards, asking [Need.Covers] after each message. An optional
+// [Memo] keeps rewritten (truncated, stubbed) messages between requests.
+//
 // The tail must satisfy [Need.Satisfied]: it reaches back at least
 // Need.Tokens tokens and at least to Need.FromID (the saved cutoff), and does
 // not start inside a tool group. Anything older is out of the view

@@ -124,6 +124,7 @@ func TestPropertySession(t *testing.T) {
 		var d view.Decisions
 		memo := view.NewMemo()
 		var prev []ctxstore.Message
+		var prevStats view.Stats
 		for k := 1; k <= len(items); k++ {
 			res := compute(items[:k], b, d, cfg, memo)
 			if err := viewtest.Check(msgs[:k], res.View, b, est, s); err != nil {
@@ -131,9 +132,11 @@ func TestPropertySession(t *testing.T) {
 			}
 			// V4: without a new escalation the view extends the previous
 			// one (its notice aside), unless a system message joined the
-			// front or the previous tail was still waiting for results.
+			// front, the previous tail was still waiting for results, or
+			// the floor alone reaches the trigger (the view is the floor).
 			role := msgs[k-1].Role()
-			if prev != nil && !res.Stats.Escalated && role != "system" && role != "developer" && !viewtest.PendingAtTail(prev) {
+			if prev != nil && !res.Stats.Escalated && role != "system" && role != "developer" &&
+				!viewtest.PendingAtTail(prev) && prevStats.FloorTokens < prevStats.Trigger {
 				base := prev
 				if n := len(base); n > 0 && base[n-1].Source() == view.NoticeSource {
 					base = base[:n-1]
@@ -143,7 +146,7 @@ func TestPropertySession(t *testing.T) {
 						c, s, b, k, messages(base), messages(res.View))
 				}
 			}
-			prev = res.View
+			prev, prevStats = res.View, res.Stats
 			d = res.Decisions
 		}
 	}

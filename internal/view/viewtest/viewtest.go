@@ -415,6 +415,15 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 	for _, i := range floor {
 		ft += est.Estimate(history[i])
 	}
+	// V2.5: progressive keeps the first human message (maybe stubbed)
+	// when it fits with the floor (checked with the default threshold and
+	// room for the notice).
+	if first := slices.IndexFunc(history, isHuman); strategy == view.StrategyProgressive && first >= 0 &&
+		!slices.Contains(floor, first) && ft+est.Estimate(history[first]) <= budget*92/100-100 {
+		if !slices.ContainsFunc(rest, func(m ctxstore.Message) bool { return matches(history[first], m) }) {
+			return fmt.Errorf("progressive dropped the first user message although it fits with the floor")
+		}
+	}
 	total := Sum(v, est)
 	if ft <= budget && total > budget {
 		return fmt.Errorf("view is %d tokens, over budget %d although the floor (%d) fits", total, budget, ft)
