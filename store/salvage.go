@@ -617,13 +617,19 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 		id += uint64(h.overflow)
 	}
 
-	// pathsOf works out which bucket a page belongs to.
+	// pathsOf works out which buckets a page belongs to (several when stale pages
+	// disagree), memoised: damaged files can make the page graph large.
+	memo := map[uint64]map[string][]string{}
 	var pathsOf func(id uint64, depth int) map[string][]string
 	pathsOf = func(id uint64, depth int) map[string][]string {
+		if m, ok := memo[id]; ok {
+			return m
+		}
 		out := map[string][]string{}
 		if depth > walkMaxDepth {
 			return out
 		}
+		memo[id] = out // a cycle back here sees no paths
 		if p, ok := w.pagePath[id]; ok {
 			out[strings.Join(p, "\x00")] = p
 			return out

@@ -68,23 +68,28 @@ func (s *Store) watchState(ctx context.Context, session string) (map[string]sess
 		return map[string]sessionMark{}, nil
 	}
 	out := map[string]sessionMark{}
-	if session != "" {
-		si, err := s.Session(ctx, session)
-		switch {
-		case errors.Is(err, ErrNotFound):
-		case err != nil:
-			return nil, err
-		default:
-			out[session] = sessionMark{si.LastSeq, si.Epoch}
+	// The reads go through bbolt's mmap: a file damaged under a long-lived watcher
+	// must give an error, not kill the process.
+	err := guardFaults("watch "+s.path, func() error {
+		if session != "" {
+			si, err := s.Session(ctx, session)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				return err
+			default:
+				out[session] = sessionMark{si.LastSeq, si.Epoch}
+			}
+			return nil
 		}
-		return out, nil
-	}
-	infos, err := s.Sessions(ctx)
+		infos, err := s.Sessions(ctx)
+		for _, si := range infos {
+			out[si.Name] = sessionMark{si.LastSeq, si.Epoch}
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	for _, si := range infos {
-		out[si.Name] = sessionMark{si.LastSeq, si.Epoch}
 	}
 	return out, nil
 }
@@ -106,7 +111,7 @@ func (s *Store) watchLoop(ctx context.Context, w *fsnotify.Watcher, file, sessio
 			if !ok {
 				return
 			}
-			if ev.Name != file || ev.Op == fsnotify.Chmod {
+			if ev.Name != file || !ev.Has(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) {
 				continue
 			}
 		case _, ok := <-w.Errors:
