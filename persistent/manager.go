@@ -265,7 +265,10 @@ func (m *Manager) GetMessages(ctx context.Context) ([]ctxstore.Message, error) {
 	if err := m.lock(); err != nil {
 		return nil, err
 	}
-	defer m.unlock(ctx)
+	pending := m.w.pending
+	m.unlock(ctx)
+	// The read runs unlocked, so a long history does not hold up appends;
+	// it is a consistent snapshot (the store reads one epoch in order).
 	var out []ctxstore.Message
 	for e, err := range m.st.Messages(ctx, m.session, 0) {
 		if errors.Is(err, store.ErrNotFound) {
@@ -281,7 +284,7 @@ func (m *Manager) GetMessages(ctx context.Context) ([]ctxstore.Message, error) {
 		out = append(out, msg)
 	}
 	if len(out) == 0 {
-		for _, it := range m.w.pending {
+		for _, it := range pending {
 			out = append(out, it.Msg)
 		}
 	}

@@ -170,20 +170,23 @@ func (m *Manager) addPending(f memoryFile, content string) error {
 		return err
 	}
 	it := view.Item{Msg: msg, Tokens: m.est.Estimate(msg)}
-	i := slices.IndexFunc(m.w.pending, func(p view.Item) bool {
+	// Copy on write: views computed unlocked may still hold the old slice.
+	pending := slices.Clone(m.w.pending)
+	i := slices.IndexFunc(pending, func(p view.Item) bool {
 		md, _ := memoryInfo(p.Msg)
 		return md.Path == f.path
 	})
 	if i >= 0 {
-		m.w.pending[i] = it
+		pending[i] = it
 	} else {
-		m.w.pending = append(m.w.pending, it)
+		pending = append(pending, it)
 	}
 	// Provisional IDs: the seqs the messages will get if this manager
 	// writes next.
-	for j := range m.w.pending {
-		m.w.pending[j].ID = seqID(m.w.lastSeq + 1 + uint64(j))
+	for j := range pending {
+		pending[j].ID = seqID(m.w.lastSeq + 1 + uint64(j))
 	}
+	m.w.pending = pending
 	m.queue(ctxstore.EventInclude, map[string]any{"source": f.path, "content": content})
 	return nil
 }

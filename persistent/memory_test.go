@@ -2,10 +2,12 @@ package persistent
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,4 +248,45 @@ func TestCloseStopsWatcher(t *testing.T) {
 		}
 	}
 	waitFor(t, "goroutines to end after Close", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// Edits arriving while other goroutines add and view (run with -race).
+func TestWatchedMemoryUnderConcurrentUse(t *testing.T) {
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "notes.md")
+	writeFile(t, notes, "v0")
+	m := open(t, dbPath(t), "s", Config{MemoryFiles: []string{notes}, WatchMemory: true, MemoryDebounce: 5 * time.Millisecond, noSync: true})
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Go(func() {
+			for i := range 30 {
+				if g == 0 {
+					addAll(t, m, []ctxstore.Message{user(fmt.Sprintf("msg %d", i))})
+				}
+				v := viewOf(t, m, 5000)
+				if bad := unanswered(v); len(bad) > 0 {
+					t.Errorf("invalid view: %v", bad)
+				}
+				_ = history(t, m)
+			}
+		})
+	}
+	for i := 1; i <= 5; i++ {
+		writeFile(t, notes, fmt.Sprintf("v%d", i))
+		time.Sleep(15 * time.Millisecond)
+	}
+	wg.Wait()
+	waitFor(t, "the last edit", func() bool {
+		v := viewOf(t, m, 5000)
+		return len(v) > 0 && strings.HasSuffix(v[0].Text(), "v5")
+	})
+	n := 0
+	for _, msg := range viewOf(t, m, 5000) {
+		if _, ok := memoryInfo(msg); ok {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d memory messages in the view, want only the newest version", n)
+	}
 }
