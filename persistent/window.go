@@ -126,9 +126,10 @@ func (w *window) addPinned(it view.Item) {
 	w.mem[md.Path] = memVersion{seq: seq, version: md.Version, content: memoryContent(it.Msg)}
 }
 
-// trim drops the oldest tail messages the largest need seen does not ask
-// for. It trims in batches (only once the tail holds twice the need) so an
-// append costs O(1) amortized.
+// trim drops the oldest tail messages that w.need (the most tokens any
+// request asked for, the latest cutoff) does not ask for. It trims in
+// batches (only once the tail holds twice the need) so an append costs O(1)
+// amortized.
 func (w *window) trim() {
 	keep := w.need.Tokens
 	if keep <= 0 || w.tailToks <= 2*keep {
