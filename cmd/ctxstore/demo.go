@@ -246,7 +246,7 @@ func (d *demo) restart(ctx context.Context) error {
 			ignored = true
 		}
 	}
-	d.say("the host calls SetMessages with its filtered transcript (%d messages): ignored=%v, still %d messages:", len(filtered), ignored, len(after))
+	d.say("the host calls SetMessages with its filtered transcript (%d messages): ignored=%v, the session still holds %d", len(filtered), ignored, len(after))
 	d.say("the file is authoritative once a session has history (the resume rule)")
 	if err := d.turns(ctx, m, 12); err != nil {
 		return err
