@@ -58,20 +58,22 @@ func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, i
 }
 
 // appendTx returns the write of recs to session, which sets first and last.
-func appendTx(session string, recs []Record, ifEmpty bool, first, last *uint64) func(tx *bbolt.Tx) error {
-	return func(tx *bbolt.Tx) error {
+func appendTx(session string, recs []Record, ifEmpty bool, first, last *uint64) func(w *wtx) error {
+	return func(w *wtx) error {
 		now := time.Now().UnixNano()
-		sb, meta, err := openSession(tx, session, now)
+		ws, err := w.openSession(session, now)
 		if err != nil {
 			return reject(err)
 		}
+		meta := &ws.meta
 		if ifEmpty && meta.Messages > 0 {
 			return reject(fmt.Errorf("store: session %q: %w: epoch %d holds %d messages", session, ErrNotEmpty, meta.Epoch, meta.Messages))
 		}
-		msgs, err := msgsBucket(sb, true)
+		msgs, err := msgsBucket(ws.bucket, true)
 		if err != nil {
 			return err
 		}
+		ws.dirty = true
 		*first = meta.LastSeq + 1
 		for _, r := range recs {
 			env := envelope{
@@ -86,7 +88,7 @@ func appendTx(session string, recs []Record, ifEmpty bool, first, last *uint64) 
 			meta.add(&env, r.Message)
 		}
 		*last = meta.LastSeq
-		return putMeta(sb, session, &meta)
+		return nil
 	}
 }
 
@@ -105,14 +107,15 @@ func putEnvelope(msgs *bbolt.Bucket, env *envelope) error {
 // history becomes empty; earlier epochs stay readable with EpochMessages.
 // An unknown session fails with ErrNotFound.
 func (s *Store) Clear(ctx context.Context, session string) (newEpoch uint64, err error) {
-	err = s.write(ctx, func(tx *bbolt.Tx) error {
-		sb, meta, err := getSession(tx, session)
+	err = s.write(ctx, func(w *wtx) error {
+		ws, err := w.session(session)
 		if err != nil {
 			return reject(err)
 		}
-		meta.clear(time.Now().UnixNano())
-		newEpoch = meta.Epoch
-		return putMeta(sb, session, &meta)
+		ws.meta.clear(time.Now().UnixNano())
+		ws.dirty = true
+		newEpoch = ws.meta.Epoch
+		return nil
 	})
 	return newEpoch, err
 }
@@ -121,13 +124,14 @@ func (s *Store) Clear(ctx context.Context, session string) (newEpoch uint64, err
 // its derived records. The freed pages are reused by later writes; they
 // are not overwritten at once. An unknown session fails with ErrNotFound.
 func (s *Store) Purge(ctx context.Context, session string) error {
-	return s.write(ctx, func(tx *bbolt.Tx) error {
-		sessions, err := sessionsBucket(tx)
-		if err != nil {
+	return s.write(ctx, func(w *wtx) error {
+		if _, err := w.session(session); err != nil {
 			return reject(err)
 		}
-		if sessions.Bucket([]byte(session)) == nil {
-			return reject(fmt.Errorf("store: session %q: %w", session, ErrNotFound))
+		w.forget(session)
+		sessions, err := sessionsBucket(w.tx)
+		if err != nil {
+			return err
 		}
 		return sessions.DeleteBucket([]byte(session))
 	})
@@ -138,11 +142,12 @@ func (s *Store) Purge(ctx context.Context, session string) error {
 // epoch fails with ErrCurrentEpoch; an unknown session or epoch with
 // ErrNotFound.
 func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) error {
-	return s.write(ctx, func(tx *bbolt.Tx) error {
-		sb, meta, err := getSession(tx, session)
+	return s.write(ctx, func(w *wtx) error {
+		ws, err := w.session(session)
 		if err != nil {
 			return reject(err)
 		}
+		meta := &ws.meta
 		em := meta.epoch(epoch)
 		switch {
 		case em == nil:
@@ -150,7 +155,7 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 		case epoch == meta.Epoch:
 			return reject(fmt.Errorf("store: session %q: epoch %d: %w", session, epoch, ErrCurrentEpoch))
 		}
-		msgs, err := msgsBucket(sb, false)
+		msgs, err := msgsBucket(ws.bucket, false)
 		if err != nil {
 			return reject(err)
 		}
@@ -172,7 +177,8 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 		meta.Total -= len(keys)
 		em.Messages, em.Purged = 0, true
 		meta.Updated = time.Now().UnixNano()
-		return putMeta(sb, session, &meta)
+		ws.dirty = true
+		return nil
 	})
 }
 
@@ -201,24 +207,6 @@ func getSession(tx *bbolt.Tx, name string) (*bbolt.Bucket, sessionMeta, error) {
 		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
 	}
 	return sb, meta, nil
-}
-
-// openSession is getSession, creating the session (bucket and metadata, not
-// yet stored) when it does not exist.
-func openSession(tx *bbolt.Tx, name string, now int64) (*bbolt.Bucket, sessionMeta, error) {
-	sb, meta, err := getSession(tx, name)
-	if !errors.Is(err, ErrNotFound) {
-		return sb, meta, err
-	}
-	sessions, err := tx.CreateBucketIfNotExists([]byte(bucketSessions))
-	if err != nil {
-		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
-	}
-	sb, err = sessions.CreateBucket([]byte(name))
-	if err != nil {
-		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
-	}
-	return sb, newMeta(now), nil
 }
 
 // msgsBucket returns the session's message bucket (nil if absent and not

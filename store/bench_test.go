@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"go.etcd.io/bbolt"
 )
 
 // benchMessage is a plausible message of about size bytes of JSON.
@@ -139,7 +140,13 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			err = db.Update(appendTx("direct", []Record{rec}, false, &first, &last))
+			err = db.Update(func(tx *bbolt.Tx) error {
+				w := newWtx(tx)
+				if err := appendTx("direct", []Record{rec}, false, &first, &last)(w); err != nil {
+					return err
+				}
+				return w.flush()
+			})
 			s.release()
 			if err != nil {
 				b.Fatal(err)

@@ -14,7 +14,7 @@ type writeReq struct {
 	// first write and report a failed check as a *rejected, which leaves
 	// the transaction usable for the other requests. It may run twice
 	// (see commit), so it must not keep state across runs.
-	apply func(tx *bbolt.Tx) error
+	apply func(w *wtx) error
 	done  chan struct{} // closed when err is final
 	lead  chan struct{} // receives the leader role when handed over
 	err   error
@@ -35,7 +35,7 @@ func reject(err error) error { return &rejected{err} }
 // commits at once. Writers that arrive during a commit queue up; when it
 // ends, the first of them leads the next commit, taking the whole queue, so
 // N concurrent writers cost about two commits instead of N.
-func (s *Store) write(ctx context.Context, apply func(tx *bbolt.Tx) error) error {
+func (s *Store) write(ctx context.Context, apply func(w *wtx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -105,8 +105,9 @@ func (s *Store) commit(batch []*writeReq) {
 	defer s.release()
 
 	err = db.Update(func(tx *bbolt.Tx) error {
+		w := newWtx(tx)
 		for _, r := range batch {
-			r.err = r.apply(tx)
+			r.err = r.apply(w)
 			var rj *rejected
 			if errors.As(r.err, &rj) {
 				r.err = rj.err
@@ -114,7 +115,7 @@ func (s *Store) commit(batch []*writeReq) {
 				return errPartial
 			}
 		}
-		return nil
+		return w.flush()
 	})
 	switch {
 	case err == nil:
@@ -122,7 +123,13 @@ func (s *Store) commit(batch []*writeReq) {
 		// One write failed half-way and the whole transaction was rolled
 		// back: commit each alone, so only the faulty one fails.
 		for _, r := range batch {
-			r.err = db.Update(func(tx *bbolt.Tx) error { return r.apply(tx) })
+			r.err = db.Update(func(tx *bbolt.Tx) error {
+				w := newWtx(tx)
+				if err := r.apply(w); err != nil {
+					return err
+				}
+				return w.flush()
+			})
 			var rj *rejected
 			if errors.As(r.err, &rj) {
 				r.err = rj.err
@@ -137,4 +144,72 @@ func (s *Store) commit(batch []*writeReq) {
 			}
 		}
 	}
+}
+
+// wtx is the write transaction shared by the requests of one commit. It
+// keeps each session's metadata decoded across them, so that N appends to a
+// session decode and encode it once, and writes the changed ones at the end
+// (flush). Requests change a session's metadata only after their checks
+// passed, so a rejected request leaves the cache as it found it.
+type wtx struct {
+	tx       *bbolt.Tx
+	sessions map[string]*wsession
+}
+
+// wsession is one session as seen inside a wtx.
+type wsession struct {
+	name   string
+	bucket *bbolt.Bucket
+	meta   sessionMeta
+	dirty  bool // meta must be written back
+}
+
+func newWtx(tx *bbolt.Tx) *wtx { return &wtx{tx: tx, sessions: map[string]*wsession{}} }
+
+// session returns an existing session, or ErrNotFound.
+func (w *wtx) session(name string) (*wsession, error) {
+	if ws := w.sessions[name]; ws != nil {
+		return ws, nil
+	}
+	sb, meta, err := getSession(w.tx, name)
+	if err != nil {
+		return nil, err
+	}
+	ws := &wsession{name: name, bucket: sb, meta: meta}
+	w.sessions[name] = ws
+	return ws, nil
+}
+
+// openSession is session, creating the session first if needed.
+func (w *wtx) openSession(name string, now int64) (*wsession, error) {
+	ws, err := w.session(name)
+	if !errors.Is(err, ErrNotFound) {
+		return ws, err
+	}
+	sessions, err := w.tx.CreateBucketIfNotExists([]byte(bucketSessions))
+	if err != nil {
+		return nil, fmt.Errorf("store: session %q: %w", name, err)
+	}
+	sb, err := sessions.CreateBucket([]byte(name))
+	if err != nil {
+		return nil, fmt.Errorf("store: session %q: %w", name, err)
+	}
+	ws = &wsession{name: name, bucket: sb, meta: newMeta(now), dirty: true}
+	w.sessions[name] = ws
+	return ws, nil
+}
+
+// forget drops a session deleted in this transaction.
+func (w *wtx) forget(name string) { delete(w.sessions, name) }
+
+// flush writes back the metadata of the sessions changed.
+func (w *wtx) flush() error {
+	for _, ws := range w.sessions {
+		if ws.dirty {
+			if err := putMeta(ws.bucket, ws.name, &ws.meta); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -39,18 +39,12 @@ func (s *Store) PutDerived(ctx context.Context, session, kind, key string, value
 	if err := checkDerived(session, kind, key, true); err != nil {
 		return err
 	}
-	return s.write(ctx, func(tx *bbolt.Tx) error {
-		now := time.Now().UnixNano()
-		sb, meta, err := openSession(tx, session, now)
+	return s.write(ctx, func(w *wtx) error {
+		ws, err := w.openSession(session, time.Now().UnixNano())
 		if err != nil {
 			return reject(err)
 		}
-		if sb.Get([]byte(keyMeta)) == nil { // new session
-			if err := putMeta(sb, session, &meta); err != nil {
-				return err
-			}
-		}
-		d, err := sb.CreateBucketIfNotExists([]byte(bucketDerived))
+		d, err := ws.bucket.CreateBucketIfNotExists([]byte(bucketDerived))
 		if err != nil {
 			return fmt.Errorf("store: session %q: %w", session, err)
 		}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
-	"go.etcd.io/bbolt"
 )
 
 // importBatch bounds one import transaction.
@@ -41,19 +40,16 @@ func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries ite
 	// The session is created with a placeholder meta, so that a second
 	// import of the same name fails, and finished with the real one.
 	meta := newMeta(created)
-	err := s.write(ctx, func(tx *bbolt.Tx) error {
-		_, _, err := getSession(tx, name)
+	err := s.write(ctx, func(w *wtx) error {
+		_, err := w.session(name)
 		if err == nil {
 			return reject(fmt.Errorf("store: import session %q: %w: it exists", name, ErrNotEmpty))
 		}
 		if !errors.Is(err, ErrNotFound) {
 			return reject(err)
 		}
-		sb, m, err := openSession(tx, name, created)
-		if err != nil {
-			return err
-		}
-		return putMeta(sb, name, &m)
+		_, err = w.openSession(name, created)
+		return err
 	})
 	if err != nil {
 		return err
@@ -65,12 +61,13 @@ func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries ite
 		return err
 	}
 	meta = im.finish(info, created)
-	return s.write(ctx, func(tx *bbolt.Tx) error {
-		sb, _, err := getSession(tx, name)
+	return s.write(ctx, func(w *wtx) error {
+		ws, err := w.session(name)
 		if err != nil {
 			return reject(err)
 		}
-		return putMeta(sb, name, &meta)
+		ws.meta, ws.dirty = meta, true
+		return nil
 	})
 }
 
@@ -101,12 +98,12 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 		}
 		b := batch
 		batch, size = nil, 0
-		return s.write(ctx, func(tx *bbolt.Tx) error {
-			sb, _, err := getSession(tx, im.name)
+		return s.write(ctx, func(w *wtx) error {
+			ws, err := w.session(im.name)
 			if err != nil {
 				return reject(err)
 			}
-			msgs, err := msgsBucket(sb, true)
+			msgs, err := msgsBucket(ws.bucket, true)
 			if err != nil {
 				return err
 			}
