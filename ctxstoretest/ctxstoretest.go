@@ -22,7 +22,7 @@
 // determinism), budgets from Request.TokenBudget and Request.Model,
 // concurrent use and cancelled contexts. Conversations are generated from
 // fixed seeds, so a failure reproduces; CTXSTORE_SOAK=1 in the environment
-// views 2000 random irregular histories instead of 40.
+// views 2000 random irregular histories instead of 30.
 //
 // Budgets are passed through Request.TokenBudget, which every manager
 // honours, so the suite needs no configuration knob of the implementation.
@@ -641,7 +641,7 @@ func (s *suite) testSmallHistories(t *testing.T) {
 // testRandom views many small irregular histories at budgets from nothing
 // to everything: property testing of the view invariants.
 func (s *suite) testRandom(t *testing.T) {
-	seeds := 40
+	seeds := 30
 	switch {
 	case os.Getenv("CTXSTORE_SOAK") != "":
 		seeds = 2000
