@@ -440,6 +440,18 @@ func TestDamagedFile(t *testing.T) {
 	if got, _ := os.ReadFile(e.db); !bytes.Equal(got, garbage) {
 		t.Error("a command modified the damaged file")
 	}
+
+	// A file cut short.
+	e.ok(conversation, "--db", filepath.Join(e.dir, "whole.db"), "add", "s")
+	whole, _ := os.ReadFile(filepath.Join(e.dir, "whole.db"))
+	os.WriteFile(e.db, whole[:20000], 0o600) // inside the second meta page or just past it
+	e.fail(1, "", []string{"ls"}, e.db, "damaged", "file is 20000 bytes", "doctor --salvage")
+
+	// An empty file is not damage: it becomes a store on the first write.
+	os.WriteFile(e.db, nil, 0o600)
+	e.fail(1, "", []string{"ls"}, e.db, "empty (0 bytes)")
+	e.ok(conversation, "add", "s")
+	e.ok("", "show", "s")
 }
 
 func TestDemo(t *testing.T) {

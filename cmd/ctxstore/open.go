@@ -26,8 +26,13 @@ func (a *app) open(mode openMode) (*store.Store, error) {
 		return nil, err
 	}
 	if mode == readOnly {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		fi, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no database at %s (use --db FILE or $CTXSTORE_DB to pick another; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db %s' create one)", path, path)
+		}
+		if err == nil && fi.Size() == 0 {
+			// bbolt would initialise it, which a read-only open cannot.
+			return nil, fmt.Errorf("%s is empty (0 bytes): it holds no sessions yet; the first write ('ctxstore add', 'ctxstore import') makes it a store", path)
 		}
 	}
 	st, err := store.Open(path, store.Options{ReadOnly: mode == readOnly, LockTimeout: a.lockTimeout})
