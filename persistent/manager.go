@@ -41,6 +41,10 @@ type Manager struct {
 	budget     view.Budget  // the budget it reported
 	events     []view.Event // queued under mu, emitted after unlocking
 
+	reqMu     sync.Mutex // serializes GetMessagesForRequest; guards memo
+	memo      *view.Memo // rewritten (truncated, stubbed) messages of memoEpoch
+	memoEpoch uint64
+
 	watchStop context.CancelFunc
 	watchDone chan struct{}
 }

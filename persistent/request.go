@@ -28,6 +28,12 @@ func decisionKey(epoch uint64, budget int) string {
 // saved decisions. Changed decisions are saved to the store, so a reopened
 // session produces the same view [V4]. The stored history never changes.
 func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
+	// Requests are serialized among themselves (they share the memo of
+	// rewritten messages), but not with AddMessage or GetMessages: the
+	// engine runs without the manager's lock, since a summarizer may take
+	// seconds and h only refers to items that are never modified in place.
+	m.reqMu.Lock()
+	defer m.reqMu.Unlock()
 	if err := m.lock(); err != nil {
 		return nil, err
 	}
@@ -36,8 +42,10 @@ func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request)
 	if err != nil {
 		return nil, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
 	}
-	// The engine runs unlocked: a summarizer may take seconds, and h only
-	// refers to items that are never modified in place.
+	if m.memo == nil || m.memoEpoch != epoch {
+		m.memo, m.memoEpoch = view.NewMemo(), epoch
+	}
+	h.Memo = m.memo
 	res := view.Compute(ctx, h, b, saved, m.vcfg)
 	for _, ev := range res.Events {
 		m.emit(ctx, ev.Name, ev.Data)
