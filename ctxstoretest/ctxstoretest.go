@@ -1,35 +1,60 @@
 // Package ctxstoretest checks that a ctxstore.Manager keeps the contract its
 // users rely on, in the spirit of testing/fstest: an implementation runs
-// the whole suite from one line in its own tests.
+// the whole suite from one call in its own tests.
 //
 //	func TestConformance(t *testing.T) {
-//		ctxstoretest.TestManager(t, func(t *testing.T) ctxstore.Manager {
-//			m, err := mymanager.New(...)
-//			if err != nil {
-//				t.Fatal(err)
-//			}
-//			return m
-//		})
+//		ctxstoretest.TestManagerWith(t, ctxstoretest.Options{Estimator: est},
+//			func(t *testing.T) ctxstore.Manager {
+//				m, err := mymanager.New(mymanager.Config{Estimator: est})
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				return m
+//			})
 //	}
 //
-// The suite covers lossless storage (byte-for-byte round trips, order),
-// rejection of invalid messages with nothing stored, SetMessages and Clear,
-// ownership of returned slices, the invariants of every view (SPEC V2: the
-// stored history never changes, order, tool-call integrity for OpenAI
-// tool_calls and Anthropic tool_use/tool_result blocks, system messages
-// first (developer messages count as system messages), the last user
-// message whole, the budget respected whenever the floor fits,
-// determinism), budgets from Request.TokenBudget and Request.Model,
-// concurrent use and cancelled contexts. Conversations are generated from
-// fixed seeds, so a failure reproduces; CTXSTORE_SOAK=1 in the environment
-// views 2000 random irregular histories instead of 30.
+// What is checked, by subtest:
+//
+//   - RoundTrip: messages come back byte for byte from GetMessages and, when
+//     everything fits, from GetMessagesForRequest (big integers, 1.0, 1e400,
+//     unicode, escapes, unknown keys in any order, content blocks, null
+//     content), in order.
+//   - InvalidMessages: every invalid Message value that can reach a manager
+//     (SPEC M3) fails AddMessage and SetMessages with an error matching
+//     ctxstore.ErrInvalidMessage, and nothing is stored.
+//   - SetMessages, Clear: replace and empty the history, and leave no view
+//     state behind: the next view equals a fresh manager's.
+//   - ReturnedSlicesAreCallers: writing into returned slices (and their
+//     spare capacity) changes nothing inside.
+//   - View: the invariants of every view (SPEC V2) at budgets from nothing
+//     to everything, on generated conversations and random irregular ones:
+//     the stored history never changes; order is kept; tool integrity for
+//     OpenAI tool_calls and Anthropic tool_use/tool_result blocks (results
+//     right after their call, every call answered, only a group at the tail
+//     may wait, orphan results and unanswered calls are never sent); system
+//     messages (developer messages count as system messages) first and
+//     unchanged; the last user message whole; the trailing tool group kept;
+//     the view fits whenever the floor fits, and is only the floor when
+//     nothing else fits; identical requests give identical views; the whole
+//     history when it fits.
+//   - Budget: an explicit TokenBudget wins over Model; a Model's window
+//     limits the view; nonsensical requests do not panic.
+//   - Concurrent, ConcurrentChaos: every operation from many goroutines (run
+//     with -race); each writer's messages all stored, in its order.
+//   - CancelledContext: with a done context each operation either works or
+//     fails with the context's error, leaving a consistent manager.
 //
 // Budgets are passed through Request.TokenBudget, which every manager
-// honours, so the suite needs no configuration knob of the implementation.
-// Whether a view fits its budget can only be checked with the estimator the
-// manager uses: pass it in Options.Estimator (TestManagerWith). Without it
-// the suite checks structure, and that a view at a budget too small for
-// anything keeps nothing but the floor.
+// honours, so the suite needs no configuration knob of the implementation;
+// the factory must return a fresh, empty manager with nothing injected
+// (no memory files). Whether a view fits its budget can only be checked
+// with the estimator the manager uses: pass it in Options.Estimator. Without
+// it (TestManager) budgets are chosen as if a token were four bytes of JSON
+// and only structure is checked.
+//
+// Conversations are generated from fixed seeds, so a failure reproduces;
+// CTXSTORE_SOAK=1 in the environment views 2000 random irregular histories
+// instead of 30.
 package ctxstoretest
 
 import (
