@@ -473,8 +473,10 @@ func (m Message) Source() string {
 // MarshalJSON returns the original bytes. (encoding/json compacts a
 // Marshaler's output when embedding it; use Bytes for the exact input.)
 func (m Message) MarshalJSON() ([]byte, error) {
-	if m.raw == nil {
-		return nil, fmt.Errorf("marshal message: %w", m.Validate())
+	// An invalid message (NewMessage with a bad role) would be written out
+	// and then refused by UnmarshalJSON when read back.
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("marshal message: %w", err)
 	}
 	return bytes.Clone(m.raw), nil
 }

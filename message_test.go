@@ -374,6 +374,10 @@ func TestNewMessage(t *testing.T) {
 			if c.m.IsZero() {
 				t.Error("IsZero = true for a built (invalid) message")
 			}
+			// What json.Marshal writes, json.Unmarshal must read back.
+			if _, err := json.Marshal(c.m); !errors.Is(err, ctxstore.ErrInvalidMessage) {
+				t.Errorf("json.Marshal of an invalid message = %v, want ErrInvalidMessage", err)
+			}
 		})
 	}
 }
