@@ -70,9 +70,10 @@ type engine struct {
 	lastHumanID uint64
 	firstUserID uint64
 
-	events   []Event
-	warnings []Event
-	level    int
+	events     []Event
+	warnings   []Event
+	level      int
+	escalating bool // a new escalation: a removed first user message may return
 }
 
 func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Config) Result {
@@ -128,7 +129,7 @@ func (e *engine) run(fresh bool) Result {
 			}
 			e.d.Tripped, e.d.Ineffective = false, 0
 		}
-		if e.total+e.noticeTokens() < e.trig {
+		if e.total+e.noticeTokens() < e.trig && !e.firstUserReturns() {
 			return e.finish(false, e.total)
 		}
 	}
@@ -139,6 +140,35 @@ func (e *engine) run(fresh bool) Result {
 	}
 	e.escalate(fresh)
 	return e.finish(true, before)
+}
+
+// firstUserReturns reports whether progressive removed the first human
+// message at an earlier escalation (the floor was large then) and it now
+// fits again with room to spare: V2.5 wants it back, which takes a new
+// escalation.
+func (e *engine) firstUserReturns() bool {
+	if e.cfg.Strategy != StrategyProgressive || e.firstUserID == 0 || e.firstUserID == e.lastHumanID {
+		return false
+	}
+	for _, u := range e.units {
+		if u.firstUser {
+			if !u.removed || u.invalid {
+				return false
+			}
+			break
+		}
+	}
+	it, ok := e.findItem(e.firstUserID, e.h.FirstUser)
+	if !ok {
+		return false
+	}
+	t := it.Tokens
+	if stubbable(it.Msg) {
+		if _, st, ok := e.rewrite(it, formStubbed); ok {
+			t = min(t, st)
+		}
+	}
+	return e.total+t+e.reserveFor() < e.trig
 }
 
 // collectPinned gathers system/developer messages (V2.4) in history order.
@@ -234,10 +264,18 @@ func (e *engine) buildRegion(from uint64, sticky bool) {
 	if sticky && e.d.Summary != nil {
 		e.setSummary(e.d.Summary)
 	}
-	keepFirst := e.cfg.Strategy == StrategyProgressive && (!sticky || e.d.KeepFirstUser)
+	keepFirst := e.cfg.Strategy == StrategyProgressive && (!sticky || e.d.KeepFirstUser || e.escalating)
 	if e.firstUserID != 0 && e.firstUserID < from && keepFirst && e.firstUserID != e.lastHumanID {
 		if it, ok := e.findItem(e.firstUserID, e.h.FirstUser); ok {
 			e.addSpecial(it, true)
+		}
+	}
+	if sticky {
+		for _, it := range e.d.Held {
+			if it.ID < from && it.ID != e.firstUserID && it.ID != e.lastHumanID && !e.hidden(it.ID) {
+				e.addSpecial(it, false)
+				e.units[len(e.units)-1].floor = false
+			}
 		}
 	}
 	if e.lastHumanID != 0 && e.lastHumanID < from {

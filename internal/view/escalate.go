@@ -23,7 +23,18 @@ func (e *engine) escalate(fresh bool) {
 		// Chain summaries: the next span starts where the last one ended.
 		from = e.d.Cutoff
 	}
+	e.escalating = true
 	e.buildRegion(from, !fresh)
+	if e.cfg.Strategy == StrategyProgressive {
+		// V2.5: the first user message competes again, even if an earlier
+		// escalation had to remove it.
+		for k, u := range e.units {
+			if u.firstUser && u.removed && !u.invalid {
+				e.units[k].removed = false
+				e.total += e.unitTokens(u)
+			}
+		}
+	}
 
 	hard := e.trig - 1 // the largest estimate that does not trigger again
 	e.reserve = e.reserveFor()
@@ -291,7 +302,7 @@ func (e *engine) record(from uint64) {
 		cut = last + 1
 	}
 	d.Cutoff = cut
-	d.Removed, d.Truncated, d.Stubbed = nil, nil, nil
+	d.Removed, d.Truncated, d.Stubbed, d.Held = nil, nil, nil, nil
 	d.KeepFirstUser = false
 	for _, u := range e.units {
 		for i := u.lo; i < u.hi; i++ {
@@ -300,10 +311,13 @@ func (e *engine) record(from uint64) {
 			if u.firstUser && !u.removed && e.cfg.Strategy == StrategyProgressive {
 				d.KeepFirstUser = true
 			}
+			if u.special && !u.firstUser && !u.removed {
+				d.Held = append(d.Held, en.item)
+			}
 			switch {
-			case u.invalid || (u.special && !u.firstUser):
+			case u.invalid:
 			case u.removed:
-				if id >= cut {
+				if !u.special && id >= cut {
 					d.Removed = append(d.Removed, id)
 				}
 			case en.form == formTruncated:
@@ -424,6 +438,7 @@ func cloneDecisions(d Decisions) Decisions {
 	c.Stubbed = slices.Clone(d.Stubbed)
 	c.Summaries = slices.Clone(d.Summaries)
 	c.Warned = slices.Clone(d.Warned)
+	c.Held = slices.Clone(d.Held)
 	if d.Summary != nil {
 		s := *d.Summary
 		c.Summary = &s
@@ -441,5 +456,7 @@ func equalDecisions(a, b Decisions) bool {
 		a.Escalations == b.Escalations && a.Ineffective == b.Ineffective && a.Tripped == b.Tripped &&
 		slices.Equal(a.Removed, b.Removed) && slices.Equal(a.Truncated, b.Truncated) &&
 		slices.Equal(a.Stubbed, b.Stubbed) && slices.Equal(a.Summaries, b.Summaries) &&
-		slices.Equal(a.Warned, b.Warned)
+		slices.Equal(a.Warned, b.Warned) && slices.EqualFunc(a.Held, b.Held, func(x, y Item) bool {
+		return x.ID == y.ID && x.Tokens == y.Tokens && x.Msg.String() == y.Msg.String()
+	})
 }

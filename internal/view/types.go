@@ -71,11 +71,11 @@ type Config struct {
 type Item struct {
 	// ID is stable and strictly increasing along the history: the store's
 	// seq, or index+1 for an in-memory history. Decisions refer to it.
-	ID uint64
+	ID uint64 `json:"id"`
 	// Msg is the message as stored.
-	Msg ctxstore.Message
+	Msg ctxstore.Message `json:"msg"`
 	// Tokens is the stored estimate of Msg (Config.Estimator).
-	Tokens int
+	Tokens int `json:"tokens"`
 }
 
 // History is the part of a conversation the engine needs: never more than
@@ -143,6 +143,11 @@ type Decisions struct {
 	Removed   []uint64 `json:"removed,omitempty"`
 	Truncated []uint64 `json:"truncated,omitempty"`
 	Stubbed   []uint64 `json:"stubbed,omitempty"`
+	// Held are messages below Cutoff that stay in the view: a human
+	// message that was the last one when the cutoff passed it. They are
+	// kept with the decisions (message included) so the caller need not
+	// load them, and leave at a later escalation like any old message.
+	Held []Item `json:"held,omitempty"`
 	// Summary is the active summary (strategy summarize); it stands for
 	// the items From..To, which are below Cutoff.
 	Summary *Summary `json:"summary,omitempty"`

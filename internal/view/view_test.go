@@ -23,6 +23,7 @@ func TestDecisionsJSONRoundTrip(t *testing.T) {
 		Removed: []uint64{1<<40 + 1, 1<<40 + 7}, Truncated: []uint64{1<<40 + 9}, Stubbed: []uint64{3},
 		Summary:   &view.Summary{From: 2, To: 1 << 40, Text: "a \"quoted\" summary\n日本", Count: 77},
 		Summaries: []view.Summary{{From: 2, To: 1 << 40, Text: "a \"quoted\" summary\n日本", Count: 77}},
+		Held:      []view.Item{{ID: 9, Msg: ctxstore.NewMessage("user", "held \"message\" 日本"), Tokens: 12}},
 		Level:     4, Escalations: 12, Ineffective: 3, Tripped: true, Warned: []string{view.ReasonRunawayBreaker},
 	}
 	b, err := json.Marshal(d)
@@ -33,6 +34,10 @@ func TestDecisionsJSONRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
+	if back.Held[0].Msg.String() != d.Held[0].Msg.String() || back.Held[0].ID != 9 || back.Held[0].Tokens != 12 {
+		t.Errorf("held item changed: %+v", back.Held[0])
+	}
+	back.Held, d.Held = nil, nil // Messages compare by their bytes, not by DeepEqual
 	if !reflect.DeepEqual(d, back) {
 		t.Errorf("round trip changed decisions:\n%+v\n%+v", d, back)
 	}
