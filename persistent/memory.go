@@ -26,6 +26,16 @@ var ErrMemoryTooLarge = errors.New("memory files exceed the token budget")
 // the newest, without keeping a side table.
 const MemorySource = "memory-file"
 
+// Reasons (data key "reason") of the context:warning events about memory
+// files, for hosts that branch on them.
+const (
+	ReasonMemoryMissing    = "memory_file_missing"
+	ReasonMemoryUnreadable = "memory_file_unreadable"
+	ReasonMemoryEmpty      = "memory_file_empty"
+	ReasonMemoryRefresh    = "memory_file_refresh_failed"
+	ReasonMemoryDir        = "memory_dir_unwatchable"
+)
+
 // memoryFile is one configured memory file: as configured and resolved.
 type memoryFile struct {
 	configured string // as given in Config.MemoryFiles
@@ -86,13 +96,13 @@ func readMemoryFile(path string) (content string, reason string, err error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", "memory_file_missing", err
+		return "", ReasonMemoryMissing, err
 	case err != nil:
-		return "", "memory_file_unreadable", err
+		return "", ReasonMemoryUnreadable, err
 	}
 	content = strings.TrimSpace(string(b))
 	if content == "" {
-		return "", "memory_file_empty", nil
+		return "", ReasonMemoryEmpty, nil
 	}
 	return content, "", nil
 }
@@ -194,9 +204,9 @@ func (m *Manager) addPending(f memoryFile, content string) error {
 func (m *Manager) skipMemory(f memoryFile, reason string, err error) {
 	msg := "memory file skipped: " + f.configured
 	switch reason {
-	case "memory_file_missing":
+	case ReasonMemoryMissing:
 		msg = "memory file not found, skipped: " + f.configured
-	case "memory_file_empty":
+	case ReasonMemoryEmpty:
 		msg = "memory file is empty, skipped: " + f.configured
 	}
 	extra := []any{"path", f.path}
@@ -229,7 +239,7 @@ func (m *Manager) checkMemoryBudget() error {
 // newest version of each file; GetMessages keeps every version.
 func (m *Manager) refreshMemoryLocked(ctx context.Context, files []memoryFile) {
 	if err := m.syncLocked(ctx); err != nil {
-		m.warn("memory_file_refresh_failed", "cannot read the session to refresh memory files", "err", err.Error())
+		m.warn(ReasonMemoryRefresh, "cannot read the session to refresh memory files", "err", err.Error())
 		return
 	}
 	for _, f := range files {
@@ -243,7 +253,7 @@ func (m *Manager) refreshMemoryLocked(ctx context.Context, files []memoryFile) {
 		if len(m.w.pending) > 0 || m.w.count == 0 {
 			if !m.pendingHas(f.path, content) {
 				if err := m.addPending(f, content); err != nil {
-					m.warn("memory_file_refresh_failed", "cannot refresh memory file "+f.configured, "err", err.Error())
+					m.warn(ReasonMemoryRefresh, "cannot refresh memory file "+f.configured, "err", err.Error())
 				}
 			}
 			continue
@@ -257,7 +267,7 @@ func (m *Manager) refreshMemoryLocked(ctx context.Context, files []memoryFile) {
 			err = m.appendLocked(ctx, store.Record{Message: msg, Tokens: m.est.Estimate(msg)})
 		}
 		if err != nil {
-			m.warn("memory_file_refresh_failed", "cannot store the new version of memory file "+f.configured, "err", err.Error())
+			m.warn(ReasonMemoryRefresh, "cannot store the new version of memory file "+f.configured, "err", err.Error())
 			continue
 		}
 		m.queue(ctxstore.EventInclude, map[string]any{"source": f.path, "content": content})

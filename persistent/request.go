@@ -12,6 +12,11 @@ import (
 	"github.com/ctxstore/ctxstore/store"
 )
 
+// ReasonDecisionsNotSaved is the context:warning reason when changed view
+// decisions could not be written: the view is right, but a restart would
+// not continue from it.
+const ReasonDecisionsNotSaved = "decisions_not_saved"
+
 // KindView is the derived-record kind of saved view decisions [V4]. Keys
 // are "v1/e<epoch>/b<budget>": decisions hold for one epoch and one budget.
 const KindView = "view"
@@ -55,7 +60,7 @@ func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request)
 			// The view is right; only its stickiness across a restart is
 			// lost. A request must not fail for that.
 			m.mu.Lock()
-			m.warn("decisions_not_saved", "could not save view decisions", "err", err.Error())
+			m.warn(ReasonDecisionsNotSaved, "could not save view decisions", "err", err.Error())
 			m.unlock(ctx)
 		}
 	}

@@ -30,7 +30,7 @@ func (m *Manager) startWatch() error {
 			// A missing directory cannot hold the file now; it is not
 			// watched, like a missing file is skipped.
 			m.mu.Lock()
-			m.warn("memory_dir_unwatchable", "cannot watch memory file directory "+dir, "err", err.Error())
+			m.warn(ReasonMemoryDir, "cannot watch memory file directory "+dir, "err", err.Error())
 			m.unlock(context.Background())
 			continue
 		}
