@@ -186,6 +186,12 @@ func (c Config) ViewConfig() (view.Config, error) {
 	}, nil
 }
 
-// MessageLimit is the effective MaxMessageBytes of a defaulted Config for
-// ctxstore.Message.ValidateSize (0 = no limit).
-func (c Config) MessageLimit() int { return max(c.MaxMessageBytes, 0) }
+// MessageLimit is the effective MaxMessageBytes, in the form
+// ctxstore.Message.ValidateSize takes: the default for 0, and 0 (no limit)
+// for a negative setting.
+func (c Config) MessageLimit() int {
+	if c.MaxMessageBytes == 0 {
+		return DefaultMaxMessageBytes
+	}
+	return max(c.MaxMessageBytes, 0)
+}

@@ -510,6 +510,11 @@ func TestWithDefaults(t *testing.T) {
 		c.MaxMessageBytes != 8<<20 || c.KeepRecent != 10 || c.Estimator == nil {
 		t.Errorf("defaults: %+v", c)
 	}
+	for _, tt := range []struct{ set, want int }{{0, 8 << 20}, {100, 100}, {-1, 0}} {
+		if got := (simple.Config{MaxMessageBytes: tt.set}).MessageLimit(); got != tt.want {
+			t.Errorf("MessageLimit for MaxMessageBytes %d = %d, want %d", tt.set, got, tt.want)
+		}
+	}
 	vc, err := simple.Config{ProtectedRecent: -1, ProtectedToolResults: -1, SafetyMargin: -1}.ViewConfig()
 	if err != nil {
 		t.Fatal(err)
