@@ -148,6 +148,8 @@ func TestChecksCatchBrokenViews(t *testing.T) {
 		{"TrailingGroupMissing", []ctxstore.Message{sys, u2}, 100, "trailing tool group"},
 		{"NoticeAfterPendingCall", []ctxstore.Message{sys, u2, pending, notice}, 100, "calls p"},
 		{"OverBudget", hist, 50, "over the budget"},
+		{"PendingGroupChanged", []ctxstore.Message{sys, u2, p(`{"role":"assistant","content":"changed","tool_calls":[{"id":"p","function":{"name":"f","arguments":"{}"}}]}`)}, 100, "not whole"},
+		{"KnownResultMissingAtTail", []ctxstore.Message{sys, u2, pending, call, ra}, 100, "history has its result"},
 	}
 	for _, b := range bad {
 		errs := h.check(b.view, b.budget, est)
@@ -157,6 +159,16 @@ func TestChecksCatchBrokenViews(t *testing.T) {
 	}
 	if errs := h.onlyFloor([]ctxstore.Message{sys, u1, u2, pending}); len(errs) != 1 {
 		t.Errorf("onlyFloor: want one complaint about the first question, got %q", errs)
+	}
+	// Reused ids: a truncated result of the first group is matched to the
+	// first group, not reported as out of order.
+	c0 := p(`{"role":"assistant","content":"1","tool_calls":[{"id":"call_0","function":{"name":"f","arguments":"{}"}}]}`)
+	c0b := p(`{"role":"assistant","content":"2","tool_calls":[{"id":"call_0","function":{"name":"f","arguments":"{}"}}]}`)
+	r0 := ctxstore.NewToolResult("call_0", "first")
+	r0b := ctxstore.NewToolResult("call_0", "second")
+	reused := analyze([]ctxstore.Message{sys, u1, c0, r0, a1, u2, c0b, r0b})
+	if errs := reused.check([]ctxstore.Message{sys, u1, c0, ctxstore.NewToolResult("call_0", "[truncated]"), u2, c0b, r0b}, 100, est); len(errs) > 0 {
+		t.Errorf("reused ids: a valid view was rejected:\n%s", strings.Join(errs, "\n"))
 	}
 	orphaned := analyze([]ctxstore.Message{sys, u1, ra, u2})
 	if errs := orphaned.check([]ctxstore.Message{sys, u1, ra, u2}, 100, nil); len(errs) == 0 {
