@@ -665,6 +665,12 @@ func TestTailFollow(t *testing.T) {
 	if got := next(); got != `{"role":"user","content":"new epoch"}` {
 		t.Fatalf("tail -f after clear printed %q", got)
 	}
+	// Purged, then created again under the same name: seqs start over.
+	e.ok("", "purge", "s", "--yes")
+	e.ok(`{"role":"user","content":"reborn"}`, "add", "s")
+	if got := next(); got != `{"role":"user","content":"reborn"}` {
+		t.Fatalf("tail -f after purge and add printed %q", got)
+	}
 	// Ctrl-C ends it cleanly.
 	cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()

@@ -211,7 +211,7 @@ process is announced and tail goes on with the new epoch.`,
 
 func tail(ctx context.Context, a *app, st *store.Store, name string, n int, follow, jsonl bool) error {
 	w := bufio.NewWriter(a.stdout)
-	print := func(e store.Entry) error {
+	emit := func(e store.Entry) error {
 		if jsonl {
 			return writeRawLine(w, e.Raw)
 		}
@@ -235,7 +235,7 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 	if err != nil {
 		return err
 	}
-	epoch := info.Epoch
+	epoch, created := info.Epoch, info.Created
 	var last uint64
 	if n > 0 {
 		entries, err := st.Tail(ctx, name, n)
@@ -243,7 +243,7 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 			return explain(st.Path(), name, fmt.Errorf("read session %q: %w", name, err))
 		}
 		for _, e := range entries {
-			if err := print(e); err != nil {
+			if err := emit(e); err != nil {
 				return err
 			}
 			last = e.Seq
@@ -269,8 +269,11 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 		}
 		info, err := st.Session(ctx, name)
 		if errors.Is(err, store.ErrNotFound) {
-			fmt.Fprintf(w, "--- session %q was purged ---\n", name)
-			w.Flush()
+			if !jsonl && last > 0 {
+				fmt.Fprintf(w, "--- session %q was purged ---\n", name)
+				w.Flush()
+			}
+			last, created = 0, time.Time{} // a session created again under the name starts at seq 1
 			continue
 		}
 		if err != nil {
@@ -279,10 +282,16 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 			}
 			return explain(st.Path(), name, err)
 		}
-		if info.Epoch != epoch && !jsonl {
+		if !info.Created.Equal(created) || info.LastSeq < last {
+			// Purged and created again between two looks: seqs start over.
+			if !jsonl && !created.IsZero() {
+				fmt.Fprintf(w, "--- session %q was purged and started again ---\n", name)
+			}
+			last = 0
+		} else if info.Epoch != epoch && !jsonl {
 			fmt.Fprintf(w, "--- session %q cleared: epoch %d ---\n", name, info.Epoch)
 		}
-		epoch = info.Epoch
+		epoch, created = info.Epoch, info.Created
 		for e, err := range st.Messages(ctx, name, last+1) {
 			if err != nil {
 				if ctx.Err() != nil {
@@ -290,7 +299,7 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 				}
 				return explain(st.Path(), name, err)
 			}
-			if err := print(e); err != nil {
+			if err := emit(e); err != nil {
 				return err
 			}
 			last = e.Seq
