@@ -117,6 +117,38 @@ func (r nsPerOp) ratio(b *testing.B, num, den, unit string) {
 	})
 }
 
+// at1kAnd100k runs fn as sub-benchmarks at 1k and 100k stored messages and
+// reports their ratio (metric "x100k/1k").
+func at1kAnd100k(b *testing.B, fn func(b *testing.B, n int)) {
+	res := nsPerOp{}
+	for _, n := range []int{1_000, 100_000} {
+		key := fmt.Sprintf("messages=%d", n)
+		b.Run(key, func(b *testing.B) {
+			fn(b, n)
+			res.record(b, key)
+		})
+	}
+	res.ratio(b, "messages=100000", "messages=1000", "x100k/1k")
+}
+
+// requestsAfterAppends times m's requests, appending one of next (not
+// timed) before each.
+func requestsAfterAppends(b *testing.B, m *Manager, next []ctxstore.Message, r ctxstore.Request) {
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		if err := m.AddMessage(ctx, next[i%len(next)]); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+}
+
 // BenchmarkRequestAfterAppend [B3]: the time of one request when one
 // message was appended since the previous request, at 1k and 100k stored
 // messages. The append (a durable write, the same at any length) is not
@@ -124,39 +156,20 @@ func (r nsPerOp) ratio(b *testing.B, num, den, unit string) {
 // history already exceeds the engine's horizon (4 × budget tokens); at
 // budget=100000 it does not, so the 100k case works on a larger input.
 func BenchmarkRequestAfterAppend(b *testing.B) {
-	ctx := context.Background()
 	for _, budget := range []int{benchBudget, 100_000} {
 		b.Run(fmt.Sprintf("budget=%d", budget), func(b *testing.B) {
-			res := nsPerOp{}
-			for _, n := range []int{1_000, 100_000} {
-				key := fmt.Sprintf("messages=%d", n)
-				b.Run(key, func(b *testing.B) {
-					m, err := Open(filledFile(b, n), "s", Config{})
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer m.Close()
-					r := ctxstore.Request{TokenBudget: budget}
-					if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
-						b.Fatal(err)
-					}
-					next := conversation(4*1024, 400)
-					b.ResetTimer()
-					for i := 0; i < b.N; i++ {
-						b.StopTimer()
-						if err := m.AddMessage(ctx, next[i%len(next)]); err != nil {
-							b.Fatal(err)
-						}
-						b.StartTimer()
-						if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.StopTimer()
-					res.record(b, key)
-				})
-			}
-			res.ratio(b, "messages=100000", "messages=1000", "x100k/1k")
+			at1kAnd100k(b, func(b *testing.B, n int) {
+				m, err := Open(filledFile(b, n), "s", Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close()
+				r := ctxstore.Request{TokenBudget: budget}
+				if _, err := m.GetMessagesForRequest(context.Background(), r); err != nil {
+					b.Fatal(err)
+				}
+				requestsAfterAppends(b, m, conversation(4*1024, 400), r)
+			})
 		})
 	}
 }
@@ -169,28 +182,22 @@ func BenchmarkResume(b *testing.B) {
 	ctx := context.Background()
 	for _, budget := range []int{benchBudget, 100_000} {
 		b.Run(fmt.Sprintf("budget=%d", budget), func(b *testing.B) {
-			res := nsPerOp{}
-			for _, n := range []int{1_000, 100_000} {
-				key := fmt.Sprintf("messages=%d", n)
-				b.Run(key, func(b *testing.B) {
-					path := filledFile(b, n)
-					r := ctxstore.Request{TokenBudget: budget}
-					for b.Loop() {
-						m, err := Open(path, "s", Config{})
-						if err != nil {
-							b.Fatal(err)
-						}
-						if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
-							b.Fatal(err)
-						}
-						if err := m.Close(); err != nil {
-							b.Fatal(err)
-						}
+			at1kAnd100k(b, func(b *testing.B, n int) {
+				path := filledFile(b, n)
+				r := ctxstore.Request{TokenBudget: budget}
+				for b.Loop() {
+					m, err := Open(path, "s", Config{})
+					if err != nil {
+						b.Fatal(err)
 					}
-					res.record(b, key)
-				})
-			}
-			res.ratio(b, "messages=100000", "messages=1000", "x100k/1k")
+					if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
+						b.Fatal(err)
+					}
+					if err := m.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		})
 	}
 }
@@ -247,7 +254,6 @@ func (r *referenceManager) request(budget int) ([]map[string]any, bool, error) {
 // between requests (not timed, in both). Target: ≥ 50× faster at 10k
 // (metric "speedup").
 func BenchmarkVsReference(b *testing.B) {
-	ctx := context.Background()
 	for _, n := range []int{1_000, 10_000} {
 		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
 			res := nsPerOp{}
@@ -282,19 +288,13 @@ func BenchmarkVsReference(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer m.Close()
+				// Steady state: the first request after Open reads the
+				// tail (that is B4); the reference has no such state.
 				r := ctxstore.Request{TokenBudget: benchBudget}
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					b.StopTimer()
-					if err := m.AddMessage(ctx, msgs[n+i%4096]); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
-					if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
-						b.Fatal(err)
-					}
+				if _, err := m.GetMessagesForRequest(context.Background(), r); err != nil {
+					b.Fatal(err)
 				}
-				b.StopTimer()
+				requestsAfterAppends(b, m, msgs[n:], r)
 				res.record(b, "ctxstore")
 			})
 			res.ratio(b, "reference", "ctxstore", "speedup")
