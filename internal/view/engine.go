@@ -20,9 +20,9 @@ const (
 
 // entry is one conversation message of the region the engine works on.
 type entry struct {
-	item   Item
-	msg    ctxstore.Message // current form
-	tokens int              // estimate of msg
+	item   *Item             // as stored (read only)
+	alt    *ctxstore.Message // the truncated or stubbed form, nil when original
+	tokens int               // estimate of what is shown
 	form   form
 	result bool // tool-result carrier
 	human  bool // role user, not a result, not a notice
@@ -143,9 +143,9 @@ func (e *engine) run(fresh bool) Result {
 }
 
 // firstUserReturns reports whether progressive removed the first human
-// message at an earlier escalation (the floor was large then) and it now
-// fits again with room to spare: V2.5 wants it back, which takes a new
-// escalation.
+// message at an earlier escalation (the floor was large then) although it
+// now fits with the floor: V2.5 wants it back, which takes a new
+// escalation (after which it stays, so this cannot repeat).
 func (e *engine) firstUserReturns() bool {
 	if e.cfg.Strategy != StrategyProgressive || e.firstUserID == 0 || e.firstUserID == e.lastHumanID {
 		return false
@@ -168,7 +168,7 @@ func (e *engine) firstUserReturns() bool {
 			t = min(t, st)
 		}
 	}
-	return e.total+t+e.reserveFor() < e.trig
+	return e.floorTokens()+t+e.reserveFor() < e.trig
 }
 
 // collectPinned gathers system/developer messages (V2.4) in history order.
@@ -259,6 +259,10 @@ func (e *engine) horizonStart() uint64 {
 // ID >= from, grouped into units. With sticky set, the saved decisions
 // are applied.
 func (e *engine) buildRegion(from uint64, sticky bool) {
+	if e.ents == nil {
+		e.ents = make([]entry, 0, len(e.h.Tail)+len(e.d.Held)+2)
+		e.units = make([]unit, 0, len(e.h.Tail)+len(e.d.Held)+2)
+	}
 	e.ents, e.units = e.ents[:0], e.units[:0]
 	e.summary, e.pending = nil, false
 	if sticky && e.d.Summary != nil {
@@ -298,7 +302,7 @@ func (e *engine) buildRegion(from uint64, sticky bool) {
 		if isPinned(it.Msg) || e.hidden(it.ID) || it.Msg.Source() == NoticeSource {
 			continue
 		}
-		e.ents = append(e.ents, e.newEntry(it))
+		e.ents = append(e.ents, e.newEntry(&t[i]))
 	}
 	e.group()
 	if sticky {
@@ -308,8 +312,16 @@ func (e *engine) buildRegion(from uint64, sticky bool) {
 	e.recount()
 }
 
-func (e *engine) newEntry(it Item) entry {
-	return entry{item: it, msg: it.Msg, tokens: it.Tokens, result: it.Msg.IsToolResult(), human: isHuman(it.Msg)}
+func (e *engine) newEntry(it *Item) entry {
+	return entry{item: it, tokens: it.Tokens, result: it.Msg.IsToolResult(), human: isHuman(it.Msg)}
+}
+
+// shown is the message the view shows for en.
+func (en *entry) shown() ctxstore.Message {
+	if en.alt != nil {
+		return *en.alt
+	}
+	return en.item.Msg
 }
 
 // findItem returns the item with id from the tail, or the given fallback.
@@ -326,7 +338,7 @@ func (e *engine) findItem(id uint64, fallback *Item) (Item, bool) {
 }
 
 func (e *engine) addSpecial(it Item, first bool) {
-	e.ents = append(e.ents, e.newEntry(it))
+	e.ents = append(e.ents, e.newEntry(&it))
 	e.units = append(e.units, unit{lo: len(e.ents) - 1, hi: len(e.ents), special: true,
 		firstUser: first || it.ID == e.firstUserID, floor: !first})
 	e.ents[len(e.ents)-1].unit = len(e.units) - 1
@@ -343,12 +355,12 @@ func (e *engine) group() {
 		en := e.ents[i]
 		u := unit{lo: i, hi: i + 1}
 		switch {
-		case en.msg.HasToolCalls():
-			calls := en.msg.CallIDs()
+		case en.item.Msg.HasToolCalls():
+			calls := en.item.Msg.CallIDs()
 			answered := make(map[string]bool, len(calls))
 			j := i + 1
-			for j < n && e.ents[j].result && answers(calls, e.ents[j].msg.ResultIDs()) {
-				for _, id := range e.ents[j].msg.ResultIDs() {
+			for j < n && e.ents[j].result && answers(calls, e.ents[j].item.Msg.ResultIDs()) {
+				for _, id := range e.ents[j].item.Msg.ResultIDs() {
 					answered[id] = true
 				}
 				j++
@@ -493,14 +505,14 @@ func (e *engine) reform(i int, f form) bool {
 	if en.form != formOriginal {
 		return false
 	}
-	nm, nt, ok := e.rewrite(en.item, f)
+	nm, nt, ok := e.rewrite(*en.item, f)
 	if !ok || nt >= en.tokens {
 		return false
 	}
 	if !e.units[en.unit].removed {
 		e.total += nt - en.tokens
 	}
-	en.msg, en.tokens, en.form = nm, nt, f
+	en.alt, en.tokens, en.form = &nm, nt, f
 	return true
 }
 

@@ -219,7 +219,7 @@ func (e *engine) summarize() {
 			continue
 		}
 		for i := u.lo; i < u.hi; i++ {
-			msgs = append(msgs, e.ents[i].msg)
+			msgs = append(msgs, e.ents[i].shown())
 			count++
 		}
 	}
@@ -312,7 +312,7 @@ func (e *engine) record(from uint64) {
 				d.KeepFirstUser = true
 			}
 			if u.special && !u.firstUser && !u.removed {
-				d.Held = append(d.Held, en.item)
+				d.Held = append(d.Held, *en.item)
 			}
 			switch {
 			case u.invalid:
@@ -377,7 +377,7 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 			continue
 		}
 		for i := u.lo; i < u.hi; i++ {
-			view = append(view, e.ents[i].msg)
+			view = append(view, e.ents[i].shown())
 		}
 	}
 	total := e.total
