@@ -397,6 +397,15 @@ func TestImportTranscript(t *testing.T) {
 	if got := e.ok("", "show", "abc123", "--jsonl").stdout; got != conversation {
 		t.Errorf("imported transcript differs:\n%s", got)
 	}
+	// Again: recorded as imported, nothing added.
+	if r := e.ok("", "import", path); !strings.Contains(r.stdout, "nothing imported") {
+		t.Errorf("second import said:\n%s", r.stdout)
+	}
+	// A session directory names its transcript.
+	e.ok("", "import", dir, "--session", "fromdir")
+	if got := e.ok("", "show", "fromdir", "--jsonl").stdout; got != conversation {
+		t.Errorf("import DIR:\n%s", got)
+	}
 	// From stdin it needs a session name.
 	e.fail(2, conversation, []string{"import", "-"}, "--session NAME")
 	e.ok(conversation, "import", "-", "--session", "piped")

@@ -356,7 +356,11 @@ func statsCommand() *command {
 			fmt.Fprintf(tw, "tokens\t%d (estimated, current epochs)\n", s.Tokens)
 			fmt.Fprintf(tw, "JSON\t%s in current epochs\n", human(s.JSONBytes))
 			if s.JSONBytes > 0 {
-				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (file size over the current epochs' JSON; 'ctxstore compact-file' reclaims free pages)\n", s.BytesPerJSON)
+				note := "file size over the current epochs' JSON"
+				if s.AllMessages > s.Messages {
+					note += "; earlier epochs take room too, uncounted"
+				}
+				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (%s; after purges 'ctxstore compact-file' gives free pages back)\n", s.BytesPerJSON, note)
 			}
 			return tw.Flush()
 		},

@@ -82,18 +82,24 @@ func exportToFile(ctx context.Context, st *store.Store, names []string, path str
 func importCommand() *command {
 	return &command{
 		name:    "import",
-		usage:   "FILE|- [--session NAME] [--skip-existing]",
+		usage:   "FILE|DIR|- [--session NAME] [--skip-existing]",
 		summary: "import a ctxstore export, or an Amplifier context-messages.jsonl transcript",
-		help: `The format is recognised by the first line. A ctxstore export restores its
-sessions exactly (seqs, epochs, times); each session is imported in one
-transaction, and a session that already exists is an error unless
---skip-existing. Anything else is read as an Amplifier transcript (one
-message per line) into the session --session NAME (default: the
-session directory's name for .../sessions/ID/context-messages.jsonl, else
-the file name without extension); blank lines are ignored, malformed lines
-skipped and reported with their line numbers, the file is never modified.
+		help: `The format is recognised by the first line.
+
+A ctxstore export restores its sessions exactly (seqs, epochs, times,
+token estimates); each session is imported whole or not at all, and a
+session that already exists is an error unless --skip-existing.
+
+Anything else is read as an Amplifier transcript, one message per line,
+into the session --session NAME (default: ID for
+.../sessions/ID/context-messages.jsonl, else the file name without its
+extension; a DIR means DIR/context-messages.jsonl). Blank lines are
+ignored; malformed lines are skipped and reported with their line
+numbers; the file is never modified. Importing the same file into the
+same session again does nothing, and an import cut short is continued.
+
 On a terminal, long imports show a progress bar on stderr.`,
-		example: "ctxstore --db fresh.db import backup.jsonl\nctxstore import ~/.amplifier/projects/p/sessions/abc/context-messages.jsonl --session abc",
+		example: "ctxstore --db fresh.db import backup.jsonl\nctxstore import ~/.amplifier/projects/p/sessions/abc    # session \"abc\"",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
 			name := fs.String("session", "", "session `NAME` for a transcript (not used for exports)")
@@ -112,6 +118,10 @@ func runImport(ctx context.Context, a *app, file, session string, skip bool) err
 	var size int64
 	label := "stdin"
 	if file != "-" {
+		if fi, err := os.Stat(file); err == nil && fi.IsDir() {
+			// An Amplifier session directory: its transcript.
+			file = filepath.Join(file, "context-messages.jsonl")
+		}
 		f, err := os.Open(file)
 		if err != nil {
 			return fmt.Errorf("import: %w", err)
