@@ -79,12 +79,32 @@ func (m *Manager) prepareLocked(ctx context.Context, r ctxstore.Request) (view.H
 		ev := b.Event()
 		m.queue(ev.Name, ev.Data)
 	}
-	saved := m.w.decisions[b.Tokens]
+	saved := m.w.savedFor(b.Tokens)
 	need := view.Horizon(b.Tokens, m.vcfg, saved)
 	if err := m.ensureTail(ctx, need); err != nil {
 		return view.History{}, b, saved, 0, err
 	}
 	return m.history(need), b, saved, m.w.epoch, nil
+}
+
+// savedFor returns the saved decisions for budget. Decisions are kept per
+// budget, so a host that alternates between two models keeps a stable
+// prefix for each. For a budget without decisions it returns those of
+// another budget with the most cached summaries: the engine starts from
+// scratch for a new budget but keeps their summary cache, so the
+// summarizer is not asked again for a span it already condensed [V3].
+func (w *window) savedFor(budget int) view.Decisions {
+	if d, ok := w.decisions[budget]; ok {
+		return d
+	}
+	var best view.Decisions
+	bestBudget := 0
+	for b, d := range w.decisions {
+		if len(d.Summaries) > len(best.Summaries) || (len(d.Summaries) == len(best.Summaries) && len(d.Summaries) > 0 && b < bestBudget) {
+			best, bestBudget = d, b
+		}
+	}
+	return best
 }
 
 // history builds the engine's input from the window: the pinned messages,
