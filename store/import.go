@@ -112,6 +112,10 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 					return fmt.Errorf("store: import session %q: %w", im.name, err)
 				}
 			}
+			// Should this process die before the import ends, later
+			// appends must still get seqs above the imported ones.
+			ws.meta.LastSeq = max(ws.meta.LastSeq, b[len(b)-1].Seq)
+			ws.dirty = true
 			return nil
 		})
 	}
