@@ -312,24 +312,24 @@ func (s *suite) roomy(msgs []ctxstore.Message) int {
 // ParseMessage rejects malformed JSON before a manager sees it, so these
 // are the invalid values that can still reach AddMessage.
 func (s *suite) invalidMessages() []struct {
-	name string
-	msg  ctxstore.Message
+	name, field string // field: what the error must name ("" = the whole message)
+	msg         ctxstore.Message
 } {
 	type bad = struct {
-		name string
-		msg  ctxstore.Message
+		name, field string
+		msg         ctxstore.Message
 	}
 	bads := []bad{
-		{"ZeroMessage", ctxstore.Message{}},
-		{"EmptyRole", ctxstore.NewMessage("", "hello")},
-		{"UnknownRole", ctxstore.NewMessage("robot", "hello")},
-		{"RoleWrongCase", ctxstore.NewMessage("User", "hello")},
-		{"ToolWithoutCallID", ctxstore.NewToolResult("", "output")},
-		{"ToolRoleViaNewMessage", ctxstore.NewMessage(ctxstore.RoleTool, "output without a call id")},
+		{"ZeroMessage", "", ctxstore.Message{}},
+		{"EmptyRole", "role", ctxstore.NewMessage("", "hello")},
+		{"UnknownRole", "role", ctxstore.NewMessage("robot", "hello")},
+		{"RoleWrongCase", "role", ctxstore.NewMessage("User", "hello")},
+		{"ToolWithoutCallID", "tool_call_id", ctxstore.NewToolResult("", "output")},
+		{"ToolRoleViaNewMessage", "tool_call_id", ctxstore.NewMessage(ctxstore.RoleTool, "output without a call id")},
 	}
 	if limit := s.maxBytes(); limit > 0 {
 		raw := fmt.Appendf(nil, `{"role":"user","content":"%s"}`, strings.Repeat("x", limit))
-		bads = append(bads, bad{"OverMaxMessageBytes", ctxstore.MustParseMessage(raw)})
+		bads = append(bads, bad{"OverMaxMessageBytes", "", ctxstore.MustParseMessage(raw)})
 	}
 	return bads
 }
@@ -369,6 +369,8 @@ func (s *suite) testInvalid(t *testing.T) {
 			err := callNoPanic(t, "AddMessage", func() error { return m.AddMessage(t.Context(), bc.msg) })
 			if !errors.Is(err, ctxstore.ErrInvalidMessage) {
 				t.Errorf("AddMessage(%s) = %v, want an error matching ctxstore.ErrInvalidMessage", bc.name, err)
+			} else if !strings.Contains(err.Error(), bc.field) {
+				t.Errorf("AddMessage(%s) = %v, want the error to name the field %q", bc.name, err, bc.field)
 			}
 			wantHistory(t, m, before, "after a rejected AddMessage")
 
