@@ -723,3 +723,40 @@ func pageSize(t *testing.T, path string) int {
 	defer db.Close()
 	return db.Info().PageSize
 }
+
+// TestCompactFileWhileWriting runs compact-file in place while another
+// process appends: every acknowledged append must be in the compacted file.
+func TestCompactFileWhileWriting(t *testing.T) {
+	e := newEnv(t)
+	e.ok(longConversation(20), "add", "s")
+	e.ok(`{"role":"user","content":"first"}`, "add", "w")
+	stop := make(chan struct{})
+	done := make(chan [2]int)
+	go func() {
+		acked, tried := 0, 0
+		for {
+			select {
+			case <-stop:
+				done <- [2]int{acked, tried}
+				return
+			default:
+			}
+			tried++
+			r := e.run(fmt.Sprintf(`{"role":"user","content":"concurrent %d"}`, tried), "add", "w", "--lock-timeout", "20s")
+			if r.code == 0 {
+				acked++
+			}
+		}
+	}()
+	for range 5 {
+		e.ok("", "compact-file", "--lock-timeout", "20s")
+	}
+	close(stop)
+	n := <-done
+	got := strings.Count(e.ok("", "show", "w", "--jsonl").stdout, "\n")
+	if n[0] != n[1] || got != 1+n[0] {
+		t.Errorf("%d of %d appends acknowledged, %d stored after compact-file in place", n[0], n[1], got)
+	}
+	t.Logf("%d appends by another process while compact-file replaced the file 5 times", n[0])
+	e.ok("", "verify")
+}
