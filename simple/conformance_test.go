@@ -2,6 +2,7 @@ package simple_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -25,6 +26,10 @@ func TestConformance(t *testing.T) {
 		{"Progressive", simple.Config{}},
 		{"Truncate", simple.Config{Strategy: "truncate"}},
 		{"Summarize", simple.Config{Strategy: "summarize", Summarizer: summarize}},
+		// A failing summarizer falls back to progressive; requests never fail.
+		{"SummarizeFailing", simple.Config{Strategy: "summarize", Summarizer: func(context.Context, []ctxstore.Message) (string, error) {
+			return "", errors.New("model unavailable")
+		}}},
 		{"ProgressiveNoNotice", simple.Config{DisableNotice: true, ProtectedRecent: -1, ProtectedToolResults: -1}},
 	}
 	for _, c := range cases {
