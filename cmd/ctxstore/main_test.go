@@ -254,6 +254,16 @@ func TestAddShow(t *testing.T) {
 	if r := e.ok("", "ls", "--json"); !strings.Contains(r.stdout, `"messages": 8`) {
 		t.Errorf("ls --json after 8 messages:\n%s", r.stdout)
 	}
+	// Anthropic-style content blocks.
+	e.ok(`{"role":"assistant","content":[{"type":"text","text":"Let me check."},{"type":"tool_use","id":"tu_1","name":"read","input":{"path":"/x"}}]}
+{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu_1","content":"file text"}]}
+{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},{"type":"text","text":"what is this?"}]}`, "add", "blocks")
+	human = e.ok("", "show", "blocks").stdout
+	for _, want := range []string{"Let me check.", `→ read {"path":"/x"}  [tu_1]`, "result of tu_1", "what is this?\n    [image]"} {
+		if !strings.Contains(human, want) {
+			t.Errorf("show of content blocks lacks %q:\n%s", want, human)
+		}
+	}
 	e.fail(1, "", []string{"show", "nope"}, `session "nope" not found in `+e.db, "ls")
 	e.fail(1, "", []string{"show", "work", "--epoch", "7"}, "has no epoch 7")
 }

@@ -34,10 +34,49 @@ func printEntry(w io.Writer, e store.Entry, maxChars int) {
 	} else if c := m.Content(); len(c) > 0 && string(c) != "null" && !m.HasToolCalls() {
 		fmt.Fprintln(w, indent(cut(string(c), maxChars), "    "))
 	}
+	if others := otherBlocks(m); others != "" {
+		fmt.Fprintf(w, "    [%s]\n", others)
+	}
 	for _, call := range m.ToolCalls() {
 		args := compactJSON(call.Arguments)
 		fmt.Fprintf(w, "    → %s %s  [%s]\n", call.Name, cut(args, 200), call.ID)
 	}
+}
+
+// otherBlocks names the content blocks Text does not show (images,
+// documents, ...), e.g. "image, 2 document"; tool blocks are shown apart.
+func otherBlocks(m ctxstore.Message) string {
+	c := m.Content()
+	if len(c) == 0 || c[0] != '[' || m.Text() == "" {
+		return "" // no blocks, or shown whole as raw JSON
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(c, &blocks) != nil {
+		return ""
+	}
+	counts := map[string]int{}
+	var order []string
+	for _, b := range blocks {
+		switch b.Type {
+		case "text", "tool_use", "tool_result":
+			continue
+		}
+		if counts[b.Type] == 0 {
+			order = append(order, b.Type)
+		}
+		counts[b.Type]++
+	}
+	var parts []string
+	for _, t := range order {
+		if counts[t] == 1 {
+			parts = append(parts, t)
+		} else {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[t], t))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // cut shortens s to about max characters (max <= 0: no limit), saying how
