@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
@@ -16,21 +17,28 @@ import (
 // per strategy, with the estimator the manager uses so budgets are
 // checked too.
 func TestConformance(t *testing.T) {
+	// The summarizers count their calls, so a run that never reached the
+	// summarize path does not pass for one that kept its contract.
+	var summaries, failures atomic.Int64
 	summarize := func(_ context.Context, span []ctxstore.Message) (string, error) {
+		summaries.Add(1)
 		return fmt.Sprintf("%d earlier messages, first from %s.", len(span), span[0].Role()), nil
 	}
+	failing := func(context.Context, []ctxstore.Message) (string, error) {
+		failures.Add(1)
+		return "", errors.New("model unavailable")
+	}
 	cases := []struct {
-		name string
-		cfg  simple.Config
+		name  string
+		cfg   simple.Config
+		calls *atomic.Int64
 	}{
-		{"Progressive", simple.Config{}},
-		{"Truncate", simple.Config{Strategy: "truncate"}},
-		{"Summarize", simple.Config{Strategy: "summarize", Summarizer: summarize}},
+		{"Progressive", simple.Config{}, nil},
+		{"Truncate", simple.Config{Strategy: "truncate"}, nil},
+		{"Summarize", simple.Config{Strategy: "summarize", Summarizer: summarize}, &summaries},
 		// A failing summarizer falls back to progressive; requests never fail.
-		{"SummarizeFailing", simple.Config{Strategy: "summarize", Summarizer: func(context.Context, []ctxstore.Message) (string, error) {
-			return "", errors.New("model unavailable")
-		}}},
-		{"ProgressiveNoNotice", simple.Config{DisableNotice: true, ProtectedRecent: -1, ProtectedToolResults: -1}},
+		{"SummarizeFailing", simple.Config{Strategy: "summarize", Summarizer: failing}, &failures},
+		{"ProgressiveNoNotice", simple.Config{DisableNotice: true, ProtectedRecent: -1, ProtectedToolResults: -1}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -41,6 +49,9 @@ func TestConformance(t *testing.T) {
 				}
 				return m
 			})
+			if c.calls != nil && c.calls.Load() == 0 {
+				t.Errorf("the summarizer was never called: the suite did not exercise the %s strategy", c.cfg.Strategy)
+			}
 		})
 	}
 }
