@@ -536,6 +536,11 @@ func TestView(t *testing.T) {
 	e.fail(2, "", []string{"view", "s"}, "--budget N")
 	e.fail(2, "", []string{"view", "s", "--budget", "10", "--context-window", "100"}, "not both")
 	e.fail(2, "", []string{"view", "s", "--context-window", "100"}, "go together")
+	e.fail(2, "", []string{"view", "s", "--budget", "100", "--strategy", "summarize"}, "needs a model")
+	e.fail(2, "", []string{"view", "s", "--budget", "100", "--strategy", "bogus"}, "want progressive or truncate")
+	if r := e.ok("", "view", "s", "--budget", "3000", "--strategy", "truncate"); !strings.Contains(r.stdout, "removed") {
+		t.Errorf("view --strategy truncate:\n%s", r.stdout)
+	}
 	e.fail(1, "", []string{"view", "nope", "--budget", "100"}, `session "nope" not found`)
 	if r := e.ok("", "ls"); strings.Contains(r.stdout, "nope") {
 		t.Error("view of an unknown session created it")

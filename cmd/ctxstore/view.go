@@ -47,6 +47,13 @@ view with the same budget shares its prefix.`,
 			if err != nil {
 				return err
 			}
+			switch *strategy {
+			case "", view.StrategyProgressive, view.StrategyTruncate:
+			case view.StrategySummarize:
+				return usagef("--strategy summarize needs a model to write summaries; the command line has none (use progressive or truncate)")
+			default:
+				return usagef("--strategy %q: want progressive or truncate", *strategy)
+			}
 			var req ctxstore.Request
 			switch {
 			case *budget < 0 || *window < 0 || *maxOut < 0:
