@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -51,10 +52,10 @@ func randomConversation(r *rand.Rand, n int) []ctxstore.Message {
 }
 
 // The persistent manager computes the same views as the in-memory one —
-// with its bounded window, its lazily read tail, and restarts along the
-// way — for the same messages, budgets and settings.
+// with its bounded window, its lazily read tail, restarts along the way and
+// a fifth of the messages appended by another writer — for the same
+// messages, budgets and settings. CTXSTORE_SOAK=1 runs 25 seeds per case.
 func TestSameViewsAsSimple(t *testing.T) {
-	ctx := context.Background()
 	cases := []struct {
 		strategy         string
 		budgetA, budgetB int
@@ -62,44 +63,66 @@ func TestSameViewsAsSimple(t *testing.T) {
 		{"progressive", 3000, 9000},
 		{"progressive", 12000, 2500},
 		{"truncate", 4000, 4000},
+		{"summarize", 5000, 3000},
+	}
+	seeds := 1
+	if os.Getenv("CTXSTORE_SOAK") != "" {
+		seeds = 25
 	}
 	for i, c := range cases {
-		t.Run(fmt.Sprintf("%s-%d-%d", c.strategy, c.budgetA, c.budgetB), func(t *testing.T) {
-			r := rand.New(rand.NewPCG(uint64(i), 7))
-			sc := simple.Config{Strategy: c.strategy, FallbackTokens: 5000}
-			ref, err := simple.New(sc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := dbPath(t)
-			cfg := Config{Config: sc, noSync: true}
-			m := open(t, path, "s", cfg)
-			msgs := randomConversation(r, 500)
-			for j, msg := range msgs {
-				addAll(t, m, []ctxstore.Message{msg})
-				addAll(t, ref, []ctxstore.Message{msg})
-				if r.IntN(60) == 0 {
-					_ = m.Close()
-					m = open(t, path, "s", cfg)
-				}
-				if r.IntN(4) != 0 {
-					continue
-				}
-				budget := c.budgetA
-				if j > len(msgs)/2 {
-					budget = c.budgetB
-				}
-				want, err := ref.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: budget})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d := diff(viewOf(t, m, budget), want); d != "" {
-					t.Fatalf("after %d messages, budget %d: view differs from simple's: %s", j+1, budget, d)
-				}
-			}
-			if d := diff(history(t, m), msgs); d != "" {
-				t.Fatalf("history: %s", d)
-			}
-		})
+		for seed := range seeds {
+			t.Run(fmt.Sprintf("%s-%d-%d-seed%d", c.strategy, c.budgetA, c.budgetB, seed), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(i), uint64(seed)))
+				sameViewsAsSimple(t, r, c.strategy, c.budgetA, c.budgetB)
+			})
+		}
+	}
+}
+
+func sameViewsAsSimple(t *testing.T, r *rand.Rand, strategy string, budgetA, budgetB int) {
+	ctx := context.Background()
+	sc := simple.Config{Strategy: strategy, FallbackTokens: 5000}
+	if strategy == "summarize" {
+		sc.Summarizer = func(_ context.Context, span []ctxstore.Message) (string, error) {
+			return fmt.Sprintf("%d messages, from %.20q", len(span), span[0].Text()), nil
+		}
+	}
+	ref, err := simple.New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := dbPath(t)
+	cfg := Config{Config: sc, noSync: true}
+	m := open(t, path, "s", cfg)
+	other := open(t, path, "s", cfg) // another writer, as another process would be
+	msgs := randomConversation(r, 500)
+	for j, msg := range msgs {
+		if r.IntN(5) == 0 {
+			addAll(t, other, []ctxstore.Message{msg})
+		} else {
+			addAll(t, m, []ctxstore.Message{msg})
+		}
+		addAll(t, ref, []ctxstore.Message{msg})
+		if r.IntN(60) == 0 {
+			_ = m.Close()
+			m = open(t, path, "s", cfg)
+		}
+		if r.IntN(4) != 0 {
+			continue
+		}
+		budget := budgetA
+		if j > len(msgs)/2 {
+			budget = budgetB
+		}
+		want, err := ref.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := diff(viewOf(t, m, budget), want); d != "" {
+			t.Fatalf("after %d messages, budget %d: view differs from simple's: %s", j+1, budget, d)
+		}
+	}
+	if d := diff(history(t, m), msgs); d != "" {
+		t.Fatalf("history: %s", d)
 	}
 }
