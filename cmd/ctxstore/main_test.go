@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -774,4 +775,28 @@ func TestCompactFileWhileWriting(t *testing.T) {
 	}
 	t.Logf("%d appends by another process while compact-file replaced the file 5 times", n[0])
 	e.ok("", "verify")
+}
+
+func TestTailFollowStopsOnSignals(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(binary, "tail", "-f", "-n", "1", "s")
+			cmd.Env = e.vars
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			// The first line printed means tail is following.
+			if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+			cmd.Process.Signal(sig)
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("tail -f after %v: %v, want exit 0", sig, err)
+			}
+		})
+	}
 }
