@@ -683,7 +683,7 @@ func (s *suite) testRandom(t *testing.T) {
 		floor := h.estimate(s.budgetEst, h.floor())
 		total := estimateAll(s.budgetEst, msgs)
 		if seed%2 == 1 {
-			s.randomLoop(t, 1000+seed, msgs, max(floor, total/3))
+			s.randomLoop(t, g, 1000+seed, msgs, max(floor, total/3))
 			continue
 		}
 		m := s.fresh(t, msgs)
@@ -700,9 +700,10 @@ func (s *suite) testRandom(t *testing.T) {
 	}
 }
 
-// randomLoop adds msgs one by one, viewing the history at budget after
-// each, so incremental and sticky view state meets irregular input.
-func (s *suite) randomLoop(t *testing.T, seed uint64, msgs []ctxstore.Message, budget int) {
+// randomLoop adds msgs one by one, viewing the history after each, mostly
+// at budget and sometimes at a smaller one, so incremental and sticky view
+// state meets irregular input and budget changes.
+func (s *suite) randomLoop(t *testing.T, g *gen, seed uint64, msgs []ctxstore.Message, budget int) {
 	t.Helper()
 	m := s.newManager(t)
 	for i, msg := range msgs {
@@ -710,10 +711,14 @@ func (s *suite) randomLoop(t *testing.T, seed uint64, msgs []ctxstore.Message, b
 			t.Fatalf("seed %d: AddMessage(message %d): %v", seed, i, err)
 		}
 		h := analyze(msgs[:i+1])
-		v := view(t, m, ctxstore.Request{TokenBudget: budget})
-		if errs := h.check(v, budget, s.checkEst); len(errs) > 0 {
+		b := budget
+		if g.r.IntN(4) == 0 {
+			b = budget/2 + g.r.IntN(budget/2+1)
+		}
+		v := view(t, m, ctxstore.Request{TokenBudget: b})
+		if errs := h.check(v, b, s.checkEst); len(errs) > 0 {
 			t.Errorf("seed %d, after message %d, budget %d:\n  %s\nhistory:\n%sview:\n%s",
-				seed, i, budget, strings.Join(errs, "\n  "), dump(msgs[:i+1]), dump(v))
+				seed, i, b, strings.Join(errs, "\n  "), dump(msgs[:i+1]), dump(v))
 			return
 		}
 	}
