@@ -34,6 +34,17 @@ package main
 //     standard base64 of the exact bytes. "tokens" is the estimate stored
 //     with the message.
 //
+//     After the messages come the session's derived records, if any: what
+//     managers computed from the messages and saved beside them (compaction
+//     decisions, repairs of interrupted tool calls, transcript import
+//     records), sorted by kind, then key:
+//
+//     {"type":"derived","kind":"repair","key":"00000000000000000042","value":{…}}
+//
+//     "value" is the record's bytes when they are one line of valid JSON,
+//     else "value_base64". Only kinds this program knows are carried (see
+//     derivedKinds).
+//
 //  3. The end record, always last; its absence means the export was cut
 //     short:
 //
@@ -54,6 +65,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ctxstore/ctxstore/persistent"
+	"github.com/ctxstore/ctxstore/resume"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -88,6 +101,21 @@ type exportMessage struct {
 	Tokens        int             `json:"tokens"`
 	Message       json.RawMessage `json:"message"`
 	MessageBase64 []byte          `json:"message_base64"`
+}
+
+type exportDerived struct {
+	Type        string          `json:"type"`
+	Kind        string          `json:"kind"`
+	Key         string          `json:"key"`
+	Value       json.RawMessage `json:"value,omitempty"`
+	ValueBase64 []byte          `json:"value_base64,omitempty"`
+}
+
+// derivedKinds are the kinds of derived records an export carries, in the
+// order it writes them. The store cannot list a session's kinds, so a kind
+// added elsewhere must be added here too.
+func derivedKinds() []string {
+	return []string{resume.KindImport, persistent.KindRepair, persistent.KindView}
 }
 
 type exportEnd struct {
@@ -185,6 +213,22 @@ func exportOne(ctx context.Context, st *store.Store, info store.SessionInfo, bw 
 	if n != int64(rec.Messages) {
 		return n, fmt.Errorf("export session %q: it changed while being exported (%d messages listed, %d read); run the export again", info.Name, rec.Messages, n)
 	}
+	for _, kind := range derivedKinds() {
+		for d, err := range st.ListDerived(ctx, info.Name, kind) {
+			if err != nil {
+				return n, explain(st.Path(), info.Name, fmt.Errorf("export session %q: derived records %q: %w", info.Name, kind, err))
+			}
+			rec := exportDerived{Type: "derived", Kind: d.Kind, Key: d.Key}
+			if bytes.ContainsAny(d.Value, "\r\n") || !json.Valid(d.Value) {
+				rec.ValueBase64 = d.Value
+			} else {
+				rec.Value = d.Value
+			}
+			if err := writeJSONLine(bw, rec); err != nil {
+				return n, err
+			}
+		}
+	}
 	return n, nil
 }
 
@@ -258,11 +302,24 @@ type lineReader struct {
 	br      *bufio.Reader
 	name    string // file name for errors ("-" is stdin)
 	no      int
-	partial bool // the last line read had no newline: the input may be cut short
+	partial bool   // the last line read had no newline: the input may be cut short
+	back    []byte // a line given back by unread
+}
+
+// unread gives line back: the next call to next returns it again.
+func (lr *lineReader) unread(line []byte) {
+	lr.back = line
+	lr.no--
 }
 
 // next returns the next line without its newline; io.EOF after the last.
 func (lr *lineReader) next() ([]byte, error) {
+	if lr.back != nil {
+		line := lr.back
+		lr.back = nil
+		lr.no++
+		return line, nil
+	}
 	line, err := lr.br.ReadBytes('\n')
 	if len(line) == 0 && err != nil {
 		if err == io.EOF {
@@ -374,7 +431,8 @@ func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exp
 					return 0, true, cutShort(lr, rec.Name, err)
 				}
 			}
-			return 0, true, nil
+			err := importDerived(ctx, nil, lr, rec.Name)
+			return 0, true, err
 		}
 	}
 	var readErr error // the iterator's own failure, with its line number
@@ -407,7 +465,43 @@ func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exp
 	case n != int64(rec.Messages):
 		return 0, false, fmt.Errorf("import session %q: the store stopped after %d of %d messages", rec.Name, n, rec.Messages)
 	}
+	if err := importDerived(ctx, st, lr, rec.Name); err != nil {
+		// Whole or not at all: the session goes again.
+		if perr := st.Purge(context.WithoutCancel(ctx), rec.Name); perr != nil {
+			err = fmt.Errorf("%w (and removing the partly imported session failed: %v)", err, perr)
+		}
+		return 0, false, err
+	}
 	return n, false, nil
+}
+
+// importDerived stores the derived records that follow a session's
+// messages (st nil: reads past them).
+func importDerived(ctx context.Context, st *store.Store, lr *lineReader, session string) error {
+	for {
+		line, err := lr.next()
+		if err == io.EOF {
+			return nil // the caller reports the missing end record
+		}
+		if err != nil {
+			return err
+		}
+		var d exportDerived
+		if json.Unmarshal(line, &d) != nil || d.Type != "derived" {
+			lr.unread(line)
+			return nil
+		}
+		if st == nil {
+			continue
+		}
+		value := []byte(d.Value)
+		if d.ValueBase64 != nil {
+			value = d.ValueBase64
+		}
+		if err := st.PutDerived(ctx, session, d.Kind, d.Key, value); err != nil {
+			return explain(st.Path(), "", fmt.Errorf("import session %q: derived record %s/%s (%s line %d): %w", session, d.Kind, d.Key, lr.name, lr.no, err))
+		}
+	}
 }
 
 func cutShort(lr *lineReader, session string, err error) error {

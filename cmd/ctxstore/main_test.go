@@ -800,3 +800,30 @@ func TestTailFollowStopsOnSignals(t *testing.T) {
 		})
 	}
 }
+
+// TestExportCarriesDerivedRecords: repairs and compaction decisions travel
+// with their session, so an imported session gives the same views.
+func TestExportCarriesDerivedRecords(t *testing.T) {
+	e := newEnv(t)
+	e.ok("", "demo", "--db", e.db)
+	first := e.ok("", "export").stdout
+	for _, want := range []string{`{"type":"derived","kind":"repair",`, `{"type":"derived","kind":"view",`} {
+		if !strings.Contains(first, want) {
+			t.Errorf("export lacks %s", want)
+		}
+	}
+	fresh := filepath.Join(e.dir, "fresh.db")
+	e.ok(first, "--db", fresh, "import", "-")
+	if second := e.ok("", "--db", fresh, "export").stdout; second != first {
+		t.Errorf("export -> import -> export differs with derived records")
+	}
+	want := e.ok("", "view", "assistant", "--budget", "10000", "--json").stdout
+	if got := e.ok("", "--db", fresh, "view", "assistant", "--budget", "10000", "--json").stdout; got != want {
+		t.Errorf("the imported session gives another view:\n got %s\nwant %s", got, want)
+	}
+	if !strings.Contains(want, "[interrupted: no result was recorded]") {
+		t.Errorf("the demo's repaired call is not in the view:\n%s", want)
+	}
+	// --skip-existing reads past derived records too.
+	e.ok(first, "--db", fresh, "import", "-", "--skip-existing")
+}

@@ -18,13 +18,18 @@ func exportCommand() *command {
 		name:    "export",
 		usage:   "[SESSION...] [-o FILE]",
 		summary: "write sessions (all when none is named), every epoch, as versioned JSON Lines",
-		help: `The export carries sessions, epochs, seqs, times, token estimates and each
-message's JSON byte for byte: importing it into a fresh file and exporting
-again gives the same bytes. It streams, so memory stays flat however large
-the sessions. The format (version 1) is a header line
-{"format":"ctxstore-export","version":1,...}, then per session a "session"
-record followed by its "message" records, then an "end" record. -o writes
-to a new file (mode 0600) only once the export is complete.`,
+		help: `The export carries sessions, epochs, seqs, times, token estimates, each
+message's JSON byte for byte, and the records managers keep beside the
+messages (compaction decisions, repairs of interrupted tool calls,
+transcript imports): importing it into a fresh file and exporting again
+gives the same bytes, and the imported sessions give the same views. It
+streams, so memory stays flat however large the sessions.
+
+The format (version 1) is JSON Lines: a header
+{"format":"ctxstore-export","version":1,...}, then per session a
+"session" record, its "message" records and its "derived" records, then
+an "end" record. -o writes to a new file (mode 0600), in place only once
+the export is complete.`,
 		example: "ctxstore export -o backup.jsonl\nctxstore export work | gzip > work.jsonl.gz",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
