@@ -44,7 +44,10 @@
 // resumed session produces the same view. A new escalation happens only when
 // the view with the saved decisions reaches the compaction threshold; a
 // different budget starts from scratch (keeping the summary cache, so a
-// summarizer is never asked twice for the same span).
+// summarizer is never asked twice for the same span). Besides IDs it
+// holds summary texts and, in Held, the odd message below the cutoff that
+// stays in the view (an old last user message), so a caller never has to
+// load anything below the cutoff.
 //
 // # Events
 //
