@@ -670,3 +670,20 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("%d messages, want 200", len(all))
 	}
 }
+
+func TestCalibratedEstimator(t *testing.T) {
+	cal := simple.NewCalibratedEstimator(nil)
+	var rec recorder
+	m := newManager(t, simple.Config{Estimator: cal, Hooks: rec.hook})
+	msg := user(strings.Repeat("w", 4000))
+	before := simple.DefaultEstimator().Estimate(msg)
+	cal.Report(1000, 2000) // the provider counted twice as many tokens
+	if got := cal.Estimate(msg); got <= before {
+		t.Fatalf("calibrated estimate %d, want more than %d", got, before)
+	}
+	add(t, m, msg)
+	request(t, m, 100_000)
+	if pre := rec.named(ctxstore.EventBudget); len(pre) != 1 {
+		t.Fatalf("no budget event")
+	}
+}
