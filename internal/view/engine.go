@@ -74,6 +74,7 @@ type engine struct {
 	warnings   []Event
 	level      int
 	escalating bool // a new escalation: a removed first user message may return
+	tripped    bool // the view is the floor because the breaker holds
 }
 
 func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Config) Result {
@@ -125,6 +126,7 @@ func (e *engine) run(fresh bool) Result {
 		if e.d.Tripped {
 			if e.floorTokens()+e.reserveFor() >= e.trig {
 				e.keepOnlyFloor()
+				e.tripped = true
 				return e.finish(false, e.total)
 			}
 			e.d.Tripped, e.d.Ineffective = false, 0

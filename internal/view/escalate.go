@@ -398,6 +398,7 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 		Removed: removed, Truncated: truncated, Stubbed: stubbed, Summarized: summarized,
 		Level: max(e.d.Level, e.level), Compacted: compacted, Escalated: escalated,
 		Notice: notice, Summary: e.summary != nil, OverBudget: total > e.budget.Tokens,
+		Tripped: e.tripped,
 	}
 	if !compacted {
 		st.Level = LevelNone

@@ -136,7 +136,8 @@ func TestPropertySession(t *testing.T) {
 			// the floor alone reaches the trigger (the view is the floor).
 			role := msgs[k-1].Role()
 			if prev != nil && !res.Stats.Escalated && role != "system" && role != "developer" &&
-				!viewtest.PendingAtTail(prev) && prevStats.FloorTokens < prevStats.Trigger && res.Stats.FloorTokens < res.Stats.Trigger {
+				!viewtest.PendingAtTail(prev) && prevStats.FloorTokens < prevStats.Trigger && res.Stats.FloorTokens < res.Stats.Trigger &&
+				!prevStats.Tripped && !res.Stats.Tripped {
 				base := prev
 				if n := len(base); n > 0 && base[n-1].Source() == view.NoticeSource {
 					base = base[:n-1]

@@ -223,6 +223,7 @@ type Stats struct {
 	Notice     bool // the tail notice was appended
 	Summary    bool // a summary message is in the view
 	OverBudget bool // the view exceeds the budget (only when the floor does)
+	Tripped    bool // the runaway breaker holds: the view is the floor
 }
 
 // Result is the outcome of Compute.
