@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -99,20 +100,42 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// nsPerOp keeps the last measured ns/op of each sub-benchmark, so a final
-// "ratio" sub-benchmark can report the ratio of one run.
-type nsPerOp map[string]float64
+// nsPerOp keeps the measured ns/op of each sub-benchmark's final runs (one
+// per -count), so a "ratio" sub-benchmark can report the ratio of their
+// medians.
+type nsPerOp map[string][]float64
 
+// record adds the run that just finished. The testing package calls a
+// sub-benchmark with growing b.N before its final run; only the last call
+// of each series counts, so record replaces the series' previous entry
+// while b.N grows.
 func (r nsPerOp) record(b *testing.B, key string) {
-	r[key] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	v := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	runs := r[key+"/n"]
+	if len(runs) > 0 && float64(b.N) > runs[len(runs)-1] {
+		r[key][len(r[key])-1] = v
+		runs[len(runs)-1] = float64(b.N)
+		return
+	}
+	r[key] = append(r[key], v)
+	r[key+"/n"] = append(runs, float64(b.N))
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
 }
 
 func (r nsPerOp) ratio(b *testing.B, num, den, unit string) {
 	b.Run("ratio", func(b *testing.B) {
 		for b.Loop() {
 		}
-		if r[num] > 0 && r[den] > 0 {
-			b.ReportMetric(r[num]/r[den], unit)
+		if n, d := median(r[num]), median(r[den]); n > 0 && d > 0 {
+			b.ReportMetric(n/d, unit)
 		}
 	})
 }
