@@ -242,18 +242,17 @@ func dump(ms []ctxstore.Message) string {
 	return b.String()
 }
 
-// conversations are the fixed histories most view tests run on.
-func conversations(short bool) []struct {
+// conv is a named history for subtests.
+type conv struct {
 	name string
 	msgs []ctxstore.Message
-} {
+}
+
+// conversations are the fixed histories most view tests run on.
+func conversations(short bool) []conv {
 	turns := 26
 	if short {
 		turns = 12
-	}
-	type conv = struct {
-		name string
-		msgs []ctxstore.Message
 	}
 	return []conv{
 		{"OpenAI", newGen(1).conversation(genOpts{turns: turns, toolRate: 0.6})},
@@ -279,7 +278,12 @@ func (s *suite) testEmpty(t *testing.T) {
 func (s *suite) testRoundTrip(t *testing.T) {
 	msgs := append(tricky(), newGen(10).conversation(genOpts{turns: 5, toolRate: 0.5, anthropic: 0.5})...)
 	t.Run("AddMessage", func(t *testing.T) {
-		m := s.fresh(t, msgs)
+		m := s.newManager(t)
+		for i, msg := range msgs {
+			if err := m.AddMessage(t.Context(), msg); err != nil {
+				t.Fatalf("AddMessage(message %d: %s): %v", i, describe(msg), err)
+			}
+		}
 		wantHistory(t, m, msgs, "after AddMessage")
 	})
 	t.Run("SetMessages", func(t *testing.T) {
@@ -637,10 +641,7 @@ func (s *suite) testSmallHistories(t *testing.T) {
 	res2 := ctxstore.NewToolResult("c2", "/src")
 	use := p(`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"ls","input":{}}]}`)
 	useRes := p(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a.go"}]}`)
-	cases := []struct {
-		name string
-		msgs []ctxstore.Message
-	}{
+	cases := []conv{
 		{"OnlySystem", []ctxstore.Message{sys}},
 		{"OnlyUser", []ctxstore.Message{user}},
 		{"NoSystem", []ctxstore.Message{user, p(`{"role":"assistant","content":"a.go b.go"}`)}},

@@ -42,10 +42,7 @@ func TestGeneratorIsDeterministic(t *testing.T) {
 // histories are valid conversations, so a failure points at the manager.
 func TestGeneratedConversationsAreWellFormed(t *testing.T) {
 	all := conversations(false)
-	all = append(all, struct {
-		name string
-		msgs []ctxstore.Message
-	}{"Tricky", tricky()})
+	all = append(all, conv{"Tricky", tricky()})
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			h := analyze(c.msgs)
