@@ -50,9 +50,9 @@ type Manager struct {
 }
 
 // Open opens (creating if needed) the store file at path and the session in
-// it. A session that already holds messages is resumed: its history is
-// authoritative and SetMessages will be ignored. A fresh session starts with
-// the configured memory files.
+// it. A session whose current epoch already holds messages is resumed: its
+// history is authoritative and SetMessages will be ignored. A fresh session
+// (new, or cleared) starts with the configured memory files.
 //
 // Open fails when cfg is invalid (the error names the field), when the file
 // cannot be opened (store.ErrCorrupt, store.ErrLocked), or when the memory
