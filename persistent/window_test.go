@@ -1,6 +1,10 @@
 package persistent
 
 import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
@@ -32,5 +36,38 @@ func TestWindowStaysBounded(t *testing.T) {
 	}
 	if v[len(v)-1].Text() != msgs[len(msgs)-1].Text() && v[len(v)-2].Text() != msgs[len(msgs)-1].Text() {
 		t.Fatalf("view does not end with the newest message: %q", texts(v[len(v)-2:]))
+	}
+}
+
+// The last human message is part of every view's floor, even when a long
+// run of tool calls pushed it out of the horizon; a reopened manager finds
+// it by reading back past the tail.
+func TestLastHumanBeyondHorizon(t *testing.T) {
+	path := dbPath(t)
+	cfg := Config{noSync: true}
+	msgs := []ctxstore.Message{system("agent"), user("first task"), assistant("done"), user("now the long task")}
+	for i := range 200 {
+		id := fmt.Sprintf("c%d", i)
+		msgs = append(msgs, callMsg(id), result(id, strings.Repeat("z", 2000)))
+	}
+	m := open(t, path, "s", cfg)
+	addAll(t, m, msgs)
+	want := viewOf(t, m, 2000)
+	_ = m.Close()
+
+	r := open(t, path, "s", cfg)
+	got := viewOf(t, r, 2000)
+	if !slices.ContainsFunc(got, func(m ctxstore.Message) bool { return m.Text() == "now the long task" }) {
+		t.Fatalf("view after reopen lacks the last user message: %q", texts(got))
+	}
+	if d := diff(got, want); d != "" {
+		t.Fatalf("view after reopen differs: %s", d)
+	}
+	info, err := r.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Messages != len(msgs) || !info.Resumed || info.Session != "s" || r.Session() != "s" {
+		t.Fatalf("Info = %+v", info)
 	}
 }
