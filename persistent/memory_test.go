@@ -290,3 +290,25 @@ func TestWatchedMemoryUnderConcurrentUse(t *testing.T) {
 		t.Fatalf("%d memory messages in the view, want only the newest version", n)
 	}
 }
+
+// Two managers (processes) open one fresh session with the same memory
+// file: whoever writes first stores it; the other does not store it again.
+func TestMemoryFilesStoredOnceByRacingWriters(t *testing.T) {
+	notes := filepath.Join(t.TempDir(), "notes.md")
+	writeFile(t, notes, "shared")
+	path := dbPath(t)
+	cfg := Config{MemoryFiles: []string{notes}}
+	a := open(t, path, "s", cfg)
+	b := open(t, path, "s", cfg)
+	addAll(t, a, []ctxstore.Message{user("from a")})
+	addAll(t, b, []ctxstore.Message{user("from b")})
+	want := []string{"system:[Context from notes.md]\n\nshared", "user:from a", "user:from b"}
+	for _, m := range []*Manager{a, b} {
+		if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("history = %q, want %q", got, want)
+		}
+		if got := texts(viewOf(t, m, 10_000)); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("view = %q, want %q", got, want)
+		}
+	}
+}
