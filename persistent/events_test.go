@@ -32,17 +32,22 @@ func TestHookMayCallManager(t *testing.T) {
 	var m *Manager
 	var calls atomic.Int32
 	hook := func(ctx context.Context, event string, _ map[string]any) {
-		if event == ctxstore.EventBudget {
-			if _, err := m.GetMessages(ctx); err == nil {
-				calls.Add(1)
-			}
+		if event != ctxstore.EventBudget {
+			return
+		}
+		if _, err := m.GetMessages(ctx); err != nil {
+			return
+		}
+		// Even another view: a budget event for 999 comes once.
+		if _, err := m.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: 999}); err == nil {
+			calls.Add(1)
 		}
 	}
 	m = open(t, dbPath(t), "s", Config{Config: simple.Config{Hooks: hook}})
 	addAll(t, m, []ctxstore.Message{user("hi")})
 	_ = viewOf(t, m, 1000)
-	if calls.Load() != 1 {
-		t.Fatalf("hook calling GetMessages succeeded %d times, want 1", calls.Load())
+	if calls.Load() != 2 {
+		t.Fatalf("hook calling the manager succeeded %d times, want 2 (budgets 1000 and 999)", calls.Load())
 	}
 }
 

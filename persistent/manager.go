@@ -169,12 +169,18 @@ func (m *Manager) lock() error {
 // unlock releases the lock, then emits the events queued while it was
 // held: hooks run outside the lock, so a hook may call the manager.
 func (m *Manager) unlock(ctx context.Context) {
-	evs := m.events
-	m.events = nil
+	evs := m.takeEvents()
 	m.mu.Unlock()
 	for _, ev := range evs {
 		m.emit(ctx, ev.Name, ev.Data)
 	}
+}
+
+// takeEvents returns and forgets the queued events (the lock is held).
+func (m *Manager) takeEvents() []view.Event {
+	evs := m.events
+	m.events = nil
+	return evs
 }
 
 // queue records an event to emit when the lock is released.

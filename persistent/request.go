@@ -33,38 +33,49 @@ func decisionKey(epoch uint64, budget int) string {
 // saved decisions. Changed decisions are saved to the store, so a reopened
 // session produces the same view [V4]. The stored history never changes.
 func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
-	// Requests are serialized among themselves (they share the memo of
-	// rewritten messages), but not with AddMessage or GetMessages: the
-	// engine runs without the manager's lock, since a summarizer may take
-	// seconds and h only refers to items that are never modified in place.
+	v, events, err := m.request(ctx, r)
+	// Events go out after every lock is released, so a hook may call the
+	// manager, even for another view.
+	for _, ev := range events {
+		m.emit(ctx, ev.Name, ev.Data)
+	}
+	return v, err
+}
+
+// request computes a view and returns the events to emit, in order.
+// Requests are serialized among themselves (they share the memo of
+// rewritten messages), but not with AddMessage or GetMessages: the engine
+// runs without the manager's lock, since a summarizer may take seconds and
+// the history it is given only refers to items never modified in place.
+func (m *Manager) request(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, []view.Event, error) {
 	m.reqMu.Lock()
 	defer m.reqMu.Unlock()
 	if err := m.lock(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h, b, saved, epoch, err := m.prepareLocked(ctx, r)
-	m.unlock(ctx)
+	events := m.takeEvents()
+	m.mu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
+		return nil, events, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
 	}
 	if m.memo == nil || m.memoEpoch != epoch {
 		m.memo, m.memoEpoch = view.NewMemo(), epoch
 	}
 	h.Memo = m.memo
 	res := view.Compute(ctx, h, b, saved, m.vcfg)
-	for _, ev := range res.Events {
-		m.emit(ctx, ev.Name, ev.Data)
-	}
+	events = append(events, res.Events...)
 	if res.Changed {
 		if err := m.saveDecisions(ctx, epoch, b.Tokens, res.Decisions); err != nil && !errors.Is(err, ErrClosed) {
 			// The view is right; only its stickiness across a restart is
 			// lost. A request must not fail for that.
 			m.mu.Lock()
 			m.warn(ReasonDecisionsNotSaved, "could not save view decisions", "err", err.Error())
-			m.unlock(ctx)
+			events = append(events, m.takeEvents()...)
+			m.mu.Unlock()
 		}
 	}
-	return res.View, nil
+	return res.View, events, nil
 }
 
 // prepareLocked syncs with the store, derives the budget and builds the
@@ -210,7 +221,7 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 	if err := m.lock(); err != nil {
 		return err
 	}
-	defer m.unlock(ctx)
+	defer m.mu.Unlock() // queues nothing
 	if m.w.epoch != epoch || m.w.count == 0 {
 		return nil // cleared meanwhile, or nothing stored to decide about
 	}
