@@ -63,7 +63,7 @@ func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
 	s.opening = ch
 	s.mu.Unlock()
 
-	db, err := s.openDB(ctx)
+	db, f, err := s.openDB(ctx)
 
 	s.mu.Lock()
 	s.opening = nil
@@ -72,14 +72,19 @@ func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
 		s.mu.Unlock()
 		return nil, err
 	}
-	s.db = db
+	s.db, s.file = db, f
 	s.refs++
 	s.mu.Unlock()
 	return db, nil
 }
 
-// release undoes acquire; the last user closes the file, which releases the
-// lock for other processes.
+// release undoes acquire. The last user closes the file, which releases the
+// lock for other processes, unless no other process is waiting for it:
+// then the file stays open for lingerFor, so that a caller doing one
+// operation after another (an agent appending, then reading its view)
+// does not pay for reopening it each time. A process that starts waiting
+// during the linger waits at most lingerFor; one already waiting makes the
+// file close at once.
 func (s *Store) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -87,21 +92,38 @@ func (s *Store) release() {
 	if s.refs > 0 {
 		return
 	}
-	// Closed under mu so that no acquire opens a second descriptor (which
-	// would contend with this one's flock) before this one is gone.
+	s.idle.Broadcast()
+	if !s.closed && !othersWaiting(s.file) {
+		s.lingerGen++
+		gen := s.lingerGen
+		time.AfterFunc(lingerFor, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.refs == 0 && s.db != nil && s.lingerGen == gen {
+				s.closeDB()
+			}
+		})
+		return
+	}
+	s.closeDB()
+}
+
+// closeDB closes the file; s.mu is held and nobody uses it. Closing under
+// mu makes sure no acquire opens a second descriptor (which would contend
+// with this one's flock) before this one is gone.
+func (s *Store) closeDB() {
 	db := s.db
-	s.db = nil
+	s.db, s.file = nil, nil
 	if err := db.Close(); err != nil {
 		s.closeErr = errors.Join(s.closeErr, fmt.Errorf("store %s: close: %w", s.path, err))
 	}
-	s.idle.Broadcast()
 }
 
 // openDB locks the file and opens it with bbolt on the locked descriptor.
-func (s *Store) openDB(ctx context.Context) (*bbolt.DB, error) {
+func (s *Store) openDB(ctx context.Context) (*bbolt.DB, *os.File, error) {
 	f, err := s.lockFile(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	used := false
 	db, err := bbolt.Open(s.path, fileMode, &bbolt.Options{
@@ -120,9 +142,9 @@ func (s *Store) openDB(ctx context.Context) (*bbolt.DB, error) {
 		if !used {
 			f.Close()
 		}
-		return nil, fmt.Errorf("store %s: open: %w", s.path, err)
+		return nil, nil, fmt.Errorf("store %s: open: %w", s.path, err)
 	}
-	return db, nil
+	return db, f, nil
 }
 
 // lockFile returns a descriptor of the file holding its flock (exclusive,
@@ -237,7 +259,14 @@ func (s *Store) lockCurrentInode(block bool) (*os.File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", s.path, err)
 		}
-		if err := flockRetry(f, how); err != nil {
+		if block {
+			announceWaiting(f)
+		}
+		err = flockRetry(f, how)
+		if block {
+			doneWaiting(f)
+		}
+		if err != nil {
 			f.Close()
 			if errors.Is(err, syscall.EWOULDBLOCK) {
 				return nil, errBusy

@@ -18,6 +18,9 @@ const (
 	dirMode  = 0o700
 	// DefaultLockTimeout bounds the wait for another process's lock.
 	DefaultLockTimeout = 5 * time.Second
+	// lingerFor is how long the file stays open (and locked) after the
+	// last operation when no other process is waiting for it.
+	lingerFor = 2 * time.Millisecond
 	// MaxSessionName is the longest session name, in bytes.
 	MaxSessionName = 1024
 )
@@ -44,15 +47,17 @@ type Store struct {
 	path string
 	opts Options
 
-	mu       sync.Mutex // guards the fields below
-	idle     sync.Cond  // signalled when refs drops to 0
-	closed   bool
-	db       *bbolt.DB // open while refs > 0
-	refs     int
-	opening  chan struct{} // closed when the open in progress ends
-	pending  *lockAttempt  // flock attempt still blocked, if any
-	waiters  int           // goroutines waiting on pending
-	closeErr error
+	mu        sync.Mutex // guards the fields below
+	idle      sync.Cond  // signalled when refs drops to 0
+	closed    bool
+	db        *bbolt.DB // open while refs > 0, and while lingering
+	file      *os.File  // db's locked descriptor
+	refs      int
+	opening   chan struct{} // closed when the open in progress ends
+	pending   *lockAttempt  // flock attempt still blocked, if any
+	waiters   int           // goroutines waiting on pending
+	closeErr  error
+	lingerGen int // identifies the current linger; a newer one cancels it
 
 	qmu        sync.Mutex // guards the group-commit queue
 	queue      []*writeReq
@@ -197,6 +202,9 @@ func (s *Store) Close() error {
 	s.closed = true
 	for s.refs > 0 {
 		s.idle.Wait()
+	}
+	if s.db != nil { // lingering
+		s.closeDB()
 	}
 	return s.closeErr
 }

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package store
+
+import "os"
+
+// Without Linux OFD locks a holder cannot tell whether another process
+// waits, so it never keeps the file open after the last operation.
+
+func announceWaiting(*os.File) {}
+
+func doneWaiting(*os.File) {}
+
+func othersWaiting(*os.File) bool { return true }
