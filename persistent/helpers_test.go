@@ -2,7 +2,6 @@ package persistent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -166,9 +165,4 @@ func (r *recorder) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = nil
-}
-
-func mustJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }
