@@ -54,7 +54,9 @@
 //
 // Conversations are generated from fixed seeds, so a failure reproduces;
 // CTXSTORE_SOAK=1 in the environment views 2000 random irregular histories
-// instead of 30.
+// instead of 30. With -short, and under the race detector, the suite views
+// fewer and smaller histories and skips the 8 MiB message; the concurrency
+// tests always run whole.
 package ctxstoretest
 
 import (
@@ -242,6 +244,11 @@ func dump(ms []ctxstore.Message) string {
 	return b.String()
 }
 
+// light reports a run that should be quick: -short, or under the race
+// detector, where the concurrency tests matter and the rest is covered by
+// the plain run.
+func light() bool { return testing.Short() || raceEnabled }
+
 // conv is a named history for subtests.
 type conv struct {
 	name string
@@ -331,7 +338,9 @@ func (s *suite) invalidMessages() []struct {
 		{"ToolWithoutCallID", "tool_call_id", ctxstore.NewToolResult("", "output")},
 		{"ToolRoleViaNewMessage", "tool_call_id", ctxstore.NewMessage(ctxstore.RoleTool, "output without a call id")},
 	}
-	if limit := s.maxBytes(); limit > 0 {
+	// Building an 8 MiB message costs seconds under the race detector, for
+	// a check that has nothing to do with concurrency.
+	if limit := s.maxBytes(); limit > 0 && (!raceEnabled || limit <= 1<<20) {
 		raw := fmt.Appendf(nil, `{"role":"user","content":"%s"}`, strings.Repeat("x", limit))
 		bads = append(bads, bad{"OverMaxMessageBytes", "", ctxstore.MustParseMessage(raw)})
 	}
@@ -523,7 +532,7 @@ func (s *suite) testOwnership(t *testing.T) {
 }
 
 func (s *suite) testFullWhenItFits(t *testing.T) {
-	for _, c := range conversations(testing.Short()) {
+	for _, c := range conversations(light()) {
 		t.Run(c.name, func(t *testing.T) {
 			m := s.fresh(t, c.msgs)
 			h := analyze(c.msgs)
@@ -550,7 +559,7 @@ func budgets(est ctxstore.Estimator, h *history) []int {
 }
 
 func (s *suite) testBudgets(t *testing.T) {
-	for _, c := range conversations(testing.Short()) {
+	for _, c := range conversations(light()) {
 		t.Run(c.name, func(t *testing.T) {
 			m := s.fresh(t, c.msgs)
 			h := analyze(c.msgs)
@@ -592,7 +601,7 @@ func (s *suite) testFloorOnly(t *testing.T) {
 // request a view, repeat, at a budget the history soon outgrows.
 func (s *suite) testAgentLoop(t *testing.T) {
 	turns := 30
-	if testing.Short() {
+	if light() {
 		turns = 12
 	}
 	msgs := newGen(20).conversation(genOpts{turns: turns, toolRate: 0.6, anthropic: 0.4})
@@ -617,7 +626,7 @@ func (s *suite) testAgentLoop(t *testing.T) {
 }
 
 func (s *suite) testDeterministic(t *testing.T) {
-	c := conversations(testing.Short())[2]
+	c := conversations(light())[2]
 	h := analyze(c.msgs)
 	b := estimateAll(s.budgetEst, c.msgs) / 3
 	m1 := s.fresh(t, c.msgs)
@@ -673,7 +682,7 @@ func (s *suite) testRandom(t *testing.T) {
 	switch {
 	case os.Getenv("CTXSTORE_SOAK") != "":
 		seeds = 2000
-	case testing.Short():
+	case light():
 		seeds = 12
 	}
 	for seed := range uint64(seeds) {
@@ -781,7 +790,7 @@ func (s *suite) testOrphan(t *testing.T) {
 }
 
 func (s *suite) testExplicitWins(t *testing.T) {
-	c := conversations(testing.Short())[0]
+	c := conversations(light())[0]
 	h := analyze(c.msgs)
 	small := estimateAll(s.budgetEst, c.msgs) / 4
 	huge := &ctxstore.ModelInfo{ContextWindow: 100 * s.roomy(c.msgs), MaxOutputTokens: 8000}
@@ -801,7 +810,7 @@ func (s *suite) testExplicitWins(t *testing.T) {
 }
 
 func (s *suite) testFromModel(t *testing.T) {
-	c := conversations(testing.Short())[1]
+	c := conversations(light())[1]
 	h := analyze(c.msgs)
 	total := estimateAll(s.budgetEst, c.msgs)
 	const out = 4000

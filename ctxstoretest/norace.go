@@ -1,0 +1,5 @@
+//go:build !race
+
+package ctxstoretest
+
+const raceEnabled = false
