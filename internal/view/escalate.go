@@ -39,10 +39,12 @@ func (e *engine) escalate(fresh bool) {
 	hard := e.trig - 1 // the largest estimate that does not trigger again
 	e.reserve = e.reserveFor()
 	goal := e.target
-	if base := e.pinnedTok + e.reserve; base >= goal {
+	if e.pinnedTok > e.target {
 		e.warnOnce(ReasonSystemOverTarget, fmt.Sprintf(
 			"system messages take %d tokens, over the compaction target of %d (budget %d); compacting only as far as needed",
 			e.pinnedTok, e.target, e.budget.Tokens))
+	}
+	if base := e.pinnedTok + e.reserve; base >= goal {
 		// Aim halfway between the system messages and the trigger so the
 		// next escalation is not one message away (compaction storm).
 		goal = base + (e.trig-base)/2
