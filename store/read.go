@@ -79,6 +79,7 @@ type scanState struct {
 	epoch   uint64     // 0 until the first page resolves it
 	pos     uint64     // next seq to read (forward) or bound to read below (backward)
 	started bool       // the first page was read
+	pageMax int        // entries per page; 0 means pageEntries
 	items   []scanItem // the current page
 	size    int        // raw bytes in the current page
 	done    bool
@@ -176,7 +177,12 @@ func (s *Store) forward(ctx context.Context, session string, epoch, from uint64)
 // Backward yields the current epoch of session newest first, starting
 // below seq beforeSeq (0: from the newest message).
 func (s *Store) Backward(ctx context.Context, session string, beforeSeq uint64) iter.Seq2[Entry, error] {
-	init := scanState{session: session, pos: beforeSeq}
+	return s.backward(ctx, session, beforeSeq, 0)
+}
+
+// backward is Backward reading pageMax entries per page (0: the default).
+func (s *Store) backward(ctx context.Context, session string, beforeSeq uint64, pageMax int) iter.Seq2[Entry, error] {
+	init := scanState{session: session, pos: beforeSeq, pageMax: pageMax}
 	start := func(meta *sessionMeta, st *scanState) error {
 		st.epoch = meta.Epoch
 		if st.pos == 0 || st.pos > meta.LastSeq+1 {
@@ -209,7 +215,11 @@ func (st *scanState) visit(k, v []byte, backward bool) bool {
 		st.done = true
 		return false
 	}
-	if len(st.items) >= pageEntries || st.size >= pageBytes {
+	limit := pageEntries
+	if st.pageMax > 0 {
+		limit = st.pageMax
+	}
+	if len(st.items) >= limit || st.size >= pageBytes {
 		return false
 	}
 	env, err := decodeAt(st.session, k, v)
@@ -240,7 +250,9 @@ func (s *Store) Tail(ctx context.Context, session string, n int) ([]Entry, error
 	if n <= 0 {
 		return nil, nil
 	}
-	for e, err := range s.Backward(ctx, session, 0) {
+	// Pages of n entries: a short tail reads, decodes and copies only
+	// what it returns.
+	for e, err := range s.backward(ctx, session, 0, min(n, pageEntries)) {
 		if err != nil {
 			return nil, err
 		}
