@@ -161,8 +161,9 @@ func childHolder(path string) error {
 }
 
 // checkLog opens the file the way a fresh process would and checks the
-// whole session: bbolt's own page check, every envelope decodes, seqs run
-// 1..LastSeq without a gap, and the metadata agrees with the messages.
+// whole session: bbolt's own page check, Verify finds no damage, every
+// envelope decodes, seqs run 1..LastSeq without a gap, and the metadata
+// agrees with the messages.
 func checkLog(t *testing.T, path, session string) []Entry {
 	t.Helper()
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
@@ -187,6 +188,13 @@ func checkLog(t *testing.T, path, session string) []Entry {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	rep, err := s.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Intact() {
+		t.Fatalf("verify: %v", rep.Problems)
+	}
 	info, err := s.Session(context.Background(), session)
 	if errors.Is(err, ErrNotFound) {
 		return nil
