@@ -184,10 +184,16 @@ func (a *app) lockWait() time.Duration {
 	return store.DefaultLockTimeout
 }
 
-// lockPath opens path and takes its flock, polling for at most wait; it
+// lockPath opens path and takes its flock, waiting at most wait; it
 // retries if the file was replaced while it waited, as the store does.
+//
+// It waits the way store processes do: a blocking flock, woken the moment
+// the holder lets go (polling would starve behind a busy appender), and an
+// announcement (see announceWaiting) so a holder does not keep the file
+// open for its next operation while someone waits.
 func lockPath(ctx context.Context, path string, flag, how int, wait time.Duration) (*os.File, error) {
-	deadline := time.Now().Add(wait)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	for {
 		f, err := os.OpenFile(path, flag, 0)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -196,21 +202,20 @@ func lockPath(ctx context.Context, path string, flag, how int, wait time.Duratio
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
-		for {
-			err = syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-			if err == nil || (err != syscall.EWOULDBLOCK && err != syscall.EINTR) {
-				break
-			}
-			if time.Now().After(deadline) {
-				f.Close()
-				return nil, explain(path, "", fmt.Errorf("compact %s: %w: waited %v", path, store.ErrLocked, wait))
-			}
-			select {
-			case <-ctx.Done():
-				f.Close()
-				return nil, ctx.Err()
-			case <-time.After(10 * time.Millisecond):
-			}
+		announceWaiting(f)
+		done := make(chan error, 1)
+		go func() { done <- flockRetry(f, how) }()
+		select {
+		case err = <-done:
+			doneWaiting(f)
+		case <-timer.C:
+			// The pending flock ends with the descriptor's last
+			// reference; this process exits right after anyway.
+			f.Close()
+			return nil, explain(path, "", fmt.Errorf("compact %s: %w: waited %v", path, store.ErrLocked, wait))
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
 		}
 		if err != nil {
 			f.Close()
@@ -222,6 +227,15 @@ func lockPath(ctx context.Context, path string, flag, how int, wait time.Duratio
 			return f, nil
 		}
 		f.Close() // replaced while we waited: lock the new file
+	}
+}
+
+func flockRetry(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if err != syscall.EINTR {
+			return err
+		}
 	}
 }
 

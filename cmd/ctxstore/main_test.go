@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"go.etcd.io/bbolt"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/store"
 )
 
 // binary is the ctxstore command, built once by TestMain: the tests run it
@@ -62,6 +65,36 @@ func runRole(role string) int {
 		os.Stdin.Read(buf)
 		db.Close()
 		return 0
+	case "append-loop":
+		// A long-lived writer, as an agent is: one Store, appends in a
+		// loop until stdin closes, then the number acknowledged.
+		st, err := store.Open(os.Getenv("CTXSTORE_DB"), store.Options{LockTimeout: 20 * time.Second})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer st.Close()
+		stop := make(chan struct{})
+		go func() {
+			buf := make([]byte, 1)
+			os.Stdin.Read(buf)
+			close(stop)
+		}()
+		fmt.Println("started")
+		for acked := 0; ; {
+			select {
+			case <-stop:
+				fmt.Println(acked)
+				return 0
+			default:
+			}
+			m := ctxstore.NewMessage(ctxstore.RoleUser, fmt.Sprintf("loop %d", acked))
+			if _, _, err := st.Append(context.Background(), "loop", store.Record{Message: m, Tokens: 3}); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			acked++
+		}
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2
@@ -826,4 +859,42 @@ func TestExportCarriesDerivedRecords(t *testing.T) {
 	}
 	// --skip-existing reads past derived records too.
 	e.ok(first, "--db", fresh, "import", "-", "--skip-existing")
+}
+
+// TestCompactFileBesideLongLivedWriter: a process that keeps its Store open
+// and appends in a loop neither starves compact-file nor loses an append to
+// the replaced file.
+func TestCompactFileBesideLongLivedWriter(t *testing.T) {
+	e := newEnv(t)
+	e.ok(longConversation(20), "add", "s")
+	w := exec.Command(os.Args[0])
+	w.Env = append(os.Environ(), roleEnv+"=append-loop", "CTXSTORE_DB="+e.db)
+	stdin, _ := w.StdinPipe()
+	stdout, _ := w.StdoutPipe()
+	w.Stderr = os.Stderr
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Process.Kill()
+	out := bufio.NewReader(stdout)
+	if line, _ := out.ReadString('\n'); line != "started\n" {
+		t.Fatalf("writer: %q", line)
+	}
+	for range 3 {
+		e.ok("", "compact-file", "--lock-timeout", "10s")
+		time.Sleep(20 * time.Millisecond)
+	}
+	stdin.Close()
+	line, _ := out.ReadString('\n')
+	if err := w.Wait(); err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	var acked int
+	fmt.Sscan(line, &acked)
+	got := strings.Count(e.ok("", "show", "loop", "--jsonl").stdout, "\n")
+	if acked == 0 || got != acked {
+		t.Errorf("%d appends acknowledged by the long-lived writer, %d in the file after compact-file", acked, got)
+	}
+	t.Logf("%d appends by a long-lived writer during 3 in-place compactions", acked)
+	e.ok("", "verify")
 }
