@@ -121,8 +121,10 @@ func (s *Store) Clear(ctx context.Context, session string) (newEpoch uint64, err
 }
 
 // Purge deletes session for real: every epoch's messages, its metadata and
-// its derived records. The freed pages are reused by later writes; they
-// are not overwritten at once. An unknown session fails with ErrNotFound.
+// its derived records. bbolt reuses the freed pages for later writes but
+// does not overwrite them at once; to get the bytes out of the file, copy
+// it compacted (ctxstore compact-file). An unknown session fails with
+// ErrNotFound.
 func (s *Store) Purge(ctx context.Context, session string) error {
 	return s.write(ctx, func(w *wtx) error {
 		if _, err := w.session(session); err != nil {
