@@ -70,7 +70,7 @@ func TestPropertyOneShot(t *testing.T) {
 		n = 10
 	}
 	if soak() {
-		n = 20_000
+		n = 4000
 	}
 	est := tokens.Default()
 	r := rand.New(rand.NewPCG(1, 2))
