@@ -31,6 +31,12 @@ type lockAttempt struct {
 	taken bool
 }
 
+// openAttempt is an open in progress that other goroutines wait for.
+type openAttempt struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
 // acquire returns the open database, opening it if this process does not
 // have it open already. Every successful acquire must be paired with
 // release.
@@ -50,24 +56,30 @@ func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
 		if s.opening == nil {
 			break
 		}
-		ch := s.opening
+		op := s.opening
 		s.mu.Unlock()
 		select {
-		case <-ch:
+		case <-op.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		// Whoever waited for another goroutine's open shares its
+		// timeout, so no call waits for more than one LockTimeout.
+		if errors.Is(op.err, ErrLocked) {
+			return nil, op.err
+		}
 		s.mu.Lock()
 	}
-	ch := make(chan struct{})
-	s.opening = ch
+	op := &openAttempt{done: make(chan struct{})}
+	s.opening = op
 	s.mu.Unlock()
 
 	db, f, err := s.openDB(ctx)
 
 	s.mu.Lock()
 	s.opening = nil
-	close(ch)
+	op.err = err
+	close(op.done)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, err

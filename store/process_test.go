@@ -458,6 +458,14 @@ func TestLockTimeout(t *testing.T) {
 	for _, err := range s.Messages(ctx, "x", 0) {
 		checkLocked("messages", err)
 	}
+	// Callers that pile up behind one open share its wait and its error.
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { _, err := s.Sessions(ctx); errs <- err }()
+	}
+	for range 4 {
+		checkLocked("concurrent sessions", <-errs)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	_, err = s.Tail(cctx, "x", 1)
 	cancel()

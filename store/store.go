@@ -53,9 +53,9 @@ type Store struct {
 	db        *bbolt.DB // open while refs > 0, and while lingering
 	file      *os.File  // db's locked descriptor
 	refs      int
-	opening   chan struct{} // closed when the open in progress ends
-	pending   *lockAttempt  // flock attempt still blocked, if any
-	waiters   int           // goroutines waiting on pending
+	opening   *openAttempt // the open in progress, if any
+	pending   *lockAttempt // flock attempt still blocked, if any
+	waiters   int          // goroutines waiting on pending
 	closeErr  error
 	lingerGen int // identifies the current linger; a newer one cancels it
 
