@@ -49,7 +49,9 @@ func (s *Store) write(ctx context.Context, apply func(w *wtx) error) error {
 		s.qmu.Unlock()
 		// No ctx case: once queued the write may already be in a
 		// transaction, and its caller must learn the outcome. The wait
-		// is bounded by two commits, each bounded by LockTimeout.
+		// is bounded by two commits, each bounded by LockTimeout (the
+		// lock wait of a commit ignores callers' contexts for the same
+		// reason).
 		select {
 		case <-r.done:
 			return r.err

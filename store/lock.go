@@ -11,10 +11,11 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// The store never keeps the bbolt file open while idle: every operation (or
-// group of concurrent operations in this process) acquires the shared
+// The store does not keep the bbolt file open while idle: every operation
+// (or group of concurrent operations in this process) acquires the shared
 // handle, which opens the file on first use and closes it, releasing the
-// flock, when the last user is done. See doc.go for why and what it costs.
+// flock, when the last user is done, or lingerFor later if no other process
+// is waiting. See doc.go for why and what it costs.
 
 // lockAttempt is one blocking flock on a freshly opened descriptor of the
 // file. A blocking flock is woken by the kernel the moment the holder lets

@@ -42,7 +42,8 @@ type Options struct {
 
 // Store is a bbolt file of sessions. It is safe for concurrent use by many
 // goroutines, and several processes may use the same file at once: the file
-// is open (and locked) only while operations are in flight.
+// is open (and locked) only while operations are in flight, and for at most
+// 2 ms after them when no other process is waiting.
 type Store struct {
 	path string
 	opts Options
@@ -190,9 +191,10 @@ func (s *Store) init(ctx context.Context) error {
 // Path returns the file's path as given to Open.
 func (s *Store) Path() string { return s.path }
 
-// Close waits for operations in flight and marks the store closed; later
-// calls fail with ErrClosed. The file itself is already closed whenever no
-// operation is running, so Close releases nothing another process waits on.
+// Close waits for operations in flight, closes the file if it is still
+// lingering open, and marks the store closed; later calls fail with
+// ErrClosed. Other processes never depend on Close: an idle Store releases
+// the file by itself within lingerFor (2 ms).
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
