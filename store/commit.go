@@ -15,6 +15,7 @@ type writeReq struct {
 	// the transaction usable for the other requests. It may run twice
 	// (see commit), so it must not keep state across runs.
 	apply func(w *wtx) error
+	ctx   context.Context
 	done  chan struct{} // closed when err is final
 	lead  chan struct{} // receives the leader role when handed over
 	err   error
@@ -42,16 +43,14 @@ func (s *Store) write(ctx context.Context, apply func(w *wtx) error) error {
 	if s.opts.ReadOnly {
 		return fmt.Errorf("store %s: opened read-only", s.path)
 	}
-	r := &writeReq{apply: apply, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	r := &writeReq{apply: apply, ctx: ctx, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	s.qmu.Lock()
 	s.queue = append(s.queue, r)
 	if s.committing {
 		s.qmu.Unlock()
 		// No ctx case: once queued the write may already be in a
 		// transaction, and its caller must learn the outcome. The wait
-		// is bounded by two commits, each bounded by LockTimeout (the
-		// lock wait of a commit ignores callers' contexts for the same
-		// reason).
+		// is bounded by two commits, each bounded by LockTimeout.
 		select {
 		case <-r.done:
 			return r.err
@@ -95,9 +94,14 @@ func (s *Store) commit(batch []*writeReq) {
 			close(r.done)
 		}
 	}()
-	// The lock wait is bounded by LockTimeout; the writes of callers
-	// that gave up may already be committed, so no caller's ctx applies.
-	db, err := s.acquire(context.Background())
+	// The lock wait is bounded by LockTimeout. A write alone in its batch
+	// may also be cut short by its caller's ctx; a shared batch ignores
+	// contexts, since one caller giving up must not fail the others.
+	actx := context.Background()
+	if len(batch) == 1 {
+		actx = batch[0].ctx
+	}
+	db, err := s.acquire(actx)
 	if err != nil {
 		for _, r := range batch {
 			r.err = err

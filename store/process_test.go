@@ -470,7 +470,13 @@ func TestLockTimeout(t *testing.T) {
 	_, err = s.Tail(cctx, "x", 1)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("cancelled wait: %v", err)
+		t.Fatalf("cancelled read wait: %v", err)
+	}
+	cctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+	_, _, err = s.Append(cctx, "x", text("user", "cancelled"))
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled append wait: %v", err)
 	}
 	// Another Store in this process (different descriptor) waits too.
 	if _, err := Open(path, Options{LockTimeout: 100 * time.Millisecond}); !errors.Is(err, ErrLocked) {
