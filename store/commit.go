@@ -110,18 +110,22 @@ func (s *Store) commit(batch []*writeReq) {
 	}
 	defer s.release()
 
-	err = db.Update(func(tx *bbolt.Tx) error {
-		w := newWtx(tx)
-		for _, r := range batch {
-			r.err = r.apply(w)
-			var rj *rejected
-			if errors.As(r.err, &rj) {
-				r.err = rj.err
-			} else if r.err != nil {
-				return errPartial
+	// The transaction reads pages through bbolt's mmap: a damaged page must
+	// fail the batch with ErrCorrupt, not kill the process.
+	err = s.guard("write", func() error {
+		return db.Update(func(tx *bbolt.Tx) error {
+			w := newWtx(tx)
+			for _, r := range batch {
+				r.err = r.apply(w)
+				var rj *rejected
+				if errors.As(r.err, &rj) {
+					r.err = rj.err
+				} else if r.err != nil {
+					return errPartial
+				}
 			}
-		}
-		return w.flush()
+			return w.flush()
+		})
 	})
 	switch {
 	case err == nil:
@@ -129,12 +133,14 @@ func (s *Store) commit(batch []*writeReq) {
 		// One write failed half-way and the whole transaction was rolled
 		// back: commit each alone, so only the faulty one fails.
 		for _, r := range batch {
-			r.err = db.Update(func(tx *bbolt.Tx) error {
-				w := newWtx(tx)
-				if err := r.apply(w); err != nil {
-					return err
-				}
-				return w.flush()
+			r.err = s.guard("write", func() error {
+				return db.Update(func(tx *bbolt.Tx) error {
+					w := newWtx(tx)
+					if err := r.apply(w); err != nil {
+						return err
+					}
+					return w.flush()
+				})
 			})
 			var rj *rejected
 			if errors.As(r.err, &rj) {

@@ -16,6 +16,12 @@
 //     readable; only Purge and PurgeEpoch delete.
 //   - Privacy: new files are 0600 and new directories 0700; the mode of
 //     an existing file or directory is never changed.
+//   - A damaged file never crashes the process: Open checks the meta,
+//     root and freelist pages with plain reads before bbolt maps the file,
+//     and every transaction runs with the runtime's panic-on-fault mode, so
+//     garbage in a data page that bbolt reads through its mmap becomes an
+//     error wrapping ErrCorrupt that names the file
+//     (TestDamagedDataPagesNeverCrash).
 //   - A kill at any moment, including while a new file is being created,
 //     leaves a file that opens and holds every acknowledged append
 //     (TestCrashKill).

@@ -517,11 +517,15 @@ func guardFaults(what string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %s: bbolt failed on a damaged page: %v", ErrCorrupt, what, p)
+			err = fmt.Errorf("%w: %s: %w: %v", ErrCorrupt, what, errFault, p)
 		}
 	}()
 	return fn()
 }
+
+// errFault marks an error guardFaults made of a fault or panic, as opposed to
+// an error fn returned.
+var errFault = errors.New("bbolt failed on a damaged page")
 
 // This file walks bbolt's B+trees with bounds-checked reads of the file (boltFile),
 // never through bbolt's mmap: garbage in a page becomes a walkIssue, not a fault.

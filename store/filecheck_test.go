@@ -50,6 +50,8 @@ func runChildRole(role, path string) string {
 		return childOpenNoCheck(path)
 	case "nocheck-open-faultsafe":
 		return childOpenNoCheckFaultSafe(path)
+	case "api-ops":
+		return childAPIOps(path)
 	}
 	if r, ok := storeChildRole(role, path); ok {
 		return r

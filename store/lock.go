@@ -106,7 +106,7 @@ func (s *Store) release() {
 		return
 	}
 	s.idle.Broadcast()
-	if !s.closed && !othersWaiting(s.file) {
+	if !s.closed && !s.poisoned && !othersWaiting(s.file) {
 		s.lingerGen++
 		gen := s.lingerGen
 		time.AfterFunc(lingerFor, func() {
@@ -126,7 +126,7 @@ func (s *Store) release() {
 // with this one's flock) before this one is gone.
 func (s *Store) closeDB() {
 	db := s.db
-	s.db, s.file = nil, nil
+	s.db, s.file, s.poisoned = nil, nil, false
 	if err := db.Close(); err != nil {
 		s.closeErr = errors.Join(s.closeErr, fmt.Errorf("store %s: close: %w", s.path, err))
 	}
@@ -139,17 +139,22 @@ func (s *Store) openDB(ctx context.Context) (*bbolt.DB, *os.File, error) {
 		return nil, nil, err
 	}
 	used := false
-	db, err := bbolt.Open(s.path, fileMode, &bbolt.Options{
-		// bbolt flocks the descriptor we hand it; it already holds
-		// our lock, so that succeeds at once.
-		OpenFile: func(string, int, os.FileMode) (*os.File, error) {
-			used = true
-			return f, nil
-		},
-		Timeout:  time.Millisecond,
-		PageSize: pageSize,
-		NoSync:   s.opts.NoSync,
-		ReadOnly: s.opts.ReadOnly,
+	var db *bbolt.DB
+	// bbolt.Open reads the meta, root and freelist pages through the mmap.
+	err = guardFaults("open "+s.path, func() (err error) {
+		db, err = bbolt.Open(s.path, fileMode, &bbolt.Options{
+			// bbolt flocks the descriptor we hand it; it already holds
+			// our lock, so that succeeds at once.
+			OpenFile: func(string, int, os.FileMode) (*os.File, error) {
+				used = true
+				return f, nil
+			},
+			Timeout:  time.Millisecond,
+			PageSize: pageSize,
+			NoSync:   s.opts.NoSync,
+			ReadOnly: s.opts.ReadOnly,
+		})
+		return err
 	})
 	if err != nil {
 		if !used {

@@ -58,7 +58,8 @@ type Store struct {
 	pending   *lockAttempt // flock attempt still blocked, if any
 	waiters   int          // goroutines waiting on pending
 	closeErr  error
-	lingerGen int // identifies the current linger; a newer one cancels it
+	lingerGen int  // identifies the current linger; a newer one cancels it
+	poisoned  bool // a fault hit the open db: close it, do not linger
 
 	qmu        sync.Mutex // guards the group-commit queue
 	queue      []*writeReq
@@ -159,21 +160,23 @@ func (s *Store) init(ctx context.Context) error {
 	}
 	defer s.release()
 	ready := false
-	err = db.View(func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(bucketStore))
-		if b == nil {
+	err = s.guard("open", func() error {
+		return db.View(func(tx *bbolt.Tx) error {
+			b := tx.Bucket([]byte(bucketStore))
+			if b == nil {
+				return nil
+			}
+			v := b.Get([]byte(keyFormat))
+			n, err := strconv.ParseUint(string(v), 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: format version %q", ErrCorrupt, v)
+			}
+			if n > FormatVersion {
+				return fmt.Errorf("format version %d is newer than this program's %d", n, FormatVersion)
+			}
+			ready = tx.Bucket([]byte(bucketSessions)) != nil
 			return nil
-		}
-		v := b.Get([]byte(keyFormat))
-		n, err := strconv.ParseUint(string(v), 10, 64)
-		if err != nil {
-			return fmt.Errorf("%w: format version %q", ErrCorrupt, v)
-		}
-		if n > FormatVersion {
-			return fmt.Errorf("format version %d is newer than this program's %d", n, FormatVersion)
-		}
-		ready = tx.Bucket([]byte(bucketSessions)) != nil
-		return nil
+		})
 	})
 	if err != nil || ready || s.opts.ReadOnly {
 		if err != nil {
@@ -181,7 +184,7 @@ func (s *Store) init(ctx context.Context) error {
 		}
 		return nil
 	}
-	err = db.Update(createBuckets)
+	err = s.guard("initialise", func() error { return db.Update(createBuckets) })
 	if err != nil {
 		return fmt.Errorf("store %s: initialise: %w", s.path, err)
 	}
@@ -221,7 +224,25 @@ func (s *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 		return err
 	}
 	defer s.release()
-	return db.View(fn)
+	// Every read goes through bbolt's mmap: garbage in a data page that the
+	// pre-open check cannot see must become ErrCorrupt, not a fault. fn
+	// copies what it returns before the transaction ends, so the guard
+	// covers every touch of the mapping.
+	return s.guard("read", func() error { return db.View(fn) })
+}
+
+// guard runs fn, which uses the open database, under guardFaults. A fault or
+// bbolt panic in it leaves bbolt's in-memory state (freelist, page cache)
+// suspect, so the database is closed when its last user releases it instead
+// of lingering, and the next operation opens and checks the file afresh.
+func (s *Store) guard(what string, fn func() error) error {
+	err := guardFaults(what+" "+s.path, fn)
+	if errors.Is(err, errFault) {
+		s.mu.Lock()
+		s.poisoned = true
+		s.mu.Unlock()
+	}
+	return err
 }
 
 func checkSession(name string) error {

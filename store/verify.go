@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -128,26 +129,32 @@ func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
 		return nil, err
 	}
 	defer s.release()
-	// A write transaction (read-only for a ReadOnly store, which cannot write) keeps
-	// this process's writers out while the file is read behind bbolt's back;
-	// other processes are kept out by the file lock acquire holds.
-	tx, err := db.Begin(!s.opts.ReadOnly)
-	if err != nil {
-		return nil, fmt.Errorf("store %s: verify: %w", s.path, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-
 	r := &VerifyReport{Path: s.path}
-	if sound := verifyPages(ctx, s.path, r); sound {
-		err := guardFaults("verify "+s.path, func() error {
-			for cerr := range tx.Check(bbolt.WithKVStringer(bbolt.HexKVStringer())) {
-				r.problem("structure", "", 0, "bbolt check: %v", cerr)
-			}
-			return nil
-		})
+	// Begin and Rollback read the meta and freelist pages through the mmap.
+	err = s.guard("verify", func() error {
+		// A write transaction (read-only for a ReadOnly store, which cannot
+		// write) keeps this process's writers out while the file is read
+		// behind bbolt's back; other processes are kept out by the file lock
+		// acquire holds.
+		tx, err := db.Begin(!s.opts.ReadOnly)
 		if err != nil {
-			r.problem("structure", "", 0, "%v", err)
+			return fmt.Errorf("store %s: verify: %w", s.path, err)
 		}
+		defer func() { _ = tx.Rollback() }()
+		if !verifyPages(ctx, s.path, r) {
+			return nil
+		}
+		// tx.Check runs on a goroutine of its own, which no guard covers:
+		// it runs only on a tree the bounds-checked walk found sound.
+		for cerr := range tx.Check(bbolt.WithKVStringer(bbolt.HexKVStringer())) {
+			r.problem("structure", "", 0, "bbolt check: %v", cerr)
+		}
+		return nil
+	})
+	if errors.Is(err, ErrCorrupt) {
+		r.problem("structure", "", 0, "%v", err)
+	} else if err != nil {
+		return nil, err
 	}
 	return r, ctx.Err()
 }

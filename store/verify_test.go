@@ -164,8 +164,9 @@ func childStoreOpen(path string) string {
 	if err != nil {
 		return "verify-error " + oneLine(err.Error())
 	}
-	// Reads go through bbolt's mmap, which garbage pages can send astray: they run
-	// under guardFaults, as the store's own reads should.
+	// Reads go through bbolt's mmap, which garbage pages can send astray; the
+	// store's own guard turns that into ErrCorrupt (the outer guard is a net for
+	// anything it misses: readerr then shows it).
 	n := 0
 	rerr := guardFaults("read", func() error {
 		infos, err := st.Sessions(ctx)
