@@ -16,7 +16,17 @@ import (
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 )
 
-func soak() bool { return os.Getenv("CTXSTORE_SOAK") == "1" }
+// cases picks how many generated conversations a property test runs:
+// fewer under the race detector, many more with CTXSTORE_SOAK=1.
+func cases(normal, race, soak int) int {
+	switch {
+	case os.Getenv("CTXSTORE_SOAK") == "1":
+		return soak
+	case raceEnabled:
+		return race
+	}
+	return normal
+}
 
 // testSummarizer is deterministic; it fails for spans whose length is a
 // multiple of 7, so the fallback path is exercised too.
@@ -65,16 +75,9 @@ func messages(v []ctxstore.Message) string {
 // TestPropertyOneShot checks every V2 invariant for thousands of generated
 // conversations, every strategy and many budgets, from scratch.
 func TestPropertyOneShot(t *testing.T) {
-	n := 70
-	if raceEnabled {
-		n = 10
-	}
-	if soak() {
-		n = 4000
-	}
 	est := tokens.Default()
 	r := rand.New(rand.NewPCG(1, 2))
-	for c := 0; c < n; c++ {
+	for c := range cases(70, 10, 4000) {
 		o := viewtest.Random(r)
 		msgs := viewtest.Generate(r, o)
 		items := viewtest.Items(msgs, est)
@@ -103,16 +106,9 @@ func TestPropertyOneShot(t *testing.T) {
 // TestPropertySession grows conversations message by message, asking for a
 // view after each with the saved decisions, like a host does.
 func TestPropertySession(t *testing.T) {
-	n := 14
-	if raceEnabled {
-		n = 3
-	}
-	if soak() {
-		n = 1500
-	}
 	est := tokens.Default()
 	r := rand.New(rand.NewPCG(3, 4))
-	for c := 0; c < n; c++ {
+	for c := range cases(14, 3, 1500) {
 		o := viewtest.Random(r)
 		o.Turns = 20 + r.IntN(100)
 		msgs := viewtest.Generate(r, o)
