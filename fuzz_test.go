@@ -29,7 +29,20 @@ func FuzzParseMessage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
+		// ParseStored skips the syntax check: on any input it must not
+		// panic, and on accepted input it must agree with ParseMessage.
+		st, stErr := ctxstore.ParseStored(in)
 		m, err := ctxstore.ParseMessage(in)
+		if err == nil {
+			if stErr != nil {
+				t.Fatalf("ParseMessage accepted, ParseStored = %v", stErr)
+			}
+			if st.Role() != m.Role() || st.ToolCallID() != m.ToolCallID() || st.Text() != m.Text() ||
+				st.Source() != m.Source() || !slices.Equal(st.CallIDs(), m.CallIDs()) ||
+				!slices.Equal(st.ResultIDs(), m.ResultIDs()) || !bytes.Equal(st.Content(), m.Content()) {
+				t.Fatalf("ParseStored and ParseMessage disagree on %q", in)
+			}
+		}
 		if err != nil {
 			var me *ctxstore.MessageError
 			if !errors.Is(err, ctxstore.ErrInvalidMessage) || !errors.As(err, &me) {

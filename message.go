@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 )
 
@@ -143,60 +142,58 @@ func build(fields map[string]any, order ...string) Message {
 	return m
 }
 
-// parse extracts the fields ctxstore needs. It reads top-level keys with
-// exact (case-sensitive) matching, unlike encoding/json struct decoding, so
-// "Role" is not mistaken for "role".
-func parse(b []byte) (Message, error) {
+// ParseStored is ParseMessage for bytes that already passed it once, such
+// as a message read back from a store: it skips the JSON syntax check,
+// the most expensive step, and keeps every field check. Given bytes that
+// are not valid JSON it returns an error or a Message with unreliable
+// accessors, never a panic; use ParseMessage for input from outside.
+func ParseStored(b []byte) (Message, error) {
+	m, err := parseFields(b, false)
+	if err != nil {
+		return Message{}, err
+	}
+	return m, nil
+}
+
+// parse extracts the fields ctxstore needs. Keys match exactly (case
+// sensitive), unlike encoding/json struct decoding, so "Role" is not
+// mistaken for "role".
+func parse(b []byte) (Message, error) { return parseFields(b, true) }
+
+func parseFields(b []byte, checkSyntax bool) (Message, error) {
 	m := Message{raw: bytes.Clone(b)}
 	raw := m.raw
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
+	if checkSyntax && !json.Valid(raw) {
+		err := json.Unmarshal(raw, new(json.RawMessage))
 		return m, invalid("", "not valid JSON: %v", err)
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return m, invalid("", "not a JSON object")
+	if kind(raw) != "object" {
+		return m, invalid("", "not a JSON object, got %s", kind(raw))
 	}
-	var roleRaw, callIDRaw, callsRaw json.RawMessage
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return m, invalid("", "not valid JSON: %v", err)
-		}
-		key, _ := kt.(string)
-		start := valueStart(raw, int(dec.InputOffset()))
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return m, invalid(key, "not valid JSON: %v", err)
-		}
-		end := int(dec.InputOffset())
+	var roleRaw, callIDRaw, callsRaw []byte
+	eachMember(raw, func(key string, start, end int) bool {
 		switch key {
 		case "role":
-			roleRaw = v
+			roleRaw = raw[start:end]
 		case "tool_call_id":
-			callIDRaw = v
+			callIDRaw = raw[start:end]
 		case "tool_calls":
-			callsRaw = v
+			callsRaw = raw[start:end]
 		case "content":
 			m.content = span{start, end}
 		case "metadata":
 			m.metadata = span{start, end}
 		}
-	}
-	if _, err := dec.Token(); err != nil { // closing brace
-		return m, invalid("", "not valid JSON: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return m, invalid("", "trailing data after the JSON object")
-	}
+		return true
+	})
 
 	if roleRaw == nil {
 		return m, invalid("role", "missing")
 	}
-	if err := json.Unmarshal(roleRaw, &m.role); err != nil {
+	if kind(roleRaw) != "string" {
 		return m, invalid("role", "must be a string, got %s", kind(roleRaw))
 	}
+	m.role = unquote(roleRaw)
 	switch m.role {
 	case "":
 		return m, invalid("role", "empty")
@@ -206,9 +203,10 @@ func parse(b []byte) (Message, error) {
 	}
 
 	if callIDRaw != nil && !isNull(callIDRaw) {
-		if err := json.Unmarshal(callIDRaw, &m.toolCallID); err != nil {
+		if kind(callIDRaw) != "string" {
 			return m, invalid("tool_call_id", "must be a string, got %s", kind(callIDRaw))
 		}
+		m.toolCallID = unquote(callIDRaw)
 	}
 	if m.role == RoleTool && m.toolCallID == "" {
 		return m, invalid("tool_call_id", "a tool message needs a non-empty string tool_call_id")
@@ -230,45 +228,34 @@ func parse(b []byte) (Message, error) {
 	return m, nil
 }
 
-// valueStart skips the colon and blanks that follow a key, so a span covers
-// exactly the value's bytes.
-func valueStart(raw []byte, off int) int {
-	for off < len(raw) {
-		switch raw[off] {
-		case ' ', '\t', '\r', '\n', ':':
-			off++
-		default:
-			return off
-		}
-	}
-	return off
-}
-
-func (m *Message) parseToolCalls(raw json.RawMessage) error {
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
+func (m *Message) parseToolCalls(raw []byte) error {
+	if kind(raw) != "array" {
 		return invalid("tool_calls", "must be an array of objects, got %s", kind(raw))
 	}
-	for i, it := range items {
+	var err error
+	i := 0
+	eachElement(raw, func(start, end int) bool {
+		it := raw[start:end]
 		field := fmt.Sprintf("tool_calls[%d]", i)
+		i++
 		if kind(it) != "object" {
-			return invalid(field, "must be an object, got %s", kind(it))
+			err = invalid(field, "must be an object, got %s", kind(it))
+			return false
 		}
-		tc, err := members(it)
-		if err != nil {
-			return invalid(field, "%v", err)
-		}
-		id := stringMember(tc, "id")
+		id := stringMember(it, "id")
 		if id == "" {
-			return invalid(field+".id", "must be a non-empty string")
+			err = invalid(field+".id", "must be a non-empty string")
+			return false
 		}
 		call := ToolCall{ID: id}
-		if fn, _ := members(tc["function"]); fn != nil {
-			call.Name, call.Arguments = stringMember(fn, "name"), fn["arguments"]
+		if fn := member(it, "function"); kind(fn) == "object" {
+			call.Name = stringMember(fn, "name")
+			call.Arguments = member(fn, "arguments") // shares raw; ToolCalls copies
 		}
 		m.calls = append(m.calls, call)
-	}
-	return nil
+		return true
+	})
+	return err
 }
 
 func (m *Message) parseContent() error {
@@ -280,49 +267,30 @@ func (m *Message) parseContent() error {
 	default:
 		return invalid("content", "must be a string, null or an array of objects, got %s", kind(c))
 	}
-	var blocks []json.RawMessage
-	if err := json.Unmarshal(c, &blocks); err != nil {
-		return invalid("content", "%v", err)
-	}
-	for i, b := range blocks {
+	var err error
+	i := 0
+	eachElement(c, func(start, end int) bool {
+		b := c[start:end]
 		if kind(b) != "object" {
-			return invalid(fmt.Sprintf("content[%d]", i), "must be an object, got %s", kind(b))
+			err = invalid(fmt.Sprintf("content[%d]", i), "must be an object, got %s", kind(b))
+			return false
 		}
+		i++
 		// Blocks of unexpected shape are carried, not rejected: only the
 		// fields read here matter for pairing.
-		blk, _ := members(b)
-		switch stringMember(blk, "type") {
+		switch stringMember(b, "type") {
 		case "tool_use":
-			if id := stringMember(blk, "id"); id != "" {
-				m.calls = append(m.calls, ToolCall{ID: id, Name: stringMember(blk, "name"), Arguments: blk["input"]})
+			if id := stringMember(b, "id"); id != "" {
+				m.calls = append(m.calls, ToolCall{ID: id, Name: stringMember(b, "name"), Arguments: member(b, "input")})
 			}
 		case "tool_result":
-			if id := stringMember(blk, "tool_use_id"); id != "" {
+			if id := stringMember(b, "tool_use_id"); id != "" {
 				m.resultIDs = append(m.resultIDs, id)
 			}
 		}
-	}
-	return nil
-}
-
-// members decodes a JSON object into its members by exact key. Struct
-// decoding would match keys case-insensitively, so {"ID":"x"} would pass
-// for an "id" that providers do not see.
-func members(b []byte) (map[string]json.RawMessage, error) {
-	var f map[string]json.RawMessage
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// stringMember is the member key of f when it is a string, else "".
-func stringMember(f map[string]json.RawMessage, key string) string {
-	var s string
-	if v, ok := f[key]; !ok || json.Unmarshal(v, &s) != nil {
-		return ""
-	}
-	return s
+		return true
+	})
+	return err
 }
 
 func isNull(b []byte) bool { return string(bytes.TrimSpace(b)) == "null" }
@@ -439,18 +407,15 @@ func (m Message) Text() string {
 	c := m.content.of(m.raw)
 	switch kind(c) {
 	case "string":
-		var s string
-		_ = json.Unmarshal(c, &s)
-		return s
+		return unquote(c)
 	case "array":
-		var blocks []json.RawMessage
-		_ = json.Unmarshal(c, &blocks)
 		var parts []string
-		for _, b := range blocks {
-			if f, _ := members(b); stringMember(f, "type") == "text" {
-				parts = append(parts, stringMember(f, "text"))
+		eachElement(c, func(s, e int) bool {
+			if b := c[s:e]; kind(b) == "object" && stringMember(b, "type") == "text" {
+				parts = append(parts, stringMember(b, "text"))
 			}
-		}
+			return true
+		})
 		return strings.Join(parts, "\n")
 	}
 	return ""
@@ -466,8 +431,7 @@ func (m Message) Source() string {
 	if kind(md) != "object" {
 		return ""
 	}
-	f, _ := members(md)
-	return stringMember(f, "source")
+	return stringMember(md, "source")
 }
 
 // MarshalJSON returns the original bytes. (encoding/json compacts a
