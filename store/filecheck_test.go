@@ -52,6 +52,8 @@ func runChildRole(role, path string) string {
 		return childOpenNoCheckFaultSafe(path)
 	case "api-ops":
 		return childAPIOps(path)
+	case "cut-after-open":
+		return childCutAfterOpen(path)
 	}
 	if r, ok := storeChildRole(role, path); ok {
 		return r

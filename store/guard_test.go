@@ -156,3 +156,68 @@ func TestGuardNamesFile(t *testing.T) {
 	}
 	appendText(t, st, "s", "still works")
 }
+
+// childCutAfterOpen opens a store, lets the file close (the linger runs out),
+// cuts the file to half its length as another process might, and runs reads and
+// an append on the same Store: each must fail with ErrCorrupt, and none may
+// write to the damaged file.
+func childCutAfterOpen(path string) string {
+	ctx := context.Background()
+	st, err := Open(path, Options{LockTimeout: time.Second})
+	if err != nil {
+		return "open=" + outcome(err)
+	}
+	defer st.Close()
+	if _, err := st.Sessions(ctx); err != nil {
+		return "sessions-before=" + outcome(err)
+	}
+	time.Sleep(20 * lingerFor)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "stat=" + outcome(err)
+	}
+	if err := os.Truncate(path, fi.Size()/2); err != nil {
+		return "truncate=" + outcome(err)
+	}
+	before, _ := os.ReadFile(path)
+	_, err = st.Sessions(ctx)
+	res := []string{"sessions=" + outcome(err)}
+	for _, err := range st.Messages(ctx, "alpha", 0) {
+		res = append(res, "messages="+outcome(err))
+		break
+	}
+	_, _, err = st.Append(ctx, "alpha", Record{Message: ctxstore.NewMessage("user", "after the cut"), Tokens: 3})
+	res = append(res, "append="+outcome(err))
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		res = append(res, "modified")
+	}
+	return strings.Join(res, " ")
+}
+
+// TestCutShortAfterOpen: a file cut short by another process after Open is
+// caught by the check every short-lived open makes.
+func TestCutShortAfterOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cut.db")
+	makeTestStore(t, path, 60)
+	got := runChild(t, "cut-after-open", path)
+	if want := "sessions=corrupt messages=corrupt append=corrupt"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// BenchmarkQuickCheck measures the check every short-lived open makes, against
+// the full pre-open check (BenchmarkCheckBoltFile).
+func BenchmarkQuickCheck(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "b.db")
+	makeTestStore(b, path, 200)
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	for b.Loop() {
+		if err := quickCheckLocked(f, path); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -138,6 +138,12 @@ func (s *Store) openDB(ctx context.Context) (*bbolt.DB, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// Open checked the file once, but another process may have cut it
+	// short or broken it since; bbolt would fault on it.
+	if err := quickCheckLocked(f, s.path); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
 	used := false
 	var db *bbolt.DB
 	// bbolt.Open reads the meta, root and freelist pages through the mmap.
