@@ -33,7 +33,8 @@ const (
 func child(t *testing.T, role, path, arg string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestStoreChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), envChild+"="+role, envPath+"="+path, envArg+"="+arg)
+	// A -race child otherwise sleeps a second at exit (GORACE atexit_sleep_ms).
+	cmd.Env = append(os.Environ(), envChild+"="+role, envPath+"="+path, envArg+"="+arg, "GORACE=atexit_sleep_ms=0")
 	cmd.Stderr = os.Stderr
 	return cmd
 }
