@@ -143,6 +143,13 @@ func TestPropertySession(t *testing.T) {
 						c, s, b, k, messages(base), messages(res.View))
 				}
 			}
+			if k%7 == 0 { // V2.7 with saved decisions: loading more changes nothing
+				full := viewtest.Load(items[:k], view.Need{Tokens: 1 << 60})
+				again := view.Compute(context.Background(), full, view.Budget{Tokens: b}, d, cfg)
+				if messages(again.View) != messages(res.View) {
+					t.Fatalf("conversation %d strategy %s budget %d after %d messages: view depends on how much history was loaded", c, s, b, k)
+				}
+			}
 			prev, prevStats = res.View, res.Stats
 			d = res.Decisions
 		}
