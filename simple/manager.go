@@ -20,6 +20,10 @@ import (
 )
 
 // Manager is an in-memory ctxstore.Manager. It is safe for concurrent use.
+// Requests are computed one at a time (the summarizer, if any, is called
+// under the manager's lock); hooks run after the lock is released, so a
+// hook may call back into the manager. Events of one request arrive in
+// order; events of concurrent requests may interleave.
 type Manager struct {
 	cfg  Config
 	vcfg view.Config
