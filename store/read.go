@@ -36,8 +36,11 @@ type Entry struct {
 
 // Message parses Raw. It fails, with ctxstore.ErrInvalidMessage, only for a
 // record that was damaged or written by something other than this store.
+// Raw passed ParseMessage when it was appended, so the JSON syntax check is
+// skipped (ParseStored): resuming a long session parses thousands of these.
+// Verify and Salvage, which must judge damaged records, parse fully.
 func (e Entry) Message() (ctxstore.Message, error) {
-	m, err := ctxstore.ParseMessage(e.Raw)
+	m, err := ctxstore.ParseStored(e.Raw)
 	if err != nil {
 		return ctxstore.Message{}, fmt.Errorf("store: session %q seq %d: %w", e.Session, e.Seq, err)
 	}
