@@ -687,3 +687,22 @@ func TestCalibratedEstimator(t *testing.T) {
 		t.Fatalf("no budget event")
 	}
 }
+
+func TestHookMayCallBack(t *testing.T) {
+	var m *simple.Manager
+	seen := 0
+	m = newManager(t, simple.Config{Hooks: func(c context.Context, name string, _ map[string]any) {
+		if name == ctxstore.EventBudget {
+			all, err := m.GetMessages(c) // would deadlock if hooks ran under the lock
+			if err != nil {
+				t.Error(err)
+			}
+			seen = len(all)
+		}
+	}})
+	add(t, m, user("one"), assistant("two"))
+	request(t, m, 1000)
+	if seen != 2 {
+		t.Errorf("hook saw %d messages, want 2", seen)
+	}
+}
