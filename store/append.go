@@ -80,7 +80,7 @@ func appendTx(session string, recs []Record, ifEmpty bool, first, last *uint64) 
 				Seq: meta.LastSeq + 1, Epoch: meta.Epoch, Time: now,
 				Role: r.Message.Role(), Tokens: r.Tokens,
 				CallIDs: r.Message.CallIDs(), ResultIDs: r.Message.ResultIDs(),
-				Raw: r.Message.Bytes(),
+				Raw: r.Message.Bytes(), Session: session,
 			}
 			if err := putEnvelope(msgs, &env); err != nil {
 				return fmt.Errorf("store: session %q: %w", session, err)

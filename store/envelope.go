@@ -20,6 +20,8 @@ type envelope struct {
 	CallIDs   []string
 	ResultIDs []string
 	Raw       []byte
+	// Session is the session's name, empty in version-1 envelopes.
+	Session string
 }
 
 // seqKey is the bbolt key of a message.
@@ -40,12 +42,12 @@ func keySeq(k []byte) (seq uint64, ok bool) {
 // encodeEnvelope returns the msgpack encoding of e.
 func encodeEnvelope(e *envelope) ([]byte, error) {
 	var buf bytes.Buffer
-	buf.Grow(len(e.Raw) + 48 + len(e.Role))
+	buf.Grow(len(e.Raw) + 48 + len(e.Role) + len(e.Session))
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(&buf)
 	err := firstErr(
-		enc.EncodeArrayLen(envelopeFields),
+		enc.EncodeArrayLen(envelopeFieldsV2),
 		enc.EncodeUint(EnvelopeVersion),
 		enc.EncodeUint(e.Seq),
 		enc.EncodeUint(e.Epoch),
@@ -55,6 +57,7 @@ func encodeEnvelope(e *envelope) ([]byte, error) {
 		encodeStrings(enc, e.CallIDs),
 		encodeStrings(enc, e.ResultIDs),
 		enc.EncodeBytes(e.Raw),
+		enc.EncodeString(e.Session),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("encode envelope seq %d: %w", e.Seq, err)
@@ -118,7 +121,7 @@ func decodeEnvelopeInto(b []byte, e *envelope) error {
 	if err != nil {
 		return fmt.Errorf("version: %v", err)
 	}
-	if version != EnvelopeVersion {
+	if version < 1 || version > EnvelopeVersion {
 		return fmt.Errorf("unsupported version %d", version)
 	}
 	if e.Seq, err = dec.DecodeUint64(); err != nil {
@@ -157,8 +160,18 @@ func decodeEnvelopeInto(b []byte, e *envelope) error {
 	if len(e.Raw) == 0 {
 		return fmt.Errorf("raw: empty")
 	}
+	known := envelopeFields
+	if version >= 2 {
+		if n < envelopeFieldsV2 {
+			return fmt.Errorf("version %d with %d fields, want at least %d", version, n, envelopeFieldsV2)
+		}
+		if e.Session, err = dec.DecodeString(); err != nil {
+			return fmt.Errorf("session: %v", err)
+		}
+		known = envelopeFieldsV2
+	}
 	// Fields a later version appended are skipped, not rejected.
-	for i := envelopeFields; i < n; i++ {
+	for i := known; i < n; i++ {
 		if err := dec.Skip(); err != nil {
 			return fmt.Errorf("field %d: %v", i, err)
 		}

@@ -13,7 +13,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	for _, e := range []envelope{
 		{Seq: 1, Epoch: 1, Time: 1, Role: "user", Raw: []byte(`{"role":"user","content":"hi"}`)},
 		{Seq: 1 << 40, Epoch: 7, Time: -5, Role: "assistant", Tokens: 99, CallIDs: []string{"a", "b"}, Raw: []byte(`{"role":"assistant"}`)},
-		{Seq: 3, Epoch: 2, Role: "tool", ResultIDs: []string{"a"}, Raw: []byte(`{"role":"tool","tool_call_id":"a"}`)},
+		{Seq: 3, Epoch: 2, Role: "tool", ResultIDs: []string{"a"}, Raw: []byte(`{"role":"tool","tool_call_id":"a"}`), Session: "s/1"},
 	} {
 		b, err := encodeEnvelope(&e)
 		if err != nil {
@@ -21,6 +21,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		}
 		f.Add(b)
 		f.Add(b[:len(b)/2])
+		f.Add(encodeEnvelopeV1(f, &e))
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
@@ -42,7 +43,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			t.Fatalf("re-encoded envelope does not decode: %v", err)
 		}
 		if e2.Seq != e.Seq || e2.Epoch != e.Epoch || e2.Time != e.Time || e2.Role != e.Role ||
-			e2.Tokens != e.Tokens || !bytes.Equal(e2.Raw, e.Raw) || len(e2.CallIDs) != len(e.CallIDs) || len(e2.ResultIDs) != len(e.ResultIDs) {
+			e2.Tokens != e.Tokens || e2.Session != e.Session || !bytes.Equal(e2.Raw, e.Raw) || len(e2.CallIDs) != len(e.CallIDs) || len(e2.ResultIDs) != len(e.ResultIDs) {
 			t.Fatalf("round trip changed the envelope: %+v -> %+v", e, e2)
 		}
 	})

@@ -152,7 +152,7 @@ func (im *importer) add(e Entry) (envelope, error) {
 		return envelope{}, fmt.Errorf("store: import session %q seq %d: %w", im.name, e.Seq, err)
 	}
 	env := envelope{Seq: e.Seq, Epoch: e.Epoch, Time: e.Time.UnixNano(), Role: msg.Role(), Tokens: e.Tokens,
-		CallIDs: msg.CallIDs(), ResultIDs: msg.ResultIDs(), Raw: msg.Bytes()}
+		CallIDs: msg.CallIDs(), ResultIDs: msg.ResultIDs(), Raw: msg.Bytes(), Session: im.name}
 	if e.Time.IsZero() {
 		env.Time = 0
 	}

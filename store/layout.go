@@ -32,9 +32,13 @@ package store
 //	6 call ids  array of string (tool calls this message makes), nil when none
 //	7 result ids array of string (tool_call_id / tool_result ids), nil when none
 //	8 raw       bin    (the original JSON bytes, exactly as given)
+//	9 session   string (the session's name; version 2 on)
 //
-// A decoder accepts more than envelopeFields elements (later versions may add
-// fields at the end) but never fewer.
+// Version 1 envelopes have the first 9 elements and are still read. The
+// session name costs a few bytes per message and lets Salvage put messages
+// back in their session when the pages naming it are lost. A decoder accepts
+// more elements than it knows (later versions may add fields at the end) but
+// never fewer than envelopeFields.
 //
 // sessionMeta is a msgpack map with short keys so fields can be added; it is
 // rewritten in the same transaction as every append, Clear and PurgeEpoch, so
@@ -42,8 +46,9 @@ package store
 const (
 	// FormatVersion is the layout version stored under "ctxstore"/"format".
 	FormatVersion = 1
-	// EnvelopeVersion is element 0 of every message envelope.
-	EnvelopeVersion = 1
+	// EnvelopeVersion is element 0 of the message envelopes this version
+	// writes; it reads every version from 1 on.
+	EnvelopeVersion = 2
 )
 
 // Bucket and key names, as constants so nothing package-level is mutable;
@@ -58,8 +63,11 @@ const (
 )
 
 const (
-	// envelopeFields is the number of elements of a version-1 envelope.
+	// envelopeFields is the number of elements of a version-1 envelope,
+	// the fewest a decoder accepts.
 	envelopeFields = 9
+	// envelopeFieldsV2 is the number of elements of a version-2 envelope.
+	envelopeFieldsV2 = 10
 	// seqKeyLen is the length of a message key.
 	seqKeyLen = 8
 	// msgsFillPercent is the bbolt FillPercent of "msgs" buckets. Keys only

@@ -543,8 +543,8 @@ type orphanRef struct {
 // scanOrphans reads every page the tree walk did not reach and that is not free, and
 // recovers messages on leaf pages whose owner can still be worked out: by climbing
 // from the page through intact branch pages to a bucket entry, and from there to a
-// session name. Pages whose ancestry is lost are reported, not guessed at: the
-// envelope does not name its session.
+// session name. Leaves whose ancestry is lost go to the session their envelopes name
+// (version 2 on), or are placed by placeOrphans.
 func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist, namesKnown bool) {
 	bf := w.bf
 	free := map[uint64]bool{}
@@ -698,13 +698,27 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 	sv.placeOrphans(unowned, namesKnown)
 }
 
+// envelopesSession is the session every one of envs names, or "" when one
+// names none (a version-1 envelope) or they disagree.
+func envelopesSession(envs []envelope) string {
+	name := ""
+	for i, env := range envs {
+		if env.Session == "" || i > 0 && env.Session != name {
+			return ""
+		}
+		name = env.Session
+	}
+	return name
+}
+
 // orphanLeaf is a leaf page of messages whose session the tree no longer tells.
 type orphanLeaf struct {
 	page uint64
 	envs []envelope // checked records, in key order
 }
 
-// placeOrphans finds a home for leaves of messages whose session is lost. When every
+// placeOrphans finds a home for leaves of messages whose session is lost. A leaf
+// whose envelopes name their session goes there. Otherwise (version-1 envelopes), when every
 // session and its metadata is known (namesKnown), a leaf whose seqs fit the holes of
 // exactly one session goes there: its real owner always fits, so a single fit is the
 // owner. Everything else goes to placeholder sessions named "salvaged-orphans-N",
@@ -713,6 +727,16 @@ type orphanLeaf struct {
 func (sv *salvaged) placeOrphans(leaves []orphanLeaf, namesKnown bool) {
 	var rest []orphanLeaf
 	for _, l := range leaves {
+		// Envelopes from version 2 on name their session: that settles it.
+		if name := envelopesSession(l.envs); name != "" {
+			s := sv.session(name)
+			for _, env := range l.envs {
+				if sv.add(s, env) {
+					sv.orphans++
+				}
+			}
+			continue
+		}
 		if namesKnown {
 			var fit *salvageSession
 			n := 0
