@@ -27,6 +27,7 @@ import (
 const (
 	childRoleEnv = "CTXSTORE_STORE_DAMAGE_CHILD"
 	childPathEnv = "CTXSTORE_STORE_DAMAGE_PATH"
+	childArgEnv  = "CTXSTORE_STORE_DAMAGE_ARG"
 	childResult  = "RESULT "
 )
 
@@ -54,6 +55,8 @@ func runChildRole(role, path string) string {
 		return childAPIOps(path)
 	case "cut-after-open":
 		return childCutAfterOpen(path)
+	case "import-killed":
+		return childImportKilled(path, os.Getenv(childArgEnv))
 	}
 	if r, ok := storeChildRole(role, path); ok {
 		return r

@@ -25,9 +25,17 @@ const (
 // are recomputed from the entries.
 //
 // Entries must come in increasing seq order with non-decreasing epochs and
-// hold valid messages. They are written in batches of bounded size, so any
-// number can be streamed. A session of that name that already exists fails
-// with ErrNotEmpty; a failure part-way removes what was imported.
+// hold valid messages. A session of that name that already exists fails
+// with ErrNotEmpty.
+//
+// A session of up to importBatchEntries messages (and importBatchBytes of
+// JSON) is imported in one transaction: all or nothing. A larger one is
+// written in batches of that size, so any number can be streamed; each batch
+// writes the session's metadata as it stands with the messages so far, so a
+// process killed part-way leaves a shorter session that is consistent
+// (counts match its messages, Verify finds no damage), never one whose
+// counts are wrong. A failure part-way that the process survives removes
+// what was imported.
 func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries iter.Seq2[Entry, error]) error {
 	name := info.Name
 	if err := checkSession(name); err != nil {
@@ -37,87 +45,78 @@ func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries ite
 	if info.Created.IsZero() {
 		created = time.Now().UnixNano()
 	}
-	// The session is created with a placeholder meta, so that a second
-	// import of the same name fails, and finished with the real one.
-	meta := newMeta(created)
-	err := s.write(ctx, func(w *wtx) error {
-		_, err := w.session(name)
-		if err == nil {
-			return reject(fmt.Errorf("store: import session %q: %w: it exists", name, ErrNotEmpty))
-		}
-		if !errors.Is(err, ErrNotFound) {
-			return reject(err)
-		}
-		_, err = w.openSession(name, created)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	im := importer{name: name, counts: map[uint64]*epochMeta{}}
-	if err := s.importEntries(ctx, &im, entries); err != nil {
+	im := importer{name: name, info: info, created: created, counts: map[uint64]*epochMeta{}, scratch: newMeta(0)}
+	err := s.importEntries(ctx, &im, entries)
+	if err != nil && im.createdSession {
 		// Best effort: the cause matters more than a failed cleanup.
 		_ = s.Purge(context.WithoutCancel(ctx), name)
-		return err
 	}
-	meta = im.finish(info, created)
-	return s.write(ctx, func(w *wtx) error {
-		ws, err := w.session(name)
-		if err != nil {
-			return reject(err)
-		}
-		ws.meta, ws.dirty = meta, true
-		return nil
-	})
+	return err
 }
 
 // importer accumulates what the session's metadata needs from the entries.
 type importer struct {
 	name      string
+	info      SessionInfo
+	created   int64
 	lastSeq   uint64
 	lastEpoch uint64
 	counts    map[uint64]*epochMeta // per epoch: first, last, messages, started
 	order     []uint64              // epochs in order of appearance
 	total     int
 	title     string
-	current   []importedMsg // entries of the latest epoch seen, for its counts
+	// scratch is the latest epoch's counts so far, kept by the code
+	// Append uses.
+	scratch sessionMeta
+	// createdSession is set once a batch created the session.
+	createdSession bool
 }
 
-// importedMsg is what finish needs of one entry of the latest epoch.
-type importedMsg struct {
-	env envelope
-	msg ctxstore.Message
-}
-
+// importEntries writes the entries in batches, each with the session's
+// metadata as it stands after it; the first batch creates the session.
 func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Seq2[Entry, error]) error {
 	var batch []envelope
 	size := 0
 	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		b := batch
+		b, meta, create := batch, im.finish(), !im.createdSession
 		batch, size = nil, 0
-		return s.write(ctx, func(w *wtx) error {
-			ws, err := w.session(im.name)
-			if err != nil {
-				return reject(err)
-			}
-			msgs, err := msgsBucket(ws.bucket, true)
-			if err != nil {
-				return err
-			}
-			for i := range b {
-				if err := putEnvelope(msgs, &b[i]); err != nil {
-					return fmt.Errorf("store: import session %q: %w", im.name, err)
+		err := s.write(ctx, func(w *wtx) error {
+			var ws *wsession
+			if create {
+				_, err := w.session(im.name)
+				if err == nil {
+					return reject(fmt.Errorf("store: import session %q: %w: it exists", im.name, ErrNotEmpty))
+				}
+				if !errors.Is(err, ErrNotFound) {
+					return reject(err)
+				}
+				if ws, err = w.openSession(im.name, im.created); err != nil {
+					return err
+				}
+			} else {
+				var err error
+				if ws, err = w.session(im.name); err != nil {
+					return reject(err)
 				}
 			}
-			// Should this process die before the import ends, later
-			// appends must still get seqs above the imported ones.
-			ws.meta.LastSeq = max(ws.meta.LastSeq, b[len(b)-1].Seq)
-			ws.dirty = true
+			if len(b) > 0 {
+				msgs, err := msgsBucket(ws.bucket, true)
+				if err != nil {
+					return err
+				}
+				for i := range b {
+					if err := putEnvelope(msgs, &b[i]); err != nil {
+						return fmt.Errorf("store: import session %q: %w", im.name, err)
+					}
+				}
+			}
+			ws.meta, ws.dirty = meta, true
 			return nil
 		})
+		if err == nil && create {
+			im.createdSession = true
+		}
+		return err
 	}
 	for e, err := range entries {
 		if err != nil {
@@ -137,6 +136,9 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 				return err
 			}
 		}
+	}
+	if len(batch) == 0 && im.createdSession {
+		return nil
 	}
 	return flush()
 }
@@ -159,22 +161,23 @@ func (im *importer) add(e Entry) (envelope, error) {
 	if e.Epoch != im.lastEpoch {
 		im.counts[e.Epoch] = &epochMeta{Epoch: e.Epoch, First: e.Seq, Started: env.Time}
 		im.order = append(im.order, e.Epoch)
-		im.current = im.current[:0]
+		im.scratch = newMeta(0)
 	}
 	em := im.counts[e.Epoch]
 	em.Last = e.Seq
 	em.Messages++
 	im.total++
 	im.lastSeq, im.lastEpoch = e.Seq, e.Epoch
-	im.current = append(im.current, importedMsg{env, msg})
+	im.scratch.add(&env, msg)
 	if im.title == "" && msg.Role() == ctxstore.RoleUser && !msg.IsToolResult() {
 		im.title = makeTitle(msg.Text())
 	}
 	return env, nil
 }
 
-// finish builds the session's metadata from info and the entries.
-func (im *importer) finish(info SessionInfo, created int64) sessionMeta {
+// finish builds the session's metadata from info and the entries so far.
+func (im *importer) finish() sessionMeta {
+	info, created := im.info, im.created
 	m := sessionMeta{Created: created, Updated: info.Updated.UnixNano(), Title: info.Title, Total: im.total}
 	if info.Updated.IsZero() {
 		m.Updated = created
@@ -215,14 +218,11 @@ func (im *importer) finish(info SessionInfo, created int64) sessionMeta {
 	if m.EpochSeq == 0 {
 		m.EpochSeq = m.current().First
 	}
-	// Counts of the current epoch, replayed through the code Append uses.
+	// Counts of the current epoch, kept by the code Append uses.
 	if im.lastEpoch == m.Epoch {
-		scratch := newMeta(0)
-		for i := range im.current {
-			scratch.add(&im.current[i].env, im.current[i].msg)
-		}
-		m.Messages, m.Tokens, m.Bytes = scratch.Messages, scratch.Tokens, scratch.Bytes
-		m.Pinned, m.FirstUser = scratch.Pinned, scratch.FirstUser
+		sc := &im.scratch
+		m.Messages, m.Tokens, m.Bytes = sc.Messages, sc.Tokens, sc.Bytes
+		m.Pinned, m.FirstUser = slices.Clone(sc.Pinned), sc.FirstUser
 	}
 	return m
 }

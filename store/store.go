@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,7 +96,49 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := s.init(context.Background()); err != nil {
 		return nil, err
 	}
+	if !opts.ReadOnly {
+		removeAbandonedTemps(path)
+	}
 	return s, nil
+}
+
+// tempAbandonedAfter is how old a temporary file of createFile must be
+// before Open deletes it. Creating a file takes milliseconds; a minute-old
+// one belongs to a process killed while creating.
+const tempAbandonedAfter = time.Minute
+
+// removeAbandonedTemps deletes temporary files createFile left behind when
+// its process was killed. Only old ones: a younger one may be another
+// process's creation in progress. Best effort: a leftover costs disk space,
+// nothing else.
+func removeAbandonedTemps(path string) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+tempSuffix+"*"))
+	for _, name := range names {
+		fi, err := os.Lstat(name)
+		if err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > tempAbandonedAfter {
+			_ = os.Remove(name)
+		}
+	}
+}
+
+// tempSuffix follows the store file's name (after a dot) in the names of
+// createFile's temporary files.
+const tempSuffix = ".new-"
+
+// globEscape quotes the glob metacharacters of a file name.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // createFile makes a new, initialised store file at path atomically: a
@@ -108,7 +151,7 @@ func createFile(path string) error {
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".new-*") // mode 0600
+	tmp, err := os.CreateTemp(dir, "."+base+tempSuffix+"*") // mode 0600
 	if err != nil {
 		return fmt.Errorf("store %s: create: %w", path, err)
 	}
