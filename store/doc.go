@@ -83,9 +83,14 @@
 //
 // Writes (Append, Clear, PutDerived, ...) go through a queue. A writer that
 // finds no commit in progress commits at once, alone: there is no batching
-// window. Writers arriving during a commit queue up; when it ends, the first
-// of them leads the next commit, which takes the whole queue into one
-// transaction and one pair of fsyncs. A write rejected by its checks
+// window for a lone writer. Writers arriving during a commit queue up; when
+// it ends, the first of them leads the next commit, which takes the whole
+// queue into one transaction and one pair of fsyncs. When the last commit
+// carried n > 1 writes, its writers are likely to come straight back, so
+// the next leader waits up to 100 µs for n writes to queue: without that
+// the first one back committed alone and the others waited for the commit
+// after it, so every other commit carried a single write (B2 was 5.3-6.5×,
+// now 7.5-10.8×). A write rejected by its checks
 // (ErrNotEmpty, ErrNotFound) leaves the others in the transaction alone; a
 // write that fails half-way makes the leader retry each queued write in its
 // own transaction.
@@ -119,12 +124,18 @@
 //     Update, long-lived handle, same page size) is 1.6-2.0× in the same
 //     runs: the rest is the nested layout (session and sessions pages
 //     rewritten on each commit), metadata and the group-commit path.
+//     Later, on a quieter machine: 2.01-2.31× (append p50 450-600 µs,
+//     fdatasync 210-270 µs, plain bbolt 1.77-1.97×). A commit of one
+//     append writes 7 pages (top-level root, sessions, session, msgs leaf,
+//     freelist, meta; plain bbolt 4) and spends about 100 µs of CPU, of
+//     which decoding and encoding the session's metadata is under a
+//     tenth: caching it would not move B1 measurably, so it is not done.
 //   - [B2] BenchmarkAppendConcurrent: 16 concurrent appenders reach
-//     4.5-7.7× the throughput of one (target 6×; about 16 appends share
-//     each commit, the spread is CPU starvation waking 16 goroutines per
-//     commit on 2 busy vCPUs); a lone appender through the group committer
-//     takes 0.86-1.16× the time of the same transactions written directly,
-//     i.e. it is not slower for it.
+//     7.5-10.8× the throughput of one (target 6×; before the leader
+//     waited for the last commit's writers, commits alternated between one
+//     write and fifteen, and it was 4.5-7.7×); a lone appender through the
+//     group committer takes 0.94-1.08× the time of the same transactions
+//     written directly, i.e. it is not slower for it.
 //   - [B6] BenchmarkDiskUsage (100k single-message appends of ~1 KB JSON
 //     each, filled with NoSync: durability changes when bytes reach the
 //     disk, not how many): 1.28 bytes allocated on disk per JSON byte,

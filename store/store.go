@@ -65,6 +65,9 @@ type Store struct {
 	qmu        sync.Mutex // guards the group-commit queue
 	queue      []*writeReq
 	committing bool
+	lastBatch  int           // requests in the last commit
+	gathered   chan struct{} // closed when the queue reaches gatherFor requests
+	gatherFor  int
 }
 
 // Open opens the store at path, creating the file (mode 0600) and any
