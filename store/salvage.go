@@ -29,9 +29,10 @@ type SalvageReport struct {
 	Missing     int            `json:"missing"`
 	SkipReasons map[string]int `json:"skip_reasons,omitempty"`
 	// Orphans counts recovered messages found by scanning pages the tree no
-	// longer reaches (their parent pages are damaged). Unattributed of them
-	// could not be tied to their session and are in sessions named
-	// "salvaged-orphans-N".
+	// longer reaches (their parent pages are damaged). Their envelopes name
+	// their session (envelope version 2 on); Unattributed counts those that
+	// do not (version 1) and could not be tied to their session otherwise:
+	// they are in sessions named "salvaged-orphans-N".
 	Orphans      int `json:"orphans"`
 	Unattributed int `json:"unattributed"`
 	// Derived counts derived records (compaction decisions, summaries) copied.
