@@ -164,8 +164,7 @@ func parseFields(b []byte, checkSyntax bool) (Message, error) {
 	m := Message{raw: bytes.Clone(b)}
 	raw := m.raw
 	if checkSyntax && !json.Valid(raw) {
-		err := json.Unmarshal(raw, new(json.RawMessage))
-		return m, invalid("", "not valid JSON: %v", err)
+		return m, syntaxError(raw)
 	}
 	if kind(raw) != "object" {
 		return m, invalid("", "not a JSON object, got %s", kind(raw))
@@ -457,3 +456,14 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 
 // String returns the JSON text, for debugging and %v.
 func (m Message) String() string { return string(m.raw) }
+
+// syntaxError explains why raw is not valid JSON, calling out the common
+// case of two values on one line (a JSONL file missing a newline).
+func syntaxError(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var first json.RawMessage
+	if err := dec.Decode(&first); err != nil {
+		return invalid("", "not valid JSON: %v", err)
+	}
+	return invalid("", "trailing data after the JSON %s", kind(first))
+}
