@@ -354,10 +354,9 @@ type importStats struct {
 	Skipped  []string `json:"skipped,omitempty"` // sessions left alone (skipExisting)
 }
 
-// readExport imports an export whose header lr has already read. Each
-// session is imported in one store transaction, with seqs, epochs and times
-// as exported; a failure leaves earlier sessions imported and the failing
-// one absent.
+// readExport imports an export whose header lr has already read, session
+// by session, with seqs, epochs and times as exported; a failure leaves
+// earlier sessions imported and the failing one absent.
 func readExport(ctx context.Context, st *store.Store, lr *lineReader, opt importOptions) (importStats, error) {
 	var stats importStats
 	for {

@@ -148,11 +148,11 @@ func TestExportHeapFlat(t *testing.T) {
 	if importErr != nil || imported.Messages != int64(n) {
 		t.Fatalf("import: %d messages, %v", imported.Messages, importErr)
 	}
-	// Logged, not asserted: [B7] is about export, and store.ImportSession
-	// keeps the entries of a session's latest epoch in memory until it
-	// writes the metadata (reported to the store's owner).
 	t.Logf("import of %d messages: peak HeapInuse %.1f MiB, of which %.1f MiB is the export held in memory by the test",
 		n, float64(peak)/(1<<20), float64(buf.Cap())/(1<<20))
+	if extra := int64(peak) - int64(buf.Cap()); extra > 64<<20 {
+		t.Errorf("import of %d messages used %.1f MiB of heap beyond its input, want < 64 MiB", n, float64(extra)/(1<<20))
+	}
 }
 
 // BenchmarkExport reports export throughput and the peak heap [B7].

@@ -92,8 +92,10 @@ func importCommand() *command {
 		help: `The format is recognised by the first line.
 
 A ctxstore export restores its sessions exactly (seqs, epochs, times,
-token estimates); each session is imported whole or not at all, and a
-session that already exists is an error unless --skip-existing.
+token estimates, derived records). A session that fails to import is
+removed again (one killed mid-import is left shorter but consistent:
+purge it and import again); a session that already exists is an error
+unless --skip-existing.
 
 Anything else is read as an Amplifier transcript, one message per line,
 into the session --session NAME (default: ID for
