@@ -36,6 +36,7 @@ type VerifyProblem struct {
 	Detail  string `json:"detail"`
 }
 
+// String describes the problem on one line, for people.
 func (p VerifyProblem) String() string {
 	var b strings.Builder
 	b.WriteString(p.Kind)
@@ -60,6 +61,7 @@ type PairingIssue struct {
 	Seq    uint64 `json:"seq"` // the message making the call or giving the result
 }
 
+// String describes the issue on one line, for people.
 func (p PairingIssue) String() string {
 	return fmt.Sprintf("session %q epoch %d seq %d: %s %q", p.Session, p.Epoch, p.Seq, strings.ReplaceAll(p.Kind, "_", " "), p.CallID)
 }
