@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/simple"
 )
 
@@ -118,11 +119,43 @@ func sameViewsAsSimple(t *testing.T, r *rand.Rand, strategy string, budgetA, bud
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := diff(viewOf(t, m, budget), want); d != "" {
+		m.mu.Lock()
+		saved := m.w.savedFor(budget)
+		m.mu.Unlock()
+		got := viewOf(t, m, budget)
+		if d := diff(got, want); d != "" {
 			t.Fatalf("after %d messages, budget %d: view differs from simple's: %s", j+1, budget, d)
+		}
+		// The manager reads the tail only back to the saved cutoff; the
+		// engine given the whole history computes the same view.
+		if d := diff(got, fullHistoryView(t, m, budget, saved)); d != "" {
+			t.Fatalf("after %d messages, budget %d: view differs from the whole history's: %s", j+1, budget, d)
 		}
 	}
 	if d := diff(history(t, m), msgs); d != "" {
 		t.Fatalf("history: %s", d)
 	}
+}
+
+// fullHistoryView computes the view of m's session for budget from saved
+// with the whole stored history as the engine's input.
+func fullHistoryView(t *testing.T, m *Manager, budget int, saved view.Decisions) []ctxstore.Message {
+	t.Helper()
+	var items []view.Item
+	for e, err := range m.st.Messages(context.Background(), m.session, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, err := entryItem(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, it)
+	}
+	h := view.History{Tail: items, Total: len(items)}
+	for _, it := range items {
+		h.TotalTokens += it.Tokens
+	}
+	res := view.Compute(context.Background(), h, view.Budget{Tokens: budget, Source: view.SourceExplicit}, saved, m.vcfg)
+	return res.View
 }

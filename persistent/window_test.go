@@ -71,3 +71,27 @@ func TestLastHumanBeyondHorizon(t *testing.T) {
 		t.Fatalf("Info = %+v", info)
 	}
 }
+
+// A resumed session with saved decisions reads the tail only back to their
+// cutoff — about the view — not the whole horizon (4 × budget tokens) [V5],
+// and gives the view it gave before the restart.
+func TestResumeReadsBackToTheCutoff(t *testing.T) {
+	path := dbPath(t)
+	cfg := Config{noSync: true}
+	m := open(t, path, "s", cfg)
+	addAll(t, m, conversation(4000, 400))
+	want := viewOf(t, m, 20_000)
+	_ = m.Close()
+
+	r := open(t, path, "s", cfg)
+	got := viewOf(t, r, 20_000)
+	if d := diff(got, want); d != "" {
+		t.Fatalf("view after reopen differs: %s", d)
+	}
+	r.mu.Lock()
+	loaded := len(r.w.tail)
+	r.mu.Unlock()
+	if loaded > len(got)+4 {
+		t.Fatalf("resume read %d messages for a view of %d", loaded, len(got))
+	}
+}

@@ -45,16 +45,25 @@ func (b Budget) Event() Event {
 }
 
 // Horizon says how much of the tail Compute needs for budget, given the
-// saved decisions: at least HorizonFactor × budget stored tokens and, while
-// saved decisions for this budget and strategy are active, back to their
-// cutoff. Load the tail backwards from the newest message until
-// Need.Covers (or Satisfied) is true or the history is exhausted.
+// saved decisions. Without active decisions (none yet, another budget or
+// strategy) it is HorizonFactor × budget stored tokens: a fresh escalation
+// considers that much. While saved decisions for this budget and strategy
+// are active it is only back to their cutoff [V5]: the sticky view shows
+// nothing older (what it keeps from below the cutoff travels in the
+// decisions, FirstUser or LastHuman), and a new escalation starts at the
+// later of the horizon's start and the cutoff — a tail reaching the cutoff
+// but holding fewer than the horizon's tokens means the horizon starts
+// further back, so the cutoff wins either way. The view is therefore the
+// same whether the caller loads this much or more (V2.7). Load the tail
+// backwards from the newest message until Need.Covers (or Satisfied) is
+// true or the history is exhausted.
 func Horizon(budget int, cfg Config, saved Decisions) Need {
-	n := Need{Tokens: horizonTokens(budget)}
 	if active(saved, budget, cfg) {
-		n.FromID = saved.Cutoff
+		// Cutoff 0: nothing was cut, the sticky view starts at the first
+		// message (IDs are >= 1).
+		return Need{FromID: max(saved.Cutoff, 1)}
 	}
-	return n
+	return Need{Tokens: horizonTokens(budget)}
 }
 
 func horizonTokens(budget int) int {

@@ -3,6 +3,7 @@ package view_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -108,6 +109,16 @@ func TestPropertyOneShot(t *testing.T) {
 func TestPropertySession(t *testing.T) {
 	est := tokens.Default()
 	r := rand.New(rand.NewPCG(3, 4))
+	// Requests with saved decisions load the tail only back to the cutoff
+	// (view.Horizon); count how often that is less than the horizon, and
+	// how often a new escalation ran on such a tail, so the test is known
+	// to cover the lazy path.
+	lazy, lazyEscalations := 0, 0
+	defer func() {
+		if !t.Failed() && (lazy == 0 || lazyEscalations == 0) {
+			t.Errorf("lazy tails %d, escalations on them %d: the lazy path is not exercised", lazy, lazyEscalations)
+		}
+	}()
 	for c := range cases(14, 3, 1500) {
 		o := viewtest.Random(r)
 		o.Turns = 20 + r.IntN(100)
@@ -122,7 +133,18 @@ func TestPropertySession(t *testing.T) {
 		var prev []ctxstore.Message
 		var prevStats view.Stats
 		for k := 1; k <= len(items); k++ {
+			need := view.Horizon(b, cfg, d)
+			h := viewtest.Load(items[:k], need)
+			if h.Partial && viewtest.Sum(tailMessages(h.Tail), est) < 4*b {
+				lazy++ // the tail given stops at the cutoff, short of the horizon
+				if need.Tokens != 0 {
+					t.Fatalf("a short tail for need %+v", need)
+				}
+			}
 			res := compute(items[:k], b, d, cfg, memo)
+			if res.Stats.Escalated && h.Partial && viewtest.Sum(tailMessages(h.Tail), est) < 4*b {
+				lazyEscalations++
+			}
 			if err := viewtest.Check(msgs[:k], res.View, b, est, s); err != nil {
 				t.Fatalf("conversation %d strategy %s budget %d after %d messages: %v\nview:\n%.3000s", c, s, b, k, err, messages(res.View))
 			}
@@ -143,15 +165,36 @@ func TestPropertySession(t *testing.T) {
 						c, s, b, k, messages(base), messages(res.View))
 				}
 			}
-			if k%7 == 0 { // V2.7 with saved decisions: loading more changes nothing
+			if k%7 == 0 || res.Stats.Escalated { // V2.7 with saved decisions: loading more changes nothing
 				full := viewtest.Load(items[:k], view.Need{Tokens: 1 << 60})
 				again := view.Compute(context.Background(), full, view.Budget{Tokens: b}, d, cfg)
 				if messages(again.View) != messages(res.View) {
 					t.Fatalf("conversation %d strategy %s budget %d after %d messages: view depends on how much history was loaded", c, s, b, k)
+				}
+				// The decisions too: the next request starts from them.
+				if dj, aj := decisionsJSON(t, res.Decisions), decisionsJSON(t, again.Decisions); dj != aj {
+					t.Fatalf("conversation %d strategy %s budget %d after %d messages: decisions depend on how much history was loaded:\n%s\n%s", c, s, b, k, dj, aj)
 				}
 			}
 			prev, prevStats = res.View, res.Stats
 			d = res.Decisions
 		}
 	}
+}
+
+func tailMessages(items []view.Item) []ctxstore.Message {
+	out := make([]ctxstore.Message, len(items))
+	for i, it := range items {
+		out[i] = it.Msg
+	}
+	return out
+}
+
+func decisionsJSON(t *testing.T, d view.Decisions) string {
+	t.Helper()
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
