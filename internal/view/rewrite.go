@@ -15,8 +15,51 @@ import (
 // notice. Rewritten messages keep every other key of the original, in
 // order, so provider-specific fields survive.
 
-// encodeString encodes s as a JSON string without HTML escaping.
+// encodeString encodes s as a JSON string without HTML escaping, exactly
+// as encoding/json does. Plain text (printable ASCII, \n, \r, \t, valid
+// UTF-8 other than U+2028/U+2029) is encoded here: a view rewrites
+// hundreds of tool results when a session resumes, and json.Encoder costs
+// several allocations per string. Anything else goes to encoding/json.
 func encodeString(s string) []byte {
+	out := make([]byte, 0, len(s)+16)
+	out = append(out, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				out = append(out, '\\', c)
+			case c == '\n':
+				out = append(out, '\\', 'n')
+			case c == '\r':
+				out = append(out, '\\', 'r')
+			case c == '\t':
+				out = append(out, '\\', 't')
+			case c < 0x20:
+				return encodeStringSlow(s)
+			default:
+				j := i + 1
+				for j < len(s) && s[j] >= 0x20 && s[j] < utf8.RuneSelf && s[j] != '"' && s[j] != '\\' {
+					j++
+				}
+				out = append(out, s[i:j]...)
+				i = j
+				continue
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			return encodeStringSlow(s)
+		}
+		out = append(out, s[i:i+size]...)
+		i += size
+	}
+	return append(out, '"')
+}
+
+func encodeStringSlow(s string) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -52,8 +95,160 @@ func objectFields(obj []byte) ([]field, error) {
 	return fs, nil
 }
 
-// withField returns obj with key set to val (replaced in place, or appended).
+// withField returns obj with key set to val (replaced in place, or
+// appended). The result is {"key":value,...}: keys re-encoded, values as
+// given, no whitespace between members.
 func withField(obj []byte, key string, val []byte) ([]byte, error) {
+	if out, ok := withFieldFast(obj, key, val); ok {
+		return out, nil
+	}
+	return withFieldSlow(obj, key, val)
+}
+
+// withFieldFast is withField by a byte scanner, for the common object
+// whose keys need no escaping (so a key's bytes are its encoding). It
+// reports false for anything else (escaped keys, malformed input), which
+// withFieldSlow then handles; the output is the same either way.
+func withFieldFast(obj []byte, key string, val []byte) ([]byte, bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return nil, false
+	}
+	out := make([]byte, 0, len(obj)+len(val)+len(key)+4)
+	out = append(out, '{')
+	i = skipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		i++
+	} else {
+		done := false
+		for {
+			if i >= len(obj) || obj[i] != '"' {
+				return nil, false
+			}
+			ke, ok := skipString(obj, i)
+			if !ok || !plainKey(obj[i+1:ke-1]) {
+				return nil, false
+			}
+			k := obj[i:ke]
+			i = skipSpace(obj, ke)
+			if i >= len(obj) || obj[i] != ':' {
+				return nil, false
+			}
+			vs := skipSpace(obj, i+1)
+			ve, ok := skipValue(obj, vs)
+			if !ok {
+				return nil, false
+			}
+			if len(out) > 1 {
+				out = append(out, ',')
+			}
+			out = append(out, k...)
+			out = append(out, ':')
+			if !done && string(k[1:len(k)-1]) == key {
+				out = append(out, val...)
+				done = true
+			} else {
+				out = append(out, obj[vs:ve]...)
+			}
+			i = skipSpace(obj, ve)
+			if i < len(obj) && obj[i] == ',' {
+				i = skipSpace(obj, i+1)
+				continue
+			}
+			if i < len(obj) && obj[i] == '}' {
+				i++
+				break
+			}
+			return nil, false
+		}
+		if !done {
+			out = append(out, ',')
+			out = append(out, encodeString(key)...)
+			out = append(out, ':')
+			out = append(out, val...)
+		}
+	}
+	if skipSpace(obj, i) != len(obj) {
+		return nil, false
+	}
+	if len(out) == 1 {
+		out = append(out, encodeString(key)...)
+		out = append(out, ':')
+		out = append(out, val...)
+	}
+	return append(out, '}'), true
+}
+
+// plainKey reports whether a raw key (without its quotes) is printable
+// ASCII with nothing to escape, so that it is its own JSON encoding.
+func plainKey(k []byte) bool {
+	for _, c := range k {
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] ('"').
+func skipString(b []byte, i int) (int, bool) {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+// skipValue returns the index after the JSON value starting at b[i].
+func skipValue(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				e, ok := skipString(b, i)
+				if !ok {
+					return 0, false
+				}
+				i = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, true
+				}
+			}
+		}
+		return 0, false
+	}
+	s := i
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' &&
+		b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+		i++
+	}
+	return i, i > s
+}
+
+// withFieldSlow is withField by encoding/json.
+func withFieldSlow(obj []byte, key string, val []byte) ([]byte, error) {
 	fs, err := objectFields(obj)
 	if err != nil {
 		return nil, err
@@ -94,7 +289,9 @@ func replaceContent(m ctxstore.Message, val []byte) (ctxstore.Message, bool) {
 	if err != nil {
 		return m, false
 	}
-	nm, err := ctxstore.ParseMessage(b)
+	// m is a valid message and val valid JSON, so b is valid JSON: the
+	// syntax check of ParseMessage would only cost time.
+	nm, err := ctxstore.ParseStored(b)
 	if err != nil {
 		return m, false
 	}
@@ -276,7 +473,7 @@ func textPrefix(m ctxstore.Message, n int) (string, bool) {
 	if len(c) == 0 || c[0] != '"' {
 		return prefixRunes(m.Text(), n)
 	}
-	var out []byte
+	out := make([]byte, 0, min(len(c), 4*n))
 	runes := 0
 	i := 1
 	for i < len(c) {
@@ -324,6 +521,15 @@ func textPrefix(m ctxstore.Message, n int) (string, bool) {
 			}
 			runes++
 			i += 2
+		case b < utf8.RuneSelf:
+			// A run of plain ASCII is copied at once.
+			j := i + 1
+			for j < len(c) && j-i < n-runes && c[j] < utf8.RuneSelf && c[j] != '"' && c[j] != '\\' {
+				j++
+			}
+			out = append(out, c[i:j]...)
+			runes += j - i
+			i = j
 		default:
 			r, size := utf8.DecodeRune(c[i:])
 			out = utf8.AppendRune(out, r)
