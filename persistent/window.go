@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -239,12 +240,14 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 	if w.complete() || (len(w.tail) > 0 && need.Covers(w.tailToks, w.tail[0])) {
 		return m.findLastHuman(ctx)
 	}
-	var older []view.Item // newest first
 	toks := w.tailToks
 	before := w.lastSeq + 1
 	if len(w.tail) > 0 {
 		before = idSeq(w.tail[0].ID)
 	}
+	// Newest first, sized for the whole new tail so that neither growing
+	// it nor building the tail from it copies thousands of items.
+	older := make([]view.Item, 0, w.readEstimate(need, before)+len(w.tail))
 	for e, err := range m.st.Backward(ctx, m.session, before) {
 		if err != nil {
 			return fmt.Errorf("read recent messages: %w", err)
@@ -262,16 +265,27 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 			break
 		}
 	}
-	tail := make([]view.Item, 0, len(older)+len(w.tail))
-	for i := len(older) - 1; i >= 0; i-- {
-		tail = append(tail, older[i])
-	}
-	w.tail = append(tail, w.tail...)
-	w.tailToks = toks
 	for _, it := range older {
 		w.note(it)
 	}
+	slices.Reverse(older)
+	w.tail = append(older, w.tail...)
+	w.tailToks = toks
 	return m.findLastHuman(ctx)
+}
+
+// readEstimate is how many messages before seq before a backward read for
+// need will take: back to the cutoff, or the need's tokens at the epoch's
+// average message size, within the epoch.
+func (w *window) readEstimate(need view.Need, before uint64) int {
+	n := 0
+	if need.FromID != 0 && idSeq(need.FromID) < before {
+		n = int(before - max(idSeq(need.FromID), w.epochStart))
+	}
+	if need.Tokens > 0 && w.count > 0 && w.tokens > 0 {
+		n = max(n, need.Tokens/max(1, w.tokens/w.count)+16)
+	}
+	return min(n, max(0, w.count-len(w.tail)), 1<<20)
 }
 
 // findLastHuman reads backwards past the tail for the newest human message
