@@ -3,7 +3,6 @@ package view
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"unicode/utf8"
 
@@ -39,7 +38,7 @@ func encodeString(s string) []byte {
 				return encodeStringSlow(s)
 			default:
 				j := i + 1
-				for j < len(s) && s[j] >= 0x20 && s[j] < utf8.RuneSelf && s[j] != '"' && s[j] != '\\' {
+				for j < len(s) && plain[s[j]] {
 					j++
 				}
 				out = append(out, s[i:j]...)
@@ -198,17 +197,34 @@ func skipSpace(b []byte, i int) int {
 }
 
 // skipString returns the index after the string starting at b[i] ('"').
+// It jumps from quote to quote; a quote preceded by an odd number of
+// backslashes is escaped.
 func skipString(b []byte, i int) (int, bool) {
 	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return 0, false
+		}
+		i += q
+		bs := 0
+		for k := i - 1; k >= 0 && b[k] == '\\'; k-- {
+			bs++
+		}
+		if bs%2 == 0 {
 			return i + 1, true
 		}
 	}
 	return 0, false
 }
+
+// plain marks the bytes a JSON string holds as themselves: printable
+// ASCII other than the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // skipValue returns the index after the JSON value starting at b[i].
 func skipValue(b []byte, i int) (int, bool) {
@@ -321,7 +337,9 @@ func TruncatedText(text string, tokens, chars int) string {
 }
 
 func truncatedText(prefix string, tokens int) string {
-	return fmt.Sprintf(truncatedPrefixTemplate, tokens) + prefix + "..."
+	// truncatedPrefixTemplate, without fmt: hundreds of results are
+	// truncated when a long session resumes.
+	return "[truncated: ~" + strconv.Itoa(tokens) + " tokens - call tool again if needed] " + prefix + "..."
 }
 
 // StubText is the text a stubbed user message shows [V3]:
@@ -344,7 +362,7 @@ func stubbable(m ctxstore.Message) bool {
 func truncateResult(m ctxstore.Message, tokens, chars int) (ctxstore.Message, bool) {
 	c := m.Content()
 	if len(c) == 0 || c[0] != '[' || m.Role() == ctxstore.RoleTool {
-		p, _ := textPrefix(m, chars)
+		p, _ := contentPrefix(m, c, chars)
 		return replaceContent(m, encodeString(truncatedText(p, tokens)))
 	}
 	var blocks []json.RawMessage
@@ -469,7 +487,12 @@ func NoticeMessage(removed, truncated, stubbed, summarized int) ctxstore.Message
 // is longer, decoding only that much of a string content: truncating a
 // megabyte tool result must not decode the megabyte.
 func textPrefix(m ctxstore.Message, n int) (string, bool) {
-	c := m.Content()
+	return contentPrefix(m, m.Content(), n)
+}
+
+// contentPrefix is textPrefix given c = m.Content(), for a caller that
+// already holds it (Content copies).
+func contentPrefix(m ctxstore.Message, c []byte, n int) (string, bool) {
 	if len(c) == 0 || c[0] != '"' {
 		return prefixRunes(m.Text(), n)
 	}
@@ -523,8 +546,8 @@ func textPrefix(m ctxstore.Message, n int) (string, bool) {
 			i += 2
 		case b < utf8.RuneSelf:
 			// A run of plain ASCII is copied at once.
-			j := i + 1
-			for j < len(c) && j-i < n-runes && c[j] < utf8.RuneSelf && c[j] != '"' && c[j] != '\\' {
+			j, end := i+1, min(len(c), i+n-runes)
+			for j < end && plain[c[j]] {
 				j++
 			}
 			out = append(out, c[i:j]...)

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -71,6 +72,14 @@ func TestWithFieldMatchesEncodingJSON(t *testing.T) {
 			if (err != nil) != (werr != nil) || string(got) != string(want) {
 				t.Errorf("withField(%s, %q) = %s, %v; want %s, %v", o, key, got, err, want, werr)
 			}
+		}
+	}
+}
+
+func TestTruncatedTextFollowsTemplate(t *testing.T) {
+	for _, n := range []int{0, 7, 115, 1_000_000} {
+		if got, want := truncatedText("head", n), fmt.Sprintf(truncatedPrefixTemplate, n)+"head..."; got != want {
+			t.Errorf("truncatedText(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
