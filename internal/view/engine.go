@@ -359,16 +359,24 @@ func (e *engine) group() {
 		switch {
 		case en.item.Msg.HasToolCalls():
 			calls := en.item.Msg.CallIDs()
-			answered := make(map[string]bool, len(calls))
+			// Distinct ids answered so far; groups are small, so a slice
+			// (on the stack for up to 8 calls) beats a map.
+			var buf [8]string
+			answered := buf[:0]
 			j := i + 1
-			for j < n && e.ents[j].result && answers(calls, e.ents[j].item.Msg.ResultIDs()) {
-				for _, id := range e.ents[j].item.Msg.ResultIDs() {
-					answered[id] = true
+			for ; j < n && e.ents[j].result; j++ {
+				rids := e.ents[j].item.Msg.ResultIDs()
+				if !answers(calls, rids) {
+					break
 				}
-				j++
+				for _, id := range rids {
+					if !slices.Contains(answered, id) {
+						answered = append(answered, id)
+					}
+				}
 			}
 			u.hi, u.group = j, true
-			if len(answered) < len(uniq(calls)) {
+			if len(answered) < distinct(calls) {
 				if j == n {
 					u.pending = true
 				} else {
@@ -410,14 +418,15 @@ func answers(calls, results []string) bool {
 	return len(results) > 0
 }
 
-func uniq(ids []string) []string {
-	out := ids[:0:0]
-	for _, id := range ids {
-		if !slices.Contains(out, id) {
-			out = append(out, id)
+// distinct counts the different ids.
+func distinct(ids []string) int {
+	n := 0
+	for i, id := range ids {
+		if !slices.Contains(ids[:i], id) {
+			n++
 		}
 	}
-	return out
+	return n
 }
 
 // applySaved re-applies saved removals, truncations and stubs.
