@@ -34,7 +34,11 @@
 // Need.Tokens tokens and at least to Need.FromID (the saved cutoff), and does
 // not start inside a tool group. Anything older is out of the view
 // wholesale; giving more than needed is harmless (the result is the same),
-// giving less only makes the view smaller, never invalid.
+// giving less only makes the view smaller, never invalid. Only a request
+// without active saved decisions needs the whole horizon (HorizonFactor ×
+// budget tokens); with them, the tail back to the cutoff is enough, even
+// for a new escalation, so a steady or resumed session reads about the
+// size of its view [V5].
 //
 // # Decisions
 //
