@@ -235,17 +235,19 @@ func (m *Message) parseToolCalls(raw []byte) error {
 	i := 0
 	eachElement(raw, func(start, end int) bool {
 		it := raw[start:end]
-		field := fmt.Sprintf("tool_calls[%d]", i)
-		i++
+		// The field name is built only on error: this runs for every call
+		// of every message a resume reads back.
+		field := func() string { return fmt.Sprintf("tool_calls[%d]", i) }
 		if kind(it) != "object" {
-			err = invalid(field, "must be an object, got %s", kind(it))
+			err = invalid(field(), "must be an object, got %s", kind(it))
 			return false
 		}
 		id := stringMember(it, "id")
 		if id == "" {
-			err = invalid(field+".id", "must be a non-empty string")
+			err = invalid(field()+".id", "must be a non-empty string")
 			return false
 		}
+		i++
 		call := ToolCall{ID: id}
 		if fn := member(it, "function"); kind(fn) == "object" {
 			call.Name = stringMember(fn, "name")
