@@ -12,16 +12,16 @@ import (
 
 func TestBudgetEvents(t *testing.T) {
 	var rec recorder
-	m := open(t, dbPath(t), "s", Config{Config: simple.Config{Hooks: rec.hook}, noSync: true})
+	m := open(t, dbPath(t), "s", Config{Config: simple.Config{Hooks: rec.Hook}, noSync: true})
 	addAll(t, m, conversation(60, 600))
 	for _, b := range []int{5000, 5000, 3000} {
 		_ = viewOf(t, m, b)
 	}
-	ev := rec.named(ctxstore.EventBudget)
+	ev := rec.Named(ctxstore.EventBudget)
 	if len(ev) != 2 || ev[0]["budget"] != 5000 || ev[1]["budget"] != 3000 || ev[0]["source"] != "explicit" {
 		t.Fatalf("context:budget events = %v, want one for 5000 and one for 3000", ev)
 	}
-	if len(rec.named(ctxstore.EventPostCompact)) == 0 {
+	if len(rec.Named(ctxstore.EventPostCompact)) == 0 {
 		t.Fatal("no context:post_compact event for compacted views")
 	}
 }

@@ -3,10 +3,10 @@ package persistent
 import (
 	"context"
 	"fmt"
+	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
@@ -133,36 +133,4 @@ func clip(s string) string {
 }
 
 // recorder collects hook events.
-type recorder struct {
-	mu     sync.Mutex
-	events []recorded
-}
-
-type recorded struct {
-	name string
-	data map[string]any
-}
-
-func (r *recorder) hook(_ context.Context, name string, data map[string]any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, recorded{name, data})
-}
-
-func (r *recorder) named(name string) []map[string]any {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []map[string]any
-	for _, e := range r.events {
-		if e.name == name {
-			out = append(out, e.data)
-		}
-	}
-	return out
-}
-
-func (r *recorder) reset() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = nil
-}
+type recorder = viewtest.Recorder

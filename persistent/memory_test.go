@@ -39,7 +39,7 @@ func TestMemoryFilesStartFreshSession(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "blank.md"), " \n\t\n")
 	var rec recorder
 	cfg := Config{
-		Config:      simple.Config{Hooks: rec.hook},
+		Config:      simple.Config{Hooks: rec.Hook},
 		MemoryFiles: []string{"~/AGENTS.md", filepath.Join(dir, "missing.md"), filepath.Join(dir, "style.md"), filepath.Join(dir, "blank.md")},
 	}
 	path := dbPath(t)
@@ -52,12 +52,12 @@ func TestMemoryFilesStartFreshSession(t *testing.T) {
 	if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("history of a fresh session = %q, want %q", got, want)
 	}
-	inc := rec.named(ctxstore.EventInclude)
+	inc := rec.Named(ctxstore.EventInclude)
 	if len(inc) != 2 || inc[0]["source"] != filepath.Join(home, "AGENTS.md") || inc[0]["content"] != "Always run the tests." {
 		t.Fatalf("context:include events = %v", inc)
 	}
 	var reasons []string
-	for _, w := range rec.named(ctxstore.EventWarning) {
+	for _, w := range rec.Named(ctxstore.EventWarning) {
 		reasons = append(reasons, w["reason"].(string))
 	}
 	if strings.Join(reasons, ",") != "memory_file_missing,memory_file_empty" {
@@ -72,14 +72,14 @@ func TestMemoryFilesStartFreshSession(t *testing.T) {
 
 	// Reopened, the session is resumed: the memory messages are stored
 	// like any message and are not injected again.
-	rec.reset()
+	rec.Reset()
 	writeFile(t, filepath.Join(dir, "style.md"), "Changed while closed, but nobody watches.")
 	r := open(t, path, "s", cfg)
 	want = append(want, "user:hello")
 	if got := texts(history(t, r)); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("history after reopen = %q, want %q", got, want)
 	}
-	if inc := rec.named(ctxstore.EventInclude); len(inc) != 0 {
+	if inc := rec.Named(ctxstore.EventInclude); len(inc) != 0 {
 		t.Fatalf("a resumed session injected memory files again: %v", inc)
 	}
 	for i, msg := range history(t, r)[:2] {
@@ -134,7 +134,7 @@ func TestWatchedMemoryFileEditAddsVersion(t *testing.T) {
 	writeFile(t, other, "stays")
 	var rec recorder
 	cfg := Config{
-		Config:         simple.Config{Hooks: rec.hook},
+		Config:         simple.Config{Hooks: rec.Hook},
 		MemoryFiles:    []string{notes, other},
 		WatchMemory:    true,
 		MemoryDebounce: 20 * time.Millisecond,
@@ -174,7 +174,7 @@ func TestWatchedMemoryFileEditAddsVersion(t *testing.T) {
 	if got := texts(viewOf(t, m, 10_000)); strings.Join(got, "|") != strings.Join(wantView, "|") {
 		t.Fatalf("view = %q, want only the newest version of each file: %q", got, wantView)
 	}
-	if n := len(rec.named(ctxstore.EventInclude)); n != 4 {
+	if n := len(rec.Named(ctxstore.EventInclude)); n != 4 {
 		t.Fatalf("%d context:include events, want 4 (two files, two edits)", n)
 	}
 	if err := m.Close(); err != nil {

@@ -129,8 +129,8 @@ func TestSetMessages(t *testing.T) {
 		_ = m.Close()
 
 		var rec recorder
-		r := open(t, path, "s", Config{Config: simple.Config{Hooks: rec.hook}})
-		if ev := rec.named(ctxstore.EventResume); len(ev) != 1 || ev[0]["ignored_set_messages"] != false || ev[0]["messages"] != 3 || ev[0]["session"] != "s" {
+		r := open(t, path, "s", Config{Config: simple.Config{Hooks: rec.Hook}})
+		if ev := rec.Named(ctxstore.EventResume); len(ev) != 1 || ev[0]["ignored_set_messages"] != false || ev[0]["messages"] != 3 || ev[0]["session"] != "s" {
 			t.Fatalf("context:resume at Open = %v, want one event {session s, messages 3, ignored_set_messages false}", ev)
 		}
 		if err := r.SetMessages(ctx, offered); err != nil {
@@ -139,7 +139,7 @@ func TestSetMessages(t *testing.T) {
 		if d := diff(history(t, r), stored); d != "" {
 			t.Fatalf("history after an ignored SetMessages: %s", d)
 		}
-		ev := rec.named(ctxstore.EventResume)
+		ev := rec.Named(ctxstore.EventResume)
 		if len(ev) != 2 || ev[1]["ignored_set_messages"] != true {
 			t.Fatalf("context:resume events = %v, want a second one with ignored_set_messages=true", ev)
 		}

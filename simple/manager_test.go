@@ -21,39 +21,7 @@ import (
 var ctx = context.Background()
 
 // recorder collects hook events.
-type recorder struct {
-	mu     sync.Mutex
-	events []recorded
-}
-
-type recorded struct {
-	name string
-	data map[string]any
-}
-
-func (r *recorder) hook(_ context.Context, name string, data map[string]any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, recorded{name, data})
-}
-
-func (r *recorder) named(name string) []map[string]any {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []map[string]any
-	for _, e := range r.events {
-		if e.name == name {
-			out = append(out, e.data)
-		}
-	}
-	return out
-}
-
-func (r *recorder) reset() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = nil
-}
+type recorder = viewtest.Recorder
 
 func newManager(t testing.TB, cfg simple.Config) *simple.Manager {
 	t.Helper()
@@ -113,14 +81,14 @@ func TestThresholdIsInclusive(t *testing.T) {
 	}{{919, false}, {920, true}, {921, true}} {
 		t.Run(fmt.Sprint(tt.total), func(t *testing.T) {
 			var rec recorder
-			m := newManager(t, simple.Config{Estimator: lenEstimator, Hooks: rec.hook, DisableNotice: true})
+			m := newManager(t, simple.Config{Estimator: lenEstimator, Hooks: rec.Hook, DisableNotice: true})
 			// 9 messages of 100 tokens, then the rest.
 			for i := range 9 {
 				add(t, m, user(fmt.Sprintf("%03d", i)+strings.Repeat("u", 97)))
 			}
 			add(t, m, user(strings.Repeat("x", tt.total-900)))
 			request(t, m, 1000) // trigger = 0.92 × 1000 = 920
-			if got := len(rec.named(ctxstore.EventCompaction)) > 0; got != tt.compacted {
+			if got := len(rec.Named(ctxstore.EventCompaction)) > 0; got != tt.compacted {
 				t.Errorf("estimate %d of budget 1000: compacted = %v, want %v", tt.total, got, tt.compacted)
 			}
 		})
@@ -152,13 +120,13 @@ func TestBudgetDerivation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var rec recorder
-			tt.cfg.Hooks = rec.hook
+			tt.cfg.Hooks = rec.Hook
 			m := newManager(t, tt.cfg)
 			add(t, m, user("hi"))
 			if _, err := m.GetMessagesForRequest(ctx, tt.req); err != nil {
 				t.Fatal(err)
 			}
-			ev := rec.named(ctxstore.EventBudget)
+			ev := rec.Named(ctxstore.EventBudget)
 			if len(ev) != 1 {
 				t.Fatalf("got %d context:budget events, want 1", len(ev))
 			}
@@ -174,13 +142,13 @@ func TestBudgetDerivation(t *testing.T) {
 
 func TestBudgetEventOnFirstRequestAndChange(t *testing.T) {
 	var rec recorder
-	m := newManager(t, simple.Config{Hooks: rec.hook})
+	m := newManager(t, simple.Config{Hooks: rec.Hook})
 	add(t, m, user("hi"))
 	for _, b := range []int{1000, 1000, 2000, 2000, 1000} {
 		request(t, m, b)
 	}
 	var got []any
-	for _, e := range rec.named(ctxstore.EventBudget) {
+	for _, e := range rec.Named(ctxstore.EventBudget) {
 		got = append(got, e["budget"])
 	}
 	if want := []any{1000, 2000, 1000}; !slices.Equal(got, want) {
@@ -352,21 +320,21 @@ func TestTailNotice(t *testing.T) {
 
 func TestPrefixStableWithoutNewEscalation(t *testing.T) {
 	var rec recorder
-	m := newManager(t, simple.Config{Hooks: rec.hook})
+	m := newManager(t, simple.Config{Hooks: rec.Hook})
 	add(t, m, system("You are helpful."))
 	for i := range 40 {
 		add(t, m, user(fmt.Sprintf("question %d %s", i, strings.Repeat("q", 300))), assistant(strings.Repeat("a", 400)))
 	}
 	budget := 5000
 	prev := request(t, m, budget)
-	escalations := len(rec.named(ctxstore.EventCompaction))
+	escalations := len(rec.Named(ctxstore.EventCompaction))
 	if escalations == 0 {
 		t.Fatal("setup: no compaction")
 	}
 	for turn := range 20 {
 		add(t, m, user(fmt.Sprintf("short %d", turn)), assistant("ok"))
 		v := request(t, m, budget)
-		if n := len(rec.named(ctxstore.EventCompaction)); n != escalations {
+		if n := len(rec.Named(ctxstore.EventCompaction)); n != escalations {
 			t.Fatalf("turn %d: a new escalation happened; make the turns shorter", turn)
 		}
 		base := prev[:len(prev)-1] // without the notice
@@ -384,7 +352,7 @@ func TestPrefixStableWithoutNewEscalation(t *testing.T) {
 
 func TestRunawayBreaker(t *testing.T) {
 	var rec recorder
-	m := newManager(t, simple.Config{Hooks: rec.hook, Estimator: lenEstimator})
+	m := newManager(t, simple.Config{Hooks: rec.Hook, Estimator: lenEstimator})
 	add(t, m, system(strings.Repeat("s", 930))) // over the trigger (920) alone
 	for i := range 30 {
 		add(t, m, user(fmt.Sprintf("u%d", i)), assistant("a"))
@@ -393,11 +361,11 @@ func TestRunawayBreaker(t *testing.T) {
 			t.Fatalf("request %d: view over budget although the floor fits", i)
 		}
 	}
-	if n := len(rec.named(ctxstore.EventCompaction)); n != view.BreakerLimit {
+	if n := len(rec.Named(ctxstore.EventCompaction)); n != view.BreakerLimit {
 		t.Errorf("%d escalations, want the breaker to stop after %d", n, view.BreakerLimit)
 	}
 	var reasons []any
-	for _, w := range rec.named(ctxstore.EventWarning) {
+	for _, w := range rec.Named(ctxstore.EventWarning) {
 		reasons = append(reasons, w["reason"])
 	}
 	for _, r := range []string{view.ReasonRunawayBreaker, view.ReasonSystemOverTarget} {
@@ -424,7 +392,7 @@ func TestSummarize(t *testing.T) {
 		}
 		return fmt.Sprintf("the user and assistant talked about %d things", len(span)), nil
 	}
-	m := newManager(t, simple.Config{Strategy: "summarize", Summarizer: sum, Hooks: rec.hook})
+	m := newManager(t, simple.Config{Strategy: "summarize", Summarizer: sum, Hooks: rec.Hook})
 	add(t, m, system("sys"))
 	for i := range 30 {
 		add(t, m, user(fmt.Sprintf("topic %d %s", i, strings.Repeat("t", 300))), assistant(strings.Repeat("r", 300)))
@@ -455,7 +423,7 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("fallback view over budget")
 	}
 	var reasons []any
-	for _, w := range rec.named(ctxstore.EventWarning) {
+	for _, w := range rec.Named(ctxstore.EventWarning) {
 		reasons = append(reasons, w["reason"])
 	}
 	if !slices.Contains(reasons, any(view.ReasonSummarizerFailed)) {
@@ -564,7 +532,7 @@ func TestReturnedSlicesAreTheCallers(t *testing.T) {
 func TestEvents(t *testing.T) {
 	var rec recorder
 	m := newManager(t, simple.Config{Hooks: func(c context.Context, name string, data map[string]any) {
-		rec.hook(c, name, data)
+		rec.Hook(c, name, data)
 		panic("broken hook") // never fails the request
 	}})
 	add(t, m, system("sys"))
@@ -573,8 +541,8 @@ func TestEvents(t *testing.T) {
 	}
 	request(t, m, 2000)
 	var names []string
-	for _, e := range rec.events {
-		names = append(names, e.name)
+	for _, e := range rec.Events() {
+		names = append(names, e.Name)
 	}
 	want := []string{ctxstore.EventBudget, ctxstore.EventPreCompact, ctxstore.EventCompaction, ctxstore.EventPostCompact}
 	if !slices.Equal(names, want) {
@@ -585,21 +553,21 @@ func TestEvents(t *testing.T) {
 		ctxstore.EventPostCompact: {"message_count", "token_count", "budget", "level", "removed", "truncated", "stubbed"},
 		ctxstore.EventCompaction:  {"tokens_before", "tokens_after", "messages_before", "messages_after", "level", "budget", "target"},
 	}
-	for _, e := range rec.events {
-		for _, k := range keys[e.name] {
-			if _, ok := e.data[k]; !ok {
-				t.Errorf("%s lacks %q: %v", e.name, k, e.data)
+	for _, e := range rec.Events() {
+		for _, k := range keys[e.Name] {
+			if _, ok := e.Data[k]; !ok {
+				t.Errorf("%s lacks %q: %v", e.Name, k, e.Data)
 			}
 		}
 	}
-	if pre := rec.named(ctxstore.EventPreCompact)[0]; pre["message_count"] != 31 {
+	if pre := rec.Named(ctxstore.EventPreCompact)[0]; pre["message_count"] != 31 {
 		t.Errorf("pre_compact message_count = %v, want 31", pre["message_count"])
 	}
 	// A second request with nothing new: no new escalation, no new budget event.
-	rec.reset()
+	rec.Reset()
 	request(t, m, 2000)
-	if n := len(rec.named(ctxstore.EventCompaction)) + len(rec.named(ctxstore.EventBudget)); n != 0 {
-		t.Errorf("unchanged request emitted compaction/budget events: %v", rec.events)
+	if n := len(rec.Named(ctxstore.EventCompaction)) + len(rec.Named(ctxstore.EventBudget)); n != 0 {
+		t.Errorf("unchanged request emitted compaction/budget events: %v", rec.Events())
 	}
 }
 
@@ -674,7 +642,7 @@ func TestConcurrentUse(t *testing.T) {
 func TestCalibratedEstimator(t *testing.T) {
 	cal := simple.NewCalibratedEstimator(nil)
 	var rec recorder
-	m := newManager(t, simple.Config{Estimator: cal, Hooks: rec.hook})
+	m := newManager(t, simple.Config{Estimator: cal, Hooks: rec.Hook})
 	msg := user(strings.Repeat("w", 4000))
 	before := simple.DefaultEstimator().Estimate(msg)
 	cal.Report(1000, 2000) // the provider counted twice as many tokens
@@ -683,7 +651,7 @@ func TestCalibratedEstimator(t *testing.T) {
 	}
 	add(t, m, msg)
 	request(t, m, 100_000)
-	if pre := rec.named(ctxstore.EventBudget); len(pre) != 1 {
+	if pre := rec.Named(ctxstore.EventBudget); len(pre) != 1 {
 		t.Fatalf("no budget event")
 	}
 }
