@@ -2,11 +2,14 @@ package persistent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/store"
 )
 
 // InterruptedText is the content of the synthetic tool results a repaired
@@ -157,4 +160,36 @@ func encodeMessage(fields ...kv) (ctxstore.Message, error) {
 // repair (a host that retried the call), so a call never gets two results.
 func stillMissing(ids []string, answered map[string]bool) []string {
 	return slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return answered[id] })
+}
+
+// RepairedCall is a tool call that an interrupted run left without a
+// result and that a repair record answers in views.
+type RepairedCall struct {
+	Session      string `json:"session"`
+	Epoch        uint64 `json:"epoch"`
+	AssistantSeq uint64 `json:"assistant_seq"`
+	CallID       string `json:"call_id"`
+}
+
+// RepairedCalls lists the repaired calls of session in st, in every epoch.
+// Tools that audit the log (ctxstore verify) use it to tell a call that
+// views answer with InterruptedText from one that is really unanswered.
+func RepairedCalls(ctx context.Context, st *store.Store, session string) ([]RepairedCall, error) {
+	var out []RepairedCall
+	for d, err := range st.ListDerived(ctx, session, KindRepair) {
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("session %q: read repair records: %w", session, err)
+		}
+		var r repairRecord
+		if err := json.Unmarshal(d.Value, &r); err != nil {
+			return nil, fmt.Errorf("session %q: repair record %s: %w", session, d.Key, err)
+		}
+		for _, id := range r.CallIDs {
+			out = append(out, RepairedCall{Session: session, Epoch: r.Epoch, AssistantSeq: r.AssistantSeq, CallID: id})
+		}
+	}
+	return out, nil
 }

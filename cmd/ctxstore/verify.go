@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -19,7 +20,8 @@ epoch order and each session's metadata, and audits tool pairing (calls
 without results, results without calls). It reports and never changes
 the file. Exit status 1 when it finds damage or unpaired tool calls
 (--damage-only: damage alone). A call left without its result by a crash
-is not damage: views answer it once repaired ('resume' does that).
+is not damage: once repaired ('resume' does that) views answer it, and
+verify lists it as repaired instead of failing.
 For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 		example: "ctxstore verify\nctxstore --db agent.db verify --json | jq .problems",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
@@ -37,12 +39,24 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 			if err != nil {
 				return explain(st.Path(), "", fmt.Errorf("verify: %w", err))
 			}
+			repaired, err := setAsideRepaired(ctx, st, rep)
+			if err != nil {
+				return explain(st.Path(), "", fmt.Errorf("verify: %w", err))
+			}
 			if a.json {
-				if err := writeJSON(a.stdout, rep); err != nil {
+				out := struct {
+					*store.VerifyReport
+					Repaired []persistent.RepairedCall `json:"repaired,omitempty"`
+				}{rep, repaired}
+				if err := writeJSON(a.stdout, out); err != nil {
 					return err
 				}
 			} else {
 				fmt.Fprint(a.stdout, rep.String())
+				for _, r := range repaired {
+					fmt.Fprintf(a.stdout, "  repaired: session %q epoch %d seq %d: call %q was interrupted; views answer it with %q\n",
+						r.Session, r.Epoch, r.AssistantSeq, r.CallID, persistent.InterruptedText)
+				}
 				if !rep.Intact() {
 					fmt.Fprintf(a.stdout, "recover every readable message into a new file with: ctxstore --db %s doctor --salvage OUT.db\n", shellQuote(st.Path()))
 				} else if !rep.OK() {
@@ -55,6 +69,43 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 			return nil
 		},
 	}
+}
+
+// setAsideRepaired removes from rep the calls without results that repair
+// records answer (an interrupted run, repaired on resume), and returns them:
+// they are not lost, views answer them, so they do not fail verify.
+func setAsideRepaired(ctx context.Context, st *store.Store, rep *store.VerifyReport) ([]persistent.RepairedCall, error) {
+	type key struct {
+		session string
+		epoch   uint64
+		call    string
+	}
+	known := map[key]persistent.RepairedCall{}
+	seen := map[string]bool{}
+	for _, p := range rep.Pairing {
+		if p.Kind != "call_without_result" || seen[p.Session] {
+			continue
+		}
+		seen[p.Session] = true
+		calls, err := persistent.RepairedCalls(ctx, st, p.Session)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range calls {
+			known[key{c.Session, c.Epoch, c.CallID}] = c
+		}
+	}
+	var repaired []persistent.RepairedCall
+	kept := rep.Pairing[:0]
+	for _, p := range rep.Pairing {
+		if c, ok := known[key{p.Session, p.Epoch, p.CallID}]; ok && p.Kind == "call_without_result" {
+			repaired = append(repaired, c)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	rep.Pairing = kept
+	return repaired, nil
 }
 
 func doctorCommand() *command {
