@@ -3,6 +3,7 @@ package ctxstore
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // The scanners below walk JSON that is already known to be valid (checked
@@ -138,7 +139,10 @@ func unquote(v []byte) string {
 		return ""
 	}
 	inner := v[1 : len(v)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
+	// The fast path only for plain valid UTF-8: encoding/json (and so a
+	// provider) reads invalid bytes as U+FFFD, and ids must compare the
+	// way the provider will compare them.
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return string(inner)
 	}
 	var s string
