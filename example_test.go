@@ -28,6 +28,10 @@ func Example_agentLoop() {
 		log.Fatal(err)
 	}
 	defer m.Close()
+	// A crash between a tool call and its result: answer the call in views.
+	if _, err := m.RepairInterruptedTail(ctx); err != nil {
+		log.Fatal(err)
+	}
 	model := &ctxstore.ModelInfo{ContextWindow: 200_000, MaxOutputTokens: 8_192}
 
 	for _, input := range []string{"Hello!", "What did I just say?"} {
