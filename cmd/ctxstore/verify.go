@@ -20,8 +20,9 @@ epoch order and each session's metadata, and audits tool pairing (calls
 without results, results without calls). It reports and never changes
 the file. Exit status 1 when it finds damage or unpaired tool calls
 (--damage-only: damage alone). A call left without its result by a crash
-is not damage: once repaired ('resume' does that) views answer it, and
-verify lists it as repaired instead of failing.
+is not damage: once repaired (an agent does that when it reopens the
+session with resume.Open or persistent.Manager.RepairInterruptedTail)
+views answer it, and verify lists it as repaired instead of failing.
 For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 		example: "ctxstore verify\nctxstore --db agent.db verify --json | jq .problems",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
@@ -120,7 +121,7 @@ message is written to OUT (which must not exist) with its session, seq,
 epoch, time and token estimate, and each session's metadata where it is
 readable; the report lists what was skipped or missing. Afterwards check
 OUT with 'ctxstore --db OUT verify', keep the damaged file aside and move
-OUT into its place.`,
+OUT into its place. Exit status 1 when nothing could be recovered.`,
 		example: "ctxstore doctor --salvage rescued.db\nctxstore --db rescued.db verify",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
@@ -142,6 +143,10 @@ OUT into its place.`,
 				return fmt.Errorf("%s already exists: salvage writes only into a new file; pick another OUT", *out)
 			}
 			rep, err := store.Salvage(ctx, path, *out)
+			if errors.Is(err, store.ErrCorrupt) {
+				// explain would suggest the very command that just failed.
+				return fmt.Errorf("%s cannot be salvaged: %w", path, err)
+			}
 			if err != nil {
 				return explain(path, "", fmt.Errorf("salvage: %w", err))
 			}
@@ -149,8 +154,17 @@ OUT into its place.`,
 				return writeJSON(a.stdout, rep)
 			}
 			fmt.Fprint(a.stdout, rep.String())
-			fmt.Fprintf(a.stdout, "next: ctxstore --db %s verify; then keep %s aside and move %s into its place\n",
-				shellQuote(*out), shellQuote(path), shellQuote(*out))
+			switch {
+			case rep.Recovered == 0:
+				fmt.Fprintf(a.stdout, "nothing could be recovered: keep %s; %s holds no messages\n", shellQuote(path), shellQuote(*out))
+				return &exitError{code: 1}
+			case !rep.OK():
+				fmt.Fprintf(a.stdout, "not everything was recovered (see above): keep %s; check %s with: ctxstore --db %s verify\n",
+					shellQuote(path), shellQuote(*out), shellQuote(*out))
+			default:
+				fmt.Fprintf(a.stdout, "next: ctxstore --db %s verify; then keep %s aside and move %s into its place\n",
+					shellQuote(*out), shellQuote(path), shellQuote(*out))
+			}
 			return nil
 		},
 	}

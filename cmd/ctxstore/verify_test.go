@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -57,5 +60,34 @@ func TestVerifyRepairedCall(t *testing.T) {
 	e.ok(`{"role":"assistant","tool_calls":[{"id":"call_restart","type":"function","function":{"name":"run","arguments":"{}"}}]}`, "add", "other")
 	if r := e.run("", "verify"); r.code != 1 || !strings.Contains(r.stdout, `"other"`) {
 		t.Errorf("verify with an unrepaired call in another session: %s", r)
+	}
+}
+
+// A salvage that recovers nothing fails and does not tell the user to
+// swap the empty copy in.
+func TestSalvageNothingRecovered(t *testing.T) {
+	e := newEnv(t)
+	e.ok(`{"role":"user","content":"hello"}`, "add", "s")
+	data, err := os.ReadFile(e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keep the two meta pages, lose the pages that hold the message.
+	at := bytes.Index(data, []byte("hello"))
+	if err := os.Truncate(e.db, int64(at-at%4096)); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(e.dir, "r.db")
+	r := e.run("", "doctor", "--salvage", out)
+	if r.code != 1 || !strings.Contains(r.stdout, "nothing could be recovered") || strings.Contains(r.stdout, "into its place") {
+		t.Errorf("salvage of a file cut before its messages: %s", r)
+	}
+
+	// Not a store at all: an error that does not suggest salvage again.
+	text := filepath.Join(e.dir, "notes.txt")
+	os.WriteFile(text, []byte("hello\n"), 0o600)
+	r = e.run("", "--db", text, "doctor", "--salvage", filepath.Join(e.dir, "r2.db"))
+	if r.code != 1 || !strings.Contains(r.stderr, "cannot be salvaged") || strings.Contains(r.stderr, "doctor --salvage") {
+		t.Errorf("salvage of a text file: %s", r)
 	}
 }
