@@ -161,7 +161,7 @@ func (m *Manager) lock() error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return fmt.Errorf("persistent: session %q: %w", m.session, ErrClosed)
+		return fmt.Errorf("session %q: %w", m.session, ErrClosed)
 	}
 	return nil
 }
