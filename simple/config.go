@@ -162,7 +162,9 @@ func (c Config) WithDefaults() (Config, error) {
 }
 
 // ViewConfig resolves c (defaults, then "negative = none" as 0) into the
-// compaction engine's configuration. It fails like Validate.
+// compaction engine's configuration. It fails like Validate. It is for
+// ctxstore's own managers (the engine is an internal package); hosts
+// never need it.
 func (c Config) ViewConfig() (view.Config, error) {
 	c, err := c.WithDefaults()
 	if err != nil {

@@ -14,6 +14,14 @@ func DefaultEstimator() ctxstore.Estimator { return tokens.Default() }
 // tokens that the host reports after responses (Report(estimated, actual)
 // with the provider's usage). Managers keep each message's estimate from
 // when it was added, so calibration affects messages added afterwards.
+//
+// Its methods (documented on the internal type it aliases):
+//
+//	Estimate(m ctxstore.Message) int      // the base estimate × Ratio
+//	Report(estimated, actual int)          // moves Ratio a quarter of the way towards actual/estimated
+//	Ratio() float64                        // the current ratio, within [0.25, 4]
+//
+// It is safe for concurrent use.
 type CalibratedEstimator = tokens.Calibrated
 
 // NewCalibratedEstimator wraps base (nil = DefaultEstimator) for
