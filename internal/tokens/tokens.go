@@ -155,7 +155,10 @@ func (c *Calibrated) Report(estimated, actual int) {
 	obs := float64(actual) / float64(estimated)
 	for {
 		old := c.ratio.Load()
-		r := c.Ratio()
+		r := 1.0 // the ratio old stands for, read once so the CAS below guards it
+		if old != 0 {
+			r = math.Float64frombits(old)
+		}
 		r += (obs*r - r) / 4
 		r = math.Min(4, math.Max(0.25, r))
 		if c.ratio.CompareAndSwap(old, math.Float64bits(r)) {
