@@ -210,8 +210,22 @@ func (m *Manager) AddMessage(ctx context.Context, msg ctxstore.Message) error {
 // pending write uses AppendIfEmpty so that, when another process created the
 // session in the meantime, its messages (and memory files) win and ours are
 // appended after them.
+//
+// It first catches up with the file (one metadata read when nothing
+// changed): after another process's Clear the window still describes the
+// old epoch, and a plain Append would start the new epoch without its
+// memory files. The catch-up reloads the window, which makes the memory
+// messages pending again, so the write below seeds the epoch. A Clear that
+// lands between that read and the write is not seen (the store has no
+// append conditional on the epoch); the window catches up at the next sync.
 func (m *Manager) appendLocked(ctx context.Context, recs ...store.Record) error {
-	if len(m.w.pending) > 0 {
+	if err := m.syncLocked(ctx); err != nil {
+		return err
+	}
+	// Loops only while other processes keep clearing: each pass that
+	// fails found the epoch seeded, and the sync makes memory messages
+	// pending again only for a newer, empty epoch.
+	for len(m.w.pending) > 0 {
 		all := append(m.pendingRecords(), recs...)
 		first, _, err := m.st.AppendIfEmpty(ctx, m.session, all...)
 		if err == nil {
@@ -221,6 +235,7 @@ func (m *Manager) appendLocked(ctx context.Context, recs ...store.Record) error 
 		if !errors.Is(err, store.ErrNotEmpty) {
 			return err
 		}
+		// Another process seeded the epoch (with its memory files) first.
 		m.w.pending = nil
 		if err := m.syncLocked(ctx); err != nil {
 			return err

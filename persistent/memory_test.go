@@ -312,3 +312,45 @@ func TestMemoryFilesStoredOnceByRacingWriters(t *testing.T) {
 		}
 	}
 }
+
+// Another manager (process) clears the session while this one is idle: the
+// new epoch starts with the memory file exactly once, whichever of the two
+// writes into it first, and both see the same history and view.
+func TestMemoryFilesStartEpochClearedByOther(t *testing.T) {
+	notes := filepath.Join(t.TempDir(), "notes.md")
+	writeFile(t, notes, "shared")
+	path := dbPath(t)
+	cfg := Config{MemoryFiles: []string{notes}, noSync: true}
+	mem := "system:[Context from notes.md]\n\nshared"
+	for _, tc := range []struct {
+		name         string
+		clearerFirst bool // the manager that cleared writes first
+	}{
+		{"idle manager writes first", false},
+		{"clearing manager writes first", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := open(t, path, tc.name, cfg)
+			addAll(t, a, []ctxstore.Message{user("before clear")})
+			b := open(t, path, tc.name, cfg)
+			if err := b.Clear(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			first, second := a, b
+			if tc.clearerFirst {
+				first, second = b, a
+			}
+			addAll(t, first, []ctxstore.Message{user("first")})
+			addAll(t, second, []ctxstore.Message{user("second")})
+			want := []string{mem, "user:first", "user:second"}
+			for name, m := range map[string]*Manager{"idle": a, "clearing": b} {
+				if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
+					t.Errorf("%s manager: history of the new epoch = %q, want %q", name, got, want)
+				}
+				if got := texts(viewOf(t, m, 10_000)); strings.Join(got, "|") != strings.Join(want, "|") {
+					t.Errorf("%s manager: view of the new epoch = %q, want %q", name, got, want)
+				}
+			}
+		})
+	}
+}
