@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
@@ -47,6 +48,10 @@ type Manager struct {
 
 	watchStop context.CancelFunc
 	watchDone chan struct{}
+	// watchEmitting is set while the memory watcher's goroutine runs hooks,
+	// so that Close called from such a hook does not wait for that very
+	// goroutine to end.
+	watchEmitting atomic.Bool
 }
 
 // Open opens (creating if needed) the store file at path and the session in
@@ -125,6 +130,13 @@ func (m *Manager) sessionInfo(ctx context.Context) (store.SessionInfo, error) {
 
 // Close stops the memory watcher and closes the store file. It is
 // idempotent; every other method fails with ErrClosed afterwards.
+//
+// Close waits for the watcher's goroutine to end, except while that
+// goroutine is running hooks: a hook may call Close [M4], and waiting for
+// the goroutine that is running it would never return. The watcher then
+// ends on its own once its hooks return; it touches the store only under
+// the manager's lock, which fails from now on, so closing the store
+// without it is safe.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -136,7 +148,12 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	if stop != nil {
 		stop()
-		<-done
+		// Read after the lock: a watcher that was refreshing has set the
+		// flag before releasing the lock, and one that had not yet taken
+		// the lock cannot take it now, so it runs no more hooks.
+		if !m.watchEmitting.Load() {
+			<-done
+		}
 	}
 	if err := m.st.Close(); err != nil {
 		return fmt.Errorf("persistent: close session %q: %w", m.session, err)

@@ -1,6 +1,7 @@
 package persistent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,5 +354,44 @@ func TestMemoryFilesStartEpochClearedByOther(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A hook run for a memory-file edit (on the watcher's goroutine) may close
+// the manager, e.g. a host that restarts when its memory changes [M4]:
+// Close returns instead of waiting for the goroutine that called it.
+func TestHookMayCloseFromMemoryWatcher(t *testing.T) {
+	notes := filepath.Join(t.TempDir(), "notes.md")
+	writeFile(t, notes, "v1")
+	var mp atomic.Pointer[Manager]
+	var armed atomic.Bool
+	closed := make(chan error, 1)
+	hook := func(_ context.Context, event string, _ map[string]any) {
+		if event == ctxstore.EventInclude && armed.CompareAndSwap(true, false) {
+			closed <- mp.Load().Close()
+		}
+	}
+	cfg := Config{
+		Config:      simple.Config{Hooks: hook},
+		MemoryFiles: []string{notes}, WatchMemory: true, MemoryDebounce: 5 * time.Millisecond, noSync: true,
+	}
+	m := open(t, dbPath(t), "s", cfg)
+	mp.Store(m)
+	addAll(t, m, []ctxstore.Message{user("hi")})
+	armed.Store(true)
+	writeFile(t, notes, "v2 edited")
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close from the watcher's hook: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		if armed.Load() {
+			t.Fatal("the edit raised no context:include hook")
+		}
+		t.Fatal("Close called by a hook on the memory watcher's goroutine never returned")
+	}
+	if err := m.AddMessage(t.Context(), user("after close")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("AddMessage after the hook's Close = %v, want ErrClosed", err)
 	}
 }

@@ -83,7 +83,11 @@ func (m *Manager) watchLoop(ctx context.Context, w *fsnotify.Watcher, byPath map
 				return
 			}
 			m.refreshMemoryLocked(ctx, files)
+			// Set before the lock is released, so a Close that takes it
+			// next knows hooks may be running here (see Close).
+			m.watchEmitting.Store(true)
 			m.unlock(ctx)
+			m.watchEmitting.Store(false)
 		}
 	}
 }
