@@ -34,9 +34,13 @@ type Manager struct {
 	vcfg view.Config        // resolved compaction settings
 	est  ctxstore.Estimator // the estimator of vcfg, never nil
 
-	mu         sync.Mutex
-	closed     bool
-	resumed    bool
+	mu      sync.Mutex
+	closed  bool
+	resumed bool // the session held messages at Open; never changes
+	// ignoreSet makes SetMessages a no-op: set at Open for a resumed
+	// session, reset by this manager's Clear (the cleared epoch is empty,
+	// like a fresh session's).
+	ignoreSet  bool
 	w          window       // guarded by mu
 	budgetSent bool         // context:budget was sent once
 	budget     view.Budget  // the budget it reported
@@ -56,8 +60,8 @@ type Manager struct {
 
 // Open opens (creating if needed) the store file at path and the session in
 // it. A session whose current epoch already holds messages is resumed: its
-// history is authoritative and SetMessages will be ignored. A fresh session
-// (new, or cleared) starts with the configured memory files.
+// history is authoritative and SetMessages will be ignored (until Clear). A
+// fresh session (new, or cleared) starts with the configured memory files.
 //
 // Open fails when cfg is invalid (the error names the field), when the file
 // cannot be opened (store.ErrCorrupt, store.ErrLocked), or when the memory
@@ -104,6 +108,7 @@ func (m *Manager) openLocked(ctx context.Context) error {
 		return err
 	}
 	m.resumed = info.Messages > 0
+	m.ignoreSet = m.resumed
 	if !m.resumed {
 		return m.checkMemoryBudget()
 	}
@@ -169,8 +174,10 @@ func (m *Manager) Session() string { return m.session }
 func (m *Manager) Store() *store.Store { return m.st }
 
 // Resumed reports whether the session already held messages when it was
-// opened. A resumed manager ignores SetMessages for its whole life, also
-// after Clear: the session's history is the file's, not the host's.
+// opened. It describes Open and does not change afterwards. A resumed
+// manager ignores SetMessages (the history it found is the file's, not the
+// host's) only until its own Clear: the new epoch is empty, and SetMessages
+// applies to it as to a fresh session.
 func (m *Manager) Resumed() bool { return m.resumed }
 
 // lock takes the manager's lock unless it is closed.
@@ -335,9 +342,11 @@ func (m *Manager) GetMessages(ctx context.Context) ([]ctxstore.Message, error) {
 
 // SetMessages writes ms as the history of a fresh session, in one
 // transaction, after the memory-file messages. When the session was resumed
-// (it held messages at Open) the call is ignored: it returns nil, logs, and
-// emits context:resume with ignored_set_messages=true, because a host's saved
-// transcript is filtered (no system messages) while the file is complete.
+// (it held messages at Open) and this manager has not cleared it since, the
+// call is ignored: it returns nil, logs, and emits context:resume with
+// ignored_set_messages=true, because a host's saved transcript is filtered
+// (no system messages) while the file is complete. After Clear the empty
+// epoch takes ms like a fresh session.
 //
 // On a fresh session that this manager has already written to, SetMessages
 // replaces the history: the current epoch is cleared (it stays readable) and
@@ -354,7 +363,7 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 		return err
 	}
 	defer m.unlock(ctx)
-	if m.resumed {
+	if m.ignoreSet {
 		m.ignoreSetMessages(len(ms))
 		return nil
 	}
@@ -417,6 +426,7 @@ func (m *Manager) emitResume(messages int, ignored bool) {
 // Clear starts a new epoch: the current history becomes empty, earlier
 // epochs stay readable through store.EpochMessages. The memory files start
 // the new epoch again (as pending messages, written with the next message).
+// A resumed manager accepts SetMessages again afterwards.
 func (m *Manager) Clear(ctx context.Context) error {
 	if err := m.lock(); err != nil {
 		return err
@@ -425,6 +435,7 @@ func (m *Manager) Clear(ctx context.Context) error {
 	if err := m.clearLocked(ctx); err != nil {
 		return fmt.Errorf("persistent: clear session %q: %w", m.session, err)
 	}
+	m.ignoreSet = false
 	return nil
 }
 

@@ -145,6 +145,43 @@ func TestSetMessages(t *testing.T) {
 		}
 	})
 
+	t.Run("ResumedSessionAcceptsAfterClear", func(t *testing.T) {
+		// The file is authoritative over the history it held at open; once
+		// the host clears it, the empty epoch takes the host's messages
+		// like a fresh session.
+		path := dbPath(t)
+		m := open(t, path, "s", Config{})
+		addAll(t, m, []ctxstore.Message{user("old"), assistant("old answer")})
+		_ = m.Close()
+
+		var rec recorder
+		r := open(t, path, "s", Config{Config: simple.Config{Hooks: rec.Hook}})
+		if err := r.Clear(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.SetMessages(ctx, offered); err != nil {
+			t.Fatalf("SetMessages after Clear: %v", err)
+		}
+		if d := diff(history(t, r), offered); d != "" {
+			t.Fatalf("history after Clear and SetMessages: %s", d)
+		}
+		if d := diff(viewOf(t, r, 10_000), offered); d != "" {
+			t.Fatalf("view after Clear and SetMessages: %s", d)
+		}
+		for _, ev := range rec.Named(ctxstore.EventResume) {
+			if ev["ignored_set_messages"] == true {
+				t.Fatalf("context:resume reports SetMessages ignored after Clear: %v", ev)
+			}
+		}
+		if !r.Resumed() {
+			t.Fatal("Resumed() = false after Clear, want what happened at Open (true)")
+		}
+		_ = r.Close()
+		if d := diff(history(t, open(t, path, "s", Config{})), offered); d != "" {
+			t.Fatalf("history after reopen: %s", d)
+		}
+	})
+
 	t.Run("FreshSessionKeepsMemoryFiles", func(t *testing.T) {
 		mem := filepath.Join(t.TempDir(), "notes.md")
 		if err := os.WriteFile(mem, []byte("remember this"), 0o600); err != nil {
