@@ -348,9 +348,17 @@ func (m *Manager) GetMessages(ctx context.Context) ([]ctxstore.Message, error) {
 // (no system messages) while the file is complete. After Clear the empty
 // epoch takes ms like a fresh session.
 //
-// On a fresh session that this manager has already written to, SetMessages
-// replaces the history: the current epoch is cleared (it stays readable) and
-// the memory messages and ms start the new one.
+// On a fresh session that this manager has already written to (also when
+// other processes have appended to that epoch since), SetMessages replaces
+// the history in two transactions, as Clear followed by the fresh-session
+// write: first the current epoch is cleared (it stays readable through
+// store.EpochMessages), then the memory files, re-read, and ms seed the new
+// epoch with AppendIfEmpty. Between the two the new epoch is empty: another
+// process may read it empty, and if another process appends to it first, ms
+// is not written and the call is ignored as above (nil, context:resume with
+// ignored_set_messages=true) with the old history already cleared; a crash
+// there leaves the session empty. An epoch this manager has not written to
+// but another process has filled is never replaced: the call is ignored.
 func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error {
 	recs := make([]store.Record, len(ms))
 	for i, msg := range ms {

@@ -182,6 +182,38 @@ func TestSetMessages(t *testing.T) {
 		}
 	})
 
+	t.Run("SecondCallReplacesKeepingOldEpoch", func(t *testing.T) {
+		m := open(t, dbPath(t), "s", Config{})
+		first := []ctxstore.Message{user("first transcript")}
+		if err := m.SetMessages(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SetMessages(ctx, offered); err != nil {
+			t.Fatal(err)
+		}
+		if d := diff(history(t, m), offered); d != "" {
+			t.Fatalf("history after a second SetMessages: %s", d)
+		}
+		info, err := m.Store().Session(ctx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var old []ctxstore.Message
+		for e, err := range m.Store().EpochMessages(ctx, "s", info.Epoch-1, 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, err := e.Message()
+			if err != nil {
+				t.Fatal(err)
+			}
+			old = append(old, msg)
+		}
+		if d := diff(old, first); d != "" {
+			t.Fatalf("replaced history is not readable in the previous epoch: %s", d)
+		}
+	})
+
 	t.Run("FreshSessionKeepsMemoryFiles", func(t *testing.T) {
 		mem := filepath.Join(t.TempDir(), "notes.md")
 		if err := os.WriteFile(mem, []byte("remember this"), 0o600); err != nil {
