@@ -100,6 +100,23 @@ func history(t testing.TB, m ctxstore.Manager) []ctxstore.Message {
 	return ms
 }
 
+// epochHistory reads an earlier epoch of m's session from the store.
+func epochHistory(t testing.TB, m *Manager, epoch uint64) []ctxstore.Message {
+	t.Helper()
+	var out []ctxstore.Message
+	for e, err := range m.Store().EpochMessages(context.Background(), m.Session(), epoch, 0) {
+		if err != nil {
+			t.Fatalf("read epoch %d: %v", epoch, err)
+		}
+		msg, err := e.Message()
+		if err != nil {
+			t.Fatalf("read epoch %d: seq %d: %v", epoch, e.Seq, err)
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
 func viewOf(t testing.TB, m ctxstore.Manager, budget int) []ctxstore.Message {
 	t.Helper()
 	v, err := m.GetMessagesForRequest(context.Background(), ctxstore.Request{TokenBudget: budget})

@@ -198,18 +198,7 @@ func TestSetMessages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var old []ctxstore.Message
-		for e, err := range m.Store().EpochMessages(ctx, "s", info.Epoch-1, 0) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			msg, err := e.Message()
-			if err != nil {
-				t.Fatal(err)
-			}
-			old = append(old, msg)
-		}
-		if d := diff(old, first); d != "" {
+		if d := diff(epochHistory(t, m, info.Epoch-1), first); d != "" {
 			t.Fatalf("replaced history is not readable in the previous epoch: %s", d)
 		}
 	})
@@ -291,18 +280,7 @@ func TestClearStartsNewEpoch(t *testing.T) {
 	if info.Epoch != 2 {
 		t.Fatalf("epoch after Clear = %d, want 2", info.Epoch)
 	}
-	var got []ctxstore.Message
-	for e, err := range r.Store().EpochMessages(ctx, "s", 1, 0) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg, err := e.Message()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, msg)
-	}
-	if d := diff(got, old); d != "" {
+	if d := diff(epochHistory(t, r, 1), old); d != "" {
 		t.Fatalf("old epoch is not readable as it was: %s", d)
 	}
 	addAll(t, r, []ctxstore.Message{user("after clear")})
