@@ -63,11 +63,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ctxstore/ctxstore"
 )
@@ -838,6 +840,10 @@ func (s *suite) testOddRequests(t *testing.T) {
 		{Model: &ctxstore.ModelInfo{ContextWindow: 1000}},
 		{Model: &ctxstore.ModelInfo{ContextWindow: 1000, MaxOutputTokens: 4000}},
 		{Model: &ctxstore.ModelInfo{ContextWindow: -1, MaxOutputTokens: -1}},
+		// "Unlimited": budgets whose arithmetic would overflow.
+		{TokenBudget: math.MaxInt},
+		{TokenBudget: math.MaxInt/4 + 1},
+		{Model: &ctxstore.ModelInfo{ContextWindow: math.MaxInt, MaxOutputTokens: 1}},
 	}
 	for _, r := range reqs {
 		var v []ctxstore.Message
@@ -853,6 +859,21 @@ func (s *suite) testOddRequests(t *testing.T) {
 		}
 	}
 	wantHistory(t, m, c.msgs, "after odd requests")
+	// The manager still answers a sensible request afterwards (a request
+	// that failed must not have left it locked or broken).
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.GetMessagesForRequest(t.Context(), ctxstore.Request{TokenBudget: 100_000})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("a normal request after odd ones: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a normal request after odd ones did not return: the manager is stuck")
+	}
 }
 
 // testConcurrent adds from many goroutines while others read; run it with

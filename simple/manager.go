@@ -94,23 +94,36 @@ func (m *Manager) appendLocked(msg ctxstore.Message, t int) {
 	}
 }
 
+// compute derives the budget and the view under the lock. A panic in the
+// engine (a bug) becomes an error and never leaves the manager locked.
+func (m *Manager) compute(ctx context.Context, r ctxstore.Request) (res view.Result, events []view.Event, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("simple: compute view: internal error: %v", p)
+		}
+	}()
+	b := view.DeriveBudget(r, m.vcfg)
+	if !m.requested || b != m.budget {
+		events = append(events, b.Event())
+		m.requested, m.budget = true, b
+	}
+	res = view.Compute(ctx, m.historyLocked(b.Tokens), b, m.dec, m.vcfg)
+	m.dec = res.Decisions
+	return res, events, nil
+}
+
 // GetMessagesForRequest returns the view for r: the history compacted, if
 // needed, to fit r's budget. It never changes the stored history.
 func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	b := view.DeriveBudget(r, m.vcfg)
-	var events []view.Event
-	if !m.requested || b != m.budget {
-		events = append(events, b.Event())
-		m.requested, m.budget = true, b
+	res, events, err := m.compute(ctx, r)
+	if err != nil {
+		return nil, err
 	}
-	res := view.Compute(ctx, m.historyLocked(b.Tokens), b, m.dec, m.vcfg)
-	m.dec = res.Decisions
-	m.mu.Unlock()
-
 	events = append(events, res.Events...)
 	for _, ev := range events {
 		_ = m.cfg.Hooks.Emit(ctx, ev.Name, ev.Data) // a broken hook never fails the request

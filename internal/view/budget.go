@@ -11,10 +11,16 @@ const (
 	SourceFallback = "fallback"
 )
 
+// MaxBudget bounds every derived budget. Hosts pass math.MaxInt to mean
+// "unlimited"; far beyond any model's window, this keeps the engine's
+// arithmetic (HorizonFactor × budget) from overflowing.
+const MaxBudget = 1 << 40
+
 // DeriveBudget derives the token budget of a request [V1]: an explicit
 // r.TokenBudget > 0 first; else r.Model's ContextWindow − MaxOutputTokens −
 // cfg.SafetyMargin when both are > 0 and the result is positive; else
 // cfg.FallbackTokens. cfg.MaxTokens > 0 caps every path (Capped reports it).
+// The result is within [1, MaxBudget].
 func DeriveBudget(r ctxstore.Request, cfg Config) Budget {
 	b := Budget{Tokens: cfg.FallbackTokens, Source: SourceFallback}
 	switch {
@@ -28,6 +34,7 @@ func DeriveBudget(r ctxstore.Request, cfg Config) Budget {
 	if cfg.MaxTokens > 0 && b.Tokens > cfg.MaxTokens {
 		b.Tokens, b.Capped = cfg.MaxTokens, true
 	}
+	b.Tokens = min(b.Tokens, MaxBudget)
 	if b.Tokens < 1 {
 		// A zero fallback would make every message "over budget"; one
 		// token keeps the arithmetic meaningful (the view is the floor).
@@ -67,10 +74,8 @@ func Horizon(budget int, cfg Config, saved Decisions) Need {
 }
 
 func horizonTokens(budget int) int {
-	if budget < 1 {
-		budget = 1
-	}
-	return HorizonFactor * budget
+	// Clamped like DeriveBudget, for callers that pass a budget of their own.
+	return HorizonFactor * min(max(budget, 1), MaxBudget)
 }
 
 // Covers reports whether a tail whose oldest item is oldest and whose
