@@ -63,7 +63,7 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) ([]ctxstore.M
 		m.memo, m.memoEpoch = view.NewMemo(), epoch
 	}
 	h.Memo = m.memo
-	res, err := compute(ctx, h, b, saved, m.vcfg)
+	res, err := view.TryCompute(ctx, h, b, saved, m.vcfg)
 	if err != nil {
 		return nil, events, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
 	}
@@ -79,17 +79,6 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) ([]ctxstore.M
 		}
 	}
 	return res.View, events, nil
-}
-
-// compute runs the engine; a panic in it (a bug) becomes an error instead
-// of crossing the API.
-func compute(ctx context.Context, h view.History, b view.Budget, saved view.Decisions, cfg view.Config) (res view.Result, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("compute view: internal error: %v", p)
-		}
-	}()
-	return view.Compute(ctx, h, b, saved, cfg), nil
 }
 
 // prepareLocked syncs with the store, derives the budget and builds the

@@ -94,22 +94,21 @@ func (m *Manager) appendLocked(msg ctxstore.Message, t int) {
 	}
 }
 
-// compute derives the budget and the view under the lock. A panic in the
-// engine (a bug) becomes an error and never leaves the manager locked.
-func (m *Manager) compute(ctx context.Context, r ctxstore.Request) (res view.Result, events []view.Event, err error) {
+// compute derives the budget and the view under the lock, released by
+// defer so that nothing can leave the manager locked.
+func (m *Manager) compute(ctx context.Context, r ctxstore.Request) (view.Result, []view.Event, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("simple: compute view: internal error: %v", p)
-		}
-	}()
+	var events []view.Event
 	b := view.DeriveBudget(r, m.vcfg)
 	if !m.requested || b != m.budget {
 		events = append(events, b.Event())
 		m.requested, m.budget = true, b
 	}
-	res = view.Compute(ctx, m.historyLocked(b.Tokens), b, m.dec, m.vcfg)
+	res, err := view.TryCompute(ctx, m.historyLocked(b.Tokens), b, m.dec, m.vcfg)
+	if err != nil {
+		return res, events, fmt.Errorf("simple: %w", err)
+	}
 	m.dec = res.Decisions
 	return res, events, nil
 }

@@ -250,7 +250,6 @@ func (e *engine) horizonStart() uint64 {
 	if sum < h && !e.h.Partial {
 		return 0
 	}
-	s = min(s, len(t)-1)
 	for s > 0 && t[s].Msg.IsToolResult() {
 		s--
 	}

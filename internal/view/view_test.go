@@ -298,3 +298,24 @@ func TestHiddenAndMidConversationSystem(t *testing.T) {
 		t.Errorf("view %q, want %q", got, want)
 	}
 }
+
+// A panic inside the engine (here, from a broken host estimator used for
+// rewritten messages) reaches managers as an error, not a panic.
+func TestTryComputeTurnsPanicsIntoErrors(t *testing.T) {
+	msgs := []ctxstore.Message{
+		ctxstore.NewMessage("user", "task"),
+		msg(`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}`),
+		ctxstore.NewToolResult("c1", strings.Repeat("output ", 2000)),
+		ctxstore.NewMessage("user", "next"),
+	}
+	items := viewtest.Items(msgs, tokens.Default())
+	cfg := defaultConfig(view.StrategyProgressive)
+	cfg.ProtectedToolResults = 0 // resolved config: 0 = none, so the result gets truncated
+	cfg.Estimator = ctxstore.EstimatorFunc(func(ctxstore.Message) int { panic("broken estimator") })
+	h := view.History{Tail: items, Total: len(items), TotalTokens: viewtest.Sum(msgs, tokens.Default())}
+	b := view.Budget{Tokens: 500, Source: view.SourceExplicit}
+	_, err := view.TryCompute(t.Context(), h, b, view.Decisions{}, cfg)
+	if err == nil || !strings.Contains(err.Error(), "broken estimator") {
+		t.Fatalf("TryCompute = %v, want the engine's panic as an error", err)
+	}
+}
