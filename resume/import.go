@@ -3,6 +3,7 @@ package resume
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -49,6 +50,9 @@ type importRecord struct {
 	Finished  time.Time `json:"finished,omitzero"`
 	// Owner (host:pid) is the process importing now; "" once it stopped.
 	Owner string `json:"owner,omitempty"`
+	// Claim is a random token naming the import attempt that holds the
+	// record; every write of an importer checks it still holds it.
+	Claim string `json:"claim,omitempty"`
 	// Heartbeat is renewed after every batch, so a crashed importer on
 	// another host stops counting as live after importLease.
 	Heartbeat time.Time `json:"heartbeat,omitzero"`
@@ -151,53 +155,21 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 	fail := func(err error) (ImportReport, error) {
 		return rep, fmt.Errorf("import %s into session %q: %w", opts.Source, session, err)
 	}
-	prev, found, info, err := waitForImport(ctx, st, session, opts.Source)
+	cl, err := claimImport(ctx, st, session, opts)
 	if err != nil {
 		return fail(err)
 	}
-
-	skip := 0
-	switch {
-	case found && prev.State == importDone:
-		rep.Skipped = fmt.Sprintf("already imported %s (%d messages)%s",
-			prev.Finished.Format(time.RFC3339), prev.Imported, changedSince(prev, opts))
-		return rep, nil
-	case found && prev.State == importAbandoned:
-		rep.Skipped = fmt.Sprintf("an import interrupted %s could not be continued because the session no longer starts with the JSONL; the store is authoritative",
-			prev.Started.Format(time.RFC3339))
-		return rep, nil
-	case found && info.Epoch != 0 && prev.Epoch != info.Epoch:
-		rep.Skipped = fmt.Sprintf("an import started %s was interrupted, and the session has been cleared since; not imported again",
-			prev.Started.Format(time.RFC3339))
-		return rep, nil
-	case found:
-		skip = info.Messages
-	case info.Messages > 0:
-		rep.Skipped = fmt.Sprintf("the session already holds %d messages; its store is authoritative, so the JSONL is not imported",
-			info.Messages)
+	if cl.skipped != "" {
+		rep.Skipped = cl.skipped
 		return rep, nil
 	}
-
-	epoch := info.Epoch
-	if epoch == 0 {
-		epoch = 1 // a session that does not exist yet starts in epoch 1
-	}
-	now := time.Now().UTC()
-	rec := importRecord{Source: opts.Source, State: importStarted, Epoch: epoch,
-		Size: opts.size, ModTime: opts.modTime, Started: now, Owner: self(), Heartbeat: now}
-	if found {
-		rec.Started = prev.Started
-	}
-	if err := saveImportRecord(ctx, st, session, rec); err != nil {
-		return fail(err)
-	}
+	rec, skip, token := cl.rec, cl.skip, cl.rec.Claim
 	// However this call ends before "done", the record must not keep
 	// claiming a live importer, or the next attempt would wait for it.
 	finished := false
 	defer func() {
 		if !finished {
-			rec.Owner = ""
-			_ = saveImportRecord(context.WithoutCancel(ctx), st, session, rec)
+			_ = releaseImport(context.WithoutCancel(ctx), st, session, rec.Source, token)
 		}
 	}()
 
@@ -209,6 +181,12 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 	if maxLine == 0 {
 		maxLine = DefaultMaxMessageBytes
 	}
+	// Every batch is appended only if the session is exactly as this import
+	// left it (same epoch, nobody else appended since), so a second writer,
+	// even an importer that took over a lapsed claim, can never interleave
+	// with this one or make it duplicate a message.
+	var after uint64          // the session's LastSeq this import expects
+	fresh := skip == 0        // the first batch must find the epoch empty
 	var last ctxstore.Message // the newest stored message, to check a continued import
 	if skip > 0 {
 		tail, err := st.Tail(ctx, session, 1)
@@ -221,61 +199,83 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 		if last, err = tail[0].Message(); err != nil {
 			return fail(err)
 		}
+		after = tail[0].Seq
 	}
-	first := skip == 0 // the first batch of a fresh import must find the session empty
+	check := func(si store.SessionInfo) error {
+		switch {
+		case si.Epoch != rec.Epoch:
+			return fmt.Errorf("%w: the session was cleared (epoch %d, the import's is %d)", errSessionChanged, si.Epoch, rec.Epoch)
+		case fresh && si.Messages > 0:
+			return fmt.Errorf("%w: it holds %d messages", errSessionChanged, si.Messages)
+		case !fresh && si.LastSeq != after:
+			return fmt.Errorf("%w: its last seq is %d, the import's %d", errSessionChanged, si.LastSeq, after)
+		}
+		return nil
+	}
 	sink := func(ctx context.Context, batch []ctxstore.Message) error {
 		recs := make([]store.Record, len(batch))
 		for i, m := range batch {
 			recs[i] = store.Record{Message: m, Tokens: est.Estimate(m)}
 		}
-		appendFn := st.Append
-		if first {
-			appendFn = st.AppendIfEmpty
-		}
-		lo, hi, err := appendFn(ctx, session, recs...)
+		lo, hi, err := st.AppendIf(ctx, session, check, recs...)
 		if err != nil {
 			return err
 		}
-		first = false
+		fresh, after = false, hi
 		if rep.FirstSeq == 0 {
 			rep.FirstSeq = lo
 		}
 		rep.LastSeq = hi
 		rec.Heartbeat = time.Now().UTC()
-		return saveImportRecord(ctx, st, session, rec)
+		return saveOwnImport(ctx, st, session, token, rec)
 	}
 	h := sha256.New()
 	sk := &skipper{skip: skip, last: last}
 	lines, sent, bad, err := pump(ctx, io.TeeReader(r, h), maxLine, defaultBatchMessages, defaultBatchBytes,
 		sk.check, sink, opts.Progress)
 	rep.Lines, rep.Imported, rep.Malformed, rep.Continued = lines, sent, bad, skip-sk.skip
-	if errors.Is(err, store.ErrNotEmpty) { // only the first batch's AppendIfEmpty says so
-		// Another writer got to the empty session between our check and
-		// our first batch; its content stands.
-		rep.Skipped = "another process wrote to the session during the import; its content stands"
+	if errors.Is(err, errSessionChanged) && rep.Imported == 0 && skip == 0 {
+		// Another writer seeded the empty session between our claim and
+		// our first batch; its content stands and this source is done.
+		rep.Skipped = "another writer filled the session during the import; its content stands"
 		rep.Lines, rep.Malformed = 0, nil
-		return rep, nil
-	}
-	if err != nil {
-		return fail(err)
-	}
-	if sk.err != nil || sk.skip > 0 {
-		rep.Skipped = "an interrupted import cannot be continued: the stored messages are not the JSONL's first ones"
-		if sk.err != nil {
-			rep.Skipped += " (" + sk.err.Error() + ")"
-		}
-		rep.Continued, rep.Malformed = 0, nil // nothing was imported: no lines to blame
-		rec.State, rec.Owner, rec.Finished = importAbandoned, "", time.Now().UTC()
-		if err := saveImportRecord(ctx, st, session, rec); err != nil {
+		rec.State, rec.Owner, rec.Claim, rec.Finished = importAbandoned, "", "", time.Now().UTC()
+		if err := saveOwnImport(ctx, st, session, token, rec); err != nil {
 			return fail(err)
 		}
 		finished = true
-		return rep, fmt.Errorf("import %s into session %q: %s: %w", opts.Source, session, rep.Skipped, ErrImportConflict)
+		return rep, nil
 	}
-	rec.State, rec.Owner, rec.Finished = importDone, "", time.Now().UTC()
+	conflict := ""
+	switch {
+	case errors.Is(err, errSessionChanged):
+		conflict = fmt.Sprintf("the import stopped after %d messages because another writer changed the session (%v); the store is authoritative",
+			skip+sent, err)
+		rep.Malformed = nil
+	case err != nil:
+		return fail(err)
+	case sk.err != nil || sk.skip > 0:
+		conflict = "an interrupted import cannot be continued: the stored messages are not the JSONL's first ones"
+		if sk.err != nil {
+			conflict += " (" + sk.err.Error() + ")"
+		}
+		rep.Continued, rep.Malformed = 0, nil // nothing was imported: no lines to blame
+	}
+	if conflict != "" {
+		rep.Skipped = conflict
+		rec.State, rec.Owner, rec.Claim, rec.Finished = importAbandoned, "", "", time.Now().UTC()
+		// An importer that took over this one's lapsed claim owns the
+		// record now, and its outcome is the one to keep.
+		if err := saveOwnImport(ctx, st, session, token, rec); err != nil && !errors.Is(err, errClaimLost) {
+			return fail(err)
+		}
+		finished = true
+		return rep, fmt.Errorf("import %s into session %q: %s: %w", opts.Source, session, conflict, ErrImportConflict)
+	}
+	rec.State, rec.Owner, rec.Claim, rec.Finished = importDone, "", "", time.Now().UTC()
 	rec.SHA256 = hex.EncodeToString(h.Sum(nil))
 	rec.Lines, rec.Imported, rec.Malformed = lines, skip+sent, len(bad)
-	if err := saveImportRecord(ctx, st, session, rec); err != nil {
+	if err := saveOwnImport(ctx, st, session, token, rec); err != nil {
 		return fail(err)
 	}
 	finished = true
@@ -286,31 +286,132 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 // another process is believed without a heartbeat (one per batch).
 const importLease = 30 * time.Second
 
-// waitForImport reads the session and its import record, waiting while
-// another live process is importing the same source into it: two processes
-// resuming one session at once must not both append the JSONL.
-func waitForImport(ctx context.Context, st *store.Store, session, source string) (importRecord, bool, store.SessionInfo, error) {
+var (
+	// errImportBusy: another live importer holds the claim; wait.
+	errImportBusy = errors.New("another importer is at work")
+	// errNoImport: the claim decided there is nothing to import.
+	errNoImport = errors.New("nothing to import")
+	// errSessionChanged: a conditional append found the session changed
+	// by another writer since this import last wrote.
+	errSessionChanged = errors.New("the session changed under the import")
+	// errClaimLost: the import record no longer names this importer.
+	errClaimLost = errors.New("the import was taken over by another importer")
+)
+
+// claim is what claimImport decided.
+type claim struct {
+	rec     importRecord // the record as claimed; rec.Claim identifies this importer
+	skip    int          // messages an interrupted import already stored
+	skipped string       // why nothing is imported ("" when rec is claimed)
+}
+
+// claimImport decides, in one write transaction with the session's
+// metadata, whether opts.Source is to be imported and if so records this
+// importer as its owner. Reading the record and writing the claim at once is
+// what keeps two processes resuming one session from both importing it;
+// while another live importer holds the claim, it waits.
+func claimImport(ctx context.Context, st *store.Store, session string, opts ImportOptions) (claim, error) {
+	token, err := newClaimToken()
+	if err != nil {
+		return claim{}, err
+	}
 	for {
-		prev, found, err := loadImportRecord(ctx, st, session, source)
-		if err != nil {
-			return prev, found, store.SessionInfo{}, err
-		}
-		info, err := st.Session(ctx, session)
-		if errors.Is(err, store.ErrNotFound) {
-			err = nil
-		}
-		if err != nil {
-			return prev, found, info, err
-		}
-		if !found || prev.State != importStarted || !prev.live(time.Now()) {
-			return prev, found, info, nil
+		var cl claim
+		var holder string
+		err := st.UpdateDerived(ctx, session, KindImport, opts.Source, func(cur []byte, info store.SessionInfo) ([]byte, error) {
+			cl, holder = claim{}, ""
+			var prev importRecord
+			found := cur != nil
+			if found {
+				if err := json.Unmarshal(cur, &prev); err != nil {
+					return nil, fmt.Errorf("import record %q: %w", opts.Source, err)
+				}
+			}
+			now := time.Now().UTC()
+			if found && prev.State == importStarted && prev.live(now) {
+				holder = prev.Owner
+				return nil, errImportBusy
+			}
+			switch {
+			case found && prev.State == importDone:
+				cl.skipped = fmt.Sprintf("already imported %s (%d messages)%s",
+					prev.Finished.Format(time.RFC3339), prev.Imported, changedSince(prev, opts))
+			case found && prev.State == importAbandoned:
+				cl.skipped = fmt.Sprintf("an import interrupted %s could not be continued because the session no longer starts with the JSONL; the store is authoritative",
+					prev.Started.Format(time.RFC3339))
+			case found && prev.Epoch != info.Epoch:
+				cl.skipped = fmt.Sprintf("an import started %s was interrupted, and the session has been cleared since; not imported again",
+					prev.Started.Format(time.RFC3339))
+			case found:
+				cl.skip = info.Messages
+			case info.Messages > 0:
+				cl.skipped = fmt.Sprintf("the session already holds %d messages; its store is authoritative, so the JSONL is not imported",
+					info.Messages)
+			}
+			if cl.skipped != "" {
+				return nil, errNoImport
+			}
+			cl.rec = importRecord{Source: opts.Source, State: importStarted, Epoch: info.Epoch,
+				Size: opts.size, ModTime: opts.modTime, Started: now, Owner: self(), Claim: token, Heartbeat: now}
+			if found {
+				cl.rec.Started = prev.Started
+			}
+			return json.Marshal(cl.rec)
+		})
+		switch {
+		case err == nil, errors.Is(err, errNoImport):
+			return cl, nil
+		case !errors.Is(err, errImportBusy):
+			return claim{}, err
 		}
 		select {
 		case <-ctx.Done():
-			return prev, found, info, fmt.Errorf("wait for the import by %s: %w", prev.Owner, ctx.Err())
+			return claim{}, fmt.Errorf("wait for the import by %s: %w", holder, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// saveOwnImport writes rec if the stored record is still held by the
+// claim token, and fails with errClaimLost otherwise: an importer whose
+// claim lapsed and was taken over must not overwrite its successor's record.
+func saveOwnImport(ctx context.Context, st *store.Store, session, token string, rec importRecord) error {
+	return updateOwnImport(ctx, st, session, rec.Source, token, func(importRecord) importRecord { return rec })
+}
+
+// releaseImport clears the owner of an unfinished import still held by
+// token, so the next attempt continues it at once instead of waiting out
+// the lease.
+func releaseImport(ctx context.Context, st *store.Store, session, source, token string) error {
+	return updateOwnImport(ctx, st, session, source, token, func(cur importRecord) importRecord {
+		cur.Owner, cur.Claim = "", ""
+		return cur
+	})
+}
+
+func updateOwnImport(ctx context.Context, st *store.Store, session, source, token string, next func(importRecord) importRecord) error {
+	return st.UpdateDerived(ctx, session, KindImport, source, func(cur []byte, _ store.SessionInfo) ([]byte, error) {
+		var stored importRecord
+		if cur != nil {
+			if err := json.Unmarshal(cur, &stored); err != nil {
+				return nil, fmt.Errorf("import record %q: %w", source, err)
+			}
+		}
+		if stored.Claim != token {
+			return nil, fmt.Errorf("%w (now held by %q)", errClaimLost, stored.Owner)
+		}
+		return json.Marshal(next(stored))
+	})
+}
+
+// newClaimToken returns a random token naming one import attempt; host and
+// pid alone cannot tell two goroutines of one process apart.
+func newClaimToken() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("claim token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // live reports whether the record's owner may still be importing: it has
@@ -377,28 +478,4 @@ func changedSince(prev importRecord, opts ImportOptions) string {
 		return ""
 	}
 	return fmt.Sprintf("; the file changed since (%d bytes then, %d now) but the store is authoritative", prev.Size, opts.size)
-}
-
-// loadImportRecord reads the import record for source.
-func loadImportRecord(ctx context.Context, st *store.Store, session, source string) (importRecord, bool, error) {
-	b, err := st.GetDerived(ctx, session, KindImport, source)
-	if errors.Is(err, store.ErrNotFound) {
-		return importRecord{}, false, nil
-	}
-	if err != nil {
-		return importRecord{}, false, err
-	}
-	var rec importRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return importRecord{}, false, fmt.Errorf("import record %q: %w", source, err)
-	}
-	return rec, true, nil
-}
-
-func saveImportRecord(ctx context.Context, st *store.Store, session string, rec importRecord) error {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("encode import record: %w", err)
-	}
-	return st.PutDerived(ctx, session, KindImport, rec.Source, b)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -285,5 +286,85 @@ func TestImportConflictAfterInterruption(t *testing.T) {
 				t.Fatalf("import after the conflict: %+v, %v", rep, err)
 			}
 		})
+	}
+}
+
+// Importers racing in one process (goroutines sharing a Store) import the
+// source exactly once between them.
+func TestConcurrentImportsInProcess(t *testing.T) {
+	src, valid := bigJSONL(t, 2500)
+	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
+	const n = 6
+	reps := make([]ImportReport, n)
+	errs := make([]error, n)
+	done := make(chan int)
+	for i := range n {
+		go func() {
+			reps[i], errs[i] = ImportFile(context.Background(), st, "s", src, ImportOptions{})
+			done <- i
+		}()
+	}
+	imported := 0
+	for range n {
+		i := <-done
+		if errs[i] != nil {
+			t.Fatalf("importer %d: %v", i, errs[i])
+		}
+		imported += reps[i].Imported + reps[i].Continued
+	}
+	if imported != len(valid) {
+		t.Errorf("importers imported %d messages in all, want %d", imported, len(valid))
+	}
+	requireExact(t, stored(t, st, "s"), valid)
+}
+
+// An importer whose claim lapsed (stalled past the lease, say) and was
+// taken over neither duplicates a message nor overwrites its successor's
+// record: its next batch finds the session moved on and it stops with
+// ErrImportConflict, leaving the successor's complete import standing.
+func TestLapsedImporterStopsWithoutDuplicating(t *testing.T) {
+	bg := context.Background()
+	src, valid := bigJSONL(t, 2500)
+	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
+
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var first ImportReport
+	var firstErr error
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		once := false
+		first, firstErr = ImportFile(bg, st, "s", src, ImportOptions{Progress: func(int64, int) {
+			if !once {
+				once = true
+				close(stalled)
+				<-resume
+			}
+		}})
+	}()
+	<-stalled
+	// The stalled importer's lease runs out: its record now names nobody.
+	rec, found, err := loadImportRecord(bg, st, "s", src)
+	if err != nil || !found || rec.Claim == "" {
+		t.Fatalf("record while importing: %+v, %v, %v", rec, found, err)
+	}
+	rec.Heartbeat = rec.Heartbeat.Add(-2 * importLease)
+	b, _ := json.Marshal(rec)
+	if err := st.PutDerived(bg, "s", KindImport, src, b); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ImportFile(bg, st, "s", src, ImportOptions{})
+	if err != nil || rep.Continued != defaultBatchMessages || rep.Imported != len(valid)-defaultBatchMessages {
+		t.Fatalf("taking over: %+v, %v", rep, err)
+	}
+	close(resume)
+	<-finished
+	if !errors.Is(firstErr, ErrImportConflict) || first.Imported != defaultBatchMessages {
+		t.Fatalf("lapsed importer: %+v, %v; want ErrImportConflict after its first batch", first, firstErr)
+	}
+	requireExact(t, stored(t, st, "s"), valid)
+	rec, _, err = loadImportRecord(bg, st, "s", src)
+	if err != nil || rec.State != importDone || rec.Imported != len(valid) {
+		t.Fatalf("record after both: %+v, %v", rec, err)
 	}
 }

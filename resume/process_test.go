@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -140,4 +141,20 @@ func TestImportContinuesAfterKill(t *testing.T) {
 		t.Fatalf("continued: %+v, %v", rep, err)
 	}
 	checkStored(t, db, valid)
+}
+
+// loadImportRecord reads the import record for source.
+func loadImportRecord(ctx context.Context, st *store.Store, session, source string) (importRecord, bool, error) {
+	b, err := st.GetDerived(ctx, session, KindImport, source)
+	if errors.Is(err, store.ErrNotFound) {
+		return importRecord{}, false, nil
+	}
+	if err != nil {
+		return importRecord{}, false, err
+	}
+	var rec importRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return importRecord{}, false, fmt.Errorf("import record %q: %w", source, err)
+	}
+	return rec, true, nil
 }

@@ -27,7 +27,7 @@ type Record struct {
 // fail the whole call with an error matching ctxstore.ErrInvalidMessage that
 // names the record's index and field. Appending nothing returns (0, 0, nil).
 func (s *Store) Append(ctx context.Context, session string, recs ...Record) (first, last uint64, err error) {
-	return s.appendRecs(ctx, session, recs, false)
+	return s.appendRecs(ctx, session, recs, nil)
 }
 
 // AppendIfEmpty is Append, but only if the current epoch holds no messages;
@@ -35,10 +35,32 @@ func (s *Store) Append(ctx context.Context, session string, recs ...Record) (fir
 // are one transaction, so of several processes seeding a fresh session
 // exactly one succeeds.
 func (s *Store) AppendIfEmpty(ctx context.Context, session string, recs ...Record) (first, last uint64, err error) {
-	return s.appendRecs(ctx, session, recs, true)
+	return s.appendRecs(ctx, session, recs, func(si SessionInfo) error {
+		if si.Messages > 0 {
+			return fmt.Errorf("store: session %q: %w: epoch %d holds %d messages", session, ErrNotEmpty, si.Epoch, si.Messages)
+		}
+		return nil
+	})
 }
 
-func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, ifEmpty bool) (first, last uint64, err error) {
+// AppendIf is Append, but only if check accepts the session as the write
+// transaction itself sees it; otherwise nothing is written and AppendIf
+// returns check's error unchanged. A session that does not exist yet is
+// shown as it would be created: epoch 1, no messages, LastSeq 0.
+//
+// Because check and write are one transaction, no writer in this or another
+// process can change the session in between: a caller that expects the
+// epoch it last saw (no Clear since) or the LastSeq it last wrote (nobody
+// else appended since) gets exactly that or an error. check may run more
+// than once and must decide from its argument alone.
+func (s *Store) AppendIf(ctx context.Context, session string, check func(SessionInfo) error, recs ...Record) (first, last uint64, err error) {
+	if check == nil {
+		return 0, 0, fmt.Errorf("store: append to session %q: AppendIf needs a check", session)
+	}
+	return s.appendRecs(ctx, session, recs, check)
+}
+
+func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, check func(SessionInfo) error) (first, last uint64, err error) {
 	if err := checkSession(session); err != nil {
 		return 0, 0, err
 	}
@@ -50,7 +72,7 @@ func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, i
 			return 0, 0, fmt.Errorf("store: append to session %q: message %d: %w", session, i, err)
 		}
 	}
-	err = s.write(ctx, appendTx(session, recs, ifEmpty, &first, &last))
+	err = s.write(ctx, appendTx(session, recs, check, &first, &last))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -58,17 +80,20 @@ func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, i
 }
 
 // appendTx returns the write of recs to session, which sets first and last.
-func appendTx(session string, recs []Record, ifEmpty bool, first, last *uint64) func(w *wtx) error {
+// A non-nil check vets the session before anything is written.
+func appendTx(session string, recs []Record, check func(SessionInfo) error, first, last *uint64) func(w *wtx) error {
 	return func(w *wtx) error {
 		now := time.Now().UnixNano()
+		if check != nil {
+			if err := check(w.peek(session, now)); err != nil {
+				return reject(err)
+			}
+		}
 		ws, err := w.openSession(session, now)
 		if err != nil {
 			return reject(err)
 		}
 		meta := &ws.meta
-		if ifEmpty && meta.Messages > 0 {
-			return reject(fmt.Errorf("store: session %q: %w: epoch %d holds %d messages", session, ErrNotEmpty, meta.Epoch, meta.Messages))
-		}
 		msgs, err := msgsBucket(ws.bucket, true)
 		if err != nil {
 			return err

@@ -178,7 +178,7 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 			}
 			err = db.Update(func(tx *bbolt.Tx) error {
 				w := newWtx(tx)
-				if err := appendTx("direct", []Record{rec}, false, &first, &last)(w); err != nil {
+				if err := appendTx("direct", []Record{rec}, nil, &first, &last)(w); err != nil {
 					return err
 				}
 				return w.flush()

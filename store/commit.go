@@ -240,6 +240,18 @@ func (w *wtx) openSession(name string, now int64) (*wsession, error) {
 	return ws, nil
 }
 
+// peek returns the session's metadata as this transaction sees it, without
+// writing: a session that does not exist yet is shown as openSession would
+// create it. A damaged metadata record is reported by the write that
+// follows, not here.
+func (w *wtx) peek(name string, now int64) SessionInfo {
+	if ws, err := w.session(name); err == nil {
+		return ws.meta.info(name)
+	}
+	m := newMeta(now)
+	return m.info(name)
+}
+
 // forget drops a session deleted in this transaction.
 func (w *wtx) forget(name string) { delete(w.sessions, name) }
 

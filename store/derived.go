@@ -39,23 +39,64 @@ func (s *Store) PutDerived(ctx context.Context, session, kind, key string, value
 	if err := checkDerived(session, kind, key, true); err != nil {
 		return err
 	}
+	return s.write(ctx, func(w *wtx) error { return putDerived(w, session, kind, key, value) })
+}
+
+// putDerived writes one derived record inside w, creating the session and
+// the kind's bucket as needed.
+func putDerived(w *wtx, session, kind, key string, value []byte) error {
+	ws, err := w.openSession(session, time.Now().UnixNano())
+	if err != nil {
+		return reject(err)
+	}
+	d, err := ws.bucket.CreateBucketIfNotExists([]byte(bucketDerived))
+	if err != nil {
+		return fmt.Errorf("store: session %q: %w", session, err)
+	}
+	kb, err := d.CreateBucketIfNotExists([]byte(kind))
+	if err != nil {
+		return fmt.Errorf("store: session %q: derived kind %q: %w", session, kind, err)
+	}
+	if err := kb.Put([]byte(key), bytes.Clone(value)); err != nil {
+		return fmt.Errorf("store: session %q: derived %s/%s: %w", session, kind, key, err)
+	}
+	return nil
+}
+
+// UpdateDerived atomically replaces the value under (kind, key) for session
+// with what fn returns. fn sees the current value (nil when there is none)
+// and the session's metadata (a session that does not exist yet is shown as
+// it would be created: epoch 1, no messages), both read in the same write
+// transaction, so no writer in this or another process can slip in between
+// the read and the write. It is the compare-and-swap that claims, such as
+// an importer's "this source is mine", are built on.
+//
+// If fn returns an error, nothing is written and UpdateDerived returns that
+// error unchanged, so callers can use their own sentinels to mean "leave
+// it". fn may be called more than once (a shared commit that fails is
+// retried write by write), so it must not rely on state left by an earlier
+// call.
+func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn func(cur []byte, info SessionInfo) ([]byte, error)) error {
+	if err := checkDerived(session, kind, key, true); err != nil {
+		return err
+	}
 	return s.write(ctx, func(w *wtx) error {
-		ws, err := w.openSession(session, time.Now().UnixNano())
-		if err != nil {
+		info := w.peek(session, time.Now().UnixNano())
+		var cur []byte
+		if ws, err := w.session(session); err == nil {
+			if d := ws.bucket.Bucket([]byte(bucketDerived)); d != nil {
+				if kb := d.Bucket([]byte(kind)); kb != nil {
+					cur = bytes.Clone(kb.Get([]byte(key)))
+				}
+			}
+		} else if !errors.Is(err, ErrNotFound) {
 			return reject(err)
 		}
-		d, err := ws.bucket.CreateBucketIfNotExists([]byte(bucketDerived))
+		value, err := fn(cur, info)
 		if err != nil {
-			return fmt.Errorf("store: session %q: %w", session, err)
+			return reject(err) // write hands back fn's error itself
 		}
-		kb, err := d.CreateBucketIfNotExists([]byte(kind))
-		if err != nil {
-			return fmt.Errorf("store: session %q: derived kind %q: %w", session, kind, err)
-		}
-		if err := kb.Put([]byte(key), bytes.Clone(value)); err != nil {
-			return fmt.Errorf("store: session %q: derived %s/%s: %w", session, kind, key, err)
-		}
-		return nil
+		return putDerived(w, session, kind, key, value)
 	})
 }
 

@@ -1,0 +1,142 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+var errRefused = errors.New("refused by the test")
+
+func TestAppendIf(t *testing.T) {
+	s, _ := openTemp(t)
+	var seen SessionInfo
+	first, last, err := s.AppendIf(ctx, "s", func(si SessionInfo) error { seen = si; return nil }, text("user", "a"))
+	if err != nil || first != 1 || last != 1 {
+		t.Fatalf("first append = %d..%d %v", first, last, err)
+	}
+	if seen.Epoch != 1 || seen.Messages != 0 || seen.LastSeq != 0 {
+		t.Fatalf("a new session was shown as %+v, want epoch 1 and empty", seen)
+	}
+	// A refusal writes nothing and hands back the check's own error.
+	_, _, err = s.AppendIf(ctx, "s", func(SessionInfo) error { return errRefused }, text("user", "b"))
+	if err != errRefused {
+		t.Fatalf("refused append: %v, want the check's error unchanged", err)
+	}
+	_, _, err = s.AppendIf(ctx, "fresh", func(SessionInfo) error { return errRefused }, text("user", "b"))
+	if _, serr := s.Session(ctx, "fresh"); err != errRefused || !errors.Is(serr, ErrNotFound) {
+		t.Fatalf("refused append to a new session: %v, and the session: %v", err, serr)
+	}
+	if info, _ := s.Session(ctx, "s"); info.Messages != 1 {
+		t.Fatalf("refused append stored something: %+v", info)
+	}
+	if _, _, err := s.AppendIf(ctx, "s", nil, text("user", "b")); err == nil {
+		t.Fatal("AppendIf without a check succeeded")
+	}
+
+	// Expecting the epoch: a Clear in between is caught.
+	inEpoch := func(e uint64) func(SessionInfo) error {
+		return func(si SessionInfo) error {
+			if si.Epoch != e {
+				return fmt.Errorf("epoch %d, want %d: %w", si.Epoch, e, errRefused)
+			}
+			return nil
+		}
+	}
+	if _, err := s.Clear(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.AppendIf(ctx, "s", inEpoch(1), text("user", "late")); !errors.Is(err, errRefused) {
+		t.Fatalf("append into a cleared epoch: %v", err)
+	}
+	if _, _, err := s.AppendIf(ctx, "s", inEpoch(2), text("user", "now")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Expecting LastSeq: of writers racing from the same seq, sharing
+	// commits, exactly one wins each round.
+	info, _ := s.Session(ctx, "s")
+	var wg sync.WaitGroup
+	wins := make(chan uint64, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, hi, err := s.AppendIf(ctx, "s", func(si SessionInfo) error {
+				if si.LastSeq != info.LastSeq {
+					return errRefused
+				}
+				return nil
+			}, text("user", "race"))
+			if err == nil {
+				wins <- hi
+			} else if err != errRefused {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(wins)
+	if n := len(wins); n != 1 {
+		t.Fatalf("%d writers appended after seq %d, want 1", n, info.LastSeq)
+	}
+}
+
+func TestUpdateDerived(t *testing.T) {
+	s, _ := openTemp(t)
+	// Concurrent read-modify-write increments lose nothing: each sees the
+	// value the previous one wrote, even inside one shared commit.
+	const n = 16
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.UpdateDerived(ctx, "s", "counter", "k", func(cur []byte, _ SessionInfo) ([]byte, error) {
+				v := 0
+				if cur != nil {
+					var err error
+					if v, err = strconv.Atoi(string(cur)); err != nil {
+						return nil, err
+					}
+				}
+				return []byte(strconv.Itoa(v + 1)), nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if b, err := s.GetDerived(ctx, "s", "counter", "k"); err != nil || string(b) != strconv.Itoa(n) {
+		t.Fatalf("counter = %q, %v; want %d", b, err, n)
+	}
+
+	// fn sees the session's metadata in the same transaction.
+	if _, _, err := s.Append(ctx, "s", text("user", "a"), text("assistant", "b")); err != nil {
+		t.Fatal(err)
+	}
+	var seen SessionInfo
+	if err := s.UpdateDerived(ctx, "s", "k", "k", func(_ []byte, si SessionInfo) ([]byte, error) {
+		seen = si
+		return []byte("x"), nil
+	}); err != nil || seen.Messages != 2 || seen.Epoch != 1 {
+		t.Fatalf("fn saw %+v (%v), want 2 messages in epoch 1", seen, err)
+	}
+
+	// A refusal writes nothing, creates no session, and returns fn's error.
+	err := s.UpdateDerived(ctx, "new", "k", "k", func(cur []byte, si SessionInfo) ([]byte, error) {
+		if cur != nil || si.Epoch != 1 || si.Messages != 0 {
+			t.Errorf("a new session: cur %q, info %+v", cur, si)
+		}
+		return nil, errRefused
+	})
+	if _, serr := s.Session(ctx, "new"); err != errRefused || !errors.Is(serr, ErrNotFound) {
+		t.Fatalf("refused update: %v; session: %v", err, serr)
+	}
+	if err := s.UpdateDerived(ctx, "s", "", "k", nil); err == nil {
+		t.Fatal("UpdateDerived without a kind succeeded")
+	}
+}
