@@ -51,6 +51,11 @@
 // Several processes may hold one session open. Each append is its own
 // short transaction (the store opens the bbolt file per operation), and
 // each view starts by catching up with the others' appends and Clears.
+// Appends are conditional (store.AppendIf) on the epoch this manager last
+// saw, checked inside the write transaction: an append that would land in
+// an epoch another process has just started by Clear is refused, the
+// manager catches up, and the append goes into the new epoch after its
+// memory files. Checking costs nothing extra when nothing changed.
 // A process sees another's new memory-file versions at once (they are
 // messages); the view decisions and repair records another process saves
 // reach it when it reopens the session (or the epoch changes).

@@ -231,52 +231,106 @@ func (m *Manager) AddMessage(ctx context.Context, msg ctxstore.Message) error {
 }
 
 // appendLocked appends recs after any memory messages still pending. A
-// pending write uses AppendIfEmpty so that, when another process created the
+// pending write requires an empty epoch (as AppendIfEmpty does) so that, when another process created the
 // session in the meantime, its messages (and memory files) win and ours are
 // appended after them.
 //
-// It first catches up with the file (one metadata read when nothing
-// changed): after another process's Clear the window still describes the
-// old epoch, and a plain Append would start the new epoch without its
-// memory files. The catch-up reloads the window, which makes the memory
-// messages pending again, so the write below seeds the epoch. A Clear that
-// lands between that read and the write is not seen (the store has no
-// append conditional on the epoch); the window catches up at the next sync.
+// Every write is conditional on the session still being in the epoch the
+// window describes, checked in the write transaction itself: after another
+// process's Clear a plain Append would start the new epoch without its
+// memory files. A refused write catches up with the file (the reload makes
+// the memory messages pending again, so the next try seeds the new epoch)
+// and tries again. Nothing is read before the write when nothing changed,
+// so an AddMessage costs one store append.
 func (m *Manager) appendLocked(ctx context.Context, recs ...store.Record) error {
-	if err := m.syncLocked(ctx); err != nil {
-		return err
-	}
-	// Loops only while other processes keep clearing: each pass that
-	// fails found the epoch seeded, and the sync makes memory messages
-	// pending again only for a newer, empty epoch.
-	for len(m.w.pending) > 0 {
-		all := append(m.pendingRecords(), recs...)
-		first, _, err := m.st.AppendIfEmpty(ctx, m.session, all...)
-		if err == nil {
+	// Loops only while other processes keep clearing or seeding: each
+	// refused pass catches up with what refused it.
+	for {
+		if len(m.w.pending) > 0 {
+			all := append(m.pendingRecords(), recs...)
+			first, into, err := m.appendChecked(ctx, emptyEpoch, all)
+			if err == nil {
+				m.w.pending = nil
+				return m.afterAppend(ctx, first, all, into)
+			}
+			if !errors.Is(err, store.ErrNotEmpty) {
+				return err
+			}
+			// Another process seeded the epoch (with its memory files) first.
 			m.w.pending = nil
-			return m.afterAppend(ctx, first, all)
+			if err := m.syncLocked(ctx); err != nil {
+				return err
+			}
+			continue
 		}
-		if !errors.Is(err, store.ErrNotEmpty) {
+		first, into, err := m.appendChecked(ctx, m.sameEpoch(), recs)
+		if err == nil {
+			return m.afterAppend(ctx, first, recs, into)
+		}
+		if !errors.Is(err, errEpochMoved) {
 			return err
 		}
-		// Another process seeded the epoch (with its memory files) first.
-		m.w.pending = nil
 		if err := m.syncLocked(ctx); err != nil {
 			return err
 		}
 	}
-	first, _, err := m.st.Append(ctx, m.session, recs...)
-	if err != nil {
-		return err
+}
+
+// errEpochMoved refuses a write planned for an epoch the session has left.
+var errEpochMoved = errors.New("the session moved to another epoch")
+
+// sameEpoch is the check of a conditional append: the session must still be
+// where the window left it, in the same epoch (not cleared by another
+// process) and not behind the window (not purged and recreated). A window
+// that has not seen the session yet expects it to hold nothing.
+func (m *Manager) sameEpoch() func(store.SessionInfo) error {
+	epoch, last := m.w.epoch, m.w.lastSeq
+	return func(si store.SessionInfo) error {
+		switch {
+		case epoch == 0 && si.LastSeq != 0:
+			return fmt.Errorf("%w: created elsewhere meanwhile (epoch %d)", errEpochMoved, si.Epoch)
+		case epoch != 0 && si.Epoch != epoch:
+			return fmt.Errorf("%w: epoch %d, the window's is %d", errEpochMoved, si.Epoch, epoch)
+		case si.LastSeq < last:
+			return fmt.Errorf("%w: last seq %d is behind the window's %d", errEpochMoved, si.LastSeq, last)
+		}
+		return nil
 	}
-	return m.afterAppend(ctx, first, recs)
+}
+
+// emptyEpoch is the check of a seeding write: the current epoch must hold
+// nothing yet (see store.AppendIfEmpty).
+func emptyEpoch(si store.SessionInfo) error {
+	if si.Messages > 0 {
+		return fmt.Errorf("%w: epoch %d holds %d messages", store.ErrNotEmpty, si.Epoch, si.Messages)
+	}
+	return nil
+}
+
+// appendChecked appends recs if check accepts the session, and returns the
+// session as the write transaction saw it: that is the epoch the records
+// went into, which a window that has not seen the session yet must adopt.
+// Reading it after the write instead could see a Clear made since, and the
+// window would take the new epoch for the one holding its messages.
+func (m *Manager) appendChecked(ctx context.Context, check func(store.SessionInfo) error, recs []store.Record) (uint64, store.SessionInfo, error) {
+	var seen store.SessionInfo
+	first, _, err := m.st.AppendIf(ctx, m.session, func(si store.SessionInfo) error {
+		if err := check(si); err != nil {
+			return err
+		}
+		seen = si
+		return nil
+	}, recs...)
+	return first, seen, err
 }
 
 // afterAppend adds what was just appended to the window. When another
-// process appended in between (a gap before first), the window catches up
-// from the store instead, which also brings in our own records in order.
-func (m *Manager) afterAppend(ctx context.Context, first uint64, recs []store.Record) error {
-	if first != m.w.lastSeq+1 {
+// process appended in between (a gap before first) or the write went into
+// another epoch than the window's (a seeding write after a Clear elsewhere),
+// the window catches up from the store instead, which also brings in our
+// own records in order. into is the session as the write saw it.
+func (m *Manager) afterAppend(ctx context.Context, first uint64, recs []store.Record, into store.SessionInfo) error {
+	if first != m.w.lastSeq+1 || (m.w.epoch != 0 && into.Epoch != m.w.epoch) {
 		err := m.syncLocked(ctx)
 		m.w.ours = true
 		return err
@@ -285,11 +339,7 @@ func (m *Manager) afterAppend(ctx context.Context, first uint64, recs []store.Re
 	if m.w.epoch == 0 {
 		// The session was created by this write: learn its epoch, or the
 		// next sync would take it for another process's Clear.
-		info, err := m.sessionInfo(ctx)
-		if err != nil {
-			return err
-		}
-		m.w.epoch, m.w.epochStart = info.Epoch, info.EpochStartSeq
+		m.w.epoch, m.w.epochStart = into.Epoch, into.EpochStartSeq
 	}
 	for i, r := range recs {
 		m.w.push(view.Item{ID: seqID(first + uint64(i)), Msg: r.Message, Tokens: r.Tokens})
@@ -393,7 +443,7 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 	if len(all) == 0 {
 		return nil
 	}
-	first, _, err := m.st.AppendIfEmpty(ctx, m.session, all...)
+	first, into, err := m.appendChecked(ctx, emptyEpoch, all)
 	if errors.Is(err, store.ErrNotEmpty) {
 		m.w.pending = nil
 		m.ignoreSetMessages(len(ms))
@@ -403,7 +453,7 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 		return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
 	}
 	m.w.pending = nil
-	if err := m.afterAppend(ctx, first, all); err != nil {
+	if err := m.afterAppend(ctx, first, all, into); err != nil {
 		return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
 	}
 	m.w.ours = true

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -393,5 +394,54 @@ func TestHookMayCloseFromMemoryWatcher(t *testing.T) {
 	}
 	if err := m.AddMessage(t.Context(), user("after close")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("AddMessage after the hook's Close = %v, want ErrClosed", err)
+	}
+}
+
+// Clears by one manager racing appends by another: whenever a Clear lands
+// between an idle manager's last look at the file and its append, the
+// append is refused in the write transaction itself and retried into the
+// new epoch with the memory file first. So every epoch that holds messages
+// starts with exactly one copy of the memory file, and no message is lost.
+func TestMemoryFilesSurviveClearsRacingAppends(t *testing.T) {
+	notes := filepath.Join(t.TempDir(), "notes.md")
+	writeFile(t, notes, "shared")
+	path := dbPath(t)
+	cfg := Config{MemoryFiles: []string{notes}, noSync: true}
+	mem := "system:[Context from notes.md]\n\nshared"
+	a := open(t, path, "s", cfg)
+	b := open(t, path, "s", cfg)
+	const adds = 200
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range adds / 4 {
+			if err := b.Clear(t.Context()); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	for i := range adds {
+		addAll(t, a, []ctxstore.Message{user(fmt.Sprint(i))})
+	}
+	<-done
+	info, err := a.Store().Session(t.Context(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := 0
+	for _, e := range info.Epochs {
+		got := texts(epochHistory(t, a, e.Epoch))
+		if len(got) == 0 {
+			continue
+		}
+		if got[0] != mem || slices.Index(got[1:], mem) >= 0 {
+			t.Errorf("epoch %d = %q, want the memory file first and once", e.Epoch, got)
+		}
+		users += len(got) - 1
+	}
+	if users != adds {
+		t.Errorf("epochs hold %d of the %d messages added", users, adds)
 	}
 }
