@@ -400,14 +400,12 @@ func (m *Manager) GetMessages(ctx context.Context) ([]ctxstore.Message, error) {
 //
 // On a fresh session that this manager has already written to (also when
 // other processes have appended to that epoch since), SetMessages replaces
-// the history in two transactions, as Clear followed by the fresh-session
-// write: first the current epoch is cleared (it stays readable through
-// store.EpochMessages), then the memory files, re-read, and ms seed the new
-// epoch with AppendIfEmpty. Between the two the new epoch is empty: another
-// process may read it empty, and if another process appends to it first, ms
-// is not written and the call is ignored as above (nil, context:resume with
-// ignored_set_messages=true) with the old history already cleared; a crash
-// there leaves the session empty. An epoch this manager has not written to
+// the history in one transaction (store.ReplaceEpoch): a new epoch starts
+// holding the memory files, re-read, followed by ms, and the old epoch stays
+// readable through store.EpochMessages. No reader ever sees the session
+// empty in between, and a crash leaves either the old history or the new.
+// If another process clears the session first, the call applies to its new
+// epoch like to a fresh session. An epoch this manager has not written to
 // but another process has filled is never replaced: the call is ignored.
 func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error {
 	recs := make([]store.Record, len(ms))
@@ -425,36 +423,66 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 		m.ignoreSetMessages(len(ms))
 		return nil
 	}
-	if err := m.syncLocked(ctx); err != nil {
-		return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
-	}
-	if len(m.w.pending) == 0 && m.w.lastSeq > 0 && m.w.count > 0 {
-		if !m.w.ours {
-			// Another process filled the fresh session first: its history
-			// is the file's now, exactly as if we had resumed it.
-			m.ignoreSetMessages(len(ms))
-			return nil
-		}
-		if err := m.clearLocked(ctx); err != nil {
+	for {
+		if err := m.syncLocked(ctx); err != nil {
 			return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
 		}
-	}
-	all := append(m.pendingRecords(), recs...)
-	if len(all) == 0 {
+		if len(m.w.pending) == 0 && m.w.lastSeq > 0 && m.w.count > 0 {
+			if !m.w.ours {
+				// Another process filled the fresh session first: its
+				// history is the file's now, exactly as if we had resumed it.
+				m.ignoreSetMessages(len(ms))
+				return nil
+			}
+			err := m.replaceLocked(ctx, recs)
+			if errors.Is(err, errEpochMoved) {
+				continue // cleared elsewhere meanwhile: decide again on its new epoch
+			}
+			if err != nil {
+				return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
+			}
+			return nil
+		}
+		all := append(m.pendingRecords(), recs...)
+		if len(all) == 0 {
+			return nil
+		}
+		first, into, err := m.appendChecked(ctx, emptyEpoch, all)
+		if errors.Is(err, store.ErrNotEmpty) {
+			m.w.pending = nil
+			m.ignoreSetMessages(len(ms))
+			return m.syncLocked(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
+		}
+		m.w.pending = nil
+		if err := m.afterAppend(ctx, first, all, into); err != nil {
+			return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
+		}
+		m.w.ours = true
 		return nil
 	}
-	first, into, err := m.appendChecked(ctx, emptyEpoch, all)
-	if errors.Is(err, store.ErrNotEmpty) {
-		m.w.pending = nil
-		m.ignoreSetMessages(len(ms))
-		return m.syncLocked(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
-	}
+}
+
+// replaceLocked makes the memory files, re-read, followed by recs the
+// history of a new epoch, in one transaction that is refused (errEpochMoved)
+// if the session left the window's epoch meanwhile.
+func (m *Manager) replaceLocked(ctx context.Context, recs []store.Record) error {
+	// The memory messages are made as for any new epoch (events and
+	// warnings included), then written here rather than left pending.
+	err := m.freshMemoryLocked(ctx)
+	mem := m.pendingRecords()
 	m.w.pending = nil
-	if err := m.afterAppend(ctx, first, all, into); err != nil {
-		return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
+	if err != nil {
+		return err
+	}
+	if _, _, _, err := m.st.ReplaceEpoch(ctx, m.session, m.sameEpoch(), append(mem, recs...)...); err != nil {
+		return err
+	}
+	// The window moves to the new epoch the way it follows any Clear.
+	if err := m.syncLocked(ctx); err != nil {
+		return err
 	}
 	m.w.ours = true
 	return nil

@@ -3,6 +3,7 @@ package persistent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -200,6 +201,84 @@ func TestSetMessages(t *testing.T) {
 		}
 		if d := diff(epochHistory(t, m, info.Epoch-1), first); d != "" {
 			t.Fatalf("replaced history is not readable in the previous epoch: %s", d)
+		}
+	})
+
+	t.Run("ReplaceIsOneTransaction", func(t *testing.T) {
+		// While a manager replaces its history again and again, another
+		// manager (process) on the file never sees the session empty, and
+		// every new epoch starts with the memory file, re-read.
+		mem := filepath.Join(t.TempDir(), "notes.md")
+		if err := os.WriteFile(mem, []byte("v1"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		path := dbPath(t)
+		m := open(t, path, "s", Config{MemoryFiles: []string{mem}, noSync: true})
+		if err := m.SetMessages(ctx, offered); err != nil {
+			t.Fatal(err)
+		}
+		st, err := store.Open(path, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		stop, empty := make(chan struct{}), make(chan int, 1)
+		go func() {
+			seen := 0
+			for {
+				select {
+				case <-stop:
+					empty <- seen
+					return
+				default:
+				}
+				if info, err := st.Session(ctx, "s"); err == nil && info.Messages == 0 {
+					seen++
+				}
+			}
+		}()
+		for i := range 20 {
+			if err := os.WriteFile(mem, []byte(fmt.Sprint("v", i+2)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.SetMessages(ctx, offered); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(stop)
+		if n := <-empty; n > 0 {
+			t.Errorf("another process saw the session empty %d times during SetMessages", n)
+		}
+		want := append([]string{"system:[Context from notes.md]\n\nv21"}, texts(offered)...)
+		if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("history after 20 replaces = %q, want %q", got, want)
+		}
+		if got := texts(viewOf(t, m, 10_000)); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("view after 20 replaces = %q, want %q", got, want)
+		}
+	})
+
+	t.Run("ReplaceAfterClearElsewhere", func(t *testing.T) {
+		// Another manager clears the session this one filled: the replace
+		// applies to the new, empty epoch like to a fresh session.
+		path := dbPath(t)
+		a := open(t, path, "s", Config{})
+		addAll(t, a, []ctxstore.Message{user("a's first")})
+		b := open(t, path, "s", Config{})
+		if err := b.Clear(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.SetMessages(ctx, offered); err != nil {
+			t.Fatal(err)
+		}
+		info, err := a.Store().Session(ctx, "s")
+		if err != nil || info.Epoch != 2 {
+			t.Fatalf("epoch after clear and replace = %d, %v; want 2 (no extra epoch)", info.Epoch, err)
+		}
+		for _, m := range []*Manager{a, b} {
+			if d := diff(history(t, m), offered); d != "" {
+				t.Fatalf("history: %s", d)
+			}
 		}
 	})
 

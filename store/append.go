@@ -145,6 +145,58 @@ func (s *Store) Clear(ctx context.Context, session string) (newEpoch uint64, err
 	return newEpoch, err
 }
 
+// ReplaceEpoch starts a new epoch of session holding exactly recs, in one
+// transaction, if check (nil accepts anything) accepts the session as that
+// transaction sees it; otherwise it writes nothing and returns check's error
+// unchanged. It is Clear followed by Append with no moment in between: no
+// reader ever sees the new epoch empty, and a crash leaves either the old
+// history or the new one. The old epoch stays readable with EpochMessages.
+// A session that does not exist yet is created with recs as its first
+// epoch. It returns the new epoch and the seqs of recs.
+func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(SessionInfo) error, recs ...Record) (epoch, first, last uint64, err error) {
+	if err := checkSession(session); err != nil {
+		return 0, 0, 0, err
+	}
+	for i, r := range recs {
+		if err := r.Message.Validate(); err != nil {
+			return 0, 0, 0, fmt.Errorf("store: replace epoch of session %q: message %d: %w", session, i, err)
+		}
+	}
+	add := appendTx(session, recs, nil, &first, &last)
+	err = s.write(ctx, func(w *wtx) error {
+		now := time.Now().UnixNano()
+		if check != nil {
+			if err := check(w.peek(session, now)); err != nil {
+				return reject(err)
+			}
+		}
+		ws, err := w.session(session)
+		switch {
+		case err == nil:
+			ws.meta.clear(now)
+			ws.dirty = true
+		case !errors.Is(err, ErrNotFound):
+			return reject(err)
+		}
+		first, last = 0, 0
+		if len(recs) > 0 {
+			if err := add(w); err != nil {
+				return err
+			}
+		}
+		ws, err = w.openSession(session, now)
+		if err != nil {
+			return err
+		}
+		epoch = ws.meta.Epoch
+		return nil
+	})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return epoch, first, last, nil
+}
+
 // Purge deletes session for real: every epoch's messages, its metadata and
 // its derived records. bbolt reuses the freed pages for later writes but
 // does not overwrite them at once; to get the bytes out of the file, copy

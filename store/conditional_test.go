@@ -140,3 +140,63 @@ func TestUpdateDerived(t *testing.T) {
 		t.Fatal("UpdateDerived without a kind succeeded")
 	}
 }
+
+func TestReplaceEpoch(t *testing.T) {
+	s, _ := openTemp(t)
+	if _, _, err := s.Append(ctx, "s", text("user", "old 1"), text("assistant", "old 2")); err != nil {
+		t.Fatal(err)
+	}
+	// Refused: nothing changes.
+	if _, _, _, err := s.ReplaceEpoch(ctx, "s", func(SessionInfo) error { return errRefused }, text("user", "new")); err != errRefused {
+		t.Fatalf("refused replace: %v", err)
+	}
+	if info, _ := s.Session(ctx, "s"); info.Epoch != 1 || info.Messages != 2 {
+		t.Fatalf("after a refused replace: %+v", info)
+	}
+	// A reader watching throughout never sees the new epoch empty.
+	stop := make(chan struct{})
+	sawEmpty := make(chan bool, 1)
+	go func() {
+		empty := false
+		for {
+			select {
+			case <-stop:
+				sawEmpty <- empty
+				return
+			default:
+			}
+			if info, err := s.Session(ctx, "s"); err == nil && info.Messages == 0 {
+				empty = true
+			}
+		}
+	}()
+	epoch, first, last, err := s.ReplaceEpoch(ctx, "s", nil, text("system", "sys"), text("user", "new"))
+	close(stop)
+	if err != nil || epoch != 2 || first != 3 || last != 4 {
+		t.Fatalf("replace = epoch %d, seqs %d..%d, %v", epoch, first, last, err)
+	}
+	if <-sawEmpty {
+		t.Error("a reader saw the session empty during ReplaceEpoch")
+	}
+	if got := collect(t, s.Messages(ctx, "s", 0)); len(got) != 2 || string(got[1].Raw) != `{"role":"user","content":"new"}` {
+		t.Fatalf("new epoch = %v", got)
+	}
+	if got := collect(t, s.EpochMessages(ctx, "s", 1, 0)); len(got) != 2 {
+		t.Fatalf("old epoch kept %d messages, want 2", len(got))
+	}
+	info, _ := s.Session(ctx, "s")
+	if info.Messages != 2 || len(info.PinnedSeqs) != 1 || info.PinnedSeqs[0] != 3 || info.FirstUserSeq != 4 {
+		t.Fatalf("metadata of the new epoch: %+v", info)
+	}
+	// A session that does not exist yet starts with recs in epoch 1.
+	if epoch, first, _, err := s.ReplaceEpoch(ctx, "fresh", nil, text("user", "x")); err != nil || epoch != 1 || first != 1 {
+		t.Fatalf("replace of a new session = epoch %d first %d, %v", epoch, first, err)
+	}
+	// Invalid messages are refused before anything is written.
+	if _, _, _, err := s.ReplaceEpoch(ctx, "s", nil, Record{}); err == nil {
+		t.Fatal("replace with an invalid message succeeded")
+	}
+	if info2, _ := s.Session(ctx, "s"); info2.Epoch != 2 {
+		t.Fatalf("an invalid replace changed the epoch to %d", info2.Epoch)
+	}
+}

@@ -12,8 +12,13 @@
 //   - Atomicity: the records of one Append (or AppendIfEmpty) land
 //     together or not at all, with the session's metadata updated in the
 //     same transaction, so Sessions and Session never read message bodies.
-//   - Nothing is rewritten: Clear starts a new epoch, earlier epochs stay
-//     readable; only Purge and PurgeEpoch delete.
+//   - Conditional writes: AppendIf, ReplaceEpoch and UpdateDerived check
+//     the session's metadata inside their own write transaction, so a
+//     check-then-write can never be overtaken by another writer, in this
+//     process or another (an append that expects the epoch it last saw,
+//     an importer claiming a source).
+//   - Nothing is rewritten: Clear (and ReplaceEpoch) start a new epoch,
+//     earlier epochs stay readable; only Purge and PurgeEpoch delete.
 //   - Privacy: new files are 0600 and new directories 0700; the mode of
 //     an existing file or directory is never changed.
 //   - A damaged file never crashes the process: Open checks the meta,
