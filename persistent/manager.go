@@ -137,7 +137,7 @@ func (m *Manager) sessionInfo(ctx context.Context) (store.SessionInfo, error) {
 // idempotent; every other method fails with ErrClosed afterwards.
 //
 // Close waits for the watcher's goroutine to end, except while that
-// goroutine is running hooks: a hook may call Close [M4], and waiting for
+// goroutine is running hooks: a hook may call Close, and waiting for
 // the goroutine that is running it would never return. The watcher then
 // ends on its own once its hooks return; it touches the store only under
 // the manager's lock, which fails from now on, so closing the store

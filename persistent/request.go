@@ -17,7 +17,7 @@ import (
 // not continue from it.
 const ReasonDecisionsNotSaved = "decisions_not_saved"
 
-// KindView is the derived-record kind of saved view decisions [V4]. Keys
+// KindView is the derived-record kind of saved view decisions. Keys
 // are "v1/e<epoch>/b<budget>": decisions hold for one epoch and one budget.
 const KindView = "view"
 
@@ -31,7 +31,7 @@ func decisionKey(epoch uint64, budget int) string {
 // messages other processes appended since the last call (one metadata read
 // when there are none), then it compacts the in-memory window with the
 // saved decisions. Changed decisions are saved to the store, so a reopened
-// session produces the same view [V4]. The stored history never changes.
+// session produces the same view. The stored history never changes.
 func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
 	v, events, err := m.request(ctx, r)
 	// Events go out after every lock is released, so a hook may call the
@@ -106,7 +106,7 @@ func (m *Manager) prepareLocked(ctx context.Context, r ctxstore.Request) (view.H
 // prefix for each. For a budget without decisions it returns those of
 // another budget with the most cached summaries: the engine starts from
 // scratch for a new budget but keeps their summary cache, so the
-// summarizer is not asked again for a span it already condensed [V3].
+// summarizer is not asked again for a span it already condensed.
 func (w *window) savedFor(budget int) view.Decisions {
 	if d, ok := w.decisions[budget]; ok {
 		return d

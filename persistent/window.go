@@ -32,7 +32,7 @@ type memVersion struct {
 }
 
 // window is the in-memory state views are computed from: never the whole
-// history, only what a view can contain [V5]. Everything older than the
+// history, only what a view can contain. Everything older than the
 // tail that is not pinned (system, developer), the first or the last human
 // message is out of every view wholesale, so it is not kept. The tail is
 // loaded lazily, back to what the request's budget needs.

@@ -31,7 +31,7 @@ func (e *ConfigError) Error() string {
 // Unwrap makes errors.Is(err, ErrInvalidConfig) true.
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
-// Config configures compaction [V9]. It is embedded by persistent.Config.
+// Config configures compaction. It is embedded by persistent.Config.
 //
 // Zero values mean the default. Where 0 is a meaningful setting, a negative
 // value means "none" (the reference shipped a bug where 0 meant "protect

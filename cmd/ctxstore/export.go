@@ -133,7 +133,7 @@ type exportStats struct {
 
 // writeExport streams the named sessions (all sessions when names is empty)
 // to w in the export format. It reads one message at a time from the store,
-// so memory stays flat whatever the sessions' size [B7].
+// so memory stays flat whatever the sessions' size.
 func writeExport(ctx context.Context, st *store.Store, names []string, w io.Writer) (exportStats, error) {
 	var infos []store.SessionInfo
 	if len(names) == 0 {

@@ -16,7 +16,7 @@ import (
 	"github.com/ctxstore/ctxstore/store"
 )
 
-// maxMessageBytes is the default Config.MaxMessageBytes [M3]: add enforces
+// maxMessageBytes is the default Config.MaxMessageBytes: add enforces
 // the same limit the managers do.
 const maxMessageBytes = 8 << 20
 
