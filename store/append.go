@@ -85,7 +85,11 @@ func appendTx(session string, recs []Record, check func(SessionInfo) error, firs
 	return func(w *wtx) error {
 		now := time.Now().UnixNano()
 		if check != nil {
-			if err := check(w.peek(session, now)); err != nil {
+			si, err := w.peek(session, now)
+			if err != nil {
+				return reject(err)
+			}
+			if err := check(si); err != nil {
 				return reject(err)
 			}
 		}
@@ -166,7 +170,11 @@ func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(Ses
 	err = s.write(ctx, func(w *wtx) error {
 		now := time.Now().UnixNano()
 		if check != nil {
-			if err := check(w.peek(session, now)); err != nil {
+			si, err := w.peek(session, now)
+			if err != nil {
+				return reject(err)
+			}
+			if err := check(si); err != nil {
 				return reject(err)
 			}
 		}
@@ -198,14 +206,20 @@ func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(Ses
 }
 
 // Purge deletes session for real: every epoch's messages, its metadata and
-// its derived records. bbolt reuses the freed pages for later writes but
-// does not overwrite them at once; to get the bytes out of the file, copy
-// it compacted (ctxstore compact-file). An unknown session fails with
-// ErrNotFound.
+// its derived records. What remains is a tombstone holding the name with
+// the last seq and epoch, so that a session later created under the same
+// name starts after them (see layout.go). bbolt reuses the freed pages for
+// later writes but does not overwrite them at once; to get the bytes out
+// of the file, copy it compacted (ctxstore compact-file). An unknown
+// session fails with ErrNotFound.
 func (s *Store) Purge(ctx context.Context, session string) error {
 	return s.write(ctx, func(w *wtx) error {
-		if _, err := w.session(session); err != nil {
+		ws, err := w.session(session)
+		if err != nil {
 			return reject(err)
+		}
+		if err := writeTombstone(w.tx, session, ws.meta); err != nil {
+			return fmt.Errorf("store: purge session %q: %w", session, err)
 		}
 		w.forget(session)
 		sessions, err := sessionsBucket(w.tx)

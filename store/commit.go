@@ -235,21 +235,45 @@ func (w *wtx) openSession(name string, now int64) (*wsession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: session %q: %w", name, err)
 	}
-	ws = &wsession{name: name, bucket: sb, meta: newMeta(now), dirty: true}
+	meta, err := w.newSessionMeta(name, now)
+	if err != nil {
+		return nil, err
+	}
+	ws = &wsession{name: name, bucket: sb, meta: meta, dirty: true}
 	w.sessions[name] = ws
 	return ws, nil
 }
 
 // peek returns the session's metadata as this transaction sees it, without
 // writing: a session that does not exist yet is shown as openSession would
-// create it. A damaged metadata record is reported by the write that
-// follows, not here.
-func (w *wtx) peek(name string, now int64) SessionInfo {
-	if ws, err := w.session(name); err == nil {
-		return ws.meta.info(name)
+// create it.
+func (w *wtx) peek(name string, now int64) (SessionInfo, error) {
+	ws, err := w.session(name)
+	if err == nil {
+		return ws.meta.info(name), nil
 	}
+	if !errors.Is(err, ErrNotFound) {
+		return SessionInfo{}, err
+	}
+	m, err := w.newSessionMeta(name, now)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	return m.info(name), nil
+}
+
+// newSessionMeta is the metadata of a session created at now: epoch 1 and
+// seq 1, or, for a name purged before, the epoch and seq after the purged
+// session's last, so that neither is ever reused under one name.
+func (w *wtx) newSessionMeta(name string, now int64) (sessionMeta, error) {
 	m := newMeta(now)
-	return m.info(name)
+	t, found, err := readTombstone(w.tx, name)
+	if err != nil || !found {
+		return m, err
+	}
+	m.Epoch, m.EpochSeq, m.LastSeq = t.Epoch+1, t.LastSeq+1, t.LastSeq
+	m.Epochs = []epochMeta{{Epoch: m.Epoch, First: m.EpochSeq, Last: t.LastSeq, Started: now}}
+	return m, nil
 }
 
 // forget drops a session deleted in this transaction.

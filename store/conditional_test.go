@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -136,6 +137,13 @@ func TestUpdateDerived(t *testing.T) {
 	if _, serr := s.Session(ctx, "new"); err != errRefused || !errors.Is(serr, ErrNotFound) {
 		t.Fatalf("refused update: %v; session: %v", err, serr)
 	}
+	// A nil value deletes the record.
+	if err := s.UpdateDerived(ctx, "s", "k", "k", func([]byte, SessionInfo) ([]byte, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetDerived(ctx, "s", "k", "k"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("record after fn returned nil: %v, want ErrNotFound", err)
+	}
 	if err := s.UpdateDerived(ctx, "s", "", "k", nil); err == nil {
 		t.Fatal("UpdateDerived without a kind succeeded")
 	}
@@ -198,5 +206,95 @@ func TestReplaceEpoch(t *testing.T) {
 	}
 	if info2, _ := s.Session(ctx, "s"); info2.Epoch != 2 {
 		t.Fatalf("an invalid replace changed the epoch to %d", info2.Epoch)
+	}
+}
+
+// A session purged and created again under the same name continues after
+// the purged one's last seq and epoch, so a process that still holds the
+// old numbers (a manager's window, a watcher) can tell the two apart.
+func TestPurgeThenRecreateNeverReusesSeqsOrEpochs(t *testing.T) {
+	s, _ := openTemp(t)
+	if _, _, err := s.Append(ctx, "s", text("user", "a"), text("user", "b"), text("user", "c")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Clear(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Append(ctx, "s", text("user", "d")); err != nil {
+		t.Fatal(err)
+	}
+	for round, want := range []struct{ epoch, first uint64 }{{3, 5}, {4, 6}} {
+		if err := s.Purge(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		if sessions, _ := s.Sessions(ctx); len(sessions) != 0 {
+			t.Fatalf("round %d: purged session still listed: %+v", round, sessions)
+		}
+		var seen SessionInfo
+		first, _, err := s.AppendIf(ctx, "s", func(si SessionInfo) error { seen = si; return nil }, text("user", "new"))
+		if err != nil || first != want.first || seen.Epoch != want.epoch || seen.LastSeq != want.first-1 {
+			t.Fatalf("round %d: recreated session: first seq %d (want %d), check saw %+v, %v", round, first, want.first, seen, err)
+		}
+		info, err := s.Session(ctx, "s")
+		if err != nil || info.Epoch != want.epoch || info.Messages != 1 || info.TotalMessages != 1 ||
+			len(info.Epochs) != 1 || info.Epochs[0].FirstSeq != want.first {
+			t.Fatalf("round %d: recreated session: %+v, %v", round, info, err)
+		}
+		if got := collect(t, s.Messages(ctx, "s", 0)); len(got) != 1 || got[0].Seq != want.first || got[0].Epoch != want.epoch {
+			t.Fatalf("round %d: messages of the recreated session: %+v", round, got)
+		}
+	}
+	if rep, err := s.Verify(ctx); err != nil || !rep.OK() {
+		t.Fatalf("verify after purge and recreate: %+v, %v", rep, err)
+	}
+	// Derived records of the old session are gone, and writing one creates
+	// the session afresh, after the tombstone too.
+	if err := s.Purge(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutDerived(ctx, "s", "k", "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := s.Session(ctx, "s"); info.Epoch != 5 || info.LastSeq != 6 {
+		t.Fatalf("session created by a derived record after a purge: %+v", info)
+	}
+}
+
+// Between the batches of a large ImportSession the session is visible; a
+// message another writer appends then is never overwritten by the next
+// batch: the import stops with ErrConflict, and the foreign message and
+// the batches imported so far stay, consistent.
+func TestImportSessionStopsOnForeignAppend(t *testing.T) {
+	s, path := openTemp(t)
+	other, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	info, entries := importFixture(importBatchEntries + 500)
+	var foreign uint64
+	seq := func(yield func(Entry, error) bool) {
+		for i, e := range entries {
+			if i == importBatchEntries+10 {
+				_, foreign, err = other.Append(ctx, info.Name, text("user", "written meanwhile"))
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+	err = s.ImportSession(ctx, info, seq)
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("import with a foreign append between batches: %v, want ErrConflict", err)
+	}
+	got, err := s.Get(ctx, info.Name, foreign)
+	if err != nil || len(got) != 1 || !strings.Contains(string(got[0].Raw), "written meanwhile") {
+		t.Fatalf("the foreign message at seq %d: %+v, %v", foreign, got, err)
+	}
+	if rep, err := s.Verify(ctx); err != nil || !rep.Intact() {
+		t.Fatalf("verify: %+v, %v", rep, err)
 	}
 }

@@ -71,6 +71,7 @@ func putDerived(w *wtx, session, kind, key string, value []byte) error {
 // the read and the write. It is the compare-and-swap that claims, such as
 // an importer's "this source is mine", are built on.
 //
+// A nil value from fn deletes the record (an empty non-nil one is stored).
 // If fn returns an error, nothing is written and UpdateDerived returns that
 // error unchanged, so callers can use their own sentinels to mean "leave
 // it". fn may be called more than once (a shared commit that fails is
@@ -81,7 +82,10 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 		return err
 	}
 	return s.write(ctx, func(w *wtx) error {
-		info := w.peek(session, time.Now().UnixNano())
+		info, err := w.peek(session, time.Now().UnixNano())
+		if err != nil {
+			return reject(err)
+		}
 		var cur []byte
 		if ws, err := w.session(session); err == nil {
 			if d := ws.bucket.Bucket([]byte(bucketDerived)); d != nil {
@@ -96,8 +100,34 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 		if err != nil {
 			return reject(err) // write hands back fn's error itself
 		}
+		if value == nil {
+			return deleteDerived(w, session, kind, key)
+		}
 		return putDerived(w, session, kind, key, value)
 	})
+}
+
+// deleteDerived removes one derived record inside w, if it exists.
+func deleteDerived(w *wtx, session, kind, key string) error {
+	ws, err := w.session(session)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return reject(err)
+	}
+	d := ws.bucket.Bucket([]byte(bucketDerived))
+	if d == nil {
+		return nil
+	}
+	kb := d.Bucket([]byte(kind))
+	if kb == nil {
+		return nil
+	}
+	if err := kb.Delete([]byte(key)); err != nil {
+		return fmt.Errorf("store: session %q: derived %s/%s: %w", session, kind, key, err)
+	}
+	return nil
 }
 
 // derivedBucket returns the bucket of kind for session, or ErrNotFound.

@@ -19,4 +19,8 @@ var (
 	// ErrNotEmpty means AppendIfEmpty found messages in the current epoch,
 	// or ImportSession found the session already present.
 	ErrNotEmpty = errors.New("store: not empty")
+	// ErrConflict means another writer changed the session in the middle
+	// of a multi-transaction operation (a batched ImportSession), which
+	// stopped rather than overwrite that writer's messages.
+	ErrConflict = errors.New("store: session changed by another writer")
 )

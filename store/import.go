@@ -48,10 +48,33 @@ func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries ite
 	im := importer{name: name, info: info, created: created, counts: map[uint64]*epochMeta{}, scratch: newMeta(0)}
 	err := s.importEntries(ctx, &im, entries)
 	if err != nil && im.createdSession {
-		// Best effort: the cause matters more than a failed cleanup.
-		_ = s.Purge(context.WithoutCancel(ctx), name)
+		// Best effort: the cause matters more than a failed cleanup. A
+		// session another writer has written to since is left alone: its
+		// messages are not ours to delete.
+		_ = s.write(context.WithoutCancel(ctx), func(w *wtx) error {
+			ws, err := w.session(name)
+			if err != nil || !im.unchanged(&ws.meta) {
+				return reject(ErrConflict)
+			}
+			if err := writeTombstone(w.tx, name, ws.meta); err != nil {
+				return err
+			}
+			w.forget(name)
+			sessions, err := sessionsBucket(w.tx)
+			if err != nil {
+				return err
+			}
+			return sessions.DeleteBucket([]byte(name))
+		})
 	}
 	return err
+}
+
+// unchanged reports whether m is still the metadata the last batch wrote:
+// no other writer appended, cleared or purged in between.
+func (im *importer) unchanged(m *sessionMeta) bool {
+	w := &im.written
+	return m.LastSeq == w.LastSeq && m.Epoch == w.Epoch && m.Total == w.Total && m.Messages == w.Messages
 }
 
 // importer accumulates what the session's metadata needs from the entries.
@@ -70,6 +93,9 @@ type importer struct {
 	scratch sessionMeta
 	// createdSession is set once a batch created the session.
 	createdSession bool
+	// written is the metadata the last batch wrote; each later batch
+	// checks the session still has it.
+	written sessionMeta
 }
 
 // importEntries writes the entries in batches, each with the session's
@@ -98,6 +124,13 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 				if ws, err = w.session(im.name); err != nil {
 					return reject(err)
 				}
+				// Between batches the session is visible: an append by
+				// another writer would otherwise be overwritten by the
+				// next batch's metadata and its seq reused.
+				if !im.unchanged(&ws.meta) {
+					return reject(fmt.Errorf("store: import session %q: %w: it now holds seq %d in epoch %d",
+						im.name, ErrConflict, ws.meta.LastSeq, ws.meta.Epoch))
+				}
 			}
 			if len(b) > 0 {
 				msgs, err := msgsBucket(ws.bucket, true)
@@ -113,8 +146,8 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 			ws.meta, ws.dirty = meta, true
 			return nil
 		})
-		if err == nil && create {
-			im.createdSession = true
+		if err == nil {
+			im.createdSession, im.written = true, meta
 		}
 		return err
 	}

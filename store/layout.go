@@ -8,6 +8,8 @@ package store
 //
 //	"ctxstore"                          top-level bucket: store-wide values
 //	    "format"  -> format version as decimal text (FormatVersion)
+//	    "purged"  bucket: <session name bytes> -> msgpack tombstone
+//	              (last seq and epoch of a purged session, nothing else)
 //	"sessions"                          top-level bucket: one sub-bucket per session
 //	    <session name bytes>            bucket of one session
 //	        "meta"    -> msgpack sessionMeta (counts, epochs, title, pinned seqs)
@@ -18,7 +20,11 @@ package store
 // Seqs are per session, start at 1, and increase strictly across epochs; a
 // seq is never reused, even after PurgeEpoch or Purge-then-recreate of the
 // epoch's messages. An epoch's messages are therefore one contiguous key
-// range of "msgs", and its bounds are in sessionMeta.Epochs.
+// range of "msgs", and its bounds are in sessionMeta.Epochs. Purge leaves
+// a tombstone under "ctxstore"/"purged" so that a session recreated under
+// the same name continues after the purged one's last seq and epoch:
+// a process still holding the old session's seqs or epoch in memory sees
+// the change instead of mistaking the new session for the old.
 //
 // The envelope is a msgpack array (not a map: the field names would cost
 // more than the fields) of envelopeFields elements, in this order:
@@ -56,6 +62,7 @@ const (
 const (
 	bucketStore    = "ctxstore"
 	keyFormat      = "format"
+	bucketPurged   = "purged"
 	bucketSessions = "sessions"
 	keyMeta        = "meta"
 	bucketMsgs     = "msgs"

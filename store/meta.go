@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/vmihailenco/msgpack/v5"
+	"go.etcd.io/bbolt"
 )
 
 // titleRunes bounds SessionInfo.Title.
@@ -206,4 +207,55 @@ func unixTime(ns int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, ns).UTC()
+}
+
+// tombstone is what Purge leaves of a session: the numbers a session
+// recreated under the same name must continue after.
+type tombstone struct {
+	LastSeq uint64 `msgpack:"l"`
+	Epoch   uint64 `msgpack:"e"`
+}
+
+// readTombstone returns the tombstone of a purged session name, if any.
+func readTombstone(tx *bbolt.Tx, name string) (tombstone, bool, error) {
+	var t tombstone
+	sb := tx.Bucket([]byte(bucketStore))
+	if sb == nil {
+		return t, false, nil
+	}
+	pb := sb.Bucket([]byte(bucketPurged))
+	if pb == nil {
+		return t, false, nil
+	}
+	v := pb.Get([]byte(name))
+	if v == nil {
+		return t, false, nil
+	}
+	if err := msgpack.Unmarshal(v, &t); err != nil {
+		return t, false, fmt.Errorf("store: session %q: tombstone: %w: %w", name, ErrCorrupt, err)
+	}
+	return t, true, nil
+}
+
+// writeTombstone records that the session described by m is being purged,
+// keeping the highest numbers if the name was purged before.
+func writeTombstone(tx *bbolt.Tx, name string, m sessionMeta) error {
+	t, _, err := readTombstone(tx, name)
+	if err != nil {
+		return err
+	}
+	t.LastSeq, t.Epoch = max(t.LastSeq, m.LastSeq), max(t.Epoch, m.Epoch)
+	sb, err := tx.CreateBucketIfNotExists([]byte(bucketStore))
+	if err != nil {
+		return err
+	}
+	pb, err := sb.CreateBucketIfNotExists([]byte(bucketPurged))
+	if err != nil {
+		return err
+	}
+	v, err := msgpack.Marshal(&t)
+	if err != nil {
+		return err
+	}
+	return pb.Put([]byte(name), v)
 }
