@@ -281,13 +281,15 @@ var errEpochMoved = errors.New("the session moved to another epoch")
 
 // sameEpoch is the check of a conditional append: the session must still be
 // where the window left it, in the same epoch (not cleared by another
-// process) and not behind the window (not purged and recreated). A window
-// that has not seen the session yet expects it to hold nothing.
+// process, not purged and recreated: a recreated session continues after
+// the purged one's epochs) and not behind the window. A window that has not
+// seen the session expects it to hold no messages at all, which is also
+// how a session purged since looks.
 func (m *Manager) sameEpoch() func(store.SessionInfo) error {
 	epoch, last := m.w.epoch, m.w.lastSeq
 	return func(si store.SessionInfo) error {
 		switch {
-		case epoch == 0 && si.LastSeq != 0:
+		case epoch == 0 && si.TotalMessages != 0:
 			return fmt.Errorf("%w: created elsewhere meanwhile (epoch %d)", errEpochMoved, si.Epoch)
 		case epoch != 0 && si.Epoch != epoch:
 			return fmt.Errorf("%w: epoch %d, the window's is %d", errEpochMoved, si.Epoch, epoch)

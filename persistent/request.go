@@ -1,6 +1,7 @@
 package persistent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -231,7 +232,17 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 	// In memory first: even if the write fails, this process's next views
 	// continue from these decisions.
 	m.w.decisions[budget] = d
-	if err := m.st.PutDerived(ctx, m.session, KindView, decisionKey(epoch, budget), b); err != nil {
+	// Only into the epoch they were computed for, checked in the write
+	// itself: the engine ran unlocked, and meanwhile another process may
+	// have cleared the session or purged it, and a plain write would bring
+	// a purged session back holding its summaries.
+	err = m.st.UpdateDerived(ctx, m.session, KindView, decisionKey(epoch, budget), func(_ []byte, si store.SessionInfo) ([]byte, error) {
+		if si.Epoch != epoch || si.Messages == 0 {
+			return nil, errEpochMoved
+		}
+		return b, nil
+	})
+	if err != nil && !errors.Is(err, errEpochMoved) {
 		return fmt.Errorf("save view decisions: %w", err)
 	}
 	return nil
@@ -255,6 +266,21 @@ func (m *Manager) RepairInterruptedTail(ctx context.Context) (repaired []string,
 		return nil, err
 	}
 	defer m.unlock(ctx)
+	// The record is written only if the session is still as read; if
+	// another process appended (a late result, say) or cleared meanwhile,
+	// look again. A few rounds are plenty: each one follows a real write.
+	for range 5 {
+		repaired, err = m.repairLocked(ctx)
+		if !errors.Is(err, errEpochMoved) {
+			return repaired, err
+		}
+	}
+	return nil, fmt.Errorf("persistent: repair session %q: the session kept changing; try again", m.session)
+}
+
+// repairLocked is one attempt of RepairInterruptedTail; errEpochMoved
+// means the session changed between reading its tail and the write.
+func (m *Manager) repairLocked(ctx context.Context) ([]string, error) {
 	if err := m.syncLocked(ctx); err != nil {
 		return nil, fmt.Errorf("persistent: repair session %q: %w", m.session, err)
 	}
@@ -295,12 +321,32 @@ func (m *Manager) RepairInterruptedTail(ctx context.Context) (repaired []string,
 	if err != nil {
 		return nil, fmt.Errorf("persistent: repair session %q: %w", m.session, err)
 	}
-	if err := m.st.PutDerived(ctx, m.session, KindRepair, repairKey(seq), b); err != nil {
+	epoch, last := m.w.epoch, m.w.lastSeq
+	err = m.st.UpdateDerived(ctx, m.session, KindRepair, repairKey(seq), func(cur []byte, si store.SessionInfo) ([]byte, error) {
+		if si.Epoch != epoch || si.LastSeq != last {
+			return nil, errEpochMoved
+		}
+		if bytes.Equal(cur, b) {
+			return nil, errAlreadyRepaired // by another process, just now
+		}
+		return b, nil
+	})
+	m.w.repairs[seq] = rec
+	switch {
+	case errors.Is(err, errAlreadyRepaired):
+		return nil, nil
+	case errors.Is(err, errEpochMoved):
+		delete(m.w.repairs, seq)
+		return nil, err
+	case err != nil:
+		delete(m.w.repairs, seq)
 		return nil, fmt.Errorf("persistent: repair session %q: save repair record: %w", m.session, err)
 	}
-	m.w.repairs[seq] = rec
 	return missing, nil
 }
+
+// errAlreadyRepaired: another process saved the same repair record first.
+var errAlreadyRepaired = errors.New("already repaired")
 
 // Info describes the session as the manager sees it.
 type Info struct {
