@@ -456,6 +456,15 @@ func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exp
 	switch {
 	case readErr != nil:
 		return 0, false, readErr
+	case errors.Is(err, store.ErrNotEmpty) && opt.skipExisting:
+		// Another writer created the session after the check above:
+		// nothing of ours was written; skip the rest of it the same way.
+		for range int64(rec.Messages) - n {
+			if _, err := lr.next(); err != nil {
+				return 0, true, cutShort(lr, rec.Name, err)
+			}
+		}
+		return 0, true, importDerived(ctx, nil, lr, rec.Name)
 	case errors.Is(err, store.ErrNotEmpty):
 		return 0, false, fmt.Errorf("session %q already exists in %s: nothing of it was imported; import into a fresh file, rerun with --skip-existing, or remove it first with 'ctxstore purge %s'",
 			rec.Name, st.Path(), shellQuote(rec.Name))
