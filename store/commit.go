@@ -179,10 +179,10 @@ func (s *Store) commit(batch []*writeReq) {
 	case errors.Is(err, errPartial):
 		// The lone request's err already says why.
 	default:
+		// Every request learns the commit failed, a rejected one too: its
+		// check may have seen writes of the batch that are now rolled back.
 		for _, r := range batch {
-			if r.err == nil {
-				r.err = fmt.Errorf("store %s: commit: %w", s.path, err)
-			}
+			r.err = fmt.Errorf("store %s: commit: %w", s.path, err)
 		}
 	}
 }
