@@ -189,17 +189,19 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 	fresh := skip == 0        // the first batch must find the epoch empty
 	var last ctxstore.Message // the newest stored message, to check a continued import
 	if skip > 0 {
-		tail, err := st.Tail(ctx, session, 1)
+		// The newest message as of the claim: if another writer appended
+		// since, the first batch's check refuses, whatever is read here.
+		after = cl.lastSeq
+		got, err := st.Get(ctx, session, after)
 		if err != nil {
 			return fail(fmt.Errorf("read the last stored message: %w", err))
 		}
-		if len(tail) != 1 {
-			return fail(fmt.Errorf("read the last stored message: %w", store.ErrNotFound))
+		if len(got) != 1 {
+			return fail(fmt.Errorf("read the last stored message (seq %d): %w", after, store.ErrNotFound))
 		}
-		if last, err = tail[0].Message(); err != nil {
+		if last, err = got[0].Message(); err != nil {
 			return fail(err)
 		}
-		after = tail[0].Seq
 	}
 	check := func(si store.SessionInfo) error {
 		switch {
@@ -302,6 +304,7 @@ var (
 type claim struct {
 	rec     importRecord // the record as claimed; rec.Claim identifies this importer
 	skip    int          // messages an interrupted import already stored
+	lastSeq uint64       // the session's last seq when claimed
 	skipped string       // why nothing is imported ("" when rec is claimed)
 }
 
@@ -343,7 +346,7 @@ func claimImport(ctx context.Context, st *store.Store, session string, opts Impo
 				cl.skipped = fmt.Sprintf("an import started %s was interrupted, and the session has been cleared since; not imported again",
 					prev.Started.Format(time.RFC3339))
 			case found:
-				cl.skip = info.Messages
+				cl.skip, cl.lastSeq = info.Messages, info.LastSeq
 			case info.Messages > 0:
 				cl.skipped = fmt.Sprintf("the session already holds %d messages; its store is authoritative, so the JSONL is not imported",
 					info.Messages)
