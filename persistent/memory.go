@@ -250,27 +250,70 @@ func (m *Manager) refreshMemoryLocked(ctx context.Context, files []memoryFile) {
 			m.skipMemory(f, reason, err)
 			continue
 		}
+		if err := m.refreshFileLocked(ctx, f, content); err != nil {
+			m.warn(ReasonMemoryRefresh, "cannot refresh memory file "+f.configured, "err", err.Error())
+		}
+	}
+}
+
+// errPinnedMoved refuses a new memory-file version when a system or
+// developer message was appended since the window last caught up: it may
+// be this very version, stored by another process watching the same file.
+var errPinnedMoved = errors.New("a system message was appended meanwhile")
+
+// refreshFileLocked makes content the newest version of f, unless the
+// session holds it already. The append is conditional on the session being
+// as the window left it, in its epoch and with no system or developer
+// message newer than the window: several processes watching one file (or
+// opening after an offline edit) each decide from the window, and the
+// check lets only the first store the version. A refused append catches up
+// and decides again from what is now stored, so it never re-sends a
+// version built for a window that has moved: after a Clear elsewhere the
+// new epoch's memory messages already carry the content.
+func (m *Manager) refreshFileLocked(ctx context.Context, f memoryFile, content string) error {
+	for {
 		if len(m.w.pending) > 0 || m.w.count == 0 {
-			if !m.pendingHas(f.path, content) {
-				if err := m.addPending(f, content); err != nil {
-					m.warn(ReasonMemoryRefresh, "cannot refresh memory file "+f.configured, "err", err.Error())
-				}
+			if m.pendingHas(f.path, content) {
+				return nil
 			}
-			continue
+			return m.addPending(f, content)
 		}
 		cur, ok := m.w.mem[f.path]
 		if ok && cur.content == content {
-			continue
+			return nil
 		}
 		msg, err := memoryMessage(f.path, content, cur.version+1)
-		if err == nil {
-			err = m.appendLocked(ctx, store.Record{Message: msg, Tokens: m.est.Estimate(msg)})
-		}
 		if err != nil {
-			m.warn(ReasonMemoryRefresh, "cannot store the new version of memory file "+f.configured, "err", err.Error())
-			continue
+			return err
 		}
-		m.queue(ctxstore.EventInclude, map[string]any{"source": f.path, "content": content})
+		recs := []store.Record{{Message: msg, Tokens: m.est.Estimate(msg)}}
+		first, into, err := m.appendChecked(ctx, m.samePinned(), recs)
+		if err == nil {
+			m.queue(ctxstore.EventInclude, map[string]any{"source": f.path, "content": content})
+			return m.afterAppend(ctx, first, recs, into)
+		}
+		if !errors.Is(err, errEpochMoved) && !errors.Is(err, errPinnedMoved) {
+			return err
+		}
+		if err := m.syncLocked(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// samePinned is sameEpoch, and refuses (errPinnedMoved) as well a session
+// holding a system or developer message the window has not seen.
+func (m *Manager) samePinned() func(store.SessionInfo) error {
+	same, last := m.sameEpoch(), m.w.lastSeq
+	return func(si store.SessionInfo) error {
+		if err := same(si); err != nil {
+			return err
+		}
+		// PinnedSeqs are in seq order.
+		if n := len(si.PinnedSeqs); n > 0 && si.PinnedSeqs[n-1] > last {
+			return fmt.Errorf("%w: seq %d, the window's last is %d", errPinnedMoved, si.PinnedSeqs[n-1], last)
+		}
+		return nil
 	}
 }
 
