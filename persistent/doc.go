@@ -55,7 +55,13 @@
 // saw, checked inside the write transaction: an append that would land in
 // an epoch another process has just started by Clear is refused, the
 // manager catches up, and the append goes into the new epoch after its
-// memory files. Checking costs nothing extra when nothing changed.
+// memory files. Checking costs nothing extra when nothing changed. The
+// same kind of check keeps the other shared writes right: a new
+// memory-file version is appended only if no other process stored one
+// since (so several watchers of one file store each version once), view
+// decisions and repair records only into the epoch they were computed for
+// (never bringing a purged session back), and a session purged and
+// recreated elsewhere is told apart by its new epoch.
 // A process sees another's new memory-file versions at once (they are
 // messages); the view decisions and repair records another process saves
 // reach it when it reopens the session (or the epoch changes).
