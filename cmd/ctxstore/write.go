@@ -192,10 +192,12 @@ func purgeCommand() *command {
 		usage:   "SESSION [--epoch N] --yes",
 		summary: "delete a session, or one earlier epoch of it, for real",
 		help: `This is the only command that deletes messages. Without --epoch the whole
-session goes (every epoch, its derived records); with --epoch N only that
-earlier epoch's messages (the current epoch cannot be purged: 'clear' it
-first). The space is reused by later writes; 'ctxstore compact-file'
-shrinks the file. --yes is required unless you confirm on a terminal.`,
+session goes (every epoch, its derived records), leaving only a tombstone of
+its name with its last seq and epoch, so that a session later created under
+that name continues after them; with --epoch N only that earlier epoch's
+messages (the current epoch cannot be purged: 'clear' it first). The space
+is reused by later writes; 'ctxstore compact-file' shrinks the file. --yes
+is required unless you confirm on a terminal.`,
 		example: "ctxstore purge scratch --yes\nctxstore purge work --epoch 1 --yes",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
