@@ -61,7 +61,8 @@
 // since (so several watchers of one file store each version once), view
 // decisions and repair records only into the epoch they were computed for
 // (never bringing a purged session back), and a session purged and
-// recreated elsewhere is told apart by its new epoch.
+// recreated elsewhere is told apart by its new epoch (or, imported from an
+// export, by its creation time).
 // A process sees another's new memory-file versions at once (they are
 // messages); the view decisions and repair records another process saves
 // reach it when it reopens the session (or the epoch changes).

@@ -282,17 +282,20 @@ var errEpochMoved = errors.New("the session moved to another epoch")
 // sameEpoch is the check of a conditional append: the session must still be
 // where the window left it, in the same epoch (not cleared by another
 // process, not purged and recreated: a recreated session continues after
-// the purged one's epochs) and not behind the window. A window that has not
+// the purged one's epochs, and one imported under the name has another
+// creation time) and not behind the window. A window that has not
 // seen the session expects it to hold no messages at all, which is also
 // how a session purged since looks.
 func (m *Manager) sameEpoch() func(store.SessionInfo) error {
-	epoch, last := m.w.epoch, m.w.lastSeq
+	epoch, last, created := m.w.epoch, m.w.lastSeq, m.w.created
 	return func(si store.SessionInfo) error {
 		switch {
 		case epoch == 0 && si.TotalMessages != 0:
 			return fmt.Errorf("%w: created elsewhere meanwhile (epoch %d)", errEpochMoved, si.Epoch)
 		case epoch != 0 && si.Epoch != epoch:
 			return fmt.Errorf("%w: epoch %d, the window's is %d", errEpochMoved, si.Epoch, epoch)
+		case epoch != 0 && !si.Created.Equal(created):
+			return fmt.Errorf("%w: another session under this name (purged and imported)", errEpochMoved)
 		case si.LastSeq < last:
 			return fmt.Errorf("%w: last seq %d is behind the window's %d", errEpochMoved, si.LastSeq, last)
 		}
@@ -341,7 +344,7 @@ func (m *Manager) afterAppend(ctx context.Context, first uint64, recs []store.Re
 	if m.w.epoch == 0 {
 		// The session was created by this write: learn its epoch, or the
 		// next sync would take it for another process's Clear.
-		m.w.epoch, m.w.epochStart = into.Epoch, into.EpochStartSeq
+		m.w.epoch, m.w.epochStart, m.w.created = into.Epoch, into.EpochStartSeq, into.Created
 	}
 	for i, r := range recs {
 		m.w.push(view.Item{ID: seqID(first + uint64(i)), Msg: r.Message, Tokens: r.Tokens})

@@ -156,7 +156,7 @@ func memoryTooLarge(names []string, tokens []int, budget int) error {
 // freshMemoryLocked makes the memory messages of an empty epoch. They stay
 // pending (in views and GetMessages, not yet in the file) until the first
 // write, which stores them in the same transaction: that keeps SetMessages
-// on a fresh session a single AppendIfEmpty, and a session nobody wrote to
+// on a fresh session a single conditional append, and a session nobody wrote to
 // is still fresh when it is reopened.
 func (m *Manager) freshMemoryLocked(ctx context.Context) error {
 	m.w.pending = nil

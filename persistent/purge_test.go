@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/simple"
@@ -144,5 +145,50 @@ func TestRepairFromTwoManagersReportsOnce(t *testing.T) {
 		}
 		a.Close()
 		b.Close()
+	}
+}
+
+// Another process purges the session and imports a different session
+// under its name (ctxstore import), reusing its epoch and seqs: the manager
+// still holding the old one tells them apart by creation time and never
+// shows a purged message.
+func TestPurgedAndImportedElsewhere(t *testing.T) {
+	ctx := context.Background()
+	path := dbPath(t)
+	m := open(t, path, "s", Config{noSync: true})
+	addAll(t, m, []ctxstore.Message{system("OLD SYSTEM PROMPT"), user("OLD secret question"), assistant("old answer")})
+	other, err := store.Open(path, store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Purge(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	var entries []store.Entry
+	for i, s := range []string{"new a", "new b", "new c", "new d", "new e"} {
+		msg := user(s)
+		entries = append(entries, store.Entry{Session: "s", Seq: uint64(i + 1), Epoch: 1, Role: msg.Role(), Tokens: 3, Raw: msg.Bytes()})
+		want = append(want, "user:"+s)
+	}
+	info := store.SessionInfo{Name: "s", Created: time.Unix(1_700_000_000, 0), Epoch: 1, LastSeq: 5}
+	err = other.ImportSession(ctx, info, func(yield func(store.Entry, error) bool) {
+		for _, e := range entries {
+			if !yield(e, nil) {
+				return
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addAll(t, m, []ctxstore.Message{user("after import")})
+	want = append(want, "user:after import")
+	if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("history = %q, want %q", got, want)
+	}
+	if got := texts(viewOf(t, m, 100_000)); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("view = %q, want %q", got, want)
 	}
 }

@@ -236,8 +236,9 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 	// itself: the engine ran unlocked, and meanwhile another process may
 	// have cleared the session or purged it, and a plain write would bring
 	// a purged session back holding its summaries.
+	created := m.w.created
 	err = m.st.UpdateDerived(ctx, m.session, KindView, decisionKey(epoch, budget), func(_ []byte, si store.SessionInfo) ([]byte, error) {
-		if si.Epoch != epoch || si.Messages == 0 {
+		if si.Epoch != epoch || si.Messages == 0 || !si.Created.Equal(created) {
 			return nil, errEpochMoved
 		}
 		return b, nil
@@ -321,9 +322,9 @@ func (m *Manager) repairLocked(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistent: repair session %q: %w", m.session, err)
 	}
-	epoch, last := m.w.epoch, m.w.lastSeq
+	epoch, last, created := m.w.epoch, m.w.lastSeq, m.w.created
 	err = m.st.UpdateDerived(ctx, m.session, KindRepair, repairKey(seq), func(cur []byte, si store.SessionInfo) ([]byte, error) {
-		if si.Epoch != epoch || si.LastSeq != last {
+		if si.Epoch != epoch || si.LastSeq != last || !si.Created.Equal(created) {
 			return nil, errEpochMoved
 		}
 		if bytes.Equal(cur, b) {

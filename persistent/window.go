@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
@@ -40,9 +41,12 @@ type window struct {
 	epoch      uint64
 	epochStart uint64
 	lastSeq    uint64 // newest seq of the session the window has seen
-	count      int    // messages in the current epoch
-	tokens     int    // Σ tokens of the current epoch
-	ours       bool   // this manager wrote into the current epoch
+	// created tells this session from another under the same name:
+	// one imported after a purge may reuse its epoch and seqs.
+	created time.Time
+	count   int  // messages in the current epoch
+	tokens  int  // Σ tokens of the current epoch
+	ours    bool // this manager wrote into the current epoch
 
 	pinned    []view.Item // system and developer messages of the epoch, in order
 	firstUser *view.Item
@@ -62,7 +66,7 @@ type window struct {
 
 func newWindow(info store.SessionInfo) window {
 	return window{
-		epoch: info.Epoch, epochStart: info.EpochStartSeq, lastSeq: info.LastSeq,
+		epoch: info.Epoch, epochStart: info.EpochStartSeq, lastSeq: info.LastSeq, created: info.Created,
 		count: info.Messages, tokens: info.Tokens,
 		mem: map[string]memVersion{}, superseded: map[uint64]bool{},
 		repairs: map[uint64]repairRecord{}, decisions: map[int]view.Decisions{},
@@ -383,7 +387,7 @@ func (m *Manager) syncLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if info.Epoch != m.w.epoch || info.LastSeq < m.w.lastSeq {
+	if info.Epoch != m.w.epoch || info.LastSeq < m.w.lastSeq || !info.Created.Equal(m.w.created) {
 		return m.reload(ctx, info)
 	}
 	if info.LastSeq == m.w.lastSeq {

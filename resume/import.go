@@ -237,12 +237,15 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 		sk.check, sink, opts.Progress)
 	rep.Lines, rep.Imported, rep.Malformed, rep.Continued = lines, sent, bad, skip-sk.skip
 	if errors.Is(err, errSessionChanged) && rep.Imported == 0 && skip == 0 {
-		// Another writer seeded the empty session between our claim and
-		// our first batch; its content stands and this source is done.
-		rep.Skipped = "another writer filled the session during the import; its content stands"
+		// Another writer seeded, cleared or purged the empty session
+		// between our claim and our first batch: what it did stands, and
+		// this source is done.
+		rep.Skipped = fmt.Sprintf("another writer changed the session before the import began (%v); the store is authoritative, so the JSONL is not imported",
+			err)
 		rep.Lines, rep.Malformed = 0, nil
 		rec.State, rec.Owner, rec.Claim, rec.Finished = importAbandoned, "", "", time.Now().UTC()
-		if err := saveOwnImport(ctx, st, session, token, rec); err != nil {
+		// After a purge the claim went with the session: nothing to record.
+		if err := saveOwnImport(ctx, st, session, token, rec); err != nil && !errors.Is(err, errClaimLost) {
 			return fail(err)
 		}
 		finished = true

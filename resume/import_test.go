@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -366,5 +367,74 @@ func TestLapsedImporterStopsWithoutDuplicating(t *testing.T) {
 	rec, _, err = loadImportRecord(bg, st, "s", src)
 	if err != nil || rec.State != importDone || rec.Imported != len(valid) {
 		t.Fatalf("record after both: %+v, %v", rec, err)
+	}
+}
+
+// readerFunc runs before its first Read: a hook between an import's claim
+// and its first batch.
+type readerFunc struct {
+	r      io.Reader
+	before func()
+}
+
+func (h *readerFunc) Read(p []byte) (int, error) {
+	if h.before != nil {
+		h.before()
+		h.before = nil
+	}
+	return h.r.Read(p)
+}
+
+// Another writer seeds, clears or purges the session between an import's
+// claim and its first batch: the import writes nothing, says why and
+// returns no error.
+func TestImportSessionChangedBeforeFirstBatch(t *testing.T) {
+	bg := context.Background()
+	for name, act := range map[string]func(*store.Store) error{
+		"seeded": func(st *store.Store) error {
+			_, _, err := st.Append(bg, "s", store.Record{Message: ctxstore.NewMessage("user", "mine"), Tokens: 1})
+			return err
+		},
+		"cleared": func(st *store.Store) error { _, err := st.Clear(bg, "s"); return err },
+		"purged":  func(st *store.Store) error { return st.Purge(bg, "s") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			src, _ := bigJSONL(t, 50)
+			st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
+			f, err := os.Open(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			r := &readerFunc{r: f, before: func() {
+				if err := act(st); err != nil {
+					t.Error(err)
+				}
+			}}
+			rep, err := ImportJSONL(bg, st, "s", r, ImportOptions{Source: src})
+			if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "changed the session before the import began") {
+				t.Fatalf("import: %+v, %v", rep, err)
+			}
+			want := 0
+			if name == "seeded" {
+				want = 1
+			}
+			if got := len(stored(t, st, "s")); got != want {
+				t.Fatalf("session holds %d messages, want %d", got, want)
+			}
+			// A purge takes the import record with it: the session is
+			// forgotten, so the next import starts afresh. Otherwise the
+			// source is done.
+			rep, err = ImportFile(bg, st, "s", src, ImportOptions{})
+			if name == "purged" {
+				if err != nil || rep.Imported != 50 {
+					t.Fatalf("import after the purge: %+v, %v", rep, err)
+				}
+				return
+			}
+			if err != nil || rep.Imported != 0 || rep.Skipped == "" {
+				t.Fatalf("next import: %+v, %v", rep, err)
+			}
+		})
 	}
 }

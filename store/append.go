@@ -46,7 +46,8 @@ func (s *Store) AppendIfEmpty(ctx context.Context, session string, recs ...Recor
 // AppendIf is Append, but only if check accepts the session as the write
 // transaction itself sees it; otherwise nothing is written and AppendIf
 // returns check's error unchanged. A session that does not exist yet is
-// shown as it would be created: epoch 1, no messages, LastSeq 0.
+// shown as it would be created: empty, in epoch 1 with LastSeq 0, or, for
+// a name purged before, continuing after its tombstone's epoch and seq.
 //
 // Because check and write are one transaction, no writer in this or another
 // process can change the session in between: a caller that expects the

@@ -227,6 +227,11 @@ func (w *wtx) openSession(name string, now int64) (*wsession, error) {
 	if !errors.Is(err, ErrNotFound) {
 		return ws, err
 	}
+	// Before any bucket is created: a refusal must leave nothing behind.
+	meta, err := w.newSessionMeta(name, now)
+	if err != nil {
+		return nil, err
+	}
 	sessions, err := w.tx.CreateBucketIfNotExists([]byte(bucketSessions))
 	if err != nil {
 		return nil, fmt.Errorf("store: session %q: %w", name, err)
@@ -234,10 +239,6 @@ func (w *wtx) openSession(name string, now int64) (*wsession, error) {
 	sb, err := sessions.CreateBucket([]byte(name))
 	if err != nil {
 		return nil, fmt.Errorf("store: session %q: %w", name, err)
-	}
-	meta, err := w.newSessionMeta(name, now)
-	if err != nil {
-		return nil, err
 	}
 	ws = &wsession{name: name, bucket: sb, meta: meta, dirty: true}
 	w.sessions[name] = ws

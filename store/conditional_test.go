@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"go.etcd.io/bbolt"
 )
 
 var errRefused = errors.New("refused by the test")
@@ -296,5 +298,47 @@ func TestImportSessionStopsOnForeignAppend(t *testing.T) {
 	}
 	if rep, err := s.Verify(ctx); err != nil || !rep.Intact() {
 		t.Fatalf("verify: %+v, %v", rep, err)
+	}
+}
+
+// A damaged tombstone makes creating a session under that name fail with
+// ErrCorrupt, leaves nothing behind (listing still works), and Verify
+// reports it.
+func TestDamagedTombstone(t *testing.T) {
+	s, path := openTemp(t)
+	if _, _, err := s.Append(ctx, "gone", text("user", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Append(ctx, "kept", text("user", "b")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte(bucketStore)).Bucket([]byte(bucketPurged)).Put([]byte("gone"), []byte{0xc1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.Append(ctx, "gone", text("user", "again")); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("append under a damaged tombstone: %v, want ErrCorrupt", err)
+	}
+	if sessions, err := s.Sessions(ctx); err != nil || len(sessions) != 1 {
+		t.Fatalf("sessions after the refused append: %+v, %v", sessions, err)
+	}
+	rep, err := s.Verify(ctx)
+	if err != nil || rep.Intact() || len(rep.Problems) != 1 || rep.Problems[0].Session != "gone" {
+		t.Fatalf("verify: %+v, %v; want one problem naming the damaged tombstone", rep, err)
 	}
 }

@@ -66,7 +66,7 @@ func putDerived(w *wtx, session, kind, key string, value []byte) error {
 // UpdateDerived atomically replaces the value under (kind, key) for session
 // with what fn returns. fn sees the current value (nil when there is none)
 // and the session's metadata (a session that does not exist yet is shown as
-// it would be created: epoch 1, no messages), both read in the same write
+// it would be created, as for AppendIf), both read in the same write
 // transaction, so no writer in this or another process can slip in between
 // the read and the write. It is the compare-and-swap that claims, such as
 // an importer's "this source is mine", are built on.

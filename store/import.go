@@ -34,8 +34,15 @@ const (
 // writes the session's metadata as it stands with the messages so far, so a
 // process killed part-way leaves a shorter session that is consistent
 // (counts match its messages, Verify finds no damage), never one whose
-// counts are wrong. A failure part-way that the process survives removes
-// what was imported.
+// counts are wrong. Between batches the session is visible: if another
+// writer changes it meanwhile, the import stops with ErrConflict rather than
+// overwrite that writer's messages. A failure part-way that the process
+// survives removes what was imported (leaving a tombstone, as Purge does),
+// unless another writer has written to the session since.
+//
+// The imported session keeps the export's epochs and seqs even under a name
+// purged before (whose tombstone new sessions otherwise continue after):
+// restoring an export is the point.
 func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries iter.Seq2[Entry, error]) error {
 	name := info.Name
 	if err := checkSession(name); err != nil {

@@ -24,7 +24,9 @@ package store
 // a tombstone under "ctxstore"/"purged" so that a session recreated under
 // the same name continues after the purged one's last seq and epoch:
 // a process still holding the old session's seqs or epoch in memory sees
-// the change instead of mistaking the new session for the old.
+// the change instead of mistaking the new session for the old. The one
+// exception is ImportSession, which restores an export's own numbers; the
+// session's creation time then tells it apart.
 //
 // The envelope is a msgpack array (not a map: the field names would cost
 // more than the fields) of envelopeFields elements, in this order:

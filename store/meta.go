@@ -21,7 +21,8 @@ type SessionInfo struct {
 	Name    string
 	Created time.Time // first write to the session
 	Updated time.Time // last append, Clear or PurgeEpoch
-	// Epoch is the current epoch (the first is 1); Clear starts a new one.
+	// Epoch is the current epoch; Clear starts a new one. The first is 1,
+	// or the one after a purged predecessor's last (see Store.Purge).
 	Epoch uint64
 	// EpochStartSeq is the seq the current epoch's first message has or
 	// will have.

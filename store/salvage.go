@@ -126,6 +126,9 @@ func mapsKeys[V any](m map[string]V) iter.Seq[string] {
 // crash the process. It holds a shared lock on src while reading, so it waits (up
 // to DefaultLockTimeout) for writers in other processes. dst must not exist.
 //
+// Tombstones of purged sessions are not copied: in dst a session created
+// under a purged name starts again at epoch 1 and seq 1.
+//
 // The error is non-nil only when nothing could be done (src unreadable or not a
 // bbolt file, dst exists or cannot be written); damage is in the report.
 func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {

@@ -151,6 +151,7 @@ func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
 		for cerr := range tx.Check(bbolt.WithKVStringer(bbolt.HexKVStringer())) {
 			r.problem("structure", "", 0, "bbolt check: %v", cerr)
 		}
+		verifyTombstones(tx, r)
 		return nil
 	})
 	if errors.Is(err, ErrCorrupt) {
@@ -159,6 +160,25 @@ func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
 		return nil, err
 	}
 	return r, ctx.Err()
+}
+
+// verifyTombstones checks that every purged name's tombstone decodes: a
+// session can no longer be created under a name whose tombstone does not.
+func verifyTombstones(tx *bbolt.Tx, r *VerifyReport) {
+	sb := tx.Bucket([]byte(bucketStore))
+	if sb == nil {
+		return
+	}
+	pb := sb.Bucket([]byte(bucketPurged))
+	if pb == nil {
+		return
+	}
+	_ = pb.ForEach(func(k, _ []byte) error {
+		if _, _, err := readTombstone(tx, string(k)); err != nil {
+			r.problem("meta", string(k), 0, "%v", err)
+		}
+		return nil
+	})
 }
 
 // verifyPages walks the file behind path and checks every session. It reports

@@ -723,7 +723,7 @@ func TestTailFollow(t *testing.T) {
 	if got := next(); got != `{"role":"user","content":"new epoch"}` {
 		t.Fatalf("tail -f after clear printed %q", got)
 	}
-	// Purged, then created again under the same name: seqs start over.
+	// Purged, then created again under the same name: a new session.
 	e.ok("", "purge", "s", "--yes")
 	e.ok(`{"role":"user","content":"reborn"}`, "add", "s")
 	if got := next(); got != `{"role":"user","content":"reborn"}` {

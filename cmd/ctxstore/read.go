@@ -273,7 +273,7 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 				fmt.Fprintf(w, "--- session %q was purged ---\n", name)
 				w.Flush()
 			}
-			last, created = 0, time.Time{} // a session created again under the name starts at seq 1
+			last, created = 0, time.Time{} // a session created again under the name is read from its start
 			continue
 		}
 		if err != nil {
@@ -283,7 +283,8 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 			return explain(st.Path(), name, err)
 		}
 		if !info.Created.Equal(created) || info.LastSeq < last {
-			// Purged and created again between two looks: seqs start over.
+			// Purged and created again between two looks (an import may
+			// even reuse the old seqs): read the new session from its start.
 			if !jsonl && !created.IsZero() {
 				fmt.Fprintf(w, "--- session %q was purged and started again ---\n", name)
 			}
