@@ -85,14 +85,8 @@ func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, c
 func appendTx(session string, recs []Record, check func(SessionInfo) error, first, last *uint64) func(w *wtx) error {
 	return func(w *wtx) error {
 		now := time.Now().UnixNano()
-		if check != nil {
-			si, err := w.peek(session, now)
-			if err != nil {
-				return reject(err)
-			}
-			if err := check(si); err != nil {
-				return reject(err)
-			}
+		if err := w.vet(session, now, check); err != nil {
+			return err
 		}
 		ws, err := w.openSession(session, now)
 		if err != nil {
@@ -170,14 +164,8 @@ func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(Ses
 	add := appendTx(session, recs, nil, &first, &last)
 	err = s.write(ctx, func(w *wtx) error {
 		now := time.Now().UnixNano()
-		if check != nil {
-			si, err := w.peek(session, now)
-			if err != nil {
-				return reject(err)
-			}
-			if err := check(si); err != nil {
-				return reject(err)
-			}
+		if err := w.vet(session, now, check); err != nil {
+			return err
 		}
 		ws, err := w.session(session)
 		switch {
@@ -219,15 +207,7 @@ func (s *Store) Purge(ctx context.Context, session string) error {
 		if err != nil {
 			return reject(err)
 		}
-		if err := writeTombstone(w.tx, session, ws.meta); err != nil {
-			return fmt.Errorf("store: purge session %q: %w", session, err)
-		}
-		w.forget(session)
-		sessions, err := sessionsBucket(w.tx)
-		if err != nil {
-			return err
-		}
-		return sessions.DeleteBucket([]byte(session))
+		return w.purge(ws)
 	})
 }
 

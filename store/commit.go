@@ -277,6 +277,36 @@ func (w *wtx) newSessionMeta(name string, now int64) (sessionMeta, error) {
 	return m, nil
 }
 
+// vet runs a conditional write's check (if any) on the session as this
+// transaction sees it; a refusal or unreadable metadata comes back as a
+// rejection, before anything is written.
+func (w *wtx) vet(name string, now int64, check func(SessionInfo) error) error {
+	if check == nil {
+		return nil
+	}
+	si, err := w.peek(name, now)
+	if err != nil {
+		return reject(err)
+	}
+	if err := check(si); err != nil {
+		return reject(err)
+	}
+	return nil
+}
+
+// purge deletes a session, leaving its tombstone (see Store.Purge).
+func (w *wtx) purge(ws *wsession) error {
+	if err := writeTombstone(w.tx, ws.name, ws.meta); err != nil {
+		return fmt.Errorf("store: purge session %q: %w", ws.name, err)
+	}
+	w.forget(ws.name)
+	sessions, err := sessionsBucket(w.tx)
+	if err != nil {
+		return err
+	}
+	return sessions.DeleteBucket([]byte(ws.name))
+}
+
 // forget drops a session deleted in this transaction.
 func (w *wtx) forget(name string) { delete(w.sessions, name) }
 

@@ -63,15 +63,7 @@ func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries ite
 			if err != nil || !im.unchanged(&ws.meta) {
 				return reject(ErrConflict)
 			}
-			if err := writeTombstone(w.tx, name, ws.meta); err != nil {
-				return err
-			}
-			w.forget(name)
-			sessions, err := sessionsBucket(w.tx)
-			if err != nil {
-				return err
-			}
-			return sessions.DeleteBucket([]byte(name))
+			return w.purge(ws)
 		})
 	}
 	return err
