@@ -231,9 +231,9 @@ func (m *Manager) AddMessage(ctx context.Context, msg ctxstore.Message) error {
 }
 
 // appendLocked appends recs after any memory messages still pending. A
-// pending write requires an empty epoch (as AppendIfEmpty does) so that, when another process created the
-// session in the meantime, its messages (and memory files) win and ours are
-// appended after them.
+// pending write requires an empty epoch (as AppendIfEmpty does) so that,
+// when another process created the session in the meantime, its messages
+// (and memory files) win and ours are appended after them.
 //
 // Every write is conditional on the session still being in the epoch the
 // window describes, checked in the write transaction itself: after another
