@@ -398,7 +398,13 @@ func (m *Manager) syncLocked(ctx context.Context) error {
 			return fmt.Errorf("read new messages: %w", err)
 		}
 		if e.Epoch != m.w.epoch {
-			return m.reload(ctx, info)
+			// Cleared since info was read: reload from a fresh look, or
+			// the window would take the old epoch's metadata for current.
+			fresh, err := m.sessionInfo(ctx)
+			if err != nil {
+				return err
+			}
+			return m.reload(ctx, fresh)
 		}
 		if e.Seq <= m.w.lastSeq {
 			continue
