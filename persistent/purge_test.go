@@ -12,40 +12,6 @@ import (
 	"github.com/ctxstore/ctxstore/store"
 )
 
-// Another process purges the session and starts a new conversation under
-// its name: a manager still holding the old one never mixes the two. Its
-// next append lands in the new conversation and its views show the new
-// conversation only, with no purged message in them.
-func TestPurgedAndRecreatedElsewhere(t *testing.T) {
-	ctx := context.Background()
-	path := dbPath(t)
-	m := open(t, path, "s", Config{noSync: true})
-	addAll(t, m, []ctxstore.Message{system("OLD SYSTEM PROMPT"), user("OLD secret question"), assistant("old answer")})
-	other, err := store.Open(path, store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if err := other.Purge(ctx, "s"); err != nil {
-		t.Fatal(err)
-	}
-	var want []string
-	for _, s := range []string{"new a", "new b", "new c", "new d", "new e"} {
-		if _, _, err := other.Append(ctx, "s", store.Record{Message: user(s), Tokens: 3}); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, "user:"+s)
-	}
-	addAll(t, m, []ctxstore.Message{user("after purge")})
-	want = append(want, "user:after purge")
-	if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("history = %q, want %q", got, want)
-	}
-	if got := texts(viewOf(t, m, 100_000)); strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("view = %q, want %q", got, want)
-	}
-}
-
 // Purged while idle, then used again: the manager starts the session
 // afresh (no endless retry on the purged name's tombstone).
 func TestPurgedElsewhereThenAdd(t *testing.T) {
@@ -148,47 +114,62 @@ func TestRepairFromTwoManagersReportsOnce(t *testing.T) {
 	}
 }
 
-// Another process purges the session and imports a different session
-// under its name (ctxstore import), reusing its epoch and seqs: the manager
-// still holding the old one tells them apart by creation time and never
-// shows a purged message.
-func TestPurgedAndImportedElsewhere(t *testing.T) {
-	ctx := context.Background()
-	path := dbPath(t)
-	m := open(t, path, "s", Config{noSync: true})
-	addAll(t, m, []ctxstore.Message{system("OLD SYSTEM PROMPT"), user("OLD secret question"), assistant("old answer")})
-	other, err := store.Open(path, store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if err := other.Purge(ctx, "s"); err != nil {
-		t.Fatal(err)
-	}
-	var want []string
-	var entries []store.Entry
-	for i, s := range []string{"new a", "new b", "new c", "new d", "new e"} {
-		msg := user(s)
-		entries = append(entries, store.Entry{Session: "s", Seq: uint64(i + 1), Epoch: 1, Role: msg.Role(), Tokens: 3, Raw: msg.Bytes()})
-		want = append(want, "user:"+s)
-	}
-	info := store.SessionInfo{Name: "s", Created: time.Unix(1_700_000_000, 0), Epoch: 1, LastSeq: 5}
-	err = other.ImportSession(ctx, info, func(yield func(store.Entry, error) bool) {
-		for _, e := range entries {
-			if !yield(e, nil) {
-				return
+// Another process purges the session and starts another conversation under
+// its name, by appending (the new session continues after the purged one's
+// epoch and seqs) or by importing an export (ctxstore import, which may
+// reuse them; the creation time differs). A manager still holding the old
+// session never mixes the two: its next append lands in the new
+// conversation and its views show that conversation only.
+func TestPurgedAndRecreatedElsewhere(t *testing.T) {
+	newTexts := []string{"new a", "new b", "new c", "new d", "new e"}
+	for name, recreate := range map[string]func(*store.Store) error{
+		"appended": func(st *store.Store) error {
+			for _, s := range newTexts {
+				if _, _, err := st.Append(context.Background(), "s", store.Record{Message: user(s), Tokens: 3}); err != nil {
+					return err
+				}
 			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addAll(t, m, []ctxstore.Message{user("after import")})
-	want = append(want, "user:after import")
-	if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("history = %q, want %q", got, want)
-	}
-	if got := texts(viewOf(t, m, 100_000)); strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("view = %q, want %q", got, want)
+			return nil
+		},
+		"imported": func(st *store.Store) error {
+			info := store.SessionInfo{Name: "s", Created: time.Unix(1_700_000_000, 0), Epoch: 1, LastSeq: uint64(len(newTexts))}
+			return st.ImportSession(context.Background(), info, func(yield func(store.Entry, error) bool) {
+				for i, s := range newTexts {
+					msg := user(s)
+					e := store.Entry{Session: "s", Seq: uint64(i + 1), Epoch: 1, Role: msg.Role(), Tokens: 3, Raw: msg.Bytes()}
+					if !yield(e, nil) {
+						return
+					}
+				}
+			})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := dbPath(t)
+			m := open(t, path, "s", Config{noSync: true})
+			addAll(t, m, []ctxstore.Message{system("OLD SYSTEM PROMPT"), user("OLD secret question"), assistant("old answer")})
+			other, err := store.Open(path, store.Options{NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			if err := other.Purge(context.Background(), "s"); err != nil {
+				t.Fatal(err)
+			}
+			if err := recreate(other); err != nil {
+				t.Fatal(err)
+			}
+			addAll(t, m, []ctxstore.Message{user("after")})
+			var want []string
+			for _, s := range append(newTexts, "after") {
+				want = append(want, "user:"+s)
+			}
+			if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Fatalf("history = %q, want %q", got, want)
+			}
+			if got := texts(viewOf(t, m, 100_000)); strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Fatalf("view = %q, want %q", got, want)
+			}
+		})
 	}
 }
