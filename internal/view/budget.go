@@ -82,7 +82,9 @@ func horizonTokens(budget int) int {
 // items hold tokens stored tokens in total meets the need. A loader reading
 // backwards keeps a running sum and asks after each item. The tail must
 // also not start with a tool result: its calling assistant message must be
-// part of the tail, so the loader continues until it is.
+// part of the tail, so the loader continues until it is. Nor with a system
+// or developer message, which may sit between a call and its results (a
+// view moves it to the front, so it does not part them).
 func (n Need) Covers(tokens int, oldest Item) bool {
 	if tokens < n.Tokens {
 		return false
@@ -90,7 +92,7 @@ func (n Need) Covers(tokens int, oldest Item) bool {
 	if n.FromID != 0 && oldest.ID > n.FromID {
 		return false
 	}
-	return !oldest.Msg.IsToolResult()
+	return !oldest.Msg.IsToolResult() && !isPinned(oldest.Msg)
 }
 
 // Satisfied reports whether tail meets the need; older tells whether

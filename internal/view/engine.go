@@ -250,7 +250,9 @@ func (e *engine) horizonStart() uint64 {
 	if sum < h && !e.h.Partial {
 		return 0
 	}
-	for s > 0 && t[s].Msg.IsToolResult() {
+	// A system message between a call and its results does not part
+	// them: the horizon reaches back past it too.
+	for s > 0 && (t[s].Msg.IsToolResult() || isPinned(t[s].Msg)) {
 		s--
 	}
 	return t[s].ID
