@@ -256,8 +256,10 @@ func (m *Manager) appendLocked(ctx context.Context, recs ...store.Record) error 
 			if !errors.Is(err, store.ErrNotEmpty) {
 				return err
 			}
-			// Another process seeded the epoch (with its memory files) first.
-			m.w.pending = nil
+			// Another process seeded the epoch (with its memory files)
+			// first. Catching up drops the pending messages once it sees
+			// that epoch's messages; if they are gone (purged) meanwhile,
+			// the pending messages still start the session.
 			if err := m.syncLocked(ctx); err != nil {
 				return err
 			}
@@ -369,10 +371,42 @@ func (m *Manager) GetMessages(ctx context.Context) ([]ctxstore.Message, error) {
 	if err := m.lock(); err != nil {
 		return nil, err
 	}
-	pending := m.w.pending
 	m.unlock(ctx)
-	// The read runs unlocked, so a long history does not hold up appends;
-	// it is a consistent snapshot (the store reads one epoch in order).
+	var seen [2]uint64 // the window's epoch and last seq at the last look
+	for {
+		out, err := m.readCurrentEpoch(ctx)
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+		// An empty epoch holds the memory messages pending in a window
+		// that has caught up with it: the epoch may be one another process
+		// started by Clear, unknown to the window so far.
+		if err := m.lock(); err != nil {
+			return nil, err
+		}
+		err = m.syncLocked(ctx)
+		pending, count, now := m.w.pending, m.w.count, [2]uint64{m.w.epoch, m.w.lastSeq}
+		m.unlock(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("persistent: get messages of session %q: %w", m.session, err)
+		}
+		if count == 0 {
+			for _, it := range pending {
+				out = append(out, it.Msg)
+			}
+			return out, nil
+		}
+		if now == seen {
+			return out, nil // the same epoch read empty twice: nothing to read
+		}
+		seen = now // written (and maybe cleared again) meanwhile: read again
+	}
+}
+
+// readCurrentEpoch reads the current epoch of the session. The read runs
+// unlocked, so a long history does not hold up appends; it is a consistent
+// snapshot (the store reads one epoch in order).
+func (m *Manager) readCurrentEpoch(ctx context.Context) ([]ctxstore.Message, error) {
 	var out []ctxstore.Message
 	for e, err := range m.st.Messages(ctx, m.session, 0) {
 		if errors.Is(err, store.ErrNotFound) {
@@ -386,11 +420,6 @@ func (m *Manager) GetMessages(ctx context.Context) ([]ctxstore.Message, error) {
 			return nil, fmt.Errorf("persistent: get messages of session %q: seq %d: %w", m.session, e.Seq, err)
 		}
 		out = append(out, msg)
-	}
-	if len(out) == 0 {
-		for _, it := range pending {
-			out = append(out, it.Msg)
-		}
 	}
 	return out, nil
 }
@@ -454,7 +483,8 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 		}
 		first, into, err := m.appendChecked(ctx, emptyEpoch, all)
 		if errors.Is(err, store.ErrNotEmpty) {
-			m.w.pending = nil
+			// As in appendLocked: the pending messages go once the
+			// window sees the epoch's messages, not before.
 			m.ignoreSetMessages(len(ms))
 			return m.syncLocked(ctx)
 		}

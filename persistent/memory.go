@@ -267,9 +267,11 @@ var errPinnedMoved = errors.New("a system message was appended meanwhile")
 // message newer than the window: several processes watching one file (or
 // opening after an offline edit) each decide from the window, and the
 // check lets only the first store the version. A refused append catches up
-// and decides again from what is now stored, so it never re-sends a
-// version built for a window that has moved: after a Clear elsewhere the
-// new epoch's memory messages already carry the content.
+// and decides again from what is now stored and from the file as it is
+// now, so it never re-sends a version built for a window that has moved
+// (after a Clear elsewhere the new epoch's memory messages already carry
+// the content), nor stores content older than what another process just
+// stored.
 func (m *Manager) refreshFileLocked(ctx context.Context, f memoryFile, content string) error {
 	for {
 		if len(m.w.pending) > 0 || m.w.count == 0 {
@@ -297,6 +299,14 @@ func (m *Manager) refreshFileLocked(ctx context.Context, f memoryFile, content s
 		}
 		if err := m.syncLocked(ctx); err != nil {
 			return err
+		}
+		// The file may have changed again since it was read, and what
+		// was stored meanwhile may be that newer content: decide from the
+		// file as it is now, never store an older content over a newer one.
+		var reason string
+		if content, reason, err = readMemoryFile(f.path); reason != "" {
+			m.skipMemory(f, reason, err)
+			return nil
 		}
 	}
 }

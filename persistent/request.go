@@ -85,21 +85,29 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) ([]ctxstore.M
 // prepareLocked syncs with the store, derives the budget and builds the
 // engine's input.
 func (m *Manager) prepareLocked(ctx context.Context, r ctxstore.Request) (view.History, view.Budget, view.Decisions, uint64, error) {
-	if err := m.syncLocked(ctx); err != nil {
-		return view.History{}, view.Budget{}, view.Decisions{}, 0, err
+	// Loops only while other processes keep clearing: a tail read that
+	// finds the session gone from the window's epoch catches up again.
+	for {
+		if err := m.syncLocked(ctx); err != nil {
+			return view.History{}, view.Budget{}, view.Decisions{}, 0, err
+		}
+		b := view.DeriveBudget(r, m.vcfg)
+		if !m.budgetSent || b != m.budget {
+			m.budgetSent, m.budget = true, b
+			ev := b.Event()
+			m.queue(ev.Name, ev.Data)
+		}
+		saved := m.w.savedFor(b.Tokens)
+		need := view.Horizon(b.Tokens, m.vcfg, saved)
+		err := m.ensureTail(ctx, need)
+		if errors.Is(err, errEpochMoved) {
+			continue
+		}
+		if err != nil {
+			return view.History{}, b, saved, 0, err
+		}
+		return m.history(need), b, saved, m.w.epoch, nil
 	}
-	b := view.DeriveBudget(r, m.vcfg)
-	if !m.budgetSent || b != m.budget {
-		m.budgetSent, m.budget = true, b
-		ev := b.Event()
-		m.queue(ev.Name, ev.Data)
-	}
-	saved := m.w.savedFor(b.Tokens)
-	need := view.Horizon(b.Tokens, m.vcfg, saved)
-	if err := m.ensureTail(ctx, need); err != nil {
-		return view.History{}, b, saved, 0, err
-	}
-	return m.history(need), b, saved, m.w.epoch, nil
 }
 
 // savedFor returns the saved decisions for budget. Decisions are kept per
@@ -186,7 +194,9 @@ func (m *Manager) withRepairs(tail []view.Item) []view.Item {
 		}
 		end := i + 1
 		answered := map[string]bool{}
-		for end < len(tail) && isResultOnly(tail[end].Msg) {
+		// System messages between a call and its results do not part
+		// them: views move them to the front, as the engine does.
+		for end < len(tail) && (isResultOnly(tail[end].Msg) || isPinned(tail[end].Msg)) {
 			for _, id := range tail[end].Msg.ResultIDs() {
 				answered[id] = true
 			}
@@ -251,7 +261,8 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 
 // RepairInterruptedTail answers the tool calls of an interrupted tail: when
 // the newest assistant message's tool calls (some or all) have no results
-// and nothing but their results follows it — the process died mid-call —
+// and nothing but their results (and system messages, which views move to
+// the front) follows it — the process died mid-call —
 // it saves a repair record (derived kind "repair") and from then on views
 // answer those calls with synthetic results (InterruptedText) right after
 // the assistant message: role "tool" messages for OpenAI-style calls, a user
@@ -295,6 +306,9 @@ func (m *Manager) repairLocked(ctx context.Context) ([]string, error) {
 		}
 		if e.Epoch != m.w.epoch {
 			break
+		}
+		if e.Role == ctxstore.RoleSystem || e.Role == ctxstore.RoleDeveloper {
+			continue // views move it to the front: it does not end the group
 		}
 		rev = append(rev, e)
 		if len(e.ResultIDs) == 0 || len(e.CallIDs) > 0 {

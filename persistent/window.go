@@ -1,6 +1,7 @@
 package persistent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -147,8 +148,9 @@ func (w *window) trim() {
 		drop++
 	}
 	// Never start the tail inside a tool group: its results would be
-	// orphans.
-	for drop > 0 && isResultOnly(w.tail[drop].Msg) {
+	// orphans. A system message between a call and its results is inside
+	// the group (views move it to the front).
+	for drop > 0 && (isResultOnly(w.tail[drop].Msg) || isPinned(w.tail[drop].Msg)) {
 		drop--
 	}
 	if drop == 0 {
@@ -165,6 +167,12 @@ func (w *window) trim() {
 func isHuman(m ctxstore.Message) bool {
 	return m.Role() == ctxstore.RoleUser && !m.IsToolResult() &&
 		m.Source() != view.NoticeSource && m.Source() != RepairSource
+}
+
+// isPinned reports whether m is a system or developer message: views keep
+// it at the front, whatever its place in the history.
+func isPinned(m ctxstore.Message) bool {
+	return m.Role() == ctxstore.RoleSystem || m.Role() == ctxstore.RoleDeveloper
 }
 
 // isResultOnly reports whether m only carries tool results (so the tail
@@ -193,10 +201,23 @@ func (m *Manager) reload(ctx context.Context, info store.SessionInfo) error {
 	w.need.Tokens = view.Horizon(fallback, m.vcfg, view.Decisions{}).Tokens
 	w.ours = old.ours && old.epoch == info.Epoch && old.mem != nil
 	if info.Messages > 0 {
-		if err := m.loadPinned(ctx, &w, info); err != nil {
-			return err
+		err := m.loadPinned(ctx, &w, info)
+		if err == nil {
+			err = m.loadDerived(ctx, &w)
 		}
-		if err := m.loadDerived(ctx, &w); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			// Purged (maybe recreated) by another process since info was
+			// read: reload from a fresh look. The same session read again
+			// means a message is missing: that error stands.
+			fresh, ferr := m.sessionInfo(ctx)
+			if ferr != nil {
+				return ferr
+			}
+			if fresh.Epoch != info.Epoch || fresh.LastSeq != info.LastSeq || !fresh.Created.Equal(info.Created) {
+				return m.reload(ctx, fresh)
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -252,6 +273,7 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 	// Newest first, sized for the whole new tail so that neither growing
 	// it nor building the tail from it copies thousands of items.
 	older := make([]view.Item, 0, w.readEstimate(need, before)+len(w.tail))
+	oldest := before
 	for e, err := range m.st.Backward(ctx, m.session, before) {
 		if err != nil {
 			return fmt.Errorf("read recent messages: %w", err)
@@ -264,9 +286,19 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 			return fmt.Errorf("read recent messages: %w", err)
 		}
 		older = append(older, it)
+		oldest = e.Seq
 		toks += it.Tokens
 		if need.Covers(toks, it) {
 			break
+		}
+	}
+	if oldest > w.epochStart && !(len(older) > 0 && need.Covers(toks, older[len(older)-1])) {
+		// Backward reads the session's current epoch: it ends above the
+		// window's epoch start when the session has left that epoch
+		// (cleared or purged since the window caught up). A tail cut short
+		// here would be taken for the whole epoch.
+		if moved, err := m.leftEpoch(ctx); err != nil || moved {
+			return cmp.Or(err, errEpochMoved)
 		}
 	}
 	for _, it := range older {
@@ -311,6 +343,7 @@ func (m *Manager) findLastHuman(ctx context.Context) error {
 		if len(w.tail) > 0 {
 			before = idSeq(w.tail[0].ID)
 		}
+		oldest := before
 		for e, err := range m.st.Backward(ctx, m.session, before) {
 			if err != nil {
 				return fmt.Errorf("find the last user message: %w", err)
@@ -318,6 +351,7 @@ func (m *Manager) findLastHuman(ctx context.Context) error {
 			if e.Epoch != w.epoch || e.Seq < w.epochStart {
 				break
 			}
+			oldest = e.Seq
 			if e.Role != ctxstore.RoleUser || len(e.ResultIDs) > 0 {
 				continue
 			}
@@ -330,9 +364,26 @@ func (m *Manager) findLastHuman(ctx context.Context) error {
 				break
 			}
 		}
+		if w.lastHuman == nil && oldest > w.epochStart {
+			// As in ensureTail: the search may have ended early because
+			// the session left the epoch.
+			if moved, err := m.leftEpoch(ctx); err != nil || moved {
+				return cmp.Or(err, errEpochMoved)
+			}
+		}
 	}
 	w.lastKnown = true
 	return nil
+}
+
+// leftEpoch reports whether the session has left the window's epoch
+// (cleared, or purged) since the window caught up with it.
+func (m *Manager) leftEpoch(ctx context.Context) (bool, error) {
+	info, err := m.sessionInfo(ctx)
+	if err != nil {
+		return false, err
+	}
+	return info.Epoch != m.w.epoch || !info.Created.Equal(m.w.created), nil
 }
 
 // loadDerived reads the repair records and saved view decisions of the
@@ -387,6 +438,11 @@ func (m *Manager) syncLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return m.catchUpLocked(ctx, info)
+}
+
+// catchUpLocked brings the window up to info, the session as just read.
+func (m *Manager) catchUpLocked(ctx context.Context, info store.SessionInfo) error {
 	if info.Epoch != m.w.epoch || info.LastSeq < m.w.lastSeq || !info.Created.Equal(m.w.created) {
 		return m.reload(ctx, info)
 	}
@@ -414,6 +470,17 @@ func (m *Manager) syncLocked(ctx context.Context) error {
 			return fmt.Errorf("read new messages: %w", err)
 		}
 		m.w.push(it)
+	}
+	if m.w.lastSeq < info.LastSeq {
+		// Messages reads the current epoch: it ended short of what info
+		// counts because the session left the window's epoch (cleared
+		// or purged since info was read). Reload from a fresh look, or
+		// the window would stay behind its own epoch.
+		fresh, err := m.sessionInfo(ctx)
+		if err != nil {
+			return err
+		}
+		return m.reload(ctx, fresh)
 	}
 	if m.w.count > 0 {
 		m.w.pending = nil
