@@ -141,14 +141,7 @@ func (m *Manager) history(need view.Need) view.History {
 	}
 	// Only the suffix the need asks for: the engine's cost is proportional
 	// to its input, and trimming leaves up to twice the need in memory.
-	start, toks := len(w.tail), 0
-	for start > 0 {
-		start--
-		toks += w.tail[start].Tokens
-		if need.Covers(toks, w.tail[start]) {
-			break
-		}
-	}
+	start := need.Start(w.tail)
 	h := view.History{
 		Pinned:      w.pinned[:len(w.pinned):len(w.pinned)],
 		FirstUser:   w.firstUser,

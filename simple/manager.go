@@ -135,14 +135,7 @@ func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request)
 // grow with the history.
 func (m *Manager) historyLocked(budget int) view.History {
 	need := view.Horizon(budget, m.vcfg, m.dec)
-	start, sum := len(m.items), 0
-	for start > 0 {
-		start--
-		sum += m.items[start].Tokens
-		if need.Covers(sum, m.items[start]) {
-			break
-		}
-	}
+	start := need.Start(m.items)
 	h := view.History{
 		Pinned:      m.pinned,
 		Tail:        m.items[start:len(m.items):len(m.items)],

@@ -95,6 +95,22 @@ func (n Need) Covers(tokens int, oldest Item) bool {
 	return !oldest.Msg.IsToolResult() && !isPinned(oldest.Msg)
 }
 
+// Start returns where the shortest suffix of items that meets the need
+// begins (0 when none does): the tail a manager hands the engine. It walks
+// back from the newest item only as far as the need reaches, so its cost
+// does not grow with the history.
+func (n Need) Start(items []Item) int {
+	start, sum := len(items), 0
+	for start > 0 {
+		start--
+		sum += items[start].Tokens
+		if n.Covers(sum, items[start]) {
+			break
+		}
+	}
+	return start
+}
+
 // Satisfied reports whether tail meets the need; older tells whether
 // messages older than tail[0] exist (if not, any tail is enough).
 func (n Need) Satisfied(tail []Item, older bool) bool {

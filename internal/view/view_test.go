@@ -253,6 +253,33 @@ func TestNeedCovers(t *testing.T) {
 	}
 }
 
+func TestNeedStart(t *testing.T) {
+	item := func(id uint64, m ctxstore.Message) view.Item { return view.Item{ID: id, Msg: m, Tokens: 10} }
+	items := []view.Item{
+		item(1, ctxstore.NewMessage("user", "a")),
+		item(2, ctxstore.MustParseMessage([]byte(`{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}`))),
+		item(3, ctxstore.NewMessage("system", "memory, version 2")),
+		item(4, ctxstore.NewToolResult("c", "x")),
+		item(5, ctxstore.NewMessage("user", "b")),
+	}
+	for _, tt := range []struct {
+		need view.Need
+		want int
+	}{
+		{view.Need{Tokens: 10}, 4},            // the newest item is enough
+		{view.Need{Tokens: 20}, 1},            // not a result, nor the system message between call and result
+		{view.Need{Tokens: 10, FromID: 1}, 0}, // back to the cutoff
+		{view.Need{Tokens: 1000}, 0},          // nothing is enough: everything
+	} {
+		if got := tt.need.Start(items); got != tt.want {
+			t.Errorf("%+v.Start = %d, want %d", tt.need, got, tt.want)
+		}
+	}
+	if got := (view.Need{Tokens: 10}).Start(nil); got != 0 {
+		t.Errorf("Start(nil) = %d", got)
+	}
+}
+
 func TestDeriveBudget(t *testing.T) {
 	cfg := view.Config{FallbackTokens: 1000, SafetyMargin: 100}
 	for _, tt := range []struct {

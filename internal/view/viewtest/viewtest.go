@@ -206,14 +206,7 @@ func Load(items []view.Item, need view.Need) view.History {
 	for _, it := range items {
 		h.TotalTokens += it.Tokens
 	}
-	start, sum := len(items), 0
-	for start > 0 {
-		start--
-		sum += items[start].Tokens
-		if need.Covers(sum, items[start]) {
-			break
-		}
-	}
+	start := need.Start(items)
 	h.Tail, h.Partial = items[start:], start > 0
 	for i, it := range items[:start] {
 		if isPinned(it.Msg) {
