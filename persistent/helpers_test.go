@@ -3,13 +3,15 @@ package persistent
 import (
 	"context"
 	"fmt"
-	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/view/viewtest"
+	"github.com/ctxstore/ctxstore/store"
 )
 
 // TestMain lets the test binary play a child process: tests re-exec
@@ -151,3 +153,23 @@ func clip(s string) string {
 
 // recorder collects hook events.
 type recorder = viewtest.Recorder
+
+// otherStore opens the file at path with a Store of its own, as another
+// process would, closed when the test ends.
+func otherStore(t testing.TB, path string) *store.Store {
+	t.Helper()
+	st, err := store.Open(path, store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// requireTexts fails the test unless got (from texts) equals want.
+func requireTexts(t testing.TB, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s = %q, want %q", what, got, want)
+	}
+}

@@ -52,9 +52,7 @@ func TestMemoryFilesStartFreshSession(t *testing.T) {
 		"system:[Context from AGENTS.md]\n\nAlways run the tests.",
 		"system:[Context from style.md]\n\nShort sentences.",
 	}
-	if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("history of a fresh session = %q, want %q", got, want)
-	}
+	requireTexts(t, "history of a fresh session", texts(history(t, m)), want)
 	inc := rec.Named(ctxstore.EventInclude)
 	if len(inc) != 2 || inc[0]["source"] != filepath.Join(home, "AGENTS.md") || inc[0]["content"] != "Always run the tests." {
 		t.Fatalf("context:include events = %v", inc)
@@ -79,9 +77,7 @@ func TestMemoryFilesStartFreshSession(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "style.md"), "Changed while closed, but nobody watches.")
 	r := open(t, path, "s", cfg)
 	want = append(want, "user:hello")
-	if got := texts(history(t, r)); strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Fatalf("history after reopen = %q, want %q", got, want)
-	}
+	requireTexts(t, "history after reopen", texts(history(t, r)), want)
 	if inc := rec.Named(ctxstore.EventInclude); len(inc) != 0 {
 		t.Fatalf("a resumed session injected memory files again: %v", inc)
 	}
@@ -307,12 +303,8 @@ func TestMemoryFilesStoredOnceByRacingWriters(t *testing.T) {
 	addAll(t, b, []ctxstore.Message{user("from b")})
 	want := []string{"system:[Context from notes.md]\n\nshared", "user:from a", "user:from b"}
 	for _, m := range []*Manager{a, b} {
-		if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Fatalf("history = %q, want %q", got, want)
-		}
-		if got := texts(viewOf(t, m, 10_000)); strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Fatalf("view = %q, want %q", got, want)
-		}
+		requireTexts(t, "history", texts(history(t, m)), want)
+		requireTexts(t, "view", texts(viewOf(t, m, 10_000)), want)
 	}
 }
 

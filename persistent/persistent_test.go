@@ -250,12 +250,8 @@ func TestSetMessages(t *testing.T) {
 			t.Errorf("another process saw the session empty %d times during SetMessages", n)
 		}
 		want := append([]string{"system:[Context from notes.md]\n\nv21"}, texts(offered)...)
-		if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Fatalf("history after 20 replaces = %q, want %q", got, want)
-		}
-		if got := texts(viewOf(t, m, 10_000)); strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Fatalf("view after 20 replaces = %q, want %q", got, want)
-		}
+		requireTexts(t, "history after 20 replaces", texts(history(t, m)), want)
+		requireTexts(t, "view after 20 replaces", texts(viewOf(t, m, 10_000)), want)
 	})
 
 	t.Run("ReplaceAfterClearElsewhere", func(t *testing.T) {

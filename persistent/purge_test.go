@@ -19,11 +19,7 @@ func TestPurgedElsewhereThenAdd(t *testing.T) {
 	path := dbPath(t)
 	m := open(t, path, "s", Config{noSync: true})
 	addAll(t, m, []ctxstore.Message{user("before")})
-	other, err := store.Open(path, store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := otherStore(t, path)
 	if err := other.Purge(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
@@ -40,11 +36,7 @@ func TestPurgedElsewhereThenAdd(t *testing.T) {
 func TestDecisionsNotSavedIntoPurgedSession(t *testing.T) {
 	ctx := context.Background()
 	path := dbPath(t)
-	other, err := store.Open(path, store.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := otherStore(t, path)
 	var once sync.Once
 	cfg := Config{noSync: true, Config: simple.Config{Strategy: "summarize",
 		Summarizer: func(context.Context, []ctxstore.Message) (string, error) {
@@ -148,11 +140,7 @@ func TestPurgedAndRecreatedElsewhere(t *testing.T) {
 			path := dbPath(t)
 			m := open(t, path, "s", Config{noSync: true})
 			addAll(t, m, []ctxstore.Message{system("OLD SYSTEM PROMPT"), user("OLD secret question"), assistant("old answer")})
-			other, err := store.Open(path, store.Options{NoSync: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer other.Close()
+			other := otherStore(t, path)
 			if err := other.Purge(context.Background(), "s"); err != nil {
 				t.Fatal(err)
 			}
@@ -164,12 +152,8 @@ func TestPurgedAndRecreatedElsewhere(t *testing.T) {
 			for _, s := range append(newTexts, "after") {
 				want = append(want, "user:"+s)
 			}
-			if got := texts(history(t, m)); strings.Join(got, "|") != strings.Join(want, "|") {
-				t.Fatalf("history = %q, want %q", got, want)
-			}
-			if got := texts(viewOf(t, m, 100_000)); strings.Join(got, "|") != strings.Join(want, "|") {
-				t.Fatalf("view = %q, want %q", got, want)
-			}
+			requireTexts(t, "history", texts(history(t, m)), want)
+			requireTexts(t, "view", texts(viewOf(t, m, 100_000)), want)
 		})
 	}
 }
