@@ -556,32 +556,18 @@ func (env *chaosEnv) purgedDuring(s span) bool {
 // answers (in the call's group), every call answered before the next
 // message except in a trailing pending group.
 func basicViewCheck(v []ctxstore.Message) error {
-	conv := false
-	var open []string
+	var conv []ctxstore.Message
 	for i, m := range v {
 		if m.Role() == ctxstore.RoleSystem || m.Role() == ctxstore.RoleDeveloper {
-			if conv && m.Source() != view.SummarySource {
+			if len(conv) > 0 && m.Source() != view.SummarySource {
 				return fmt.Errorf("view[%d]: system message after the conversation started", i)
 			}
 			continue
 		}
-		conv = true
-		if m.IsToolResult() && !m.HasToolCalls() {
-			for _, id := range m.ResultIDs() {
-				k := slices.Index(open, id)
-				if k < 0 {
-					return fmt.Errorf("view[%d]: result %s without its call", i, id)
-				}
-				open = slices.Delete(open, k, k+1)
-			}
-			continue
-		}
-		if len(open) > 0 {
-			return fmt.Errorf("view[%d]: calls %v without results before it", i, open)
-		}
-		open = m.CallIDs()
+		conv = append(conv, m)
 	}
-	return nil
+	_, _, err := viewtest.ToolGroups(conv) // a trailing group may be pending
+	return err
 }
 
 // readEpoch reads one epoch of the session.

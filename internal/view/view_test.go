@@ -346,3 +346,26 @@ func TestTryComputeTurnsPanicsIntoErrors(t *testing.T) {
 		t.Fatalf("TryCompute = %v, want the engine's panic as an error", err)
 	}
 }
+
+// The tool-group check shared by the property tests and persistent's chaos
+// test must reject what it is there to catch.
+func TestToolGroupsRejects(t *testing.T) {
+	call := ctxstore.MustParseMessage([]byte(`{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}`))
+	res := ctxstore.NewToolResult("c", "x")
+	usr := ctxstore.NewMessage("user", "u")
+	for name, tt := range map[string]struct {
+		conv    []ctxstore.Message
+		wantErr bool
+		open    int
+	}{
+		"answered":      {[]ctxstore.Message{usr, call, res, usr}, false, 0},
+		"pending tail":  {[]ctxstore.Message{usr, call}, false, 1},
+		"orphan result": {[]ctxstore.Message{usr, res}, true, 0},
+		"unanswered":    {[]ctxstore.Message{call, usr}, true, 0},
+	} {
+		open, _, err := viewtest.ToolGroups(tt.conv)
+		if (err != nil) != tt.wantErr || len(open) != tt.open {
+			t.Errorf("%s: open %v, err %v", name, open, err)
+		}
+	}
+}

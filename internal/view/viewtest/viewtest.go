@@ -357,23 +357,9 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 		}
 	}
 	// V2.3: tool integrity.
-	var open []string // calls of the current group still unanswered
-	var groupIdx int
-	for i, m := range rest {
-		if m.IsToolResult() {
-			for _, id := range m.ResultIDs() {
-				k := slices.Index(open, id)
-				if k < 0 {
-					return fmt.Errorf("view[%d]: orphan result %s", i, id)
-				}
-				open = slices.Delete(open, k, k+1)
-			}
-			continue
-		}
-		if len(open) > 0 {
-			return fmt.Errorf("view[%d]: calls %v have no result before the next message", groupIdx, open)
-		}
-		open, groupIdx = m.CallIDs(), i
+	open, groupIdx, err := ToolGroups(rest)
+	if err != nil {
+		return err
 	}
 	if len(open) > 0 {
 		// Allowed only for the history's pending tail group, kept whole.
@@ -427,6 +413,31 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 		}
 	}
 	return nil
+}
+
+// ToolGroups checks the tool groups of conv, a view's conversation (no
+// system messages): every result answers a call of the group it follows,
+// and every call is answered before the next message that is not a result.
+// It returns the calls left unanswered by the last group, and that group's
+// index, for the caller to judge (a pending tail group may stay open).
+func ToolGroups(conv []ctxstore.Message) (open []string, groupIdx int, err error) {
+	for i, m := range conv {
+		if m.IsToolResult() {
+			for _, id := range m.ResultIDs() {
+				k := slices.Index(open, id)
+				if k < 0 {
+					return nil, 0, fmt.Errorf("view[%d]: orphan result %s", i, id)
+				}
+				open = slices.Delete(open, k, k+1)
+			}
+			continue
+		}
+		if len(open) > 0 {
+			return nil, 0, fmt.Errorf("view[%d]: calls %v have no result before the next message", groupIdx, open)
+		}
+		open, groupIdx = m.CallIDs(), i
+	}
+	return open, groupIdx, nil
 }
 
 // PendingAtTail reports whether the last tool group of ms has unanswered
