@@ -40,6 +40,10 @@ type Request struct {
 	// Model, when set with both fields > 0, gives the budget as
 	// ContextWindow − MaxOutputTokens − safety margin.
 	Model *ModelInfo
+	// ExtraTokens is what the host sends beside the messages — tool
+	// schemas, response formats, a prefill — in the provider's tokens. It
+	// is taken off the budget.
+	ExtraTokens int
 }
 
 // ModelInfo is what a provider tells about its model's limits.
