@@ -5,15 +5,15 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
-	"github.com/ctxstore/ctxstore/simple"
 )
 
-// Config configures a persistent Manager. The embedded simple.Config holds
-// the compaction settings, with the same defaults and validation as
-// simple.New.
+// Config configures a persistent Manager. The embedded ctxstore.Config
+// holds the settings both managers share (compaction, token counting,
+// hooks), with the same defaults and validation as simple.New.
 type Config struct {
-	simple.Config
+	ctxstore.Config
 
 	// MemoryFiles are files whose content every fresh session starts with,
 	// one system message per file ("[Context from NAME]\n\n<content>").
@@ -52,16 +52,17 @@ func (cfg Config) normalize() (Config, view.Config, error) {
 	if err != nil {
 		return cfg, view.Config{}, fmt.Errorf("persistent config: %w", err)
 	}
-	cfg.Config = sc
-	vcfg, err := sc.ViewConfig()
+	vcfg, err := view.Configure(sc)
 	if err != nil {
 		return cfg, vcfg, fmt.Errorf("persistent config: %w", err)
 	}
+	sc.Estimator = vcfg.Estimator
+	cfg.Config = sc
 	if cfg.LockTimeout < 0 {
-		return cfg, vcfg, fmt.Errorf("persistent config: %w", &simple.ConfigError{Field: "LockTimeout", Reason: fmt.Sprintf("negative (%v)", cfg.LockTimeout)})
+		return cfg, vcfg, fmt.Errorf("persistent config: %w", &ctxstore.ConfigError{Field: "LockTimeout", Reason: fmt.Sprintf("negative (%v)", cfg.LockTimeout)})
 	}
 	if cfg.MemoryDebounce < 0 {
-		return cfg, vcfg, fmt.Errorf("persistent config: %w", &simple.ConfigError{Field: "MemoryDebounce", Reason: fmt.Sprintf("negative (%v)", cfg.MemoryDebounce)})
+		return cfg, vcfg, fmt.Errorf("persistent config: %w", &ctxstore.ConfigError{Field: "MemoryDebounce", Reason: fmt.Sprintf("negative (%v)", cfg.MemoryDebounce)})
 	}
 	if cfg.MemoryDebounce == 0 {
 		cfg.MemoryDebounce = defaultMemoryDebounce

@@ -49,10 +49,11 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simple.New: %w", err)
 	}
-	vc, err := c.ViewConfig()
+	vc, err := view.Configure(c)
 	if err != nil {
 		return nil, fmt.Errorf("simple.New: %w", err)
 	}
+	c.Estimator = vc.Estimator
 	return &Manager{cfg: c, vcfg: vc, firstUser: -1, lastHuman: -1, memo: view.NewMemo()}, nil
 }
 

@@ -475,20 +475,13 @@ func TestWithDefaults(t *testing.T) {
 	}
 	if c.Strategy != "progressive" || c.FallbackTokens != 200_000 || c.SafetyMargin != 1000 || c.CompactThreshold != 0.92 ||
 		c.TargetUsage != 0.5 || c.ProtectedRecent != 0.3 || c.ProtectedToolResults != 5 || c.TruncateChars != 250 ||
-		c.MaxMessageBytes != 8<<20 || c.KeepRecent != 10 || c.Estimator == nil {
+		c.MaxMessageBytes != 8<<20 || c.KeepRecent != 10 {
 		t.Errorf("defaults: %+v", c)
 	}
 	for _, tt := range []struct{ set, want int }{{0, 8 << 20}, {100, 100}, {-1, 0}} {
 		if got := (simple.Config{MaxMessageBytes: tt.set}).MessageLimit(); got != tt.want {
 			t.Errorf("MessageLimit for MaxMessageBytes %d = %d, want %d", tt.set, got, tt.want)
 		}
-	}
-	vc, err := simple.Config{ProtectedRecent: -1, ProtectedToolResults: -1, SafetyMargin: -1}.ViewConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if vc.ProtectedRecent != 0 || vc.ProtectedToolResults != 0 || vc.SafetyMargin != 0 || !vc.Notice {
-		t.Errorf("negative = none not mapped: %+v", vc)
 	}
 }
 

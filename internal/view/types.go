@@ -6,21 +6,21 @@ import (
 
 // Strategy names accepted in Config.Strategy.
 const (
-	StrategyProgressive = "progressive"
-	StrategyTruncate    = "truncate"
-	StrategySummarize   = "summarize"
+	StrategyProgressive = ctxstore.StrategyProgressive
+	StrategyTruncate    = ctxstore.StrategyTruncate
+	StrategySummarize   = ctxstore.StrategySummarize
 )
 
-// Defaults of the settings; simple.Config documents them to hosts.
+// Defaults of the settings; ctxstore.Config documents them to hosts.
 const (
-	DefaultFallbackTokens       = 200_000
-	DefaultSafetyMargin         = 1000
-	DefaultCompactThreshold     = 0.92
-	DefaultTargetUsage          = 0.50
-	DefaultProtectedRecent      = 0.30
-	DefaultProtectedToolResults = 5
-	DefaultTruncateChars        = 250
-	DefaultKeepRecent           = 10
+	DefaultFallbackTokens       = ctxstore.DefaultFallbackTokens
+	DefaultSafetyMargin         = ctxstore.DefaultSafetyMargin
+	DefaultCompactThreshold     = ctxstore.DefaultCompactThreshold
+	DefaultTargetUsage          = ctxstore.DefaultTargetUsage
+	DefaultProtectedRecent      = ctxstore.DefaultProtectedRecent
+	DefaultProtectedToolResults = ctxstore.DefaultProtectedToolResults
+	DefaultTruncateChars        = ctxstore.DefaultTruncateChars
+	DefaultKeepRecent           = ctxstore.DefaultKeepRecent
 	// HorizonFactor × budget is how many stored tokens of the tail the
 	// engine considers. Older messages are out of the view wholesale
 	// [V5]: they could not fit anyway, even with their tool results
@@ -44,9 +44,9 @@ const (
 )
 
 // Config is the resolved compaction configuration: every field holds its
-// effective value (simple.Config.ViewConfig fills defaults and maps
-// "negative = none" to 0). The zero Config is not meant to be used
-// directly; see simple.Config for the host-facing settings.
+// effective value (Configure fills defaults and maps "negative = none" to
+// 0). The zero Config is not meant to be used directly; see
+// ctxstore.Config for the host-facing settings.
 type Config struct {
 	Strategy             string  // StrategyProgressive, StrategyTruncate or StrategySummarize
 	MaxTokens            int     // cap on every budget; 0 = no cap
@@ -59,6 +59,8 @@ type Config struct {
 	TruncateChars        int     // characters a truncated tool result keeps
 	KeepRecent           int     // truncate strategy: conversation messages kept
 	Notice               bool    // append the tail notice to compacted views [V6]
+	Annotations          bool    // mark added messages with metadata.source
+	UsageBelowCount      bool    // reported usage may lower the ratio below 1
 	// Estimator estimates modified messages (truncated, stubbed, summary,
 	// notice). It must be the estimator that produced Item.Tokens. Nil
 	// means tokens.Default.
