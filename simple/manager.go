@@ -36,11 +36,14 @@ type Manager struct {
 	tokens    int         // Σ items[i].Tokens
 	dec       view.Decisions
 	memo      *view.Memo // rewritten messages; replaced when IDs restart
-	budget    view.Budget
-	requested bool // a request was served (context:budget is sent on the first)
+	drv       *view.Driver
 }
 
-var _ ctxstore.Manager = (*Manager)(nil)
+var (
+	_ ctxstore.Manager       = (*Manager)(nil)
+	_ ctxstore.Explainer     = (*Manager)(nil)
+	_ ctxstore.UsageReporter = (*Manager)(nil)
+)
 
 // New returns an empty manager. Invalid settings are an error that matches
 // ErrInvalidConfig and names the field.
@@ -54,7 +57,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("simple.New: %w", err)
 	}
 	c.Estimator = vc.Estimator
-	return &Manager{cfg: c, vcfg: vc, firstUser: -1, lastHuman: -1, memo: view.NewMemo()}, nil
+	return &Manager{cfg: c, vcfg: vc, firstUser: -1, lastHuman: -1, memo: view.NewMemo(), drv: view.NewDriver(vc)}, nil
 }
 
 func (m *Manager) check(msg ctxstore.Message) error {
@@ -95,40 +98,55 @@ func (m *Manager) appendLocked(msg ctxstore.Message, t int) {
 	}
 }
 
-// compute derives the budget and the view under the lock, released by
+// explain derives the budget and the view under the lock, released by
 // defer so that nothing can leave the manager locked.
-func (m *Manager) compute(ctx context.Context, r ctxstore.Request) (view.Result, []view.Event, error) {
+func (m *Manager) explain(ctx context.Context, r ctxstore.Request) (ctxstore.View, []view.Event, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var events []view.Event
-	b := view.DeriveBudget(r, m.vcfg)
-	if !m.requested || b != m.budget {
-		events = append(events, b.Event())
-		m.requested, m.budget = true, b
-	}
-	res, err := view.TryCompute(ctx, m.historyLocked(b.Tokens), b, m.dec, m.vcfg)
+	plan, events := m.drv.Plan(r)
+	res, err := view.TryCompute(ctx, m.historyLocked(plan.Fit.Tokens), plan.Fit, m.dec, m.vcfg)
 	if err != nil {
-		return res, events, fmt.Errorf("simple: %w", err)
+		return ctxstore.View{}, events, fmt.Errorf("simple: %w", err)
 	}
 	m.dec = res.Decisions
-	return res, events, nil
+	return m.drv.Explain(plan, res), append(events, res.Events...), nil
+}
+
+// Explain returns the view for r with the facts of how it was made: where
+// each message came from, the budget, what compaction did, and how many
+// leading messages repeat the previous view of the same budget.
+func (m *Manager) Explain(ctx context.Context, r ctxstore.Request) (ctxstore.View, error) {
+	if err := ctx.Err(); err != nil {
+		return ctxstore.View{}, err
+	}
+	v, events, err := m.explain(ctx, r)
+	for _, ev := range events {
+		_ = m.cfg.Hooks.Emit(ctx, ev.Name, ev.Data) // a broken hook never fails the request
+	}
+	return v, err
 }
 
 // GetMessagesForRequest returns the view for r: the history compacted, if
 // needed, to fit r's budget. It never changes the stored history.
 func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
+	v, err := m.Explain(ctx, r)
+	return v.Messages, err
+}
+
+// ReportUsage tells the manager how many input tokens the provider
+// counted for a view (u.View, or the most recent one). When the provider
+// counts more than the manager's counter did, later views are made
+// smaller by that ratio; see ctxstore.UsageReporter.
+func (m *Manager) ReportUsage(ctx context.Context, u ctxstore.Usage) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	res, events, err := m.compute(ctx, r)
-	if err != nil {
-		return nil, err
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.drv.LearnRatio(m.drv.Ratio(), u); ok {
+		m.drv.SetRatio(r)
 	}
-	events = append(events, res.Events...)
-	for _, ev := range events {
-		_ = m.cfg.Hooks.Emit(ctx, ev.Name, ev.Data) // a broken hook never fails the request
-	}
-	return res.View, nil
+	return nil
 }
 
 // historyLocked hands the engine the pinned messages and the tail it needs

@@ -16,6 +16,7 @@ const (
 	formOriginal form = iota
 	formTruncated
 	formStubbed
+	formClean // a memory-file message without its metadata
 )
 
 // entry is one conversation message of the region the engine works on.
@@ -108,6 +109,7 @@ func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Conf
 	e.locateHumans()
 
 	res := e.run(fresh)
+	res.Stats.Reused = !fresh && !res.Stats.Escalated
 	res.Changed = !equalDecisions(saved, res.Decisions)
 	return res
 }
@@ -469,7 +471,7 @@ func (e *engine) markProtection() {
 func (e *engine) setSummary(s *Summary) {
 	c := *s
 	e.summary = &c
-	e.summaryMsg = SummaryMessage(s.Text)
+	e.summaryMsg = SummaryMessage(s.Text, e.cfg.Annotations)
 	e.summaryTok = e.est.Estimate(e.summaryMsg)
 }
 
@@ -538,9 +540,12 @@ func (e *engine) rewrite(it Item, f form) (ctxstore.Message, int, bool) {
 	}
 	var nm ctxstore.Message
 	var ok bool
-	if f == formTruncated {
+	switch f {
+	case formTruncated:
 		nm, ok = truncateResult(it.Msg, it.Tokens, e.cfg.TruncateChars)
-	} else {
+	case formClean:
+		nm, ok = withoutMetadata(it.Msg), true
+	default:
 		nm, ok = stubMessage(it.Msg)
 	}
 	if !ok {
@@ -579,7 +584,7 @@ func (e *engine) reserveFor() int {
 	if !e.cfg.Notice || e.pending {
 		return 0
 	}
-	return e.est.Estimate(NoticeMessage(999999, 999999, 999999, 999999))
+	return e.est.Estimate(NoticeMessage(999999, 999999, 999999, 999999, e.cfg.Annotations))
 }
 
 // counts returns what the current layout omits or changes.
@@ -633,7 +638,7 @@ func (e *engine) noticeTokens() int {
 		return 0
 	}
 	r, t, s, sum, _ := e.counts()
-	return e.est.Estimate(NoticeMessage(r, t, s, sum))
+	return e.est.Estimate(NoticeMessage(r, t, s, sum, e.cfg.Annotations))
 }
 
 // fits reports whether the layout plus the notice reserve is within goal.

@@ -368,26 +368,58 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 	removed, truncated, stubbed, summarized, shown := e.counts()
 	compacted := removed > 0 || truncated > 0 || stubbed > 0 || summarized > 0
 	view := make([]ctxstore.Message, 0, shown+2)
+	origins := make([]ctxstore.Origin, 0, shown+2)
 	for _, it := range e.pinned {
-		view = append(view, it.Msg)
+		m, o := it.Msg, ctxstore.Origin{Form: ctxstore.FormWhole, Seq: it.ID, Tokens: it.Tokens}
+		if it.Form != "" {
+			o.Form = it.Form
+		}
+		if it.Form == ctxstore.FormMemory && !e.cfg.Annotations {
+			m, _, _ = e.rewrite(it, formClean)
+		}
+		view = append(view, m)
+		origins = append(origins, o)
 	}
+	// The summary stands where the span it condenses stood: after the
+	// system messages and anything kept from before the span.
+	summaryAt := -1
 	if e.summary != nil {
-		view = append(view, e.summaryMsg)
+		summaryAt = len(view)
 	}
 	for _, u := range e.units {
 		if u.removed {
 			continue
 		}
-		for i := u.lo; i < u.hi; i++ {
-			view = append(view, e.ents[i].shown())
+		if summaryAt >= 0 && e.ents[u.lo].item.ID < e.summary.From {
+			summaryAt = len(view) + (u.hi - u.lo)
 		}
+		for i := u.lo; i < u.hi; i++ {
+			en := &e.ents[i]
+			o := ctxstore.Origin{Form: ctxstore.FormWhole, Seq: en.item.ID, Tokens: en.tokens}
+			switch {
+			case en.form == formTruncated:
+				o.Form = ctxstore.FormTruncated
+			case en.form == formStubbed:
+				o.Form = ctxstore.FormStubbed
+			case en.item.Form != "":
+				o.Form = en.item.Form
+			}
+			view = append(view, en.shown())
+			origins = append(origins, o)
+		}
+	}
+	if summaryAt >= 0 {
+		view = slices.Insert(view, summaryAt, e.summaryMsg)
+		origins = slices.Insert(origins, summaryAt, ctxstore.Origin{
+			Form: ctxstore.FormSummary, Seq: e.summary.To, FromSeq: e.summary.From, Tokens: e.summaryTok})
 	}
 	total := e.total
 	notice := false
 	if compacted && e.cfg.Notice && !e.pending {
-		nm := NoticeMessage(removed, truncated, stubbed, summarized)
+		nm := NoticeMessage(removed, truncated, stubbed, summarized, e.cfg.Annotations)
 		if nt := e.est.Estimate(nm); total+nt <= e.budget.Tokens {
 			view = append(view, nm)
+			origins = append(origins, ctxstore.Origin{Form: ctxstore.FormNotice, Tokens: nt})
 			total += nt
 			notice = true
 		}
@@ -431,7 +463,7 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 			"level": st.Level, "removed": removed, "truncated": truncated, "stubbed": stubbed,
 		}})
 	}
-	return Result{View: view, Decisions: e.d, Stats: st, Events: events}
+	return Result{View: view, Origins: origins, Decisions: e.d, Stats: st, Events: events}
 }
 
 func cloneDecisions(d Decisions) Decisions {

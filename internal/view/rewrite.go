@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore"
@@ -429,11 +430,14 @@ func stubMessage(m ctxstore.Message) (ctxstore.Message, bool) {
 	return replaceContent(m, encodeString(`[User message compacted - original: "`+p+`..."]`))
 }
 
-// systemMessage builds a message with metadata.source = source.
-func sourcedMessage(role, text, source string) ctxstore.Message {
-	b := []byte(`{"role":` + string(encodeString(role)) + `,"content":` + string(encodeString(text)) +
-		`,"metadata":{"source":` + string(encodeString(source)) + `}}`)
-	m, err := ctxstore.ParseMessage(b)
+// addedMessage builds a message ctxstore adds to a view: role and content
+// only, plus metadata.source = source when annotate is set.
+func addedMessage(role, text, source string, annotate bool) ctxstore.Message {
+	b := `{"role":` + string(encodeString(role)) + `,"content":` + string(encodeString(text))
+	if annotate {
+		b += `,"metadata":{"source":` + string(encodeString(source)) + `}`
+	}
+	m, err := ctxstore.ParseMessage([]byte(b + "}"))
 	if err != nil {
 		// Cannot happen: the JSON above is well formed with a valid role.
 		return ctxstore.NewMessage(role, text)
@@ -441,15 +445,42 @@ func sourcedMessage(role, text, source string) ctxstore.Message {
 	return m
 }
 
-// SummaryMessage is the system message that stands for a summarized span.
-func SummaryMessage(text string) ctxstore.Message {
-	return sourcedMessage(ctxstore.RoleSystem, SummaryPrefix+text, SummarySource)
+// SummaryMessage is the user-role message that stands for a summarized
+// span, where the span stood. It is never a system message: a system
+// prompt that changes invalidates the provider's prompt cache from the
+// start.
+func SummaryMessage(text string, annotate bool) ctxstore.Message {
+	return addedMessage(ctxstore.RoleUser, SummaryPrefix+text, SummarySource, annotate)
+}
+
+// IsSummary reports whether m is a view's summary message.
+func IsSummary(m ctxstore.Message) bool {
+	return m.Role() == ctxstore.RoleUser && (m.Source() == SummarySource || strings.HasPrefix(m.Text(), SummaryPrefix))
+}
+
+// IsNotice reports whether m is a view's compaction notice.
+func IsNotice(m ctxstore.Message) bool {
+	return m.Role() == ctxstore.RoleUser && (m.Source() == NoticeSource || strings.HasPrefix(m.Text(), NoticePrefix))
+}
+
+// withoutMetadata is m with only its role and content: how a memory-file
+// message, stored with identifying metadata, is shown.
+func withoutMetadata(m ctxstore.Message) ctxstore.Message {
+	c := m.Content()
+	if len(c) == 0 {
+		c = []byte("null")
+	}
+	out, err := ctxstore.ParseMessage([]byte(`{"role":` + string(encodeString(m.Role())) + `,"content":` + string(c) + `}`))
+	if err != nil {
+		return m
+	}
+	return out
 }
 
 // NoticeText tells the model what compaction did [V6].
 func NoticeText(removed, truncated, stubbed, summarized int) string {
 	var buf bytes.Buffer
-	buf.WriteString("[Context compaction: to fit the context window, ")
+	buf.WriteString(NoticePrefix + "to fit the context window, ")
 	parts := 0
 	add := func(n int, one, many string) {
 		if n <= 0 {
@@ -477,10 +508,11 @@ func NoticeText(removed, truncated, stubbed, summarized int) string {
 	return buf.String()
 }
 
-// NoticeMessage is the ephemeral tail notice: a user message with
-// metadata.source = "context-compaction". It is never stored.
-func NoticeMessage(removed, truncated, stubbed, summarized int) ctxstore.Message {
-	return sourcedMessage(ctxstore.RoleUser, NoticeText(removed, truncated, stubbed, summarized), NoticeSource)
+// NoticeMessage is the ephemeral tail notice, a user message (with
+// metadata.source = "context-compaction" when annotate is set). It is
+// never stored.
+func NoticeMessage(removed, truncated, stubbed, summarized int, annotate bool) ctxstore.Message {
+	return addedMessage(ctxstore.RoleUser, NoticeText(removed, truncated, stubbed, summarized), NoticeSource, annotate)
 }
 
 // textPrefix returns the first n runes of m's text and whether the text

@@ -40,6 +40,7 @@ const (
 	NoticeSource            = "context-compaction" // metadata.source of the tail notice
 	SummarySource           = "context-summary"    // metadata.source of a summary message
 	SummaryPrefix           = "Previous conversation summary: "
+	NoticePrefix            = "[Context compaction: "
 	truncatedPrefixTemplate = "[truncated: ~%d tokens - call tool again if needed] "
 )
 
@@ -78,6 +79,10 @@ type Item struct {
 	Msg ctxstore.Message `json:"msg"`
 	// Tokens is the stored estimate of Msg (Config.Estimator).
 	Tokens int `json:"tokens"`
+	// Form marks messages the manager knows more about: FormMemory (a
+	// memory file, shown without its metadata) or FormRepair (a synthetic
+	// tool result). Empty means an ordinary stored message.
+	Form ctxstore.Form `json:"form,omitempty"`
 }
 
 // History is the part of a conversation the engine needs: never more than
@@ -222,6 +227,7 @@ type Stats struct {
 	Level      int  // highest ladder level in effect
 	Compacted  bool // the view differs from the history by compaction
 	Escalated  bool // a new escalation ran in this request
+	Reused     bool // saved decisions were applied as they were
 	Notice     bool // the tail notice was appended
 	Summary    bool // a summary message is in the view
 	OverBudget bool // the view exceeds the budget (only when the floor does)
@@ -235,6 +241,9 @@ type Result struct {
 	View []ctxstore.Message
 	// Decisions to pass to the next Compute (and to persist).
 	Decisions Decisions
+	// Origins says where each message of View came from (same index).
+	// Seq holds the item ID; the manager maps it to its own numbering.
+	Origins []ctxstore.Origin
 	// Changed reports whether Decisions differ from the saved ones, i.e.
 	// whether a persistent manager must write them.
 	Changed bool

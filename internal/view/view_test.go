@@ -135,7 +135,7 @@ func TestSummaryReusedAfterRestartAndBudgetChange(t *testing.T) {
 		return out
 	}
 	r1 := compute(items, 6000, view.Decisions{}, cfg, nil)
-	if !r1.Stats.Summary || r1.View[1].Role() != "system" || !strings.HasPrefix(r1.View[1].Text(), view.SummaryPrefix) {
+	if !r1.Stats.Summary || r1.View[1].Role() != "user" || !strings.HasPrefix(r1.View[1].Text(), view.SummaryPrefix) || r1.Origins[1].Form != ctxstore.FormSummary {
 		t.Fatalf("no summary after the system message: %+v", r1.Stats)
 	}
 	r2 := compute(items, 9000, restart(r1.Decisions), cfg, nil) // budget change: from scratch

@@ -195,7 +195,7 @@ func isPinned(m ctxstore.Message) bool {
 }
 
 func isHuman(m ctxstore.Message) bool {
-	return m.Role() == ctxstore.RoleUser && !m.IsToolResult() && m.Source() != view.NoticeSource
+	return m.Role() == ctxstore.RoleUser && !m.IsToolResult() && !view.IsNotice(m)
 }
 
 // Load builds the engine input the way a persistent manager does: pinned
@@ -317,15 +317,20 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 		}
 	}
 	rest := v[len(sys):]
-	if len(rest) > 0 && rest[0].Source() == view.SummarySource {
-		if rest[0].Role() != ctxstore.RoleSystem || !strings.HasPrefix(rest[0].Text(), view.SummaryPrefix) {
-			return fmt.Errorf("bad summary message %.100s", rest[0])
+	// At most one summary, a user-role message standing where its span
+	// stood (never a system message: that would break prompt caches).
+	if i := slices.IndexFunc(rest, view.IsSummary); i >= 0 {
+		if rest[i].Role() != ctxstore.RoleUser || !strings.HasPrefix(rest[i].Text(), view.SummaryPrefix) {
+			return fmt.Errorf("bad summary message %.100s", rest[i])
 		}
-		rest = rest[1:]
+		rest = slices.Delete(slices.Clone(rest), i, i+1)
+		if slices.ContainsFunc(rest, view.IsSummary) {
+			return fmt.Errorf("more than one summary in the view")
+		}
 	}
 	// Notice: last, ephemeral user message.
 	for i, m := range rest {
-		if m.Source() == view.NoticeSource {
+		if view.IsNotice(m) {
 			if i != len(rest)-1 || m.Role() != ctxstore.RoleUser {
 				return fmt.Errorf("notice at %d of %d is not the last message", i, len(rest))
 			}
