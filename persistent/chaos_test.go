@@ -306,7 +306,7 @@ func (w *chaosWriter) hook(_ context.Context, event string, data map[string]any)
 
 func (w *chaosWriter) config() Config {
 	return Config{
-		Config:         simple.Config{Hooks: w.hook},
+		Config:         ctxstore.Config{Hooks: w.hook, Annotations: true}, // the oracle recognises added messages by their metadata
 		MemoryFiles:    w.env.files,
 		WatchMemory:    w.watch,
 		MemoryDebounce: time.Duration(1+w.rng.IntN(5)) * time.Millisecond,
@@ -652,7 +652,7 @@ func viewHistory(entries []store.Entry, repairs map[uint64]repairRecord) ([]ctxs
 			}
 		}
 		if missing := stillMissing(rec.CallIDs, answered); len(missing) > 0 {
-			synth, err := syntheticResults(msgs[i], missing, rec.Text)
+			synth, err := syntheticResults(msgs[i], missing, rec.Text, true)
 			if err != nil {
 				return nil, err
 			}
@@ -1371,7 +1371,7 @@ func TestChaosFoundLastHumanSearchAfterClearElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := entryItem(e[0])
+	it, err := m.entryItem(e[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,6 +119,27 @@ func epochHistory(t testing.TB, m *Manager, epoch uint64) []ctxstore.Message {
 	return out
 }
 
+// explainOf is m's typed view for budget.
+func explainOf(t testing.TB, m ctxstore.Manager, budget int) ctxstore.View {
+	t.Helper()
+	v, err := m.(ctxstore.Explainer).Explain(context.Background(), ctxstore.Request{TokenBudget: budget})
+	if err != nil {
+		t.Fatalf("Explain(%d): %v", budget, err)
+	}
+	return v
+}
+
+// formOf lists the messages of v with origin form f.
+func formOf(v ctxstore.View, f ctxstore.Form) []ctxstore.Message {
+	var out []ctxstore.Message
+	for i, o := range v.Origins {
+		if o.Form == f {
+			out = append(out, v.Messages[i])
+		}
+	}
+	return out
+}
+
 func viewOf(t testing.TB, m ctxstore.Manager, budget int) []ctxstore.Message {
 	t.Helper()
 	v, err := m.GetMessagesForRequest(context.Background(), ctxstore.Request{TokenBudget: budget})

@@ -12,8 +12,13 @@ import (
 	"github.com/ctxstore/ctxstore/store"
 )
 
-// Compile-time check that Manager implements the contract.
-var _ ctxstore.Manager = (*Manager)(nil)
+// Compile-time checks that Manager implements the contract and its
+// optional interfaces.
+var (
+	_ ctxstore.Manager       = (*Manager)(nil)
+	_ ctxstore.Explainer     = (*Manager)(nil)
+	_ ctxstore.UsageReporter = (*Manager)(nil)
+)
 
 // ErrClosed is returned by every method of a closed Manager.
 var ErrClosed = errors.New("persistent: manager closed")
@@ -31,8 +36,9 @@ type Manager struct {
 	cfg     Config
 	memory  []memoryFile
 
-	vcfg view.Config        // resolved compaction settings
-	est  ctxstore.Estimator // the estimator of vcfg, never nil
+	vcfg    view.Config        // resolved compaction settings
+	est     ctxstore.Estimator // the estimator of vcfg, never nil
+	counter string             // est's name, stored with every count
 
 	mu      sync.Mutex
 	closed  bool
@@ -40,14 +46,13 @@ type Manager struct {
 	// ignoreSet makes SetMessages a no-op: set at Open for a resumed
 	// session, reset by this manager's Clear (the cleared epoch is empty,
 	// like a fresh session's).
-	ignoreSet  bool
-	w          window       // guarded by mu
-	budgetSent bool         // context:budget was sent once
-	budget     view.Budget  // the budget it reported
-	events     []view.Event // queued under mu, emitted after unlocking
+	ignoreSet bool
+	w         window       // guarded by mu
+	events    []view.Event // queued under mu, emitted after unlocking
 
-	reqMu     sync.Mutex // serializes GetMessagesForRequest; guards memo
-	memo      *view.Memo // rewritten (truncated, stubbed) messages of memoEpoch
+	reqMu     sync.Mutex   // serializes requests; guards memo and drv
+	drv       *view.Driver // budgets, usage ratio, explanations
+	memo      *view.Memo   // rewritten (truncated, stubbed) messages of memoEpoch
 	memoEpoch uint64
 
 	watchStop context.CancelFunc
@@ -83,7 +88,8 @@ func Open(path string, session string, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistent: open session %q: %w", session, err)
 	}
-	m := &Manager{st: st, session: session, cfg: cfg, memory: mem, vcfg: vcfg, est: vcfg.Estimator}
+	m := &Manager{st: st, session: session, cfg: cfg, memory: mem, vcfg: vcfg, est: vcfg.Estimator, drv: view.NewDriver(vcfg)}
+	m.counter = view.CounterName(m.est)
 	m.mu.Lock()
 	err = m.openLocked(ctx)
 	m.unlock(ctx)
@@ -105,6 +111,9 @@ func (m *Manager) openLocked(ctx context.Context) error {
 		return err
 	}
 	if err := m.reload(ctx, info); err != nil {
+		return err
+	}
+	if err := m.loadUsage(ctx); err != nil {
 		return err
 	}
 	m.resumed = info.Messages > 0
@@ -219,7 +228,7 @@ func (m *Manager) AddMessage(ctx context.Context, msg ctxstore.Message) error {
 	if err := msg.ValidateSize(m.cfg.MessageLimit()); err != nil {
 		return fmt.Errorf("persistent: add message to session %q: %w", m.session, err)
 	}
-	rec := store.Record{Message: msg, Tokens: m.est.Estimate(msg)}
+	rec := m.record(msg)
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -349,7 +358,7 @@ func (m *Manager) afterAppend(ctx context.Context, first uint64, recs []store.Re
 		m.w.epoch, m.w.epochStart, m.w.created = into.Epoch, into.EpochStartSeq, into.Created
 	}
 	for i, r := range recs {
-		m.w.push(view.Item{ID: seqID(first + uint64(i)), Msg: r.Message, Tokens: r.Tokens})
+		m.w.push(itemOf(seqID(first+uint64(i)), r.Message, r.Tokens))
 	}
 	return nil
 }
@@ -358,7 +367,7 @@ func (m *Manager) afterAppend(ctx context.Context, first uint64, recs []store.Re
 func (m *Manager) pendingRecords() []store.Record {
 	recs := make([]store.Record, len(m.w.pending))
 	for i, it := range m.w.pending {
-		recs[i] = store.Record{Message: it.Msg, Tokens: it.Tokens}
+		recs[i] = store.Record{Message: it.Msg, Tokens: it.Tokens, Counter: m.counter}
 	}
 	return recs
 }
@@ -447,7 +456,7 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 		if err := msg.ValidateSize(m.cfg.MessageLimit()); err != nil {
 			return fmt.Errorf("persistent: set messages of session %q: message %d: %w", m.session, i, err)
 		}
-		recs[i] = store.Record{Message: msg, Tokens: m.est.Estimate(msg)}
+		recs[i] = m.record(msg)
 	}
 	if err := m.lock(); err != nil {
 		return err

@@ -179,7 +179,7 @@ func (m *Manager) addPending(f memoryFile, content string) error {
 	if err != nil {
 		return err
 	}
-	it := view.Item{Msg: msg, Tokens: m.est.Estimate(msg)}
+	it := view.Item{Msg: msg, Tokens: m.est.Estimate(msg), Form: ctxstore.FormMemory}
 	// Copy on write: views computed unlocked may still hold the old slice.
 	pending := slices.Clone(m.w.pending)
 	i := slices.IndexFunc(pending, func(p view.Item) bool {
@@ -288,7 +288,7 @@ func (m *Manager) refreshFileLocked(ctx context.Context, f memoryFile, content s
 		if err != nil {
 			return err
 		}
-		recs := []store.Record{{Message: msg, Tokens: m.est.Estimate(msg)}}
+		recs := []store.Record{m.record(msg)}
 		first, into, err := m.appendChecked(ctx, m.samePinned(), recs)
 		if err == nil {
 			m.queue(ctxstore.EventInclude, map[string]any{"source": f.path, "content": content})

@@ -48,8 +48,8 @@ func refreshNow(m *Manager) {
 
 // viewShows reports whether m's view holds content as its memory file.
 func viewShows(t *testing.T, m *Manager, content string) bool {
-	got := memVersions(viewOf(t, m, 10_000))
-	return len(got) == 1 && strings.HasSuffix(got[0], ":"+content)
+	got := formOf(explainOf(t, m, 10_000), ctxstore.FormMemory)
+	return len(got) == 1 && strings.HasSuffix(got[0].Text(), "\n\n"+content)
 }
 
 func TestWatchedMemoryEditStoredOnceByThreeWatchers(t *testing.T) {

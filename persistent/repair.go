@@ -71,7 +71,7 @@ func unansweredTail(tail []ctxstore.Message) (int, []string) {
 // views: a role "tool" message per OpenAI-style call, and one user message of
 // tool_result blocks for Anthropic-style tool_use blocks, matching the shape
 // the provider expects for that call.
-func syntheticResults(assistant ctxstore.Message, ids []string, text string) ([]ctxstore.Message, error) {
+func syntheticResults(assistant ctxstore.Message, ids []string, text string, annotate bool) ([]ctxstore.Message, error) {
 	blocks := toolUseIDs(assistant)
 	var out []ctxstore.Message
 	var anthropic []map[string]any
@@ -82,17 +82,22 @@ func syntheticResults(assistant ctxstore.Message, ids []string, text string) ([]
 			})
 			continue
 		}
-		m, err := encodeMessage(
-			kv{"role", ctxstore.RoleTool}, kv{"tool_call_id", id}, kv{"content", text},
-			kv{"metadata", map[string]any{"source": RepairSource}})
+		fields := []kv{{"role", ctxstore.RoleTool}, {"tool_call_id", id}, {"content", text}}
+		if annotate {
+			fields = append(fields, kv{"metadata", map[string]any{"source": RepairSource}})
+		}
+		m, err := encodeMessage(fields...)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, m)
 	}
 	if len(anthropic) > 0 {
-		m, err := encodeMessage(kv{"role", ctxstore.RoleUser}, kv{"content", anthropic},
-			kv{"metadata", map[string]any{"source": RepairSource}})
+		fields := []kv{{"role", ctxstore.RoleUser}, {"content", anthropic}}
+		if annotate {
+			fields = append(fields, kv{"metadata", map[string]any{"source": RepairSource}})
+		}
+		m, err := encodeMessage(fields...)
 		if err != nil {
 			return nil, err
 		}

@@ -84,14 +84,18 @@ func TestRepairInterruptedTail(t *testing.T) {
 				if d := diff(history(t, m), c.log); d != "" {
 					t.Fatalf("%s: GetMessages is not the log as appended: %s", when, d)
 				}
-				v := viewOf(t, m, 10_000)
+				ev := explainOf(t, m, 10_000)
+				v := ev.Messages
 				if bad := unanswered(v); len(bad) > 0 && c.repaired != nil {
 					t.Fatalf("%s: view is invalid: %v\n%q", when, bad, texts(v))
 				}
 				synth := 0
-				for _, msg := range v {
-					if msg.Source() == RepairSource {
+				for _, msg := range formOf(ev, ctxstore.FormRepair) {
+					{
 						synth++
+						if msg.Metadata() != nil {
+							t.Fatalf("synthetic result carries metadata: %s", msg)
+						}
 						if !strings.Contains(string(msg.Bytes()), InterruptedText) {
 							t.Fatalf("synthetic result without the interrupted text: %s", msg)
 						}
@@ -124,8 +128,9 @@ func TestRepairedTailInLaterViews(t *testing.T) {
 	}
 	more := []ctxstore.Message{user("the process restarted; go on"), assistant("continuing")}
 	addAll(t, m, more)
-	v := viewOf(t, m, 100_000)
-	i := slices.IndexFunc(v, func(m ctxstore.Message) bool { return m.Source() == RepairSource })
+	ev := explainOf(t, m, 100_000)
+	v := ev.Messages
+	i := slices.IndexFunc(ev.Origins, func(o ctxstore.Origin) bool { return o.Form == ctxstore.FormRepair })
 	if i < 2 || v[i].ToolCallID() != "x2" || v[i-1].ToolCallID() != "x1" || v[i+1].Text() != more[0].Text() {
 		t.Fatalf("synthetic result at %d is not right after the group: %q", i, texts(v))
 	}
@@ -146,8 +151,9 @@ func TestRepairedTailInLaterViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	addAll(t, m2, []ctxstore.Message{result("r1", "real result")})
-	v = viewOf(t, m2, 10_000)
-	if bad := unanswered(v); len(bad) > 0 || slices.ContainsFunc(v, func(m ctxstore.Message) bool { return m.Source() == RepairSource }) {
+	ev = explainOf(t, m2, 10_000)
+	v = ev.Messages
+	if bad := unanswered(v); len(bad) > 0 || len(formOf(ev, ctxstore.FormRepair)) > 0 {
 		t.Fatalf("view after a real result arrived: %v %q", bad, texts(v))
 	}
 }

@@ -34,6 +34,17 @@ func decisionKey(epoch uint64, budget int) string {
 // saved decisions. Changed decisions are saved to the store, so a reopened
 // session produces the same view. The stored history never changes.
 func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
+	v, err := m.Explain(ctx, r)
+	return v.Messages, err
+}
+
+// Explain returns the view for r, as GetMessagesForRequest does, with the
+// facts of how it was made: where each message came from (seq, epoch,
+// form), the budget, what compaction did, whether saved decisions were
+// reused, and how many leading messages repeat the previous view of the
+// same budget. Origins of messages the view adds (the notice, repaired
+// tool results) have seq 0.
+func (m *Manager) Explain(ctx context.Context, r ctxstore.Request) (ctxstore.View, error) {
 	v, events, err := m.request(ctx, r)
 	// Events go out after every lock is released, so a hook may call the
 	// manager, even for another view.
@@ -48,29 +59,29 @@ func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request)
 // rewritten messages), but not with AddMessage or GetMessages: the engine
 // runs without the manager's lock, since a summarizer may take seconds and
 // the history it is given only refers to items never modified in place.
-func (m *Manager) request(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, []view.Event, error) {
+func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.View, []view.Event, error) {
 	m.reqMu.Lock()
 	defer m.reqMu.Unlock()
 	if err := m.lock(); err != nil {
-		return nil, nil, err
+		return ctxstore.View{}, nil, err
 	}
-	h, b, saved, epoch, err := m.prepareLocked(ctx, r)
+	h, plan, saved, epoch, err := m.prepareLocked(ctx, r)
 	events := m.takeEvents()
 	m.mu.Unlock()
 	if err != nil {
-		return nil, events, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
+		return ctxstore.View{}, events, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
 	}
 	if m.memo == nil || m.memoEpoch != epoch {
 		m.memo, m.memoEpoch = view.NewMemo(), epoch
 	}
 	h.Memo = m.memo
-	res, err := view.TryCompute(ctx, h, b, saved, m.vcfg)
+	res, err := view.TryCompute(ctx, h, plan.Fit, saved, m.vcfg)
 	if err != nil {
-		return nil, events, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
+		return ctxstore.View{}, events, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
 	}
 	events = append(events, res.Events...)
 	if res.Changed {
-		if err := m.saveDecisions(ctx, epoch, b.Tokens, res.Decisions); err != nil && !errors.Is(err, ErrClosed) {
+		if err := m.saveDecisions(ctx, epoch, plan.Fit.Tokens, res.Decisions); err != nil && !errors.Is(err, ErrClosed) {
 			// The view is right; only its stickiness across a restart is
 			// lost. A request must not fail for that.
 			m.mu.Lock()
@@ -79,34 +90,42 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) ([]ctxstore.M
 			m.mu.Unlock()
 		}
 	}
-	return res.View, events, nil
+	v := m.drv.Explain(plan, res)
+	v.Session = m.session
+	for i := range v.Origins {
+		o := &v.Origins[i]
+		if o.Form == ctxstore.FormNotice || o.Form == ctxstore.FormRepair {
+			o.Seq = 0
+			continue
+		}
+		o.Seq, o.FromSeq, o.Epoch = idSeq(o.Seq), idSeq(o.FromSeq), epoch
+	}
+	return v, events, nil
 }
 
-// prepareLocked syncs with the store, derives the budget and builds the
+// prepareLocked syncs with the store, derives the budgets and builds the
 // engine's input.
-func (m *Manager) prepareLocked(ctx context.Context, r ctxstore.Request) (view.History, view.Budget, view.Decisions, uint64, error) {
+func (m *Manager) prepareLocked(ctx context.Context, r ctxstore.Request) (view.History, view.Plan, view.Decisions, uint64, error) {
 	// Loops only while other processes keep clearing: a tail read that
 	// finds the session gone from the window's epoch catches up again.
 	for {
 		if err := m.syncLocked(ctx); err != nil {
-			return view.History{}, view.Budget{}, view.Decisions{}, 0, err
+			return view.History{}, view.Plan{}, view.Decisions{}, 0, err
 		}
-		b := view.DeriveBudget(r, m.vcfg)
-		if !m.budgetSent || b != m.budget {
-			m.budgetSent, m.budget = true, b
-			ev := b.Event()
+		plan, events := m.drv.Plan(r)
+		for _, ev := range events {
 			m.queue(ev.Name, ev.Data)
 		}
-		saved := m.w.savedFor(b.Tokens)
-		need := view.Horizon(b.Tokens, m.vcfg, saved)
+		saved := m.w.savedFor(plan.Fit.Tokens)
+		need := view.Horizon(plan.Fit.Tokens, m.vcfg, saved)
 		err := m.ensureTail(ctx, need)
 		if errors.Is(err, errEpochMoved) {
 			continue
 		}
 		if err != nil {
-			return view.History{}, b, saved, 0, err
+			return view.History{}, plan, saved, 0, err
 		}
-		return m.history(need), b, saved, m.w.epoch, nil
+		return m.history(need), plan, saved, m.w.epoch, nil
 	}
 }
 
@@ -199,7 +218,7 @@ func (m *Manager) withRepairs(tail []view.Item) []view.Item {
 		if len(missing) == 0 {
 			continue
 		}
-		synth, err := syntheticResults(tail[i].Msg, missing, rec.Text)
+		synth, err := syntheticResults(tail[i].Msg, missing, rec.Text, m.cfg.Annotations)
 		if err != nil {
 			m.cfg.Logger.Warn("ctxstore: cannot build repair results", "session", m.session, "seq", rec.AssistantSeq, "err", err)
 			continue
@@ -207,7 +226,7 @@ func (m *Manager) withRepairs(tail []view.Item) []view.Item {
 		out = append(out, tail[copied:end]...)
 		base := tail[end-1].ID
 		for j, s := range synth {
-			out = append(out, view.Item{ID: base + uint64(j) + 1, Msg: s, Tokens: m.est.Estimate(s)})
+			out = append(out, view.Item{ID: base + uint64(j) + 1, Msg: s, Tokens: m.est.Estimate(s), Form: ctxstore.FormRepair})
 		}
 		copied = end
 		i = end - 1

@@ -179,13 +179,39 @@ func isPinned(m ctxstore.Message) bool {
 // must reach back to the assistant message that made the calls).
 func isResultOnly(m ctxstore.Message) bool { return m.IsToolResult() && !m.HasToolCalls() }
 
-func entryItem(e store.Entry) (view.Item, error) {
+// entryItem is the view item of a stored entry. A count made by another
+// counter than the manager's (every store written before counts were
+// tagged, or by a host with another Estimator) is made again, so a view
+// never sums two counters.
+func (m *Manager) entryItem(e store.Entry) (view.Item, error) {
 	msg, err := e.Message()
 	if err != nil {
 		return view.Item{}, fmt.Errorf("seq %d: %w", e.Seq, err)
 	}
-	return view.Item{ID: seqID(e.Seq), Msg: msg, Tokens: e.Tokens}, nil
+	t := e.Tokens
+	if e.Counter != m.counter {
+		t = m.est.Estimate(msg)
+	}
+	return itemOf(seqID(e.Seq), msg, t), nil
 }
+
+// itemOf is the view item of a stored message; memory-file messages are
+// marked so views show them without their identifying metadata.
+func itemOf(id uint64, msg ctxstore.Message, tokens int) view.Item {
+	it := view.Item{ID: id, Msg: msg, Tokens: tokens}
+	if _, ok := memoryInfo(msg); ok {
+		it.Form = ctxstore.FormMemory
+	}
+	return it
+}
+
+// record is what AddMessage and its kin append for msg: the message with
+// its count, tagged with the counter that made it.
+func (m *Manager) record(msg ctxstore.Message) store.Record {
+	return store.Record{Message: msg, Tokens: m.est.Estimate(msg), Counter: m.counter}
+}
+
+func (m *Manager) counterName() string { return m.counter }
 
 // reload rebuilds the window from the store: at Open, after Clear, and when
 // another process started a new epoch. It reads the pinned messages, the
@@ -241,7 +267,7 @@ func (m *Manager) loadPinned(ctx context.Context, w *window, info store.SessionI
 		return fmt.Errorf("read pinned messages: %w", err)
 	}
 	for _, e := range entries {
-		it, err := entryItem(e)
+		it, err := m.entryItem(e)
 		if err != nil {
 			return fmt.Errorf("read pinned messages: %w", err)
 		}
@@ -281,7 +307,7 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 		if e.Epoch != w.epoch || e.Seq < w.epochStart {
 			break
 		}
-		it, err := entryItem(e)
+		it, err := m.entryItem(e)
 		if err != nil {
 			return fmt.Errorf("read recent messages: %w", err)
 		}
@@ -355,7 +381,7 @@ func (m *Manager) findLastHuman(ctx context.Context) error {
 			if e.Role != ctxstore.RoleUser || len(e.ResultIDs) > 0 {
 				continue
 			}
-			it, err := entryItem(e)
+			it, err := m.entryItem(e)
 			if err != nil {
 				return fmt.Errorf("find the last user message: %w", err)
 			}
@@ -465,7 +491,7 @@ func (m *Manager) catchUpLocked(ctx context.Context, info store.SessionInfo) err
 		if e.Seq <= m.w.lastSeq {
 			continue
 		}
-		it, err := entryItem(e)
+		it, err := m.entryItem(e)
 		if err != nil {
 			return fmt.Errorf("read new messages: %w", err)
 		}

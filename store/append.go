@@ -19,6 +19,9 @@ var ErrCurrentEpoch = errors.New("store: cannot purge the current epoch")
 type Record struct {
 	Message ctxstore.Message
 	Tokens  int
+	// Counter names the counter that made Tokens (ctxstore.Counter's
+	// Name); empty when unknown. A reader with another counter recounts.
+	Counter string
 }
 
 // Append adds recs to the current epoch of session, creating the session if
@@ -102,7 +105,7 @@ func appendTx(session string, recs []Record, check func(SessionInfo) error, firs
 		for _, r := range recs {
 			env := envelope{
 				Seq: meta.LastSeq + 1, Epoch: meta.Epoch, Time: now,
-				Role: r.Message.Role(), Tokens: r.Tokens,
+				Role: r.Message.Role(), Tokens: r.Tokens, Counter: r.Counter,
 				CallIDs: r.Message.CallIDs(), ResultIDs: r.Message.ResultIDs(),
 				Raw: r.Message.Bytes(), Session: session,
 			}

@@ -22,6 +22,8 @@ type envelope struct {
 	Raw       []byte
 	// Session is the session's name, empty in version-1 envelopes.
 	Session string
+	// Counter names the counter that made Tokens; empty before version 3.
+	Counter string
 }
 
 // seqKey is the bbolt key of a message.
@@ -42,12 +44,12 @@ func keySeq(k []byte) (seq uint64, ok bool) {
 // encodeEnvelope returns the msgpack encoding of e.
 func encodeEnvelope(e *envelope) ([]byte, error) {
 	var buf bytes.Buffer
-	buf.Grow(len(e.Raw) + 48 + len(e.Role) + len(e.Session))
+	buf.Grow(len(e.Raw) + 48 + len(e.Role) + len(e.Session) + len(e.Counter))
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(&buf)
 	err := firstErr(
-		enc.EncodeArrayLen(envelopeFieldsV2),
+		enc.EncodeArrayLen(envelopeFieldsV3),
 		enc.EncodeUint(EnvelopeVersion),
 		enc.EncodeUint(e.Seq),
 		enc.EncodeUint(e.Epoch),
@@ -58,6 +60,7 @@ func encodeEnvelope(e *envelope) ([]byte, error) {
 		encodeStrings(enc, e.ResultIDs),
 		enc.EncodeBytes(e.Raw),
 		enc.EncodeString(e.Session),
+		enc.EncodeString(e.Counter),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("encode envelope seq %d: %w", e.Seq, err)
@@ -169,6 +172,15 @@ func decodeEnvelopeInto(b []byte, e *envelope) error {
 			return fmt.Errorf("session: %v", err)
 		}
 		known = envelopeFieldsV2
+	}
+	if version >= 3 {
+		if n < envelopeFieldsV3 {
+			return fmt.Errorf("version %d with %d fields, want at least %d", version, n, envelopeFieldsV3)
+		}
+		if e.Counter, err = dec.DecodeString(); err != nil {
+			return fmt.Errorf("counter: %v", err)
+		}
+		known = envelopeFieldsV3
 	}
 	// Fields a later version appended are skipped, not rejected.
 	for i := known; i < n; i++ {

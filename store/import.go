@@ -185,7 +185,7 @@ func (im *importer) add(e Entry) (envelope, error) {
 	if err != nil {
 		return envelope{}, fmt.Errorf("store: import session %q seq %d: %w", im.name, e.Seq, err)
 	}
-	env := envelope{Seq: e.Seq, Epoch: e.Epoch, Time: e.Time.UnixNano(), Role: msg.Role(), Tokens: e.Tokens,
+	env := envelope{Seq: e.Seq, Epoch: e.Epoch, Time: e.Time.UnixNano(), Role: msg.Role(), Tokens: e.Tokens, Counter: e.Counter,
 		CallIDs: msg.CallIDs(), ResultIDs: msg.ResultIDs(), Raw: msg.Bytes(), Session: im.name}
 	if e.Time.IsZero() {
 		env.Time = 0

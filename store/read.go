@@ -28,6 +28,7 @@ type Entry struct {
 	Time    time.Time // when it was appended (UTC)
 	Role    string
 	Tokens  int      // the estimate given to Append
+	Counter string   // the counter that made Tokens; "" when unknown
 	CallIDs []string // tool calls the message makes
 	// ResultIDs are the calls it answers (tool_call_id, tool_result blocks).
 	ResultIDs []string
@@ -49,7 +50,7 @@ func (e Entry) Message() (ctxstore.Message, error) {
 
 func (e *envelope) entry(session string) Entry {
 	return Entry{Session: session, Seq: e.Seq, Epoch: e.Epoch, Time: unixTime(e.Time),
-		Role: e.Role, Tokens: e.Tokens, CallIDs: e.CallIDs, ResultIDs: e.ResultIDs, Raw: e.Raw}
+		Role: e.Role, Tokens: e.Tokens, Counter: e.Counter, CallIDs: e.CallIDs, ResultIDs: e.ResultIDs, Raw: e.Raw}
 }
 
 // decodeAt decodes the value of key k, checking it belongs there.

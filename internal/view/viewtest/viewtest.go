@@ -493,6 +493,17 @@ func matches(h, v ctxstore.Message) bool {
 }
 
 // same reports whether a and b hold the same bytes.
+// same reports whether view message a shows stored message b: the same
+// bytes, or, for a memory-file message (stored with identifying metadata),
+// its role and content alone.
 func same(a, b ctxstore.Message) bool {
-	return a.Size() == b.Size() && bytes.Equal(a.Bytes(), b.Bytes())
+	if a.Size() == b.Size() && bytes.Equal(a.Bytes(), b.Bytes()) {
+		return true
+	}
+	return b.Role() == ctxstore.RoleSystem && b.Source() == MemorySource && a.Metadata() == nil &&
+		a.Role() == b.Role() && bytes.Equal(a.Content(), b.Content())
 }
+
+// MemorySource is the metadata.source persistent stores memory-file
+// messages with.
+const MemorySource = "memory-file"
