@@ -31,6 +31,11 @@ type Config struct {
 	// of a memory file before reading it: editors write files in several
 	// steps. 0 means 200 ms.
 	MemoryDebounce time.Duration
+	// ReadOnly opens the file without write access, for inspecting a
+	// session: views are computed (compaction decisions are kept in memory
+	// only) and every method that would write fails with ErrReadOnly. The
+	// file must exist. WatchMemory is not allowed with it.
+	ReadOnly bool
 	// Logger receives the manager's log lines (an ignored SetMessages, a
 	// memory file that could not be read). nil means slog.Default().
 	Logger *slog.Logger
@@ -63,6 +68,9 @@ func (cfg Config) normalize() (Config, view.Config, error) {
 	}
 	if cfg.MemoryDebounce < 0 {
 		return cfg, vcfg, fmt.Errorf("persistent config: %w", &ctxstore.ConfigError{Field: "MemoryDebounce", Reason: fmt.Sprintf("negative (%v)", cfg.MemoryDebounce)})
+	}
+	if cfg.ReadOnly && cfg.WatchMemory {
+		return cfg, vcfg, fmt.Errorf("persistent config: %w", &ctxstore.ConfigError{Field: "WatchMemory", Reason: "a read-only manager cannot store new memory-file versions"})
 	}
 	if cfg.MemoryDebounce == 0 {
 		cfg.MemoryDebounce = defaultMemoryDebounce

@@ -23,6 +23,18 @@ var (
 // ErrClosed is returned by every method of a closed Manager.
 var ErrClosed = errors.New("persistent: manager closed")
 
+// ErrReadOnly is returned by every method that would write, on a Manager
+// opened with Config.ReadOnly.
+var ErrReadOnly = errors.New("persistent: manager opened read-only")
+
+// writable fails with ErrReadOnly for a read-only manager.
+func (m *Manager) writable(op string) error {
+	if m.cfg.ReadOnly {
+		return fmt.Errorf("persistent: %s session %q in %s: %w", op, m.session, m.st.Path(), ErrReadOnly)
+	}
+	return nil
+}
+
 // Manager is a context manager whose history lives in a store file. The file
 // is the source of truth: the manager keeps in memory only what views need
 // (system messages, the first user message and a tail window of recent
@@ -84,7 +96,7 @@ func Open(path string, session string, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistent config: field MemoryFiles: %w", err)
 	}
-	st, err := store.Open(path, store.Options{LockTimeout: cfg.LockTimeout, NoSync: cfg.noSync})
+	st, err := store.Open(path, store.Options{LockTimeout: cfg.LockTimeout, NoSync: cfg.noSync, ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("persistent: open session %q: %w", session, err)
 	}
@@ -122,7 +134,7 @@ func (m *Manager) openLocked(ctx context.Context) error {
 		return m.checkMemoryBudget()
 	}
 	m.emitResume(info.Messages, false)
-	if m.cfg.WatchMemory {
+	if m.cfg.WatchMemory && !m.cfg.ReadOnly {
 		// Files edited while no process watched them count as edits.
 		m.refreshMemoryLocked(ctx, m.memory)
 	}
@@ -225,6 +237,9 @@ func (m *Manager) queue(name string, data map[string]any) {
 // MaxMessageBytes limit), appends it durably, and updates the in-memory view
 // state without re-reading the history.
 func (m *Manager) AddMessage(ctx context.Context, msg ctxstore.Message) error {
+	if err := m.writable("add message to"); err != nil {
+		return err
+	}
 	if err := msg.ValidateSize(m.cfg.MessageLimit()); err != nil {
 		return fmt.Errorf("persistent: add message to session %q: %w", m.session, err)
 	}
@@ -451,6 +466,9 @@ func (m *Manager) readCurrentEpoch(ctx context.Context) ([]ctxstore.Message, err
 // epoch like to a fresh session. An epoch this manager has not written to
 // but another process has filled is never replaced: the call is ignored.
 func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error {
+	if err := m.writable("set messages of"); err != nil {
+		return err
+	}
 	recs := make([]store.Record, len(ms))
 	for i, msg := range ms {
 		if err := msg.ValidateSize(m.cfg.MessageLimit()); err != nil {
@@ -558,6 +576,9 @@ func (m *Manager) emitResume(messages int, ignored bool) {
 // the new epoch again (as pending messages, written with the next message).
 // A resumed manager accepts SetMessages again afterwards.
 func (m *Manager) Clear(ctx context.Context) error {
+	if err := m.writable("clear"); err != nil {
+		return err
+	}
 	if err := m.lock(); err != nil {
 		return err
 	}

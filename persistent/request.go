@@ -254,6 +254,9 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 	// In memory first: even if the write fails, this process's next views
 	// continue from these decisions.
 	m.w.decisions[budget] = d
+	if m.cfg.ReadOnly {
+		return nil
+	}
 	// Only into the epoch they were computed for, checked in the write
 	// itself: the engine ran unlocked, and meanwhile another process may
 	// have cleared the session or purged it, and a plain write would bring
@@ -286,6 +289,9 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 // brings a session back; a host must not call it while a tool call is
 // legitimately in flight.
 func (m *Manager) RepairInterruptedTail(ctx context.Context) (repaired []string, err error) {
+	if err := m.writable("repair"); err != nil {
+		return nil, err
+	}
 	if err := m.lock(); err != nil {
 		return nil, err
 	}

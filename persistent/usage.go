@@ -39,6 +39,12 @@ func (m *Manager) ReportUsage(ctx context.Context, u ctxstore.Usage) error {
 		return err
 	}
 	m.mu.Unlock()
+	if m.cfg.ReadOnly {
+		if r, ok := m.drv.LearnRatio(m.drv.Ratio(), u); ok {
+			m.drv.SetRatio(r) // this manager's views only: nothing is written
+		}
+		return nil
+	}
 	counter := m.counterName()
 	var learned float64
 	err := m.st.UpdateDerived(ctx, m.session, KindUsage, usageKey, func(cur []byte, si store.SessionInfo) ([]byte, error) {

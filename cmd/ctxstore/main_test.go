@@ -545,7 +545,7 @@ func TestView(t *testing.T) {
 	e := newEnv(t)
 	e.ok(longConversation(30), "add", "s")
 	r := e.ok("", "view", "s", "--budget", "6000")
-	for _, want := range []string{"full history 121 messages", "budget 6000 tokens", "compaction level", "removed", "not sent as stored", "#1 ", "kept", "notice"} {
+	for _, want := range []string{"full history 121 messages", "budget 6000 tokens", "compaction level", "removed", "not sent as stored", "#1 ", "whole", "notice"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("view lacks %q:\n%s", want, r.stdout)
 		}
@@ -578,6 +578,45 @@ func TestView(t *testing.T) {
 	e.fail(1, "", []string{"view", "nope", "--budget", "100"}, `session "nope" not found`)
 	if r := e.ok("", "ls"); strings.Contains(r.stdout, "nope") {
 		t.Error("view of an unknown session created it")
+	}
+	// --jsonl prints exactly the messages to send, nothing ctxstore adds
+	// beyond role and content.
+	r = e.ok("", "view", "s", "--budget", "6000", "--jsonl")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[len(lines)-1], "[Context compaction:") {
+		t.Fatalf("view --jsonl:\n%s", r.stdout)
+	}
+	for _, l := range lines {
+		if _, err := ctxstore.ParseMessage([]byte(l)); err != nil || strings.Contains(l, `"metadata"`) {
+			t.Errorf("view --jsonl line %q: %v", l, err)
+		}
+	}
+}
+
+// TestViewWritesNothing: view explains a read-only file and leaves its
+// bytes as they were, decisions for a new budget included.
+func TestViewWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.ok(longConversation(30), "add", "s")
+	before, err := os.ReadFile(e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.db, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	r := e.ok("", "view", "s", "--budget", "5000")
+	for _, want := range []string{"budget 5000 tokens (explicit)", "compaction level", "this request escalated", "#1 "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("view of a 0400 file lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	after, err := os.ReadFile(e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("view changed the file's bytes")
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"log/slog"
 	"slices"
@@ -13,28 +12,26 @@ import (
 	"sync"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/tokens"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/persistent"
-	"github.com/ctxstore/ctxstore/simple"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 func viewCommand() *command {
 	return &command{
 		name:    "view",
-		usage:   "SESSION (--budget N | --context-window N --max-output N) [--strategy S] [--full]",
+		usage:   "SESSION (--budget N | --context-window N --max-output N) [--strategy S] [--full | --jsonl]",
 		summary: "show what would be sent to the model for a budget, and what compaction did",
-		help: `Opens the session the way an agent does (the persistent manager) and asks
-for the view of one request. Prints the compaction level, how many
-messages were removed, truncated or stubbed, tokens before and after, the
+		help: `Opens the session read-only the way an agent does (the persistent manager)
+and explains the view of one request: the budget and where it came from,
+the counted tokens, the compaction level, how many messages were removed,
+truncated, stubbed or summarized, whether saved decisions were reused, the
 stored messages that are not sent as they are, and the view itself, one
-line per message (--full: whole texts). The budget is --budget, or
---context-window minus --max-output minus the 1000-token safety margin.
+line per message with its seq and form (--full: whole texts; --jsonl: only
+the messages to send, for piping into a request). The budget is --budget,
+or --context-window minus --max-output minus the 1000-token safety margin.
 
-Like an agent's request, view saves its compaction decisions for that
-budget with the session (derived records, never the messages), so the next
-view with the same budget shares its prefix.`,
+view writes nothing: it works on a read-only file and leaves its bytes
+as they were. Decisions it makes for a new budget are not saved.`,
 		example: "ctxstore view work --budget 8000\nctxstore view work --context-window 200000 --max-output 8192 --json",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
@@ -43,6 +40,7 @@ view with the same budget shares its prefix.`,
 			maxOut := fs.Int("max-output", 0, "the model's maximum output tokens `N` (with --context-window)")
 			strategy := fs.String("strategy", "", "compaction `STRATEGY`: progressive (default) or truncate")
 			full := fs.Bool("full", false, "print whole message texts, not one line each")
+			payload := fs.Bool("jsonl", false, "print only the messages to send, one JSON object a line")
 			pos, err := a.parse(c, fs, args, 1, 1)
 			if err != nil {
 				return err
@@ -69,7 +67,7 @@ view with the same budget shares its prefix.`,
 			default:
 				return usagef("give the budget: --budget N, or --context-window N --max-output N")
 			}
-			return runView(ctx, a, pos[0], req, simple.Config{Strategy: *strategy}, *full)
+			return runView(ctx, a, pos[0], req, ctxstore.Config{Strategy: *strategy}, *full, *payload)
 		},
 	}
 }
@@ -115,12 +113,14 @@ func last(events []event, name string) map[string]any {
 // the CLI prints them itself.
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// viewReport is what the view command found; --json prints it as is.
+// viewReport is the typed explanation of one view; --json prints it as is.
 type viewReport struct {
-	Session string `json:"session"`
-	Epoch   uint64 `json:"epoch"`
-	Budget  int    `json:"budget"`
-	History struct {
+	Session      string `json:"session"`
+	Epoch        uint64 `json:"epoch"`
+	Budget       int    `json:"budget"`
+	BudgetSource string `json:"budget_source"`
+	Counter      string `json:"counter"`
+	History      struct {
 		Messages int `json:"messages"`
 		Tokens   int `json:"tokens"`
 	} `json:"history"`
@@ -128,26 +128,32 @@ type viewReport struct {
 		Messages int `json:"messages"`
 		Tokens   int `json:"tokens"`
 	} `json:"view"`
-	Level     any         `json:"level"`
-	Removed   any         `json:"removed"`
-	Truncated any         `json:"truncated"`
-	Stubbed   any         `json:"stubbed"`
-	NotSent   [][2]uint64 `json:"not_sent_verbatim"` // seq ranges of stored messages absent from the view as they are
-	Events    []event     `json:"events"`
-	Messages  []viewLine  `json:"messages"`
+	Fits         bool        `json:"fits"`
+	Level        int         `json:"level"`
+	Removed      int         `json:"removed"`
+	Truncated    int         `json:"truncated"`
+	Stubbed      int         `json:"stubbed"`
+	Summarized   int         `json:"summarized"`
+	Escalated    bool        `json:"escalated"`
+	Reused       bool        `json:"reused_decisions"`
+	OverBudget   bool        `json:"over_budget"`
+	StablePrefix int         `json:"stable_prefix"`
+	NotSent      [][2]uint64 `json:"not_sent_verbatim"` // seq ranges of stored messages absent from the view as they are
+	Events       []event     `json:"events"`
+	Messages     []viewLine  `json:"messages"`
 }
 
 // viewLine is one message of the view with where it came from.
 type viewLine struct {
-	Seq     uint64          `json:"seq,omitempty"` // 0: not a stored message as it is
-	Kind    string          `json:"kind"`          // kept, truncated, stubbed, notice, summary, repair, changed
+	Seq     uint64          `json:"seq,omitempty"` // 0: added by the view
+	Form    ctxstore.Form   `json:"form"`
 	Tokens  int             `json:"tokens"`
 	Message json.RawMessage `json:"message"`
 	msg     ctxstore.Message
 }
 
-func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg simple.Config, full bool) error {
-	// Check the file and the session first: opening a manager creates both.
+func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg ctxstore.Config, full, payload bool) error {
+	// Check the file and the session first, read-only: view writes nothing.
 	st, err := a.open(readOnly)
 	if err != nil {
 		return err
@@ -160,7 +166,7 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 	}
 	log := &eventLog{}
 	cfg.Hooks = log.hook
-	mgr, err := persistent.Open(path, name, persistent.Config{Config: cfg, LockTimeout: a.lockTimeout, Logger: quietLogger()})
+	mgr, err := persistent.Open(path, name, persistent.Config{Config: cfg, LockTimeout: a.lockTimeout, Logger: quietLogger(), ReadOnly: true})
 	if err != nil {
 		return explain(path, name, err)
 	}
@@ -169,132 +175,64 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return writeJSON(a.stdout, rep)
-	}
 	w := bufio.NewWriter(a.stdout)
-	printViewReport(w, rep, full)
+	switch {
+	case payload:
+		for _, l := range rep.Messages {
+			w.Write(l.Message)
+			w.WriteByte('\n')
+		}
+	case a.json:
+		if err := writeJSON(w, rep); err != nil {
+			return err
+		}
+	default:
+		printViewReport(w, rep, full)
+	}
 	return w.Flush()
 }
 
-// viewOf asks mgr for the view of req and explains it: the events log
-// received, and which stored messages the view holds as they are.
+// viewOf asks mgr for the typed explanation of req's view.
 func viewOf(ctx context.Context, mgr *persistent.Manager, log *eventLog, req ctxstore.Request) (viewReport, error) {
-	st, name := mgr.Store(), mgr.Session()
+	name := mgr.Session()
 	log.take() // only this request's events
-	msgs, err := mgr.GetMessagesForRequest(ctx, req)
+	v, err := mgr.Explain(ctx, req)
 	if err != nil {
-		return viewReport{}, explain(st.Path(), name, fmt.Errorf("view of session %q: %w", name, err))
+		return viewReport{}, explain(mgr.Store().Path(), name, fmt.Errorf("view of session %q: %w", name, err))
 	}
 	info, err := mgr.Info(ctx)
 	if err != nil {
-		return viewReport{}, explain(st.Path(), name, err)
+		return viewReport{}, explain(mgr.Store().Path(), name, err)
 	}
-	rep := viewReport{Session: name, Epoch: info.Epoch, Events: log.take()}
-	rep.Budget = req.TokenBudget
-	if b := last(rep.Events, ctxstore.EventBudget); b != nil {
-		rep.Budget, _ = b["budget"].(int)
+	rep := viewReport{
+		Session: name, Epoch: info.Epoch, Budget: v.Budget, BudgetSource: v.BudgetSource, Counter: v.Counter,
+		Fits: !v.OverBudget, Level: v.Level, Removed: v.Removed, Truncated: v.Truncated, Stubbed: v.Stubbed,
+		Summarized: v.Summarized, Escalated: v.Escalated, Reused: v.Reused, OverBudget: v.OverBudget,
+		StablePrefix: v.StablePrefix, Events: log.take(),
 	}
-	rep.Level = 0
-	if pc := last(rep.Events, ctxstore.EventPostCompact); pc != nil {
-		rep.Level, rep.Removed, rep.Truncated, rep.Stubbed = pc["level"], pc["removed"], pc["truncated"], pc["stubbed"]
-	}
-
-	// Match view messages to stored ones by their bytes, streaming the
-	// history once: the view is small, the history may not be.
-	est := tokens.Default()
-	seed := maphash.MakeSeed()
-	byHash := map[uint64][]int{}
-	byResult := map[string]int{}
-	for i, m := range msgs {
-		h := maphash.Bytes(seed, m.Bytes())
-		byHash[h] = append(byHash[h], i)
-		rep.Messages = append(rep.Messages, viewLine{Kind: kindOf(m), Tokens: est.Estimate(m), Message: m.Bytes(), msg: m})
-		rep.View.Tokens += rep.Messages[i].Tokens
-		if ids := m.ResultIDs(); len(ids) > 0 {
-			byResult[ids[0]] = i // a truncated result keeps its call id
+	rep.History.Messages, rep.History.Tokens = v.HistoryMessages, v.HistoryTokens
+	rep.View.Messages, rep.View.Tokens = len(v.Messages), v.Tokens
+	var sent []uint64
+	for i, m := range v.Messages {
+		o := v.Origins[i]
+		rep.Messages = append(rep.Messages, viewLine{Seq: o.Seq, Form: o.Form, Tokens: o.Tokens, Message: m.Bytes(), msg: m})
+		if o.Seq > 0 && (o.Form == ctxstore.FormWhole || o.Form == ctxstore.FormMemory) {
+			sent = append(sent, o.Seq)
 		}
 	}
-	rep.View.Messages = len(msgs)
-	var first, lastSeq uint64
-	for e, err := range st.EpochMessages(ctx, name, info.Epoch, 0) {
-		if err != nil {
-			return rep, explain(st.Path(), name, err)
-		}
-		if first == 0 {
-			first = e.Seq
-		}
-		lastSeq = e.Seq
-		rep.History.Messages++
-		rep.History.Tokens += e.Tokens
-		if lines := byHash[maphash.Bytes(seed, e.Raw)]; len(lines) > 0 {
-			matchBytes(rep.Messages, lines, e)
-		} else if len(e.ResultIDs) > 0 {
-			if i, ok := byResult[e.ResultIDs[0]]; ok && rep.Messages[i].Kind != "kept" {
-				rep.Messages[i].Seq = e.Seq // shown with its seq, still not as stored
-			}
-		}
+	if info.Messages > 0 {
+		rep.NotSent = notSent(sent, info.LastSeq-uint64(info.Messages)+1, info.LastSeq)
 	}
-	// Equal messages are interchangeable: give their seqs to the view's
-	// copies in order.
-	for _, lines := range byHash {
-		var seqs []uint64
-		for _, i := range lines {
-			if rep.Messages[i].Kind == "kept" {
-				seqs = append(seqs, rep.Messages[i].Seq)
-			}
-		}
-		slices.Sort(seqs)
-		for _, i := range lines {
-			if rep.Messages[i].Kind == "kept" {
-				rep.Messages[i].Seq, seqs = seqs[0], seqs[1:]
-			}
-		}
-	}
-	rep.NotSent = notSent(rep.Messages, first, lastSeq)
 	return rep, nil
 }
 
-// matchBytes records that stored entry e is sent as it is, as one of the
-// view's lines with its bytes. When every such line is taken already, the
-// newer entry wins: compaction drops old messages first, so of two equal
-// messages the view more likely holds the recent one.
-func matchBytes(lines []viewLine, idx []int, e store.Entry) {
-	oldest := -1
-	for _, i := range idx {
-		l := &lines[i]
-		if string(l.Message) != string(e.Raw) {
-			continue // a hash collision
-		}
-		if l.Kind != "kept" {
-			l.Seq, l.Kind = e.Seq, "kept"
-			return
-		}
-		if oldest < 0 || l.Seq < lines[oldest].Seq {
-			oldest = i
-		}
-	}
-	if oldest >= 0 {
-		lines[oldest].Seq = e.Seq
-	}
-}
-
-// notSent returns the seq ranges of [first, last] that no view line holds
-// as stored. An epoch's seqs are contiguous.
-func notSent(lines []viewLine, first, last uint64) [][2]uint64 {
-	var kept []uint64
-	for _, l := range lines {
-		if l.Kind == "kept" {
-			kept = append(kept, l.Seq)
-		}
-	}
-	slices.Sort(kept)
+// notSent returns the seq ranges of [first, last] (an epoch's seqs are
+// contiguous) that are not among sent.
+func notSent(sent []uint64, first, last uint64) [][2]uint64 {
+	slices.Sort(sent)
 	var out [][2]uint64
 	next := first
-	for _, k := range append(kept, last+1) {
-		if first == 0 {
-			break
-		}
+	for _, k := range append(sent, last+1) {
 		if k > next {
 			out = append(out, [2]uint64{next, k - 1})
 		}
@@ -303,37 +241,29 @@ func notSent(lines []viewLine, first, last uint64) [][2]uint64 {
 	return out
 }
 
-// kindOf guesses what compaction made of a view message that is not a
-// stored message as it is, from the markers compaction writes.
-func kindOf(m ctxstore.Message) string {
-	text := m.Text()
-	switch {
-	case m.Source() == "context-compaction":
-		return "notice"
-	case strings.HasPrefix(text, "[truncated:"):
-		return "truncated"
-	case strings.HasPrefix(text, "[User message compacted"):
-		return "stubbed"
-	case strings.HasPrefix(text, "Previous conversation summary"):
-		return "summary"
-	case strings.HasPrefix(text, "[interrupted:"):
-		return "repair"
-	}
-	return "changed"
-}
-
 func printViewReport(w io.Writer, rep viewReport, full bool) {
-	fmt.Fprintf(w, "session %q, epoch %d: full history %d messages, ~%d tokens\n", rep.Session, rep.Epoch, rep.History.Messages, rep.History.Tokens)
-	fmt.Fprintf(w, "budget %d tokens: view %d messages, ~%d tokens", rep.Budget, rep.View.Messages, rep.View.Tokens)
-	if rep.Removed == nil {
+	fmt.Fprintf(w, "session %q, epoch %d: full history %d messages, %d tokens (%s)\n", rep.Session, rep.Epoch, rep.History.Messages, rep.History.Tokens, rep.Counter)
+	fmt.Fprintf(w, "budget %d tokens (%s): view %d messages, %d tokens", rep.Budget, rep.BudgetSource, rep.View.Messages, rep.View.Tokens)
+	switch {
+	case rep.OverBudget:
+		fmt.Fprintf(w, ": OVER BUDGET, the floor alone does not fit (system messages, last user message, trailing tool group)\n")
+	case rep.Level == view.LevelNone:
 		fmt.Fprintf(w, " (fits: nothing compacted)\n")
-	} else {
-		fmt.Fprintf(w, "\ncompaction level %v (%s): removed %v, truncated %v, stubbed %v\n",
-			rep.Level, levelName(rep.Level), rep.Removed, rep.Truncated, rep.Stubbed)
+	default:
+		fmt.Fprintln(w)
 	}
-	if c := last(rep.Events, ctxstore.EventCompaction); c != nil {
-		fmt.Fprintf(w, "this request escalated: tokens %v -> %v, messages %v -> %v (target %v)\n",
-			c["tokens_before"], c["tokens_after"], c["messages_before"], c["messages_after"], c["target"])
+	if rep.Level != view.LevelNone {
+		fmt.Fprintf(w, "compaction level %d (%s): removed %d, truncated %d, stubbed %d, summarized %d\n",
+			rep.Level, levelName(rep.Level), rep.Removed, rep.Truncated, rep.Stubbed, rep.Summarized)
+	}
+	switch {
+	case rep.Escalated:
+		if c := last(rep.Events, ctxstore.EventCompaction); c != nil {
+			fmt.Fprintf(w, "this request escalated: tokens %v -> %v, messages %v -> %v (target %v)\n",
+				c["tokens_before"], c["tokens_after"], c["messages_before"], c["messages_after"], c["target"])
+		}
+	case rep.Reused:
+		fmt.Fprintf(w, "saved compaction decisions reused\n")
 	}
 	for _, ev := range rep.Events {
 		if ev.Name == ctxstore.EventWarning {
@@ -357,7 +287,7 @@ func printViewReport(w io.Writer, rep viewReport, full bool) {
 		if len(rep.NotSent) > len(parts) {
 			more = ", ..."
 		}
-		fmt.Fprintf(w, "not sent as stored (removed, truncated or stubbed): %d messages: %s%s\n", n, strings.Join(parts, ", "), more)
+		fmt.Fprintf(w, "not sent as stored (removed, truncated, stubbed or summarized): %d messages: %s%s\n", n, strings.Join(parts, ", "), more)
 	}
 	fmt.Fprintln(w)
 	for _, l := range rep.Messages {
@@ -366,24 +296,24 @@ func printViewReport(w io.Writer, rep viewReport, full bool) {
 			seq = fmt.Sprintf("#%d", l.Seq)
 		}
 		if full {
-			fmt.Fprintf(w, "%-7s %-9s %-9s %6d tok\n%s\n", seq, l.Kind, l.msg.Role(), l.Tokens, indent(l.msg.Text(), "    "))
+			fmt.Fprintf(w, "%-7s %-9s %-9s %6d tok\n%s\n", seq, l.Form, l.msg.Role(), l.Tokens, indent(l.msg.Text(), "    "))
 			continue
 		}
-		fmt.Fprintf(w, "%-7s %-9s %-9s %6d tok  %s\n", seq, l.Kind, l.msg.Role(), l.Tokens, oneLine(l.msg, 90))
+		fmt.Fprintf(w, "%-7s %-9s %-9s %6d tok  %s\n", seq, l.Form, l.msg.Role(), l.Tokens, oneLine(l.msg, 90))
 	}
 }
 
-func levelName(level any) string {
-	switch fmt.Sprint(level) {
-	case fmt.Sprint(view.LevelNone):
+func levelName(level int) string {
+	switch level {
+	case view.LevelNone:
 		return "none"
-	case fmt.Sprint(view.LevelTruncate):
+	case view.LevelTruncate:
 		return "old tool results truncated"
-	case fmt.Sprint(view.LevelRemove):
+	case view.LevelRemove:
 		return "old messages removed"
-	case fmt.Sprint(view.LevelStub):
+	case view.LevelStub:
 		return "long user messages stubbed"
-	case fmt.Sprint(view.LevelLastResort):
+	case view.LevelLastResort:
 		return "protected messages cut to fit, last resort"
 	}
 	return "?"
