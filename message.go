@@ -422,6 +422,16 @@ func (m Message) Text() string {
 	return ""
 }
 
+// Keys returns the message's top-level keys, in the order they appear.
+func (m Message) Keys() []string {
+	var keys []string
+	eachMember(m.raw, func(key string, _, _ int) bool {
+		keys = append(keys, key)
+		return true
+	})
+	return keys
+}
+
 // Metadata returns the raw JSON of "metadata" (nil when absent).
 func (m Message) Metadata() json.RawMessage { return bytes.Clone(m.metadata.of(m.raw)) }
 

@@ -382,3 +382,33 @@ func totalBytes(ms []ctxstore.Message) int {
 	}
 	return n
 }
+
+// addedKeys are the keys a message a view adds (the notice, a summary, a
+// repaired tool result) may carry.
+var addedKeys = []string{"role", "content", "tool_call_id", "tool_calls"}
+
+// CleanKeys reports the first message of view that carries a top-level key
+// no message of history has and that is not one of role, content,
+// tool_call_id and tool_calls: a key the host never stored, which
+// providers reject ("Unknown parameter", "Extra inputs are not
+// permitted"). Managers that annotate added messages on request
+// (Config.Annotations) fail it by design.
+func CleanKeys(history, view []ctxstore.Message) error {
+	stored := map[string]bool{}
+	for _, k := range addedKeys {
+		stored[k] = true
+	}
+	for _, m := range history {
+		for _, k := range m.Keys() {
+			stored[k] = true
+		}
+	}
+	for i, m := range view {
+		for _, k := range m.Keys() {
+			if !stored[k] {
+				return fmt.Errorf("view[%d] carries key %q, which no stored message has: %.120s", i, k, m)
+			}
+		}
+	}
+	return nil
+}

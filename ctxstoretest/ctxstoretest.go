@@ -230,6 +230,9 @@ func wantHistory(t *testing.T, m ctxstore.Manager, want []ctxstore.Message, when
 func (s *suite) checkView(t *testing.T, h *history, v []ctxstore.Message, budget int) {
 	t.Helper()
 	errs := h.check(v, budget, s.checkEst)
+	if err := CleanKeys(h.msgs, v); err != nil {
+		errs = append(errs, err.Error())
+	}
 	for _, e := range errs {
 		t.Errorf("budget %d: %s", budget, e)
 	}

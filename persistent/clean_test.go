@@ -1,0 +1,93 @@
+package persistent
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+)
+
+// TestViewsCarryOnlyStoredKeys: in every state a view can be in — memory
+// files, a repaired call, truncated results, stubbed user messages, a
+// summary, the notice — the messages ctxstore adds carry role, content and
+// the pairing keys only, and the messages it rewrites carry only the keys
+// their stored originals have. Providers reject anything else.
+func TestViewsCarryOnlyStoredKeys(t *testing.T) {
+	for _, strategy := range []string{ctxstore.StrategyProgressive, ctxstore.StrategySummarize} {
+		t.Run(strategy, func(t *testing.T) {
+			notes := filepath.Join(t.TempDir(), "notes.md")
+			writeFile(t, notes, "the user prefers short answers")
+			cfg := Config{MemoryFiles: []string{notes}, noSync: true}
+			cfg.Strategy = strategy
+			cfg.Summarizer = func(context.Context, []ctxstore.Message) (string, error) { return "they talked", nil }
+			m := open(t, dbPath(t), "s", cfg)
+			addAll(t, m, []ctxstore.Message{user(strings.Repeat("the original task, described at length. ", 20))})
+			addAll(t, m, conversation(40, 2000))
+			addAll(t, m, []ctxstore.Message{user(strings.Repeat("and one more long request. ", 20)), callMsg("x1", "x2"), result("x1", "ok")})
+			if _, err := m.RepairInterruptedTail(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			stored := map[uint64]ctxstore.Message{}
+			for e, err := range m.Store().Messages(t.Context(), "s", 0) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				msg, _ := e.Message()
+				stored[e.Seq] = msg
+			}
+			seen := map[ctxstore.Form]bool{}
+			for _, budget := range []int{1500, 3000, 6000, 12000, 100_000} {
+				v := explainOf(t, m, budget)
+				if len(v.Origins) != len(v.Messages) {
+					t.Fatalf("budget %d: %d origins for %d messages", budget, len(v.Origins), len(v.Messages))
+				}
+				for i, msg := range v.Messages {
+					o := v.Origins[i]
+					seen[o.Form] = true
+					allowed := []string{"role", "content", "tool_call_id", "tool_calls"}
+					switch o.Form {
+					case ctxstore.FormWhole, ctxstore.FormTruncated, ctxstore.FormStubbed:
+						orig, ok := stored[o.Seq]
+						if !ok {
+							t.Fatalf("budget %d: view[%d] (%s) names seq %d, not stored", budget, i, o.Form, o.Seq)
+						}
+						allowed = orig.Keys()
+					}
+					for _, k := range msg.Keys() {
+						if !slices.Contains(allowed, k) {
+							t.Errorf("budget %d: view[%d] (%s) carries %q: %.100s", budget, i, o.Form, k, msg)
+						}
+					}
+				}
+			}
+			want := []ctxstore.Form{ctxstore.FormMemory, ctxstore.FormRepair, ctxstore.FormNotice, ctxstore.FormWhole}
+			if strategy == ctxstore.StrategySummarize {
+				want = append(want, ctxstore.FormSummary)
+			} else {
+				want = append(want, ctxstore.FormTruncated)
+			}
+			for _, f := range want {
+				if !seen[f] {
+					t.Errorf("no view had a %s message; the test does not cover that state (saw %v)", f, seen)
+				}
+			}
+		})
+	}
+}
+
+// TestAnnotationsOnRequest: a host that wants to know the origin inside the
+// messages (an Amplifier-style host) opts in and gets metadata.source.
+func TestAnnotationsOnRequest(t *testing.T) {
+	cfg := Config{noSync: true}
+	cfg.Annotations = true
+	m := open(t, dbPath(t), "s", cfg)
+	addAll(t, m, conversation(40, 2000))
+	v := explainOf(t, m, 3000)
+	last := v.Messages[len(v.Messages)-1]
+	if v.Origins[len(v.Origins)-1].Form != ctxstore.FormNotice || last.Source() != "context-compaction" {
+		t.Fatalf("annotated notice: %s (%v)", last, v.Origins[len(v.Origins)-1])
+	}
+}
