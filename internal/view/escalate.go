@@ -111,6 +111,10 @@ func (e *engine) ladder(goal int) {
 			return
 		}
 		en := e.ents[i]
+		if e.cfg.Strategy == StrategyProgressive && e.units[en.unit].firstUser &&
+			e.floorTokens()+en.tokens+e.reserve < e.trig {
+			continue // V2.5: the original task stays whole while the floor and it fit
+		}
 		if en.human && en.item.ID != e.lastHumanID && !e.units[en.unit].removed && e.stub(i) {
 			e.raise(LevelStub)
 		}
@@ -138,6 +142,17 @@ func (e *engine) lastResort(hard int) {
 	for _, first := range []bool{false, true} {
 		for k, u := range e.units {
 			if !u.removed && !u.floor && u.firstUser == first {
+				if first && e.cfg.Strategy == StrategyProgressive {
+					// Stubbed before it goes: the task's gist may still fit.
+					for i := u.lo; i < u.hi; i++ {
+						if e.stub(i) {
+							e.raise(LevelLastResort)
+						}
+					}
+					if e.fits(hard) {
+						return
+					}
+				}
 				e.remove(k)
 				e.raise(LevelLastResort)
 				if e.fits(hard) {

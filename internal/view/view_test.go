@@ -369,3 +369,35 @@ func TestToolGroupsRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstHumanMessageKeptWholeWhenItFits: progressive keeps the original
+// task whole whenever the floor plus it fits, at every level of the
+// ladder; it is stubbed only when it does not fit whole, and removed only
+// when even its stub does not.
+func TestFirstHumanMessageKeptWholeWhenItFits(t *testing.T) {
+	est := tokens.Default()
+	task := ctxstore.NewMessage("user", "the original task: "+strings.Repeat("describe the whole system in detail. ", 30))
+	msgs := []ctxstore.Message{ctxstore.NewMessage("system", "sys"), task}
+	for i := range 30 {
+		msgs = append(msgs, ctxstore.NewMessage("user", fmt.Sprintf("%d %s", i, strings.Repeat("long follow-up ", 40))),
+			ctxstore.NewMessage("assistant", strings.Repeat("a detailed answer ", 40)))
+	}
+	msgs = append(msgs, ctxstore.NewMessage("user", "last question"))
+	items := viewtest.Items(msgs, est)
+	floor := est.Estimate(msgs[0]) + est.Estimate(msgs[len(msgs)-1])
+	notice := est.Estimate(view.NoticeMessage(999999, 999999, 999999, 999999, false))
+	whole := floor + est.Estimate(task) + notice
+	cfg := defaultConfig(view.StrategyProgressive)
+	for _, budget := range []int{whole + 50, whole * 2, whole * 4} {
+		res := compute(items, budget, view.Decisions{}, cfg, nil)
+		if !strings.Contains(messages(res.View), task.String()) {
+			t.Errorf("budget %d (floor+task+notice = %d): the first human message is not whole: level %d, stubbed %d",
+				budget, whole, res.Stats.Level, res.Stats.Stubbed)
+		}
+	}
+	// Too small for it whole: stubbed, not removed, while the stub fits.
+	res := compute(items, floor+notice+120, view.Decisions{}, cfg, nil)
+	if !strings.Contains(messages(res.View), `[User message compacted - original: \"the original task`) {
+		t.Errorf("small budget: the task is neither whole nor stubbed:\n%s", messages(res.View))
+	}
+}
