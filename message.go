@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/internal/jsonscan"
 	"strings"
 )
 
@@ -170,7 +171,7 @@ func parseFields(b []byte, checkSyntax bool) (Message, error) {
 		return m, invalid("", "not a JSON object, got %s", kind(raw))
 	}
 	var roleRaw, callIDRaw, callsRaw []byte
-	eachMember(raw, func(key string, start, end int) bool {
+	jsonscan.EachMember(raw, func(key string, start, end int) bool {
 		switch key {
 		case "role":
 			roleRaw = raw[start:end]
@@ -192,7 +193,7 @@ func parseFields(b []byte, checkSyntax bool) (Message, error) {
 	if kind(roleRaw) != "string" {
 		return m, invalid("role", "must be a string, got %s", kind(roleRaw))
 	}
-	m.role = unquote(roleRaw)
+	m.role = jsonscan.Unquote(roleRaw)
 	switch m.role {
 	case "":
 		return m, invalid("role", "empty")
@@ -205,7 +206,7 @@ func parseFields(b []byte, checkSyntax bool) (Message, error) {
 		if kind(callIDRaw) != "string" {
 			return m, invalid("tool_call_id", "must be a string, got %s", kind(callIDRaw))
 		}
-		m.toolCallID = unquote(callIDRaw)
+		m.toolCallID = jsonscan.Unquote(callIDRaw)
 	}
 	if m.role == RoleTool && m.toolCallID == "" {
 		return m, invalid("tool_call_id", "a tool message needs a non-empty string tool_call_id")
@@ -233,7 +234,7 @@ func (m *Message) parseToolCalls(raw []byte) error {
 	}
 	var err error
 	i := 0
-	eachElement(raw, func(start, end int) bool {
+	jsonscan.EachElement(raw, func(start, end int) bool {
 		it := raw[start:end]
 		// The field name is built only on error: this runs for every call
 		// of every message a resume reads back.
@@ -242,16 +243,16 @@ func (m *Message) parseToolCalls(raw []byte) error {
 			err = invalid(field(), "must be an object, got %s", kind(it))
 			return false
 		}
-		id := stringMember(it, "id")
+		id := jsonscan.StringMember(it, "id")
 		if id == "" {
 			err = invalid(field()+".id", "must be a non-empty string")
 			return false
 		}
 		i++
 		call := ToolCall{ID: id}
-		if fn := member(it, "function"); kind(fn) == "object" {
-			call.Name = stringMember(fn, "name")
-			call.Arguments = member(fn, "arguments") // shares raw; ToolCalls copies
+		if fn := jsonscan.Member(it, "function"); kind(fn) == "object" {
+			call.Name = jsonscan.StringMember(fn, "name")
+			call.Arguments = jsonscan.Member(fn, "arguments") // shares raw; ToolCalls copies
 		}
 		m.calls = append(m.calls, call)
 		return true
@@ -270,7 +271,7 @@ func (m *Message) parseContent() error {
 	}
 	var err error
 	i := 0
-	eachElement(c, func(start, end int) bool {
+	jsonscan.EachElement(c, func(start, end int) bool {
 		b := c[start:end]
 		if kind(b) != "object" {
 			err = invalid(fmt.Sprintf("content[%d]", i), "must be an object, got %s", kind(b))
@@ -279,13 +280,13 @@ func (m *Message) parseContent() error {
 		i++
 		// Blocks of unexpected shape are carried, not rejected: only the
 		// fields read here matter for pairing.
-		switch stringMember(b, "type") {
+		switch jsonscan.StringMember(b, "type") {
 		case "tool_use":
-			if id := stringMember(b, "id"); id != "" {
-				m.calls = append(m.calls, ToolCall{ID: id, Name: stringMember(b, "name"), Arguments: member(b, "input")})
+			if id := jsonscan.StringMember(b, "id"); id != "" {
+				m.calls = append(m.calls, ToolCall{ID: id, Name: jsonscan.StringMember(b, "name"), Arguments: jsonscan.Member(b, "input")})
 			}
 		case "tool_result":
-			if id := stringMember(b, "tool_use_id"); id != "" {
+			if id := jsonscan.StringMember(b, "tool_use_id"); id != "" {
 				m.resultIDs = append(m.resultIDs, id)
 			}
 		}
@@ -408,12 +409,12 @@ func (m Message) Text() string {
 	c := m.content.of(m.raw)
 	switch kind(c) {
 	case "string":
-		return unquote(c)
+		return jsonscan.Unquote(c)
 	case "array":
 		var parts []string
-		eachElement(c, func(s, e int) bool {
-			if b := c[s:e]; kind(b) == "object" && stringMember(b, "type") == "text" {
-				parts = append(parts, stringMember(b, "text"))
+		jsonscan.EachElement(c, func(s, e int) bool {
+			if b := c[s:e]; kind(b) == "object" && jsonscan.StringMember(b, "type") == "text" {
+				parts = append(parts, jsonscan.StringMember(b, "text"))
 			}
 			return true
 		})
@@ -422,10 +423,38 @@ func (m Message) Text() string {
 	return ""
 }
 
+// Sources ctxstore writes in "metadata.source": of the memory-file messages
+// it stores, and of the messages it adds to views when a host asks for
+// annotations.
+const (
+	SourceNotice  = "context-compaction"      // the note saying what compaction did
+	SourceSummary = "context-summary"         // a summary standing for earlier messages
+	SourceRepair  = "interrupted-tail-repair" // a result answering a call that never got one
+	SourceMemory  = "memory-file"             // a memory file's content
+)
+
+// IsPinned reports whether m is a system or developer message: views keep
+// it whole, at the front, whatever its place in the history.
+func (m Message) IsPinned() bool { return m.role == RoleSystem || m.role == RoleDeveloper }
+
+// IsResultOnly reports whether m carries tool results and makes no calls,
+// so it belongs to the assistant message before it.
+func (m Message) IsResultOnly() bool { return len(m.resultIDs) > 0 && len(m.calls) == 0 }
+
+// IsHuman reports whether m is a message a person wrote: role user, no
+// tool results, and not a notice or repair ctxstore added.
+func (m Message) IsHuman() bool {
+	if m.role != RoleUser || len(m.resultIDs) > 0 {
+		return false
+	}
+	src := m.Source()
+	return src != SourceNotice && src != SourceRepair
+}
+
 // Keys returns the message's top-level keys, in the order they appear.
 func (m Message) Keys() []string {
 	var keys []string
-	eachMember(m.raw, func(key string, _, _ int) bool {
+	jsonscan.EachMember(m.raw, func(key string, _, _ int) bool {
 		keys = append(keys, key)
 		return true
 	})
@@ -442,7 +471,7 @@ func (m Message) Source() string {
 	if kind(md) != "object" {
 		return ""
 	}
-	return stringMember(md, "source")
+	return jsonscan.StringMember(md, "source")
 }
 
 // MarshalJSON returns the original bytes. (encoding/json compacts a

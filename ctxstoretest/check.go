@@ -8,10 +8,6 @@ import (
 	"github.com/ctxstore/ctxstore"
 )
 
-// noticeSource marks the ephemeral tail notice a manager may append (V6); it
-// is not a human message.
-const noticeSource = "context-compaction"
-
 // history is a stored conversation analysed once, so every view requested
 // over it can be checked against the invariants of SPEC V2.
 type history struct {
@@ -24,18 +20,6 @@ type history struct {
 	trailing   []int            // the trailing tool group: calling message + its results
 	pending    map[string]bool  // calls of the trailing group that have no result yet
 	orphans    map[int]bool     // results that do not follow the message that called them
-}
-
-func isResultOnly(m ctxstore.Message) bool { return m.IsToolResult() && !m.HasToolCalls() }
-
-// isPinned reports a system message in the sense of SPEC V2.4: role system,
-// or developer, OpenAI's newer name for the same instructions.
-func isPinned(m ctxstore.Message) bool {
-	return m.Role() == ctxstore.RoleSystem || m.Role() == ctxstore.RoleDeveloper
-}
-
-func isHuman(m ctxstore.Message) bool {
-	return m.Role() == ctxstore.RoleUser && !m.IsToolResult() && m.Source() != noticeSource
 }
 
 func analyze(msgs []ctxstore.Message) *history {
@@ -52,10 +36,10 @@ func analyze(msgs []ctxstore.Message) *history {
 	for i, m := range msgs {
 		k := string(m.Bytes())
 		h.byBytes[k] = append(h.byBytes[k], i)
-		if isPinned(m) {
+		if m.IsPinned() {
 			h.systems = append(h.systems, i)
 		}
-		if isHuman(m) {
+		if m.IsHuman() {
 			h.lastHuman = i
 		}
 		switch {
@@ -64,7 +48,7 @@ func analyze(msgs []ctxstore.Message) *history {
 			for _, id := range m.CallIDs() {
 				h.byCallID[id] = append(h.byCallID[id], i)
 			}
-		case isResultOnly(m):
+		case m.IsResultOnly():
 			for _, id := range m.ResultIDs() {
 				h.byResultID[id] = append(h.byResultID[id], i)
 				if caller < 0 || !contains(msgs[caller].CallIDs(), id) {
@@ -79,7 +63,7 @@ func analyze(msgs []ctxstore.Message) *history {
 	// follow it.
 	end := len(msgs)
 	j := end - 1
-	for j >= 0 && isResultOnly(msgs[j]) && !h.orphans[j] {
+	for j >= 0 && msgs[j].IsResultOnly() && !h.orphans[j] {
 		j--
 	}
 	if j >= 0 && msgs[j].HasToolCalls() {
@@ -153,7 +137,7 @@ func (h *history) full() []ctxstore.Message {
 		out = append(out, h.msgs[i])
 	}
 	for i, m := range h.msgs {
-		if !isPinned(m) && !h.orphans[i] {
+		if !m.IsPinned() && !h.orphans[i] {
 			out = append(out, m)
 		}
 	}
@@ -217,7 +201,7 @@ func (h *history) match(view []ctxstore.Message) (idx []int, exact []bool) {
 		}
 		if idx[v] >= 0 {
 			used[idx[v]] = true
-			if !isPinned(h.msgs[idx[v]]) {
+			if !h.msgs[idx[v]].IsPinned() {
 				last = idx[v]
 			}
 		}
@@ -242,7 +226,7 @@ func (h *history) check(view []ctxstore.Message, budget int, est ctxstore.Estima
 	}
 	seenOther := false
 	for v, m := range view {
-		if !isPinned(m) {
+		if !m.IsPinned() {
 			seenOther = true
 		} else if seenOther {
 			fail("view[%d] is a system message (%s) after a non-system message", v, describe(m))
@@ -261,7 +245,7 @@ func (h *history) check(view []ctxstore.Message, budget int, est ctxstore.Estima
 			fail("stored message #%d appears twice, at view[%d] and view[%d]", i, w, v)
 		}
 		seen[i] = v
-		if isPinned(h.msgs[i]) {
+		if h.msgs[i].IsPinned() {
 			continue
 		}
 		if i < last {
@@ -309,7 +293,7 @@ func (h *history) checkTools(view []ctxstore.Message) []string {
 	var errs []string
 	for v := 0; v < len(view); {
 		m := view[v]
-		if isResultOnly(m) {
+		if m.IsResultOnly() {
 			errs = append(errs, fmt.Sprintf("view[%d] (%s) is a tool result that does not follow the message calling it", v, describe(m)))
 			v++
 			continue
@@ -323,7 +307,7 @@ func (h *history) checkTools(view []ctxstore.Message) []string {
 			open[id] = true
 		}
 		w := v + 1
-		for ; w < len(view) && isResultOnly(view[w]); w++ {
+		for ; w < len(view) && view[w].IsResultOnly(); w++ {
 			for _, id := range view[w].ResultIDs() {
 				if !open[id] {
 					errs = append(errs, fmt.Sprintf("view[%d] answers call %s, which view[%d] did not make (or was answered already)", w, id, v))

@@ -759,7 +759,7 @@ func (s *suite) testUnansweredCall(t *testing.T) {
 	p := func(s string) ctxstore.Message { return ctxstore.MustParseMessage([]byte(s)) }
 	msgs := newGen(23).conversation(genOpts{turns: 6, toolRate: 0.5})
 	mid := len(msgs) / 2
-	for mid < len(msgs) && !isHuman(msgs[mid]) {
+	for mid < len(msgs) && !msgs[mid].IsHuman() {
 		mid++
 	}
 	cut := []ctxstore.Message{

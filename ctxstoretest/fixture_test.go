@@ -92,9 +92,9 @@ func fixtureView(msgs []ctxstore.Message, budget int, est ctxstore.Estimator) []
 	for i := 0; i < len(msgs); i++ {
 		m := msgs[i]
 		switch {
-		case isPinned(m):
+		case m.IsPinned():
 			systems = append(systems, m)
-		case isResultOnly(m):
+		case m.IsResultOnly():
 			// An orphan: its call is not right before it.
 		case m.HasToolCalls():
 			unit := []ctxstore.Message{m}
@@ -102,7 +102,7 @@ func fixtureView(msgs []ctxstore.Message, budget int, est ctxstore.Estimator) []
 			for _, id := range m.CallIDs() {
 				open[id] = true
 			}
-			for i+1 < len(msgs) && isResultOnly(msgs[i+1]) {
+			for i+1 < len(msgs) && msgs[i+1].IsResultOnly() {
 				i++
 				unit = append(unit, msgs[i])
 				for _, id := range msgs[i].ResultIDs() {
@@ -121,7 +121,7 @@ func fixtureView(msgs []ctxstore.Message, budget int, est ctxstore.Estimator) []
 	keep := make([]bool, len(units))
 	// The floor: the last human unit and a trailing group.
 	for u := len(units) - 1; u >= 0; u-- {
-		if isHuman(units[u][0]) {
+		if units[u][0].IsHuman() {
 			keep[u] = true
 			used += size(units[u])
 			break

@@ -643,7 +643,7 @@ func viewHistory(entries []store.Entry, repairs map[uint64]repairRecord) ([]ctxs
 		}
 		answered := map[string]bool{}
 		j := i + 1
-		for ; j < len(msgs) && (isResultOnly(msgs[j]) || isPinned(msgs[j])); j++ {
+		for ; j < len(msgs) && (msgs[j].IsResultOnly() || msgs[j].IsPinned()); j++ {
 			for _, id := range msgs[j].ResultIDs() {
 				answered[id] = true
 			}
@@ -1126,7 +1126,7 @@ func checkChaos(t *testing.T, env *chaosEnv, logs []chaosLog) {
 			for _, id := range s.msg.CallIDs() {
 				callAt[id] = s
 			}
-			if isResultOnly(s.msg) {
+			if s.msg.IsResultOnly() {
 				for _, id := range s.msg.ResultIDs() {
 					resultAt[id] = s
 				}

@@ -24,7 +24,7 @@ var ErrMemoryTooLarge = errors.New("memory files exceed the token budget")
 // memory files. With metadata.path and metadata.version it lets a reopened
 // manager tell which file a stored message came from and which version is
 // the newest, without keeping a side table.
-const MemorySource = "memory-file"
+const MemorySource = ctxstore.SourceMemory
 
 // Reasons (data key "reason") of the context:warning events about memory
 // files, for hosts that branch on them.

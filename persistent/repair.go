@@ -18,7 +18,7 @@ const InterruptedText = "[interrupted: no result was recorded]"
 
 // RepairSource is the metadata.source of synthetic tool results, so a host
 // (or a test) can tell them from real ones.
-const RepairSource = "interrupted-tail-repair"
+const RepairSource = ctxstore.SourceRepair
 
 // KindRepair is the derived-record kind of repair records; the key is the
 // assistant message's seq (20 zero-padded digits, so keys sort by seq).

@@ -208,7 +208,7 @@ func (m *Manager) withRepairs(tail []view.Item) []view.Item {
 		answered := map[string]bool{}
 		// System messages between a call and its results do not part
 		// them: views move them to the front, as the engine does.
-		for end < len(tail) && (isResultOnly(tail[end].Msg) || isPinned(tail[end].Msg)) {
+		for end < len(tail) && (tail[end].Msg.IsResultOnly() || tail[end].Msg.IsPinned()) {
 			for _, id := range tail[end].Msg.ResultIDs() {
 				answered[id] = true
 			}

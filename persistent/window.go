@@ -90,7 +90,7 @@ func (w *window) push(it view.Item) {
 	w.tail = append(w.tail, it)
 	w.tailToks += it.Tokens
 	w.note(it)
-	if isHuman(it.Msg) {
+	if it.Msg.IsHuman() {
 		w.lastHuman, w.lastKnown = &it, true
 	}
 	w.trim()
@@ -150,7 +150,7 @@ func (w *window) trim() {
 	// Never start the tail inside a tool group: its results would be
 	// orphans. A system message between a call and its results is inside
 	// the group (views move it to the front).
-	for drop > 0 && (isResultOnly(w.tail[drop].Msg) || isPinned(w.tail[drop].Msg)) {
+	for drop > 0 && (w.tail[drop].Msg.IsResultOnly() || w.tail[drop].Msg.IsPinned()) {
 		drop--
 	}
 	if drop == 0 {
@@ -161,23 +161,6 @@ func (w *window) trim() {
 	}
 	w.tail = append([]view.Item(nil), w.tail[drop:]...)
 }
-
-// isHuman reports whether m is a message a person typed: role user, not a
-// carrier of tool results, not a notice injected by ctxstore.
-func isHuman(m ctxstore.Message) bool {
-	return m.Role() == ctxstore.RoleUser && !m.IsToolResult() &&
-		m.Source() != view.NoticeSource && m.Source() != RepairSource
-}
-
-// isPinned reports whether m is a system or developer message: views keep
-// it at the front, whatever its place in the history.
-func isPinned(m ctxstore.Message) bool {
-	return m.Role() == ctxstore.RoleSystem || m.Role() == ctxstore.RoleDeveloper
-}
-
-// isResultOnly reports whether m only carries tool results (so the tail
-// must reach back to the assistant message that made the calls).
-func isResultOnly(m ctxstore.Message) bool { return m.IsToolResult() && !m.HasToolCalls() }
 
 // entryItem is the view item of a stored entry. A count made by another
 // counter than the manager's (every store written before counts were
@@ -359,7 +342,7 @@ func (m *Manager) findLastHuman(ctx context.Context) error {
 		return nil
 	}
 	for i := len(w.tail) - 1; i >= 0; i-- {
-		if isHuman(w.tail[i].Msg) {
+		if w.tail[i].Msg.IsHuman() {
 			w.lastHuman, w.lastKnown = &w.tail[i], true
 			return nil
 		}
@@ -385,7 +368,7 @@ func (m *Manager) findLastHuman(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("find the last user message: %w", err)
 			}
-			if isHuman(it.Msg) {
+			if it.Msg.IsHuman() {
 				w.lastHuman = &it
 				break
 			}

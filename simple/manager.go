@@ -85,16 +85,14 @@ func (m *Manager) appendLocked(msg ctxstore.Message, t int) {
 	i := len(m.items)
 	m.items = append(m.items, it)
 	m.tokens += t
-	switch msg.Role() {
-	case ctxstore.RoleSystem, ctxstore.RoleDeveloper:
+	switch {
+	case msg.IsPinned():
 		m.pinned = append(m.pinned, it)
-	case ctxstore.RoleUser:
-		if !msg.IsToolResult() && msg.Source() != view.NoticeSource {
-			if m.firstUser < 0 {
-				m.firstUser = i
-			}
-			m.lastHuman = i
+	case msg.IsHuman():
+		if m.firstUser < 0 {
+			m.firstUser = i
 		}
+		m.lastHuman = i
 	}
 }
 

@@ -92,7 +92,7 @@ func (n Need) Covers(tokens int, oldest Item) bool {
 	if n.FromID != 0 && oldest.ID > n.FromID {
 		return false
 	}
-	return !oldest.Msg.IsToolResult() && !isPinned(oldest.Msg)
+	return !oldest.Msg.IsToolResult() && !oldest.Msg.IsPinned()
 }
 
 // Start returns where the shortest suffix of items that meets the need

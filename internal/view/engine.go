@@ -182,27 +182,18 @@ func (e *engine) collectPinned() {
 		tailStart = e.h.Tail[0].ID
 	}
 	for _, it := range e.h.Pinned {
-		if it.ID < tailStart && !e.hidden(it.ID) && isPinned(it.Msg) {
+		if it.ID < tailStart && !e.hidden(it.ID) && it.Msg.IsPinned() {
 			e.pinned = append(e.pinned, it)
 		}
 	}
 	for _, it := range e.h.Tail {
-		if isPinned(it.Msg) && !e.hidden(it.ID) {
+		if it.Msg.IsPinned() && !e.hidden(it.ID) {
 			e.pinned = append(e.pinned, it)
 		}
 	}
 	for _, it := range e.pinned {
 		e.pinnedTok += it.Tokens
 	}
-}
-
-func isPinned(m ctxstore.Message) bool {
-	r := m.Role()
-	return r == ctxstore.RoleSystem || r == ctxstore.RoleDeveloper
-}
-
-func isHuman(m ctxstore.Message) bool {
-	return m.Role() == ctxstore.RoleUser && !m.IsToolResult() && m.Source() != NoticeSource
 }
 
 func (e *engine) hidden(id uint64) bool {
@@ -217,14 +208,14 @@ func (e *engine) locateHumans() {
 	} else {
 		// Nil FirstUser means it is not older than the tail (contract).
 		for _, it := range e.h.Tail {
-			if isHuman(it.Msg) && !e.hidden(it.ID) {
+			if it.Msg.IsHuman() && !e.hidden(it.ID) {
 				e.firstUserID = it.ID
 				break
 			}
 		}
 	}
 	for i := len(e.h.Tail) - 1; i >= 0; i-- {
-		if it := e.h.Tail[i]; isHuman(it.Msg) && !e.hidden(it.ID) {
+		if it := e.h.Tail[i]; it.Msg.IsHuman() && !e.hidden(it.ID) {
 			e.lastHumanID = it.ID
 			return
 		}
@@ -254,7 +245,7 @@ func (e *engine) horizonStart() uint64 {
 	}
 	// A system message between a call and its results does not part
 	// them: the horizon reaches back past it too.
-	for s > 0 && (t[s].Msg.IsToolResult() || isPinned(t[s].Msg)) {
+	for s > 0 && (t[s].Msg.IsToolResult() || t[s].Msg.IsPinned()) {
 		s--
 	}
 	return t[s].ID
@@ -305,7 +296,7 @@ func (e *engine) buildRegion(from uint64, sticky bool) {
 	})
 	for ; i < len(t); i++ {
 		it := t[i]
-		if isPinned(it.Msg) || e.hidden(it.ID) || it.Msg.Source() == NoticeSource {
+		if it.Msg.IsPinned() || e.hidden(it.ID) || it.Msg.Source() == NoticeSource {
 			continue
 		}
 		e.ents = append(e.ents, e.newEntry(&t[i]))
@@ -319,7 +310,7 @@ func (e *engine) buildRegion(from uint64, sticky bool) {
 }
 
 func (e *engine) newEntry(it *Item) entry {
-	return entry{item: it, tokens: it.Tokens, result: it.Msg.IsToolResult(), human: isHuman(it.Msg)}
+	return entry{item: it, tokens: it.Tokens, result: it.Msg.IsToolResult(), human: it.Msg.IsHuman()}
 }
 
 // shown is the message the view shows for en.

@@ -3,6 +3,7 @@ package view
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/ctxstore/ctxstore/internal/jsonscan"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -110,13 +111,13 @@ func withField(obj []byte, key string, val []byte) ([]byte, error) {
 // reports false for anything else (escaped keys, malformed input), which
 // withFieldSlow then handles; the output is the same either way.
 func withFieldFast(obj []byte, key string, val []byte) ([]byte, bool) {
-	i := skipSpace(obj, 0)
+	i := jsonscan.Space(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return nil, false
 	}
 	out := make([]byte, 0, len(obj)+len(val)+len(key)+4)
 	out = append(out, '{')
-	i = skipSpace(obj, i+1)
+	i = jsonscan.Space(obj, i+1)
 	if i < len(obj) && obj[i] == '}' {
 		i++
 	} else {
@@ -125,17 +126,17 @@ func withFieldFast(obj []byte, key string, val []byte) ([]byte, bool) {
 			if i >= len(obj) || obj[i] != '"' {
 				return nil, false
 			}
-			ke, ok := skipString(obj, i)
+			ke, ok := jsonscan.String(obj, i)
 			if !ok || !plainKey(obj[i+1:ke-1]) {
 				return nil, false
 			}
 			k := obj[i:ke]
-			i = skipSpace(obj, ke)
+			i = jsonscan.Space(obj, ke)
 			if i >= len(obj) || obj[i] != ':' {
 				return nil, false
 			}
-			vs := skipSpace(obj, i+1)
-			ve, ok := skipValue(obj, vs)
+			vs := jsonscan.Space(obj, i+1)
+			ve, ok := jsonscan.Value(obj, vs)
 			if !ok {
 				return nil, false
 			}
@@ -150,9 +151,9 @@ func withFieldFast(obj []byte, key string, val []byte) ([]byte, bool) {
 			} else {
 				out = append(out, obj[vs:ve]...)
 			}
-			i = skipSpace(obj, ve)
+			i = jsonscan.Space(obj, ve)
 			if i < len(obj) && obj[i] == ',' {
-				i = skipSpace(obj, i+1)
+				i = jsonscan.Space(obj, i+1)
 				continue
 			}
 			if i < len(obj) && obj[i] == '}' {
@@ -168,7 +169,7 @@ func withFieldFast(obj []byte, key string, val []byte) ([]byte, bool) {
 			out = append(out, val...)
 		}
 	}
-	if skipSpace(obj, i) != len(obj) {
+	if jsonscan.Space(obj, i) != len(obj) {
 		return nil, false
 	}
 	if len(out) == 1 {
@@ -190,34 +191,6 @@ func plainKey(k []byte) bool {
 	return true
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at b[i] ('"').
-// It jumps from quote to quote; a quote preceded by an odd number of
-// backslashes is escaped.
-func skipString(b []byte, i int) (int, bool) {
-	for i++; i < len(b); i++ {
-		q := bytes.IndexByte(b[i:], '"')
-		if q < 0 {
-			return 0, false
-		}
-		i += q
-		bs := 0
-		for k := i - 1; k >= 0 && b[k] == '\\'; k-- {
-			bs++
-		}
-		if bs%2 == 0 {
-			return i + 1, true
-		}
-	}
-	return 0, false
-}
-
 // plain marks the bytes a JSON string holds as themselves: printable
 // ASCII other than the quote and the backslash.
 var plain = func() (t [256]bool) {
@@ -226,43 +199,6 @@ var plain = func() (t [256]bool) {
 	}
 	return t
 }()
-
-// skipValue returns the index after the JSON value starting at b[i].
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				e, ok := skipString(b, i)
-				if !ok {
-					return 0, false
-				}
-				i = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1, true
-				}
-			}
-		}
-		return 0, false
-	}
-	s := i
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' &&
-		b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
-		i++
-	}
-	return i, i > s
-}
 
 // withFieldSlow is withField by encoding/json.
 func withFieldSlow(obj []byte, key string, val []byte) ([]byte, error) {

@@ -37,8 +37,8 @@ const (
 	ReasonFloorOverBudget   = "floor_over_budget"
 	ReasonRunawayBreaker    = "runaway_breaker"
 	ReasonSummarizerFailed  = "summarizer_failed"
-	NoticeSource            = "context-compaction" // metadata.source of the tail notice
-	SummarySource           = "context-summary"    // metadata.source of a summary message
+	NoticeSource            = ctxstore.SourceNotice  // metadata.source of the tail notice
+	SummarySource           = ctxstore.SourceSummary // metadata.source of a summary message
 	SummaryPrefix           = "Previous conversation summary: "
 	NoticePrefix            = "[Context compaction: "
 	truncatedPrefixTemplate = "[truncated: ~%d tokens - call tool again if needed] "

@@ -190,13 +190,9 @@ func Items(ms []ctxstore.Message, est ctxstore.Estimator) []view.Item {
 	return out
 }
 
-func isPinned(m ctxstore.Message) bool {
-	return m.Role() == ctxstore.RoleSystem || m.Role() == ctxstore.RoleDeveloper
-}
-
-func isHuman(m ctxstore.Message) bool {
-	return m.Role() == ctxstore.RoleUser && !m.IsToolResult() && !view.IsNotice(m)
-}
+// isHuman is Message.IsHuman for view messages too: a clean notice carries
+// no metadata saying what it is.
+func isHuman(m ctxstore.Message) bool { return m.IsHuman() && !view.IsNotice(m) }
 
 // Load builds the engine input the way a persistent manager does: pinned
 // messages, the first and last human messages, and a tail read backwards
@@ -209,7 +205,7 @@ func Load(items []view.Item, need view.Need) view.History {
 	start := need.Start(items)
 	h.Tail, h.Partial = items[start:], start > 0
 	for i, it := range items[:start] {
-		if isPinned(it.Msg) {
+		if it.Msg.IsPinned() {
 			h.Pinned = append(h.Pinned, it)
 		}
 		if isHuman(it.Msg) && h.FirstUser == nil {
@@ -232,7 +228,7 @@ func Load(items []view.Item, need view.Need) view.History {
 func Floor(history []ctxstore.Message) []int {
 	var idx []int
 	for i, m := range history {
-		if isPinned(m) {
+		if m.IsPinned() {
 			idx = append(idx, i)
 		}
 	}
@@ -247,13 +243,13 @@ func Floor(history []ctxstore.Message) []int {
 	// front of the view.
 	for i := len(history) - 1; i >= 0; i-- {
 		m := history[i]
-		if isPinned(m) {
+		if m.IsPinned() {
 			continue
 		}
 		if m.HasToolCalls() {
 			ok := true
 			for _, n := range history[i+1:] {
-				if isPinned(n) {
+				if n.IsPinned() {
 					continue
 				}
 				if !n.IsToolResult() || !subset(n.ResultIDs(), m.CallIDs()) {
@@ -264,7 +260,7 @@ func Floor(history []ctxstore.Message) []int {
 				break
 			}
 			for k := i; k < len(history); k++ {
-				if !isPinned(history[k]) {
+				if !history[k].IsPinned() {
 					idx = append(idx, k)
 				}
 			}
@@ -304,7 +300,7 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 	// most one summary.
 	var sys []ctxstore.Message
 	for _, m := range history {
-		if isPinned(m) {
+		if m.IsPinned() {
 			sys = append(sys, m)
 		}
 	}
@@ -345,12 +341,12 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 	j := 0
 	var matched []int
 	for i, m := range rest {
-		if isPinned(m) {
+		if m.IsPinned() {
 			return fmt.Errorf("view[%d]: system message %.80s after the conversation started", i, m)
 		}
 		found := false
 		for ; j < len(history); j++ {
-			if !isPinned(history[j]) && matches(history[j], m) {
+			if !history[j].IsPinned() && matches(history[j], m) {
 				matched = append(matched, j)
 				found = true
 				j++
@@ -372,7 +368,7 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 		hist := history[h:]
 		conv := 0
 		for _, n := range hist[1:] {
-			if isPinned(n) {
+			if n.IsPinned() {
 				continue
 			}
 			conv++
