@@ -469,12 +469,14 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 	if err := m.writable("set messages of"); err != nil {
 		return err
 	}
-	recs := make([]store.Record, len(ms))
 	for i, msg := range ms {
 		if err := msg.ValidateSize(m.cfg.MessageLimit()); err != nil {
 			return fmt.Errorf("persistent: set messages of session %q: message %d: %w", m.session, i, err)
 		}
-		recs[i] = m.record(msg)
+	}
+	recs := make([]store.Record, len(ms))
+	for i, t := range view.Count(m.est, ms) {
+		recs[i] = store.Record{Message: ms[i], Tokens: t, Counter: m.counter}
 	}
 	if err := m.lock(); err != nil {
 		return err

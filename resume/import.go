@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -173,10 +173,8 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 		}
 	}()
 
-	est := opts.Estimator
-	if est == nil {
-		est = tokens.Default()
-	}
+	est := view.DefaultEstimator(opts.Estimator)
+	counter := view.CounterName(est)
 	maxLine := opts.MaxMessageBytes
 	if maxLine == 0 {
 		maxLine = DefaultMaxMessageBytes
@@ -216,8 +214,8 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 	}
 	sink := func(ctx context.Context, batch []ctxstore.Message) error {
 		recs := make([]store.Record, len(batch))
-		for i, m := range batch {
-			recs[i] = store.Record{Message: m, Tokens: est.Estimate(m)}
+		for i, t := range view.Count(est, batch) {
+			recs[i] = store.Record{Message: batch[i], Tokens: t, Counter: counter}
 		}
 		lo, hi, err := st.AppendIf(ctx, session, check, recs...)
 		if err != nil {

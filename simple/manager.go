@@ -192,13 +192,12 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	est := make([]int, len(ms))
 	for i, msg := range ms {
 		if err := m.check(msg); err != nil {
 			return fmt.Errorf("simple: set messages: message %d: %w", i, err)
 		}
-		est[i] = m.cfg.Estimator.Estimate(msg)
 	}
+	est := view.Count(m.cfg.Estimator, ms)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.resetLocked()

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -50,10 +50,10 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 				return err
 			}
 			defer st.Close()
-			est := tokens.Default()
+			est := view.DefaultEstimator(nil)
 			recs := make([]store.Record, len(msgs))
-			for i, m := range msgs {
-				recs[i] = store.Record{Message: m, Tokens: est.Estimate(m)}
+			for i, t := range view.Count(est, msgs) {
+				recs[i] = store.Record{Message: msgs[i], Tokens: t, Counter: view.CounterName(est)}
 			}
 			first, last, err := st.Append(ctx, pos[0], recs...)
 			if err != nil {

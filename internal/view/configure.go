@@ -2,6 +2,8 @@ package view
 
 import (
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/tokens"
@@ -50,4 +52,33 @@ func CounterName(e ctxstore.Estimator) string {
 		return c.Name()
 	}
 	return ""
+}
+
+// parallelMin is the batch size from which Count spreads the work over
+// every core: below it, starting goroutines costs more than it saves.
+const parallelMin = 64
+
+// Count counts every message of msgs with e, on every core for a large
+// batch (an import, a SetMessages, a recount of a resumed session).
+func Count(e ctxstore.Estimator, msgs []ctxstore.Message) []int {
+	out := make([]int, len(msgs))
+	workers := min(runtime.GOMAXPROCS(0), len(msgs)/parallelMin)
+	if workers <= 1 {
+		for i, m := range msgs {
+			out[i] = e.Estimate(m)
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	chunk := (len(msgs) + workers - 1) / workers
+	for lo := 0; lo < len(msgs); lo += chunk {
+		hi := min(lo+chunk, len(msgs))
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				out[i] = e.Estimate(msgs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
