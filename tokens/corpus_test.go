@@ -293,13 +293,13 @@ func (g *gen) jsonDoc(size int) string {
 	n := 0
 	for n < size {
 		it := map[string]any{
-			"id":        g.uuid(),
-			"timestamp": g.when().Format(time.RFC3339Nano),
-			"name":      g.ident(),
-			"value":     g.r.Float64() * float64(g.r.IntN(100000)),
-			"count":     g.r.IntN(1 << 20),
-			"ok":        g.r.IntN(2) == 0,
-			"tags":      []string{g.pick(enWords), g.pick(enWords)},
+			"id":         g.uuid(),
+			"timestamp":  g.when().Format(time.RFC3339Nano),
+			"name":       g.ident(),
+			"value":      g.r.Float64() * float64(g.r.IntN(100000)),
+			"count":      g.r.IntN(1 << 20),
+			"ok":         g.r.IntN(2) == 0,
+			"tags":       []string{g.pick(enWords), g.pick(enWords)},
 			"latency_ms": map[string]float64{"p50": float64(g.r.IntN(10000)) / 100, "p99": float64(g.r.IntN(100000)) / 100},
 		}
 		items = append(items, it)

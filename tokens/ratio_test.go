@@ -1,7 +1,6 @@
 package tokens
 
 import (
-	"fmt"
 	"math"
 	"regexp"
 	"testing"
@@ -114,5 +113,4 @@ func TestCorpusRatios(t *testing.T) {
 	if worstMean < 0.90 {
 		t.Errorf("the heuristic's worst kind averages %.3f of the exact count, want ≥ 0.90", worstMean)
 	}
-	_ = fmt.Sprint
 }
