@@ -1,7 +1,7 @@
 package tokens
 
 import (
-	"strconv"
+	"bytes"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -23,27 +23,41 @@ func trim(b []byte) []byte {
 	return b
 }
 
+// stringEnd returns the index just past the string that b starts with.
+func stringEnd(b []byte) int {
+	i := 1
+	for {
+		k := bytes.IndexByte(b[i:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		i += k
+		// The quote ends the string unless an odd number of
+		// backslashes escapes it.
+		bs := 0
+		for j := i - 1; j > 0 && b[j] == '\\'; j-- {
+			bs++
+		}
+		i++
+		if bs%2 == 0 {
+			return i
+		}
+	}
+}
+
 // valueEnd returns the length of the JSON value b starts with.
 func valueEnd(b []byte) int {
 	if len(b) == 0 {
 		return 0
 	}
-	depth, i := 0, 0
-	for i < len(b) {
-		switch c := b[i]; c {
+	if b[0] == '"' {
+		return stringEnd(b)
+	}
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
 		case '"':
-			i++
-			for i < len(b) && b[i] != '"' {
-				if b[i] == '\\' {
-					i++
-				}
-				i++
-			}
-			i++
-			if depth == 0 {
-				return min(i, len(b))
-			}
-			continue
+			i += stringEnd(b[i:]) - 1
 		case '{', '[':
 			depth++
 		case '}', ']':
@@ -56,7 +70,6 @@ func valueEnd(b []byte) int {
 				return i
 			}
 		}
-		i++
 	}
 	return len(b)
 }
@@ -136,22 +149,24 @@ func text(v []byte) []byte {
 		return nil
 	}
 	in := v[1 : len(v)-1]
-	esc := -1
-	for i, c := range in {
-		if c == '\\' {
-			esc = i
-			break
-		}
-	}
+	esc := bytes.IndexByte(in, '\\')
 	if esc < 0 {
 		return in
 	}
 	out := make([]byte, esc, len(in))
 	copy(out, in[:esc])
 	for i := esc; i < len(in); i++ {
-		c := in[i]
-		if c != '\\' || i+1 >= len(in) {
-			out = append(out, c)
+		if in[i] != '\\' || i+1 >= len(in) {
+			// Copy up to the next escape at once.
+			k := bytes.IndexByte(in[i:], '\\')
+			if k < 0 {
+				k = len(in) - i
+			}
+			if k == 0 {
+				k = 1
+			}
+			out = append(out, in[i:i+k]...)
+			i += k - 1
 			continue
 		}
 		i++
@@ -193,11 +208,19 @@ func hex4(b []byte) (rune, int) {
 	if len(b) < 4 {
 		return utf8.RuneError, len(b)
 	}
-	v, err := strconv.ParseUint(string(b[:4]), 16, 32)
-	if err != nil {
-		return utf8.RuneError, 4
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c|0x20 >= 'a' && c|0x20 <= 'f':
+			c = c | 0x20 - 'a' + 10
+		default:
+			return utf8.RuneError, 4
+		}
+		r = r<<4 | rune(c)
 	}
-	return rune(v), 4
+	return r, 4
 }
 
 // number returns the non-negative integer part of the JSON number v, or

@@ -89,19 +89,30 @@ func TestCorpusRatios(t *testing.T) {
 
 	t.Logf("%-14s %5s | %-22s | %-22s | %-22s", "kind", "units", "heuristic/2 mean worst <1", "old 4-bytes mean worst", "cl100k/o200k mean worst")
 	worstMean := math.Inf(1)
+	// Under -short and the race detector, the oracle checks every tenth
+	// unit; the ratios are taken over all of them against O200k.
+	every := 1
+	if testing.Short() || raceEnabled {
+		every = 10
+	}
 	for _, kind := range corpusKinds {
 		var heur, old, cl ratioStats
-		for _, u := range units(kind, corpus[kind]) {
-			ref := float64(sum(func(m ctxstore.Message) int { return message(exact200, m) }, u))
-			if got := sum(O200k().Estimate, u); float64(got) != ref {
-				t.Errorf("%s: O200k counts %d, the oracle %d", kind, got, int(ref))
+		for i, u := range units(kind, corpus[kind]) {
+			ref := float64(sum(O200k().Estimate, u))
+			if i%every == 0 {
+				if want := sum(func(m ctxstore.Message) int { return message(exact200, m) }, u); float64(want) != ref {
+					t.Errorf("%s: O200k counts %d, the oracle %d", kind, int(ref), want)
+				}
 			}
-			if got, want := sum(CL100k().Estimate, u), sum(func(m ctxstore.Message) int { return message(exact100, m) }, u); got != want {
-				t.Errorf("%s: CL100k counts %d, the oracle %d", kind, got, want)
+			n100 := sum(CL100k().Estimate, u)
+			if i%every == 0 {
+				if want := sum(func(m ctxstore.Message) int { return message(exact100, m) }, u); n100 != want {
+					t.Errorf("%s: CL100k counts %d, the oracle %d", kind, n100, want)
+				}
 			}
 			heur.add(float64(sum(Heuristic().Estimate, u)) / ref)
 			old.add(float64(sum(oldEstimate, u)) / ref)
-			cl.add(float64(sum(CL100k().Estimate, u)) / ref)
+			cl.add(float64(n100) / ref)
 		}
 		worstMean = min(worstMean, heur.mean())
 		t.Logf("%-14s %5d | %6.3f %6.3f %4.0f%% | %6.3f %6.3f %4.0f%% | %6.3f %6.3f", kind, heur.n,
