@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -68,7 +68,7 @@ func fill(path string, n int) error {
 		return err
 	}
 	defer st.Close()
-	est := tokens.Default()
+	est := tokens.O200k()
 	msgs := conversation(n, 400)
 	for i := 0; i < n; i += 1000 {
 		batch := msgs[i:min(i+1000, n)]

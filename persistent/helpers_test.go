@@ -72,7 +72,7 @@ func result(id, text string) ctxstore.Message { return ctxstore.NewToolResult(id
 // assistant tool calls with bulky results, answers.
 func conversation(n int, resultBytes int) []ctxstore.Message {
 	var out []ctxstore.Message
-	body := strings.Repeat("x", resultBytes)
+	body := filler(resultBytes)
 	for i := 0; len(out) < n; i++ {
 		id := fmt.Sprintf("call_%d", i)
 		out = append(out,
@@ -82,6 +82,17 @@ func conversation(n int, resultBytes int) []ctxstore.Message {
 			assistant(fmt.Sprintf("answer %d: the file does many things", i)))
 	}
 	return out[:n]
+}
+
+// filler is n bytes of log-like text that a real tokenizer counts at
+// about one token per 3-4 bytes (a run of one letter would count at one
+// token per 8 or more and compact nothing).
+func filler(n int) string {
+	var b strings.Builder
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "%04x ok=%d ", i*7919%65536, i%10)
+	}
+	return b.String()[:n]
 }
 
 func addAll(t testing.TB, m ctxstore.Manager, msgs []ctxstore.Message) {

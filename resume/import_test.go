@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -117,8 +117,8 @@ func TestImportFileFixture(t *testing.T) {
 			t.Errorf("message %d stored as %s, want %s", i, e.Raw, want[i])
 		}
 		m, _ := e.Message()
-		if e.Tokens != tokens.Default().Estimate(m) || e.Tokens == 0 {
-			t.Errorf("message %d: %d tokens stored, estimator says %d", i, e.Tokens, tokens.Default().Estimate(m))
+		if e.Tokens != tokens.O200k().Estimate(m) || e.Tokens == 0 {
+			t.Errorf("message %d: %d tokens stored, estimator says %d", i, e.Tokens, tokens.O200k().Estimate(m))
 		}
 	}
 	if rep.FirstSeq != got[0].Seq || rep.LastSeq != got[len(got)-1].Seq {

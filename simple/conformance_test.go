@@ -9,7 +9,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/ctxstoretest"
-	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/simple"
 )
 
@@ -42,7 +42,7 @@ func TestConformance(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ctxstoretest.TestManagerWith(t, ctxstoretest.Options{Estimator: tokens.Default()}, func(t *testing.T) ctxstore.Manager {
+			ctxstoretest.TestManagerWith(t, ctxstoretest.Options{Estimator: tokens.O200k()}, func(t *testing.T) ctxstore.Manager {
 				m, err := simple.New(c.cfg)
 				if err != nil {
 					t.Fatalf("simple.New: %v", err)

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 	"github.com/ctxstore/ctxstore/simple"
@@ -175,7 +175,7 @@ func TestTruncationAndStubFormats(t *testing.T) {
 			stub = msg.Text()
 		}
 	}
-	est := tokens.Default().Estimate(ctxstore.NewToolResult("c1", long))
+	est := tokens.O200k().Estimate(ctxstore.NewToolResult("c1", long))
 	wantTool := fmt.Sprintf("[truncated: ~%d tokens - call tool again if needed] %s...", est, long[:250])
 	if tool != wantTool {
 		t.Errorf("truncated tool result:\n got %q\nwant %q", tool, wantTool)
@@ -296,7 +296,7 @@ func TestTailNotice(t *testing.T) {
 	if !strings.Contains(last.Text(), "omitted") && !strings.Contains(last.Text(), "shortened") {
 		t.Errorf("notice does not say what was compacted: %q", last.Text())
 	}
-	if viewtest.Sum(v, tokens.Default()) > budget {
+	if viewtest.Sum(v, tokens.O200k()) > budget {
 		t.Errorf("view with notice is over budget")
 	}
 	all, _ := m.GetMessages(ctx)
@@ -424,7 +424,7 @@ func TestSummarize(t *testing.T) {
 	if err != nil {
 		t.Fatalf("request failed because of the summarizer: %v", err)
 	}
-	if viewtest.Sum(v2, tokens.Default()) > 4000 {
+	if viewtest.Sum(v2, tokens.O200k()) > 4000 {
 		t.Errorf("fallback view over budget")
 	}
 	var reasons []any
@@ -535,7 +535,7 @@ func TestEvents(t *testing.T) {
 	}})
 	add(t, m, system("sys"))
 	for i := range 30 {
-		add(t, m, user(fmt.Sprintf("%d %s", i, strings.Repeat("x", 400))))
+		add(t, m, user(fmt.Sprintf("%d %s", i, strings.Repeat("x1 y2 z3 ", 50))))
 	}
 	request(t, m, 2000)
 	var names []string
@@ -580,7 +580,7 @@ func TestPropertyManager(t *testing.T) {
 	if os.Getenv("CTXSTORE_SOAK") == "1" {
 		n = 1000
 	}
-	est := tokens.Default()
+	est := tokens.O200k()
 	r := rand.New(rand.NewPCG(7, 8))
 	for c := range n {
 		o := viewtest.Random(r)
@@ -634,23 +634,6 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if all, _ := m.GetMessages(ctx); len(all) != 200 {
 		t.Errorf("%d messages, want 200", len(all))
-	}
-}
-
-func TestCalibratedEstimator(t *testing.T) {
-	cal := simple.NewCalibratedEstimator(nil)
-	var rec recorder
-	m := newManager(t, simple.Config{Estimator: cal, Hooks: rec.Hook})
-	msg := user(strings.Repeat("w", 4000))
-	before := simple.DefaultEstimator().Estimate(msg)
-	cal.Report(1000, 2000) // the provider counted twice as many tokens
-	if got := cal.Estimate(msg); got <= before {
-		t.Fatalf("calibrated estimate %d, want more than %d", got, before)
-	}
-	add(t, m, msg)
-	request(t, m, 100_000)
-	if pre := rec.Named(ctxstore.EventBudget); len(pre) != 1 {
-		t.Fatalf("no budget event")
 	}
 }
 

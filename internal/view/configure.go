@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/tokens"
 )
 
 // Configure resolves a host's ctxstore.Config (defaults, then "negative =
@@ -40,7 +40,7 @@ func Configure(c ctxstore.Config) (Config, error) {
 // DefaultEstimator returns e, or the default counter when e is nil.
 func DefaultEstimator(e ctxstore.Estimator) ctxstore.Estimator {
 	if e == nil {
-		return tokens.Default()
+		return tokens.O200k()
 	}
 	return e
 }

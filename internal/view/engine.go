@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/tokens"
 )
 
 // form is what a region entry currently shows.
@@ -81,7 +81,7 @@ type engine struct {
 func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Config) Result {
 	e := &engine{ctx: ctx, cfg: cfg, h: h, budget: b, est: cfg.Estimator}
 	if e.est == nil {
-		e.est = tokens.Default()
+		e.est = tokens.O200k()
 	}
 	if e.cfg.Strategy == "" {
 		e.cfg.Strategy = StrategyProgressive

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 )
@@ -50,7 +50,7 @@ func defaultConfig(strategy string) view.Config {
 		TruncateChars:        view.DefaultTruncateChars,
 		KeepRecent:           view.DefaultKeepRecent,
 		Notice:               true,
-		Estimator:            tokens.Default(),
+		Estimator:            tokens.O200k(),
 		Summarizer:           testSummarizer,
 	}
 }
@@ -76,7 +76,7 @@ func messages(v []ctxstore.Message) string {
 // TestPropertyOneShot checks every V2 invariant for thousands of generated
 // conversations, every strategy and many budgets, from scratch.
 func TestPropertyOneShot(t *testing.T) {
-	est := tokens.Default()
+	est := tokens.O200k()
 	r := rand.New(rand.NewPCG(1, 2))
 	for c := range cases(70, 10, 4000) {
 		o := viewtest.Random(r)
@@ -107,7 +107,7 @@ func TestPropertyOneShot(t *testing.T) {
 // TestPropertySession grows conversations message by message, asking for a
 // view after each with the saved decisions, like a host does.
 func TestPropertySession(t *testing.T) {
-	est := tokens.Default()
+	est := tokens.O200k()
 	r := rand.New(rand.NewPCG(3, 4))
 	// Requests with saved decisions load the tail only back to the cutoff
 	// (view.Horizon); count how often that is less than the horizon, and

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/tokens"
+	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 )
@@ -42,7 +42,7 @@ func TestDecisionsJSONRoundTrip(t *testing.T) {
 		t.Errorf("round trip changed decisions:\n%+v\n%+v", d, back)
 	}
 	// Decisions produced by Compute round-trip too and give the same view.
-	est := tokens.Default()
+	est := tokens.O200k()
 	var msgs []ctxstore.Message
 	msgs = append(msgs, ctxstore.NewMessage("system", "sys"))
 	for i := range 60 {
@@ -66,7 +66,7 @@ func TestDecisionsJSONRoundTrip(t *testing.T) {
 }
 
 func TestProtectedResultVetoesGroupRemoval(t *testing.T) {
-	est := tokens.Default()
+	est := tokens.O200k()
 	msgs := []ctxstore.Message{
 		ctxstore.NewMessage("system", "sys"),
 		ctxstore.NewMessage("user", "first task"),
@@ -115,7 +115,7 @@ func TestSummaryReusedAfterRestartAndBudgetChange(t *testing.T) {
 		calls[key]++
 		return fmt.Sprintf("summary of %d", len(span)), nil
 	}
-	est := tokens.Default()
+	est := tokens.O200k()
 	var msgs []ctxstore.Message
 	msgs = append(msgs, ctxstore.NewMessage("system", "sys"))
 	for i := range 80 {
@@ -158,7 +158,7 @@ func TestSummaryReusedAfterRestartAndBudgetChange(t *testing.T) {
 func TestSummarizerFailureFallsBack(t *testing.T) {
 	cfg := defaultConfig(view.StrategySummarize)
 	cfg.Summarizer = func(context.Context, []ctxstore.Message) (string, error) { panic("boom") }
-	est := tokens.Default()
+	est := tokens.O200k()
 	var msgs []ctxstore.Message
 	for i := range 60 {
 		msgs = append(msgs, ctxstore.NewMessage("user", fmt.Sprintf("q%d %s", i, strings.Repeat("q", 400))))
@@ -178,7 +178,7 @@ func TestSummarizerFailureFallsBack(t *testing.T) {
 // TestLongHistoryUsesOnlyTheHorizon builds 100k items and checks that the
 // engine asks for (and works with) a tail proportional to the budget.
 func TestLongHistoryUsesOnlyTheHorizon(t *testing.T) {
-	est := tokens.Default()
+	est := tokens.O200k()
 	items := make([]view.Item, 0, 100_001)
 	add := func(m ctxstore.Message) {
 		items = append(items, view.Item{ID: uint64(len(items) + 1), Msg: m, Tokens: est.Estimate(m)})
@@ -303,7 +303,7 @@ func TestDeriveBudget(t *testing.T) {
 }
 
 func TestHiddenAndMidConversationSystem(t *testing.T) {
-	est := tokens.Default()
+	est := tokens.O200k()
 	msgs := []ctxstore.Message{
 		ctxstore.NewMessage("system", "[Context from AGENTS.md] v1"),
 		ctxstore.NewMessage("user", "hello"),
@@ -335,11 +335,11 @@ func TestTryComputeTurnsPanicsIntoErrors(t *testing.T) {
 		ctxstore.NewToolResult("c1", strings.Repeat("output ", 2000)),
 		ctxstore.NewMessage("user", "next"),
 	}
-	items := viewtest.Items(msgs, tokens.Default())
+	items := viewtest.Items(msgs, tokens.O200k())
 	cfg := defaultConfig(view.StrategyProgressive)
 	cfg.ProtectedToolResults = 0 // resolved config: 0 = none, so the result gets truncated
 	cfg.Estimator = ctxstore.EstimatorFunc(func(ctxstore.Message) int { panic("broken estimator") })
-	h := view.History{Tail: items, Total: len(items), TotalTokens: viewtest.Sum(msgs, tokens.Default())}
+	h := view.History{Tail: items, Total: len(items), TotalTokens: viewtest.Sum(msgs, tokens.O200k())}
 	b := view.Budget{Tokens: 500, Source: view.SourceExplicit}
 	_, err := view.TryCompute(t.Context(), h, b, view.Decisions{}, cfg)
 	if err == nil || !strings.Contains(err.Error(), "broken estimator") {
@@ -375,7 +375,7 @@ func TestToolGroupsRejects(t *testing.T) {
 // ladder; it is stubbed only when it does not fit whole, and removed only
 // when even its stub does not.
 func TestFirstHumanMessageKeptWholeWhenItFits(t *testing.T) {
-	est := tokens.Default()
+	est := tokens.O200k()
 	task := ctxstore.NewMessage("user", "the original task: "+strings.Repeat("describe the whole system in detail. ", 30))
 	msgs := []ctxstore.Message{ctxstore.NewMessage("system", "sys"), task}
 	for i := range 30 {
