@@ -22,6 +22,7 @@ type childReport struct {
 	Resumed bool     `json:"resumed"`
 	View    []string `json:"view"`
 	History int      `json:"history"`
+	Ratio   float64  `json:"ratio"` // the usage ratio its view was fitted with
 }
 
 // runChild opens the session named by the environment, appends
@@ -55,17 +56,18 @@ func runChild(role string) int {
 			}
 		}
 	}
-	v, err := m.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: 100_000})
+	ev, err := m.Explain(ctx, ctxstore.Request{TokenBudget: 100_000})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child view:", err)
 		return 1
 	}
+	v := ev.Messages
 	h, err := m.GetMessages(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child history:", err)
 		return 1
 	}
-	rep := childReport{Resumed: m.Resumed(), History: len(h)}
+	rep := childReport{Resumed: m.Resumed(), History: len(h), Ratio: ev.UsageRatio}
 	for _, msg := range v {
 		rep.View = append(rep.View, msg.Text())
 	}

@@ -51,6 +51,9 @@ type Manager struct {
 	vcfg    view.Config        // resolved compaction settings
 	est     ctxstore.Estimator // the estimator of vcfg, never nil
 	counter string             // est's name, stored with every count
+	// recounted sums, over messages read with another counter's count,
+	// this counter's count [0] and the stored one [1]; guarded by mu.
+	recounted [2]int
 
 	mu      sync.Mutex
 	closed  bool

@@ -167,7 +167,7 @@ func (m *Manager) history(need view.Need) view.History {
 		Tail:        m.withRepairs(w.tail[start:len(w.tail):len(w.tail)]),
 		Partial:     start > 0 || !w.complete(),
 		Total:       w.count,
-		TotalTokens: w.tokens,
+		TotalTokens: m.historyTokens(),
 	}
 	if w.lastHuman != nil && (len(w.tail) == 0 || w.lastHuman.ID < w.tail[start].ID) {
 		h.LastHuman = w.lastHuman
@@ -409,6 +409,6 @@ func (m *Manager) Info(ctx context.Context) (Info, error) {
 	}
 	return Info{
 		Session: m.session, Path: m.st.Path(), Resumed: m.resumed, Epoch: m.w.epoch,
-		Messages: m.w.count, Tokens: m.w.tokens, LastSeq: m.w.lastSeq, Repairs: n,
+		Messages: m.w.count, Tokens: m.historyTokens(), LastSeq: m.w.lastSeq, Repairs: n,
 	}, nil
 }

@@ -46,7 +46,9 @@ type window struct {
 	// one imported after a purge may reuse its epoch and seqs.
 	created time.Time
 	count   int  // messages in the current epoch
-	tokens  int  // Σ tokens of the current epoch
+	tokens  int  // Σ tokens of the current epoch, as stored (counters may differ)
+	base    int  // the stored Σ at reload, whatever counted it
+	added   int  // Σ tokens of messages pushed since, by the manager's counter
 	ours    bool // this manager wrote into the current epoch
 
 	pinned    []view.Item // system and developer messages of the epoch, in order
@@ -68,7 +70,7 @@ type window struct {
 func newWindow(info store.SessionInfo) window {
 	return window{
 		epoch: info.Epoch, epochStart: info.EpochStartSeq, lastSeq: info.LastSeq, created: info.Created,
-		count: info.Messages, tokens: info.Tokens,
+		count: info.Messages, tokens: info.Tokens, base: info.Tokens,
 		mem: map[string]memVersion{}, superseded: map[uint64]bool{},
 		repairs: map[uint64]repairRecord{}, decisions: map[int]view.Decisions{},
 	}
@@ -86,6 +88,7 @@ func (w *window) complete() bool {
 func (w *window) push(it view.Item) {
 	w.count++
 	w.tokens += it.Tokens
+	w.added += it.Tokens
 	w.lastSeq = idSeq(it.ID)
 	w.tail = append(w.tail, it)
 	w.tailToks += it.Tokens
@@ -174,6 +177,8 @@ func (m *Manager) entryItem(e store.Entry) (view.Item, error) {
 	t := e.Tokens
 	if e.Counter != m.counter {
 		t = m.est.Estimate(msg)
+		m.recounted[0] += t
+		m.recounted[1] += e.Tokens
 	}
 	return itemOf(seqID(e.Seq), msg, t), nil
 }
@@ -195,6 +200,18 @@ func (m *Manager) record(msg ctxstore.Message) store.Record {
 }
 
 func (m *Manager) counterName() string { return m.counter }
+
+// historyTokens is Σ tokens of the current epoch by the manager's counter.
+// Messages outside the window that another counter counted are not read
+// again: their stored sum is scaled by what recounting the window's
+// messages showed, so the figure never adds two counters' numbers.
+func (m *Manager) historyTokens() int {
+	base := m.w.base
+	if mine, theirs := m.recounted[0], m.recounted[1]; theirs > 0 {
+		base = int(float64(base) * float64(mine) / float64(theirs))
+	}
+	return base + m.w.added
+}
 
 // reload rebuilds the window from the store: at Open, after Clear, and when
 // another process started a new epoch. It reads the pinned messages, the

@@ -1,0 +1,91 @@
+package persistent
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/tokens"
+)
+
+func exactCount(msgs []ctxstore.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += tokens.O200k().Estimate(m)
+	}
+	return n
+}
+
+// TestStoreCountedByOldCodeIsRecounted: a file written before counts were
+// tagged (untagged estimates of about 4 bytes a token) resumes under the
+// exact counter with exact counts, and its views fit by them.
+func TestStoreCountedByOldCodeIsRecounted(t *testing.T) {
+	ctx := context.Background()
+	path := dbPath(t)
+	st, err := store.Open(path, store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := conversation(200, 3000)
+	var recs []store.Record
+	for _, m := range msgs {
+		recs = append(recs, store.Record{Message: m, Tokens: m.Size() / 4}) // no Counter: as old code wrote
+	}
+	if _, _, err := st.Append(ctx, "s", recs...); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	m := open(t, path, "s", Config{noSync: true})
+	for _, budget := range []int{2_000, 8_000, 30_000, 200_000} {
+		v := explainOf(t, m, budget)
+		if got := exactCount(v.Messages); got != v.Tokens || v.Tokens > budget {
+			t.Errorf("budget %d: the view says %d tokens, exact count %d", budget, v.Tokens, got)
+		}
+		for i, o := range v.Origins {
+			if o.Form == ctxstore.FormWhole && o.Tokens != tokens.O200k().Estimate(v.Messages[i]) {
+				t.Fatalf("budget %d: seq %d counted %d, exact %d", budget, o.Seq, o.Tokens, tokens.O200k().Estimate(v.Messages[i]))
+			}
+		}
+	}
+	// New messages are stored with their counter's name.
+	addAll(t, m, []ctxstore.Message{user("a new question")})
+	e, err := m.Store().Tail(ctx, "s", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e[0].Counter != tokens.O200k().Name() || e[0].Tokens != tokens.O200k().Estimate(user("a new question")) {
+		t.Errorf("new message stored with %d tokens by %q", e[0].Tokens, e[0].Counter)
+	}
+}
+
+// TestUsageRatioIsSharedAndSurvivesRestart: a ratio learned from reported
+// usage is saved with the session: another process and a restarted one fit
+// their views with it.
+func TestUsageRatioIsSharedAndSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	path := dbPath(t)
+	m := open(t, path, "s", Config{})
+	addAll(t, m, conversation(80, 2000))
+	v := explainOf(t, m, 20_000)
+	if v.UsageRatio != 1 {
+		t.Fatalf("ratio %v before any report", v.UsageRatio)
+	}
+	if err := m.ReportUsage(ctx, ctxstore.Usage{InputTokens: v.Tokens * 13 / 10}); err != nil {
+		t.Fatal(err)
+	}
+	if next := explainOf(t, m, 20_000); next.UsageRatio < 1.29 || float64(next.Tokens)*1.3 > 20_000 {
+		t.Fatalf("after a report of ×1.3: ratio %v, %d tokens", next.UsageRatio, next.Tokens)
+	}
+	// Another process.
+	if rep := child(t, "view", path, "s"); rep.Ratio < 1.29 {
+		t.Errorf("another process fits its views with ratio %v, want the learned 1.3", rep.Ratio)
+	}
+	// A restart.
+	m.Close()
+	again := open(t, path, "s", Config{})
+	if v := explainOf(t, again, 20_000); v.UsageRatio < 1.29 {
+		t.Errorf("after a restart the ratio is %v, want 1.3", v.UsageRatio)
+	}
+}
