@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/tokens"
 )
 
 // benchBudget is the request budget of the benchmarks: a mid-sized model

@@ -15,8 +15,8 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/tokens"
 )
 
 // The malformed lines of the idFull fixture and what their reasons mention.

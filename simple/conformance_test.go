@@ -9,8 +9,8 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/ctxstoretest"
-	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/simple"
+	"github.com/ctxstore/ctxstore/tokens"
 )
 
 // TestConformance runs the contract suite on the in-memory manager, once

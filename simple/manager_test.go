@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 	"github.com/ctxstore/ctxstore/simple"
+	"github.com/ctxstore/ctxstore/tokens"
 )
 
 var ctx = context.Background()

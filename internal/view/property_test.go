@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
+	"github.com/ctxstore/ctxstore/tokens"
 )
 
 // cases picks how many generated conversations a property test runs:

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/tokens"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
+	"github.com/ctxstore/ctxstore/tokens"
 )
 
 func msg(js string) ctxstore.Message { return ctxstore.MustParseMessage([]byte(js)) }
