@@ -1,11 +1,12 @@
 module github.com/ctxstore/ctxstore
 
-go 1.26
+go 1.25.0
 
 require (
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 	go.etcd.io/bbolt v1.5.0
+	golang.org/x/term v0.43.0
 )
 
 require (
