@@ -1,6 +1,7 @@
 package persistent
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -32,7 +33,9 @@ type Config struct {
 	// steps. 0 means 200 ms.
 	MemoryDebounce time.Duration
 	// Logger receives the manager's log lines (an ignored SetMessages, a
-	// memory file that could not be read). nil means slog.Default().
+	// memory file that could not be read, a hook that panicked). nil means
+	// Config.Logger; when both are nil the manager is silent, and the
+	// events (context:warning, context:resume) still say what happened.
 	Logger *slog.Logger
 
 	// noSync opens the store without fsync (store.Options.NoSync). Tests
@@ -48,15 +51,11 @@ const defaultMemoryDebounce = 200 * time.Millisecond
 // managers accept and reject the same configs, naming the same fields
 // (errors match simple.ErrInvalidConfig).
 func (cfg Config) normalize() (Config, view.Config, error) {
-	sc, err := cfg.Config.WithDefaults()
-	if err != nil {
-		return cfg, view.Config{}, fmt.Errorf("persistent config: %w", err)
-	}
-	cfg.Config = sc
-	vcfg, err := sc.ViewConfig()
+	sc, vcfg, err := cfg.Config.Resolve()
 	if err != nil {
 		return cfg, vcfg, fmt.Errorf("persistent config: %w", err)
 	}
+	cfg.Config = sc
 	if cfg.LockTimeout < 0 {
 		return cfg, vcfg, fmt.Errorf("persistent config: %w", &simple.ConfigError{Field: "LockTimeout", Reason: fmt.Sprintf("negative (%v)", cfg.LockTimeout)})
 	}
@@ -66,8 +65,6 @@ func (cfg Config) normalize() (Config, view.Config, error) {
 	if cfg.MemoryDebounce == 0 {
 		cfg.MemoryDebounce = defaultMemoryDebounce
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, cfg.Config.Logger, slog.New(slog.DiscardHandler))
 	return cfg, vcfg, nil
 }

@@ -11,8 +11,9 @@
 // ignored_set_messages=true). context:resume is emitted once at Open for a
 // resumed session and again for each ignored SetMessages. A fresh session
 // accepts SetMessages and stores the messages in one transaction
-// (store.AppendIfEmpty): of several processes seeding one fresh session,
-// exactly one wins and the others see its history.
+// (store.AppendIf, on condition that the epoch is still empty): of several
+// processes seeding one fresh session, exactly one wins and the others see
+// its history.
 //
 // # Views without re-reading the history
 //

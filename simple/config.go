@@ -3,6 +3,7 @@ package simple
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 
 	"github.com/ctxstore/ctxstore"
@@ -81,6 +82,9 @@ type Config struct {
 	Summarizer ctxstore.Summarizer
 	// Hooks receives events; nil = none.
 	Hooks ctxstore.Hooks
+	// Logger receives what the manager has to report outside the events,
+	// such as a hook that panicked; nil = silent.
+	Logger *slog.Logger
 }
 
 func invalid(field, format string, args ...any) error {
@@ -96,7 +100,7 @@ func (c Config) Validate() error {
 
 // WithDefaults returns c with every zero field set to its default, or an
 // error naming the first invalid field. Negative "none" values are kept
-// as given; ViewConfig maps them. persistent.Open uses it so both managers
+// as given; Resolve maps them. persistent.Open uses it so both managers
 // accept and reject exactly the same settings.
 func (c Config) WithDefaults() (Config, error) {
 	switch c.Strategy {
@@ -161,17 +165,18 @@ func (c Config) WithDefaults() (Config, error) {
 	return c, nil
 }
 
-// ViewConfig resolves c (defaults, then "negative = none" as 0) into the
-// compaction engine's configuration. It fails like Validate. It is for
-// ctxstore's own managers (the engine is an internal package); hosts
-// never need it.
-func (c Config) ViewConfig() (view.Config, error) {
+// Resolve returns c with its defaults filled in (as WithDefaults) and the
+// compaction engine's configuration derived from it ("negative = none" as
+// 0), or an error naming the first invalid field, like Validate. It is for
+// ctxstore's own managers (the engine is an internal package); hosts never
+// need it.
+func (c Config) Resolve() (Config, view.Config, error) {
 	c, err := c.WithDefaults()
 	if err != nil {
-		return view.Config{}, err
+		return c, view.Config{}, err
 	}
 	none := func(v int) int { return max(v, 0) }
-	return view.Config{
+	return c, view.Config{
 		Strategy:             c.Strategy,
 		MaxTokens:            c.MaxTokens,
 		FallbackTokens:       c.FallbackTokens,

@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/hooklog"
 	"github.com/ctxstore/ctxstore/internal/view"
 )
 
@@ -45,11 +46,7 @@ var _ ctxstore.Manager = (*Manager)(nil)
 // New returns an empty manager. Invalid settings are an error that matches
 // ErrInvalidConfig and names the field.
 func New(cfg Config) (*Manager, error) {
-	c, err := cfg.WithDefaults()
-	if err != nil {
-		return nil, fmt.Errorf("simple.New: %w", err)
-	}
-	vc, err := c.ViewConfig()
+	c, vc, err := cfg.Resolve()
 	if err != nil {
 		return nil, fmt.Errorf("simple.New: %w", err)
 	}
@@ -125,7 +122,7 @@ func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request)
 	}
 	events = append(events, res.Events...)
 	for _, ev := range events {
-		_ = m.cfg.Hooks.Emit(ctx, ev.Name, ev.Data) // a broken hook never fails the request
+		hooklog.Emit(ctx, m.cfg.Hooks, m.cfg.Logger, ev.Name, ev.Data) // a broken hook never fails the request
 	}
 	return res.View, nil
 }

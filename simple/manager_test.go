@@ -483,7 +483,7 @@ func TestWithDefaults(t *testing.T) {
 			t.Errorf("MessageLimit for MaxMessageBytes %d = %d, want %d", tt.set, got, tt.want)
 		}
 	}
-	vc, err := simple.Config{ProtectedRecent: -1, ProtectedToolResults: -1, SafetyMargin: -1}.ViewConfig()
+	_, vc, err := simple.Config{ProtectedRecent: -1, ProtectedToolResults: -1, SafetyMargin: -1}.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}

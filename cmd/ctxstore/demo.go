@@ -133,7 +133,6 @@ func (d *demo) open() (*persistent.Manager, error) {
 		Config:      simple.Config{Hooks: d.log.hook},
 		MemoryFiles: []string{d.mem},
 		LockTimeout: d.a.lockTimeout,
-		Logger:      quietLogger(),
 	})
 	if err != nil {
 		return nil, explain(d.path, d.session, err)
