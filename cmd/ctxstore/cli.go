@@ -333,6 +333,7 @@ global flags (before or after the command):
                      XDG_DATA_HOME defaulting to ~/.local/share)
   --json             machine-readable output
   --lock-timeout D   wait at most D for another process holding the file (default 5s)
+  --version          print the version (as 'ctxstore version')
 
 Exit status: 0 ok, 1 error, 2 usage. Run 'ctxstore COMMAND --help' for a command's
 flags and an example. Start with: ctxstore demo

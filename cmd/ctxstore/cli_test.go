@@ -156,6 +156,7 @@ func TestSuggestionsKeepDB(t *testing.T) {
 	}
 	e.fail(1, "", []string{"--db", db, "show", "s", "--epoch", "7"}, want+db+"' ls --json")
 	e.fail(1, "", []string{"--db", db, "purge", "s", "--epoch", "2", "--yes"}, "'"+want+db+"' clear s'")
+	e.fail(2, "", []string{"--db", db, "doctor"}, want+db+"' verify)")
 	// Without --db, suggestions name no file: they act on the default.
 	e.ok(conversation, "add", "s")
 	if r := e.ok("", "clear", "s"); !strings.Contains(r.stdout, "readable: ctxstore show s --epoch 1") {

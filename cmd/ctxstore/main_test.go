@@ -144,7 +144,8 @@ func (e *env) run(stdin string, args ...string) result {
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	return e.result(args, out.String(), errb.String(), cmd.Run())
+	err := cmd.Run()
+	return e.result(args, out.String(), errb.String(), err)
 }
 
 // result is what a finished run of the command did; err is its Wait's.
