@@ -194,23 +194,44 @@ func TestCompletion(t *testing.T) {
 		})
 	}
 	e.fail(2, "", []string{"completion", "tcsh"}, `no completion for shell "tcsh"`)
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("bash not installed")
+	// What a user sees on TAB, in the shells that can be asked without a
+	// terminal.
+	complete := map[string]func(script, line string) *exec.Cmd{
+		"bash": func(script, line string) *exec.Cmd {
+			words := strings.Fields(line)
+			return exec.Command("bash", "-c", script+"\nCOMP_WORDS=("+line+"); COMP_CWORD="+strconv.Itoa(len(words)-1)+"; _ctxstore; printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+		},
+		"zsh": func(script, line string) *exec.Cmd {
+			// The completion system's functions stubbed to print what
+			// they are given.
+			const stubs = `compdef() {}; _describe() { print -l -- ${(P)2%%:*} }; compadd() { shift; print -l -- "$@" }; _files() {}; `
+			cmd := exec.Command("zsh", "-f", "-c", stubs+`eval "$(cat)"; words=(${=1}); CURRENT=$#words; PREFIX=${words[-1]}; _ctxstore | grep -- "^$PREFIX"`, "zsh", line)
+			cmd.Stdin = strings.NewReader(script)
+			return cmd
+		},
+		"fish": func(script, line string) *exec.Cmd {
+			cmd := exec.Command("fish", "-c", "source; complete -C '"+line+"' | string replace -r '\\t.*' ''")
+			cmd.Stdin = strings.NewReader(script)
+			return cmd
+		},
 	}
-	script := e.ok("", "completion", "bash").stdout
-	for _, tc := range []struct{ line, want string }{
-		{"ctxstore sh", "show"},
-		{"ctxstore --db x.db pu", "purge"},
-		{"ctxstore show s --ep", "--epoch"},
-		{"ctxstore import --sk", "--skip-existing"},
-		{"ctxstore --js", "--json"},
-	} {
-		words := strings.Fields(tc.line)
-		prog := script + "\nCOMP_WORDS=(" + tc.line + "); COMP_CWORD=" + strconv.Itoa(len(words)-1) + "; _ctxstore; echo \"${COMPREPLY[*]}\"\n"
-		out, err := exec.Command(bash, "-c", prog).CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != tc.want {
-			t.Errorf("completing %q: got %q (%v), want %q", tc.line, out, err, tc.want)
+	for shell, run := range complete {
+		if _, err := exec.LookPath(shell); err != nil {
+			t.Logf("%s not installed: completion not tried", shell)
+			continue
+		}
+		script := e.ok("", "completion", shell).stdout
+		for _, tc := range []struct{ line, want string }{
+			{"ctxstore sh", "show"},
+			{"ctxstore --db x.db pu", "purge"},
+			{"ctxstore show s --ep", "--epoch"},
+			{"ctxstore import --sk", "--skip-existing"},
+			{"ctxstore --js", "--json"},
+		} {
+			out, err := run(script, tc.line).CombinedOutput()
+			if err != nil || strings.TrimSpace(string(out)) != tc.want {
+				t.Errorf("%s completing %q: got %q (%v), want %q", shell, tc.line, out, err, tc.want)
+			}
 		}
 	}
 }

@@ -211,8 +211,35 @@ func fishQuote(s string) string {
 }
 
 func writeFishCompletion(w io.Writer, specs []cmdSpec) {
-	fmt.Fprintln(w, "# fish completion for ctxstore. Install with:\n#   ctxstore completion fish > ~/.config/fish/completions/ctxstore.fish")
-	fmt.Fprintln(w, "complete -c ctxstore -f")
+	fmt.Fprintf(w, `# fish completion for ctxstore. Install with:
+#   ctxstore completion fish > ~/.config/fish/completions/ctxstore.fish
+
+# __ctxstore_cmd prints the command name typed so far, skipping global
+# flags and their values.
+function __ctxstore_cmd
+    set -l words (commandline -opc)
+    set -e words[1]
+    while set -q words[1]
+        switch $words[1]
+            case %s
+                set -e words[1]
+            case '-*'
+            case '*'
+                echo $words[1]
+                return 0
+        end
+        set -e words[1]
+    end
+    return 1
+end
+
+function __ctxstore_using
+    set -l cmd (__ctxstore_cmd)
+    test "$cmd" = "$argv[1]"
+end
+
+complete -c ctxstore -f
+`, strings.ReplaceAll(valueFlags(specs[:1], false), "|", " "))
 	fishFlags := func(cond string, flags []flagSpec) {
 		for _, f := range flags {
 			opt := "-l " + f.name
@@ -228,9 +255,10 @@ func writeFishCompletion(w io.Writer, specs []cmdSpec) {
 			fmt.Fprintf(w, "complete -c ctxstore%s %s -d %s\n", cond, opt, fishQuote(f.usage))
 		}
 	}
-	fishFlags("", specs[0].flags)
+	fishFlags("", specs[0].flags[2:]) // --db, --json, --lock-timeout: anywhere
+	fishFlags(" -n 'not __ctxstore_cmd'", specs[0].flags[:2])
 	for _, s := range specs[1:] {
-		fmt.Fprintf(w, "complete -c ctxstore -n __fish_use_subcommand -a %s -d %s\n", s.name, fishQuote(s.summary))
-		fishFlags(" -n "+fishQuote("__fish_seen_subcommand_from "+s.name), s.flags)
+		fmt.Fprintf(w, "complete -c ctxstore -n 'not __ctxstore_cmd' -a %s -d %s\n", s.name, fishQuote(s.summary))
+		fishFlags(" -n "+fishQuote("__ctxstore_using "+s.name), s.flags)
 	}
 }
