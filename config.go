@@ -3,6 +3,7 @@ package ctxstore
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 )
 
@@ -117,6 +118,10 @@ type Config struct {
 	Summarizer Summarizer
 	// Hooks receives events; nil = none.
 	Hooks Hooks
+	// Logger receives what a manager has to report beside the events, such
+	// as a hook that panicked or a memory file that could not be read;
+	// nil = silent. The library never logs anywhere else.
+	Logger *slog.Logger
 }
 
 // Validate reports the first invalid setting, naming its field. The zero

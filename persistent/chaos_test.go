@@ -310,7 +310,6 @@ func (w *chaosWriter) config() Config {
 		MemoryFiles:    w.env.files,
 		WatchMemory:    w.watch,
 		MemoryDebounce: time.Duration(1+w.rng.IntN(5)) * time.Millisecond,
-		Logger:         slog.New(slog.DiscardHandler),
 		noSync:         true,
 	}
 }
@@ -1591,7 +1590,7 @@ func TestChaosFoundRefusedSeedKeepsMemoryAcrossPurge(t *testing.T) {
 	// The missing file makes a fresh epoch log a warning while the
 	// manager catches up: the moment another process acts.
 	m := open(t, path, "s", Config{MemoryFiles: []string{notes, filepath.Join(dir, "missing.md")},
-		Logger: slog.New(hook), noSync: true})
+		Config: ctxstore.Config{Logger: slog.New(hook)}, noSync: true})
 	addAll(t, m, []ctxstore.Message{user("q")})
 	other := otherStore(t, path)
 	if err := other.Purge(ctx, "s"); err != nil {

@@ -1,6 +1,7 @@
 package persistent
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -36,9 +37,6 @@ type Config struct {
 	// only) and every method that would write fails with ErrReadOnly. The
 	// file must exist. WatchMemory is not allowed with it.
 	ReadOnly bool
-	// Logger receives the manager's log lines (an ignored SetMessages, a
-	// memory file that could not be read). nil means slog.Default().
-	Logger *slog.Logger
 
 	// noSync opens the store without fsync (store.Options.NoSync). Tests
 	// of this package that check behaviour, not durability, set it to
@@ -75,8 +73,6 @@ func (cfg Config) normalize() (Config, view.Config, error) {
 	if cfg.MemoryDebounce == 0 {
 		cfg.MemoryDebounce = defaultMemoryDebounce
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	return cfg, vcfg, nil
 }

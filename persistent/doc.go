@@ -7,12 +7,13 @@
 // Every AddMessage is a durable append. A session that already held
 // messages when it was opened is "resumed": its history is the file's, and
 // SetMessages — which a host calls with its own, filtered transcript — is
-// ignored (it returns nil, logs, and emits context:resume with
-// ignored_set_messages=true). context:resume is emitted once at Open for a
+// ignored (it returns nil and emits context:resume with
+// ignored_set_messages=true; Config.Logger, when given, logs it too). context:resume is emitted once at Open for a
 // resumed session and again for each ignored SetMessages. A fresh session
 // accepts SetMessages and stores the messages in one transaction
-// (store.AppendIfEmpty): of several processes seeding one fresh session,
-// exactly one wins and the others see its history.
+// (store.AppendIf, on condition that the epoch is still empty): of several
+// processes seeding one fresh session, exactly one wins and the others see
+// its history.
 //
 // # Views without re-reading the history
 //

@@ -44,3 +44,27 @@ func Example() {
 	// system You are terse.
 	// user Hello
 }
+
+// Memory files: each file listed in Config.MemoryFiles becomes a system
+// message at the start of a fresh session, stored like any other message.
+func ExampleConfig_memoryFiles() {
+	dir, _ := os.MkdirTemp("", "ctxstore-example-")
+	defer os.RemoveAll(dir)
+	memory := filepath.Join(dir, "USER.md")
+	_ = os.WriteFile(memory, []byte("The user is Ana and prefers short answers.\n"), 0o600)
+
+	m, err := persistent.Open(filepath.Join(dir, "ctx.db"), "chat-1", persistent.Config{
+		MemoryFiles: []string{memory, filepath.Join(dir, "missing.md")}, // a missing file is skipped, with a warning event
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	msgs, _ := m.GetMessages(context.Background())
+	for _, msg := range msgs {
+		fmt.Printf("%s: %q\n", msg.Role(), msg.Text())
+	}
+	// Output:
+	// system: "[Context from USER.md]\n\nThe user is Ana and prefers short answers."
+}

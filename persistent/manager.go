@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/hooklog"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/store"
 )
@@ -258,7 +259,7 @@ func (m *Manager) AddMessage(ctx context.Context, msg ctxstore.Message) error {
 }
 
 // appendLocked appends recs after any memory messages still pending. A
-// pending write requires an empty epoch (as AppendIfEmpty does) so that,
+// pending write requires an empty epoch (emptyEpoch) so that,
 // when another process created the session in the meantime, its messages
 // (and memory files) win and ours are appended after them.
 //
@@ -333,7 +334,7 @@ func (m *Manager) sameEpoch() func(store.SessionInfo) error {
 }
 
 // emptyEpoch is the check of a seeding write: the current epoch must hold
-// nothing yet (see store.AppendIfEmpty).
+// nothing yet.
 func emptyEpoch(si store.SessionInfo) error {
 	if si.Messages > 0 {
 		return fmt.Errorf("%w: epoch %d holds %d messages", store.ErrNotEmpty, si.Epoch, si.Messages)
@@ -609,9 +610,7 @@ func (m *Manager) clearLocked(ctx context.Context) error {
 // emit sends an event to the configured hooks; a failing hook is logged,
 // never returned.
 func (m *Manager) emit(ctx context.Context, event string, data map[string]any) {
-	if err := m.cfg.Hooks.Emit(ctx, event, data); err != nil {
-		m.cfg.Logger.Warn("ctxstore: hook failed", "event", event, "err", err)
-	}
+	hooklog.Emit(ctx, m.cfg.Hooks, m.cfg.Logger, event, data)
 }
 
 // warn logs and queues a context:warning event (the lock is held).

@@ -72,12 +72,9 @@ func ProjectSlug(dir string) string {
 // projects. A root without a projects directory holds no sessions and is not
 // an error; an unknown project is ErrNoSession.
 func Find(root, project string) ([]SessionDir, error) {
-	if root == "" {
-		r, err := DefaultRoot()
-		if err != nil {
-			return nil, err
-		}
-		root = r
+	root, err := rootDir(root)
+	if err != nil {
+		return nil, err
 	}
 	projectsDir := filepath.Join(root, "projects")
 	var projects []string
@@ -95,7 +92,7 @@ func Find(root, project string) ([]SessionDir, error) {
 			return nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("find sessions: %w", err)
+			return nil, fmt.Errorf("find sessions under %s: %w", root, err)
 		}
 		for _, e := range ents {
 			if e.IsDir() {
@@ -136,8 +133,21 @@ func Find(root, project string) ([]SessionDir, error) {
 	return out, nil
 }
 
+// rootDir is root, or DefaultRoot when root is "": errors name the
+// directory searched, never an empty one.
+func rootDir(root string) (string, error) {
+	if root != "" {
+		return root, nil
+	}
+	return DefaultRoot()
+}
+
 // Latest is the most recently modified session under root (see Find).
 func Latest(root, project string) (SessionDir, error) {
+	root, err := rootDir(root)
+	if err != nil {
+		return SessionDir{}, err
+	}
 	all, err := Find(root, project)
 	if err != nil {
 		return SessionDir{}, err
@@ -158,6 +168,10 @@ func Latest(root, project string) (SessionDir, error) {
 func Lookup(root, project, id string) (SessionDir, error) {
 	if !validName(id) {
 		return SessionDir{}, fmt.Errorf("look up session %q: not a directory name", id)
+	}
+	root, err := rootDir(root)
+	if err != nil {
+		return SessionDir{}, err
 	}
 	all, err := Find(root, project)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -145,16 +144,18 @@ func TestImportContinuesAfterKill(t *testing.T) {
 
 // loadImportRecord reads the import record for source.
 func loadImportRecord(ctx context.Context, st *store.Store, session, source string) (importRecord, bool, error) {
-	b, err := st.GetDerived(ctx, session, KindImport, source)
-	if errors.Is(err, store.ErrNotFound) {
-		return importRecord{}, false, nil
+	for d, err := range st.ListDerived(ctx, session, KindImport) {
+		if err != nil {
+			return importRecord{}, false, err
+		}
+		if d.Key != source {
+			continue
+		}
+		var rec importRecord
+		if err := json.Unmarshal(d.Value, &rec); err != nil {
+			return importRecord{}, false, fmt.Errorf("import record %q: %w", source, err)
+		}
+		return rec, true, nil
 	}
-	if err != nil {
-		return importRecord{}, false, err
-	}
-	var rec importRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return importRecord{}, false, fmt.Errorf("import record %q: %w", source, err)
-	}
-	return rec, true, nil
+	return importRecord{}, false, nil
 }

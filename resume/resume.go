@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/hooklog"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/store"
 )
@@ -176,15 +177,16 @@ func Open(ctx context.Context, opts Options) (*persistent.Manager, *Report, erro
 		return fail(err)
 	}
 	rep.Messages, rep.Resumed = info.Messages, info.Resumed
+	log := cmp.Or(opts.Config.Logger, opts.Config.Config.Logger) // as persistent.Open picks it
 	if rep.Resumed {
-		_ = opts.Config.Hooks.Emit(ctx, ctxstore.EventResume, map[string]any{
+		hooklog.Emit(ctx, opts.Config.Hooks, log, ctxstore.EventResume, map[string]any{
 			"session": t.id, "messages": info.Messages, "migrated": rep.Migrated > 0,
 			"repaired": info.Repairs, "ignored_set_messages": false,
 			"migrated_messages": rep.Migrated, "malformed_lines": len(rep.Malformed), "source": t.jsonl,
 		})
 	}
 	if len(rep.Malformed) > 0 {
-		_ = opts.Config.Hooks.Emit(ctx, ctxstore.EventWarning, map[string]any{
+		hooklog.Emit(ctx, opts.Config.Hooks, log, ctxstore.EventWarning, map[string]any{
 			"reason":  "malformed_jsonl_lines",
 			"message": fmt.Sprintf("skipped %d malformed line(s) of %s (first: %s)", len(rep.Malformed), t.jsonl, rep.Malformed[0]),
 			"source":  t.jsonl,
@@ -257,8 +259,12 @@ func resolve(ctx context.Context, opts Options) (target, error) {
 			t = fromSessionDir(sd)
 		case errors.Is(err, ErrNoSession) && opts.DBPath != "":
 			// Not an Amplifier session: it may live in the store alone.
-			if ok, serr := storeHas(ctx, opts, opts.Session); serr != nil || !ok {
+			ok, serr := storeHas(ctx, opts, opts.Session)
+			if serr != nil {
 				return t, errors.Join(err, serr)
+			}
+			if !ok {
+				return t, fmt.Errorf("%w; nor is it in %s", err, opts.DBPath)
 			}
 			t.id = opts.Session
 		default:
@@ -310,16 +316,16 @@ func latestSession(ctx context.Context, opts Options) (target, error) {
 		}
 	}
 	if best.id == "" {
-		return target{}, fmt.Errorf("resume the latest session under %s: %w", orDefault(opts.Root), ErrNoSession)
+		where, err := rootDir(opts.Root)
+		if err != nil {
+			return target{}, err
+		}
+		if opts.DBPath != "" && opts.Project == "" {
+			where += " or in " + opts.DBPath
+		}
+		return target{}, fmt.Errorf("resume the latest session under %s: %w", where, ErrNoSession)
 	}
 	return best, nil
-}
-
-func orDefault(root string) string {
-	if root == "" {
-		return "~/.amplifier"
-	}
-	return root
 }
 
 // storeSessions lists the sessions of opts.DBPath; a missing file has none.

@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/hooklog"
 	"github.com/ctxstore/ctxstore/internal/view"
 )
 
@@ -119,7 +120,7 @@ func (m *Manager) Explain(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 	}
 	v, events, err := m.explain(ctx, r)
 	for _, ev := range events {
-		_ = m.cfg.Hooks.Emit(ctx, ev.Name, ev.Data) // a broken hook never fails the request
+		hooklog.Emit(ctx, m.cfg.Hooks, m.cfg.Logger, ev.Name, ev.Data) // a broken hook never fails the request
 	}
 	return v, err
 }

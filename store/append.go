@@ -33,19 +33,6 @@ func (s *Store) Append(ctx context.Context, session string, recs ...Record) (fir
 	return s.appendRecs(ctx, session, recs, nil)
 }
 
-// AppendIfEmpty is Append, but only if the current epoch holds no messages;
-// otherwise it fails with ErrNotEmpty and writes nothing. Check and write
-// are one transaction, so of several processes seeding a fresh session
-// exactly one succeeds.
-func (s *Store) AppendIfEmpty(ctx context.Context, session string, recs ...Record) (first, last uint64, err error) {
-	return s.appendRecs(ctx, session, recs, func(si SessionInfo) error {
-		if si.Messages > 0 {
-			return fmt.Errorf("store: session %q: %w: epoch %d holds %d messages", session, ErrNotEmpty, si.Epoch, si.Messages)
-		}
-		return nil
-	})
-}
-
 // AppendIf is Append, but only if check accepts the session as the write
 // transaction itself sees it; otherwise nothing is written and AppendIf
 // returns check's error unchanged. A session that does not exist yet is

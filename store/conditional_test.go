@@ -113,7 +113,7 @@ func TestUpdateDerived(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if b, err := s.GetDerived(ctx, "s", "counter", "k"); err != nil || string(b) != strconv.Itoa(n) {
+	if b, err := derivedValue(s, "s", "counter", "k"); err != nil || string(b) != strconv.Itoa(n) {
 		t.Fatalf("counter = %q, %v; want %d", b, err, n)
 	}
 
@@ -143,7 +143,7 @@ func TestUpdateDerived(t *testing.T) {
 	if err := s.UpdateDerived(ctx, "s", "k", "k", func([]byte, SessionInfo) ([]byte, error) { return nil, nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetDerived(ctx, "s", "k", "k"); !errors.Is(err, ErrNotFound) {
+	if _, err := derivedValue(s, "s", "k", "k"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("record after fn returned nil: %v, want ErrNotFound", err)
 	}
 	if err := s.UpdateDerived(ctx, "s", "", "k", nil); err == nil {

@@ -144,28 +144,6 @@ func derivedBucket(tx *bbolt.Tx, session, kind string) (*bbolt.Bucket, error) {
 	return nil, fmt.Errorf("store: session %q: derived kind %q: %w", session, kind, ErrNotFound)
 }
 
-// GetDerived returns the value stored under (kind, key) for session, or
-// ErrNotFound.
-func (s *Store) GetDerived(ctx context.Context, session, kind, key string) ([]byte, error) {
-	if err := checkDerived(session, kind, key, true); err != nil {
-		return nil, err
-	}
-	var out []byte
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		kb, err := derivedBucket(tx, session, kind)
-		if err != nil {
-			return err
-		}
-		v := kb.Get([]byte(key))
-		if v == nil {
-			return fmt.Errorf("store: session %q: derived %s/%s: %w", session, kind, key, ErrNotFound)
-		}
-		out = bytes.Clone(v)
-		return nil
-	})
-	return out, err
-}
-
 // ListDerived yields the records of kind for session in key order (bytes).
 // An unknown session or kind yields nothing. Like Messages it reads in
 // short pages.

@@ -16,8 +16,9 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrClosed means the Store was closed.
 	ErrClosed = errors.New("store: closed")
-	// ErrNotEmpty means AppendIfEmpty found messages in the current epoch,
-	// or ImportSession found the session already present.
+	// ErrNotEmpty means ImportSession found the session already present;
+	// an AppendIf check may return it for a session that already holds
+	// messages.
 	ErrNotEmpty = errors.New("store: not empty")
 	// ErrConflict means another writer changed the session in the middle
 	// of a multi-transaction operation (a batched ImportSession), which

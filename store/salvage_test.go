@@ -150,7 +150,7 @@ func TestSalvageIntactCopiesEverything(t *testing.T) {
 	if beta.Epoch != 2 || len(beta.Epochs) != 2 {
 		t.Errorf("beta: want epoch 2 of 2, got %+v", beta)
 	}
-	if v, err := st.GetDerived(context.Background(), "alpha", "summary", "1"); err != nil || string(v) != "a summary" {
+	if v, err := derivedValue(st, "alpha", "summary", "1"); err != nil || string(v) != "a summary" {
 		t.Errorf("derived record: %q, %v", v, err)
 	}
 	if _, err := Salvage(context.Background(), ts.path, dst); err == nil {

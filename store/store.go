@@ -83,7 +83,10 @@ func Open(path string, opts Options) (*Store, error) {
 	_, statErr := os.Stat(path)
 	switch {
 	case statErr == nil:
-		if err := checkFile(path); err != nil {
+		// bbolt faults fatally (SIGBUS, SIGSEGV: no recover) on a file cut
+		// short or with broken meta pages, and silently initialises a
+		// 0-byte file: check before handing it over.
+		if err := checkBoltFile(path); err != nil {
 			return nil, err
 		}
 	case errors.Is(statErr, os.ErrNotExist) && !opts.ReadOnly:

@@ -356,7 +356,7 @@ func TestEpochsClearPurge(t *testing.T) {
 	if _, err := s.Session(ctx, "e"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Session after Purge: %v", err)
 	}
-	if _, err := s.GetDerived(ctx, "e", "summary", "k"); !errors.Is(err, ErrNotFound) {
+	if _, err := derivedValue(s, "e", "summary", "k"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("derived after Purge: %v", err)
 	}
 	if got := collect(t, s.Messages(ctx, "e", 0)); len(got) != 0 {
@@ -370,9 +370,23 @@ func TestEpochsClearPurge(t *testing.T) {
 	}
 }
 
+// derivedValue is the value of one derived record, read as the library
+// reads them (ListDerived), or ErrNotFound.
+func derivedValue(s *Store, session, kind, key string) ([]byte, error) {
+	for d, err := range s.ListDerived(ctx, session, kind) {
+		if err != nil {
+			return nil, err
+		}
+		if d.Key == key {
+			return d.Value, nil
+		}
+	}
+	return nil, fmt.Errorf("derived %s/%s of session %q: %w", kind, key, session, ErrNotFound)
+}
+
 func TestDerived(t *testing.T) {
 	s, _ := openTemp(t)
-	if _, err := s.GetDerived(ctx, "d", "k", "x"); !errors.Is(err, ErrNotFound) {
+	if _, err := derivedValue(s, "d", "k", "x"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
 	if _, _, err := s.Append(ctx, "d", text("user", "hi")); err != nil {
@@ -401,7 +415,7 @@ func TestDerived(t *testing.T) {
 	if err := s.PutDerived(ctx, "d", "summary", "0001", []byte("other kind")); err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.GetDerived(ctx, "d", "decisions", "0100")
+	v, err := derivedValue(s, "d", "decisions", "0100")
 	if err != nil || string(v) != "v0100" {
 		t.Fatalf("get = %q, %v", v, err)
 	}
@@ -551,27 +565,33 @@ func TestSessionsMetadata(t *testing.T) {
 	}
 }
 
-// AppendIfEmpty seeds a session once; a second seeding fails and writes
-// nothing.
-func TestAppendIfEmpty(t *testing.T) {
+// AppendIf with an emptiness check seeds a session once; a second seeding
+// fails and writes nothing.
+func TestAppendIfSeedsOnce(t *testing.T) {
 	s, _ := openTemp(t)
-	first, last, err := s.AppendIfEmpty(ctx, "s", text("user", "a"), text("assistant", "b"))
+	empty := func(si SessionInfo) error {
+		if si.Messages > 0 {
+			return ErrNotEmpty
+		}
+		return nil
+	}
+	first, last, err := s.AppendIf(ctx, "s", empty, text("user", "a"), text("assistant", "b"))
 	if err != nil || first != 1 || last != 2 {
 		t.Fatalf("seed = %d..%d %v", first, last, err)
 	}
-	if _, _, err := s.AppendIfEmpty(ctx, "s", text("user", "c")); !errors.Is(err, ErrNotEmpty) {
+	if _, _, err := s.AppendIf(ctx, "s", empty, text("user", "c")); !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("second seed: %v", err)
 	}
 	if _, err := s.Clear(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	if first, _, err := s.AppendIfEmpty(ctx, "s", text("user", "d")); err != nil || first != 3 {
+	if first, _, err := s.AppendIf(ctx, "s", empty, text("user", "d")); err != nil || first != 3 {
 		t.Fatalf("seed after clear = %d %v", first, err)
 	}
 	// Concurrent seeders: exactly one wins, even sharing a commit.
 	wins := make(chan error, 8)
 	for range 8 {
-		go func() { _, _, err := s.AppendIfEmpty(ctx, "race", text("user", "x")); wins <- err }()
+		go func() { _, _, err := s.AppendIf(ctx, "race", empty, text("user", "x")); wins <- err }()
 	}
 	ok := 0
 	for range 8 {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -24,6 +26,10 @@ type app struct {
 	db          string        // --db; "" means the default (see dbPath)
 	json        bool          // --json: machine-readable output where a command has it
 	lockTimeout time.Duration // --lock-timeout; 0 means the store's default
+
+	// inspect, when set, receives each command's FlagSet instead of the
+	// command running: completion uses it to learn the flags.
+	inspect func(*command, *flag.FlagSet)
 }
 
 // command is one subcommand. run receives the arguments after the command
@@ -54,6 +60,8 @@ func commands() []*command {
 		purgeCommand(),
 		compactFileCommand(),
 		statsCommand(),
+		versionCommand(),
+		completionCommand(),
 	}
 }
 
@@ -82,15 +90,19 @@ func run(ctx context.Context, args []string, a *app) int {
 	global := flag.NewFlagSet("ctxstore", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	a.globalFlags(global)
+	version := global.Bool("version", false, "print the version")
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printOverview(a.stdout, cmds)
 			return 0
 		}
-		fmt.Fprintf(a.stderr, "ctxstore: %v\nrun 'ctxstore help' for usage\n", err)
+		fmt.Fprintf(a.stderr, "ctxstore: %v\n", flagError(nil, global, err))
 		return 2
 	}
 	rest := global.Args()
+	if *version {
+		rest = []string{"version"}
+	}
 	if len(rest) == 0 {
 		printOverview(a.stderr, cmds)
 		return 2
@@ -110,7 +122,7 @@ func run(ctx context.Context, args []string, a *app) int {
 		}
 	}
 	if cmd == nil {
-		fmt.Fprintf(a.stderr, "ctxstore: unknown command %q\nrun 'ctxstore help' for the list of commands\n", name)
+		fmt.Fprintf(a.stderr, "ctxstore: unknown command %q%s\nrun 'ctxstore help' for the list of commands\n", name, didYouMean(name, cmds))
 		return 2
 	}
 	err := cmd.run(ctx, a, cmd, rest)
@@ -120,8 +132,10 @@ func run(ctx context.Context, args []string, a *app) int {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(a.stderr, "ctxstore %s: %s\nusage: ctxstore %s %s\nrun 'ctxstore %s --help' for details\n",
-			cmd.name, ue.msg, cmd.name, cmd.usage, cmd.name)
+		fmt.Fprintf(a.stderr, "ctxstore %s: %s\nusage: ctxstore %s %s\n", cmd.name, ue.msg, cmd.name, cmd.usage)
+		if !strings.Contains(ue.msg, "--help") {
+			fmt.Fprintf(a.stderr, "run 'ctxstore %s --help' for details\n", cmd.name)
+		}
 		return 2
 	case errors.As(err, &ee):
 		return ee.code
@@ -129,6 +143,42 @@ func run(ctx context.Context, args []string, a *app) int {
 		fmt.Fprintf(a.stderr, "ctxstore: %v\n", err)
 		return 1
 	}
+}
+
+// didYouMean suggests the commands closest to a mistyped name (within two
+// edits, or of which it is a prefix), as "; did you mean 'show'?".
+func didYouMean(name string, cmds []*command) string {
+	var close []string
+	for _, c := range cmds {
+		if d := editDistance(name, c.name); d <= 2 && d < len(c.name) || len(name) >= 2 && strings.HasPrefix(c.name, name) {
+			close = append(close, "'"+c.name+"'")
+		}
+	}
+	if len(close) == 0 {
+		return ""
+	}
+	return "; did you mean " + strings.Join(close, " or ") + "?"
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func (a *app) globalFlags(fs *flag.FlagSet) {
@@ -150,6 +200,10 @@ func (a *app) flags(c *command) *flag.FlagSet {
 // order ("show work --json" and "show --json work" are the same), and checks
 // the number of positional arguments is within [min, max] (max < 0: no limit).
 func (a *app) parse(c *command, fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
+	if a.inspect != nil {
+		a.inspect(c, fs)
+		return nil, errHelp
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -157,7 +211,7 @@ func (a *app) parse(c *command, fs *flag.FlagSet, args []string, min, max int) (
 				printCommandHelp(a.stdout, c, fs)
 				return nil, errHelp
 			}
-			return nil, usagef("%v", err)
+			return nil, flagError(c, fs, err)
 		}
 		consumed := len(args) - fs.NArg()
 		if consumed > 0 && args[consumed-1] == "--" {
@@ -174,11 +228,92 @@ func (a *app) parse(c *command, fs *flag.FlagSet, args []string, min, max int) (
 	}
 	switch {
 	case len(pos) < min:
+		if names := c.required(); len(pos) < len(names) {
+			return nil, usagef("missing %s", names[len(pos)])
+		}
 		return nil, usagef("missing argument")
 	case max >= 0 && len(pos) > max:
 		return nil, usagef("unexpected argument %q", pos[max])
 	}
 	return pos, nil
+}
+
+// required names c's required arguments, read from its usage line: the
+// upper-case words outside brackets, before any "<" (stdin).
+func (c *command) required() []string {
+	var names []string
+	depth := 0
+	for _, w := range strings.Fields(c.usage) {
+		if w == "<" {
+			break
+		}
+		opening := strings.Count(w, "[") + strings.Count(w, "(")
+		if depth == 0 && opening == 0 && w != "" && w[0] >= 'A' && w[0] <= 'Z' {
+			names = append(names, w)
+		}
+		depth += opening - strings.Count(w, "]") - strings.Count(w, ")")
+	}
+	return names
+}
+
+// flagError says what is wrong with a flag in the words of this command,
+// with the fix: the flag package's own messages name flags with one dash
+// and give no hint.
+func flagError(c *command, fs *flag.FlagSet, err error) error {
+	where, help := "", "'ctxstore help'"
+	if c != nil {
+		where, help = fmt.Sprintf(" for 'ctxstore %s'", c.name), fmt.Sprintf("'ctxstore %s --help'", c.name)
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		return usagef("unknown flag %s%s; see %s", dashed(name), where, help)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		return usagef("%s needs a value; see %s", dashed(name), help)
+	}
+	m := invalidFlagValue.FindStringSubmatch(msg)
+	if m == nil {
+		return usagef("%s; see %s", msg, help)
+	}
+	value, _ := strconv.Unquote(m[1] + m[2])
+	name := dashed(m[3])
+	var want string
+	if f := fs.Lookup(strings.TrimLeft(m[3], "-")); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			switch g.Get().(type) {
+			case time.Duration:
+				if _, err := strconv.ParseFloat(value, 64); err == nil {
+					return usagef("%s %s needs a unit, e.g. %ss", name, value, value)
+				}
+				want = "a duration such as 500ms, 30s or 2m"
+			case int, int64:
+				want = "a whole number"
+			case uint, uint64:
+				want = "a whole number, 0 or more"
+			case float64:
+				want = "a number"
+			case bool:
+				want = "true or false"
+			}
+		}
+	}
+	if want == "" {
+		return usagef("invalid value %q for %s: %s; see %s", value, name, m[4], help)
+	}
+	return usagef("invalid value %q for %s: want %s", value, name, want)
+}
+
+// invalidFlagValue matches the flag package's message for a value its
+// flag does not accept.
+var invalidFlagValue = regexp.MustCompile(`^invalid (?:boolean value (".*") for|value (".*") for flag) (-[^:]+): (.*)$`)
+
+// dashed is a flag name as users type it: "-n", "--epoch".
+func dashed(name string) string {
+	name = strings.TrimLeft(name, "-")
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 func printOverview(w io.Writer, cmds []*command) {
@@ -198,6 +333,7 @@ global flags (before or after the command):
                      XDG_DATA_HOME defaulting to ~/.local/share)
   --json             machine-readable output
   --lock-timeout D   wait at most D for another process holding the file (default 5s)
+  --version          print the version (as 'ctxstore version')
 
 Exit status: 0 ok, 1 error, 2 usage. Run 'ctxstore COMMAND --help' for a command's
 flags and an example. Start with: ctxstore demo

@@ -66,7 +66,11 @@ func runDemo(ctx context.Context, a *app, budget int) error {
 		return fmt.Errorf("demo: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	d := &demo{a: a, w: a.stdout, log: &eventLog{}, budget: budget, mem: filepath.Join(tmp, "USER.md")}
+	// Every line fits the terminal: prose wraps, the view's one-line
+	// message rows are cut.
+	out := &fitWriter{w: a.stdout, width: width(a.stdout), cut: func(l string) bool { return strings.HasPrefix(l, "#") }}
+	defer out.Flush()
+	d := &demo{a: a, w: out, log: &eventLog{}, budget: budget, mem: filepath.Join(tmp, "USER.md")}
 	kept := a.db != ""
 	if kept {
 		d.path = a.db
@@ -97,7 +101,7 @@ func runDemo(ctx context.Context, a *app, budget int) error {
 		fmt.Fprintf(d.w, "explore: ctxstore --db %s ls; ctxstore --db %s show %s; ctxstore --db %s view %s --budget %d\n",
 			q, q, d.session, q, d.session, d.budget)
 	}
-	return nil
+	return out.Flush()
 }
 
 // freeSession returns base, or base-2, base-3, ... when a session of that
@@ -129,7 +133,6 @@ func (d *demo) open() (*persistent.Manager, error) {
 		Config:      simple.Config{Hooks: d.log.hook},
 		MemoryFiles: []string{d.mem},
 		LockTimeout: d.a.lockTimeout,
-		Logger:      quietLogger(),
 	})
 	if err != nil {
 		return nil, explain(d.path, d.session, err)

@@ -145,7 +145,13 @@ func (e *env) run(stdin string, args ...string) result {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
+	return e.result(args, out.String(), errb.String(), err)
+}
+
+// result is what a finished run of the command did; err is its Wait's.
+func (e *env) result(args []string, stdout, stderr string, err error) result {
+	e.t.Helper()
+	r := result{stdout: stdout, stderr: stderr}
 	if err != nil {
 		ee, ok := err.(*exec.ExitError)
 		if !ok {
@@ -199,9 +205,9 @@ func TestUsageAndHelp(t *testing.T) {
 	}{
 		{"no command", nil, 2, "usage: ctxstore"},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
-		{"unknown flag", []string{"ls", "--nope"}, 2, "flag provided but not defined: -nope"},
-		{"unknown global flag", []string{"--nope", "ls"}, 2, "flag provided but not defined: -nope"},
-		{"missing argument", []string{"show"}, 2, "usage: ctxstore show SESSION"},
+		{"unknown flag", []string{"ls", "--nope"}, 2, "unknown flag --nope for 'ctxstore ls'"},
+		{"unknown global flag", []string{"--nope", "ls"}, 2, "unknown flag --nope; see 'ctxstore help'"},
+		{"missing argument", []string{"show"}, 2, "missing SESSION\nusage: ctxstore show SESSION"},
 		{"extra argument", []string{"ls", "x"}, 2, `unexpected argument "x"`},
 		{"bad number", []string{"tail", "-n", "many", "s"}, 2, "invalid value"},
 		{"purge without --yes", []string{"purge", "s"}, 1, "no database"}, // no file: the clear error comes first

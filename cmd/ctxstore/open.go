@@ -63,6 +63,17 @@ func explain(path, session string, err error) error {
 	return err
 }
 
+// cmdline is a ctxstore command line to suggest to the user: the --db they
+// gave comes first, so a pasted suggestion acts on the same file. The
+// arguments are formatted as by fmt.Sprintf; quote names with shellQuote.
+func (a *app) cmdline(format string, args ...any) string {
+	db := ""
+	if a.db != "" {
+		db = "--db " + shellQuote(a.db) + " "
+	}
+	return "ctxstore " + db + fmt.Sprintf(format, args...)
+}
+
 // shellQuote quotes s for a POSIX shell when it needs it, so suggested
 // commands can be pasted as they are.
 func shellQuote(s string) string {

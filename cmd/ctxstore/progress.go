@@ -6,15 +6,29 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 )
 
-// isTerminal reports whether f is a terminal. A character device is taken
-// for one: that is true of terminals and, harmlessly, of /dev/null, and it
-// needs no dependency beyond the standard library (golang.org/x/term is not
-// in the module graph; bbolt only brings golang.org/x/sys).
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+// isTerminal reports whether f is a terminal (not merely a character
+// device such as /dev/null).
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// terminal returns w as a file when it is a terminal.
+func terminal(w any) (*os.File, bool) {
+	f, ok := w.(*os.File)
+	return f, ok && isTerminal(f)
+}
+
+// width is the number of columns of the terminal w, or 80 when w is not a
+// terminal (a pipe, a file) or does not say.
+func width(w any) int {
+	if f, ok := terminal(w); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			return cols
+		}
+	}
+	return 80
 }
 
 // progress draws a one-line progress bar on a terminal (stderr) for long
@@ -34,7 +48,7 @@ type progress struct {
 // (and TERM is not "dumb"), else a disabled one.
 func (a *app) newProgress(label string, total int64) *progress {
 	p := &progress{label: label, total: total, start: time.Now(), latency: 500 * time.Millisecond}
-	if f, ok := a.stderr.(*os.File); ok && isTerminal(f) && a.getenv("TERM") != "dumb" {
+	if f, ok := terminal(a.stderr); ok && a.getenv("TERM") != "dumb" {
 		p.w = f
 	}
 	return p

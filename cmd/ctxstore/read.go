@@ -79,7 +79,7 @@ func session(ctx context.Context, st *store.Store, name string) (store.SessionIn
 }
 
 // findEpoch returns the epoch's info, or an error listing the epochs there are.
-func findEpoch(st *store.Store, info store.SessionInfo, epoch uint64) (store.EpochInfo, error) {
+func (a *app) findEpoch(st *store.Store, info store.SessionInfo, epoch uint64) (store.EpochInfo, error) {
 	var have []string
 	for _, ep := range info.Epochs {
 		if ep.Epoch == epoch {
@@ -90,7 +90,7 @@ func findEpoch(st *store.Store, info store.SessionInfo, epoch uint64) (store.Epo
 		}
 		have = append(have, strconv.FormatUint(ep.Epoch, 10))
 	}
-	return store.EpochInfo{}, fmt.Errorf("session %q in %s has no epoch %d (it has: %v; see: ctxstore ls --json)", info.Name, st.Path(), epoch, have)
+	return store.EpochInfo{}, fmt.Errorf("session %q in %s has no epoch %d (it has: %v; see: %s)", info.Name, st.Path(), epoch, have, a.cmdline("ls --json"))
 }
 
 func showCommand() *command {
@@ -127,7 +127,7 @@ token estimate beside each message.`,
 			if *epoch == 0 {
 				*epoch = info.Epoch
 			}
-			ep, err := findEpoch(st, info, *epoch)
+			ep, err := a.findEpoch(st, info, *epoch)
 			if err != nil {
 				return err
 			}
@@ -145,7 +145,7 @@ func showEpoch(ctx context.Context, a *app, st *store.Store, info store.SessionI
 	case !jsonl:
 		fmt.Fprintf(w, "session %q, epoch %d of %d: %d messages\n", info.Name, ep.Epoch, info.Epoch, ep.Messages)
 		if ep.Messages == 0 && len(info.Epochs) > 1 {
-			fmt.Fprintf(w, "(empty since 'clear'; earlier epochs: ctxstore show %s --epoch %d)\n", shellQuote(info.Name), info.Epochs[len(info.Epochs)-2].Epoch)
+			fmt.Fprintf(w, "(empty since 'clear'; earlier epochs: %s)\n", a.cmdline("show %s --epoch %d", shellQuote(info.Name), info.Epochs[len(info.Epochs)-2].Epoch))
 		}
 	}
 	n := 0
@@ -185,7 +185,9 @@ func tailCommand() *command {
 		summary: "print a session's last messages; -f keeps printing new ones as they are added",
 		help: `With -f, tail watches the file and prints messages any process appends,
 until interrupted (Ctrl-C or SIGTERM: exit status 0). A 'clear' by another
-process is announced and tail goes on with the new epoch.`,
+process is announced and tail goes on with the new epoch. Like 'tail -F',
+-f waits for a session, or a database file, that does not exist yet and
+starts printing when it appears.`,
 		example: "ctxstore tail -n 5 work\nctxstore tail -f work    # in another terminal: echo '{\"role\":\"user\",\"content\":\"hi\"}' | ctxstore add work",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
@@ -198,6 +200,11 @@ process is announced and tail goes on with the new epoch.`,
 			}
 			if *n < 0 {
 				return usagef("-n must not be negative")
+			}
+			if *follow {
+				if ok, err := a.waitForDatabase(ctx); !ok || err != nil {
+					return err // nil when interrupted while waiting
+				}
 			}
 			st, err := a.open(readOnly)
 			if err != nil {
@@ -231,9 +238,14 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 		}
 		changes = ch
 	}
-	info, err := session(ctx, st, name)
-	if err != nil {
-		return err
+	info, err := st.Session(ctx, name)
+	switch {
+	case follow && errors.Is(err, store.ErrNotFound):
+		// Watched already: its first message will be a change.
+		fmt.Fprintf(a.stderr, "ctxstore tail: session %q does not exist in %s yet; waiting for it\n", name, st.Path())
+		n = 0
+	case err != nil:
+		return explain(st.Path(), name, err)
 	}
 	epoch, created := info.Epoch, info.Created
 	var last uint64
@@ -307,6 +319,36 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 		}
 		if err := w.Flush(); err != nil {
 			return err
+		}
+	}
+}
+
+// waitForDatabase waits, like 'tail -F', until the database file exists
+// and has been initialised (is not empty). It reports false when ctx ended
+// first.
+func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
+	path, err := a.dbPath()
+	if err != nil {
+		return false, err
+	}
+	ready := func() bool {
+		fi, err := os.Stat(path)
+		return err == nil && fi.Size() > 0
+	}
+	if ready() {
+		return true, nil
+	}
+	fmt.Fprintf(a.stderr, "ctxstore tail: no database at %s yet; waiting for it\n", path)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-tick.C:
+			if ready() {
+				return true, nil
+			}
 		}
 	}
 }

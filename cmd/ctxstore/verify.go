@@ -130,7 +130,7 @@ OUT into its place. Exit status 1 when nothing could be recovered.`,
 				return err
 			}
 			if *out == "" {
-				return usagef("doctor needs --salvage OUT (to check a file without changing anything: ctxstore verify)")
+				return usagef("doctor needs --salvage OUT (to check a file without changing anything: %s)", a.cmdline("verify"))
 			}
 			path, err := a.dbPath()
 			if err != nil {

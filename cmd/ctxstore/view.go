@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -109,9 +108,6 @@ func last(events []event, name string) map[string]any {
 	return nil
 }
 
-// quietLogger drops the manager's log lines: the events say the same, and
-// the CLI prints them itself.
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // viewReport is the typed explanation of one view; --json prints it as is.
 type viewReport struct {
@@ -166,7 +162,7 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 	}
 	log := &eventLog{}
 	cfg.Hooks = log.hook
-	mgr, err := persistent.Open(path, name, persistent.Config{Config: cfg, LockTimeout: a.lockTimeout, Logger: quietLogger(), ReadOnly: true})
+	mgr, err := persistent.Open(path, name, persistent.Config{Config: cfg, LockTimeout: a.lockTimeout, ReadOnly: true})
 	if err != nil {
 		return explain(path, name, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/ctxstore/ctxstore"
@@ -37,6 +36,9 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 			pos, err := a.parse(c, a.flags(c), args, 1, 1)
 			if err != nil {
 				return err
+			}
+			if _, ok := terminal(a.stdin); ok {
+				fmt.Fprintln(a.stderr, "reading JSON messages from stdin; end with Ctrl-D")
 			}
 			msgs, err := readMessages(a.stdin, "stdin")
 			if err != nil {
@@ -167,8 +169,8 @@ earlier epoch ('ctxstore show SESSION --epoch N'). Use 'purge' to delete.`,
 			if a.json {
 				return writeJSON(a.stdout, map[string]any{"session": pos[0], "epoch": epoch})
 			}
-			fmt.Fprintf(a.stdout, "session %q: now at epoch %d, empty; the earlier history stays readable: ctxstore show %s --epoch %d\n",
-				pos[0], epoch, shellQuote(pos[0]), epoch-1)
+			fmt.Fprintf(a.stdout, "session %q: now at epoch %d, empty; the earlier history stays readable: %s\n",
+				pos[0], epoch, a.cmdline("show %s --epoch %d", shellQuote(pos[0]), epoch-1))
 			return nil
 		},
 	}
@@ -196,13 +198,14 @@ session goes (every epoch, its derived records), leaving only a tombstone of
 its name with its last seq and epoch, so that a session later created under
 that name continues after them; with --epoch N only that earlier epoch's
 messages (the current epoch cannot be purged: 'clear' it first). The space
-is reused by later writes; 'ctxstore compact-file' shrinks the file. --yes
-is required unless you confirm on a terminal.`,
+is reused by later writes; 'ctxstore compact-file' shrinks the file. Asks
+for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 		example: "ctxstore purge scratch --yes\nctxstore purge work --epoch 1 --yes",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
 			epoch := fs.Uint64("epoch", 0, "purge only epoch `N` (an earlier one)")
 			yes := fs.Bool("yes", false, "do not ask for confirmation")
+			fs.BoolVar(yes, "y", false, "short for --yes")
 			pos, err := a.parse(c, fs, args, 1, 1)
 			if err != nil {
 				return err
@@ -219,7 +222,7 @@ is required unless you confirm on a terminal.`,
 			}
 			what := fmt.Sprintf("session %q (%d messages in %d epochs)", name, info.TotalMessages, len(info.Epochs))
 			if *epoch != 0 {
-				ep, err := findEpoch(st, info, *epoch)
+				ep, err := a.findEpoch(st, info, *epoch)
 				if err != nil {
 					return err
 				}
@@ -240,7 +243,7 @@ is required unless you confirm on a terminal.`,
 				err = st.Purge(ctx, name)
 			}
 			if errors.Is(err, store.ErrCurrentEpoch) {
-				return fmt.Errorf("epoch %d is the current epoch of session %q: 'ctxstore clear %s' first, or purge the whole session", *epoch, name, shellQuote(name))
+				return fmt.Errorf("epoch %d is the current epoch of session %q: '%s' first, or purge the whole session", *epoch, name, a.cmdline("clear %s", shellQuote(name)))
 			}
 			if err != nil {
 				return explain(st.Path(), name, fmt.Errorf("purge %s: %w", what, err))
@@ -254,12 +257,13 @@ is required unless you confirm on a terminal.`,
 	}
 }
 
-// confirm asks a yes/no question on a terminal; elsewhere it is a usage
-// error, so a script never deletes without --yes.
+// confirm asks a yes/no question when stdin is a terminal; elsewhere (a
+// pipe, a file, /dev/null) it is a usage error, so a script never deletes
+// without --yes.
 func (a *app) confirm(question string) (bool, error) {
-	in, ok := a.stdin.(*os.File)
-	if !ok || !isTerminal(in) {
-		return false, usagef("refusing to delete without confirmation: add --yes")
+	in, ok := terminal(a.stdin)
+	if !ok {
+		return false, usagef("stdin is not a terminal to confirm on: add --yes (or -y) to delete without asking")
 	}
 	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
 	answer, _ := bufio.NewReader(in).ReadString('\n')

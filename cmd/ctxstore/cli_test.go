@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer a child process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls cond for up to 20 s.
+func waitFor(t *testing.T, cond func() bool, what string, stderr *syncBuffer) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 20 s for %s; stderr: %s", what, stderr.String())
+		}
+	}
+}
+
+// TestTailFollowWaits: tail -f started before the session, or the whole
+// database, exists waits for it like tail -F and prints what is added.
+func TestTailFollowWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name, note string
+		prepare    func(e *env)
+	}{
+		{"no database", "no database at", func(e *env) { e.db = filepath.Join(e.dir, "later", "new.db") }},
+		{"no session", `session "s" does not exist`, func(e *env) { e.ok(conversation, "add", "other") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			tc.prepare(e)
+			cmd := exec.Command(binary, "--db", e.db, "tail", "-f", "s", "--jsonl")
+			cmd.Env = e.vars
+			stdout, _ := cmd.StdoutPipe()
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			waitFor(t, func() bool { return strings.Contains(stderr.String(), tc.note) }, "tail -f to say it waits", &stderr)
+			first := make(chan string, 1)
+			go func() {
+				b := make([]byte, 4096)
+				n, _ := stdout.Read(b)
+				first <- string(b[:n])
+			}()
+			e.ok(`{"role":"user","content":"first"}`, "--db", e.db, "add", "s")
+			select {
+			case got := <-first:
+				if got != `{"role":"user","content":"first"}`+"\n" {
+					t.Errorf("tail -f printed %q", got)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("tail -f printed nothing in 20 s; stderr: %s", stderr.String())
+			}
+			cmd.Process.Signal(os.Interrupt)
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("tail -f after SIGINT: %v, want exit 0", err)
+			}
+		})
+	}
+}
+
+// TestUsageErrorsSayWhatToDo: flag and argument mistakes are explained in
+// the command's own words, with the fix.
+func TestUsageErrorsSayWhatToDo(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+		not  string
+	}{
+		{"unknown flag", []string{"ls", "--bogus"}, []string{"unknown flag --bogus for 'ctxstore ls'; see 'ctxstore ls --help'"}, "flag provided"},
+		{"unknown short flag", []string{"tail", "-x", "s"}, []string{"unknown flag -x for 'ctxstore tail'"}, "flag provided"},
+		{"unknown global flag", []string{"--bogus", "ls"}, []string{"unknown flag --bogus; see 'ctxstore help'"}, "flag provided"},
+		{"duration without unit", []string{"ls", "--lock-timeout", "5"}, []string{"--lock-timeout 5 needs a unit, e.g. 5s"}, "parse error"},
+		{"global duration without unit", []string{"--lock-timeout", "5", "ls"}, []string{"--lock-timeout 5 needs a unit, e.g. 5s"}, "parse error"},
+		{"bad duration", []string{"ls", "--lock-timeout", "soon"}, []string{`invalid value "soon" for --lock-timeout: want a duration such as 500ms, 30s or 2m`}, "parse error"},
+		{"bad number", []string{"tail", "-n", "many", "s"}, []string{`invalid value "many" for -n: want a whole number`}, "parse error"},
+		{"bad bool", []string{"purge", "s", "--yes=maybe"}, []string{`invalid value "maybe" for --yes: want true or false`}, "parse error"},
+		{"flag without value", []string{"show", "s", "--epoch"}, []string{"--epoch needs a value; see 'ctxstore show --help'"}, "flag needs"},
+		{"missing session", []string{"show"}, []string{"ctxstore show: missing SESSION", "usage: ctxstore show SESSION"}, "missing argument"},
+		{"missing file", []string{"import"}, []string{"ctxstore import: missing FILE|DIR|-"}, "missing argument"},
+		{"missing shell", []string{"completion"}, []string{"missing SHELL"}, "missing argument"},
+		{"typo", []string{"sow", "s"}, []string{`unknown command "sow"; did you mean 'show'?`}, ""},
+		{"prefix", []string{"comp"}, []string{"did you mean 'compact-file' or 'completion'?"}, ""},
+		{"far off", []string{"frobnicate"}, []string{`unknown command "frobnicate"`}, "did you mean"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.fail(2, "", tc.args, tc.want...)
+			if tc.not != "" && strings.Contains(r.stderr, tc.not) {
+				t.Errorf("stderr still says %q:\n%s", tc.not, r.stderr)
+			}
+		})
+	}
+}
+
+// TestVersion: --version and version print the build's module version
+// and the Go version.
+func TestVersion(t *testing.T) {
+	e := newEnv(t)
+	want := e.ok("", "version").stdout
+	if !strings.HasPrefix(want, "ctxstore ") || !strings.Contains(want, " (go1.") {
+		t.Fatalf("version printed %q", want)
+	}
+	if got := e.ok("", "--version").stdout; got != want {
+		t.Errorf("--version printed %q, version %q", got, want)
+	}
+	if got := e.ok("", "version", "--json").stdout; !strings.Contains(got, `"go": "go1.`) {
+		t.Errorf("version --json printed %q", got)
+	}
+}
+
+// TestSuggestionsKeepDB: every command line the CLI suggests acts on the
+// database the user named with --db.
+func TestSuggestionsKeepDB(t *testing.T) {
+	e := newEnv(t)
+	db := filepath.Join(e.dir, "my files", "other.db")
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const want = `ctxstore --db '`
+	e.ok(conversation, "--db", db, "add", "s")
+	r := e.ok("", "--db", db, "clear", "s")
+	if !strings.Contains(r.stdout, want+db+"' show s --epoch 1") {
+		t.Errorf("clear suggests:\n%s", r.stdout)
+	}
+	if r := e.ok("", "--db", db, "show", "s"); !strings.Contains(r.stdout, want+db+"' show s --epoch 1") {
+		t.Errorf("show of a cleared epoch suggests:\n%s", r.stdout)
+	}
+	e.fail(1, "", []string{"--db", db, "show", "s", "--epoch", "7"}, want+db+"' ls --json")
+	e.fail(1, "", []string{"--db", db, "purge", "s", "--epoch", "2", "--yes"}, "'"+want+db+"' clear s'")
+	e.fail(2, "", []string{"--db", db, "doctor"}, want+db+"' verify)")
+	// Without --db, suggestions name no file: they act on the default.
+	e.ok(conversation, "add", "s")
+	if r := e.ok("", "clear", "s"); !strings.Contains(r.stdout, "readable: ctxstore show s --epoch 1") {
+		t.Errorf("clear without --db suggests:\n%s", r.stdout)
+	}
+}
+
+// TestCompletion: the scripts name every command and its flags, parse in
+// their shell, and bash's completes as a user would see it.
+func TestCompletion(t *testing.T) {
+	e := newEnv(t)
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		t.Run(shell, func(t *testing.T) {
+			script := e.ok("", "completion", shell).stdout
+			for _, c := range commands() {
+				if !strings.Contains(script, c.name) {
+					t.Errorf("%s completion lacks command %s", shell, c.name)
+				}
+			}
+			for _, f := range []string{"epoch", "skip-existing", "lock-timeout", "salvage"} {
+				if !strings.Contains(script, f) {
+					t.Errorf("%s completion lacks flag --%s", shell, f)
+				}
+			}
+			sh, err := exec.LookPath(shell)
+			if err != nil {
+				t.Logf("%s not installed: syntax not checked", shell)
+				return
+			}
+			check := exec.Command(sh, "-n")
+			check.Stdin = strings.NewReader(script)
+			if out, err := check.CombinedOutput(); err != nil {
+				t.Errorf("%s -n: %v\n%s", shell, err, out)
+			}
+		})
+	}
+	e.fail(2, "", []string{"completion", "tcsh"}, `no completion for shell "tcsh"`)
+	// What a user sees on TAB, in the shells that can be asked without a
+	// terminal.
+	complete := map[string]func(script, line string) *exec.Cmd{
+		"bash": func(script, line string) *exec.Cmd {
+			words := strings.Fields(line)
+			return exec.Command("bash", "-c", script+"\nCOMP_WORDS=("+line+"); COMP_CWORD="+strconv.Itoa(len(words)-1)+"; _ctxstore; printf '%s\\n' \"${COMPREPLY[@]}\"\n")
+		},
+		"zsh": func(script, line string) *exec.Cmd {
+			// The completion system's functions stubbed to print what
+			// they are given.
+			const stubs = `compdef() {}; _describe() { print -l -- ${(P)2%%:*} }; compadd() { shift; print -l -- "$@" }; _files() {}; `
+			cmd := exec.Command("zsh", "-f", "-c", stubs+`eval "$(cat)"; words=(${=1}); CURRENT=$#words; PREFIX=${words[-1]}; _ctxstore | grep -- "^$PREFIX"`, "zsh", line)
+			cmd.Stdin = strings.NewReader(script)
+			return cmd
+		},
+		"fish": func(script, line string) *exec.Cmd {
+			cmd := exec.Command("fish", "-c", "source; complete -C '"+line+"' | string replace -r '\\t.*' ''")
+			cmd.Stdin = strings.NewReader(script)
+			return cmd
+		},
+	}
+	for shell, run := range complete {
+		if _, err := exec.LookPath(shell); err != nil {
+			t.Logf("%s not installed: completion not tried", shell)
+			continue
+		}
+		script := e.ok("", "completion", shell).stdout
+		for _, tc := range []struct{ line, want string }{
+			{"ctxstore sh", "show"},
+			{"ctxstore --db x.db pu", "purge"},
+			{"ctxstore show s --ep", "--epoch"},
+			{"ctxstore import --sk", "--skip-existing"},
+			{"ctxstore --js", "--json"},
+		} {
+			out, err := run(script, tc.line).CombinedOutput()
+			if err != nil || strings.TrimSpace(string(out)) != tc.want {
+				t.Errorf("%s completing %q: got %q (%v), want %q", shell, tc.line, out, err, tc.want)
+			}
+		}
+	}
+}
