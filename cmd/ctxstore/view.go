@@ -108,7 +108,6 @@ func last(events []event, name string) map[string]any {
 	return nil
 }
 
-
 // viewReport is the typed explanation of one view; --json prints it as is.
 type viewReport struct {
 	Session      string `json:"session"`
