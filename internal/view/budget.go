@@ -62,7 +62,7 @@ func (b Budget) Event() Event {
 // but holding fewer than the horizon's tokens means the horizon starts
 // further back, so the cutoff wins either way. The view is therefore the
 // same whether the caller loads this much or more (V2.7). Load the tail
-// backwards from the newest message until Need.Covers (or Satisfied) is
+// backwards from the newest message until Need.Covers is
 // true or the history is exhausted.
 func Horizon(budget int, cfg Config, saved Decisions) Need {
 	if active(saved, budget, cfg) {
@@ -109,22 +109,6 @@ func (n Need) Start(items []Item) int {
 		}
 	}
 	return start
-}
-
-// Satisfied reports whether tail meets the need; older tells whether
-// messages older than tail[0] exist (if not, any tail is enough).
-func (n Need) Satisfied(tail []Item, older bool) bool {
-	if !older {
-		return true
-	}
-	if len(tail) == 0 {
-		return false
-	}
-	sum := 0
-	for _, it := range tail {
-		sum += it.Tokens
-	}
-	return n.Covers(sum, tail[0])
 }
 
 // active reports whether saved decisions apply to a request with budget.

@@ -10,7 +10,7 @@
 //	b := view.DeriveBudget(req, cfg)              // [V1] explicit > model > fallback, MaxTokens caps
 //	need := view.Horizon(b.Tokens, cfg, saved)     // how far back the tail must reach
 //	// load Pinned (+ FirstUser, LastHuman) and a tail read backwards until
-//	// need.Satisfied(tail, moreOlder) is true
+//	// need.Covers(tokens so far, oldest item read) is true
 //	res := view.Compute(ctx, hist, b, saved, cfg)
 //	// emit res.Events in order via Hooks.Emit; persist res.Decisions when
 //	// res.Changed; return res.View to the caller
@@ -30,7 +30,7 @@
 // tail backwards, asking [Need.Covers] after each message. An optional
 // [Memo] keeps rewritten (truncated, stubbed) messages between requests.
 //
-// The tail must satisfy [Need.Satisfied]: it reaches back at least
+// The tail must meet the need ([Need.Start] finds where): it reaches back at least
 // Need.Tokens tokens and at least to Need.FromID (the saved cutoff), and does
 // not start inside a tool group. Anything older is out of the view
 // wholesale; giving more than needed is harmless (the result is the same),

@@ -274,7 +274,7 @@ func TruncatedText(text string, tokens, chars int) string {
 }
 
 func truncatedText(prefix string, tokens int) string {
-	// truncatedPrefixTemplate, without fmt: hundreds of results are
+	// Built without fmt: hundreds of results are
 	// truncated when a long session resumes.
 	return "[truncated: ~" + strconv.Itoa(tokens) + " tokens - call tool again if needed] " + prefix + "..."
 }

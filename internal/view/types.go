@@ -33,15 +33,14 @@ const (
 
 // Reasons carried by context:warning events (data key "reason").
 const (
-	ReasonSystemOverTarget  = "system_over_target"
-	ReasonFloorOverBudget   = "floor_over_budget"
-	ReasonRunawayBreaker    = "runaway_breaker"
-	ReasonSummarizerFailed  = "summarizer_failed"
-	NoticeSource            = ctxstore.SourceNotice  // metadata.source of the tail notice
-	SummarySource           = ctxstore.SourceSummary // metadata.source of a summary message
-	SummaryPrefix           = "Previous conversation summary: "
-	NoticePrefix            = "[Context compaction: "
-	truncatedPrefixTemplate = "[truncated: ~%d tokens - call tool again if needed] "
+	ReasonSystemOverTarget = "system_over_target"
+	ReasonFloorOverBudget  = "floor_over_budget"
+	ReasonRunawayBreaker   = "runaway_breaker"
+	ReasonSummarizerFailed = "summarizer_failed"
+	NoticeSource           = ctxstore.SourceNotice  // metadata.source of the tail notice
+	SummarySource          = ctxstore.SourceSummary // metadata.source of a summary message
+	SummaryPrefix          = "Previous conversation summary: "
+	NoticePrefix           = "[Context compaction: "
 )
 
 // Config is the resolved compaction configuration: every field holds its
@@ -181,7 +180,7 @@ type Budget struct {
 }
 
 // Need tells the caller how much of the tail Compute needs; see
-// Need.Satisfied.
+// Need.Covers and Need.Start.
 type Need struct {
 	// Tokens: the tail must hold at least this many stored tokens (Σ
 	// Item.Tokens), unless it reaches the first message.
