@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/tokens"
 )
 
 // BenchmarkImportJSONL measures a legacy import into a fresh session of a
@@ -108,6 +109,43 @@ func BenchmarkOpen(b *testing.B) {
 			for b.Loop() {
 			}
 			b.ReportMetric(perOp[100_000]/perOp[1_000], "x100k/1k")
+		})
+	}
+}
+
+// BenchmarkImport100k imports 100k messages of the generated agent
+// conversations (testdata/tokens: code, logs, JSON, base64, CJK, tool calls)
+// into a real, fsynced store, counting each message exactly (o200k_base,
+// on every core) or with the heuristic, and reports seconds per 100k.
+func BenchmarkImport100k(b *testing.B) {
+	corpus, err := os.ReadFile(filepath.Join("..", "testdata", "tokens", "conversations.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for buf.Len() == 0 || bytes.Count(buf.Bytes(), []byte("\n")) < 100_000 {
+		buf.Write(corpus)
+	}
+	lines := bytes.SplitAfter(buf.Bytes(), []byte("\n"))
+	data := bytes.Join(lines[:100_000], nil)
+	for _, c := range []struct {
+		name string
+		est  ctxstore.Estimator
+	}{{"o200k", tokens.O200k()}, {"heuristic", tokens.Heuristic()}} {
+		b.Run("counter="+c.name, func(b *testing.B) {
+			st, err := store.Open(filepath.Join(b.TempDir(), "x.db"), store.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			b.SetBytes(int64(len(data)))
+			for i := range b.N {
+				rep, err := ImportJSONL(context.Background(), st, fmt.Sprintf("s%d", i), bytes.NewReader(data), ImportOptions{Estimator: c.est})
+				if err != nil || rep.Imported != 100_000 {
+					b.Fatalf("%+v, %v", rep, err)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/100k")
 		})
 	}
 }
