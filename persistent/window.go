@@ -183,6 +183,35 @@ func (m *Manager) entryItem(e store.Entry) (view.Item, error) {
 	return itemOf(seqID(e.Seq), msg, t), nil
 }
 
+// recountBatch is how many entries of another counter ensureTail counts
+// at once, on every core.
+const recountBatch = 256
+
+// entryItems is entryItem for a batch, counting on every core what another
+// counter counted.
+func (m *Manager) entryItems(es []store.Entry) ([]view.Item, error) {
+	items := make([]view.Item, len(es))
+	var stale []ctxstore.Message
+	var at []int
+	for i, e := range es {
+		msg, err := e.Message()
+		if err != nil {
+			return items[:i], fmt.Errorf("seq %d: %w", e.Seq, err)
+		}
+		items[i] = itemOf(seqID(e.Seq), msg, e.Tokens)
+		if e.Counter != m.counter {
+			stale, at = append(stale, msg), append(at, i)
+		}
+	}
+	for k, t := range view.Count(m.est, stale) {
+		i := at[k]
+		m.recounted[0] += t
+		m.recounted[1] += items[i].Tokens
+		items[i].Tokens = t
+	}
+	return items, nil
+}
+
 // itemOf is the view item of a stored message; memory-file messages are
 // marked so views show them without their identifying metadata.
 func itemOf(id uint64, msg ctxstore.Message, tokens int) view.Item {
@@ -300,6 +329,27 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 	// it nor building the tail from it copies thousands of items.
 	older := make([]view.Item, 0, w.readEstimate(need, before)+len(w.tail))
 	oldest := before
+	// Entries counted by another counter are recounted in batches, on
+	// every core; a batch may read a few entries past the need.
+	var batch []store.Entry
+	covered := false
+	take := func() error {
+		items, err := m.entryItems(batch)
+		batch = batch[:0]
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			older = append(older, it)
+			oldest = idSeq(it.ID)
+			toks += it.Tokens
+			if need.Covers(toks, it) {
+				covered = true
+				break
+			}
+		}
+		return nil
+	}
 	for e, err := range m.st.Backward(ctx, m.session, before) {
 		if err != nil {
 			return fmt.Errorf("read recent messages: %w", err)
@@ -307,15 +357,24 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 		if e.Epoch != w.epoch || e.Seq < w.epochStart {
 			break
 		}
-		it, err := m.entryItem(e)
-		if err != nil {
+		if e.Counter != m.counter || len(batch) > 0 {
+			batch = append(batch, e)
+			if e.Counter == m.counter || len(batch) < recountBatch {
+				continue
+			}
+		} else {
+			batch = append(batch, e)
+		}
+		if err := take(); err != nil {
 			return fmt.Errorf("read recent messages: %w", err)
 		}
-		older = append(older, it)
-		oldest = e.Seq
-		toks += it.Tokens
-		if need.Covers(toks, it) {
+		if covered {
 			break
+		}
+	}
+	if len(batch) > 0 && !covered {
+		if err := take(); err != nil {
+			return fmt.Errorf("read recent messages: %w", err)
 		}
 	}
 	if oldest > w.epochStart && !(len(older) > 0 && need.Covers(toks, older[len(older)-1])) {
