@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -21,12 +22,15 @@ type SalvageReport struct {
 	// Meta is the meta page the walk started from, or why none could be used.
 	Meta string `json:"meta"`
 	// Recovered counts messages written to Dest; Skipped those found but not
-	// written (SkipReasons says why); Missing those the sessions' metadata counts
-	// but that were not found at all (only known for sessions whose metadata was
-	// readable).
-	Recovered   int            `json:"recovered"`
-	Skipped     int            `json:"skipped"`
-	Missing     int            `json:"missing"`
+	// written (SkipReasons says why); Missing those the file's own evidence
+	// (the sessions' metadata, higher seqs found) says existed but that were
+	// not found at all. When MissingUnknown is set, Missing is only a lower
+	// bound: a session's metadata was lost, or pages were cut off the file,
+	// so messages after the last one found cannot be counted.
+	Recovered      int            `json:"recovered"`
+	Skipped        int            `json:"skipped"`
+	Missing        int            `json:"missing"`
+	MissingUnknown bool           `json:"missing_unknown,omitempty"`
 	SkipReasons map[string]int `json:"skip_reasons,omitempty"`
 	// Orphans counts recovered messages found by scanning pages the tree no
 	// longer reaches (their parent pages are damaged). Their envelopes name
@@ -50,6 +54,10 @@ type SalvageSession struct {
 	Recovered int    `json:"recovered"`
 	Skipped   int    `json:"skipped"`
 	Missing   int    `json:"missing"`
+	// MissingUnknown reports that Missing is a lower bound: the session's
+	// metadata was lost, so messages after the last one found cannot be
+	// counted.
+	MissingUnknown bool `json:"missing_unknown,omitempty"`
 	// MetaOK reports that the session's stored metadata (epochs, title, times)
 	// was readable; otherwise it was rebuilt from the messages.
 	MetaOK bool `json:"meta_ok"`
@@ -63,14 +71,25 @@ const maxReportedDamage = 100
 
 // OK reports that every message the source holds was copied.
 func (r *SalvageReport) OK() bool {
-	return r.Skipped == 0 && r.Missing == 0 && r.Damaged == 0
+	return r.Skipped == 0 && r.Missing == 0 && !r.MissingUnknown && r.Damaged == 0
+}
+
+// missingText is "N missing", or "at least N missing" when unknown is set.
+func missingText(n int, unknown bool) string {
+	switch {
+	case unknown && n == 0:
+		return "an unknown number missing"
+	case unknown:
+		return fmt.Sprintf("at least %d missing", n)
+	}
+	return fmt.Sprintf("%d missing", n)
 }
 
 // String is a human summary, one finding a line.
 func (r *SalvageReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "salvage %s -> %s: %d messages recovered in %d sessions, %d skipped, %d missing\n",
-		r.Source, r.Dest, r.Recovered, len(r.Sessions), r.Skipped, r.Missing)
+	fmt.Fprintf(&b, "salvage %s -> %s: %d messages recovered in %d sessions, %d skipped, %s\n",
+		r.Source, r.Dest, r.Recovered, len(r.Sessions), r.Skipped, missingText(r.Missing, r.MissingUnknown))
 	fmt.Fprintf(&b, "  started from: %s\n", r.Meta)
 	if r.Orphans > 0 {
 		fmt.Fprintf(&b, "  %d messages found on pages the tree no longer reaches (%d of them in salvaged-orphans-N sessions)\n", r.Orphans, r.Unattributed)
@@ -85,9 +104,9 @@ func (r *SalvageReport) String() string {
 		}
 	}
 	for _, s := range r.Sessions {
-		fmt.Fprintf(&b, "  session %q: %d recovered, %d skipped, %d missing", s.Name, s.Recovered, s.Skipped, s.Missing)
+		fmt.Fprintf(&b, "  session %q: %d recovered, %d skipped, %s", s.Name, s.Recovered, s.Skipped, missingText(s.Missing, s.MissingUnknown))
 		if !s.MetaOK {
-			b.WriteString(", metadata rebuilt")
+			b.WriteString(", metadata lost and rebuilt")
 		}
 		if s.Error != "" {
 			fmt.Fprintf(&b, ", NOT WRITTEN: %s", s.Error)
@@ -168,6 +187,9 @@ type salvaged struct {
 	// unattributed counts orphans put in placeholder sessions.
 	unattributed int
 	notes        []string
+	// lostPages counts pages the meta page says exist but that are past
+	// the end of the file.
+	lostPages, lostBytes uint64
 }
 
 type salvageSession struct {
@@ -279,6 +301,16 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 	// A broken meta page means the last commit may be lost from the tree walked
 	// (the other meta is older): its pages are still in the file, so scan.
 	brokenMeta := bf.metaErrs[0] != nil || bf.metaErrs[1] != nil
+	if err == nil {
+		if n := uint64(bf.size) / uint64(bf.pageSize); n < bf.meta.hwm {
+			sv.lostPages = bf.meta.hwm - n
+			sv.lostBytes = sv.lostPages*uint64(bf.pageSize) - uint64(bf.size)%uint64(bf.pageSize)
+		} else if brokenMeta {
+			// The lost commit may have grown the file past the older
+			// meta's high-water mark: scan up to the end of the file.
+			bf.meta.hwm = n
+		}
+	}
 	if len(w.issues) > 0 || err != nil || brokenMeta {
 		// Orphans may be placed by their seqs only if no session can be missing:
 		// the tree down to every session bucket was sound and every session's
@@ -358,11 +390,12 @@ func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string,
 	key := string(e.key)
 	switch {
 	case key == keyMeta && !e.bucket:
-		if s.meta != nil {
-			return
-		}
+		// Scanning finds stale copies of the metadata too: the newest
+		// one (highest last seq, then latest update) describes the most.
 		if m, err := decodeMeta(e.value); err == nil {
-			s.meta = &m
+			if s.meta == nil || m.LastSeq > s.meta.LastSeq || m.LastSeq == s.meta.LastSeq && m.Updated > s.meta.Updated {
+				s.meta = &m
+			}
 		} else {
 			w.issue(append(path, keyMeta), e.page, "%v", err)
 		}
@@ -419,8 +452,9 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		info := SessionInfo{Name: name}
 		if s.meta != nil {
 			info = s.meta.info(name)
-			rs.Missing = max(0, expectedMessages(s.meta)-len(entries))
 		}
+		rs.Missing, rs.MissingUnknown = s.missing(entries)
+		rs.MissingUnknown = rs.MissingUnknown || sv.lostPages > 0
 		if len(entries) == 0 && s.meta == nil && len(s.derived) == 0 {
 			continue // nothing but a name
 		}
@@ -450,7 +484,13 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		r.Recovered += rs.Recovered
 		r.Skipped += rs.Skipped
 		r.Missing += rs.Missing
+		r.MissingUnknown = r.MissingUnknown || rs.MissingUnknown
 		r.Sessions = append(r.Sessions, rs)
+	}
+	if sv.lostPages > 0 {
+		r.MissingUnknown = true
+		sv.notes = append(sv.notes, fmt.Sprintf("%d pages (%d bytes) were cut off the end of the file: messages on them are lost, and those after each session's last one found cannot be counted",
+			sv.lostPages, sv.lostBytes))
 	}
 	r.Orphans, r.Unattributed = sv.orphans, sv.unattributed
 	r.Notes = append(r.Notes, sv.notes...)
@@ -499,15 +539,58 @@ func mapKeysU[V any](m map[uint64]V) iter.Seq[uint64] {
 	}
 }
 
-// expectedMessages is how many messages the metadata says the session holds.
-func expectedMessages(m *sessionMeta) int {
-	n := 0
-	for _, e := range m.Epochs {
-		if !e.Purged {
-			n += e.Messages
+// missing counts the seqs the file's own evidence says the session held but
+// that are not among entries (nor skipped): those of every epoch the metadata
+// lists and not purged, and every seq below the highest one found (seqs are
+// assigned without gaps). Without metadata the count starts at the lowest seq
+// found and unknown is set: nothing tells how many came after the last.
+func (s *salvageSession) missing(entries []Entry) (n int, unknown bool) {
+	have := make(map[uint64]bool, len(entries))
+	var lo, hi uint64
+	for i, e := range entries {
+		have[e.Seq] = true
+		if i == 0 || e.Seq < lo {
+			lo = e.Seq
+		}
+		hi = max(hi, e.Seq)
+	}
+	for seq := range s.msgs {
+		hi = max(hi, seq)
+	}
+	var expect uint64
+	count := func(first, last uint64) { // ranges never overlap
+		if first == 0 || last < first {
+			return
+		}
+		expect += last - first + 1
+		for seq := range have {
+			if seq >= first && seq <= last {
+				expect--
+			}
 		}
 	}
-	return n
+	if s.meta == nil {
+		if len(entries) > 0 {
+			count(lo, hi)
+		}
+		return clampMissing(expect, s.skipped), true
+	}
+	for _, e := range s.meta.Epochs {
+		if !e.Purged && e.Last >= e.First {
+			count(e.First, e.Last)
+		}
+	}
+	if hi > s.meta.LastSeq {
+		count(s.meta.LastSeq+1, hi)
+	}
+	return clampMissing(expect, s.skipped), false
+}
+
+// clampMissing is expect less skipped, at least 0 and at most MaxInt32 (a
+// damaged seq can claim any range).
+func clampMissing(expect uint64, skipped int) int {
+	expect = min(expect, math.MaxInt32)
+	return max(0, int(expect)-skipped)
 }
 
 // guessGeometry sets the page size and page count of a file whose meta pages are

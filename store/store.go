@@ -61,6 +61,7 @@ type Store struct {
 	closeErr  error
 	lingerGen int  // identifies the current linger; a newer one cancels it
 	poisoned  bool // a fault hit the open db: close it, do not linger
+	replaced  bool // another file was moved to the path: close db, do not reuse it
 
 	qmu        sync.Mutex // guards the group-commit queue
 	queue      []*writeReq
