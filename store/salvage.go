@@ -31,7 +31,7 @@ type SalvageReport struct {
 	Skipped        int            `json:"skipped"`
 	Missing        int            `json:"missing"`
 	MissingUnknown bool           `json:"missing_unknown,omitempty"`
-	SkipReasons map[string]int `json:"skip_reasons,omitempty"`
+	SkipReasons    map[string]int `json:"skip_reasons,omitempty"`
 	// Orphans counts recovered messages found by scanning pages the tree no
 	// longer reaches (their parent pages are damaged). Their envelopes name
 	// their session (envelope version 2 on); Unattributed counts those that
