@@ -9,6 +9,7 @@ import (
 	"iter"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -148,8 +149,14 @@ func mapsKeys[V any](m map[string]V) iter.Seq[string] {
 // Tombstones of purged sessions are not copied: in dst a session created
 // under a purged name starts again at epoch 1 and seq 1.
 //
-// The error is non-nil only when nothing could be done (src unreadable or not a
-// bbolt file, dst exists or cannot be written); damage is in the report.
+// dst is written under a temporary name beside it and appears only when the
+// salvage completed: a cancelled ctx or a failed write (a full disk) returns
+// an error and leaves no dst behind, so nothing incomplete looks finished.
+// Temporary files of salvages killed earlier are removed.
+//
+// The error is non-nil when the salvage did not complete (src unreadable or not a
+// bbolt file, dst exists or cannot be written, ctx cancelled); damage is in the
+// report.
 func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {
 	if _, err := os.Stat(dst); err == nil {
 		return nil, fmt.Errorf("salvage %s: destination %s exists", src, dst)
@@ -169,12 +176,32 @@ func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {
 	r := &SalvageReport{Source: src, Dest: dst, SkipReasons: map[string]int{}, byReason: map[string]string{}}
 	sv, err := readForSalvage(ctx, src, r)
 	if err != nil {
-		return r, err
+		return r, incomplete(src, dst, err)
 	}
 	if err := sv.write(ctx, dst, r); err != nil {
-		return r, err
+		return r, incomplete(src, dst, err)
 	}
 	return r, nil
+}
+
+// incomplete describes a salvage that stopped before dst was written.
+func incomplete(src, dst string, err error) error {
+	if errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	return fmt.Errorf("salvage %s incomplete, %s not written (run it again): %w", src, dst, err)
+}
+
+// salvageTempSuffix follows the destination's name (after a dot) in the
+// name of the file a salvage writes before it is complete.
+const salvageTempSuffix = ".salvage-"
+
+// fatalWriteError reports whether err, from writing the salvaged copy, means
+// the copy cannot be completed (cancelled, or a failed commit such as a full
+// disk) rather than that one session's records were refused.
+func fatalWriteError(ctx context.Context, err error) bool {
+	refused := errors.Is(err, ctxstore.ErrInvalidMessage) || errors.Is(err, ErrNotEmpty) || errors.Is(err, ErrConflict)
+	return ctx.Err() != nil || !refused
 }
 
 // salvaged is what a walk of a damaged file found, per session.
@@ -436,11 +463,24 @@ func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string,
 	}
 }
 
-// write creates dst and imports every session found.
+// write imports every session found into a temporary file, which becomes dst
+// once everything is written.
 func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) error {
-	st, err := Open(dst, Options{})
+	removeAbandonedTemps(dst, salvageTempSuffix)
+	dir, base := filepath.Split(dst)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+salvageTempSuffix+"*") // O_EXCL, mode 0600
 	if err != nil {
-		return fmt.Errorf("salvage %s: create %s: %w", r.Source, dst, err)
+		return fmt.Errorf("create %s: %w", dst, err)
+	}
+	tmp := f.Name()
+	f.Close()
+	defer os.Remove(tmp) // after the link below, only the temporary name goes
+	st, err := Open(tmp, Options{})
+	if err != nil {
+		return fmt.Errorf("create %s: %w", dst, err)
 	}
 	defer st.Close()
 	names := slices.Clone(sv.order)
@@ -458,13 +498,20 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		if len(entries) == 0 && s.meta == nil && len(s.derived) == 0 {
 			continue // nothing but a name
 		}
-		err := st.ImportSession(ctx, info, func(yield func(Entry, error) bool) {
-			for _, e := range entries {
-				if !yield(e, nil) {
-					return
+		// A name from a damaged page may be one the store refuses.
+		err := checkSession(name)
+		if err == nil {
+			err = st.ImportSession(ctx, info, func(yield func(Entry, error) bool) {
+				for _, e := range entries {
+					if !yield(e, nil) {
+						return
+					}
 				}
+			})
+			if err != nil && fatalWriteError(ctx, err) {
+				return fmt.Errorf("write session %q: %w", name, err)
 			}
-		})
+		}
 		if err != nil {
 			rs.Error = err.Error()
 			rs.Skipped += len(entries)
@@ -476,6 +523,9 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		rs.Recovered = len(entries)
 		for _, d := range s.derived {
 			if err := st.PutDerived(ctx, name, d.Kind, d.Key, d.Value); err != nil {
+				if fatalWriteError(ctx, err) {
+					return fmt.Errorf("write session %q: %w", name, err)
+				}
 				sv.skip(nil, "derived record could not be written", err.Error())
 				continue
 			}
@@ -499,7 +549,18 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		r.byReason[k] = sv.examples[k]
 	}
 	if err := st.Close(); err != nil {
-		return fmt.Errorf("salvage %s: close %s: %w", r.Source, dst, err)
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Link, unlike rename, fails if dst appeared meanwhile.
+	if err := os.Link(tmp, dst); err != nil {
+		return fmt.Errorf("create %s: %w", dst, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
 	}
 	return nil
 }

@@ -101,7 +101,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if !opts.ReadOnly {
-		removeAbandonedTemps(path)
+		removeAbandonedTemps(path, tempSuffix)
 	}
 	return s, nil
 }
@@ -111,16 +111,17 @@ func Open(path string, opts Options) (*Store, error) {
 // one belongs to a process killed while creating.
 const tempAbandonedAfter = time.Minute
 
-// removeAbandonedTemps deletes temporary files createFile left behind when
-// its process was killed. Only old ones: a younger one may be another
+// removeAbandonedTemps deletes the temporary files named ".<base of
+// path><suffix>*" that a process killed while creating path left behind
+// (createFile's, Salvage's). Only old ones: a younger one may be another
 // process's creation in progress. Best effort: a leftover costs disk space,
 // nothing else.
-func removeAbandonedTemps(path string) {
+func removeAbandonedTemps(path, suffix string) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	names, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+tempSuffix+"*"))
+	names, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+suffix+"*"))
 	for _, name := range names {
 		fi, err := os.Lstat(name)
 		if err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > tempAbandonedAfter {

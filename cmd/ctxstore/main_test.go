@@ -139,21 +139,8 @@ func (e *env) run(stdin string, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = e.vars
-	cmd.Dir = e.dir
 	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			e.t.Fatalf("ctxstore %v: %v", args, err)
-		}
-		r.code = ee.ExitCode()
-	}
-	return r
+	return e.runCmd(cmd)
 }
 
 // ok runs the command and fails the test unless it exits 0.
