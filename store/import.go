@@ -33,8 +33,10 @@ const (
 // written in batches of that size, so any number can be streamed; each batch
 // writes the session's metadata as it stands with the messages so far, so a
 // process killed part-way leaves a shorter session that is consistent
-// (counts match its messages, Verify finds no damage), never one whose
-// counts are wrong. Between batches the session is visible: if another
+// (counts match its messages), never one whose counts are wrong; until the
+// last batch the session is marked (SessionInfo.Importing), so one left
+// short is never taken for complete: importing it again fails with
+// ErrNotEmpty saying so, and Verify reports it. Between batches the session is visible: if another
 // writer changes it meanwhile, the import stops with ErrConflict rather than
 // overwrite that writer's messages. A failure part-way that the process
 // survives removes what was imported (leaving a tombstone, as Purge does),
@@ -102,13 +104,20 @@ type importer struct {
 func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Seq2[Entry, error]) error {
 	var batch []envelope
 	size := 0
-	flush := func() error {
+	// Every batch but the last marks the session as being imported, so a
+	// process killed part-way leaves a session that says it is incomplete.
+	flush := func(last bool) error {
 		b, meta, create := batch, im.finish(), !im.createdSession
+		meta.Importing = !last
 		batch, size = nil, 0
 		err := s.write(ctx, func(w *wtx) error {
 			var ws *wsession
 			if create {
-				_, err := w.session(im.name)
+				old, err := w.session(im.name)
+				if err == nil && old.meta.Importing {
+					return reject(fmt.Errorf("store: import session %q: %w: it holds an unfinished import (%d messages so far); if no other import of it is running, purge it and import it again",
+						im.name, ErrNotEmpty, old.meta.Total))
+				}
 				if err == nil {
 					return reject(fmt.Errorf("store: import session %q: %w: it exists", im.name, ErrNotEmpty))
 				}
@@ -164,15 +173,12 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 		batch = append(batch, env)
 		size += len(env.Raw)
 		if len(batch) >= importBatchEntries || size >= importBatchBytes {
-			if err := flush(); err != nil {
+			if err := flush(false); err != nil {
 				return err
 			}
 		}
 	}
-	if len(batch) == 0 && im.createdSession {
-		return nil
-	}
-	return flush()
+	return flush(true)
 }
 
 // add checks e and accounts for it.

@@ -424,6 +424,9 @@ func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exp
 		})
 	}
 	if opt.skipExisting {
+		if err := unfinishedImport(ctx, st, rec); err != nil {
+			return 0, false, err
+		}
 		if _, err := st.Session(ctx, rec.Name); err == nil {
 			for range rec.Messages {
 				if _, err := lr.next(); err != nil {
@@ -456,6 +459,8 @@ func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exp
 	switch {
 	case readErr != nil:
 		return 0, false, readErr
+	case errors.Is(err, store.ErrNotEmpty) && unfinishedImport(ctx, st, rec) != nil:
+		return 0, false, unfinishedImport(ctx, st, rec)
 	case errors.Is(err, store.ErrNotEmpty) && opt.skipExisting:
 		// Another writer created the session after the check above:
 		// nothing of ours was written; skip the rest of it the same way.
@@ -481,6 +486,17 @@ func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exp
 		return 0, false, err
 	}
 	return n, false, nil
+}
+
+// unfinishedImport returns an error if the store holds rec's session from
+// an import that did not finish: it must not be taken for present.
+func unfinishedImport(ctx context.Context, st *store.Store, rec exportSession) error {
+	si, err := st.Session(ctx, rec.Name)
+	if err != nil || !si.Importing {
+		return nil
+	}
+	return fmt.Errorf("session %q in %s holds an unfinished import (%d of the export's %d messages): it was not skipped as present; if no other import is running, remove it with 'ctxstore purge %s --yes' and import again",
+		rec.Name, st.Path(), si.TotalMessages, rec.Messages, shellQuote(rec.Name))
 }
 
 // importDerived stores the derived records that follow a session's

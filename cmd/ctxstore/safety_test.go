@@ -118,3 +118,73 @@ func TestSalvageInterruptedOrFullDisk(t *testing.T) {
 	}
 	noTemps(t, filepath.Dir(out))
 }
+
+// An import killed part-way leaves its session marked unfinished: import
+// --skip-existing refuses to take it for present, verify reports it, and
+// after a purge the import goes through whole.
+func TestKilledImportIsNotTakenForDone(t *testing.T) {
+	e := newEnv(t)
+	src := filepath.Join(e.dir, "src.db")
+	const n = 3000 // three import batches
+	fillStore(t, src, "s", n)
+	export := e.ok("", "--db", src, "export", "s").stdout
+	lines := strings.SplitAfter(export, "\n")
+
+	// Feed the import the header, the session and 1500 messages, then
+	// wait: the first batch is committed, the rest never comes.
+	cmd := exec.Command(binary, "import", "-")
+	cmd.Env = e.vars
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if _, err := stdin.Write([]byte(strings.Join(lines[:2+1500], ""))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if si, ok := sessionInfo(t, e.db, "s"); ok && si.TotalMessages > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the import's first batch never appeared")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+
+	exportFile := filepath.Join(e.dir, "s.jsonl")
+	if err := os.WriteFile(exportFile, []byte(export), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.fail(1, "", []string{"import", "--skip-existing", exportFile}, `session "s"`, "unfinished import", "ctxstore purge s --yes")
+	e.fail(1, "", []string{"import", exportFile}, "unfinished import", "ctxstore purge s --yes")
+	r := e.run("", "verify")
+	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, "import") {
+		t.Errorf("verify of a file with an unfinished import: want exit 1 naming it, got %s", r)
+	}
+	e.ok("", "purge", "s", "--yes")
+	e.ok("", "import", exportFile)
+	if si, _ := sessionInfo(t, e.db, "s"); si.TotalMessages != n || si.Importing {
+		t.Fatalf("after purge and import: %+v", si)
+	}
+	e.ok("", "verify")
+}
+
+// sessionInfo reads a session's metadata the way another process would.
+func sessionInfo(t *testing.T, path, session string) (store.SessionInfo, bool) {
+	t.Helper()
+	st, err := store.Open(path, store.Options{ReadOnly: true})
+	if err != nil {
+		return store.SessionInfo{}, false
+	}
+	defer st.Close()
+	si, err := st.Session(t.Context(), session)
+	return si, err == nil
+}
