@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,4 +188,118 @@ func sessionInfo(t *testing.T, path, session string) (store.SessionInfo, bool) {
 	defer st.Close()
 	si, err := st.Session(t.Context(), session)
 	return si, err == nil
+}
+
+// compact-file never leaves something that looks finished when it is not:
+// a copy that fails (full disk) or is interrupted leaves neither OUT nor a
+// temporary file, and the retry works; a copy left by a killed run is
+// removed by the next one; in place, the file keeps its mode (and, as
+// root, its owner), and a symlinked --db keeps being a symlink to the
+// compacted file.
+func TestCompactFileFailuresAndPaths(t *testing.T) {
+	e := newEnv(t)
+	fillStore(t, e.db, "s", 20000)
+	out := filepath.Join(e.dir, "out", "small.db")
+	if err := os.Mkdir(filepath.Dir(out), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("full disk", func(t *testing.T) {
+		r := e.runLimited(2048, "compact-file", out)
+		if r.code == 0 || !strings.Contains(r.stderr, "unchanged") {
+			t.Errorf("compact-file onto a full disk: want a non-zero exit saying nothing changed, got %s", r)
+		}
+		if _, err := os.Lstat(out); err == nil {
+			t.Error("a failed compact-file left OUT behind")
+		}
+		noTemps(t, filepath.Dir(out))
+		e.ok("", "compact-file", out) // the retry is not blocked
+		e.ok("", "--db", out, "verify")
+	})
+
+	t.Run("stale temp from a killed run", func(t *testing.T) {
+		stale := filepath.Join(e.dir, ".test.db"+compactTempSuffix+"123")
+		if err := os.WriteFile(stale, make([]byte, 1<<20), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-time.Hour)
+		os.Chtimes(stale, old, old)
+		e.ok("", "compact-file")
+		if _, err := os.Stat(stale); err == nil {
+			t.Error("the copy a killed compact-file left is still there")
+		}
+	})
+
+	// Early (while it verifies the file) and late (while it copies).
+	for _, delay := range []time.Duration{30 * time.Millisecond, 150 * time.Millisecond} {
+		t.Run(fmt.Sprintf("SIGINT after %v", delay), func(t *testing.T) {
+			before, _ := os.Stat(e.db)
+			cmd := exec.Command(binary, "compact-file")
+			cmd.Env = e.vars
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(delay)
+			cmd.Process.Signal(syscall.SIGINT)
+			err := cmd.Wait()
+			after, _ := os.Stat(e.db)
+			if err == nil {
+				t.Log("compact-file finished before SIGINT arrived")
+			} else if !os.SameFile(before, after) || !strings.Contains(stderr.String(), "unchanged") {
+				t.Errorf("interrupted compact-file: %v, replaced %v, stderr:\n%s", err, !os.SameFile(before, after), stderr.String())
+			} else {
+				t.Log(strings.TrimSpace(stderr.String()))
+			}
+			noTemps(t, e.dir)
+			e.ok("", "verify")
+		})
+	}
+
+	t.Run("mode and owner kept", func(t *testing.T) {
+		if err := os.Chmod(e.db, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		owner := os.Getuid()
+		if owner == 0 {
+			owner = 4321 // as root, hand the file to someone else
+			if err := os.Chown(e.db, owner, owner); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.ok("", "compact-file")
+		fi, err := os.Stat(e.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o640 {
+			t.Errorf("mode after compact-file: %v, want 0640", fi.Mode().Perm())
+		}
+		if uid := int(fi.Sys().(*syscall.Stat_t).Uid); uid != owner {
+			t.Errorf("owner after compact-file: %d, want %d", uid, owner)
+		}
+	})
+
+	t.Run("symlinked db", func(t *testing.T) {
+		link := filepath.Join(e.dir, "link.db")
+		if err := os.Symlink(e.db, link); err != nil {
+			t.Fatal(err)
+		}
+		e.ok("", "--db", link, "compact-file")
+		if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Fatalf("compact-file replaced the symlink itself: %v %v", fi.Mode(), err)
+		}
+		e.ok("", "--db", link, "verify")
+		noTemps(t, e.dir)
+	})
+
+	t.Run("OUT is the database", func(t *testing.T) {
+		link := filepath.Join(e.dir, "other-name.db")
+		if err := os.Link(e.db, link); err != nil {
+			t.Fatal(err)
+		}
+		e.fail(1, "", []string{"compact-file", e.db}, "exists")
+		e.fail(1, "", []string{"compact-file", link}, "exists")
+	})
 }
