@@ -425,6 +425,9 @@ func describeForeign(bf *boltFile) string {
 	head := make([]byte, 512)
 	n, _ := bf.f.ReadAt(head, 0)
 	head = head[:n]
+	if n < boltPageHeaderSize+4 {
+		return fmt.Sprintf("not a bbolt file: unreadable (%d bytes read)", n)
+	}
 	if binary.NativeEndian.Uint32(head[boltPageHeaderSize:]) == boltMagic {
 		return "" // a bbolt file, damaged: the meta errors say how
 	}

@@ -206,3 +206,16 @@ func TestFileReplacedUnderGroupCommit(t *testing.T) {
 		}
 	}
 }
+
+// A directory is not a store: Open and Salvage say so, and nothing panics.
+func TestOpenDirectory(t *testing.T) {
+	dir := t.TempDir()
+	for _, ro := range []bool{false, true} {
+		if _, err := Open(dir, Options{ReadOnly: ro}); err == nil || !strings.Contains(err.Error(), "is a directory") {
+			t.Errorf("Open(dir, ReadOnly %v) = %v, want an error saying it is a directory", ro, err)
+		}
+	}
+	if _, err := Salvage(context.Background(), dir, filepath.Join(t.TempDir(), "out.db")); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("Salvage(dir) = %v, want an error saying it is a directory", err)
+	}
+}

@@ -168,6 +168,9 @@ func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("salvage %s: is a directory, not a store file", src)
+	}
 	if err := lockShared(f, DefaultLockTimeout); err != nil {
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}

@@ -81,8 +81,10 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{path: path, opts: opts}
 	s.idle.L = &s.mu
 
-	_, statErr := os.Stat(path)
+	fi, statErr := os.Stat(path)
 	switch {
+	case statErr == nil && fi.IsDir():
+		return nil, fmt.Errorf("store %s: is a directory, not a store file (name a file in it, such as %s)", path, filepath.Join(path, "ctxstore.db"))
 	case statErr == nil:
 		if err := checkFile(path); err != nil {
 			return nil, err

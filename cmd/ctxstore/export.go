@@ -143,7 +143,12 @@ func writeExport(ctx context.Context, st *store.Store, names []string, w io.Writ
 		}
 		infos = all
 	} else {
+		seen := map[string]bool{}
 		for _, n := range names {
+			if seen[n] {
+				continue // a session named twice is exported once
+			}
+			seen[n] = true
 			info, err := st.Session(ctx, n)
 			if err != nil {
 				return exportStats{}, explain(st.Path(), n, err)

@@ -659,18 +659,20 @@ func TestTail(t *testing.T) {
 	e.fail(1, "", []string{"tail", "nope"}, `session "nope" not found`)
 }
 
-func TestTailFollow(t *testing.T) {
-	e := newEnv(t)
-	e.ok(conversation, "add", "s")
-	cmd := exec.Command(binary, "tail", "-f", "-n", "1", "s", "--jsonl")
+// start starts the command and returns it, the lines it prints as they
+// come, and what it writes to stderr. The command is killed when the test
+// ends.
+func (e *env) start(args ...string) (*exec.Cmd, <-chan string, *bytes.Buffer) {
+	e.t.Helper()
+	cmd := exec.Command(binary, args...)
 	cmd.Env = e.vars
 	stdout, _ := cmd.StdoutPipe()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	e.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	lines := make(chan string, 100)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -679,6 +681,13 @@ func TestTailFollow(t *testing.T) {
 		}
 		close(lines)
 	}()
+	return cmd, lines, &stderr
+}
+
+func TestTailFollow(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	cmd, lines, stderr := e.start("tail", "-f", "-n", "1", "s", "--jsonl")
 	next := func() string {
 		t.Helper()
 		select {

@@ -303,3 +303,66 @@ func TestCompactFileFailuresAndPaths(t *testing.T) {
 		e.fail(1, "", []string{"compact-file", link}, "exists")
 	})
 }
+
+// Paths that are not plain files: a directory as --db is a clear error for
+// every command, never a panic; a symlinked --db is followed by tail -f;
+// export -o never writes over the database, under any of its names, and
+// `export s s` writes s once.
+func TestUnusualPaths(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+
+	dir := filepath.Join(e.dir, "adir")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"ls"}, {"show", "s"}, {"add", "s"}, {"verify"}, {"compact-file"}, {"export"}, {"doctor", "--salvage", filepath.Join(e.dir, "x.db")}} {
+		r := e.fail(1, conversation, append([]string{"--db", dir}, args...), "is a directory")
+		if strings.Contains(r.stderr, "panic") {
+			t.Errorf("%v panicked: %s", args, r.stderr)
+		}
+	}
+
+	link := filepath.Join(e.dir, "elsewhere", "link.db")
+	if err := os.Mkdir(filepath.Dir(link), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.db, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("tail -f through a symlink", func(t *testing.T) {
+		_, lines, _ := e.start("--db", link, "tail", "-f", "-n", "1", "s", "--jsonl")
+		<-lines // the last message: tail is following
+		e.ok(`{"role":"user","content":"written through the real path"}`, "add", "s")
+		select {
+		case l := <-lines:
+			if !strings.Contains(l, "written through the real path") {
+				t.Fatalf("tail -f printed %q", l)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("tail -f on a symlinked --db did not see an append within 10 s")
+		}
+	})
+
+	t.Run("export -o onto the database", func(t *testing.T) {
+		hard := filepath.Join(e.dir, "hard.db")
+		if err := os.Link(e.db, hard); err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range []string{e.db, link, hard} {
+			e.fail(1, "", []string{"export", "-o", target}, "database itself")
+		}
+		e.ok("", "verify")
+		e.ok("", "show", "s")
+	})
+
+	t.Run("export s s", func(t *testing.T) {
+		out := e.ok("", "export", "s", "s").stdout
+		if n := strings.Count(out, `"type":"session"`); n != 1 {
+			t.Fatalf("export s s wrote %d session records", n)
+		}
+		fresh := newEnv(t)
+		fresh.ok(out, "import", "-")
+		fresh.ok("", "verify")
+	})
+}

@@ -63,6 +63,13 @@ the export is complete.`,
 // exportToFile writes the export beside path and renames it into place once
 // complete, so an interrupted export never leaves a plausible-looking file.
 func exportToFile(ctx context.Context, st *store.Store, names []string, path string) (exportStats, error) {
+	if same, _ := sameFilePath(st.Path(), path); same {
+		return exportStats{}, fmt.Errorf("export: %s is the database itself: writing the export there would replace the store; pick another file", path)
+	}
+	// An existing symlink stays: the file it points to is replaced.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return exportStats{}, fmt.Errorf("export: %w", err)
