@@ -203,7 +203,8 @@ const salvageTempSuffix = ".salvage-"
 // the copy cannot be completed (cancelled, or a failed commit such as a full
 // disk) rather than that one session's records were refused.
 func fatalWriteError(ctx context.Context, err error) bool {
-	refused := errors.Is(err, ctxstore.ErrInvalidMessage) || errors.Is(err, ErrNotEmpty) || errors.Is(err, ErrConflict)
+	refused := errors.Is(err, ctxstore.ErrInvalidMessage) || errors.Is(err, ErrInvalidImport) ||
+		errors.Is(err, ErrNotEmpty) || errors.Is(err, ErrConflict)
 	return ctx.Err() != nil || !refused
 }
 
@@ -494,7 +495,7 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		entries := sv.entries(s)
 		info := SessionInfo{Name: name}
 		if s.meta != nil {
-			info = s.meta.info(name)
+			info = fitInfo(s.meta.info(name), entries)
 		}
 		rs.Missing, rs.MissingUnknown = s.missing(entries)
 		rs.MissingUnknown = rs.MissingUnknown || sv.lostPages > 0
@@ -601,6 +602,22 @@ func mapKeysU[V any](m map[uint64]V) iter.Seq[uint64] {
 			}
 		}
 	}
+}
+
+// fitInfo stretches the metadata found for a session, which may be an older
+// copy than its newest messages, to cover entries: the last seq and current
+// epoch, and each epoch's last seq.
+func fitInfo(info SessionInfo, entries []Entry) SessionInfo {
+	for _, e := range entries {
+		info.LastSeq = max(info.LastSeq, e.Seq)
+		info.Epoch = max(info.Epoch, e.Epoch)
+		for i := range info.Epochs {
+			if ep := &info.Epochs[i]; ep.Epoch == e.Epoch && ep.LastSeq < e.Seq {
+				ep.LastSeq = e.Seq
+			}
+		}
+	}
+	return info
 }
 
 // missing counts the seqs the file's own evidence says the session held but

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.etcd.io/bbolt"
 )
@@ -24,6 +25,10 @@ const (
 	lingerFor = 2 * time.Millisecond
 	// MaxSessionName is the longest session name, in bytes.
 	MaxSessionName = 1024
+	// maxSeq is the highest seq or epoch a session may reach: far beyond
+	// any real use, it leaves room to count on without overflow, and
+	// fits the signed integers of other tools reading exports.
+	maxSeq = 1<<63 - 1
 )
 
 // Options configure a Store. The zero value is the safe default.
@@ -301,6 +306,9 @@ func checkSession(name string) error {
 	}
 	if len(name) > MaxSessionName {
 		return fmt.Errorf("store: session name of %d bytes, over %d", len(name), MaxSessionName)
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("store: session name %q is not valid UTF-8", name)
 	}
 	return nil
 }

@@ -64,6 +64,7 @@ import (
 	"iter"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/resume"
@@ -161,6 +162,11 @@ func writeExport(ctx context.Context, st *store.Store, names []string, w io.Writ
 	var stats exportStats
 	if err := writeJSONLine(bw, exportHeader{Format: exportFormat, Version: exportVersion, Sessions: len(infos)}); err != nil {
 		return stats, err
+	}
+	for _, info := range infos {
+		if !utf8.ValidString(info.Name) {
+			return exportStats{}, fmt.Errorf("session %q in %s: its name is not valid UTF-8, which an export cannot carry faithfully; nothing was exported (name the other sessions to export them)", info.Name, st.Path())
+		}
 	}
 	line := make([]byte, 0, 4096)
 	for _, info := range infos {
@@ -364,6 +370,7 @@ type importStats struct {
 // earlier sessions imported and the failing one absent.
 func readExport(ctx context.Context, st *store.Store, lr *lineReader, opt importOptions) (importStats, error) {
 	var stats importStats
+	seen := map[string]int{} // session name -> line of its record
 	for {
 		line, err := lr.next()
 		if err == io.EOF {
@@ -399,6 +406,15 @@ func readExport(ctx context.Context, st *store.Store, lr *lineReader, opt import
 			if rec.Name == "" {
 				return stats, lr.errorf("session record without a name")
 			}
+			if !utf8.Valid(line) {
+				// JSON decoding would turn the bad bytes into U+FFFD,
+				// and two different names into one.
+				return stats, lr.errorf("session record of %q is not valid UTF-8; session names and titles must be", rec.Name)
+			}
+			if first, dup := seen[rec.Name]; dup {
+				return stats, lr.errorf("session %q appears a second time in the export (first on line %d); nothing of the second was imported", rec.Name, first)
+			}
+			seen[rec.Name] = lr.no
 			n, skipped, err := importSession(ctx, st, lr, rec, opt)
 			if err != nil {
 				return stats, err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,6 +31,9 @@ const roleEnv = "CTXSTORE_CLI_TEST_ROLE"
 func TestMain(m *testing.M) {
 	if role := os.Getenv(roleEnv); role != "" {
 		os.Exit(runRole(role))
+	}
+	if slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.fuzzworker") }) {
+		os.Exit(m.Run()) // fuzz targets run in-process: no binary needed
 	}
 	dir, err := os.MkdirTemp("", "ctxstore-cli-test")
 	if err != nil {
