@@ -152,15 +152,15 @@ func compactInPlace(ctx context.Context, path string, wait time.Duration) error 
 	})
 }
 
-// removeStaleCompactions deletes copies of dst that a killed compact-file
-// left behind: only ones older than a minute, which no run can still be
-// writing. Best effort.
-func removeStaleCompactions(dst string) {
+// removeStaleTemps deletes the temporary files ".<base of dst><suffix>*" a
+// killed run left behind: only ones older than a minute, which no run can
+// still be writing. Best effort.
+func removeStaleTemps(dst, suffix string) {
 	dir, base := filepath.Split(dst)
 	if dir == "" {
 		dir = "."
 	}
-	names, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+".compact*"))
+	names, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+suffix+"*"))
 	for _, name := range names {
 		if fi, err := os.Lstat(name); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > time.Minute {
 			_ = os.Remove(name)
@@ -186,7 +186,7 @@ func globEscape(s string) string {
 // place, before closing src (releasing the lock). Whatever fails or is
 // cancelled, the temporary file is removed and dst is left as it was.
 func copyCompacted(ctx context.Context, f *os.File, src, dst string, readOnly bool, finish func(tmp string) error) (err error) {
-	removeStaleCompactions(dst)
+	removeStaleTemps(dst, ".compact") // also the older ".compact<digits>" names
 	db, err := bbolt.Open(src, 0o600, &bbolt.Options{
 		OpenFile: func(string, int, os.FileMode) (*os.File, error) { return f, nil },
 		ReadOnly: readOnly,

@@ -66,10 +66,42 @@ func zeroMetaPage(t *testing.T, path string, page int) {
 	}
 }
 
-// A salvage that cannot finish (the disk fills, or Ctrl-C) exits non-zero,
-// says the output was not written, and leaves neither OUT nor a temporary
-// file; a salvage that exits 0 wrote everything.
-func TestSalvageInterruptedOrFullDisk(t *testing.T) {
+// Every command that writes a file, when the disk fills (RLIMIT_FSIZE at a
+// fifth of the output), exits 1 saying the output was not written or the
+// target is unchanged, leaves neither OUT nor a temporary file, and does
+// not block the retry.
+func TestOutputsOnFullDisk(t *testing.T) {
+	e := newEnv(t)
+	fillStore(t, e.db, "s", 30000)
+	for _, c := range []struct {
+		name string
+		args func(out string) []string
+		want string
+	}{
+		{"doctor --salvage", func(out string) []string { return []string{"doctor", "--salvage", out} }, "not written"},
+		{"compact-file OUT", func(out string) []string { return []string{"compact-file", out} }, "unchanged"},
+		{"export -o", func(out string) []string { return []string{"export", "-o", out} }, "not written"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out")
+			r := e.runLimited(2048, c.args(out)...)
+			if r.code != 1 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("on a full disk: want exit 1 and %q, got %s", c.want, r)
+			}
+			if _, err := os.Lstat(out); err == nil {
+				t.Error("a failed run left OUT behind")
+			}
+			noTemps(t, dir)
+			e.ok("", c.args(out)...)
+		})
+	}
+}
+
+// A salvage interrupted by Ctrl-C exits non-zero, says the output was not
+// written, and leaves neither OUT nor a temporary file; a salvage that exits
+// 0 wrote everything.
+func TestSalvageInterrupted(t *testing.T) {
 	e := newEnv(t)
 	const n = 30000
 	fillStore(t, e.db, "s", n)
@@ -78,15 +110,6 @@ func TestSalvageInterruptedOrFullDisk(t *testing.T) {
 	if err := os.Mkdir(filepath.Dir(out), 0o700); err != nil {
 		t.Fatal(err)
 	}
-
-	r := e.runLimited(2048, "doctor", "--salvage", out) // 1 MiB, a fifth of the copy: a full disk
-	if r.code == 0 || !strings.Contains(r.stderr, "not written") {
-		t.Errorf("salvage onto a full disk: want a non-zero exit saying OUT was not written, got %s", r)
-	}
-	if _, err := os.Stat(out); err == nil {
-		t.Error("a failed salvage left OUT behind")
-	}
-	noTemps(t, filepath.Dir(out))
 
 	cmd := exec.Command(binary, "doctor", "--salvage", out)
 	cmd.Env = e.vars
@@ -191,8 +214,7 @@ func sessionInfo(t *testing.T, path, session string) (store.SessionInfo, bool) {
 }
 
 // compact-file never leaves something that looks finished when it is not:
-// a copy that fails (full disk) or is interrupted leaves neither OUT nor a
-// temporary file, and the retry works; a copy left by a killed run is
+// an interrupted copy leaves no temporary file; a copy left by a killed run is
 // removed by the next one; in place, the file keeps its mode (and, as
 // root, its owner), and a symlinked --db keeps being a symlink to the
 // compacted file.
@@ -203,19 +225,6 @@ func TestCompactFileFailuresAndPaths(t *testing.T) {
 	if err := os.Mkdir(filepath.Dir(out), 0o700); err != nil {
 		t.Fatal(err)
 	}
-
-	t.Run("full disk", func(t *testing.T) {
-		r := e.runLimited(2048, "compact-file", out)
-		if r.code == 0 || !strings.Contains(r.stderr, "unchanged") {
-			t.Errorf("compact-file onto a full disk: want a non-zero exit saying nothing changed, got %s", r)
-		}
-		if _, err := os.Lstat(out); err == nil {
-			t.Error("a failed compact-file left OUT behind")
-		}
-		noTemps(t, filepath.Dir(out))
-		e.ok("", "compact-file", out) // the retry is not blocked
-		e.ok("", "--db", out, "verify")
-	})
 
 	t.Run("stale temp from a killed run", func(t *testing.T) {
 		stale := filepath.Join(e.dir, ".test.db"+compactTempSuffix+"123")

@@ -70,6 +70,7 @@ func exportToFile(ctx context.Context, st *store.Store, names []string, path str
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
+	removeStaleTemps(path, ".tmp")
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return exportStats{}, fmt.Errorf("export: %w", err)
@@ -86,7 +87,7 @@ func exportToFile(ctx context.Context, st *store.Store, names []string, path str
 		err = os.Rename(tmp.Name(), path)
 	}
 	if err != nil {
-		return stats, fmt.Errorf("export to %s: %w", path, err)
+		return stats, fmt.Errorf("export to %s: %w; %s was not written", path, err, path)
 	}
 	return stats, nil
 }
