@@ -83,6 +83,9 @@
 // and unlocks at once if it succeeds after everyone gave up. After locking,
 // the descriptor is checked to still be the file at the path, so a file
 // replaced by rename (salvage) is never written through a stale descriptor.
+// The same check runs before a lingering file is reused and after every
+// commit: a commit that landed in a file renamed away meanwhile is redone
+// in the file now at the path before the write returns.
 //
 // # Group commit
 //

@@ -36,7 +36,12 @@ and renames it over the original while still holding the lock. A process
 that was waiting for the lock notices the file was replaced and locks the
 new one, so no write lands in the old copy. A process that keeps the file
 open the whole time (not ctxstore's way) makes compact-file fail with a
-"held by another process" error instead.`,
+"held by another process" error instead. A symlinked database has its
+target replaced; the copy keeps the file's mode and owner.
+
+Ctrl-C or a failed write (a full disk) leaves the database and OUT as they
+were, with exit status 1; a copy left by a killed run is removed by the
+next one.`,
 		example: "ctxstore compact-file\nctxstore compact-file /tmp/smaller.db",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			pos, err := a.parse(c, a.flags(c), args, 0, 1)

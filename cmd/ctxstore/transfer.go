@@ -100,10 +100,11 @@ func importCommand() *command {
 		help: `The format is recognised by the first line.
 
 A ctxstore export restores its sessions exactly (seqs, epochs, times,
-token estimates, derived records). A session that fails to import is
-removed again (one killed mid-import is left shorter but consistent:
-purge it and import again); a session that already exists is an error
-unless --skip-existing.
+token estimates, derived records), after checking them as strictly as
+'add' checks messages. A session that fails to import is removed again;
+one killed mid-import is left shorter and marked unfinished, which
+--skip-existing and verify report (purge it and import again). A session
+that already exists is an error unless --skip-existing.
 
 Anything else is read as an Amplifier transcript, one message per line,
 into the session --session NAME (default: ID for
