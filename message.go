@@ -85,9 +85,16 @@ func (s span) of(b []byte) []byte {
 	return b[s.start:s.end]
 }
 
+// MaxNesting is the deepest a message's JSON may nest arrays and objects
+// (the message object itself is level 1). Deeper messages are invalid: well
+// below the limit of Go's JSON decoder, so a stored message always fits
+// inside the records of an export and comes back through import.
+const MaxNesting = 1000
+
 // ParseMessage parses and validates one JSON message, keeping its bytes as
 // given. The error, if any, matches ErrInvalidMessage and names the field.
-// ParseMessage imposes no size limit; managers enforce MaxMessageBytes.
+// ParseMessage imposes no size limit (managers enforce MaxMessageBytes), and
+// rejects JSON nested deeper than MaxNesting.
 func ParseMessage(b []byte) (Message, error) {
 	m, err := parse(b)
 	if err != nil {
@@ -166,6 +173,9 @@ func parseFields(b []byte, checkSyntax bool) (Message, error) {
 	raw := m.raw
 	if checkSyntax && !json.Valid(raw) {
 		return m, syntaxError(raw)
+	}
+	if checkSyntax && nestedDeeper(raw, MaxNesting) {
+		return m, invalid("", "JSON nested deeper than %d levels (MaxNesting)", MaxNesting)
 	}
 	if kind(raw) != "object" {
 		return m, invalid("", "not a JSON object, got %s", kind(raw))
@@ -500,6 +510,29 @@ func (m Message) String() string { return string(m.raw) }
 
 // syntaxError explains why raw is not valid JSON, calling out the common
 // case of two values on one line (a JSONL file missing a newline).
+// nestedDeeper reports whether the valid JSON b nests arrays and objects
+// more than max levels deep.
+func nestedDeeper(b []byte, max int) bool {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString && c == '\\':
+			i++ // the escaped character
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			if depth++; depth > max {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
+}
+
 func syntaxError(raw []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	var first json.RawMessage

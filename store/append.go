@@ -62,6 +62,9 @@ func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, c
 		if err := r.Message.Validate(); err != nil {
 			return 0, 0, fmt.Errorf("store: append to session %q: message %d: %w", session, i, err)
 		}
+		if r.Tokens < 0 {
+			return 0, 0, fmt.Errorf("store: append to session %q: message %d: %w: negative token count %d", session, i, ctxstore.ErrInvalidMessage, r.Tokens)
+		}
 	}
 	err = s.write(ctx, appendTx(session, recs, check, &first, &last))
 	if err != nil {
@@ -86,6 +89,9 @@ func appendTx(session string, recs []Record, check func(SessionInfo) error, firs
 		msgs, err := msgsBucket(ws.bucket, true)
 		if err != nil {
 			return err
+		}
+		if meta.LastSeq > maxSeq-uint64(len(recs)) {
+			return reject(fmt.Errorf("store: append to session %q: seq %d is the last a session may hold", session, maxSeq))
 		}
 		ws.dirty = true
 		*first = meta.LastSeq + 1

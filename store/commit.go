@@ -116,13 +116,33 @@ const gatherWait = 100 * time.Microsecond
 // errPartial aborts a shared transaction after a write failed half-way.
 var errPartial = errors.New("write failed after it began")
 
-// commit runs batch in one transaction and sets every request's result.
+// maxReplacedRetries bounds how often commit redoes a batch that landed in
+// a file another one was moved over meanwhile.
+const maxReplacedRetries = 3
+
+// commit runs batch in one transaction and sets every request's result. A
+// batch committed into a file that, by the time the commit ended, had been
+// replaced at the path (another file renamed over it) is not acknowledged:
+// it is committed again into the file now at the path.
 func (s *Store) commit(batch []*writeReq) {
 	defer func() {
 		for _, r := range batch {
 			close(r.done)
 		}
 	}()
+	for attempt := 0; s.commitOnce(batch); attempt++ {
+		if attempt == maxReplacedRetries {
+			for _, r := range batch {
+				r.err = fmt.Errorf("store %s: commit: the file was replaced at its path %d times while writing; nothing acknowledged", s.path, attempt+1)
+			}
+			return
+		}
+	}
+}
+
+// commitOnce is one attempt of commit. It reports whether the batch must be
+// redone because the file it was committed to is no longer at the path.
+func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 	// The lock wait is bounded by LockTimeout. A write alone in its batch
 	// may also be cut short by its caller's ctx; a shared batch ignores
 	// contexts, since one caller giving up must not fail the others.
@@ -135,7 +155,7 @@ func (s *Store) commit(batch []*writeReq) {
 		for _, r := range batch {
 			r.err = err
 		}
-		return
+		return false
 	}
 	defer s.release()
 
@@ -158,6 +178,14 @@ func (s *Store) commit(batch []*writeReq) {
 	})
 	switch {
 	case err == nil:
+		same, serr := s.stillAtPath()
+		if serr != nil {
+			for _, r := range batch {
+				r.err = fmt.Errorf("store %s: commit: cannot tell whether the file is still at its path: %w", s.path, serr)
+			}
+			return false
+		}
+		return !same
 	case errors.Is(err, errPartial) && len(batch) > 1:
 		// One write failed half-way and the whole transaction was rolled
 		// back: commit each alone, so only the faulty one fails.
@@ -185,6 +213,7 @@ func (s *Store) commit(batch []*writeReq) {
 			r.err = fmt.Errorf("store %s: commit: %w", s.path, err)
 		}
 	}
+	return false
 }
 
 // wtx is the write transaction shared by the requests of one commit. It

@@ -296,7 +296,8 @@ func TestImportSessionStopsOnForeignAppend(t *testing.T) {
 	if err != nil || len(got) != 1 || !strings.Contains(string(got[0].Raw), "written meanwhile") {
 		t.Fatalf("the foreign message at seq %d: %+v, %v", foreign, got, err)
 	}
-	if rep, err := s.Verify(ctx); err != nil || !rep.Intact() {
+	// The session keeps saying its import did not finish.
+	if rep, err := s.Verify(ctx); err != nil || len(rep.Problems) != 1 || rep.Problems[0].Kind != "import" {
 		t.Fatalf("verify: %+v, %v", rep, err)
 	}
 }

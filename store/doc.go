@@ -41,6 +41,12 @@
 // is waiting for it, so back-to-back operations do not reopen it. Every
 // open checks the file under its lock before bbolt maps it.
 //
+// A file replaced at the path (a rescued copy renamed over it) is never
+// written through a stale descriptor: the descriptor is checked to still be
+// the file at the path after locking, before a lingering open is reused,
+// and after every commit; a commit that landed in a file renamed away
+// meanwhile is redone in the file now at the path before the write returns.
+//
 // Lock waits are woken as soon as the lock is free (not polled) and bounded
 // by Options.LockTimeout (default 5 s) and the caller's context; after it
 // the call fails with ErrLocked naming the file.

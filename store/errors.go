@@ -24,4 +24,9 @@ var (
 	// of a multi-transaction operation (a batched ImportSession), which
 	// stopped rather than overwrite that writer's messages.
 	ErrConflict = errors.New("store: session changed by another writer")
+	// ErrInvalidImport means ImportSession refused its input: metadata that
+	// contradicts itself or the entries (an epoch after the current one, a
+	// seq past the last, negative counts, seqs too large to count on).
+	// Nothing of the session was stored.
+	ErrInvalidImport = errors.New("store: invalid import")
 )

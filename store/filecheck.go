@@ -392,10 +392,29 @@ func inspectBoltFile(path string) error {
 		}
 		return err
 	}
+	if err := bf.oneMetaDamaged(); err != nil {
+		return err
+	}
 	if err := bf.checkMeta(); err != nil {
 		return err
 	}
 	return bf.checkRootAndFreelist()
+}
+
+// oneMetaDamaged describes a file with one valid and one damaged meta page.
+// bbolt would open it from the valid one, but nothing tells whether the
+// damaged one held the newer transaction: commits alternate between the two
+// pages, and a meta page is written in one sector, so it is never torn by a
+// crash. Opening would then silently show the file as it was one commit
+// earlier, and the next write would overwrite the pages of the lost commit.
+func (bf *boltFile) oneMetaDamaged() error {
+	for i, err := range bf.metaErrs {
+		if err != nil {
+			return fmt.Errorf("meta page %d is damaged (%v); meta page %d (txid %d) is intact, but the damaged one may hold the newest commit (txid %d), which opening the file would silently drop; its pages are still in the file: recover them with doctor --salvage",
+				i, err, 1-i, bf.meta.txid, bf.meta.txid+1)
+		}
+	}
+	return nil
 }
 
 // describeForeign says what a file is when neither meta page carries bbolt's magic.
@@ -406,6 +425,9 @@ func describeForeign(bf *boltFile) string {
 	head := make([]byte, 512)
 	n, _ := bf.f.ReadAt(head, 0)
 	head = head[:n]
+	if n < boltPageHeaderSize+4 {
+		return fmt.Sprintf("not a bbolt file: unreadable (%d bytes read)", n)
+	}
 	if binary.NativeEndian.Uint32(head[boltPageHeaderSize:]) == boltMagic {
 		return "" // a bbolt file, damaged: the meta errors say how
 	}

@@ -33,8 +33,10 @@ const (
 // written in batches of that size, so any number can be streamed; each batch
 // writes the session's metadata as it stands with the messages so far, so a
 // process killed part-way leaves a shorter session that is consistent
-// (counts match its messages, Verify finds no damage), never one whose
-// counts are wrong. Between batches the session is visible: if another
+// (counts match its messages), never one whose counts are wrong; until the
+// last batch the session is marked (SessionInfo.Importing), so one left
+// short is never taken for complete: importing it again fails with
+// ErrNotEmpty saying so, and Verify reports it. Between batches the session is visible: if another
 // writer changes it meanwhile, the import stops with ErrConflict rather than
 // overwrite that writer's messages. A failure part-way that the process
 // survives removes what was imported (leaving a tombstone, as Purge does),
@@ -47,6 +49,9 @@ func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries ite
 	name := info.Name
 	if err := checkSession(name); err != nil {
 		return err
+	}
+	if err := checkImportInfo(info); err != nil {
+		return fmt.Errorf("store: import session %q: %w: %w", name, ErrInvalidImport, err)
 	}
 	created := info.Created.UnixNano()
 	if info.Created.IsZero() {
@@ -67,6 +72,42 @@ func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries ite
 		})
 	}
 	return err
+}
+
+// checkImportInfo checks the metadata an import restores: an export is
+// input like any other, and metadata that contradicts itself would leave a
+// session that reads as damaged. Entries are checked as they come (add).
+func checkImportInfo(info SessionInfo) error {
+	if info.Epoch > maxSeq || info.LastSeq > maxSeq || info.EpochStartSeq > maxSeq {
+		return fmt.Errorf("epoch %d, last seq %d or epoch start seq %d over %d", info.Epoch, info.LastSeq, info.EpochStartSeq, uint64(maxSeq))
+	}
+	if info.Messages < 0 || info.Tokens < 0 || info.Bytes < 0 || info.TotalMessages < 0 {
+		return fmt.Errorf("negative count (messages %d, tokens %d, bytes %d, total %d)", info.Messages, info.Tokens, info.Bytes, info.TotalMessages)
+	}
+	var prev *EpochInfo
+	for i := range info.Epochs {
+		e := &info.Epochs[i]
+		switch {
+		case e.Epoch == 0:
+			return errors.New("epoch list names epoch 0")
+		case info.Epoch != 0 && e.Epoch > info.Epoch:
+			return fmt.Errorf("epoch list names epoch %d, after the current epoch %d", e.Epoch, info.Epoch)
+		case prev != nil && e.Epoch <= prev.Epoch:
+			return fmt.Errorf("epoch list is out of order: epoch %d after epoch %d", e.Epoch, prev.Epoch)
+		case e.Messages < 0:
+			return fmt.Errorf("epoch %d: negative message count %d", e.Epoch, e.Messages)
+		case e.FirstSeq > maxSeq || e.LastSeq > maxSeq:
+			return fmt.Errorf("epoch %d: seqs %d-%d over %d", e.Epoch, e.FirstSeq, e.LastSeq, uint64(maxSeq))
+		case e.FirstSeq != 0 && e.LastSeq+1 < e.FirstSeq:
+			return fmt.Errorf("epoch %d: last seq %d before first seq %d", e.Epoch, e.LastSeq, e.FirstSeq)
+		case info.LastSeq != 0 && e.LastSeq > info.LastSeq:
+			return fmt.Errorf("epoch %d: last seq %d after the session's last seq %d", e.Epoch, e.LastSeq, info.LastSeq)
+		case prev != nil && e.FirstSeq != 0 && prev.LastSeq >= e.FirstSeq:
+			return fmt.Errorf("epoch %d starts at seq %d, inside epoch %d (up to %d)", e.Epoch, e.FirstSeq, prev.Epoch, prev.LastSeq)
+		}
+		prev = e
+	}
+	return nil
 }
 
 // unchanged reports whether m is still the metadata the last batch wrote:
@@ -102,13 +143,20 @@ type importer struct {
 func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Seq2[Entry, error]) error {
 	var batch []envelope
 	size := 0
-	flush := func() error {
+	// Every batch but the last marks the session as being imported, so a
+	// process killed part-way leaves a session that says it is incomplete.
+	flush := func(last bool) error {
 		b, meta, create := batch, im.finish(), !im.createdSession
+		meta.Importing = !last
 		batch, size = nil, 0
 		err := s.write(ctx, func(w *wtx) error {
 			var ws *wsession
 			if create {
-				_, err := w.session(im.name)
+				old, err := w.session(im.name)
+				if err == nil && old.meta.Importing {
+					return reject(fmt.Errorf("store: import session %q: %w: it holds an unfinished import (%d messages so far); if no other import of it is running, purge it and import it again",
+						im.name, ErrNotEmpty, old.meta.Total))
+				}
 				if err == nil {
 					return reject(fmt.Errorf("store: import session %q: %w: it exists", im.name, ErrNotEmpty))
 				}
@@ -164,22 +212,29 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 		batch = append(batch, env)
 		size += len(env.Raw)
 		if len(batch) >= importBatchEntries || size >= importBatchBytes {
-			if err := flush(); err != nil {
+			if err := flush(false); err != nil {
 				return err
 			}
 		}
 	}
-	if len(batch) == 0 && im.createdSession {
-		return nil
-	}
-	return flush()
+	return flush(true)
 }
 
 // add checks e and accounts for it.
 func (im *importer) add(e Entry) (envelope, error) {
 	if e.Seq <= im.lastSeq || e.Epoch < im.lastEpoch || e.Epoch == 0 {
-		return envelope{}, fmt.Errorf("store: import session %q: seq %d epoch %d after seq %d epoch %d: entries must be in order",
-			im.name, e.Seq, e.Epoch, im.lastSeq, im.lastEpoch)
+		return envelope{}, fmt.Errorf("store: import session %q: %w: seq %d epoch %d after seq %d epoch %d: entries must be in order",
+			im.name, ErrInvalidImport, e.Seq, e.Epoch, im.lastSeq, im.lastEpoch)
+	}
+	switch {
+	case e.Seq > maxSeq || e.Epoch > maxSeq:
+		return envelope{}, fmt.Errorf("store: import session %q: %w: seq %d epoch %d: over %d", im.name, ErrInvalidImport, e.Seq, e.Epoch, uint64(maxSeq))
+	case im.info.Epoch != 0 && e.Epoch > im.info.Epoch:
+		return envelope{}, fmt.Errorf("store: import session %q seq %d: %w: epoch %d is after the session's current epoch %d", im.name, e.Seq, ErrInvalidImport, e.Epoch, im.info.Epoch)
+	case im.info.LastSeq != 0 && e.Seq > im.info.LastSeq:
+		return envelope{}, fmt.Errorf("store: import session %q: %w: seq %d is after the session's last seq %d", im.name, ErrInvalidImport, e.Seq, im.info.LastSeq)
+	case e.Tokens < 0:
+		return envelope{}, fmt.Errorf("store: import session %q seq %d: %w: negative token count %d", im.name, e.Seq, ErrInvalidImport, e.Tokens)
 	}
 	msg, err := ctxstore.ParseMessage(e.Raw)
 	if err != nil {

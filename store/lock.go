@@ -48,6 +48,22 @@ func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
 			s.mu.Unlock()
 			return nil, fmt.Errorf("store %s: %w", s.path, ErrClosed)
 		}
+		if s.db != nil && s.replaced {
+			// Found replaced by a user of the open handle: wait until
+			// every user is done with it and it is closed, then open
+			// the file now at the path.
+			s.idle.Wait()
+			continue
+		}
+		if s.db != nil && s.refs == 0 {
+			// Lingering: the file at the path may have been replaced
+			// (a salvaged copy renamed over it) since the last
+			// operation; writing to the old inode would lose data.
+			if same, err := sameFile(s.file, s.path); !same || err != nil {
+				s.closeDB()
+				continue
+			}
+		}
 		if s.db != nil {
 			s.refs++
 			db := s.db
@@ -106,7 +122,7 @@ func (s *Store) release() {
 		return
 	}
 	s.idle.Broadcast()
-	if !s.closed && !s.poisoned && !othersWaiting(s.file) {
+	if !s.closed && !s.poisoned && !s.replaced && !othersWaiting(s.file) {
 		s.lingerGen++
 		gen := s.lingerGen
 		time.AfterFunc(lingerFor, func() {
@@ -126,7 +142,8 @@ func (s *Store) release() {
 // with this one's flock) before this one is gone.
 func (s *Store) closeDB() {
 	db := s.db
-	s.db, s.file, s.poisoned = nil, nil, false
+	s.db, s.file, s.poisoned, s.replaced = nil, nil, false, false
+	s.idle.Broadcast()
 	if err := db.Close(); err != nil {
 		s.closeErr = errors.Join(s.closeErr, fmt.Errorf("store %s: close: %w", s.path, err))
 	}
@@ -316,6 +333,23 @@ func flockRetry(f *os.File, how int) error {
 			return err
 		}
 	}
+}
+
+// stillAtPath reports whether the open handle, which the caller holds (refs
+// > 0), is still the file at the path. If it is not, the handle is marked
+// replaced: it closes when its last user releases it, and no new user joins
+// it meanwhile.
+func (s *Store) stillAtPath() (bool, error) {
+	s.mu.Lock()
+	f := s.file
+	s.mu.Unlock()
+	same, err := sameFile(f, s.path)
+	if !same {
+		s.mu.Lock()
+		s.replaced = true
+		s.mu.Unlock()
+	}
+	return same, err
 }
 
 // sameFile reports whether f is still the file at path.

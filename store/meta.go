@@ -46,6 +46,11 @@ type SessionInfo struct {
 	FirstUserSeq uint64
 	// Epochs lists every epoch, oldest first; the last is the current one.
 	Epochs []EpochInfo
+	// Importing reports an import of the session that has not finished:
+	// one in progress in another process, or one whose process was killed,
+	// in which case the session lacks messages for good. Purge it and
+	// import it again.
+	Importing bool
 }
 
 // EpochInfo describes one epoch of a session.
@@ -76,6 +81,8 @@ type sessionMeta struct {
 	Pinned    []uint64    `msgpack:"p"`
 	FirstUser uint64      `msgpack:"f"`
 	Epochs    []epochMeta `msgpack:"ep"`
+	// Importing is set while a batched ImportSession is under way.
+	Importing bool `msgpack:"im,omitempty"`
 }
 
 type epochMeta struct {
@@ -189,6 +196,7 @@ func (m *sessionMeta) info(name string) SessionInfo {
 		TotalMessages: m.Total,
 		Title:         m.Title,
 		FirstUserSeq:  m.FirstUser,
+		Importing:     m.Importing,
 	}
 	if len(m.Pinned) > 0 {
 		si.PinnedSeqs = append([]uint64(nil), m.Pinned...)

@@ -56,6 +56,8 @@ func TestStoreChild(t *testing.T) {
 		err = childReader(path, arg)
 	case "holder":
 		err = childHolder(path)
+	case "marked-appender":
+		err = childMarkedAppender(path, arg)
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}

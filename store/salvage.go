@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -21,13 +23,16 @@ type SalvageReport struct {
 	// Meta is the meta page the walk started from, or why none could be used.
 	Meta string `json:"meta"`
 	// Recovered counts messages written to Dest; Skipped those found but not
-	// written (SkipReasons says why); Missing those the sessions' metadata counts
-	// but that were not found at all (only known for sessions whose metadata was
-	// readable).
-	Recovered   int            `json:"recovered"`
-	Skipped     int            `json:"skipped"`
-	Missing     int            `json:"missing"`
-	SkipReasons map[string]int `json:"skip_reasons,omitempty"`
+	// written (SkipReasons says why); Missing those the file's own evidence
+	// (the sessions' metadata, higher seqs found) says existed but that were
+	// not found at all. When MissingUnknown is set, Missing is only a lower
+	// bound: a session's metadata was lost, or pages were cut off the file,
+	// so messages after the last one found cannot be counted.
+	Recovered      int            `json:"recovered"`
+	Skipped        int            `json:"skipped"`
+	Missing        int            `json:"missing"`
+	MissingUnknown bool           `json:"missing_unknown,omitempty"`
+	SkipReasons    map[string]int `json:"skip_reasons,omitempty"`
 	// Orphans counts recovered messages found by scanning pages the tree no
 	// longer reaches (their parent pages are damaged). Their envelopes name
 	// their session (envelope version 2 on); Unattributed counts those that
@@ -50,6 +55,10 @@ type SalvageSession struct {
 	Recovered int    `json:"recovered"`
 	Skipped   int    `json:"skipped"`
 	Missing   int    `json:"missing"`
+	// MissingUnknown reports that Missing is a lower bound: the session's
+	// metadata was lost, so messages after the last one found cannot be
+	// counted.
+	MissingUnknown bool `json:"missing_unknown,omitempty"`
 	// MetaOK reports that the session's stored metadata (epochs, title, times)
 	// was readable; otherwise it was rebuilt from the messages.
 	MetaOK bool `json:"meta_ok"`
@@ -63,14 +72,25 @@ const maxReportedDamage = 100
 
 // OK reports that every message the source holds was copied.
 func (r *SalvageReport) OK() bool {
-	return r.Skipped == 0 && r.Missing == 0 && r.Damaged == 0
+	return r.Skipped == 0 && r.Missing == 0 && !r.MissingUnknown && r.Damaged == 0
+}
+
+// missingText is "N missing", or "at least N missing" when unknown is set.
+func missingText(n int, unknown bool) string {
+	switch {
+	case unknown && n == 0:
+		return "an unknown number missing"
+	case unknown:
+		return fmt.Sprintf("at least %d missing", n)
+	}
+	return fmt.Sprintf("%d missing", n)
 }
 
 // String is a human summary, one finding a line.
 func (r *SalvageReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "salvage %s -> %s: %d messages recovered in %d sessions, %d skipped, %d missing\n",
-		r.Source, r.Dest, r.Recovered, len(r.Sessions), r.Skipped, r.Missing)
+	fmt.Fprintf(&b, "salvage %s -> %s: %d messages recovered in %d sessions, %d skipped, %s\n",
+		r.Source, r.Dest, r.Recovered, len(r.Sessions), r.Skipped, missingText(r.Missing, r.MissingUnknown))
 	fmt.Fprintf(&b, "  started from: %s\n", r.Meta)
 	if r.Orphans > 0 {
 		fmt.Fprintf(&b, "  %d messages found on pages the tree no longer reaches (%d of them in salvaged-orphans-N sessions)\n", r.Orphans, r.Unattributed)
@@ -85,9 +105,9 @@ func (r *SalvageReport) String() string {
 		}
 	}
 	for _, s := range r.Sessions {
-		fmt.Fprintf(&b, "  session %q: %d recovered, %d skipped, %d missing", s.Name, s.Recovered, s.Skipped, s.Missing)
+		fmt.Fprintf(&b, "  session %q: %d recovered, %d skipped, %s", s.Name, s.Recovered, s.Skipped, missingText(s.Missing, s.MissingUnknown))
 		if !s.MetaOK {
-			b.WriteString(", metadata rebuilt")
+			b.WriteString(", metadata lost and rebuilt")
 		}
 		if s.Error != "" {
 			fmt.Fprintf(&b, ", NOT WRITTEN: %s", s.Error)
@@ -129,8 +149,14 @@ func mapsKeys[V any](m map[string]V) iter.Seq[string] {
 // Tombstones of purged sessions are not copied: in dst a session created
 // under a purged name starts again at epoch 1 and seq 1.
 //
-// The error is non-nil only when nothing could be done (src unreadable or not a
-// bbolt file, dst exists or cannot be written); damage is in the report.
+// dst is written under a temporary name beside it and appears only when the
+// salvage completed: a cancelled ctx or a failed write (a full disk) returns
+// an error and leaves no dst behind, so nothing incomplete looks finished.
+// Temporary files of salvages killed earlier are removed.
+//
+// The error is non-nil when the salvage did not complete (src unreadable or not a
+// bbolt file, dst exists or cannot be written, ctx cancelled); damage is in the
+// report.
 func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {
 	if _, err := os.Stat(dst); err == nil {
 		return nil, fmt.Errorf("salvage %s: destination %s exists", src, dst)
@@ -142,6 +168,9 @@ func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("salvage %s: is a directory, not a store file", src)
+	}
 	if err := lockShared(f, DefaultLockTimeout); err != nil {
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}
@@ -150,12 +179,33 @@ func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {
 	r := &SalvageReport{Source: src, Dest: dst, SkipReasons: map[string]int{}, byReason: map[string]string{}}
 	sv, err := readForSalvage(ctx, src, r)
 	if err != nil {
-		return r, err
+		return r, incomplete(src, dst, err)
 	}
 	if err := sv.write(ctx, dst, r); err != nil {
-		return r, err
+		return r, incomplete(src, dst, err)
 	}
 	return r, nil
+}
+
+// incomplete describes a salvage that stopped before dst was written.
+func incomplete(src, dst string, err error) error {
+	if errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	return fmt.Errorf("salvage %s incomplete, %s not written (run it again): %w", src, dst, err)
+}
+
+// salvageTempSuffix follows the destination's name (after a dot) in the
+// name of the file a salvage writes before it is complete.
+const salvageTempSuffix = ".salvage-"
+
+// fatalWriteError reports whether err, from writing the salvaged copy, means
+// the copy cannot be completed (cancelled, or a failed commit such as a full
+// disk) rather than that one session's records were refused.
+func fatalWriteError(ctx context.Context, err error) bool {
+	refused := errors.Is(err, ctxstore.ErrInvalidMessage) || errors.Is(err, ErrInvalidImport) ||
+		errors.Is(err, ErrNotEmpty) || errors.Is(err, ErrConflict)
+	return ctx.Err() != nil || !refused
 }
 
 // salvaged is what a walk of a damaged file found, per session.
@@ -168,6 +218,9 @@ type salvaged struct {
 	// unattributed counts orphans put in placeholder sessions.
 	unattributed int
 	notes        []string
+	// lostPages counts pages the meta page says exist but that are past
+	// the end of the file.
+	lostPages, lostBytes uint64
 }
 
 type salvageSession struct {
@@ -279,6 +332,16 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 	// A broken meta page means the last commit may be lost from the tree walked
 	// (the other meta is older): its pages are still in the file, so scan.
 	brokenMeta := bf.metaErrs[0] != nil || bf.metaErrs[1] != nil
+	if err == nil {
+		if n := uint64(bf.size) / uint64(bf.pageSize); n < bf.meta.hwm {
+			sv.lostPages = bf.meta.hwm - n
+			sv.lostBytes = sv.lostPages*uint64(bf.pageSize) - uint64(bf.size)%uint64(bf.pageSize)
+		} else if brokenMeta {
+			// The lost commit may have grown the file past the older
+			// meta's high-water mark: scan up to the end of the file.
+			bf.meta.hwm = n
+		}
+	}
 	if len(w.issues) > 0 || err != nil || brokenMeta {
 		// Orphans may be placed by their seqs only if no session can be missing:
 		// the tree down to every session bucket was sound and every session's
@@ -358,11 +421,12 @@ func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string,
 	key := string(e.key)
 	switch {
 	case key == keyMeta && !e.bucket:
-		if s.meta != nil {
-			return
-		}
+		// Scanning finds stale copies of the metadata too: the newest
+		// one (highest last seq, then latest update) describes the most.
 		if m, err := decodeMeta(e.value); err == nil {
-			s.meta = &m
+			if s.meta == nil || m.LastSeq > s.meta.LastSeq || m.LastSeq == s.meta.LastSeq && m.Updated > s.meta.Updated {
+				s.meta = &m
+			}
 		} else {
 			w.issue(append(path, keyMeta), e.page, "%v", err)
 		}
@@ -403,11 +467,24 @@ func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string,
 	}
 }
 
-// write creates dst and imports every session found.
+// write imports every session found into a temporary file, which becomes dst
+// once everything is written.
 func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) error {
-	st, err := Open(dst, Options{})
+	removeAbandonedTemps(dst, salvageTempSuffix)
+	dir, base := filepath.Split(dst)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+salvageTempSuffix+"*") // O_EXCL, mode 0600
 	if err != nil {
-		return fmt.Errorf("salvage %s: create %s: %w", r.Source, dst, err)
+		return fmt.Errorf("create %s: %w", dst, err)
+	}
+	tmp := f.Name()
+	f.Close()
+	defer os.Remove(tmp) // after the link below, only the temporary name goes
+	st, err := Open(tmp, Options{})
+	if err != nil {
+		return fmt.Errorf("create %s: %w", dst, err)
 	}
 	defer st.Close()
 	names := slices.Clone(sv.order)
@@ -418,19 +495,27 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		entries := sv.entries(s)
 		info := SessionInfo{Name: name}
 		if s.meta != nil {
-			info = s.meta.info(name)
-			rs.Missing = max(0, expectedMessages(s.meta)-len(entries))
+			info = fitInfo(s.meta.info(name), entries)
 		}
+		rs.Missing, rs.MissingUnknown = s.missing(entries)
+		rs.MissingUnknown = rs.MissingUnknown || sv.lostPages > 0
 		if len(entries) == 0 && s.meta == nil && len(s.derived) == 0 {
 			continue // nothing but a name
 		}
-		err := st.ImportSession(ctx, info, func(yield func(Entry, error) bool) {
-			for _, e := range entries {
-				if !yield(e, nil) {
-					return
+		// A name from a damaged page may be one the store refuses.
+		err := checkSession(name)
+		if err == nil {
+			err = st.ImportSession(ctx, info, func(yield func(Entry, error) bool) {
+				for _, e := range entries {
+					if !yield(e, nil) {
+						return
+					}
 				}
+			})
+			if err != nil && fatalWriteError(ctx, err) {
+				return fmt.Errorf("write session %q: %w", name, err)
 			}
-		})
+		}
 		if err != nil {
 			rs.Error = err.Error()
 			rs.Skipped += len(entries)
@@ -442,6 +527,9 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		rs.Recovered = len(entries)
 		for _, d := range s.derived {
 			if err := st.PutDerived(ctx, name, d.Kind, d.Key, d.Value); err != nil {
+				if fatalWriteError(ctx, err) {
+					return fmt.Errorf("write session %q: %w", name, err)
+				}
 				sv.skip(nil, "derived record could not be written", err.Error())
 				continue
 			}
@@ -450,7 +538,13 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		r.Recovered += rs.Recovered
 		r.Skipped += rs.Skipped
 		r.Missing += rs.Missing
+		r.MissingUnknown = r.MissingUnknown || rs.MissingUnknown
 		r.Sessions = append(r.Sessions, rs)
+	}
+	if sv.lostPages > 0 {
+		r.MissingUnknown = true
+		sv.notes = append(sv.notes, fmt.Sprintf("%d pages (%d bytes) were cut off the end of the file: messages on them are lost, and those after each session's last one found cannot be counted",
+			sv.lostPages, sv.lostBytes))
 	}
 	r.Orphans, r.Unattributed = sv.orphans, sv.unattributed
 	r.Notes = append(r.Notes, sv.notes...)
@@ -459,7 +553,18 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		r.byReason[k] = sv.examples[k]
 	}
 	if err := st.Close(); err != nil {
-		return fmt.Errorf("salvage %s: close %s: %w", r.Source, dst, err)
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Link, unlike rename, fails if dst appeared meanwhile.
+	if err := os.Link(tmp, dst); err != nil {
+		return fmt.Errorf("create %s: %w", dst, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
 	}
 	return nil
 }
@@ -499,15 +604,74 @@ func mapKeysU[V any](m map[uint64]V) iter.Seq[uint64] {
 	}
 }
 
-// expectedMessages is how many messages the metadata says the session holds.
-func expectedMessages(m *sessionMeta) int {
-	n := 0
-	for _, e := range m.Epochs {
-		if !e.Purged {
-			n += e.Messages
+// fitInfo stretches the metadata found for a session, which may be an older
+// copy than its newest messages, to cover entries: the last seq and current
+// epoch, and each epoch's last seq.
+func fitInfo(info SessionInfo, entries []Entry) SessionInfo {
+	for _, e := range entries {
+		info.LastSeq = max(info.LastSeq, e.Seq)
+		info.Epoch = max(info.Epoch, e.Epoch)
+		for i := range info.Epochs {
+			if ep := &info.Epochs[i]; ep.Epoch == e.Epoch && ep.LastSeq < e.Seq {
+				ep.LastSeq = e.Seq
+			}
 		}
 	}
-	return n
+	return info
+}
+
+// missing counts the seqs the file's own evidence says the session held but
+// that are not among entries (nor skipped): those of every epoch the metadata
+// lists and not purged, and every seq below the highest one found (seqs are
+// assigned without gaps). Without metadata the count starts at the lowest seq
+// found and unknown is set: nothing tells how many came after the last.
+func (s *salvageSession) missing(entries []Entry) (n int, unknown bool) {
+	have := make(map[uint64]bool, len(entries))
+	var lo, hi uint64
+	for i, e := range entries {
+		have[e.Seq] = true
+		if i == 0 || e.Seq < lo {
+			lo = e.Seq
+		}
+		hi = max(hi, e.Seq)
+	}
+	for seq := range s.msgs {
+		hi = max(hi, seq)
+	}
+	var expect uint64
+	count := func(first, last uint64) { // ranges never overlap
+		if first == 0 || last < first {
+			return
+		}
+		expect += last - first + 1
+		for seq := range have {
+			if seq >= first && seq <= last {
+				expect--
+			}
+		}
+	}
+	if s.meta == nil {
+		if len(entries) > 0 {
+			count(lo, hi)
+		}
+		return clampMissing(expect, s.skipped), true
+	}
+	for _, e := range s.meta.Epochs {
+		if !e.Purged && e.Last >= e.First {
+			count(e.First, e.Last)
+		}
+	}
+	if hi > s.meta.LastSeq {
+		count(s.meta.LastSeq+1, hi)
+	}
+	return clampMissing(expect, s.skipped), false
+}
+
+// clampMissing is expect less skipped, at least 0 and at most MaxInt32 (a
+// damaged seq can claim any range).
+func clampMissing(expect uint64, skipped int) int {
+	expect = min(expect, math.MaxInt32)
+	return max(0, int(expect)-skipped)
 }
 
 // guessGeometry sets the page size and page count of a file whose meta pages are

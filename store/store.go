@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.etcd.io/bbolt"
 )
@@ -24,6 +25,10 @@ const (
 	lingerFor = 2 * time.Millisecond
 	// MaxSessionName is the longest session name, in bytes.
 	MaxSessionName = 1024
+	// maxSeq is the highest seq or epoch a session may reach: far beyond
+	// any real use, it leaves room to count on without overflow, and
+	// fits the signed integers of other tools reading exports.
+	maxSeq = 1<<63 - 1
 )
 
 // Options configure a Store. The zero value is the safe default.
@@ -61,6 +66,7 @@ type Store struct {
 	closeErr  error
 	lingerGen int  // identifies the current linger; a newer one cancels it
 	poisoned  bool // a fault hit the open db: close it, do not linger
+	replaced  bool // another file was moved to the path: close db, do not reuse it
 
 	qmu        sync.Mutex // guards the group-commit queue
 	queue      []*writeReq
@@ -80,8 +86,10 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{path: path, opts: opts}
 	s.idle.L = &s.mu
 
-	_, statErr := os.Stat(path)
+	fi, statErr := os.Stat(path)
 	switch {
+	case statErr == nil && fi.IsDir():
+		return nil, fmt.Errorf("store %s: is a directory, not a store file (name a file in it, such as %s)", path, filepath.Join(path, "ctxstore.db"))
 	case statErr == nil:
 		// bbolt faults fatally (SIGBUS, SIGSEGV: no recover) on a file cut
 		// short or with broken meta pages, and silently initialises a
@@ -103,7 +111,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if !opts.ReadOnly {
-		removeAbandonedTemps(path)
+		removeAbandonedTemps(path, tempSuffix)
 	}
 	return s, nil
 }
@@ -113,16 +121,17 @@ func Open(path string, opts Options) (*Store, error) {
 // one belongs to a process killed while creating.
 const tempAbandonedAfter = time.Minute
 
-// removeAbandonedTemps deletes temporary files createFile left behind when
-// its process was killed. Only old ones: a younger one may be another
+// removeAbandonedTemps deletes the temporary files named ".<base of
+// path><suffix>*" that a process killed while creating path left behind
+// (createFile's, Salvage's). Only old ones: a younger one may be another
 // process's creation in progress. Best effort: a leftover costs disk space,
 // nothing else.
-func removeAbandonedTemps(path string) {
+func removeAbandonedTemps(path, suffix string) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	names, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+tempSuffix+"*"))
+	names, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+suffix+"*"))
 	for _, name := range names {
 		fi, err := os.Lstat(name)
 		if err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > tempAbandonedAfter {
@@ -300,6 +309,9 @@ func checkSession(name string) error {
 	}
 	if len(name) > MaxSessionName {
 		return fmt.Errorf("store: session name of %d bytes, over %d", len(name), MaxSessionName)
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("store: session name %q is not valid UTF-8", name)
 	}
 	return nil
 }

@@ -213,6 +213,9 @@ func verifyPages(ctx context.Context, path string, r *VerifyReport) bool {
 					r.problem("meta", name, 0, "%v", err)
 				} else {
 					v.meta = &m
+					if m.Importing {
+						r.problem("import", name, 0, "an import of this session has not finished (%d messages so far): if no import is running, purge the session and import it again", m.Total)
+					}
 				}
 			case string(e.key) == bucketMsgs && e.bucket:
 				br, ok := w.sub(path, e)

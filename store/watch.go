@@ -32,6 +32,9 @@ const watchDebounce = 30 * time.Millisecond
 // sends one Change per session whose last seq or epoch moved. Changes in quick
 // succession may be coalesced: a Change carries the state when it was read.
 //
+// When the path is a symlink, the directory of the file it points to is
+// watched too, since that is where writes happen.
+//
 // The channel is closed when ctx is done. Watch itself fails only if the
 // directory cannot be watched or the current state cannot be read.
 func (s *Store) Watch(ctx context.Context, session string) (<-chan Change, error) {
@@ -43,9 +46,15 @@ func (s *Store) Watch(ctx context.Context, session string) (<-chan Change, error
 	if err != nil {
 		return nil, fmt.Errorf("store %s: watch: %w", s.path, err)
 	}
-	if err := w.Add(filepath.Dir(abs)); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("store %s: watch: %w", s.path, err)
+	files := []string{abs}
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+		files = append(files, real)
+	}
+	for _, f := range files {
+		if err := w.Add(filepath.Dir(f)); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("store %s: watch: %w", s.path, err)
+		}
 	}
 	last, err := s.watchState(ctx, session)
 	if err != nil {
@@ -53,7 +62,7 @@ func (s *Store) Watch(ctx context.Context, session string) (<-chan Change, error
 		return nil, err
 	}
 	ch := make(chan Change)
-	go s.watchLoop(ctx, w, abs, session, last, ch)
+	go s.watchLoop(ctx, w, files, session, last, ch)
 	return ch, nil
 }
 
@@ -94,7 +103,7 @@ func (s *Store) watchState(ctx context.Context, session string) (map[string]sess
 	return out, nil
 }
 
-func (s *Store) watchLoop(ctx context.Context, w *fsnotify.Watcher, file, session string, last map[string]sessionMark, ch chan<- Change) {
+func (s *Store) watchLoop(ctx context.Context, w *fsnotify.Watcher, files []string, session string, last map[string]sessionMark, ch chan<- Change) {
 	defer close(ch)
 	defer w.Close()
 	timer := time.NewTimer(0)
@@ -111,7 +120,7 @@ func (s *Store) watchLoop(ctx context.Context, w *fsnotify.Watcher, file, sessio
 			if !ok {
 				return
 			}
-			if ev.Name != file || !ev.Has(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) {
+			if !slices.Contains(files, ev.Name) || !ev.Has(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) {
 				continue
 			}
 		case _, ok := <-w.Errors:

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,7 +36,12 @@ and renames it over the original while still holding the lock. A process
 that was waiting for the lock notices the file was replaced and locks the
 new one, so no write lands in the old copy. A process that keeps the file
 open the whole time (not ctxstore's way) makes compact-file fail with a
-"held by another process" error instead.`,
+"held by another process" error instead. A symlinked database has its
+target replaced; the copy keeps the file's mode and owner.
+
+Ctrl-C or a failed write (a full disk) leaves the database and OUT as they
+were, with exit status 1; a copy left by a killed run is removed by the
+next one.`,
 		example: "ctxstore compact-file\nctxstore compact-file /tmp/smaller.db",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			pos, err := a.parse(c, a.flags(c), args, 0, 1)
@@ -51,6 +57,9 @@ open the whole time (not ctxstore's way) makes compact-file fail with a
 			path := st.Path()
 			rep, err := st.Verify(ctx)
 			st.Close()
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", path, ctx.Err(), path)
+			}
 			if err != nil {
 				return explain(path, "", fmt.Errorf("compact-file: verify first: %w", err))
 			}
@@ -91,48 +100,98 @@ open the whole time (not ctxstore's way) makes compact-file fail with a
 	}
 }
 
+// compactTempSuffix follows a compaction's target name (after a dot) in the
+// name of the copy being written, so a copy left by a killed compact-file
+// is recognisable and removed by the next run.
+const compactTempSuffix = ".compact-"
+
 // compactInto copies src into a new file dst under a shared lock: writers
 // wait (at most their lock timeout) while the copy is made, readers do not.
+// dst appears only once the copy is complete.
 func compactInto(ctx context.Context, src, dst string, wait time.Duration) error {
-	if _, err := os.Stat(dst); err == nil {
+	if _, err := os.Lstat(dst); err == nil {
 		return fmt.Errorf("%s already exists: compact-file writes only new files", dst)
+	}
+	if same, _ := sameFilePath(src, dst); same {
+		return fmt.Errorf("%s is the database itself: compact-file OUT writes a new file", dst)
 	}
 	f, err := lockPath(ctx, src, os.O_RDONLY, syscall.LOCK_SH, wait)
 	if err != nil {
 		return err
 	}
-	return copyCompacted(f, src, dst, true)
-}
-
-// compactInPlace replaces path with a compacted copy while holding its
-// exclusive lock, so no other process writes in between.
-func compactInPlace(ctx context.Context, path string, wait time.Duration) error {
-	f, err := lockPath(ctx, path, os.O_RDWR, syscall.LOCK_EX, wait)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".compact*")
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("compact %s: %w", path, err)
-	}
-	tmpName := tmp.Name()
-	tmp.Close()
-	os.Remove(tmpName) // bbolt creates it afresh, mode 0600
-	defer os.Remove(tmpName)
-	// copyCompacted keeps f (and so the lock) until the rename is done.
-	return copyCompacted(f, path, tmpName, false, func() error {
-		if err := os.Rename(tmpName, path); err != nil {
-			return fmt.Errorf("compact %s: replace: %w", path, err)
+	return copyCompacted(ctx, f, src, dst, true, func(tmp string) error {
+		// Link, unlike rename, fails if dst appeared meanwhile.
+		if err := os.Link(tmp, dst); err != nil {
+			return fmt.Errorf("compact %s into %s: %w", src, dst, err)
 		}
-		return syncDir(filepath.Dir(path))
+		return syncDir(filepath.Dir(dst))
 	})
 }
 
-// copyCompacted opens src with bbolt on the already locked descriptor f,
-// compacts it into dst, syncs dst and then runs the optional finish steps
-// before closing src (releasing the lock).
-func copyCompacted(f *os.File, src, dst string, readOnly bool, finish ...func() error) (err error) {
+// compactInPlace replaces path with a compacted copy while holding its
+// exclusive lock, so no other process writes in between. A symlink is
+// followed: its target is replaced, the link stays. The copy keeps the
+// file's mode and owner.
+func compactInPlace(ctx context.Context, path string, wait time.Duration) error {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("compact %s: %w", path, err)
+	}
+	f, err := lockPath(ctx, real, os.O_RDWR, syscall.LOCK_EX, wait)
+	if err != nil {
+		return err
+	}
+	// copyCompacted keeps f (and so the lock) until the rename is done.
+	return copyCompacted(ctx, f, real, real, false, func(tmp string) error {
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("compact %s: %w", real, err)
+		}
+		if err := keepModeOwner(tmp, fi); err != nil {
+			return fmt.Errorf("compact %s: %w (the file is unchanged; compact into a new file instead: ctxstore compact-file OUT)", real, err)
+		}
+		if err := os.Rename(tmp, real); err != nil {
+			return fmt.Errorf("compact %s: replace: %w", real, err)
+		}
+		return syncDir(filepath.Dir(real))
+	})
+}
+
+// removeStaleTemps deletes the temporary files ".<base of dst><suffix>*" a
+// killed run left behind: only ones older than a minute, which no run can
+// still be writing. Best effort.
+func removeStaleTemps(dst, suffix string) {
+	dir, base := filepath.Split(dst)
+	if dir == "" {
+		dir = "."
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+suffix+"*"))
+	for _, name := range names {
+		if fi, err := os.Lstat(name); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > time.Minute {
+			_ = os.Remove(name)
+		}
+	}
+}
+
+// globEscape quotes the glob metacharacters of a file name.
+func globEscape(s string) string {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(`*?[]\`, s[i]) >= 0 {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
+}
+
+// copyCompacted opens src with bbolt on the already locked descriptor f and
+// compacts it into a new temporary file beside dst (created with O_EXCL
+// under a random name), syncs it and hands it to finish, which puts it in
+// place, before closing src (releasing the lock). Whatever fails or is
+// cancelled, the temporary file is removed and dst is left as it was.
+func copyCompacted(ctx context.Context, f *os.File, src, dst string, readOnly bool, finish func(tmp string) error) (err error) {
+	removeStaleTemps(dst, ".compact") // also the older ".compact<digits>" names
 	db, err := bbolt.Open(src, 0o600, &bbolt.Options{
 		OpenFile: func(string, int, os.FileMode) (*os.File, error) { return f, nil },
 		ReadOnly: readOnly,
@@ -142,38 +201,67 @@ func copyCompacted(f *os.File, src, dst string, readOnly bool, finish ...func() 
 		f.Close()
 		return fmt.Errorf("compact %s: open: %w", src, err)
 	}
+	tmpf, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+compactTempSuffix+"*")
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("compact %s: %w", src, err)
+	}
+	tmp := tmpf.Name()
+	tmpf.Close()
+	cancelled := false
 	defer func() {
+		os.Remove(tmp) // gone already when finish renamed it
+		if cancelled {
+			return // the copy is still running: the process exits now
+		}
 		if cerr := db.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("compact %s: close: %w", src, cerr)
 		}
 	}()
 	// The copy keeps the source's page size (the store picks it for
-	// packing, not the OS page size bbolt would default to).
-	out, err := bbolt.Open(dst, 0o600, &bbolt.Options{NoSync: true, Timeout: time.Second, PageSize: db.Info().PageSize})
+	// packing, not the OS page size bbolt would default to). bbolt
+	// initialises the empty file CreateTemp made.
+	out, err := bbolt.Open(tmp, 0o600, &bbolt.Options{NoSync: true, Timeout: time.Second, PageSize: db.Info().PageSize})
 	if err != nil {
-		return fmt.Errorf("compact %s into %s: %w", src, dst, err)
+		return fmt.Errorf("compact %s: %w", src, err)
 	}
-	if err := bbolt.Compact(out, db, 64<<20); err != nil {
-		out.Close()
-		os.Remove(dst)
-		return fmt.Errorf("compact %s into %s: %w", src, dst, err)
+	// bbolt.Compact cannot be stopped: on Ctrl-C it is left to the
+	// exiting process, and nothing it wrote is put in place.
+	done := make(chan error, 1)
+	go func() { done <- bbolt.Compact(out, db, 64<<20) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		cancelled = true
+		return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
 	}
-	out.NoSync = false
-	if err := out.Sync(); err != nil {
-		out.Close()
-		os.Remove(dst)
-		return fmt.Errorf("compact %s into %s: sync: %w", src, dst, err)
+	if err == nil {
+		out.NoSync = false
+		err = out.Sync()
 	}
-	if err := out.Close(); err != nil {
-		os.Remove(dst)
-		return fmt.Errorf("compact %s into %s: %w", src, dst, err)
+	if cerr := out.Close(); err == nil {
+		err = cerr
 	}
-	for _, fn := range finish {
-		if err := fn(); err != nil {
-			return err
-		}
+	if err != nil {
+		return fmt.Errorf("compact %s: write the copy: %w; %s is unchanged", src, err, dst)
 	}
-	return nil
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", src, err, dst)
+	}
+	return finish(tmp)
+}
+
+// sameFilePath reports whether a and b name the same existing file.
+func sameFilePath(a, b string) (bool, error) {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	fb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(fa, fb), nil
 }
 
 // lockWait is the --lock-timeout in force.

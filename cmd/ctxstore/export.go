@@ -64,6 +64,7 @@ import (
 	"iter"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/resume"
@@ -143,7 +144,12 @@ func writeExport(ctx context.Context, st *store.Store, names []string, w io.Writ
 		}
 		infos = all
 	} else {
+		seen := map[string]bool{}
 		for _, n := range names {
+			if seen[n] {
+				continue // a session named twice is exported once
+			}
+			seen[n] = true
 			info, err := st.Session(ctx, n)
 			if err != nil {
 				return exportStats{}, explain(st.Path(), n, err)
@@ -156,6 +162,11 @@ func writeExport(ctx context.Context, st *store.Store, names []string, w io.Writ
 	var stats exportStats
 	if err := writeJSONLine(bw, exportHeader{Format: exportFormat, Version: exportVersion, Sessions: len(infos)}); err != nil {
 		return stats, err
+	}
+	for _, info := range infos {
+		if !utf8.ValidString(info.Name) {
+			return exportStats{}, fmt.Errorf("session %q in %s: its name is not valid UTF-8, which an export cannot carry faithfully; nothing was exported (name the other sessions to export them)", info.Name, st.Path())
+		}
 	}
 	line := make([]byte, 0, 4096)
 	for _, info := range infos {
@@ -359,6 +370,7 @@ type importStats struct {
 // earlier sessions imported and the failing one absent.
 func readExport(ctx context.Context, st *store.Store, lr *lineReader, opt importOptions) (importStats, error) {
 	var stats importStats
+	seen := map[string]int{} // session name -> line of its record
 	for {
 		line, err := lr.next()
 		if err == io.EOF {
@@ -394,6 +406,15 @@ func readExport(ctx context.Context, st *store.Store, lr *lineReader, opt import
 			if rec.Name == "" {
 				return stats, lr.errorf("session record without a name")
 			}
+			if !utf8.Valid(line) {
+				// JSON decoding would turn the bad bytes into U+FFFD,
+				// and two different names into one.
+				return stats, lr.errorf("session record of %q is not valid UTF-8; session names and titles must be", rec.Name)
+			}
+			if first, dup := seen[rec.Name]; dup {
+				return stats, lr.errorf("session %q appears a second time in the export (first on line %d); nothing of the second was imported", rec.Name, first)
+			}
+			seen[rec.Name] = lr.no
 			n, skipped, err := importSession(ctx, st, lr, rec, opt)
 			if err != nil {
 				return stats, err
@@ -424,6 +445,9 @@ func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exp
 		})
 	}
 	if opt.skipExisting {
+		if err := unfinishedImport(ctx, st, rec); err != nil {
+			return 0, false, err
+		}
 		if _, err := st.Session(ctx, rec.Name); err == nil {
 			for range rec.Messages {
 				if _, err := lr.next(); err != nil {
@@ -456,6 +480,8 @@ func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exp
 	switch {
 	case readErr != nil:
 		return 0, false, readErr
+	case errors.Is(err, store.ErrNotEmpty) && unfinishedImport(ctx, st, rec) != nil:
+		return 0, false, unfinishedImport(ctx, st, rec)
 	case errors.Is(err, store.ErrNotEmpty) && opt.skipExisting:
 		// Another writer created the session after the check above:
 		// nothing of ours was written; skip the rest of it the same way.
@@ -481,6 +507,17 @@ func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exp
 		return 0, false, err
 	}
 	return n, false, nil
+}
+
+// unfinishedImport returns an error if the store holds rec's session from
+// an import that did not finish: it must not be taken for present.
+func unfinishedImport(ctx context.Context, st *store.Store, rec exportSession) error {
+	si, err := st.Session(ctx, rec.Name)
+	if err != nil || !si.Importing {
+		return nil
+	}
+	return fmt.Errorf("session %q in %s holds an unfinished import (%d of the export's %d messages): it was not skipped as present; if no other import is running, remove it with 'ctxstore purge %s --yes' and import again",
+		rec.Name, st.Path(), si.TotalMessages, rec.Messages, shellQuote(rec.Name))
 }
 
 // importDerived stores the derived records that follow a session's

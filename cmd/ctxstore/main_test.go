@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,6 +31,9 @@ const roleEnv = "CTXSTORE_CLI_TEST_ROLE"
 func TestMain(m *testing.M) {
 	if role := os.Getenv(roleEnv); role != "" {
 		os.Exit(runRole(role))
+	}
+	if slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.fuzzworker") }) {
+		os.Exit(m.Run()) // fuzz targets run in-process: no binary needed
 	}
 	dir, err := os.MkdirTemp("", "ctxstore-cli-test")
 	if err != nil {
@@ -139,13 +143,8 @@ func (e *env) run(stdin string, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = e.vars
-	cmd.Dir = e.dir
 	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	return e.result(args, out.String(), errb.String(), err)
+	return e.runCmd(cmd)
 }
 
 // result is what a finished run of the command did; err is its Wait's.
@@ -717,18 +716,20 @@ func TestTail(t *testing.T) {
 	e.fail(1, "", []string{"tail", "nope"}, `session "nope" not found`)
 }
 
-func TestTailFollow(t *testing.T) {
-	e := newEnv(t)
-	e.ok(conversation, "add", "s")
-	cmd := exec.Command(binary, "tail", "-f", "-n", "1", "s", "--jsonl")
+// start starts the command and returns it, the lines it prints as they
+// come, and what it writes to stderr. The command is killed when the test
+// ends.
+func (e *env) start(args ...string) (*exec.Cmd, <-chan string, *bytes.Buffer) {
+	e.t.Helper()
+	cmd := exec.Command(binary, args...)
 	cmd.Env = e.vars
 	stdout, _ := cmd.StdoutPipe()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	e.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	lines := make(chan string, 100)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -737,6 +738,13 @@ func TestTailFollow(t *testing.T) {
 		}
 		close(lines)
 	}()
+	return cmd, lines, &stderr
+}
+
+func TestTailFollow(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	cmd, lines, stderr := e.start("tail", "-f", "-n", "1", "s", "--jsonl")
 	next := func() string {
 		t.Helper()
 		select {

@@ -63,6 +63,14 @@ the export is complete.`,
 // exportToFile writes the export beside path and renames it into place once
 // complete, so an interrupted export never leaves a plausible-looking file.
 func exportToFile(ctx context.Context, st *store.Store, names []string, path string) (exportStats, error) {
+	if same, _ := sameFilePath(st.Path(), path); same {
+		return exportStats{}, fmt.Errorf("export: %s is the database itself: writing the export there would replace the store; pick another file", path)
+	}
+	// An existing symlink stays: the file it points to is replaced.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	removeStaleTemps(path, ".tmp")
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return exportStats{}, fmt.Errorf("export: %w", err)
@@ -79,7 +87,7 @@ func exportToFile(ctx context.Context, st *store.Store, names []string, path str
 		err = os.Rename(tmp.Name(), path)
 	}
 	if err != nil {
-		return stats, fmt.Errorf("export to %s: %w", path, err)
+		return stats, fmt.Errorf("export to %s: %w; %s was not written", path, err, path)
 	}
 	return stats, nil
 }
@@ -92,10 +100,11 @@ func importCommand() *command {
 		help: `The format is recognised by the first line.
 
 A ctxstore export restores its sessions exactly (seqs, epochs, times,
-token estimates, derived records). A session that fails to import is
-removed again (one killed mid-import is left shorter but consistent:
-purge it and import again); a session that already exists is an error
-unless --skip-existing.
+token estimates, derived records), after checking them as strictly as
+'add' checks messages. A session that fails to import is removed again;
+one killed mid-import is left shorter and marked unfinished, which
+--skip-existing and verify report (purge it and import again). A session
+that already exists is an error unless --skip-existing.
 
 Anything else is read as an Amplifier transcript, one message per line,
 into the session --session NAME (default: ID for

@@ -119,9 +119,10 @@ bbolt, so it works on files bbolt cannot open (cut short, broken meta
 pages, garbage pages). It never modifies the original. Every intact
 message is written to OUT (which must not exist) with its session, seq,
 epoch, time and token estimate, and each session's metadata where it is
-readable; the report lists what was skipped or missing. Afterwards check
-OUT with 'ctxstore --db OUT verify', keep the damaged file aside and move
-OUT into its place. Exit status 1 when nothing could be recovered.`,
+readable; the report lists what was skipped or missing. OUT appears only
+once complete: Ctrl-C or a full disk exits 1 and leaves no OUT. Afterwards
+check OUT with 'ctxstore --db OUT verify', keep the damaged file aside and
+move OUT into its place. Exit status 1 when nothing could be recovered.`,
 		example: "ctxstore doctor --salvage rescued.db\nctxstore --db rescued.db verify",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
