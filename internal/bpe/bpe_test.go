@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer"
@@ -121,8 +122,53 @@ func FuzzCount(f *testing.F) {
 	encs := encodings()
 	oracles := []tokenizer.Codec{oracle(f, encs[0]), oracle(f, encs[1])}
 	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 1000 {
+			// The reference merge is cubic: long inputs only have to
+			// count, which TestLongPieces times.
+			s = s[:1000]
+		}
 		for i, e := range encs {
 			checkSame(t, e, oracles[i], s)
 		}
 	})
+}
+
+// TestMergesAgree: the heap merge, used above smallPiece bytes, gives the
+// quadratic merge's count on any bytes.
+func TestMergesAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, e := range encodings() {
+		for range 2000 {
+			p := randomString(r, 1+r.IntN(40))
+			if len(p) > smallPiece {
+				p = p[:smallPiece]
+			}
+			if a, b := e.mergeSmall(p), e.mergeLarge(p); a != b {
+				t.Fatalf("%s: %q: mergeSmall %d, mergeLarge %d", e.Name(), p, a, b)
+			}
+		}
+	}
+}
+
+// TestLongPieces: pieces of every class, much longer than any token, count
+// in about linear time (the heap merge) and agree with the quadratic one.
+func TestLongPieces(t *testing.T) {
+	for _, unit := range []string{"a", "ab", "Zq", "9", " ", "\n", "=", "-*", "日", "😀", "é", "\u0301", "\xff"} {
+		s := strings.Repeat(unit, 20000)
+		for _, e := range encodings() {
+			start := time.Now()
+			n := e.Count(s)
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("%s: %d bytes of %q took %v", e.Name(), len(s), unit, d)
+			}
+			if n < 1 || n > len(s) {
+				t.Errorf("%s: %d bytes of %q count %d", e.Name(), len(s), unit, n)
+			}
+			// The heap merge gives what the quadratic one gives.
+			p := strings.Repeat(unit, smallPiece/len(unit))
+			if a, b := e.mergeSmall(p), e.mergeLarge(p); a != b {
+				t.Errorf("%s: %q: mergeSmall %d, mergeLarge %d", e.Name(), p, a, b)
+			}
+		}
+	}
 }
