@@ -105,7 +105,11 @@ func TestForName(t *testing.T) {
 			t.Errorf("ForName(%q) found a counter", name)
 		}
 	}
-	var _ ctxstore.Counter = O200k()
+	var zero Counter
+	m := ctxstore.NewMessage("user", "the zero Counter")
+	if zero.Name() != O200k().Name() || zero.Estimate(m) != O200k().Estimate(m) {
+		t.Errorf("the zero Counter is %q and counts %d, want O200k's %d", zero.Name(), zero.Estimate(m), O200k().Estimate(m))
+	}
 }
 
 // TestConcurrentCounts: counters are shared and stateless; the race
