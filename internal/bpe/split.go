@@ -1,5 +1,7 @@
 package bpe
 
+import "unicode/utf8"
+
 // The pre-tokenizers split text into pieces exactly as the regular
 // expressions of tiktoken's encodings do, with hand-written matching:
 //
@@ -36,6 +38,13 @@ func punct(c uint8) bool { return c&(cS|cL|cN) == 0 }
 // mask.
 func (p *splitter) run(i int, mask uint8) int {
 	for i < len(p.s) {
+		if b := p.s[i]; b < utf8.RuneSelf { // the common case, inline
+			if asciiClasses[b]&mask == 0 {
+				break
+			}
+			i++
+			continue
+		}
 		c, n := p.at(i)
 		if c&mask == 0 {
 			break
@@ -77,7 +86,10 @@ func (p *splitter) upperLower(j int) int {
 	lastLow := -1
 	i := j
 	for i < len(p.s) {
-		c, n := p.at(i)
+		c, n := asciiClasses[p.s[i]&0x7f], 1
+		if p.s[i] >= utf8.RuneSelf {
+			c, n = p.at(i)
+		}
 		if c&cLow != 0 {
 			lastLow = i
 		}
