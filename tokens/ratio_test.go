@@ -10,11 +10,12 @@ import (
 )
 
 // oracleWrong matches text on which the oracle library differs from
-// tiktoken (it drops U+007F, ends \s*[\r\n]+ at the first line break and
-// does not fold ſ; internal/bpe's tests pin those cases against a
+// tiktoken (it drops U+007F, ends \s*[\r\n]+ at the first line break,
+// does not fold ſ, and splits whitespace ending the text at its last line
+// break in cl100k_base; internal/bpe's tests pin those cases against a
 // reference split). Such text parts are counted by internal/bpe instead,
 // and the test says how many there were.
-var oracleWrong = regexp.MustCompile(`\x7f|\x{17f}|[\r\n][\t\v\f \x{85}\p{Z}]+[\r\n]`)
+var oracleWrong = regexp.MustCompile(`\x7f|\x{17f}|[\r\n][\t\v\f \x{85}\p{Z}]+[\r\n]|[\r\n][\t\n\v\f\r \x{85}\p{Z}]*[\t\v\f \x{85}\p{Z}][\t\n\v\f\r \x{85}\p{Z}]*$`)
 
 // oracleCounter counts text with github.com/tiktoken-go/tokenizer.
 func oracleCounter(t testing.TB, enc tokenizer.Encoding, fallback *Counter, fellBack *int) textCounter {
