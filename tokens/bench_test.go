@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,9 @@ import (
 )
 
 func counters() []*Counter { return []*Counter{O200k(), CL100k(), Heuristic()} }
+
+// short is a counter's name without its version, for benchmark names.
+func short(c *Counter) string { return strings.Split(c.Name(), "/")[0] }
 
 // typicalMessages are the corpus conversations' messages of 1.5 to 2.5
 // KiB: a mix of prose, code, tool calls and tool output, about 2 KiB each.
@@ -43,7 +47,7 @@ func BenchmarkCount(b *testing.B) {
 		for _, kind := range append([]string{"typical-2KiB"}, corpusKinds...) {
 			ms := corpus[kind]
 			size := bytesOf(ms)
-			b.Run(c.Name()+"/"+kind, func(b *testing.B) {
+			b.Run(short(c)+"/"+kind, func(b *testing.B) {
 				b.SetBytes(int64(size))
 				cpu0 := cpuTime()
 				for b.Loop() {
@@ -101,7 +105,7 @@ func BenchmarkCountVsAppend(b *testing.B) {
 	app := median(appends)
 	b.ReportMetric(app/1e3, "append-µs")
 	for k, c := range cs {
-		name := c.Name()[:len(c.Name())-2] // without the version
+		name := short(c)
 		b.ReportMetric(median(counts[k])/1e3, name+"-µs")
 		b.ReportMetric(median(counts[k])/app, name+"/append")
 	}

@@ -47,7 +47,7 @@ func message(t textCounter, m ctxstore.Message) int {
 		case "tool_calls":
 			items(v, func(c []byte) {
 				n += PerToolCall + t.count(text(field(c, "id")))
-				n += function(t, field(c, "function"))
+				n += function(t, field(c, "function")) + function(t, field(c, "custom"))
 			})
 		case "function_call":
 			n += PerToolCall + function(t, v)
@@ -56,12 +56,13 @@ func message(t textCounter, m ctxstore.Message) int {
 	return n
 }
 
-// function counts an OpenAI function object: its name and argument string.
+// function counts an OpenAI function (or custom tool) call: its name and
+// argument (input) string.
 func function(t textCounter, fn []byte) int {
 	n := 0
 	fields(fn, func(k, v []byte) {
 		switch string(k) {
-		case "name", "arguments":
+		case "name", "arguments", "input":
 			n += t.count(text(v))
 		}
 	})

@@ -23,161 +23,183 @@ import (
 //     per otherLen in a run; emoji and other symbols symbolRune each.
 //
 // The figures are fitted on ctxstore's corpus to err on the high side.
+// Costs add up in tenths of a token.
 const (
-	wordLen    = 7.0
-	randomLen  = 1.7
-	punctLen   = 2.0
-	cjkRune    = 0.8
-	otherLen   = 3.0
-	symbolRune = 2.0
+	wordLen     = 7  // letters per token in a word
+	randomLen10 = 17 // tenths of a letter per token in random-looking runs (1.7)
+	punctLen    = 2  // punctuation characters per token
+	cjkRune10   = 8  // tenths of a token per CJK character
+	otherLen    = 3  // letters per token in other scripts
+	symbolRune  = 2  // tokens per emoji or other symbol
 )
 
-// asciiClass: 0 other/control, 1 lower, 2 upper, 3 digit, 4 space, 5 punct.
-var asciiClass = func() (t [128]uint8) {
+// Byte classes of ASCII.
+const (
+	bOther = iota // controls
+	bLower
+	bUpper
+	bDigit
+	bSpace
+	bPunct
+)
+
+// asciiClass holds the class of each ASCII byte, and isVowel the vowels
+// (with y) that tell a word from a random run of letters.
+var asciiClass, isVowel = func() (t [128]uint8, v [128]bool) {
 	for c := range 128 {
 		switch {
 		case c >= 'a' && c <= 'z':
-			t[c] = 1
+			t[c] = bLower
 		case c >= 'A' && c <= 'Z':
-			t[c] = 2
+			t[c] = bUpper
 		case c >= '0' && c <= '9':
-			t[c] = 3
+			t[c] = bDigit
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f':
-			t[c] = 4
-		default:
-			t[c] = 5
+			t[c] = bSpace
+		case c >= 0x20:
+			t[c] = bPunct
 		}
 	}
-	return t
+	for _, c := range "aeiouyAEIOUY" {
+		v[c] = true
+	}
+	return t, v
 }()
+
+// class is the ASCII class of c, bOther for any byte of a multi-byte
+// character.
+func class(c byte) uint8 {
+	if c >= utf8.RuneSelf {
+		return bOther
+	}
+	return asciiClass[c]
+}
 
 // estimateText is the heuristic's count of b's tokens, at least 1.
 func estimateText(b []byte) int {
-	var cost float64
+	tenths := 0
 	for i := 0; i < len(b); {
 		c := b[i]
 		if c >= utf8.RuneSelf {
-			i += nonASCII(b[i:], &cost)
+			n, t := nonASCII(b[i:])
+			tenths += t
+			i += n
 			continue
 		}
 		switch asciiClass[c] {
-		case 1, 2, 3:
-			i += alnumRun(b[i:], &cost)
-		case 4:
+		case bLower, bUpper, bDigit:
+			n, t := alnumRun(b[i:])
+			tenths += t
+			i += n
+		case bSpace:
 			j, nl := i, i-1
-			for j < len(b) && b[j] < utf8.RuneSelf && asciiClass[b[j]] == 4 {
+			for j < len(b) && class(b[j]) == bSpace {
 				if b[j] == '\n' || b[j] == '\r' {
 					nl = j
 				}
 				j++
 			}
 			if nl >= i {
-				cost++ // the line breaks, up to the last
+				tenths += 10 // the line breaks, up to the last
 			}
-			cost += spaceRun(j-nl-1, b[j:])
+			tenths += 10 * spaceRun(j-nl-1, b[j:])
 			i = j
 		default: // punctuation and controls
 			j := i + 1
-			for j < len(b) && b[j] < utf8.RuneSelf && (asciiClass[b[j]] == 5 || asciiClass[b[j]] == 0) {
+			for j < len(b) && (class(b[j]) == bPunct || b[j] < 0x20 && class(b[j]) == bOther) {
 				j++
 			}
 			n := j - i
-			if n == 1 && j < len(b) && (i == 0 || b[i-1] != ' ') && (b[j] >= utf8.RuneSelf || asciiClass[b[j]] == 1 || asciiClass[b[j]] == 2) {
+			word := j < len(b) && (b[j] >= utf8.RuneSelf || asciiClass[b[j]] == bLower || asciiClass[b[j]] == bUpper)
+			if n > 1 || !word || i > 0 && b[i-1] == ' ' {
 				// One mark before a word is part of the word's token,
 				// unless a space took it.
-			} else {
-				cost += ceil(float64(n) / punctLen)
+				tenths += 10 * ((n + punctLen - 1) / punctLen)
 			}
 			i = j
 		}
 	}
-	return max(1, int(cost+0.5))
+	return max(1, (tenths+5)/10)
 }
 
 // spaceRun is the cost of n blanks (no line breaks) followed by next: the
 // last blank joins a following word or punctuation, but not digits.
-func spaceRun(n int, next []byte) float64 {
+func spaceRun(n int, next []byte) int {
 	switch {
 	case n == 0:
 		return 0
 	case len(next) == 0:
 		return 1
-	case next[0] < utf8.RuneSelf && asciiClass[next[0]] == 3:
-		return min(float64(n), 2)
+	case class(next[0]) == bDigit:
+		return min(n, 2)
 	case n == 1:
 		return 0
 	}
 	return 1
 }
 
-func ceil(x float64) float64 {
-	n := float64(int(x))
-	if n < x {
-		n++
-	}
-	return n
-}
-
 // alnumRun estimates the run of ASCII letters and digits at the start of
-// b and returns its length.
-func alnumRun(b []byte, cost *float64) int {
-	n, flips := 0, 0
+// b: it returns the run's length and its cost in tenths. Humps are
+// [A-Z]?[a-z]+, [A-Z]+ or up to three digits; the run is random-looking
+// when its class changes at least every fourth character.
+func alnumRun(b []byte) (n, tenths int) {
+	words, randoms, flips := 0, 0, 0
 	prev := uint8(0)
-	for n < len(b) && b[n] < utf8.RuneSelf {
-		k := asciiClass[b[n]]
-		if k < 1 || k > 3 {
+	for n < len(b) {
+		k := class(b[n])
+		if k != bLower && k != bUpper && k != bDigit {
 			break
 		}
-		if prev != 0 && k != prev && !(prev == 2 && k == 1) {
+		if prev != 0 && k != prev && !(prev == bUpper && k == bLower) {
 			flips++
 		}
-		prev = k
-		n++
-	}
-	letterLen := wordLen
-	if n >= 8 && flips*4 >= n {
-		letterLen = randomLen
-	}
-	// Humps: [A-Z]?[a-z]+, [A-Z]+, or up to three digits.
-	for i := 0; i < n; {
-		j := i
-		switch asciiClass[b[i]] {
-		case 3:
-			for j < n && j-i < 3 && asciiClass[b[j]] == 3 {
+		// One hump from n to j.
+		j := n + 1
+		switch k {
+		case bDigit:
+			for j < len(b) && j-n < 3 && class(b[j]) == bDigit {
 				j++
 			}
-			*cost++
-			i = j
+			words += 10
+			randoms += 10
+			prev = bDigit
+			n = j
 			continue
-		case 2:
-			for j < n && asciiClass[b[j]] == 2 {
+		case bUpper:
+			for j < len(b) && class(b[j]) == bUpper {
 				j++
 			}
-			if j-i == 1 {
-				for j < n && asciiClass[b[j]] == 1 {
+			if j-n == 1 {
+				for j < len(b) && class(b[j]) == bLower {
 					j++
 				}
 			}
 		default:
-			for j < n && asciiClass[b[j]] == 1 {
+			for j < len(b) && class(b[j]) == bLower {
 				j++
 			}
 		}
-		hl := letterLen
-		if j-i >= 4 && hl == wordLen && vowels(b[i:j])*5 < j-i {
-			hl = randomLen // no vowels: not a word (rwxr, kbps, bcdfg)
+		l := j - n
+		randomCost := 10 * ((l*10 + randomLen10 - 1) / randomLen10)
+		randoms += randomCost
+		if l >= 4 && vowels(b[n:j])*5 < l {
+			words += randomCost // no vowels: not a word (rwxr, kbps)
+		} else {
+			words += 10 * ((l + wordLen - 1) / wordLen)
 		}
-		*cost += ceil(float64(j-i) / hl)
-		i = j
+		prev = class(b[j-1])
+		n = j
 	}
-	return n
+	if n >= 8 && flips*4 >= n {
+		return n, randoms
+	}
+	return n, words
 }
 
 func vowels(b []byte) int {
 	n := 0
 	for _, c := range b {
-		switch c | 0x20 {
-		case 'a', 'e', 'i', 'o', 'u', 'y':
+		if isVowel[c&0x7f] {
 			n++
 		}
 	}
@@ -185,13 +207,13 @@ func vowels(b []byte) int {
 }
 
 // nonASCII estimates the run of non-ASCII characters of one kind at the
-// start of b and returns its length in bytes.
-func nonASCII(b []byte, cost *float64) int {
+// start of b: it returns the run's length in bytes and its cost in
+// tenths.
+func nonASCII(b []byte) (int, int) {
 	r, size := utf8.DecodeRune(b)
 	switch {
 	case isCJK(r):
-		*cost += cjkRune
-		return size
+		return size, cjkRune10
 	case unicode.IsLetter(r) || unicode.IsMark(r):
 		runes, n := 0, 0
 		for n < len(b) {
@@ -202,14 +224,11 @@ func nonASCII(b []byte, cost *float64) int {
 			runes++
 			n += s
 		}
-		*cost += ceil(float64(runes) / otherLen)
-		return n
+		return n, 10 * ((runes + otherLen - 1) / otherLen)
 	case unicode.IsSpace(r):
-		*cost++
-		return size
+		return size, 10
 	}
-	*cost += symbolRune
-	return size
+	return size, 10 * symbolRune
 }
 
 func isCJK(r rune) bool {

@@ -48,6 +48,7 @@ import (
 )
 
 // Counter counts the tokens of messages; it implements ctxstore.Counter.
+// The zero Counter counts like O200k.
 type Counter struct {
 	name string
 	text textCounter
@@ -93,14 +94,22 @@ func ForName(name string) (*Counter, bool) {
 	return nil, false
 }
 
+// or returns c, or O200k for the zero Counter.
+func (c *Counter) or() *Counter {
+	if c == nil || c.text == nil {
+		return o200k
+	}
+	return c
+}
+
 // Name returns the counter's name and version, e.g. "o200k_base/1".
-func (c *Counter) Name() string { return c.name }
+func (c *Counter) Name() string { return c.or().name }
 
 // Estimate returns the tokens of m; 0 for the zero Message.
-func (c *Counter) Estimate(m ctxstore.Message) int { return message(c.text, m) }
+func (c *Counter) Estimate(m ctxstore.Message) int { return message(c.or().text, m) }
 
 // Text returns the tokens of plain text, without any framing: for what a
 // host sends beside the messages, such as tool schemas.
-func (c *Counter) Text(s string) int { return c.text.count([]byte(s)) }
+func (c *Counter) Text(s string) int { return c.or().text.count([]byte(s)) }
 
 var _ ctxstore.Counter = (*Counter)(nil)

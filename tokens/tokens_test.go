@@ -31,6 +31,8 @@ func TestEstimateCountsWhatProvidersCount(t *testing.T) {
 			PerMessage + tx("assistant") + tx("let me see")},
 		{"openai tool call", `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"run","arguments":"{\"cmd\":\"ls -la\"}"}}]}`,
 			PerMessage + tx("assistant") + PerToolCall + tx("call_1") + tx("run") + tx(`{"cmd":"ls -la"}`)},
+		{"openai custom tool call", `{"role":"assistant","content":null,"tool_calls":[{"id":"call_2","type":"custom","custom":{"name":"patch","input":"*** Begin Patch"}}]}`,
+			PerMessage + tx("assistant") + PerToolCall + tx("call_2") + tx("patch") + tx("*** Begin Patch")},
 		{"anthropic tool use", `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"run","input":{"cmd":"ls -la"}}]}`,
 			PerMessage + tx("assistant") + PerToolCall + tx("toolu_1") + tx("run") + tx(`{"cmd":"ls -la"}`)},
 		{"tool result", `{"role":"tool","tool_call_id":"call_1","content":"total 0"}`, PerMessage + tx("tool") + tx("call_1") + tx("total 0")},
@@ -103,7 +105,11 @@ func TestForName(t *testing.T) {
 			t.Errorf("ForName(%q) found a counter", name)
 		}
 	}
-	var _ ctxstore.Counter = O200k()
+	var zero Counter
+	m := ctxstore.NewMessage("user", "the zero Counter")
+	if zero.Name() != O200k().Name() || zero.Estimate(m) != O200k().Estimate(m) {
+		t.Errorf("the zero Counter is %q and counts %d, want O200k's %d", zero.Name(), zero.Estimate(m), O200k().Estimate(m))
+	}
 }
 
 // TestConcurrentCounts: counters are shared and stateless; the race

@@ -100,10 +100,15 @@ func replaceInvalid(s string) string {
 
 // countPiece returns the number of tokens byte-pair merging makes of p.
 func (e *Encoding) countPiece(p string) int {
-	if len(p) == 1 {
+	switch {
+	case len(p) == 1:
 		return 1 // every byte is a token
-	}
-	if e.v.rank(p) != noRank {
+	case len(p) == 2:
+		if e.v.pairs[uint16(p[0])<<8|uint16(p[1])] != noRank {
+			return 1
+		}
+		return 2
+	case e.v.rank(p) != noRank:
 		return 1
 	}
 	if len(p) <= smallPiece {

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer"
@@ -34,7 +35,7 @@ var tricky = []string{
 	"日本語のテキスト", "中文文本，标点。", "한국어 텍스트", "Привет, мир!", "مرحبا بالعالم", "नमस्ते दुनिया",
 	"emoji 😀🎉👍🏽 family 👨‍👩‍👧", "🇺🇸🇫🇷", "e\u0301 combining", "\u0301a", "a\u0301\u0302b", "\u0903x", "x\u0903",
 	"ǅungla ǅ", "ʰʲ mod", "ⅫⅣ", "\u3000全角\u3000space", "nbsp\u00a0here", "\u2028sep\u2029",
-	"<|endoftext|>", "<|endofprompt|> x", "\x00\x01\x7f", "invalid \xff\xfe bytes", "\xe6\x97", "a\xc3",
+	"end\n  ", "end \n\t\n ", "x\r\n", "\n\n", "<|endoftext|>", "<|endofprompt|> x", "\x00\x01\x7f", "invalid \xff\xfe bytes", "\xe6\x97", "a\xc3",
 	"ſ 'ſ x'ſ", "'K", strings.Repeat("a", 300), strings.Repeat("=", 500), strings.Repeat(" ", 200) + "x",
 	strings.Repeat("ab1", 200), "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0",
 }
@@ -56,7 +57,7 @@ func randomString(r *rand.Rand, n int) string {
 
 // oracleWrong matches the inputs on which the oracle library differs
 // from tiktoken (see ref_test.go).
-var oracleWrong = regexp.MustCompile(`\x7f|\x{17f}|[\r\n][\t\v\f \x{85}\p{Z}]+[\r\n]`)
+var oracleWrong = regexp.MustCompile(`\x7f|\x{17f}|[\r\n][\t\v\f \x{85}\p{Z}]+[\r\n]|[\r\n][\t\n\v\f\r \x{85}\p{Z}]*[\t\v\f \x{85}\p{Z}][\t\n\v\f\r \x{85}\p{Z}]*$`)
 
 // checkSame compares Count with the reference and, where the oracle
 // library is right, with the oracle.
@@ -121,8 +122,53 @@ func FuzzCount(f *testing.F) {
 	encs := encodings()
 	oracles := []tokenizer.Codec{oracle(f, encs[0]), oracle(f, encs[1])}
 	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 1000 {
+			// The reference merge is cubic: long inputs only have to
+			// count, which TestLongPieces times.
+			s = s[:1000]
+		}
 		for i, e := range encs {
 			checkSame(t, e, oracles[i], s)
 		}
 	})
+}
+
+// TestMergesAgree: the heap merge, used above smallPiece bytes, gives the
+// quadratic merge's count on any bytes.
+func TestMergesAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, e := range encodings() {
+		for range 2000 {
+			p := randomString(r, 1+r.IntN(40))
+			if len(p) > smallPiece {
+				p = p[:smallPiece]
+			}
+			if a, b := e.mergeSmall(p), e.mergeLarge(p); a != b {
+				t.Fatalf("%s: %q: mergeSmall %d, mergeLarge %d", e.Name(), p, a, b)
+			}
+		}
+	}
+}
+
+// TestLongPieces: pieces of every class, much longer than any token, count
+// in about linear time (the heap merge) and agree with the quadratic one.
+func TestLongPieces(t *testing.T) {
+	for _, unit := range []string{"a", "ab", "Zq", "9", " ", "\n", "=", "-*", "日", "😀", "é", "\u0301", "\xff"} {
+		s := strings.Repeat(unit, 20000)
+		for _, e := range encodings() {
+			start := time.Now()
+			n := e.Count(s)
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("%s: %d bytes of %q took %v", e.Name(), len(s), unit, d)
+			}
+			if n < 1 || n > len(s) {
+				t.Errorf("%s: %d bytes of %q count %d", e.Name(), len(s), unit, n)
+			}
+			// The heap merge gives what the quadratic one gives.
+			p := strings.Repeat(unit, smallPiece/len(unit))
+			if a, b := e.mergeSmall(p), e.mergeLarge(p); a != b {
+				t.Errorf("%s: %q: mergeSmall %d, mergeLarge %d", e.Name(), p, a, b)
+			}
+		}
+	}
 }

@@ -66,11 +66,20 @@ var bmpClasses = sync.OnceValue(func() *[0x10000]uint8 {
 	return &t
 })
 
+// asciiClasses is classify for ASCII, small enough to stay in the
+// fastest cache.
+var asciiClasses = func() (t [utf8.RuneSelf]uint8) {
+	for r := range rune(utf8.RuneSelf) {
+		t[r] = classify(r)
+	}
+	return t
+}()
+
 // classAt returns the class of the rune starting at s[i] and its size. s
 // must be valid UTF-8.
 func classAt(tab *[0x10000]uint8, s string, i int) (uint8, int) {
 	if c := s[i]; c < utf8.RuneSelf {
-		return tab[c], 1
+		return asciiClasses[c], 1
 	}
 	r, n := utf8.DecodeRuneInString(s[i:])
 	if r < 0x10000 {

@@ -13,16 +13,18 @@ import (
 // its last rune when a non-space follows and it has two runes or more; and
 // \s is spelled out as Unicode White_Space (RE2's \s is ASCII only).
 //
-// The oracle library (regexp2) differs from tiktoken in three places the
+// The oracle library (regexp2) differs from tiktoken in four places the
 // reference gets right: it drops U+007F, it ends \s*[\r\n]+ at the first
-// line break instead of the last, and its (?i) does not fold ſ to s.
+// line break instead of the last, its (?i) does not fold ſ to s, and its
+// cl100k_base pattern predates tiktoken's \s++$ (whitespace ending the
+// text is one piece).
 const (
 	ws       = `\t\n\v\f\r \x{85}\p{Z}`
 	o200kRef = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?` +
 		`|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?` +
 		`|\p{N}{1,3}| ?[^` + ws + `\p{L}\p{N}]+[\r\n/]*|[` + ws + `]*[\r\n]+|([` + ws + `]+)`
-	cl100kRef = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}` +
-		`| ?[^` + ws + `\p{L}\p{N}]+[\r\n]*|[` + ws + `]*[\r\n]+|([` + ws + `]+)`
+	cl100kRef = `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}` +
+		`| ?[^` + ws + `\p{L}\p{N}]+[\r\n]*|[` + ws + `]+$|[` + ws + `]*[\r\n]|([` + ws + `]+)`
 )
 
 var refPatterns = map[string]*regexp.Regexp{

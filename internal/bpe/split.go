@@ -1,5 +1,7 @@
 package bpe
 
+import "unicode/utf8"
+
 // The pre-tokenizers split text into pieces exactly as the regular
 // expressions of tiktoken's encodings do, with hand-written matching:
 //
@@ -9,10 +11,12 @@ package bpe
 //	|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
 //	|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //
-// cl100k_base:
+// cl100k_base, as tiktoken writes it since it made the quantifiers
+// possessive (the same pieces as before, except that whitespace at the end
+// of the text is one piece, \s++$):
 //
-//	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
-//	| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//	'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+
+//	| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s
 //
 // Every position starts a match, so pieces are contiguous. Each function
 // below returns the end of the piece starting at i (i < len(s), s valid
@@ -36,6 +40,13 @@ func punct(c uint8) bool { return c&(cS|cL|cN) == 0 }
 // mask.
 func (p *splitter) run(i int, mask uint8) int {
 	for i < len(p.s) {
+		if b := p.s[i]; b < utf8.RuneSelf { // the common case, inline
+			if asciiClasses[b]&mask == 0 {
+				break
+			}
+			i++
+			continue
+		}
 		c, n := p.at(i)
 		if c&mask == 0 {
 			break
@@ -77,7 +88,10 @@ func (p *splitter) upperLower(j int) int {
 	lastLow := -1
 	i := j
 	for i < len(p.s) {
-		c, n := p.at(i)
+		c, n := asciiClasses[p.s[i]&0x7f], 1
+		if p.s[i] >= utf8.RuneSelf {
+			c, n = p.at(i)
+		}
 		if c&cLow != 0 {
 			lastLow = i
 		}
@@ -123,7 +137,7 @@ func (p *splitter) nextO200k(i int) int {
 	if c0&cUp != 0 {
 		return p.upperThenLower(i)
 	}
-	return p.rest(i, c0, n0, cCRLF|cSlash)
+	return p.rest(i, c0, n0, cCRLF|cSlash, false)
 }
 
 func (p *splitter) nextCL100k(i int) int {
@@ -141,13 +155,14 @@ func (p *splitter) nextCL100k(i int) int {
 	if c0&cL != 0 {
 		return p.run(i, cL)
 	}
-	return p.rest(i, c0, n0, cCRLF)
+	return p.rest(i, c0, n0, cCRLF, true)
 }
 
 // rest matches the alternatives both encodings share after the letters:
 // \p{N}{1,3} | ?[^\s\p{L}\p{N}]+[tail]* |\s*[\r\n]+|\s+(?!\S)|\s+ where
-// tail is [\r\n/] (o200k) or [\r\n] (cl100k).
-func (p *splitter) rest(i int, c0 uint8, n0 int, tail uint8) int {
+// tail is [\r\n/] (o200k) or [\r\n] (cl100k), and, with endWhole,
+// \s++$ before the whitespace alternatives (cl100k).
+func (p *splitter) rest(i int, c0 uint8, n0 int, tail uint8, endWhole bool) int {
 	s := p.s
 	if c0&cN != 0 {
 		e := i + n0
@@ -195,6 +210,8 @@ func (p *splitter) rest(i int, c0 uint8, n0 int, tail uint8) int {
 		e += n
 	}
 	switch {
+	case endWhole && e == len(s):
+		return e
 	case lastCRLF >= 0:
 		return lastCRLF + 1
 	case e == len(s) || runes == 1:

@@ -138,9 +138,6 @@ func loadVocab(gz []byte, want int) (*vocab, error) {
 		if t == "" {
 			continue // a rank with no token
 		}
-		if v.rank(t) != noRank {
-			return nil, fmt.Errorf("vocabulary repeats token %q", t)
-		}
 		key := keyOf(t)
 		i := v.home(key, len(t))
 		for v.slots[i].n != 0 {
