@@ -451,14 +451,25 @@ func (m Message) IsPinned() bool { return m.role == RoleSystem || m.role == Role
 // so it belongs to the assistant message before it.
 func (m Message) IsResultOnly() bool { return len(m.resultIDs) > 0 && len(m.calls) == 0 }
 
+// Texts that begin the messages views add, so they are recognised without
+// metadata (a host may store a view's messages back into its history).
+const (
+	NoticePrefix  = "[Context compaction: "
+	SummaryPrefix = "Previous conversation summary: "
+)
+
 // IsHuman reports whether m is a message a person wrote: role user, no
-// tool results, and not a notice or repair ctxstore added.
+// tool results, and not a notice, summary or repair ctxstore added.
 func (m Message) IsHuman() bool {
 	if m.role != RoleUser || len(m.resultIDs) > 0 {
 		return false
 	}
-	src := m.Source()
-	return src != SourceNotice && src != SourceRepair
+	switch m.Source() {
+	case SourceNotice, SourceRepair, SourceSummary:
+		return false
+	}
+	c := m.content.of(m.raw)
+	return !jsonscan.HasStringPrefix(c, NoticePrefix) && !jsonscan.HasStringPrefix(c, SummaryPrefix)
 }
 
 // Keys returns the message's top-level keys, in the order they appear.

@@ -541,3 +541,24 @@ func TestEstimatorFunc(t *testing.T) {
 		t.Errorf("Estimate = %d", got)
 	}
 }
+
+// TestAddedMessagesAreNotHuman: a notice or summary a host stored back
+// into its history, without metadata, is still not taken for a person's
+// message.
+func TestAddedMessagesAreNotHuman(t *testing.T) {
+	for _, tt := range []struct {
+		m    ctxstore.Message
+		want bool
+	}{
+		{ctxstore.NewMessage("user", "what is in the logs?"), true},
+		{ctxstore.NewMessage("user", ctxstore.NoticePrefix+"to fit the context window, 3 earlier messages were omitted.]"), false},
+		{ctxstore.NewMessage("user", ctxstore.SummaryPrefix+"they talked"), false},
+		{ctxstore.MustParseMessage([]byte(`{"role":"user","content":"x","metadata":{"source":"context-summary"}}`)), false},
+		{ctxstore.NewToolResult("c1", "ok"), false},
+		{ctxstore.NewMessage("assistant", "hi"), false},
+	} {
+		if got := tt.m.IsHuman(); got != tt.want {
+			t.Errorf("%s: IsHuman = %v, want %v", tt.m, got, tt.want)
+		}
+	}
+}

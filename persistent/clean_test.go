@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxstore/ctxstore"
 )
@@ -89,5 +90,25 @@ func TestAnnotationsOnRequest(t *testing.T) {
 	last := v.Messages[len(v.Messages)-1]
 	if v.Origins[len(v.Origins)-1].Form != ctxstore.FormNotice || last.Source() != "context-compaction" {
 		t.Fatalf("annotated notice: %s (%v)", last, v.Origins[len(v.Origins)-1])
+	}
+}
+
+// TestEditedPendingMemoryFileShownAsEdited: a memory file edited before the
+// session's first write is shown in its new version, even when the edit
+// keeps its length (the view's copy without metadata is never stale).
+func TestEditedPendingMemoryFileShownAsEdited(t *testing.T) {
+	notes := filepath.Join(t.TempDir(), "notes.md")
+	writeFile(t, notes, "code 1111")
+	m := open(t, dbPath(t), "s", Config{MemoryFiles: []string{notes}, WatchMemory: true, MemoryDebounce: 5 * time.Millisecond, noSync: true})
+	if v := explainOf(t, m, 5000); len(v.Messages) != 1 || !strings.HasSuffix(v.Messages[0].Text(), "code 1111") || v.Origins[0].Seq != 0 {
+		t.Fatalf("fresh view %q %+v", texts(v.Messages), v.Origins)
+	}
+	writeFile(t, notes, "code 2222")
+	waitFor(t, "the edit", func() bool {
+		h := history(t, m)
+		return len(h) == 1 && strings.HasSuffix(h[0].Text(), "code 2222")
+	})
+	if v := explainOf(t, m, 5000); !strings.HasSuffix(v.Messages[0].Text(), "code 2222") {
+		t.Fatalf("view after the edit shows %q", texts(v.Messages))
 	}
 }

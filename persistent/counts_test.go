@@ -89,3 +89,23 @@ func TestUsageRatioIsSharedAndSurvivesRestart(t *testing.T) {
 		t.Errorf("after a restart the ratio is %v, want 1.3", v.UsageRatio)
 	}
 }
+
+// TestReportUsageDoesNotRevivePurgedSession: usage reported for a session
+// another process purged is not written: it would bring the session back.
+func TestReportUsageDoesNotRevivePurgedSession(t *testing.T) {
+	ctx := context.Background()
+	path := dbPath(t)
+	m := open(t, path, "s", Config{noSync: true})
+	addAll(t, m, conversation(40, 1000))
+	v := explainOf(t, m, 5000)
+	other := otherStore(t, path)
+	if err := other.Purge(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ReportUsage(ctx, ctxstore.Usage{InputTokens: v.Tokens * 2, View: &v}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Session(ctx, "s"); err == nil {
+		t.Fatal("reporting usage brought the purged session back")
+	}
+}

@@ -18,6 +18,9 @@ import (
 // not continue from it.
 const ReasonDecisionsNotSaved = "decisions_not_saved"
 
+// maxBudgets bounds how many budgets' decisions a window keeps in memory.
+const maxBudgets = 32
+
 // KindView is the derived-record kind of saved view decisions. Keys
 // are "v1/e<epoch>/b<budget>": decisions hold for one epoch and one budget.
 const KindView = "view"
@@ -66,6 +69,9 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 		return ctxstore.View{}, nil, err
 	}
 	h, plan, saved, epoch, err := m.prepareLocked(ctx, r)
+	// Memory messages of a fresh session are not stored yet: they have no
+	// seq until the first write.
+	pending := len(m.w.pending) > 0
 	events := m.takeEvents()
 	m.mu.Unlock()
 	if err != nil {
@@ -94,8 +100,8 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 	v.Session = m.session
 	for i := range v.Origins {
 		o := &v.Origins[i]
-		if o.Form == ctxstore.FormNotice || o.Form == ctxstore.FormRepair {
-			o.Seq = 0
+		if o.Form == ctxstore.FormNotice || o.Form == ctxstore.FormRepair || pending {
+			o.Seq, o.FromSeq = 0, 0
 			continue
 		}
 		o.Seq, o.FromSeq, o.Epoch = idSeq(o.Seq), idSeq(o.FromSeq), epoch
@@ -253,6 +259,9 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 	}
 	// In memory first: even if the write fails, this process's next views
 	// continue from these decisions.
+	if _, ok := m.w.decisions[budget]; !ok && len(m.w.decisions) >= maxBudgets {
+		clear(m.w.decisions) // a host cycling through budgets: keep memory bounded
+	}
 	m.w.decisions[budget] = d
 	if m.cfg.ReadOnly {
 		return nil

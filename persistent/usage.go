@@ -38,6 +38,7 @@ func (m *Manager) ReportUsage(ctx context.Context, u ctxstore.Usage) error {
 	if err := m.lock(); err != nil {
 		return err
 	}
+	created := m.w.created
 	m.mu.Unlock()
 	if m.cfg.ReadOnly {
 		if r, ok := m.drv.LearnRatio(m.drv.Ratio(), u); ok {
@@ -48,8 +49,10 @@ func (m *Manager) ReportUsage(ctx context.Context, u ctxstore.Usage) error {
 	counter := m.counterName()
 	var learned float64
 	err := m.st.UpdateDerived(ctx, m.session, KindUsage, usageKey, func(cur []byte, si store.SessionInfo) ([]byte, error) {
-		if si.Messages == 0 && si.LastSeq == 0 {
-			return nil, errNothingToLearn // no session yet: nothing to attach it to
+		if si.Messages == 0 || !si.Created.Equal(created) {
+			// No session yet, or not the one this manager saw (purged,
+			// maybe recreated): a write would bring it back.
+			return nil, errNothingToLearn
 		}
 		rec := usageRecord{Ratio: m.drv.Ratio(), Counter: counter}
 		var saved usageRecord

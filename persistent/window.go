@@ -249,6 +249,7 @@ func (m *Manager) historyTokens() int {
 func (m *Manager) reload(ctx context.Context, info store.SessionInfo) error {
 	old := m.w
 	w := newWindow(info)
+	m.recounted = [2]int{}
 	// Until a request says otherwise, keep what a request without a budget
 	// of its own would need: this bounds the memory of a manager that only
 	// appends.

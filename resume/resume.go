@@ -129,7 +129,8 @@ func Open(ctx context.Context, opts Options) (*persistent.Manager, *Report, erro
 		return nil, nil, err
 	}
 	rep := &Report{Session: t.id, Project: t.project, DBPath: t.db, Source: t.jsonl}
-	if t.jsonl != "" {
+	// A read-only resume inspects what is stored: no import, no repair.
+	if t.jsonl != "" && !opts.Config.ReadOnly {
 		ir, err := importInto(ctx, t, opts.Config)
 		// A conflict leaves the session usable: what it holds is
 		// authoritative, and ir.Skipped (a note below) says what happened.
@@ -169,8 +170,10 @@ func Open(ctx context.Context, opts Options) (*persistent.Manager, *Report, erro
 		_ = m.Close()
 		return nil, rep, fmt.Errorf("resume session %s: %w", t.id, err)
 	}
-	if rep.Repaired, err = m.RepairInterruptedTail(ctx); err != nil {
-		return fail(err)
+	if !opts.Config.ReadOnly {
+		if rep.Repaired, err = m.RepairInterruptedTail(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	info, err := m.Info(ctx)
 	if err != nil {

@@ -187,3 +187,30 @@ func TestExtraTokensComeOffTheBudget(t *testing.T) {
 		t.Errorf("nothing was compacted although the history is far over the budget")
 	}
 }
+
+// TestSmallExtraTokenChangesKeepDecisions: tool schemas that change by a few
+// tokens from one request to the next keep the sticky decisions (and the
+// provider's cached prefix) instead of compacting afresh each time.
+func TestSmallExtraTokenChangesKeepDecisions(t *testing.T) {
+	ctx := context.Background()
+	m, err := simple.New(ctxstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetMessages(ctx, corpusConversation(t)[:400]); err != nil {
+		t.Fatal(err)
+	}
+	first, err := m.Explain(ctx, ctxstore.Request{TokenBudget: 8000, ExtraTokens: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for extra := 501; extra <= 505; extra++ {
+		v, err := m.Explain(ctx, ctxstore.Request{TokenBudget: 8000, ExtraTokens: extra})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Escalated || !v.Reused || v.StablePrefix != len(first.Messages) {
+			t.Errorf("extra %d: escalated %v, reused %v, stable prefix %d of %d", extra, v.Escalated, v.Reused, v.StablePrefix, len(first.Messages))
+		}
+	}
+}

@@ -22,7 +22,8 @@ type envelope struct {
 	Raw       []byte
 	// Session is the session's name, empty in version-1 envelopes.
 	Session string
-	// Counter names the counter that made Tokens; empty before version 3.
+	// Counter names the counter that made Tokens; empty in envelopes
+	// written before counts were tagged.
 	Counter string
 }
 
@@ -49,7 +50,7 @@ func encodeEnvelope(e *envelope) ([]byte, error) {
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(&buf)
 	err := firstErr(
-		enc.EncodeArrayLen(envelopeFieldsV3),
+		enc.EncodeArrayLen(envelopeFieldsCounter),
 		enc.EncodeUint(EnvelopeVersion),
 		enc.EncodeUint(e.Seq),
 		enc.EncodeUint(e.Epoch),
@@ -173,14 +174,11 @@ func decodeEnvelopeInto(b []byte, e *envelope) error {
 		}
 		known = envelopeFieldsV2
 	}
-	if version >= 3 {
-		if n < envelopeFieldsV3 {
-			return fmt.Errorf("version %d with %d fields, want at least %d", version, n, envelopeFieldsV3)
-		}
+	if version >= 2 && n >= envelopeFieldsCounter {
 		if e.Counter, err = dec.DecodeString(); err != nil {
 			return fmt.Errorf("counter: %v", err)
 		}
-		known = envelopeFieldsV3
+		known = envelopeFieldsCounter
 	}
 	// Fields a later version appended are skipped, not rejected.
 	for i := known; i < n; i++ {

@@ -41,8 +41,8 @@ package store
 //	7 result ids array of string (tool_call_id / tool_result ids), nil when none
 //	8 raw       bin    (the original JSON bytes, exactly as given)
 //	9 session   string (the session's name; version 2 on)
-//	10 counter  string (name of the counter that made tokens, "" when
-//	            unknown; version 3 on)
+//	10 counter  string (name of the counter that made tokens; optional,
+//	            absent in envelopes written before counts were tagged)
 //
 // Version 1 envelopes have the first 9 elements and are still read. The
 // session name costs a few bytes per message and lets Salvage put messages
@@ -58,7 +58,7 @@ const (
 	FormatVersion = 1
 	// EnvelopeVersion is element 0 of the message envelopes this version
 	// writes; it reads every version from 1 on.
-	EnvelopeVersion = 3
+	EnvelopeVersion = 2
 )
 
 // Bucket and key names, as constants so nothing package-level is mutable;
@@ -79,8 +79,10 @@ const (
 	envelopeFields = 9
 	// envelopeFieldsV2 is the number of elements of a version-2 envelope.
 	envelopeFieldsV2 = 10
-	// envelopeFieldsV3 is the number of elements of a version-3 envelope.
-	envelopeFieldsV3 = 11
+	// envelopeFieldsCounter is the number of elements of an envelope that
+	// names its counter. The field was added to version 2 at the end, where
+	// older readers skip it, so files stay readable by older binaries.
+	envelopeFieldsCounter = 11
 	// seqKeyLen is the length of a message key.
 	seqKeyLen = 8
 	// msgsFillPercent is the bbolt FillPercent of "msgs" buckets. Keys only

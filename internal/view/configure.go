@@ -70,15 +70,29 @@ func Count(e ctxstore.Estimator, msgs []ctxstore.Message) []int {
 		return out
 	}
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var panicked any
 	chunk := (len(msgs) + workers - 1) / workers
 	for lo := 0; lo < len(msgs); lo += chunk {
 		hi := min(lo+chunk, len(msgs))
 		wg.Go(func() {
+			// A host's Estimator that panics panics in the caller, where it
+			// can be recovered, not in a goroutine that kills the process.
+			defer func() {
+				if p := recover(); p != nil {
+					mu.Lock()
+					panicked = p
+					mu.Unlock()
+				}
+			}()
 			for i := lo; i < hi; i++ {
 				out[i] = e.Estimate(msgs[i])
 			}
 		})
 	}
 	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
 	return out
 }

@@ -67,8 +67,24 @@ func (d *Driver) Plan(r ctxstore.Request) (Plan, []Event) {
 	}
 	extra := max(r.ExtraTokens, 0)
 	fit := b
-	fit.Tokens = max(1, int(float64(b.Tokens-extra)/q))
+	fit.Tokens = max(1, int(float64(b.Tokens-roundExtra(extra, b.Tokens))/q))
 	return Plan{Budget: b, Fit: fit, Extra: extra, Ratio: q}, events
+}
+
+// roundExtra rounds the extra tokens up to a coarse step (about 1/256 of
+// the budget, at least 16 tokens): compaction decisions are kept per fit
+// budget, and a host whose tool schemas change by a few tokens from one
+// request to the next must keep its decisions, and the provider's cached
+// prefix with them.
+func roundExtra(extra, budget int) int {
+	if extra <= 0 {
+		return 0
+	}
+	step := 16
+	for step*256 < budget {
+		step *= 2
+	}
+	return (extra + step - 1) / step * step
 }
 
 // Ratio is the learned ratio of reported to counted tokens (1 until usage
@@ -114,6 +130,9 @@ func (d *Driver) LearnRatio(cur float64, u ctxstore.Usage) (float64, bool) {
 		return cur, false
 	}
 	obs := float64(u.InputTokens-v.ExtraTokens) / float64(v.Tokens)
+	if obs <= 0 {
+		return cur, false // the report cannot be about this view
+	}
 	if cur <= 0 {
 		cur = 1
 	}

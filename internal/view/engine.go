@@ -296,7 +296,7 @@ func (e *engine) buildRegion(from uint64, sticky bool) {
 	})
 	for ; i < len(t); i++ {
 		it := t[i]
-		if it.Msg.IsPinned() || e.hidden(it.ID) || it.Msg.Source() == NoticeSource {
+		if it.Msg.IsPinned() || e.hidden(it.ID) || IsNotice(it.Msg) {
 			continue
 		}
 		e.ents = append(e.ents, e.newEntry(&t[i]))
@@ -525,6 +525,12 @@ func (e *engine) reform(i int, f form) bool {
 // rewrite returns the truncated or stubbed form of it and its estimate,
 // from the memo when possible.
 func (e *engine) rewrite(it Item, f form) (ctxstore.Message, int, bool) {
+	if f == formClean {
+		// Not memoized: a memory file's pending message keeps its ID when
+		// the file is edited, and stripping the metadata is cheap.
+		nm := withoutMetadata(it.Msg)
+		return nm, e.est.Estimate(nm), true
+	}
 	k := memoKey{id: it.ID, form: f, chars: e.cfg.TruncateChars, size: it.Msg.Size(), tokens: it.Tokens}
 	if v, ok := e.h.Memo.get(k); ok {
 		return v.msg, v.tokens, true
@@ -534,8 +540,6 @@ func (e *engine) rewrite(it Item, f form) (ctxstore.Message, int, bool) {
 	switch f {
 	case formTruncated:
 		nm, ok = truncateResult(it.Msg, it.Tokens, e.cfg.TruncateChars)
-	case formClean:
-		nm, ok = withoutMetadata(it.Msg), true
 	default:
 		nm, ok = stubMessage(it.Msg)
 	}

@@ -39,8 +39,8 @@ const (
 	ReasonSummarizerFailed = "summarizer_failed"
 	NoticeSource           = ctxstore.SourceNotice  // metadata.source of the tail notice
 	SummarySource          = ctxstore.SourceSummary // metadata.source of a summary message
-	SummaryPrefix          = "Previous conversation summary: "
-	NoticePrefix           = "[Context compaction: "
+	SummaryPrefix          = ctxstore.SummaryPrefix
+	NoticePrefix           = ctxstore.NoticePrefix
 )
 
 // Config is the resolved compaction configuration: every field holds its
