@@ -6,20 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ctxstore/ctxstore"
 	"go.etcd.io/bbolt"
 )
-
-// ErrCurrentEpoch is returned by PurgeEpoch for the current epoch, which
-// must be left by Clear before it can be purged.
-var ErrCurrentEpoch = errors.New("store: cannot purge the current epoch")
-
-// Record is one message to append with the caller's token estimate, which
-// is stored with it so views never re-estimate stored history.
-type Record struct {
-	Message ctxstore.Message
-	Tokens  int
-}
 
 // Append adds recs to the current epoch of session, creating the session if
 // needed, in one atomic transaction: when it returns nil every record is on

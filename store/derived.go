@@ -11,15 +11,6 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// Derived is one record computed from a session's messages (a compaction
-// decision, a summary, a repair note). Derived records live in their own
-// bucket per kind and never touch messages.
-type Derived struct {
-	Kind  string
-	Key   string
-	Value []byte
-}
-
 func checkDerived(session, kind, key string, needKey bool) error {
 	if err := checkSession(session); err != nil {
 		return err

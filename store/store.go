@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage"
 	"go.etcd.io/bbolt"
 )
 
@@ -23,7 +24,7 @@ const (
 	// last operation when no other process is waiting for it.
 	lingerFor = 2 * time.Millisecond
 	// MaxSessionName is the longest session name, in bytes.
-	MaxSessionName = 1024
+	MaxSessionName = storage.MaxSessionName
 )
 
 // Options configure a Store. The zero value is the safe default.
@@ -291,12 +292,4 @@ func (s *Store) guard(what string, fn func() error) error {
 	return err
 }
 
-func checkSession(name string) error {
-	if name == "" {
-		return errors.New("store: empty session name")
-	}
-	if len(name) > MaxSessionName {
-		return fmt.Errorf("store: session name of %d bytes, over %d", len(name), MaxSessionName)
-	}
-	return nil
-}
+func checkSession(name string) error { return storage.CheckSession(name) }
