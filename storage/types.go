@@ -3,7 +3,10 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore"
 )
@@ -148,4 +151,18 @@ type Change struct {
 	Session string
 	LastSeq uint64
 	Epoch   uint64
+}
+
+// titleRunes bounds SessionInfo.Title.
+const titleRunes = 80
+
+// Title is the SessionInfo.Title of a session whose first user message has
+// text: whitespace collapsed, cut to about 80 characters.
+func Title(text string) string {
+	t := strings.Join(strings.FieldsFunc(text, unicode.IsSpace), " ")
+	if utf8.RuneCountInString(t) <= titleRunes {
+		return t
+	}
+	r := []rune(t)[:titleRunes-1]
+	return strings.TrimRightFunc(string(r), unicode.IsSpace) + "…"
 }

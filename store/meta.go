@@ -2,18 +2,13 @@ package store
 
 import (
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.etcd.io/bbolt"
 )
-
-// titleRunes bounds SessionInfo.Title.
-const titleRunes = 80
 
 // sessionMeta is the stored form of SessionInfo (the name is the bucket key).
 type sessionMeta struct {
@@ -118,15 +113,8 @@ func (m *sessionMeta) clear(now int64) {
 	m.Epochs = append(m.Epochs, epochMeta{Epoch: m.Epoch, First: m.EpochSeq, Last: m.LastSeq, Started: now})
 }
 
-// makeTitle collapses whitespace and cuts text to about titleRunes runes.
-func makeTitle(text string) string {
-	t := strings.Join(strings.FieldsFunc(text, unicode.IsSpace), " ")
-	if utf8.RuneCountInString(t) <= titleRunes {
-		return t
-	}
-	r := []rune(t)[:titleRunes-1]
-	return strings.TrimRightFunc(string(r), unicode.IsSpace) + "…"
-}
+// makeTitle collapses whitespace and cuts text to about 80 runes.
+func makeTitle(text string) string { return storage.Title(text) }
 
 // info converts stored metadata to the public form.
 func (m *sessionMeta) info(name string) SessionInfo {

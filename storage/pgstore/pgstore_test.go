@@ -1,0 +1,82 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
+	"github.com/jackc/pgx/v5"
+)
+
+// defaultTestServer is where tests look for PostgreSQL when
+// CTXSTORE_TEST_POSTGRES is not set.
+const defaultTestServer = "postgres://127.0.0.1:5432/test"
+
+// testDSN returns the test server's DSN, or skips the test when none
+// answers.
+func testDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("CTXSTORE_TEST_POSTGRES")
+	if dsn == "" {
+		dsn = defaultTestServer
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Skipf("no PostgreSQL answers at %s (set CTXSTORE_TEST_POSTGRES): %v", redactErr(err, passwordOf(dsn)), err)
+	}
+	conn.Close(ctx)
+	return dsn
+}
+
+// freshSchema returns a new schema name, dropped when the test ends.
+func freshSchema(t testing.TB, dsn string) string {
+	t.Helper()
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "ctxstore_test_" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// openTest opens a Store on schema, closed when the test ends.
+func openTest(t testing.TB, dsn, schema string) *Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := Open(ctx, dsn, Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// TestConformance runs the engine conformance suite, each subtest in a
+// schema of its own; the second handle is a second Store (its own pool).
+func TestConformance(t *testing.T) {
+	dsn := testDSN(t)
+	storagetest.Run(t, func(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
+		schema := freshSchema(t, dsn)
+		another := func(t *testing.T) storage.Engine { return openTest(t, dsn, schema) }
+		return another(t), another
+	})
+}
