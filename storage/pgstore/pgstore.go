@@ -37,6 +37,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"path"
@@ -48,6 +49,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -75,6 +77,10 @@ type Store struct {
 	channel  string          // NOTIFY channel
 	closed   atomic.Bool
 	q        queries
+	// beforeCommit and afterCommit, when set (by tests), run around each
+	// write's COMMIT; an error from them is taken as the connection lost
+	// at that moment.
+	beforeCommit, afterCommit func() error
 }
 
 // Open connects to the database at dsn (a postgres:// URL or key=value
@@ -268,19 +274,26 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 	return nil
 }
 
-// isConnLoss reports whether err means the connection failed rather than
-// the server refusing the statement: then whether a COMMIT took effect is
-// unknown.
+// isConnLoss reports whether err means the connection failed (or the
+// server ended the session) rather than the server refusing the statement.
+// A write that failed so before its COMMIT was rolled back by the server and
+// can be tried again; one that failed so during its COMMIT has an unknown
+// outcome.
 func isConnLoss(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	var pgErr interface{ SQLState() string }
-	if errors.As(err, &pgErr) {
-		// The server ended the session (pg_terminate_backend, shutdown):
-		// class 57 "operator intervention", 08 "connection exception".
-		st := pgErr.SQLState()
-		return strings.HasPrefix(st, "57") || strings.HasPrefix(st, "08")
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		// Class 57 "operator intervention" (pg_terminate_backend, shutdown)
+		// and class 08 "connection exception".
+		return strings.HasPrefix(pgErr.Code, "57") || strings.HasPrefix(pgErr.Code, "08")
 	}
-	return true
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	return pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(err.Error(), "conn closed")
 }

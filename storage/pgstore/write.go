@@ -145,14 +145,20 @@ func (s *Store) writeOnce(ctx context.Context, session string, fn func(w *wtx) e
 		}
 		w.batch.Queue("SELECT pg_notify($1, $2)", s.channel, payload)
 	}
-	w.batch.Queue("COMMIT")
-	if err := conn.SendBatch(ctx, &w.batch).Close(); err != nil {
-		if isConnLoss(err) {
-			return fmt.Errorf("%w: %w", errUnknownOutcome, err)
+	if s.beforeCommit != nil {
+		if err := s.beforeCommit(); err != nil {
+			return err
 		}
-		return err
 	}
-	return nil
+	w.batch.Queue("COMMIT")
+	err = conn.SendBatch(ctx, &w.batch).Close()
+	if err == nil && s.afterCommit != nil {
+		err = s.afterCommit()
+	}
+	if err != nil && isConnLoss(err) {
+		return fmt.Errorf("%w: %w", errUnknownOutcome, err)
+	}
+	return err
 }
 
 // reject makes err the write's answer.
