@@ -214,10 +214,10 @@ func TestTerminatedBackends(t *testing.T) {
 			if err == nil {
 				killed.Add(n)
 			}
-			time.Sleep(25 * time.Millisecond)
+			time.Sleep(40 * time.Millisecond)
 		}
 	}()
-	const goroutines, per = 6, 60
+	const goroutines, per = 6, 40
 	var mu sync.Mutex
 	acked := map[string]uint64{}
 	var failed atomic.Int64
@@ -230,7 +230,9 @@ func TestTerminatedBackends(t *testing.T) {
 				if err != nil {
 					// An append may give up after its retries; it must then
 					// be stored at most once, which checkShared sees.
-					failed.Add(1)
+					if failed.Add(1) == 1 {
+						t.Logf("first append that gave up: %v", err)
+					}
 					continue
 				}
 				mu.Lock()

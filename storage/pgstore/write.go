@@ -12,11 +12,14 @@ import (
 
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// maxAttempts bounds the tries of one write whose connection failed.
-const maxAttempts = 8
+// retryFor bounds how long a write whose connection failed is tried again
+// (within the caller's context): long enough to ride out a server restart
+// or a failover.
+const retryFor = 30 * time.Second
 
 // wtx is one write transaction on one session, whose row it has locked.
 type wtx struct {
@@ -65,8 +68,26 @@ func (s *Store) write(ctx context.Context, session string, key appendKey, found 
 		return err
 	}
 	backoff := 20 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := s.writeOnce(ctx, session, fn)
+	inDoubt := false // an earlier attempt may have committed
+	deadline := time.Now().Add(retryFor)
+	for {
+		var err error
+		if inDoubt {
+			// Look for the key before writing again: the lost COMMIT may
+			// have taken effect.
+			var ep, first, last int64
+			err = s.pool.QueryRow(ctx, s.q.recall, []byte(session), []byte(key)).Scan(&ep, &first, &last)
+			if err == nil {
+				found(ep, first, last)
+				return nil
+			}
+			if errors.Is(err, pgx.ErrNoRows) {
+				err = nil
+			}
+		}
+		if err == nil {
+			err = s.writeOnce(ctx, session, fn)
+		}
 		if err == nil {
 			return nil
 		}
@@ -76,23 +97,18 @@ func (s *Store) write(ctx context.Context, session string, key appendKey, found 
 		if ctx.Err() != nil {
 			return s.errorf(session, "%w", ctx.Err())
 		}
-		if !isConnLoss(err) || attempt >= maxAttempts {
+		if inDoubt && isKeyTaken(err) {
+			// The first attempt did commit, and finished only now.
+			continue
+		}
+		if !isConnLoss(err) || time.Now().After(deadline) {
 			return s.errorf(session, "%w", err)
 		}
 		if errors.Is(err, errUnknownOutcome) {
 			if key == nil {
 				return s.errorf(session, "%w", err)
 			}
-			var ep, first, last int64
-			qerr := s.pool.QueryRow(ctx, s.q.recall, []byte(session), []byte(key)).Scan(&ep, &first, &last)
-			switch {
-			case qerr == nil:
-				found(ep, first, last)
-				return nil
-			case !errors.Is(qerr, pgx.ErrNoRows) && !isConnLoss(qerr):
-				return s.errorf(session, "%w (looking up append %x: %w)", err, []byte(key), qerr)
-			}
-			// Not committed (or the server is still away): write again.
+			inDoubt = true
 		}
 		select {
 		case <-time.After(backoff):
@@ -101,6 +117,13 @@ func (s *Store) write(ctx context.Context, session string, key appendKey, found 
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// isKeyTaken reports whether err is the unique violation of an append's
+// idempotency key: an earlier attempt of the same append committed.
+func isKeyTaken(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == "23505" && pgErr.ConstraintName == "appends_pkey"
 }
 
 // writeOnce is one attempt of write: one round trip to begin and lock, fn,
