@@ -6,6 +6,7 @@ import (
 	"iter"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
@@ -40,12 +41,37 @@ func scanEntry(row pgx.Row) (storage.Entry, error) {
 }
 
 // page runs one page query and collects its rows.
-func (s *Store) page(ctx context.Context, sql string, args ...any) ([]storage.Entry, error) {
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
+func (s *Store) page(ctx context.Context, sql string, args ...any) (out []storage.Entry, err error) {
+	err = s.read(ctx, func() error {
+		rows, err := s.pool.Query(ctx, sql, args...)
+		if err == nil {
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.Entry, error) { return scanEntry(r) })
+		}
+		return err
+	})
+	return out, err
+}
+
+// readAttempts bounds the tries of a read whose connection was lost (a
+// pooled connection the server ended, a failover).
+const readAttempts = 4
+
+// read runs fn, again on a lost connection: reads change nothing, so a
+// retry is always safe.
+func (s *Store) read(ctx context.Context, fn func() error) error {
+	backoff := 10 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || attempt == readAttempts || !isConnLoss(err) {
+			return err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff *= 4
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.Entry, error) { return scanEntry(r) })
 }
 
 // pages yields the entries of the pages fetch returns, given the last
@@ -218,7 +244,11 @@ func (s *Store) Session(ctx context.Context, session string) (storage.SessionInf
 	if err := s.begin(ctx); err != nil {
 		return storage.SessionInfo{}, err
 	}
-	si, err := scanInfo(s.pool.QueryRow(ctx, s.q.sessionInfo, []byte(session)))
+	var si storage.SessionInfo
+	err := s.read(ctx, func() (err error) {
+		si, err = scanInfo(s.pool.QueryRow(ctx, s.q.sessionInfo, []byte(session)))
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return si, s.errorf(session, "%w", storage.ErrNotFound)
 	}
@@ -234,11 +264,14 @@ func (s *Store) Sessions(ctx context.Context) ([]storage.SessionInfo, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, s.q.sessions)
-	if err != nil {
-		return nil, s.errorf("", "list sessions: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.SessionInfo, error) { return scanInfo(r) })
+	var out []storage.SessionInfo
+	err := s.read(ctx, func() error {
+		rows, err := s.pool.Query(ctx, s.q.sessions)
+		if err == nil {
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.SessionInfo, error) { return scanInfo(r) })
+		}
+		return err
+	})
 	if err != nil {
 		return nil, s.errorf("", "list sessions: %w", err)
 	}

@@ -52,6 +52,8 @@ func TestPGChild(t *testing.T) {
 		case "migrate":
 		case "writer":
 			err = childWriter(st, os.Getenv(envArg))
+		case "tailer":
+			err = childTailer(st, os.Getenv(envArg))
 		default:
 			err = fmt.Errorf("unknown role %q", role)
 		}
@@ -69,8 +71,9 @@ func TestPGChild(t *testing.T) {
 func childWriter(st *Store, arg string) error {
 	prefix, ns, _ := strings.Cut(arg, " ")
 	n, _ := strconv.Atoi(ns)
-	out := bufio.NewWriter(os.Stdout)
-	defer out.Flush()
+	// Unbuffered: a printed line is an acknowledged append, even when the
+	// process is killed right after.
+	out := os.Stdout
 	for i := range n {
 		text := fmt.Sprintf("%s-%d", prefix, i)
 		first, _, err := st.Append(context.Background(), "shared", storage.Record{Message: ctxstore.NewMessage("user", text), Tokens: 1})
@@ -79,6 +82,40 @@ func childWriter(st *Store, arg string) error {
 		}
 		fmt.Fprintf(out, "ack %s %d\n", text, first)
 	}
+	return nil
+}
+
+// childTailer follows session "shared" through Watch until it has read n
+// messages, checking they come in seq order without gaps; it prints
+// "seen <n>".
+func childTailer(st *Store, arg string) error {
+	n, _ := strconv.ParseUint(arg, 10, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ch, err := st.Watch(ctx, "shared")
+	if err != nil {
+		return err
+	}
+	fmt.Println("watching")
+	next := uint64(1)
+	for next <= n {
+		for e, err := range st.Messages(ctx, "shared", next) {
+			if err != nil {
+				return err
+			}
+			if e.Seq != next {
+				return fmt.Errorf("read seq %d, expected %d", e.Seq, next)
+			}
+			next++
+		}
+		if next > n {
+			break
+		}
+		if _, ok := <-ch; !ok {
+			return fmt.Errorf("watch ended after %d messages: %v", next-1, ctx.Err())
+		}
+	}
+	fmt.Printf("seen %d\n", next-1)
 	return nil
 }
 
@@ -391,4 +428,188 @@ func TestErrorsNameServerNotPassword(t *testing.T) {
 			t.Fatalf("error %q: want ErrNotFound naming %s and the session, without the password", err, st.server)
 		}
 	})
+}
+
+// TestMultiHost: four writer processes × 500 appends to one session, each
+// with its own pool, and a fifth process tailing it through Watch: 2,000
+// stored, seqs 1..2000, and the tailer reads all of them in order.
+func TestMultiHost(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	st := openTest(t, dsn, schema)
+	const writers, per = 4, 500
+	tailer := child(t, "tailer", dsn, schema, strconv.Itoa(writers*per))
+	tout, err := tailer.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tailer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tsc := bufio.NewScanner(tout)
+	if !tsc.Scan() || tsc.Text() != "watching" {
+		t.Fatalf("tailer did not start: %q", tsc.Text())
+	}
+	var mu sync.Mutex
+	acked := map[string]uint64{}
+	var wg sync.WaitGroup
+	for w := range writers {
+		cmd := child(t, "writer", dsn, schema, fmt.Sprintf("w%d %d", w, per))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			readAcks(out, acked, &mu)
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("writer %d: %v", w, err)
+			}
+		})
+	}
+	wg.Wait()
+	var last string
+	for tsc.Scan() {
+		last = tsc.Text()
+	}
+	if err := tailer.Wait(); err != nil {
+		t.Fatalf("tailer: %v", err)
+	}
+	if want := fmt.Sprintf("seen %d", writers*per); last != want {
+		t.Fatalf("tailer said %q, want %q", last, want)
+	}
+	if len(acked) != writers*per {
+		t.Fatalf("%d appends acknowledged, want %d", len(acked), writers*per)
+	}
+	checkShared(t, st, acked)
+}
+
+// TestKilledWriters: writer processes are killed with SIGKILL at random
+// moments, mid-transaction as often as not, round after round; every append
+// they acknowledged is stored once and seqs stay gap-free.
+func TestKilledWriters(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	st := openTest(t, dsn, schema)
+	var mu sync.Mutex
+	acked := map[string]uint64{}
+	for round := range 4 {
+		var wg sync.WaitGroup
+		var cmds []*exec.Cmd
+		for w := range 3 {
+			cmd := child(t, "writer", dsn, schema, fmt.Sprintf("r%dw%d %d", round, w, 1_000_000))
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds = append(cmds, cmd)
+			wg.Go(func() { readAcks(out, acked, &mu) })
+		}
+		time.Sleep(time.Duration(800+round*170) * time.Millisecond)
+		for _, cmd := range cmds {
+			cmd.Process.Kill()
+		}
+		wg.Wait()
+		for _, cmd := range cmds {
+			cmd.Wait()
+		}
+	}
+	if len(acked) == 0 {
+		t.Fatal("no append was acknowledged before the kills")
+	}
+	t.Logf("%d appends acknowledged by killed writers", len(acked))
+	checkShared(t, st, acked)
+}
+
+// TestWatchSurvivesReconnect: Watch's connection is terminated; a change
+// made while it is away is still reported.
+func TestWatchSurvivesReconnect(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	app := "ctxstore_watch_" + schema
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	watcher := openTest(t, dsn+sep+"application_name="+app, schema)
+	writer := openTest(t, dsn, schema)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec := storage.Record{Message: ctxstore.NewMessage("user", "x")}
+	if _, _, err := writer.Append(ctx, "s", rec); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := watcher.Watch(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := writer.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil || n == 0 {
+		t.Fatalf("terminated %d backends: %v", n, err)
+	}
+	if _, _, err := writer.Append(ctx, "s", rec); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case c := <-ch:
+			if c.LastSeq == 2 {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the append made while Watch's connection was down was never reported")
+		}
+	}
+}
+
+// TestServerRestart restarts the PostgreSQL server while goroutines append:
+// the engine retries through the outage and every acknowledged append is
+// stored once. It restarts the whole server, so it runs only with
+// CTXSTORE_TEST_PG_RESTART naming the command that restarts it, e.g.
+// "pg_ctlcluster --skip-systemctl-redirect 15 main restart".
+func TestServerRestart(t *testing.T) {
+	restart := os.Getenv("CTXSTORE_TEST_PG_RESTART")
+	if restart == "" {
+		t.Skip("restarts the server: set CTXSTORE_TEST_PG_RESTART to the command that restarts it")
+	}
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	st := openTest(t, dsn, schema)
+	var mu sync.Mutex
+	acked := map[string]uint64{}
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 150 {
+				text := fmt.Sprintf("g%d-%d", g, i)
+				first, _, err := st.Append(context.Background(), "shared", storage.Record{Message: ctxstore.NewMessage("user", text)})
+				if err != nil {
+					if failed.Add(1) == 1 {
+						t.Logf("first append that gave up: %v", err)
+					}
+					continue
+				}
+				mu.Lock()
+				acked[text] = first
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	f := strings.Fields(restart)
+	if out, err := exec.Command(f[0], f[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", restart, err, out)
+	}
+	wg.Wait()
+	t.Logf("%d appends acknowledged, %d gave up", len(acked), failed.Load())
+	if failed.Load() > 0 {
+		t.Errorf("%d appends gave up across a restart", failed.Load())
+	}
+	checkShared(t, st, acked)
 }

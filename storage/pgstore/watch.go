@@ -116,9 +116,16 @@ func (s *Store) watchLoop(ctx context.Context, conn *pgx.Conn, session string, l
 					break
 				}
 			}
+			// The pool may have lost its connections too: read until it
+			// works, or a change made meanwhile would wait for the next one.
 			now, err := s.watchState(ctx, session)
-			if err != nil {
-				continue // the next drop or notification tries again
+			for err != nil {
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+					return
+				}
+				now, err = s.watchState(ctx, session)
 			}
 			backoff = 50 * time.Millisecond
 			if !send(diffMarks(last, now, nil)) {
