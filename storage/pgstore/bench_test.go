@@ -3,6 +3,9 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -126,4 +129,99 @@ func BenchmarkReadAfterAppend(b *testing.B) {
 	b.ReportMetric(float64(s.Microseconds()), "1k-p50-µs")
 	b.ReportMetric(float64(l.Microseconds()), "100k-p50-µs")
 	b.ReportMetric(float64(l)/float64(s), "ratio")
+}
+
+// appendLoop appends n ~1 KiB messages to session, one per call.
+func appendLoop(st *Store, session string, n int) error {
+	rec := storage.Record{Message: ctxstore.NewMessage("user", strings.Repeat("lorem ipsum ", 85)), Tokens: 250}
+	for range n {
+		if _, _, err := st.Append(context.Background(), session, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// childAppenders runs g goroutines appending n messages each to sessions
+// of their own, starting at the given Unix time (ns), and prints
+// "done <Unix ns>" when all are.
+func childAppenders(st *Store, arg string) error {
+	var g, n int
+	var start int64
+	var prefix string
+	if _, err := fmt.Sscan(arg, &g, &n, &start, &prefix); err != nil {
+		return fmt.Errorf("arg %q: %w", arg, err)
+	}
+	if err := appendLoop(st, prefix+"-warm", 3); err != nil {
+		return err
+	}
+	time.Sleep(time.Until(time.Unix(0, start)))
+	errs := make(chan error, g)
+	for i := range g {
+		go func() { errs <- appendLoop(st, fmt.Sprintf("%s-%d", prefix, i), n) }()
+	}
+	for range g {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	fmt.Printf("done %d\n", time.Now().UnixNano())
+	return nil
+}
+
+// BenchmarkAppendersAcrossProcesses: appends per second of one appender
+// against 16 appenders in 4 processes (4 goroutines each, own pool per
+// process, a session per appender), in one run; reports the ratio. b.N is
+// the appends of each appender.
+func BenchmarkAppendersAcrossProcesses(b *testing.B) {
+	dsn := testDSN(b)
+	schema := freshSchema(b, dsn)
+	st := openTest(b, dsn, schema)
+	n := max(b.N, 50)
+	if err := appendLoop(st, "warm", 10); err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := appendLoop(st, "alone", n); err != nil {
+		b.Fatal(err)
+	}
+	one := float64(n) / time.Since(t0).Seconds()
+
+	const procs, per = 4, 4
+	start := time.Now().Add(3 * time.Second)
+	var cmds []*exec.Cmd
+	var outs []io.Reader
+	for p := range procs {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestPGChild$", "-test.v=false")
+		cmd.Env = append(os.Environ(), envChild+"=appenders", envDSN+"="+dsn, envSchema+"="+schema,
+			envArg+"="+fmt.Sprintf("%d %d %d p%d", per, n, start.UnixNano(), p))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		cmds, outs = append(cmds, cmd), append(outs, out)
+	}
+	var end int64
+	for i, cmd := range cmds {
+		var done int64
+		line, _ := io.ReadAll(outs[i])
+		if _, err := fmt.Sscanf(string(line), "done %d", &done); err != nil {
+			b.Fatalf("appender process %d said %q: %v", i, line, err)
+		}
+		if err := cmd.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		end = max(end, done)
+	}
+	if time.Now().Before(start) || end < start.UnixNano() {
+		b.Fatal("the processes did not start together")
+	}
+	many := float64(procs*per*n) / time.Duration(end-start.UnixNano()).Seconds()
+	b.ReportMetric(one, "1-appender-appends/s")
+	b.ReportMetric(many, "16-appenders-appends/s")
+	b.ReportMetric(many/one, "ratio")
 }

@@ -10,8 +10,8 @@ import (
 
 // queries are the statements, with the schema filled in.
 type queries struct {
-	placeholder, lock, closedEpochs, saveMeta, insertMessages, remember, recall string
-	sessionInfo, sessions, readFwd, readBack, get                               string
+	placeholder, lock, saveMeta, appendFast, notifyAfter, insertMessages, remember, recall string
+	sessionInfo, sessions, readFwd, readBack, get                                          string
 }
 
 const metaCols = `live, created, updated, epoch, epoch_seq, epoch_started, last_seq, messages, tokens, bytes, total, title, pinned, first_user`
@@ -19,17 +19,20 @@ const metaCols = `live, created, updated, epoch, epoch_seq, epoch_started, last_
 const msgCols = `session, seq, epoch, time, role, tokens, counter, call_ids, result_ids, raw`
 
 func newQueries(s string) queries {
-	epochArrays := func(name string) string {
-		sub := func(col string) string {
-			return `ARRAY(SELECT ` + col + ` FROM ` + s + `.epochs e WHERE e.session = ` + name + ` ORDER BY e.epoch)`
-		}
-		return sub("epoch") + ", " + sub("first_seq") + ", " + sub("last_seq") + ", " + sub("messages") + ", " + sub("started") + ", " + sub("purged")
+	// The closed epochs of session ses as six arrays, in one index scan.
+	epochs := func(ses string) string {
+		return `LEFT JOIN LATERAL (SELECT coalesce(array_agg(e.epoch ORDER BY e.epoch), '{}'),
+			coalesce(array_agg(e.first_seq ORDER BY e.epoch), '{}'), coalesce(array_agg(e.last_seq ORDER BY e.epoch), '{}'),
+			coalesce(array_agg(e.messages ORDER BY e.epoch), '{}'), coalesce(array_agg(e.started ORDER BY e.epoch), '{}'),
+			coalesce(array_agg(e.purged ORDER BY e.epoch), '{}')
+			FROM ` + s + `.epochs e WHERE e.session = ` + ses + `) ep ON true`
 	}
+	epochArrays := func(string) string { return `ep.*` }
 	return queries{
 		placeholder: `INSERT INTO ` + s + `.sessions (name, ` + metaCols + `)
 			VALUES ($1, false, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, '', '{}', 0) ON CONFLICT (name) DO NOTHING`,
-		lock:         `SELECT ` + metaCols + `, ` + epochArrays("$1") + ` FROM ` + s + `.sessions WHERE name = $1 FOR UPDATE`,
-		closedEpochs: epochArrays("$1"),
+		lock: `SELECT ` + metaCols + `, ` + epochArrays("$1") + ` FROM ` + s + `.sessions s ` + epochs("s.name") + `
+			WHERE name = $1 FOR UPDATE OF s`,
 		saveMeta: `UPDATE ` + s + `.sessions SET live = $2, created = $3, updated = $4, epoch = $5, epoch_seq = $6,
 			epoch_started = $7, last_seq = $8, messages = $9, tokens = $10, bytes = $11, total = $12, title = $13,
 			pinned = $14, first_user = $15 WHERE name = $1`,
@@ -37,10 +40,29 @@ func newQueries(s string) queries {
 			SELECT $1, u.seq, u.epoch, u.time, u.role, u.tokens, u.counter, u.calls::text[], u.results::text[], u.raw
 			FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::text[], $10::bytea[])
 			AS u(seq, epoch, time, role, tokens, counter, calls, results, raw)`,
-		remember:    `INSERT INTO ` + s + `.appends (session, key, epoch, first_seq, last_seq) VALUES ($1, $2, $3, $4, $5)`,
+		remember: `INSERT INTO ` + s + `.appends (session, key, epoch, first_seq, last_seq) VALUES ($1, $2, $3, $4, $5)`,
+		appendFast: `WITH s AS (
+				UPDATE ` + s + `.sessions SET last_seq = last_seq + $2, messages = messages + $2, total = total + $2,
+					tokens = tokens + $3, bytes = bytes + $4,
+					pinned = pinned || ARRAY(SELECT last_seq + o FROM unnest($5::bigint[]) o),
+					first_user = CASE WHEN first_user = 0 AND $6::bigint > 0 THEN last_seq + $6::bigint ELSE first_user END,
+					title = CASE WHEN title = '' THEN $7 ELSE title END, updated = $8
+				WHERE name = $1 AND live
+				RETURNING last_seq - $2 AS base, epoch
+			), m AS (
+				INSERT INTO ` + s + `.messages (` + msgCols + `)
+				SELECT $1, s.base + u.ord, s.epoch, $8, u.role, u.tokens, u.counter, u.calls::text[], u.results::text[], u.raw
+				FROM s, unnest($9::text[], $10::int[], $11::text[], $12::text[], $13::text[], $14::bytea[])
+					WITH ORDINALITY AS u(role, tokens, counter, calls, results, raw, ord)
+			), a AS (
+				INSERT INTO ` + s + `.appends (session, key, epoch, first_seq, last_seq)
+				SELECT $1, $15, s.epoch, s.base + 1, s.base + $2 FROM s
+			)
+			SELECT base + 1, base + $2 FROM s`,
+		notifyAfter: `SELECT pg_notify($1, encode(name, 'hex') || ' ' || last_seq || ' ' || epoch) FROM ` + s + `.sessions WHERE name = $2`,
 		recall:      `SELECT epoch, first_seq, last_seq FROM ` + s + `.appends WHERE session = $1 AND key = $2`,
-		sessionInfo: `SELECT name, ` + metaCols + `, ` + epochArrays("s.name") + ` FROM ` + s + `.sessions s WHERE name = $1 AND live`,
-		sessions:    `SELECT name, ` + metaCols + `, ` + epochArrays("s.name") + ` FROM ` + s + `.sessions s WHERE live ORDER BY name`,
+		sessionInfo: `SELECT name, ` + metaCols + `, ` + epochArrays("s.name") + ` FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE name = $1 AND live`,
+		sessions:    `SELECT name, ` + metaCols + `, ` + epochArrays("s.name") + ` FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE live ORDER BY name`,
 		readFwd: `SELECT ` + msgCols + ` FROM ` + s + `.messages
 			WHERE session = $1 AND seq >= $2 AND seq <= $3 AND epoch = $4 ORDER BY seq LIMIT $5`,
 		readBack: `SELECT ` + msgCols + ` FROM ` + s + `.messages

@@ -54,6 +54,8 @@ func TestPGChild(t *testing.T) {
 			err = childWriter(st, os.Getenv(envArg))
 		case "tailer":
 			err = childTailer(st, os.Getenv(envArg))
+		case "appenders":
+			err = childAppenders(st, os.Getenv(envArg))
 		default:
 			err = fmt.Errorf("unknown role %q", role)
 		}

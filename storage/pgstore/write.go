@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -61,6 +62,15 @@ func newKey() appendKey {
 // found with what it stored instead of writing again; without one such a
 // write fails with an error saying the outcome is unknown.
 func (s *Store) write(ctx context.Context, session string, key appendKey, found func(epoch, first, last int64), fn func(w *wtx) error) error {
+	return s.writeWith(ctx, session, key, found, nil, fn)
+}
+
+// fastWrite tries a write in one round trip on conn; done is false when it
+// could not (the session is not live) and wrote nothing.
+type fastWrite func(conn *pgxpool.Conn) (done bool, err error)
+
+// writeWith is write trying fast (if not nil) before the general path.
+func (s *Store) writeWith(ctx context.Context, session string, key appendKey, found func(epoch, first, last int64), fast fastWrite, fn func(w *wtx) error) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -86,7 +96,7 @@ func (s *Store) write(ctx context.Context, session string, key appendKey, found 
 			}
 		}
 		if err == nil {
-			err = s.writeOnce(ctx, session, fn)
+			err = s.writeOnce(ctx, session, fast, fn)
 		}
 		if err == nil {
 			return nil
@@ -128,7 +138,7 @@ func isKeyTaken(err error) bool {
 
 // writeOnce is one attempt of write: one round trip to begin and lock, fn,
 // one round trip to write and commit.
-func (s *Store) writeOnce(ctx context.Context, session string, fn func(w *wtx) error) (err error) {
+func (s *Store) writeOnce(ctx context.Context, session string, fast fastWrite, fn func(w *wtx) error) (err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -145,14 +155,38 @@ func (s *Store) writeOnce(ctx context.Context, session string, fn func(w *wtx) e
 		}
 		conn.Release()
 	}()
+	if fast != nil {
+		if done, err := fast(conn); done || err != nil {
+			return err
+		}
+	}
 	w := &wtx{s: s, ctx: ctx, conn: conn, name: []byte(session), session: session, now: time.Now().UnixNano()}
 	var ep epochArrays
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(s.q.placeholder, w.name)
-	b.Queue(s.q.lock, w.name).QueryRow(func(row pgx.Row) error { return row.Scan(w.m.scanArgs(&ep)...) })
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return err
+	// Lock the session's row; a session never written has none yet: then
+	// insert a placeholder (not live) to lock, one more round trip.
+	for _, first := range []bool{true, false} {
+		b := &pgx.Batch{}
+		if first {
+			b.Queue("BEGIN")
+		} else {
+			b.Queue(s.q.placeholder, w.name)
+		}
+		found := false
+		b.Queue(s.q.lock, w.name).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				found = true
+				if err := rows.Scan(w.m.scanArgs(&ep)...); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		})
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if found {
+			break
+		}
 	}
 	w.m.closed = ep.infos()
 	if err := fn(w); err != nil {
@@ -161,20 +195,41 @@ func (s *Store) writeOnce(ctx context.Context, session string, fn func(w *wtx) e
 	if w.m.changed {
 		w.batch.Queue(s.q.saveMeta, w.m.saveArgs(w.name)...)
 	}
-	if w.notify {
-		payload := hex.EncodeToString(w.name)
-		if !w.purged {
-			payload += " " + strconv.FormatInt(w.m.lastSeq, 10) + " " + strconv.FormatInt(w.m.epoch, 10)
-		}
-		w.batch.Queue("SELECT pg_notify($1, $2)", s.channel, payload)
-	}
 	if s.beforeCommit != nil {
 		if err := s.beforeCommit(); err != nil {
 			return err
 		}
 	}
 	w.batch.Queue("COMMIT")
-	err = conn.SendBatch(ctx, &w.batch).Close()
+	commit := w.batch.Len() - 1
+	if w.notify {
+		// After the COMMIT, in the same round trip: a transaction that
+		// notifies holds a database-wide lock through its commit, WAL flush
+		// included, which would serialise every writer's commit. Here the
+		// notification is a transaction of its own, with nothing to flush.
+		// A process that dies in between loses only the notification;
+		// Watch rereads now and then to cover that.
+		payload := hex.EncodeToString(w.name)
+		if !w.purged {
+			payload += " " + strconv.FormatInt(w.m.lastSeq, 10) + " " + strconv.FormatInt(w.m.epoch, 10)
+		}
+		w.batch.Queue("SELECT pg_notify($1, $2)", s.channel, payload)
+	}
+	br := conn.SendBatch(ctx, &w.batch)
+	committed := false
+	for i := range w.batch.Len() {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+		committed = i >= commit
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if committed {
+		// The rest (the notification) is best effort.
+		err = nil
+	}
 	if err == nil && s.afterCommit != nil {
 		err = s.afterCommit()
 	}
@@ -278,7 +333,11 @@ func (s *Store) AppendIf(ctx context.Context, session string, check func(storage
 	}
 	key := newKey()
 	var f, l int64
-	err = s.write(ctx, session, key, func(_, first, last int64) { f, l = first, last }, func(w *wtx) error {
+	var fast fastWrite
+	if check == nil {
+		fast = func(conn *pgxpool.Conn) (bool, error) { return s.appendFast(ctx, conn, session, recs, key, &f, &l) }
+	}
+	err = s.writeWith(ctx, session, key, func(_, first, last int64) { f, l = first, last }, fast, func(w *wtx) error {
 		if err := w.check(check); err != nil {
 			return err
 		}
@@ -454,4 +513,95 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 		w.putDerived(kind, key, value)
 		return nil
 	})
+}
+
+// appendFast appends recs to a live session in one round trip: BEGIN, one
+// statement that bumps the session's row (locking it) and inserts the
+// messages and the key with seqs computed from it, COMMIT, and the
+// notification after it. It reports false, having written nothing, when the
+// session is not live.
+func (s *Store) appendFast(ctx context.Context, conn *pgxpool.Conn, session string, recs []storage.Record, key appendKey, first, last *int64) (bool, error) {
+	now := time.Now().UnixNano()
+	n := len(recs)
+	var tokens, size, firstUser int64
+	var title string
+	pinned := []int64{}
+	roles, counters, calls, results := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	toks, raws := make([]int32, n), make([][]byte, n)
+	for i, r := range recs {
+		m := r.Message
+		tokens += int64(r.Tokens)
+		size += int64(m.Size())
+		switch m.Role() {
+		case ctxstore.RoleSystem, ctxstore.RoleDeveloper:
+			pinned = append(pinned, int64(i+1))
+		case ctxstore.RoleUser:
+			if m.IsToolResult() {
+				break
+			}
+			if firstUser == 0 {
+				firstUser = int64(i + 1)
+			}
+			if title == "" {
+				title = storage.Title(m.Text())
+			}
+		}
+		roles[i], toks[i], counters[i] = m.Role(), int32(r.Tokens), r.Counter
+		calls[i], results[i], raws[i] = arrayLiteral(m.CallIDs()), arrayLiteral(m.ResultIDs()), m.Bytes()
+	}
+	name := []byte(session)
+	if s.beforeCommit != nil {
+		if err := s.beforeCommit(); err != nil {
+			return false, err
+		}
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.q.appendFast, name, int64(n), tokens, size, pinned, firstUser, title, now,
+		roles, toks, counters, calls, results, raws, []byte(key))
+	b.Queue("COMMIT")
+	b.Queue(s.q.notifyAfter, s.channel, name)
+	br := conn.SendBatch(ctx, b)
+	found, committed := false, false
+	_, err := br.Exec()
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			for rows.Next() {
+				found = true
+				err = rows.Scan(first, last)
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+	}
+	if err == nil {
+		_, err = br.Exec()
+		committed = err == nil
+	}
+	if err == nil {
+		_, _ = br.Exec() // the notification: best effort
+	}
+	if cerr := br.Close(); err == nil && !committed {
+		err = cerr
+	}
+	switch {
+	case committed:
+		err = nil
+		if found && s.afterCommit != nil {
+			err = s.afterCommit()
+		}
+	case err != nil && isConnLoss(err):
+		// COMMIT went out with the rest: it may have run.
+		return false, fmt.Errorf("%w: %w", errUnknownOutcome, err)
+	}
+	if err != nil {
+		if isConnLoss(err) {
+			return false, fmt.Errorf("%w: %w", errUnknownOutcome, err)
+		}
+		return false, err
+	}
+	return found, nil
 }

@@ -623,8 +623,18 @@ func testListing(t *testing.T, open Opener) {
 	if ss[2].Title != "" || ss[2].FirstUserSeq != 0 {
 		t.Fatalf("session c: %+v", ss[2])
 	}
+	// A later append to an existing session keeps the same accounts.
+	appendOK(t, e, "c", result("y"), text("developer", "pin me"), text("user", "  "), text("user", "later title"), text("system", "and me"))
+	if c := info(t, e, "c"); c.Title != "later title" || !slices.Equal(c.PinnedSeqs, []uint64{3, 6}) || c.FirstUserSeq != 4 ||
+		c.Messages != 6 || c.LastSeq != 6 {
+		t.Fatalf("session c after a second append: %+v", c)
+	}
+	appendOK(t, e, "b", text("user", "not the title"), text("system", "pinned too"))
+	if b2 := info(t, e, "b"); b2.Title != b.Title || b2.FirstUserSeq != 4 || !slices.Equal(b2.PinnedSeqs, []uint64{1, 2, 7}) || b2.Tokens <= b.Tokens {
+		t.Fatalf("session b after a second append: %+v", b2)
+	}
 	one := info(t, e, "b")
-	if one.Name != "b" || one.Title != b.Title || one.Bytes != b.Bytes {
+	if one.Name != "b" || one.Title != b.Title || one.Bytes <= b.Bytes {
 		t.Fatalf("Session(b) %+v differs from the listing %+v", one, b)
 	}
 	long := text("user", string(bytes.Repeat([]byte("word "), 100)))
