@@ -81,6 +81,9 @@ type Store struct {
 	// write's COMMIT; an error from them is taken as the connection lost
 	// at that moment.
 	beforeCommit, afterCommit func() error
+	// silent (set by tests) leaves out the notifications, as a writer that
+	// dies right after its COMMIT would.
+	silent bool
 }
 
 // Open connects to the database at dsn (a postgres:// URL or key=value

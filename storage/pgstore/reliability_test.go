@@ -569,6 +569,32 @@ func TestWatchSurvivesReconnect(t *testing.T) {
 	}
 }
 
+// TestWatchWithoutNotification: a writer that commits but never notifies
+// (it died in between) is still reported, by Watch's periodic reread.
+func TestWatchWithoutNotification(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	watcher, writer := openTest(t, dsn, schema), openTest(t, dsn, schema)
+	writer.silent = true
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ch, err := watcher.Watch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := writer.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", "quiet")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-ch:
+		if c.Session != "s" || c.LastSeq != 1 {
+			t.Fatalf("reported %+v", c)
+		}
+	case <-ctx.Done():
+		t.Fatal("a change without a notification was never reported")
+	}
+}
+
 // TestServerRestart restarts the PostgreSQL server while goroutines append:
 // the engine retries through the outage and every acknowledged append is
 // stored once. It restarts the whole server, so it runs only with

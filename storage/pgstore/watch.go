@@ -18,8 +18,10 @@ import (
 // the session's name, last seq and epoch. Watch listens on a connection of
 // its own; when that connection drops it reconnects with backoff, listens
 // again and rereads what it watches, so a change made while it was away is
-// still reported. Changes in quick succession may be coalesced: a Change
-// carries the state when it was read.
+// still reported. It also rereads after 3 s without a notification, which
+// covers a writer that died between its COMMIT and its notification.
+// Changes in quick succession may be coalesced: a Change carries the state
+// when it was read.
 //
 // The channel is closed when ctx is done.
 func (s *Store) Watch(ctx context.Context, session string) (<-chan storage.Change, error) {
@@ -78,6 +80,10 @@ func (s *Store) watchState(ctx context.Context, session string) (map[string]mark
 	return out, err
 }
 
+// resyncEvery is how long Watch waits without a notification before it
+// rereads what it watches anyway.
+const resyncEvery = 3 * time.Second
+
 // drainFor is how long the loop waits for more notifications before it reads
 // the sessions they name: a burst of appends costs one read per session.
 const drainFor = 5 * time.Millisecond
@@ -97,9 +103,23 @@ func (s *Store) watchLoop(ctx context.Context, conn *pgx.Conn, session string, l
 	}
 	backoff := 50 * time.Millisecond
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, resyncEvery)
+		n, err := conn.WaitForNotification(wctx)
+		quiet := err != nil && wctx.Err() != nil && !conn.IsClosed()
+		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if quiet {
+			// Nothing heard for a while: reread, in case a writer died
+			// between its COMMIT and its notification.
+			if now, err := s.watchState(ctx, session); err == nil {
+				if !send(diffMarks(last, now, nil)) {
+					return
+				}
+				last = now
+			}
+			continue
 		}
 		if err != nil {
 			// The connection dropped: listen again, then reread, so what

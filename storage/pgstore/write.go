@@ -202,7 +202,7 @@ func (s *Store) writeOnce(ctx context.Context, session string, fast fastWrite, f
 	}
 	w.batch.Queue("COMMIT")
 	commit := w.batch.Len() - 1
-	if w.notify {
+	if w.notify && !s.silent {
 		// After the COMMIT, in the same round trip: a transaction that
 		// notifies holds a database-wide lock through its commit, WAL flush
 		// included, which would serialise every writer's commit. Here the
@@ -560,7 +560,9 @@ func (s *Store) appendFast(ctx context.Context, conn *pgxpool.Conn, session stri
 	b.Queue(s.q.appendFast, name, int64(n), tokens, size, pinned, firstUser, title, now,
 		roles, toks, counters, calls, results, raws, []byte(key))
 	b.Queue("COMMIT")
-	b.Queue(s.q.notifyAfter, s.channel, name)
+	if !s.silent {
+		b.Queue(s.q.notifyAfter, s.channel, name)
+	}
 	br := conn.SendBatch(ctx, b)
 	found, committed := false, false
 	_, err := br.Exec()
@@ -581,7 +583,7 @@ func (s *Store) appendFast(ctx context.Context, conn *pgxpool.Conn, session stri
 		_, err = br.Exec()
 		committed = err == nil
 	}
-	if err == nil {
+	if err == nil && !s.silent {
 		_, _ = br.Exec() // the notification: best effort
 	}
 	if cerr := br.Close(); err == nil && !committed {
