@@ -49,6 +49,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"Verify", testVerify},
 		{"Import", testImport},
 		{"Cancelled", testCancelled},
+		{"Closed", testClosed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -887,5 +888,26 @@ func testCancelled(t *testing.T, open Opener) {
 	}
 	if si := info(t, e, "s"); si.LastSeq != 1 {
 		t.Errorf("a cancelled append was stored: %+v", si)
+	}
+}
+
+func testClosed(t *testing.T, open Opener) {
+	e, another := open(t)
+	appendOK(t, e, "s", text("user", "x"))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	ctx := context.Background()
+	if _, _, err := e.Append(ctx, "s", text("user", "y")); !errors.Is(err, storage.ErrClosed) {
+		t.Errorf("Append after Close: %v, want ErrClosed", err)
+	}
+	if _, err := e.Session(ctx, "s"); !errors.Is(err, storage.ErrClosed) {
+		t.Errorf("Session after Close: %v, want ErrClosed", err)
+	}
+	if si := info(t, another(t), "s"); si.LastSeq != 1 {
+		t.Errorf("after Close another handle sees %+v", si)
 	}
 }
