@@ -300,3 +300,6 @@ func isConnLoss(err error) bool {
 	return pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		strings.Contains(err.Error(), "conn closed")
 }
+
+// The PostgreSQL store is an engine.
+var _ storage.Engine = (*Store)(nil)
