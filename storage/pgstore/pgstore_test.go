@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,10 +20,9 @@ import (
 // CTXSTORE_TEST_POSTGRES is not set.
 const defaultTestServer = "postgres://127.0.0.1:5432/test"
 
-// testDSN returns the test server's DSN, or skips the test when none
-// answers.
-func testDSN(t testing.TB) string {
-	t.Helper()
+// probeServer finds the test server once per test binary: its DSN, or why
+// none answers.
+var probeServer = sync.OnceValues(func() (string, error) {
 	dsn := os.Getenv("CTXSTORE_TEST_POSTGRES")
 	if dsn == "" {
 		dsn = defaultTestServer
@@ -29,9 +31,25 @@ func testDSN(t testing.TB) string {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		t.Skipf("no PostgreSQL answers at %s (set CTXSTORE_TEST_POSTGRES): %v", redactErr(err, passwordOf(dsn)), err)
+		shown := dsn
+		if pw := passwordOf(dsn); pw != "" {
+			shown = strings.ReplaceAll(dsn, pw, "xxxxx")
+		}
+		why := strings.Join(strings.Fields(redactErr(err, passwordOf(dsn)).Error()), " ")
+		return "", fmt.Errorf("no PostgreSQL answers at %s (set CTXSTORE_TEST_POSTGRES to a server's URL): %s", shown, why)
 	}
 	conn.Close(ctx)
+	return dsn, nil
+})
+
+// testDSN returns the test server's DSN, or skips the test when none
+// answers.
+func testDSN(t testing.TB) string {
+	t.Helper()
+	dsn, err := probeServer()
+	if err != nil {
+		t.Skip(err)
+	}
 	return dsn
 }
 
