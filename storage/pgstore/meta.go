@@ -27,11 +27,10 @@ func newQueries(s string) queries {
 			coalesce(array_agg(e.purged ORDER BY e.epoch), '{}')
 			FROM ` + s + `.epochs e WHERE e.session = ` + ses + `) ep ON true`
 	}
-	epochArrays := func(string) string { return `ep.*` }
 	return queries{
 		placeholder: `INSERT INTO ` + s + `.sessions (name, ` + metaCols + `)
 			VALUES ($1, false, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, '', '{}', 0) ON CONFLICT (name) DO NOTHING`,
-		lock: `SELECT ` + metaCols + `, ` + epochArrays("$1") + ` FROM ` + s + `.sessions s ` + epochs("s.name") + `
+		lock: `SELECT ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + `
 			WHERE name = $1 FOR UPDATE OF s`,
 		saveMeta: `UPDATE ` + s + `.sessions SET live = $2, created = $3, updated = $4, epoch = $5, epoch_seq = $6,
 			epoch_started = $7, last_seq = $8, messages = $9, tokens = $10, bytes = $11, total = $12, title = $13,
@@ -61,8 +60,8 @@ func newQueries(s string) queries {
 			SELECT base + 1, base + $2 FROM s`,
 		notifyAfter: `SELECT pg_notify($1, encode(name, 'hex') || ' ' || last_seq || ' ' || epoch) FROM ` + s + `.sessions WHERE name = $2`,
 		recall:      `SELECT epoch, first_seq, last_seq FROM ` + s + `.appends WHERE session = $1 AND key = $2`,
-		sessionInfo: `SELECT name, ` + metaCols + `, ` + epochArrays("s.name") + ` FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE name = $1 AND live`,
-		sessions:    `SELECT name, ` + metaCols + `, ` + epochArrays("s.name") + ` FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE live ORDER BY name`,
+		sessionInfo: `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE name = $1 AND live`,
+		sessions:    `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE live ORDER BY name`,
 		readFwd: `SELECT ` + msgCols + ` FROM ` + s + `.messages
 			WHERE session = $1 AND seq >= $2 AND seq <= $3 AND epoch = $4 ORDER BY seq LIMIT $5`,
 		readBack: `SELECT ` + msgCols + ` FROM ` + s + `.messages
