@@ -58,7 +58,10 @@ func newQueries(s string) queries {
 				SELECT $1, $15, s.epoch, s.base + 1, s.base + $2 FROM s
 			)
 			SELECT base + 1, base + $2 FROM s`,
-		notifyAfter: `SELECT pg_notify($1, encode(name, 'hex') || ' ' || last_seq || ' ' || epoch) FROM ` + s + `.sessions WHERE name = $2`,
+		// A notification takes a transaction id, so its transaction would
+		// wait for a WAL flush of its own, holding the notify lock: it
+		// commits asynchronously (it changes no data; see notifySQL).
+		notifyAfter: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, encode(name, 'hex') || ' ' || last_seq || ' ' || epoch) FROM ` + s + `.sessions WHERE name = $2`,
 		recall:      `SELECT epoch, first_seq, last_seq FROM ` + s + `.appends WHERE session = $1 AND key = $2`,
 		sessionInfo: `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE name = $1 AND live`,
 		sessions:    `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE live ORDER BY name`,

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/storagetest"
 	"github.com/jackc/pgx/v5"
@@ -97,4 +99,21 @@ func TestConformance(t *testing.T) {
 		another := func(t *testing.T) storage.Engine { return openTest(t, dsn, schema) }
 		return another(t), another
 	})
+}
+
+// TestDurableSettings: the pool's connections commit synchronously, also
+// after the asynchronous commits of notifications.
+func TestDurableSettings(t *testing.T) {
+	dsn := testDSN(t)
+	st := openTest(t, dsn, freshSchema(t, dsn))
+	ctx := context.Background()
+	for i := range 20 {
+		if _, _, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+		var v string
+		if err := st.pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v); err != nil || v != "on" {
+			t.Fatalf("synchronous_commit is %q (%v) after append %d", v, err, i)
+		}
+	}
 }

@@ -213,7 +213,7 @@ func (s *Store) writeOnce(ctx context.Context, session string, fast fastWrite, f
 		if !w.purged {
 			payload += " " + strconv.FormatInt(w.m.lastSeq, 10) + " " + strconv.FormatInt(w.m.epoch, 10)
 		}
-		w.batch.Queue("SELECT pg_notify($1, $2)", s.channel, payload)
+		w.batch.Queue(notifySQL, s.channel, payload)
 	}
 	br := conn.SendBatch(ctx, &w.batch)
 	committed := false
@@ -238,6 +238,14 @@ func (s *Store) writeOnce(ctx context.Context, session string, fast fastWrite, f
 	}
 	return err
 }
+
+// notifySQL sends a notification in a transaction of its own. Queueing a
+// notification assigns that transaction an id, so its commit would wait for
+// a WAL flush of its own while holding the database-wide notify lock, and
+// the writers' notifications would be serialised on the disk again. It
+// changes no data, so it commits asynchronously: a crash can lose only the
+// notification, which Watch's reread covers.
+const notifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)"
 
 // reject makes err the write's answer.
 func reject(err error) error { return &rejected{err} }
