@@ -35,6 +35,11 @@ var (
 	// ErrCurrentEpoch is returned by PurgeEpoch for the current epoch,
 	// which must be left by Clear before it can be purged.
 	ErrCurrentEpoch = errors.New("store: cannot purge the current epoch")
+	// ErrOutcomeUnknown means a write may or may not have taken effect: the
+	// connection to a server was lost while it committed, and the engine
+	// could not find out (a write without an idempotency key, or the
+	// caller's context ended first). Read the session before writing again.
+	ErrOutcomeUnknown = errors.New("store: outcome of the write unknown")
 )
 
 // MaxSessionName is the longest session name, in bytes.

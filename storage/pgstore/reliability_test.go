@@ -332,6 +332,25 @@ func TestIdempotentRetry(t *testing.T) {
 			if calls.Load() < 1 {
 				t.Fatal("the fault never ran")
 			}
+			// A conditional append whose check the first attempt's own
+			// commit would fail on a rewrite.
+			calls.Store(0)
+			if tc.beforeCommit {
+				st.beforeCommit = fault
+			}
+			if tc.afterCommit {
+				st.afterCommit = fault
+			}
+			f, _, err := st.AppendIf(ctx, "s", func(si storage.SessionInfo) error {
+				if si.LastSeq != 3 {
+					return fmt.Errorf("last seq %d, want 3", si.LastSeq)
+				}
+				return nil
+			}, storage.Record{Message: ctxstore.NewMessage("user", "if")})
+			st.beforeCommit, st.afterCommit = nil, nil
+			if err != nil || f != 4 {
+				t.Fatalf("AppendIf: seq %d %v, want 4", f, err)
+			}
 			var texts []string
 			for e, err := range st.Messages(ctx, "s", 0) {
 				if err != nil {
@@ -340,7 +359,7 @@ func TestIdempotentRetry(t *testing.T) {
 				m, _ := e.Message()
 				texts = append(texts, m.Text())
 			}
-			if want := []string{"before", "once", "twice?"}; !slices.Equal(texts, want) {
+			if want := []string{"before", "once", "twice?", "if"}; !slices.Equal(texts, want) {
 				t.Fatalf("stored %q, want %q", texts, want)
 			}
 			// A write without a key cannot know: it says so.

@@ -45,7 +45,7 @@ func (r *rejected) Unwrap() error { return r.err }
 
 // errUnknownOutcome marks a write whose COMMIT may or may not have taken
 // effect (the connection was lost while it ran).
-var errUnknownOutcome = errors.New("outcome of the commit unknown")
+var errUnknownOutcome = storage.ErrOutcomeUnknown
 
 // appendKey identifies one append call across its retries.
 type appendKey []byte
@@ -80,15 +80,21 @@ func (s *Store) writeWith(ctx context.Context, session string, key appendKey, fo
 	backoff := 20 * time.Millisecond
 	inDoubt := false // an earlier attempt may have committed
 	deadline := time.Now().Add(retryFor)
+	// recall looks for the key: whether a lost COMMIT took effect.
+	recall := func() error {
+		var ep, first, last int64
+		err := s.pool.QueryRow(ctx, s.q.recall, []byte(session), []byte(key)).Scan(&ep, &first, &last)
+		if err == nil {
+			found(ep, first, last)
+		}
+		return err
+	}
 	for {
 		var err error
 		if inDoubt {
-			// Look for the key before writing again: the lost COMMIT may
-			// have taken effect.
-			var ep, first, last int64
-			err = s.pool.QueryRow(ctx, s.q.recall, []byte(session), []byte(key)).Scan(&ep, &first, &last)
-			if err == nil {
-				found(ep, first, last)
+			// Look for the key before writing again; write again only when
+			// it is certainly absent.
+			if err = recall(); err == nil {
 				return nil
 			}
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -102,9 +108,17 @@ func (s *Store) writeWith(ctx context.Context, session string, key appendKey, fo
 			return nil
 		}
 		if r, ok := errors.AsType[*rejected](err); ok {
+			// The lost attempt may have committed after all, only after the
+			// lookup, and changed what the check saw.
+			if inDoubt && recall() == nil {
+				return nil
+			}
 			return r.err
 		}
 		if ctx.Err() != nil {
+			if inDoubt {
+				return s.errorf(session, "%w: %w", errUnknownOutcome, ctx.Err())
+			}
 			return s.errorf(session, "%w", ctx.Err())
 		}
 		if inDoubt && isKeyTaken(err) {
@@ -112,6 +126,9 @@ func (s *Store) writeWith(ctx context.Context, session string, key appendKey, fo
 			continue
 		}
 		if !isConnLoss(err) || time.Now().After(deadline) {
+			if inDoubt && !errors.Is(err, errUnknownOutcome) {
+				return s.errorf(session, "%w: %w", errUnknownOutcome, err)
+			}
 			return s.errorf(session, "%w", err)
 		}
 		if errors.Is(err, errUnknownOutcome) {
