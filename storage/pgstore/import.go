@@ -48,7 +48,7 @@ func (s *Store) ImportSession(ctx context.Context, info storage.SessionInfo, ent
 				}
 				calls[i], results[i] = arrayLiteral(e.CallIDs), arrayLiteral(e.ResultIDs)
 			}
-			w.batch.Queue(s.q.insertMessages, w.name, seqs, epochs, times, roles, tokens, counters, calls, results, raws)
+			w.batch.Queue(s.q.insertMessages, w.name, seqs, epochs, times, roles, tokens, counters, calls, results, raws, []byte(nil))
 			batch = nil
 		}
 		for e, err := range entries {

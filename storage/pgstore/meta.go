@@ -10,8 +10,8 @@ import (
 
 // queries are the statements, with the schema filled in.
 type queries struct {
-	placeholder, lock, saveMeta, appendFast, notifyAfter, insertMessages, remember, recall string
-	sessionInfo, sessions, readFwd, readBack, get                                          string
+	placeholder, lock, saveMeta, appendFast, notifyAfter, insertMessages, recall string
+	sessionInfo, sessions, readFwd, readBack, get                                string
 }
 
 const metaCols = `live, created, updated, epoch, epoch_seq, epoch_started, last_seq, messages, tokens, bytes, total, title, pinned, first_user`
@@ -35,11 +35,11 @@ func newQueries(s string) queries {
 		saveMeta: `UPDATE ` + s + `.sessions SET live = $2, created = $3, updated = $4, epoch = $5, epoch_seq = $6,
 			epoch_started = $7, last_seq = $8, messages = $9, tokens = $10, bytes = $11, total = $12, title = $13,
 			pinned = $14, first_user = $15 WHERE name = $1`,
-		insertMessages: `INSERT INTO ` + s + `.messages (` + msgCols + `)
-			SELECT $1, u.seq, u.epoch, u.time, u.role, u.tokens, u.counter, u.calls::text[], u.results::text[], u.raw
+		insertMessages: `INSERT INTO ` + s + `.messages (` + msgCols + `, append_key)
+			SELECT $1, u.seq, u.epoch, u.time, u.role, u.tokens, u.counter, u.calls::text[], u.results::text[], u.raw,
+				CASE WHEN u.ord = 1 THEN $11::bytea END
 			FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::text[], $10::bytea[])
-			AS u(seq, epoch, time, role, tokens, counter, calls, results, raw)`,
-		remember: `INSERT INTO ` + s + `.appends (session, key, epoch, first_seq, last_seq) VALUES ($1, $2, $3, $4, $5)`,
+				WITH ORDINALITY AS u(seq, epoch, time, role, tokens, counter, calls, results, raw, ord)`,
 		appendFast: `WITH s AS (
 				UPDATE ` + s + `.sessions SET last_seq = last_seq + $2, messages = messages + $2, total = total + $2,
 					tokens = tokens + $3, bytes = bytes + $4,
@@ -49,20 +49,18 @@ func newQueries(s string) queries {
 				WHERE name = $1 AND live
 				RETURNING last_seq - $2 AS base, epoch
 			), m AS (
-				INSERT INTO ` + s + `.messages (` + msgCols + `)
-				SELECT $1, s.base + u.ord, s.epoch, $8, u.role, u.tokens, u.counter, u.calls::text[], u.results::text[], u.raw
+				INSERT INTO ` + s + `.messages (` + msgCols + `, append_key)
+				SELECT $1, s.base + u.ord, s.epoch, $8, u.role, u.tokens, u.counter, u.calls::text[], u.results::text[], u.raw,
+					CASE WHEN u.ord = 1 THEN $15::bytea END
 				FROM s, unnest($9::text[], $10::int[], $11::text[], $12::text[], $13::text[], $14::bytea[])
 					WITH ORDINALITY AS u(role, tokens, counter, calls, results, raw, ord)
-			), a AS (
-				INSERT INTO ` + s + `.appends (session, key, epoch, first_seq, last_seq)
-				SELECT $1, $15, s.epoch, s.base + 1, s.base + $2 FROM s
 			)
 			SELECT base + 1, base + $2 FROM s`,
 		// A notification takes a transaction id, so its transaction would
 		// wait for a WAL flush of its own, holding the notify lock: it
 		// commits asynchronously (it changes no data; see notifySQL).
 		notifyAfter: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, encode(name, 'hex') || ' ' || last_seq || ' ' || epoch) FROM ` + s + `.sessions WHERE name = $2`,
-		recall:      `SELECT epoch, first_seq, last_seq FROM ` + s + `.appends WHERE session = $1 AND key = $2`,
+		recall:      `SELECT epoch, seq FROM ` + s + `.messages WHERE session = $1 AND append_key = $2`,
 		sessionInfo: `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE name = $1 AND live`,
 		sessions:    `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE live ORDER BY name`,
 		readFwd: `SELECT ` + msgCols + ` FROM ` + s + `.messages

@@ -121,6 +121,15 @@ func childTailer(st *Store, arg string) error {
 	return nil
 }
 
+// withParam adds a connection parameter to a URL DSN.
+func withParam(dsn, key, value string) string {
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + key + "=" + value
+}
+
 // readAcks collects the "ack <text> <seq>" lines of a child.
 func readAcks(r io.Reader, into map[string]uint64, mu *sync.Mutex) {
 	sc := bufio.NewScanner(r)
@@ -230,11 +239,7 @@ func TestTerminatedBackends(t *testing.T) {
 	dsn := testDSN(t)
 	schema := freshSchema(t, dsn)
 	app := "ctxstore_kill_" + schema
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	st := openTest(t, dsn+sep+"application_name="+app, schema)
+	st := openTest(t, withParam(dsn, "application_name", app), schema)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	killer, err := pgx.Connect(ctx, dsn)
@@ -514,13 +519,15 @@ func TestKilledWriters(t *testing.T) {
 	dsn := testDSN(t)
 	schema := freshSchema(t, dsn)
 	st := openTest(t, dsn, schema)
+	app := "ctxstore_killed_" + schema
+	childDSN := withParam(dsn, "application_name", app)
 	var mu sync.Mutex
 	acked := map[string]uint64{}
 	for round := range 4 {
 		var wg sync.WaitGroup
 		var cmds []*exec.Cmd
 		for w := range 3 {
-			cmd := child(t, "writer", dsn, schema, fmt.Sprintf("r%dw%d %d", round, w, 1_000_000))
+			cmd := child(t, "writer", childDSN, schema, fmt.Sprintf("r%dw%d %d", round, w, 1_000_000))
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -543,6 +550,20 @@ func TestKilledWriters(t *testing.T) {
 	if len(acked) == 0 {
 		t.Fatal("no append was acknowledged before the kills")
 	}
+	// A killed client's backend finishes the statements it already
+	// received, COMMIT included, before it notices: wait for them to end.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := st.pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends of killed writers still running", n)
+		}
+	}
 	t.Logf("%d appends acknowledged by killed writers", len(acked))
 	checkShared(t, st, acked)
 }
@@ -553,11 +574,7 @@ func TestWatchSurvivesReconnect(t *testing.T) {
 	dsn := testDSN(t)
 	schema := freshSchema(t, dsn)
 	app := "ctxstore_watch_" + schema
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	watcher := openTest(t, dsn+sep+"application_name="+app, schema)
+	watcher := openTest(t, withParam(dsn, "application_name", app), schema)
 	writer := openTest(t, dsn, schema)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -61,7 +61,7 @@ func newKey() appendKey {
 // first looks for the key and, when the first attempt did commit, calls
 // found with what it stored instead of writing again; without one such a
 // write fails with an error saying the outcome is unknown.
-func (s *Store) write(ctx context.Context, session string, key appendKey, found func(epoch, first, last int64), fn func(w *wtx) error) error {
+func (s *Store) write(ctx context.Context, session string, key appendKey, found func(epoch, first int64), fn func(w *wtx) error) error {
 	return s.writeWith(ctx, session, key, found, nil, fn)
 }
 
@@ -70,7 +70,7 @@ func (s *Store) write(ctx context.Context, session string, key appendKey, found 
 type fastWrite func(conn *pgxpool.Conn) (done bool, err error)
 
 // writeWith is write trying fast (if not nil) before the general path.
-func (s *Store) writeWith(ctx context.Context, session string, key appendKey, found func(epoch, first, last int64), fast fastWrite, fn func(w *wtx) error) error {
+func (s *Store) writeWith(ctx context.Context, session string, key appendKey, found func(epoch, first int64), fast fastWrite, fn func(w *wtx) error) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -82,10 +82,10 @@ func (s *Store) writeWith(ctx context.Context, session string, key appendKey, fo
 	deadline := time.Now().Add(retryFor)
 	// recall looks for the key: whether a lost COMMIT took effect.
 	recall := func() error {
-		var ep, first, last int64
-		err := s.pool.QueryRow(ctx, s.q.recall, []byte(session), []byte(key)).Scan(&ep, &first, &last)
+		var ep, first int64
+		err := s.pool.QueryRow(ctx, s.q.recall, []byte(session), []byte(key)).Scan(&ep, &first)
 		if err == nil {
-			found(ep, first, last)
+			found(ep, first)
 		}
 		return err
 	}
@@ -150,7 +150,7 @@ func (s *Store) writeWith(ctx context.Context, session string, key appendKey, fo
 // idempotency key: an earlier attempt of the same append committed.
 func isKeyTaken(err error) bool {
 	pgErr, ok := errors.AsType[*pgconn.PgError](err)
-	return ok && pgErr.Code == "23505" && pgErr.ConstraintName == "appends_pkey"
+	return ok && pgErr.Code == "23505" && pgErr.ConstraintName == "messages_append_key"
 }
 
 // writeOnce is one attempt of write: one round trip to begin and lock, fn,
@@ -301,10 +301,7 @@ func (w *wtx) addRecords(recs []storage.Record, key appendKey) (first, last int6
 		calls[i], results[i] = arrayLiteral(r.Message.CallIDs()), arrayLiteral(r.Message.ResultIDs())
 		raws[i] = r.Message.Bytes()
 	}
-	w.batch.Queue(w.s.q.insertMessages, w.name, seqs, epochs, times, roles, tokens, counters, calls, results, raws)
-	if key != nil {
-		w.batch.Queue(w.s.q.remember, w.name, []byte(key), m.epoch, first, m.lastSeq)
-	}
+	w.batch.Queue(w.s.q.insertMessages, w.name, seqs, epochs, times, roles, tokens, counters, calls, results, raws, []byte(key))
 	w.notify = true
 	return first, m.lastSeq
 }
@@ -362,7 +359,7 @@ func (s *Store) AppendIf(ctx context.Context, session string, check func(storage
 	if check == nil {
 		fast = func(conn *pgxpool.Conn) (bool, error) { return s.appendFast(ctx, conn, session, recs, key, &f, &l) }
 	}
-	err = s.writeWith(ctx, session, key, func(_, first, last int64) { f, l = first, last }, fast, func(w *wtx) error {
+	err = s.writeWith(ctx, session, key, func(_, first int64) { f, l = first, first+int64(len(recs))-1 }, fast, func(w *wtx) error {
 		if err := w.check(check); err != nil {
 			return err
 		}
@@ -386,7 +383,7 @@ func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(sto
 		key = newKey()
 	}
 	var e, f, l int64
-	err = s.write(ctx, session, key, func(ep, first, last int64) { e, f, l = ep, first, last }, func(w *wtx) error {
+	err = s.write(ctx, session, key, func(ep, first int64) { e, f, l = ep, first, first+int64(len(recs))-1 }, func(w *wtx) error {
 		if err := w.check(check); err != nil {
 			return err
 		}
@@ -439,7 +436,7 @@ func (s *Store) Purge(ctx context.Context, session string) error {
 		if !w.m.live {
 			return w.notFound()
 		}
-		for _, table := range []string{"messages", "epochs", "derived", "appends"} {
+		for _, table := range []string{"messages", "epochs", "derived"} {
 			w.batch.Queue(`DELETE FROM `+s.schema+`.`+table+` WHERE session = $1`, w.name)
 		}
 		w.m.live, w.m.changed, w.notify, w.purged = false, true, true, true

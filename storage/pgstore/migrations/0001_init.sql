@@ -49,20 +49,15 @@ CREATE TABLE {{schema}}.messages (
     call_ids   text[]  NOT NULL,
     result_ids text[]  NOT NULL,
     raw        bytea   NOT NULL,
+    append_key bytea,
     PRIMARY KEY (session, seq)
 );
 
--- One row per acknowledged append: its idempotency key and the seqs it got,
--- so that a retry after a commit of unknown outcome finds them instead of
--- storing the messages twice.
-CREATE TABLE {{schema}}.appends (
-    session   bytea  NOT NULL,
-    key       bytea  NOT NULL,
-    epoch     bigint NOT NULL,
-    first_seq bigint NOT NULL,
-    last_seq  bigint NOT NULL,
-    PRIMARY KEY (session, key)
-);
+-- The first message of each append carries the append's idempotency key,
+-- so that a retry after a commit of unknown outcome finds it instead of
+-- storing the messages twice. The keys go with their messages.
+CREATE UNIQUE INDEX messages_append_key ON {{schema}}.messages (session, append_key)
+    WHERE append_key IS NOT NULL;
 
 CREATE TABLE {{schema}}.derived (
     session bytea NOT NULL,
