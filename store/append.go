@@ -10,20 +10,6 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// ErrCurrentEpoch is returned by PurgeEpoch for the current epoch, which
-// must be left by Clear before it can be purged.
-var ErrCurrentEpoch = errors.New("store: cannot purge the current epoch")
-
-// Record is one message to append with the caller's token estimate, which
-// is stored with it so views never re-estimate stored history.
-type Record struct {
-	Message ctxstore.Message
-	Tokens  int
-	// Counter names the counter that made Tokens (ctxstore.Counter's
-	// Name); empty when unknown. A reader with another counter recounts.
-	Counter string
-}
-
 // Append adds recs to the current epoch of session, creating the session if
 // needed, in one atomic transaction: when it returns nil every record is on
 // disk (fsynced) with seqs first..last; on error none is. Invalid messages

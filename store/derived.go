@@ -11,15 +11,6 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// Derived is one record computed from a session's messages (a compaction
-// decision, a summary, a repair note). Derived records live in their own
-// bucket per kind and never touch messages.
-type Derived struct {
-	Kind  string
-	Key   string
-	Value []byte
-}
-
 func checkDerived(session, kind, key string, needKey bool) error {
 	if err := checkSession(session); err != nil {
 		return err
@@ -142,6 +133,28 @@ func derivedBucket(tx *bbolt.Tx, session, kind string) (*bbolt.Bucket, error) {
 		}
 	}
 	return nil, fmt.Errorf("store: session %q: derived kind %q: %w", session, kind, ErrNotFound)
+}
+
+// GetDerived returns the value stored under (kind, key) for session, or
+// ErrNotFound.
+func (s *Store) GetDerived(ctx context.Context, session, kind, key string) ([]byte, error) {
+	if err := checkDerived(session, kind, key, true); err != nil {
+		return nil, err
+	}
+	var out []byte
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		kb, err := derivedBucket(tx, session, kind)
+		if err != nil {
+			return err
+		}
+		v := kb.Get([]byte(key))
+		if v == nil {
+			return fmt.Errorf("store: session %q: derived %s/%s: %w", session, kind, key, ErrNotFound)
+		}
+		out = bytes.Clone(v)
+		return nil
+	})
+	return out, err
 }
 
 // ListDerived yields the records of kind for session in key order (bytes).

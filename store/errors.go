@@ -1,32 +1,62 @@
 package store
 
-import "errors"
+import "github.com/ctxstore/ctxstore/storage"
 
-// Sentinel errors. Every error the store returns wraps at most one of these
-// and names the file, session or seq it is about; branch with errors.Is.
+// Sentinel errors, shared by every engine (see package storage). Every
+// error the store returns wraps at most one of these and names the file,
+// session or seq it is about; branch with errors.Is.
 var (
 	// ErrCorrupt means the file or a record in it is damaged: not a bbolt
 	// file, cut short, a bad meta page, or an envelope that does not decode.
-	ErrCorrupt = errors.New("store: corrupt")
+	ErrCorrupt = storage.ErrCorrupt
 	// ErrLocked means another process held the file's lock for longer than
 	// Options.LockTimeout. The error names the file.
-	ErrLocked = errors.New("store: file locked by another process")
+	ErrLocked = storage.ErrLocked
 	// ErrNotFound means the session, epoch, seq or derived record does not
 	// exist.
-	ErrNotFound = errors.New("store: not found")
+	ErrNotFound = storage.ErrNotFound
 	// ErrClosed means the Store was closed.
-	ErrClosed = errors.New("store: closed")
+	ErrClosed = storage.ErrClosed
 	// ErrNotEmpty means ImportSession found the session already present;
 	// an AppendIf check may return it for a session that already holds
 	// messages.
-	ErrNotEmpty = errors.New("store: not empty")
+	ErrNotEmpty = storage.ErrNotEmpty
 	// ErrConflict means another writer changed the session in the middle
 	// of a multi-transaction operation (a batched ImportSession), which
 	// stopped rather than overwrite that writer's messages.
-	ErrConflict = errors.New("store: session changed by another writer")
+	ErrConflict = storage.ErrConflict
+	// ErrCurrentEpoch is returned by PurgeEpoch for the current epoch, which
+	// must be left by Clear before it can be purged.
+	ErrCurrentEpoch = storage.ErrCurrentEpoch
 	// ErrInvalidImport means ImportSession refused its input: metadata that
-	// contradicts itself or the entries (an epoch after the current one, a
-	// seq past the last, negative counts, seqs too large to count on).
-	// Nothing of the session was stored.
-	ErrInvalidImport = errors.New("store: invalid import")
+	// contradicts itself or the entries. Nothing of the session was stored.
+	ErrInvalidImport = storage.ErrInvalidImport
 )
+
+// The types the store speaks are the engine contract's (package storage).
+type (
+	// Record is one message to append with its token count.
+	Record = storage.Record
+	// Entry is one stored message with what the store recorded about it.
+	Entry = storage.Entry
+	// SessionInfo describes a session from its metadata alone.
+	SessionInfo = storage.SessionInfo
+	// EpochInfo describes one epoch of a session.
+	EpochInfo = storage.EpochInfo
+	// Derived is one record computed from a session's messages.
+	Derived = storage.Derived
+	// Change says that a session's log moved on.
+	Change = storage.Change
+	// VerifyReport is what Verify found.
+	VerifyReport = storage.VerifyReport
+	// VerifyProblem is one piece of damage.
+	VerifyProblem = storage.VerifyProblem
+	// PairingIssue is a tool call or result without its other half.
+	PairingIssue = storage.PairingIssue
+)
+
+// The bbolt store is an engine.
+var _ storage.Engine = (*Store)(nil)
+
+// Location returns the file's path: where the data lives.
+func (s *Store) Location() string { return s.path }

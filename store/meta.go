@@ -15,57 +15,6 @@ import (
 // titleRunes bounds SessionInfo.Title.
 const titleRunes = 80
 
-// SessionInfo describes a session from its metadata alone: reading it never
-// touches message bodies.
-type SessionInfo struct {
-	Name    string
-	Created time.Time // first write to the session
-	Updated time.Time // last append, Clear or PurgeEpoch
-	// Epoch is the current epoch; Clear starts a new one. The first is 1,
-	// or the one after a purged predecessor's last (see Store.Purge).
-	Epoch uint64
-	// EpochStartSeq is the seq the current epoch's first message has or
-	// will have.
-	EpochStartSeq uint64
-	// LastSeq is the highest seq ever assigned in the session (0 when none).
-	LastSeq uint64
-	// Messages, Tokens and Bytes (raw JSON) cover the current epoch.
-	Messages int
-	Tokens   int
-	Bytes    int64
-	// TotalMessages counts stored messages over all epochs.
-	TotalMessages int
-	// Title is the text of the session's first user message, whitespace
-	// collapsed, cut to about 80 characters. It survives Clear.
-	Title string
-	// PinnedSeqs are the seqs of the current epoch's system and developer
-	// messages, in order: what compaction must never drop.
-	PinnedSeqs []uint64
-	// FirstUserSeq is the current epoch's first user message that is not
-	// a tool result (0 when none).
-	FirstUserSeq uint64
-	// Epochs lists every epoch, oldest first; the last is the current one.
-	Epochs []EpochInfo
-	// Importing reports an import of the session that has not finished:
-	// one in progress in another process, or one whose process was killed,
-	// in which case the session lacks messages for good. Purge it and
-	// import it again.
-	Importing bool
-}
-
-// EpochInfo describes one epoch of a session.
-type EpochInfo struct {
-	Epoch uint64
-	// FirstSeq is the first seq of the epoch; LastSeq the last one, or
-	// FirstSeq-1 while the epoch is empty.
-	FirstSeq, LastSeq uint64
-	// Messages is how many messages the epoch holds (0 once purged).
-	Messages int
-	Started  time.Time
-	// Purged reports that PurgeEpoch deleted the epoch's messages.
-	Purged bool
-}
-
 // sessionMeta is the stored form of SessionInfo (the name is the bucket key).
 type sessionMeta struct {
 	Created   int64       `msgpack:"c"`

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"time"
 
-	"github.com/ctxstore/ctxstore"
 	"go.etcd.io/bbolt"
 )
 
@@ -19,34 +17,6 @@ const (
 	pageEntries = 256
 	pageBytes   = 1 << 20
 )
-
-// Entry is one stored message with what the store recorded about it.
-type Entry struct {
-	Session string
-	Seq     uint64
-	Epoch   uint64
-	Time    time.Time // when it was appended (UTC)
-	Role    string
-	Tokens  int      // the estimate given to Append
-	Counter string   // the counter that made Tokens; "" when unknown
-	CallIDs []string // tool calls the message makes
-	// ResultIDs are the calls it answers (tool_call_id, tool_result blocks).
-	ResultIDs []string
-	Raw       []byte // the original JSON, byte for byte
-}
-
-// Message parses Raw. It fails, with ctxstore.ErrInvalidMessage, only for a
-// record that was damaged or written by something other than this store.
-// Raw passed ParseMessage when it was appended, so the JSON syntax check is
-// skipped (ParseStored): resuming a long session parses thousands of these.
-// Verify and Salvage, which must judge damaged records, parse fully.
-func (e Entry) Message() (ctxstore.Message, error) {
-	m, err := ctxstore.ParseStored(e.Raw)
-	if err != nil {
-		return ctxstore.Message{}, fmt.Errorf("store: session %q seq %d: %w", e.Session, e.Seq, err)
-	}
-	return m, nil
-}
 
 func (e *envelope) entry(session string) Entry {
 	return Entry{Session: session, Seq: e.Seq, Epoch: e.Epoch, Time: unixTime(e.Time),

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"go.etcd.io/bbolt"
 )
@@ -24,7 +24,7 @@ const (
 	// last operation when no other process is waiting for it.
 	lingerFor = 2 * time.Millisecond
 	// MaxSessionName is the longest session name, in bytes.
-	MaxSessionName = 1024
+	MaxSessionName = storage.MaxSessionName
 	// maxSeq is the highest seq or epoch a session may reach: far beyond
 	// any real use, it leaves room to count on without overflow, and
 	// fits the signed integers of other tools reading exports.
@@ -303,15 +303,4 @@ func (s *Store) guard(what string, fn func() error) error {
 	return err
 }
 
-func checkSession(name string) error {
-	if name == "" {
-		return errors.New("store: empty session name")
-	}
-	if len(name) > MaxSessionName {
-		return fmt.Errorf("store: session name of %d bytes, over %d", len(name), MaxSessionName)
-	}
-	if !utf8.ValidString(name) {
-		return fmt.Errorf("store: session name %q is not valid UTF-8", name)
-	}
-	return nil
-}
+func checkSession(name string) error { return storage.CheckSession(name) }

@@ -12,14 +12,6 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// Change says that a session's log moved on: an append (LastSeq grew), a Clear
-// (Epoch grew), or the session's removal (both zero).
-type Change struct {
-	Session string
-	LastSeq uint64
-	Epoch   uint64
-}
-
 // watchDebounce is how long Watch lets a burst of writes settle before it reads
 // the metadata. A commit is several writes (pages, then the meta page); one read per
 // burst keeps a watcher from contending for the lock with the writer it watches.

@@ -108,18 +108,18 @@ func TestWatchEverySession(t *testing.T) {
 		do   func()
 		want Change
 	}{
-		{func() { appendText(t, st, "a", "hi") }, Change{"a", 1, 1}},
-		{func() { appendText(t, st, "a", "again") }, Change{"a", 2, 1}},
+		{func() { appendText(t, st, "a", "hi") }, Change{Session: "a", LastSeq: 1, Epoch: 1}},
+		{func() { appendText(t, st, "a", "again") }, Change{Session: "a", LastSeq: 2, Epoch: 1}},
 		{func() {
 			if _, err := st.Clear(ctx, "a"); err != nil {
 				t.Fatal(err)
 			}
-		}, Change{"a", 2, 2}},
+		}, Change{Session: "a", LastSeq: 2, Epoch: 2}},
 		{func() {
 			if err := st.Purge(ctx, "old"); err != nil {
 				t.Fatal(err)
 			}
-		}, Change{"old", 0, 0}},
+		}, Change{Session: "old", LastSeq: 0, Epoch: 0}},
 	}
 	for _, s := range steps {
 		s.do()
@@ -185,7 +185,7 @@ func TestWatchFileReplaced(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, "new.db"), path); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := next(t, ch), (Change{"s", 3, 1}); got != want {
+	if got, want := next(t, ch), (Change{Session: "s", LastSeq: 3, Epoch: 1}); got != want {
 		t.Fatalf("want %+v, got %+v", want, got)
 	}
 }

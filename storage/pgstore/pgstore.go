@@ -1,0 +1,305 @@
+// Package pgstore keeps ctxstore's log in PostgreSQL, for hosts that share
+// conversation memory across machines. It implements storage.Engine on pgx
+// (a connection pool per Store); any number of processes on any number of
+// hosts may use one database at once.
+//
+// What it guarantees:
+//
+//   - Message bytes come back exactly as appended (bytea, never jsonb).
+//   - A write is durable when the call returns: every transaction commits
+//     with synchronous_commit on.
+//   - Every write locks its session's row first and checks the session
+//     inside that transaction, so conditional writes (AppendIf,
+//     ReplaceEpoch, UpdateDerived) see every other writer's changes, and
+//     seqs are allocated from the locked row: no gaps, no duplicates,
+//     whatever the number of writers.
+//   - Each append carries an idempotency key. When the connection is lost
+//     during COMMIT, so that whether it committed is unknown, the engine
+//     retries with the same key and gets the seqs the first attempt
+//     stored, never a second copy.
+//   - Watch listens on a dedicated connection (LISTEN/NOTIFY; payloads
+//     carry identifiers only) and survives reconnects: after a drop it
+//     listens again and rereads what it watches, so no change is missed.
+//   - The schema is created and migrated by Open, under an advisory lock,
+//     once however many hosts start together. Options.Schema names it, so
+//     several deployments can share a database.
+//   - Every key leads with the session, so a sharded PostgreSQL (Citus)
+//     can distribute the tables by it.
+//
+// Errors name the server (host:port/database) and the session, never the
+// password.
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultSchema is the schema Open uses when Options.Schema is empty.
+const DefaultSchema = "ctxstore"
+
+// Options configure a Store. The zero value is the default.
+type Options struct {
+	// Schema is the PostgreSQL schema holding the tables, created if
+	// missing (default "ctxstore"). Any name works: it is quoted.
+	Schema string
+	// MaxConns bounds the pool's connections (0: pgxpool's default, the
+	// larger of 4 and the number of CPUs). Watch uses one more, of its own,
+	// per call.
+	MaxConns int32
+}
+
+// Store is a PostgreSQL database of sessions. It is safe for concurrent use.
+type Store struct {
+	pool     *pgxpool.Pool
+	connCfg  *pgx.ConnConfig // for Watch's dedicated connections
+	server   string          // host:port/database, for messages
+	password string          // to keep out of messages
+	schema   string          // quoted identifier
+	channel  string          // NOTIFY channel
+	closed   atomic.Bool
+	q        queries
+	// beforeCommit and afterCommit, when set (by tests), run around each
+	// write's COMMIT; an error from them is taken as the connection lost
+	// at that moment.
+	beforeCommit, afterCommit func() error
+	// silent (set by tests) leaves out the notifications, as a writer that
+	// dies right after its COMMIT would.
+	silent bool
+}
+
+// Open connects to the database at dsn (a postgres:// URL or key=value
+// string), creates or migrates the schema, and returns the Store. ctx bounds
+// the connection and the migration.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parse the connection string: %w", redactErr(err, passwordOf(dsn)))
+	}
+	if opts.Schema == "" {
+		opts.Schema = DefaultSchema
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	// Durable when a call returns, whatever the server's default.
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	s := &Store{
+		connCfg:  cfg.ConnConfig,
+		server:   serverName(cfg.ConnConfig),
+		password: cfg.ConnConfig.Password,
+		schema:   pgx.Identifier{opts.Schema}.Sanitize(),
+		channel:  channelName(opts.Schema),
+	}
+	s.q = newQueries(s.schema)
+	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, s.errorf("", "connect: %w", err)
+	}
+	if err := s.migrate(ctx, opts.Schema); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// serverName is host:port/database.
+func serverName(c *pgx.ConnConfig) string {
+	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) + "/" + c.Database
+}
+
+// passwordOf finds the password of a DSN that did not parse, to keep it
+// out of the error.
+func passwordOf(dsn string) string {
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		rest := dsn[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if c := strings.Index(rest[:at], ":"); c >= 0 {
+				return rest[c+1 : at]
+			}
+		}
+	}
+	for _, f := range strings.Fields(dsn) {
+		if v, ok := strings.CutPrefix(f, "password="); ok {
+			return strings.Trim(v, "'")
+		}
+	}
+	return ""
+}
+
+// channelName is the NOTIFY channel of a schema: at most 63 bytes, as
+// PostgreSQL truncates longer identifiers.
+func channelName(schema string) string {
+	c := "ctxstore." + schema
+	if len(c) > 63 {
+		sum := sha256.Sum256([]byte(schema))
+		c = "ctxstore." + hex.EncodeToString(sum[:16])
+	}
+	return c
+}
+
+// Location names the server and database (and the schema when it is not
+// the default), never the password.
+func (s *Store) Location() string {
+	if s.schema == (pgx.Identifier{DefaultSchema}).Sanitize() {
+		return s.server
+	}
+	return s.server + " schema " + s.schema
+}
+
+// Close closes the pool, waiting for operations in flight. Later calls fail
+// with storage.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.pool.Close()
+	return nil
+}
+
+// errorf wraps an error with the server and, if not empty, the session,
+// and keeps the password out of it.
+func (s *Store) errorf(session, format string, args ...any) error {
+	prefix := "pgstore " + s.server
+	if session != "" {
+		prefix += fmt.Sprintf(": session %q", session)
+	}
+	err := fmt.Errorf(prefix+": "+format, args...)
+	return redactErr(err, s.password)
+}
+
+// redactErr hides password in err's message, keeping err's chain for
+// errors.Is and errors.As.
+func redactErr(err error, password string) error {
+	if err == nil || password == "" || !strings.Contains(err.Error(), password) {
+		return err
+	}
+	return &redacted{err: err, password: password}
+}
+
+type redacted struct {
+	err      error
+	password string
+}
+
+func (r *redacted) Error() string { return strings.ReplaceAll(r.err.Error(), r.password, "xxxxx") }
+func (r *redacted) Unwrap() error { return r.err }
+
+// begin checks the store is open and ctx is live.
+func (s *Store) begin(ctx context.Context) error {
+	if s.closed.Load() {
+		return fmt.Errorf("pgstore %s: %w", s.server, storage.ErrClosed)
+	}
+	return ctx.Err()
+}
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// migrate creates the schema and applies the migrations it lacks, in
+// order, each in its own transaction, under an advisory lock so that
+// several hosts starting together apply each exactly once.
+func (s *Store) migrate(ctx context.Context, schema string) error {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return s.errorf("", "connect: %w", err)
+	}
+	defer conn.Release()
+	lockKey := "ctxstore migrate " + schema
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", lockKey); err != nil {
+		return s.errorf("", "migrate schema %s: lock: %w", s.schema, err)
+	}
+	defer func() {
+		// A cancelled ctx must not leave the lock held on a pooled
+		// connection.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock(hashtext($1))", lockKey); err != nil {
+			conn.Conn().Close(uctx)
+		}
+	}()
+	_, err = conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s.schema+";"+
+		"CREATE TABLE IF NOT EXISTS "+s.schema+".migrations (version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())")
+	if err != nil {
+		return s.errorf("", "migrate schema %s: %w", s.schema, err)
+	}
+	var have int
+	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+s.schema+".migrations").Scan(&have); err != nil {
+		return s.errorf("", "migrate schema %s: %w", s.schema, err)
+	}
+	if latest := len(names); have > latest {
+		return s.errorf("", "schema %s is at version %d, newer than this program's %d", s.schema, have, latest)
+	}
+	for i, name := range names {
+		version := i + 1
+		if version <= have {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		sql := strings.ReplaceAll(string(body), "{{schema}}", s.schema)
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO "+s.schema+".migrations (version, name) VALUES ($1, $2)", version, path.Base(name))
+			return err
+		})
+		if err != nil {
+			return s.errorf("", "migrate schema %s to version %d (%s): %w", s.schema, version, path.Base(name), err)
+		}
+	}
+	return nil
+}
+
+// isConnLoss reports whether err means the connection failed (or the
+// server ended the session) rather than the server refusing the statement.
+// A write that failed so before its COMMIT was rolled back by the server and
+// can be tried again; one that failed so during its COMMIT has an unknown
+// outcome.
+func isConnLoss(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		// Class 57 "operator intervention" (pg_terminate_backend, shutdown)
+		// and class 08 "connection exception".
+		return strings.HasPrefix(pgErr.Code, "57") || strings.HasPrefix(pgErr.Code, "08")
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	return pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(err.Error(), "conn closed")
+}
+
+// The PostgreSQL store is an engine.
+var _ storage.Engine = (*Store)(nil)

@@ -1,0 +1,679 @@
+package pgstore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/jackc/pgx/v5"
+)
+
+// Child processes re-run this test binary with CTXSTORE_PG_CHILD naming the
+// role; TestPGChild runs it and exits.
+const (
+	envChild  = "CTXSTORE_PG_CHILD"
+	envDSN    = "CTXSTORE_PG_DSN"
+	envSchema = "CTXSTORE_PG_SCHEMA"
+	envArg    = "CTXSTORE_PG_ARG"
+)
+
+// child starts this test binary in role on schema, with arg.
+func child(t *testing.T, role, dsn, schema, arg string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPGChild$", "-test.v=false")
+	cmd.Env = append(os.Environ(), envChild+"="+role, envDSN+"="+dsn, envSchema+"="+schema, envArg+"="+arg, "GORACE=atexit_sleep_ms=0")
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// TestPGChild is not a test: it is the body of the child processes.
+func TestPGChild(t *testing.T) {
+	role := os.Getenv(envChild)
+	if role == "" {
+		t.Skip("child process role; run by the process tests")
+	}
+	ctx := context.Background()
+	st, err := Open(ctx, os.Getenv(envDSN), Options{Schema: os.Getenv(envSchema)})
+	if err == nil {
+		switch role {
+		case "migrate":
+		case "writer":
+			err = childWriter(st, os.Getenv(envArg))
+		case "tailer":
+			err = childTailer(st, os.Getenv(envArg))
+		case "appenders":
+			err = childAppenders(st, os.Getenv(envArg))
+		default:
+			err = fmt.Errorf("unknown role %q", role)
+		}
+		st.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// childWriter appends n messages "<prefix>-<i>" to session "shared", one per
+// call, printing "ack <text> <seq>" after each acknowledged append.
+func childWriter(st *Store, arg string) error {
+	prefix, ns, _ := strings.Cut(arg, " ")
+	n, _ := strconv.Atoi(ns)
+	// Unbuffered: a printed line is an acknowledged append, even when the
+	// process is killed right after.
+	out := os.Stdout
+	for i := range n {
+		text := fmt.Sprintf("%s-%d", prefix, i)
+		first, _, err := st.Append(context.Background(), "shared", storage.Record{Message: ctxstore.NewMessage("user", text), Tokens: 1})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "ack %s %d\n", text, first)
+	}
+	return nil
+}
+
+// childTailer follows session "shared" through Watch until it has read n
+// messages, checking they come in seq order without gaps; it prints
+// "seen <n>".
+func childTailer(st *Store, arg string) error {
+	n, _ := strconv.ParseUint(arg, 10, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ch, err := st.Watch(ctx, "shared")
+	if err != nil {
+		return err
+	}
+	fmt.Println("watching")
+	next := uint64(1)
+	for next <= n {
+		for e, err := range st.Messages(ctx, "shared", next) {
+			if err != nil {
+				return err
+			}
+			if e.Seq != next {
+				return fmt.Errorf("read seq %d, expected %d", e.Seq, next)
+			}
+			next++
+		}
+		if next > n {
+			break
+		}
+		if _, ok := <-ch; !ok {
+			return fmt.Errorf("watch ended after %d messages: %v", next-1, ctx.Err())
+		}
+	}
+	fmt.Printf("seen %d\n", next-1)
+	return nil
+}
+
+// withParam adds a connection parameter to a URL DSN.
+func withParam(dsn, key, value string) string {
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + key + "=" + value
+}
+
+// readAcks collects the "ack <text> <seq>" lines of a child.
+func readAcks(r io.Reader, into map[string]uint64, mu *sync.Mutex) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 3 && f[0] == "ack" {
+			seq, _ := strconv.ParseUint(f[2], 10, 64)
+			mu.Lock()
+			into[f[1]] = seq
+			mu.Unlock()
+		}
+	}
+}
+
+// checkShared checks that session "shared" holds seqs 1..n without gaps,
+// every acknowledged text exactly once at the seq it was acknowledged with,
+// and no text twice.
+func checkShared(t *testing.T, st *Store, acked map[string]uint64) {
+	t.Helper()
+	seen := map[string]uint64{}
+	var want uint64 = 1
+	for e, err := range st.Messages(context.Background(), "shared", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Seq != want {
+			t.Fatalf("seq %d after %d: a gap or a duplicate", e.Seq, want-1)
+		}
+		want++
+		m, _ := e.Message()
+		if prev, dup := seen[m.Text()]; dup {
+			t.Fatalf("%q stored twice, at seqs %d and %d", m.Text(), prev, e.Seq)
+		}
+		seen[m.Text()] = e.Seq
+	}
+	for text, seq := range acked {
+		if got, ok := seen[text]; !ok || got != seq {
+			t.Errorf("acknowledged %q at seq %d; stored at %d (present %v)", text, seq, got, ok)
+		}
+	}
+	si, err := st.Session(context.Background(), "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if si.LastSeq != want-1 || si.Messages != len(seen) {
+		t.Fatalf("metadata says last seq %d, %d messages; stored %d", si.LastSeq, si.Messages, len(seen))
+	}
+	if r, err := st.Verify(context.Background()); err != nil || !r.Intact() {
+		t.Fatalf("verify: %v %v", r, err)
+	}
+}
+
+// TestConcurrentAppenders: goroutines over two pools and writer processes
+// each with its own pool append to one session; every acknowledged append
+// is stored exactly once and seqs have no gaps.
+func TestConcurrentAppenders(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	stores := []*Store{openTest(t, dsn, schema), openTest(t, dsn, schema)}
+	const goroutines, perGoroutine, procs, perProc = 8, 40, 3, 150
+	var mu sync.Mutex
+	acked := map[string]uint64{}
+	var wg sync.WaitGroup
+	for p := range procs {
+		cmd := child(t, "writer", dsn, schema, fmt.Sprintf("p%d %d", p, perProc))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			readAcks(out, acked, &mu)
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("writer process %d: %v", p, err)
+			}
+		})
+	}
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range perGoroutine {
+				text := fmt.Sprintf("g%d-%d", g, i)
+				first, _, err := stores[g%2].Append(context.Background(), "shared", storage.Record{Message: ctxstore.NewMessage("user", text)})
+				if err != nil {
+					t.Errorf("append %s: %v", text, err)
+					return
+				}
+				mu.Lock()
+				acked[text] = first
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(acked); n != goroutines*perGoroutine+procs*perProc {
+		t.Fatalf("%d appends acknowledged, want %d", n, goroutines*perGoroutine+procs*perProc)
+	}
+	checkShared(t, stores[0], acked)
+}
+
+// TestTerminatedBackends: while goroutines append, another connection
+// keeps terminating the store's backends (pg_terminate_backend), hitting
+// them before, during and after COMMIT. No acknowledged append is lost and
+// none is stored twice.
+func TestTerminatedBackends(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	app := "ctxstore_kill_" + schema
+	st := openTest(t, withParam(dsn, "application_name", app), schema)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	killer, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer killer.Close(context.Background())
+	var killed atomic.Int64
+	killerDone := make(chan struct{})
+	go func() {
+		defer close(killerDone)
+		for ctx.Err() == nil {
+			var n int64
+			err := killer.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
+				WHERE application_name = $1 AND pid <> pg_backend_pid() ORDER BY random() LIMIT 1) victim`, app).Scan(&n)
+			if err == nil {
+				killed.Add(n)
+			}
+			time.Sleep(40 * time.Millisecond)
+		}
+	}()
+	const goroutines, per = 6, 40
+	var mu sync.Mutex
+	acked := map[string]uint64{}
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range per {
+				text := fmt.Sprintf("g%d-%d", g, i)
+				first, _, err := st.Append(context.Background(), "shared", storage.Record{Message: ctxstore.NewMessage("user", text)})
+				if err != nil {
+					// An append may give up after its retries; it must then
+					// be stored at most once, which checkShared sees.
+					if failed.Add(1) == 1 {
+						t.Logf("first append that gave up: %v", err)
+					}
+					continue
+				}
+				mu.Lock()
+				acked[text] = first
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	stop()
+	<-killerDone
+	t.Logf("%d backends terminated, %d appends acknowledged, %d gave up", killed.Load(), len(acked), failed.Load())
+	if killed.Load() == 0 {
+		t.Fatal("no backend was terminated: the test tested nothing")
+	}
+	checkShared(t, openTest(t, dsn, schema), acked)
+}
+
+// TestIdempotentRetry: a connection lost around COMMIT is retried with the
+// append's key: the messages are stored once and the call returns their
+// seqs, whether the lost COMMIT took effect or not.
+func TestIdempotentRetry(t *testing.T) {
+	dsn := testDSN(t)
+	lost := fmt.Errorf("simulated: %w", io.ErrUnexpectedEOF)
+	tests := []struct {
+		name                      string
+		beforeCommit, afterCommit bool
+	}{
+		{"lost after the commit took effect", false, true},
+		{"lost before the commit was sent", true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := openTest(t, dsn, freshSchema(t, dsn))
+			ctx := context.Background()
+			if _, _, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", "before")}); err != nil {
+				t.Fatal(err)
+			}
+			var calls atomic.Int64
+			fault := func() error {
+				if calls.Add(1) == 1 {
+					return lost
+				}
+				return nil
+			}
+			if tc.beforeCommit {
+				st.beforeCommit = fault
+			}
+			if tc.afterCommit {
+				st.afterCommit = fault
+			}
+			first, last, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", "once")},
+				storage.Record{Message: ctxstore.NewMessage("assistant", "twice?")})
+			st.beforeCommit, st.afterCommit = nil, nil
+			if err != nil || first != 2 || last != 3 {
+				t.Fatalf("append: seqs %d..%d %v, want 2..3", first, last, err)
+			}
+			if calls.Load() < 1 {
+				t.Fatal("the fault never ran")
+			}
+			// A conditional append whose check the first attempt's own
+			// commit would fail on a rewrite.
+			calls.Store(0)
+			if tc.beforeCommit {
+				st.beforeCommit = fault
+			}
+			if tc.afterCommit {
+				st.afterCommit = fault
+			}
+			f, _, err := st.AppendIf(ctx, "s", func(si storage.SessionInfo) error {
+				if si.LastSeq != 3 {
+					return fmt.Errorf("last seq %d, want 3", si.LastSeq)
+				}
+				return nil
+			}, storage.Record{Message: ctxstore.NewMessage("user", "if")})
+			st.beforeCommit, st.afterCommit = nil, nil
+			if err != nil || f != 4 {
+				t.Fatalf("AppendIf: seq %d %v, want 4", f, err)
+			}
+			var texts []string
+			for e, err := range st.Messages(ctx, "s", 0) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, _ := e.Message()
+				texts = append(texts, m.Text())
+			}
+			if want := []string{"before", "once", "twice?", "if"}; !slices.Equal(texts, want) {
+				t.Fatalf("stored %q, want %q", texts, want)
+			}
+			// A write without a key cannot know: it says so.
+			st.afterCommit = func() error { return lost }
+			_, err = st.Clear(ctx, "s")
+			st.afterCommit = nil
+			if !errors.Is(err, errUnknownOutcome) {
+				t.Fatalf("Clear with its commit lost: %v, want the outcome reported unknown", err)
+			}
+		})
+	}
+}
+
+// TestMigrationsRace: goroutines and processes opening a new schema at once
+// apply each migration exactly once, and all of them open.
+func TestMigrationsRace(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		cmd := child(t, "migrate", dsn, schema, "")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("process %d: %v", i, err)
+			}
+		})
+	}
+	for range 6 {
+		wg.Go(func() {
+			st, err := Open(context.Background(), dsn, Options{Schema: schema})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			st.Close()
+		})
+	}
+	wg.Wait()
+	st := openTest(t, dsn, schema)
+	var rows, versions int
+	if err := st.pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT version) FROM "+st.schema+".migrations").Scan(&rows, &versions); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := migrations.ReadDir("migrations")
+	if rows != len(names) || versions != len(names) {
+		t.Fatalf("%d migration rows for %d versions, want %d once each", rows, versions, len(names))
+	}
+}
+
+// TestErrorsNameServerNotPassword: errors name the server and the session,
+// never the password.
+func TestErrorsNameServerNotPassword(t *testing.T) {
+	const pw = "s3cret-Pa55"
+	tests := []struct {
+		name, dsn, want string
+	}{
+		{"unreachable URL", "postgres://someone:" + pw + "@127.0.0.1:1/test?connect_timeout=2", "127.0.0.1"},
+		{"unreachable key=value", "host=127.0.0.1 port=1 user=someone password=" + pw + " dbname=test connect_timeout=2", "127.0.0.1"},
+		{"bad URL", "postgres://someone:" + pw + "@127.0.0.1:notaport/test", "parse"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			st, err := Open(ctx, tc.dsn, Options{})
+			if err == nil {
+				st.Close()
+				t.Fatal("Open succeeded")
+			}
+			if strings.Contains(err.Error(), pw) {
+				t.Fatalf("the error shows the password: %v", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("session errors", func(t *testing.T) {
+		dsn := testDSN(t)
+		st := openTest(t, strings.Replace(dsn, "://", "://root:"+pw+"@", 1), freshSchema(t, dsn))
+		_, err := st.Clear(context.Background(), "no-such-session")
+		if !errors.Is(err, storage.ErrNotFound) || strings.Contains(err.Error(), pw) ||
+			!strings.Contains(err.Error(), st.server) || !strings.Contains(err.Error(), "no-such-session") {
+			t.Fatalf("error %q: want ErrNotFound naming %s and the session, without the password", err, st.server)
+		}
+	})
+}
+
+// TestMultiHost: four writer processes × 500 appends to one session, each
+// with its own pool, and a fifth process tailing it through Watch: 2,000
+// stored, seqs 1..2000, and the tailer reads all of them in order.
+func TestMultiHost(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	st := openTest(t, dsn, schema)
+	const writers, per = 4, 500
+	tailer := child(t, "tailer", dsn, schema, strconv.Itoa(writers*per))
+	tout, err := tailer.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tailer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tsc := bufio.NewScanner(tout)
+	if !tsc.Scan() || tsc.Text() != "watching" {
+		t.Fatalf("tailer did not start: %q", tsc.Text())
+	}
+	var mu sync.Mutex
+	acked := map[string]uint64{}
+	var wg sync.WaitGroup
+	for w := range writers {
+		cmd := child(t, "writer", dsn, schema, fmt.Sprintf("w%d %d", w, per))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			readAcks(out, acked, &mu)
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("writer %d: %v", w, err)
+			}
+		})
+	}
+	wg.Wait()
+	var last string
+	for tsc.Scan() {
+		last = tsc.Text()
+	}
+	if err := tailer.Wait(); err != nil {
+		t.Fatalf("tailer: %v", err)
+	}
+	if want := fmt.Sprintf("seen %d", writers*per); last != want {
+		t.Fatalf("tailer said %q, want %q", last, want)
+	}
+	if len(acked) != writers*per {
+		t.Fatalf("%d appends acknowledged, want %d", len(acked), writers*per)
+	}
+	checkShared(t, st, acked)
+}
+
+// TestKilledWriters: writer processes are killed with SIGKILL at random
+// moments, mid-transaction as often as not, round after round; every append
+// they acknowledged is stored once and seqs stay gap-free.
+func TestKilledWriters(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	st := openTest(t, dsn, schema)
+	app := "ctxstore_killed_" + schema
+	childDSN := withParam(dsn, "application_name", app)
+	var mu sync.Mutex
+	acked := map[string]uint64{}
+	for round := range 4 {
+		var wg sync.WaitGroup
+		var cmds []*exec.Cmd
+		for w := range 3 {
+			cmd := child(t, "writer", childDSN, schema, fmt.Sprintf("r%dw%d %d", round, w, 1_000_000))
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds = append(cmds, cmd)
+			wg.Go(func() { readAcks(out, acked, &mu) })
+		}
+		time.Sleep(time.Duration(800+round*170) * time.Millisecond)
+		for _, cmd := range cmds {
+			cmd.Process.Kill()
+		}
+		wg.Wait()
+		for _, cmd := range cmds {
+			cmd.Wait()
+		}
+	}
+	if len(acked) == 0 {
+		t.Fatal("no append was acknowledged before the kills")
+	}
+	// A killed client's backend finishes the statements it already
+	// received, COMMIT included, before it notices: wait for them to end.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := st.pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends of killed writers still running", n)
+		}
+	}
+	t.Logf("%d appends acknowledged by killed writers", len(acked))
+	checkShared(t, st, acked)
+}
+
+// TestWatchSurvivesReconnect: Watch's connection is terminated; a change
+// made while it is away is still reported.
+func TestWatchSurvivesReconnect(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	app := "ctxstore_watch_" + schema
+	watcher := openTest(t, withParam(dsn, "application_name", app), schema)
+	writer := openTest(t, dsn, schema)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec := storage.Record{Message: ctxstore.NewMessage("user", "x")}
+	if _, _, err := writer.Append(ctx, "s", rec); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := watcher.Watch(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := writer.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil || n == 0 {
+		t.Fatalf("terminated %d backends: %v", n, err)
+	}
+	if _, _, err := writer.Append(ctx, "s", rec); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case c := <-ch:
+			if c.LastSeq == 2 {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the append made while Watch's connection was down was never reported")
+		}
+	}
+}
+
+// TestWatchWithoutNotification: a writer that commits but never notifies
+// (it died in between) is still reported, by Watch's periodic reread.
+func TestWatchWithoutNotification(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	watcher, writer := openTest(t, dsn, schema), openTest(t, dsn, schema)
+	writer.silent = true
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ch, err := watcher.Watch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := writer.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", "quiet")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-ch:
+		if c.Session != "s" || c.LastSeq != 1 {
+			t.Fatalf("reported %+v", c)
+		}
+	case <-ctx.Done():
+		t.Fatal("a change without a notification was never reported")
+	}
+}
+
+// TestServerRestart restarts the PostgreSQL server while goroutines append:
+// the engine retries through the outage and every acknowledged append is
+// stored once. It restarts the whole server, so it runs only with
+// CTXSTORE_TEST_PG_RESTART naming the command that restarts it, e.g.
+// "pg_ctlcluster --skip-systemctl-redirect 15 main restart".
+func TestServerRestart(t *testing.T) {
+	restart := os.Getenv("CTXSTORE_TEST_PG_RESTART")
+	if restart == "" {
+		t.Skip("restarts the server: set CTXSTORE_TEST_PG_RESTART to the command that restarts it")
+	}
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	st := openTest(t, dsn, schema)
+	var mu sync.Mutex
+	acked := map[string]uint64{}
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 150 {
+				text := fmt.Sprintf("g%d-%d", g, i)
+				first, _, err := st.Append(context.Background(), "shared", storage.Record{Message: ctxstore.NewMessage("user", text)})
+				if err != nil {
+					if failed.Add(1) == 1 {
+						t.Logf("first append that gave up: %v", err)
+					}
+					continue
+				}
+				mu.Lock()
+				acked[text] = first
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	f := strings.Fields(restart)
+	if out, err := exec.Command(f[0], f[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", restart, err, out)
+	}
+	wg.Wait()
+	t.Logf("%d appends acknowledged, %d gave up", len(acked), failed.Load())
+	if failed.Load() > 0 {
+		t.Errorf("%d appends gave up across a restart", failed.Load())
+	}
+	checkShared(t, st, acked)
+}

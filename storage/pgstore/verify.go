@@ -1,0 +1,97 @@
+package pgstore
+
+import (
+	"context"
+	"slices"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+)
+
+// Verify reads every session and message: each message's JSON must parse
+// and carry the role recorded with it, seqs and epochs must be in order and
+// within the session's epochs, and each session's counts must match its
+// messages; tool pairing is audited per session and epoch. It reports and
+// never fixes; the error is for failing to run.
+func (s *Store) Verify(ctx context.Context) (*storage.VerifyReport, error) {
+	r := &storage.VerifyReport{Path: s.Location()}
+	infos, err := s.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, si := range infos {
+		r.Sessions++
+		if err := s.verifySession(ctx, r, si); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (s *Store) verifySession(ctx context.Context, r *storage.VerifyReport, si storage.SessionInfo) error {
+	name := si.Name
+	pairs := storage.PairingAudit{Session: name}
+	counts := map[uint64]int{}
+	var lastSeq, lastEpoch uint64
+	var total, tokens int
+	var size int64
+	for pos := uint64(0); ; {
+		page, err := s.page(ctx, `SELECT `+msgCols+` FROM `+s.schema+`.messages WHERE session = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+			[]byte(name), int64(pos), pageEntries)
+		if err != nil {
+			return s.errorf(name, "verify: %w", err)
+		}
+		for _, e := range page {
+			r.Messages++
+			total++
+			msg, err := ctxstore.ParseMessage(e.Raw)
+			if err != nil {
+				r.AddProblem("record", name, e.Seq, "stored JSON: %v", err)
+				continue
+			}
+			if msg.Role() != e.Role {
+				r.AddProblem("record", name, e.Seq, "record says role %q, its JSON %q", e.Role, msg.Role())
+			}
+			if e.Epoch < lastEpoch {
+				r.AddProblem("order", name, e.Seq, "epoch %d after epoch %d", e.Epoch, lastEpoch)
+			}
+			lastSeq, lastEpoch = e.Seq, max(lastEpoch, e.Epoch)
+			i := slices.IndexFunc(si.Epochs, func(ep storage.EpochInfo) bool { return ep.Epoch == e.Epoch })
+			switch {
+			case i < 0:
+				r.AddProblem("meta", name, e.Seq, "epoch %d is not in the session's epoch list", e.Epoch)
+			case si.Epochs[i].Purged:
+				r.AddProblem("meta", name, e.Seq, "message of epoch %d, which is marked purged", e.Epoch)
+			case e.Seq < si.Epochs[i].FirstSeq || e.Seq > si.Epochs[i].LastSeq:
+				r.AddProblem("meta", name, e.Seq, "outside epoch %d's range %d..%d", e.Epoch, si.Epochs[i].FirstSeq, si.Epochs[i].LastSeq)
+			}
+			counts[e.Epoch]++
+			if e.Epoch == si.Epoch {
+				tokens += e.Tokens
+				size += int64(len(e.Raw))
+			}
+			pairs.Add(r, e.Epoch, e.Seq, e.CallIDs, e.ResultIDs)
+		}
+		if len(page) < pageEntries {
+			break
+		}
+		pos = page[len(page)-1].Seq
+	}
+	pairs.Finish(r)
+	if lastSeq > si.LastSeq {
+		r.AddProblem("meta", name, 0, "last seq is %d, metadata says %d", lastSeq, si.LastSeq)
+	}
+	if total != si.TotalMessages {
+		r.AddProblem("meta", name, 0, "%d messages stored, metadata counts %d", total, si.TotalMessages)
+	}
+	for _, ep := range si.Epochs {
+		if counts[ep.Epoch] != ep.Messages {
+			r.AddProblem("meta", name, 0, "epoch %d holds %d messages, metadata counts %d", ep.Epoch, counts[ep.Epoch], ep.Messages)
+		}
+	}
+	if counts[si.Epoch] != si.Messages || tokens != si.Tokens || size != si.Bytes {
+		r.AddProblem("meta", name, 0, "current epoch %d holds %d messages, %d tokens, %d bytes; metadata says %d, %d, %d",
+			si.Epoch, counts[si.Epoch], tokens, size, si.Messages, si.Tokens, si.Bytes)
+	}
+	return nil
+}

@@ -1,0 +1,913 @@
+// Package storagetest checks that an engine keeps the storage contract,
+// in the spirit of testing/fstest: an engine's own tests call Run with a
+// function that opens fresh, empty engines, and every behaviour callers rely
+// on is exercised through the storage.Engine interface alone.
+package storagetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+)
+
+// Opener opens the engines Run tests. Each call returns a fresh, empty
+// engine and a function that opens another handle on the same backing
+// store (another file handle, another connection pool), as a second process
+// would. The opener closes what it opens when the test ends (t.Cleanup).
+type Opener func(t *testing.T) (e storage.Engine, another func(t *testing.T) storage.Engine)
+
+// Run runs the conformance suite, each check a subtest with an engine of
+// its own. skip names subtests the engine is known not to pass yet; they
+// are reported as skipped.
+func Run(t *testing.T, open Opener, skip ...string) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, open Opener)
+	}{
+		{"Lossless", testLossless},
+		{"Counter", testCounter},
+		{"InvalidMessage", testInvalid},
+		{"SeqNeverReused", testSeqs},
+		{"Epochs", testEpochs},
+		{"ReplaceEpoch", testReplaceEpoch},
+		{"ConditionalSeesOtherWriters", testConditional},
+		{"ConditionalRace", testConditionalRace},
+		{"Derived", testDerived},
+		{"DerivedCAS", testDerivedCAS},
+		{"Listing", testListing},
+		{"Paging", testPaging},
+		{"Watch", testWatch},
+		{"Verify", testVerify},
+		{"Import", testImport},
+		{"Cancelled", testCancelled},
+		{"Closed", testClosed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if slices.Contains(skip, tc.name) {
+				t.Skipf("%s: skipped by the engine's test", tc.name)
+			}
+			tc.fn(t, open)
+		})
+	}
+}
+
+func msg(t *testing.T, raw string) storage.Record {
+	t.Helper()
+	m, err := ctxstore.ParseMessage([]byte(raw))
+	if err != nil {
+		t.Fatalf("message %s: %v", raw, err)
+	}
+	return storage.Record{Message: m, Tokens: len(raw) / 4}
+}
+
+func text(role, s string) storage.Record {
+	m := ctxstore.NewMessage(role, s)
+	return storage.Record{Message: m, Tokens: m.Size() / 4}
+}
+
+func call(id string) storage.Record {
+	m := ctxstore.MustParseMessage([]byte(`{"role":"assistant","content":null,"tool_calls":[{"id":"` + id +
+		`","type":"function","function":{"name":"f","arguments":"{}"}}]}`))
+	return storage.Record{Message: m, Tokens: 10}
+}
+
+func result(id string) storage.Record {
+	return storage.Record{Message: ctxstore.NewToolResult(id, "ok"), Tokens: 2}
+}
+
+func appendOK(t *testing.T, e storage.Engine, session string, recs ...storage.Record) (uint64, uint64) {
+	t.Helper()
+	first, last, err := e.Append(context.Background(), session, recs...)
+	if err != nil {
+		t.Fatalf("append to %q: %v", session, err)
+	}
+	return first, last
+}
+
+func collect(t *testing.T, seq func(func(storage.Entry, error) bool)) []storage.Entry {
+	t.Helper()
+	var out []storage.Entry
+	for e, err := range seq {
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func seqsOf(es []storage.Entry) []uint64 {
+	out := make([]uint64, len(es))
+	for i, e := range es {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+func span(from, to uint64) []uint64 {
+	var out []uint64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+func info(t *testing.T, e storage.Engine, session string) storage.SessionInfo {
+	t.Helper()
+	si, err := e.Session(context.Background(), session)
+	if err != nil {
+		t.Fatalf("session %q: %v", session, err)
+	}
+	return si
+}
+
+func testLossless(t *testing.T, open Opener) {
+	e, _ := open(t)
+	ctx := context.Background()
+	raws := []string{
+		`{"role":"user","content":"big","n":9007199254740993,"f":1e400,"g":-0.0,"h":1.50}`,
+		`{"z":1,"role":"user","a":2,"content":"keys stay in their order"}`,
+		`{"role":"user","content":"esc \u00e9 \n \" \\ \/ \ud83c\udf89 tab\t"}`,
+		`{"role":"assistant","content":"unicode: 日本語 🎉 ñ"}`,
+		"{ \"role\" : \"user\" ,\n  \"content\" : \"spaces and newlines\" }\n",
+		`{"role":"user","content":[{"type":"text","text":"parts"}],"metadata":{"x":[1,2,{"y":null}]}}`,
+	}
+	var recs []storage.Record
+	for _, r := range raws {
+		recs = append(recs, msg(t, r))
+	}
+	first, last := appendOK(t, e, "s", recs...)
+	if first != 1 || last != uint64(len(raws)) {
+		t.Fatalf("seqs %d..%d, want 1..%d", first, last, len(raws))
+	}
+	check := func(how string, got []storage.Entry, reversed bool) {
+		t.Helper()
+		if len(got) != len(raws) {
+			t.Fatalf("%s: %d entries, want %d", how, len(got), len(raws))
+		}
+		for i, en := range got {
+			j := i
+			if reversed {
+				j = len(raws) - 1 - i
+			}
+			if !bytes.Equal(en.Raw, []byte(raws[j])) {
+				t.Errorf("%s: seq %d:\n got %q\nwant %q", how, en.Seq, en.Raw, raws[j])
+			}
+			if en.Session != "s" || en.Seq != uint64(j+1) || en.Epoch != 1 || en.Tokens != recs[j].Tokens {
+				t.Errorf("%s: entry %+v", how, en)
+			}
+			if en.Time.IsZero() || time.Since(en.Time) > time.Hour || en.Time.Location() != time.UTC {
+				t.Errorf("%s: seq %d: time %v, want now in UTC", how, en.Seq, en.Time)
+			}
+			if en.Role != recs[j].Message.Role() {
+				t.Errorf("%s: seq %d: role %q", how, en.Seq, en.Role)
+			}
+			m, err := en.Message()
+			if err != nil || !bytes.Equal(m.Bytes(), []byte(raws[j])) {
+				t.Errorf("%s: seq %d: Message: %v", how, en.Seq, err)
+			}
+		}
+	}
+	check("Messages", collect(t, e.Messages(ctx, "s", 0)), false)
+	check("Backward", collect(t, e.Backward(ctx, "s", 0)), true)
+	check("EpochMessages", collect(t, e.EpochMessages(ctx, "s", 1, 0)), false)
+	tail, err := e.Tail(ctx, "s", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Tail", tail, false)
+	got, err := e.Get(ctx, "s", span(1, uint64(len(raws)))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Get", got, false)
+
+	// Tool call ids are recorded with the message.
+	appendOK(t, e, "s", call("c1"), result("c1"))
+	got, err = e.Get(ctx, "s", last+2, last+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got[0].ResultIDs, []string{"c1"}) || !slices.Equal(got[1].CallIDs, []string{"c1"}) || got[0].Seq != last+2 {
+		t.Errorf("Get(%d, %d): call ids %v %v, result ids %v %v", last+2, last+1, got[0].CallIDs, got[1].CallIDs, got[0].ResultIDs, got[1].ResultIDs)
+	}
+	if _, err := e.Get(ctx, "s", 999); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("Get of a seq never stored: %v, want ErrNotFound", err)
+	}
+	// Session names are bytes too.
+	for _, name := range []string{"日本", "a/b\\c", "with space", "'quote\"", "x\x01y"} {
+		appendOK(t, e, name, text("user", name))
+		es := collect(t, e.Messages(ctx, name, 0))
+		if len(es) != 1 || es[0].Session != name {
+			t.Errorf("session %q: %+v", name, es)
+		}
+	}
+}
+
+func testCounter(t *testing.T, open Opener) {
+	e, _ := open(t)
+	r := text("user", "counted")
+	r.Counter, r.Tokens = "o200k_base", 7
+	appendOK(t, e, "s", r, text("user", "not counted"))
+	es := collect(t, e.Messages(context.Background(), "s", 0))
+	if es[0].Counter != "o200k_base" || es[0].Tokens != 7 || es[1].Counter != "" {
+		t.Fatalf("counters %q %q tokens %d, want o200k_base, empty, 7", es[0].Counter, es[1].Counter, es[0].Tokens)
+	}
+}
+
+func testInvalid(t *testing.T, open Opener) {
+	e, _ := open(t)
+	ctx := context.Background()
+	_, _, err := e.Append(ctx, "s", text("user", "fine"), storage.Record{})
+	if !errors.Is(err, ctxstore.ErrInvalidMessage) {
+		t.Fatalf("append of a zero message: %v, want ErrInvalidMessage", err)
+	}
+	if _, err := e.Session(ctx, "s"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("after a failed append the session exists: %v", err)
+	}
+	if _, _, err := e.Append(ctx, "", text("user", "x")); err == nil {
+		t.Fatal("append to an empty session name succeeded")
+	}
+	if f, l, err := e.Append(ctx, "s"); f != 0 || l != 0 || err != nil {
+		t.Fatalf("append of nothing: %d %d %v", f, l, err)
+	}
+}
+
+func testSeqs(t *testing.T, open Opener) {
+	e, _ := open(t)
+	ctx := context.Background()
+	if f, l := appendOK(t, e, "s", text("user", "a"), text("user", "b"), text("user", "c")); f != 1 || l != 3 {
+		t.Fatalf("first append: %d..%d", f, l)
+	}
+	if f, l := appendOK(t, e, "s", text("user", "d")); f != 4 || l != 4 {
+		t.Fatalf("second append: %d..%d", f, l)
+	}
+	if f, _ := appendOK(t, e, "other", text("user", "x")); f != 1 {
+		t.Fatalf("another session starts at %d", f)
+	}
+	ep, err := e.Clear(ctx, "s")
+	if err != nil || ep != 2 {
+		t.Fatalf("Clear: %d %v", ep, err)
+	}
+	if f, _ := appendOK(t, e, "s", text("user", "e")); f != 5 {
+		t.Fatalf("after Clear: seq %d, want 5", f)
+	}
+	if err := e.Purge(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Session(ctx, "s"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("purged session: %v", err)
+	}
+	if es := collect(t, e.Messages(ctx, "s", 0)); len(es) != 0 {
+		t.Fatalf("purged session yields %d messages", len(es))
+	}
+	// The name's tombstone: a new session continues after the old numbers.
+	var seen storage.SessionInfo
+	f, _, err := e.AppendIf(ctx, "s", func(si storage.SessionInfo) error { seen = si; return nil }, text("user", "again"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f != 6 || seen.LastSeq != 5 || seen.Epoch != 3 || seen.Messages != 0 || seen.EpochStartSeq != 6 {
+		t.Fatalf("recreated after purge: seq %d, check saw %+v; want seq 6 after LastSeq 5, epoch 3", f, seen)
+	}
+	si := info(t, e, "s")
+	if si.Epoch != 3 || si.LastSeq != 6 || si.TotalMessages != 1 || len(si.Epochs) != 1 || si.Epochs[0].FirstSeq != 6 {
+		t.Fatalf("recreated session: %+v", si)
+	}
+	if es := collect(t, e.Messages(ctx, "s", 0)); !slices.Equal(seqsOf(es), []uint64{6}) {
+		t.Fatalf("recreated session holds %v", seqsOf(es))
+	}
+	for _, fn := range []func() error{
+		func() error { return e.Purge(ctx, "nope") },
+		func() error { _, err := e.Clear(ctx, "nope"); return err },
+		func() error { _, err := e.Session(ctx, "nope"); return err },
+	} {
+		if err := fn(); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("unknown session: %v, want ErrNotFound", err)
+		}
+	}
+}
+
+func testEpochs(t *testing.T, open Opener) {
+	e, _ := open(t)
+	ctx := context.Background()
+	appendOK(t, e, "s", text("system", "sys"), text("user", "first question"), text("assistant", "a"))
+	if _, err := e.Clear(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	appendOK(t, e, "s", text("user", "second"))
+	if got := seqsOf(collect(t, e.Messages(ctx, "s", 0))); !slices.Equal(got, []uint64{4}) {
+		t.Fatalf("current epoch: %v", got)
+	}
+	if got := seqsOf(collect(t, e.EpochMessages(ctx, "s", 1, 0))); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("epoch 1: %v", got)
+	}
+	if got := seqsOf(collect(t, e.EpochMessages(ctx, "s", 1, 2))); !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("epoch 1 from 2: %v", got)
+	}
+	si := info(t, e, "s")
+	want := []storage.EpochInfo{{Epoch: 1, FirstSeq: 1, LastSeq: 3, Messages: 3}, {Epoch: 2, FirstSeq: 4, LastSeq: 4, Messages: 1}}
+	checkEpochs(t, si.Epochs, want)
+	if si.Title != "first question" || si.Messages != 1 || si.TotalMessages != 4 || si.EpochStartSeq != 4 || len(si.PinnedSeqs) != 0 || si.FirstUserSeq != 4 {
+		t.Fatalf("after Clear: %+v", si)
+	}
+	if err := e.PurgeEpoch(ctx, "s", 2); !errors.Is(err, storage.ErrCurrentEpoch) {
+		t.Fatalf("PurgeEpoch(current): %v", err)
+	}
+	if err := e.PurgeEpoch(ctx, "s", 7); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("PurgeEpoch(unknown): %v", err)
+	}
+	if err := e.PurgeEpoch(ctx, "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, e.EpochMessages(ctx, "s", 1, 0)); len(got) != 0 {
+		t.Fatalf("purged epoch yields %v", seqsOf(got))
+	}
+	if _, err := e.Get(ctx, "s", 2); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("Get of a purged message: %v", err)
+	}
+	si = info(t, e, "s")
+	want[0].Messages, want[0].Purged = 0, true
+	checkEpochs(t, si.Epochs, want)
+	if si.TotalMessages != 1 || si.LastSeq != 4 {
+		t.Fatalf("after PurgeEpoch: %+v", si)
+	}
+	for e2, err := range e.EpochMessages(ctx, "s", 9, 0) {
+		if !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("unknown epoch: %+v %v", e2, err)
+		}
+	}
+	if f, _ := appendOK(t, e, "s", text("user", "after")); f != 5 {
+		t.Fatalf("append after PurgeEpoch: seq %d", f)
+	}
+}
+
+func checkEpochs(t *testing.T, got, want []storage.EpochInfo) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("epochs %+v, want %+v", got, want)
+	}
+	for i := range got {
+		g := got[i]
+		if g.Started.IsZero() {
+			t.Errorf("epoch %d has no start time", g.Epoch)
+		}
+		g.Started = time.Time{}
+		if g != want[i] {
+			t.Errorf("epoch %d: %+v, want %+v", g.Epoch, g, want[i])
+		}
+	}
+}
+
+func testReplaceEpoch(t *testing.T, open Opener) {
+	e, _ := open(t)
+	ctx := context.Background()
+	appendOK(t, e, "s", text("user", "a"), text("assistant", "b"))
+	errStale := errors.New("stale")
+	_, _, _, err := e.ReplaceEpoch(ctx, "s", func(si storage.SessionInfo) error {
+		if si.LastSeq != 1 {
+			return errStale
+		}
+		return nil
+	}, text("user", "summary"))
+	if !errors.Is(err, errStale) {
+		t.Fatalf("refused ReplaceEpoch: %v", err)
+	}
+	ep, f, l, err := e.ReplaceEpoch(ctx, "s", nil, text("system", "summary"), text("user", "kept"))
+	if err != nil || ep != 2 || f != 3 || l != 4 {
+		t.Fatalf("ReplaceEpoch: epoch %d seqs %d..%d %v", ep, f, l, err)
+	}
+	si := info(t, e, "s")
+	if si.Epoch != 2 || si.Messages != 2 || !slices.Equal(si.PinnedSeqs, []uint64{3}) || si.FirstUserSeq != 4 {
+		t.Fatalf("after ReplaceEpoch: %+v", si)
+	}
+	if got := seqsOf(collect(t, e.EpochMessages(ctx, "s", 1, 0))); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("old epoch: %v", got)
+	}
+	ep, f, l, err = e.ReplaceEpoch(ctx, "fresh", nil, text("user", "x"))
+	if err != nil || ep != 1 || f != 1 || l != 1 {
+		t.Fatalf("ReplaceEpoch of a new session: %d %d..%d %v", ep, f, l, err)
+	}
+}
+
+// testConditional: a conditional write through one handle sees what another
+// handle (another process) wrote.
+func testConditional(t *testing.T, open Opener) {
+	a, another := open(t)
+	b := another(t)
+	ctx := context.Background()
+	var fresh storage.SessionInfo
+	if _, _, err := a.AppendIf(ctx, "s", func(si storage.SessionInfo) error { fresh = si; return nil }, text("user", "hi")); err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Epoch != 1 || fresh.LastSeq != 0 || fresh.Messages != 0 || fresh.EpochStartSeq != 1 {
+		t.Fatalf("a new session is shown as %+v", fresh)
+	}
+	seen := info(t, a, "s")
+	appendOK(t, b, "s", text("user", "from b"))
+	errMoved := errors.New("moved on")
+	expect := func(si storage.SessionInfo) error {
+		if si.LastSeq != seen.LastSeq || si.Epoch != seen.Epoch {
+			return fmt.Errorf("%w: last seq %d", errMoved, si.LastSeq)
+		}
+		return nil
+	}
+	if _, _, err := a.AppendIf(ctx, "s", expect, text("user", "stale")); !errors.Is(err, errMoved) {
+		t.Fatalf("AppendIf after another handle's append: %v", err)
+	}
+	if _, _, _, err := a.ReplaceEpoch(ctx, "s", expect, text("user", "stale")); !errors.Is(err, errMoved) {
+		t.Fatalf("ReplaceEpoch after another handle's append: %v", err)
+	}
+	if _, err := b.Clear(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	seen = info(t, a, "s")
+	if seen.Epoch != 2 {
+		t.Fatalf("handle a does not see b's Clear: %+v", seen)
+	}
+	if f, _, err := a.AppendIf(ctx, "s", expect, text("user", "fresh")); err != nil || f != 3 {
+		t.Fatalf("AppendIf with an up-to-date view: seq %d %v", f, err)
+	}
+	if got := len(collect(t, a.Messages(ctx, "s", 0))); got != 1 {
+		t.Fatalf("epoch 2 holds %d messages, want 1 (nothing stale written)", got)
+	}
+}
+
+// testConditionalRace: of writers racing to seed an empty session through
+// different handles, exactly one wins.
+func testConditionalRace(t *testing.T, open Opener) {
+	a, another := open(t)
+	handles := []storage.Engine{a, another(t)}
+	errTaken := errors.New("taken")
+	ifEmpty := func(si storage.SessionInfo) error {
+		if si.Messages > 0 {
+			return errTaken
+		}
+		return nil
+	}
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, _, errs[i] = handles[i%2].AppendIf(context.Background(), "s", ifEmpty, text("user", strconv.Itoa(i)), text("assistant", "x"))
+		})
+	}
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, errTaken):
+			t.Errorf("writer %d: %v", i, err)
+		}
+	}
+	if si := info(t, a, "s"); won != 1 || si.Messages != 2 || si.LastSeq != 2 {
+		t.Fatalf("%d writers won, session %+v; want exactly one", won, si)
+	}
+}
+
+func testDerived(t *testing.T, open Opener) {
+	e, another := open(t)
+	ctx := context.Background()
+	if _, err := e.GetDerived(ctx, "s", "k", "x"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("GetDerived on nothing: %v", err)
+	}
+	value := []byte{0, 1, 0xff, '{', 0}
+	for _, key := range []string{"b", "a", "c", "a/b", "é"} {
+		if err := e.PutDerived(ctx, "s", "kind", key, append(value, key...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.PutDerived(ctx, "s", "other", "z", []byte("z")); err != nil {
+		t.Fatal(err)
+	}
+	b := another(t)
+	got, err := b.GetDerived(ctx, "s", "kind", "a")
+	if err != nil || !bytes.Equal(got, append(value, 'a')) {
+		t.Fatalf("GetDerived through another handle: %q %v", got, err)
+	}
+	var keys []string
+	for d, err := range b.ListDerived(ctx, "s", "kind") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Kind != "kind" || !bytes.Equal(d.Value, append(value, d.Key...)) {
+			t.Errorf("listed %+v", d)
+		}
+		keys = append(keys, d.Key)
+	}
+	if want := []string{"a", "a/b", "b", "c", "é"}; !slices.Equal(keys, want) {
+		t.Fatalf("ListDerived keys %q, want %q", keys, want)
+	}
+	for d, err := range e.ListDerived(ctx, "nope", "kind") {
+		t.Fatalf("unknown session listed %+v %v", d, err)
+	}
+	// UpdateDerived: an error leaves the value; nil deletes.
+	errKeep := errors.New("keep")
+	if err := e.UpdateDerived(ctx, "s", "kind", "a", func([]byte, storage.SessionInfo) ([]byte, error) { return nil, errKeep }); !errors.Is(err, errKeep) {
+		t.Fatalf("UpdateDerived returning an error: %v", err)
+	}
+	if err := e.UpdateDerived(ctx, "s", "kind", "a", func(cur []byte, _ storage.SessionInfo) ([]byte, error) {
+		if !bytes.Equal(cur, append(value, 'a')) {
+			return nil, fmt.Errorf("cur %q", cur)
+		}
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetDerived(ctx, "s", "kind", "a"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("deleted record: %v", err)
+	}
+	if err := e.UpdateDerived(ctx, "s", "kind", "empty", func(cur []byte, _ storage.SessionInfo) ([]byte, error) {
+		if cur != nil {
+			return nil, fmt.Errorf("cur %q for a new key", cur)
+		}
+		return []byte{}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.GetDerived(ctx, "s", "kind", "empty"); err != nil || len(got) != 0 {
+		t.Fatalf("empty value: %q %v", got, err)
+	}
+	// Derived records never touch messages, and go with a purge.
+	if si := info(t, e, "s"); si.LastSeq != 0 || si.Messages != 0 {
+		t.Fatalf("derived records changed the messages: %+v", si)
+	}
+	if err := e.Purge(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.GetDerived(ctx, "s", "other", "z"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("derived record after Purge: %v", err)
+	}
+}
+
+// testDerivedCAS: concurrent increments through two handles lose nothing.
+func testDerivedCAS(t *testing.T, open Opener) {
+	a, another := open(t)
+	handles := []storage.Engine{a, another(t)}
+	const workers, rounds = 6, 15
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for i := range workers {
+		wg.Go(func() {
+			for range rounds {
+				errs <- handles[i%2].UpdateDerived(context.Background(), "s", "count", "n", func(cur []byte, _ storage.SessionInfo) ([]byte, error) {
+					n := 0
+					if cur != nil {
+						var err error
+						if n, err = strconv.Atoi(string(cur)); err != nil {
+							return nil, err
+						}
+					}
+					return []byte(strconv.Itoa(n + 1)), nil
+				})
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := a.GetDerived(context.Background(), "s", "count", "n")
+	if err != nil || string(got) != strconv.Itoa(workers*rounds) {
+		t.Fatalf("counter %q %v, want %d", got, err, workers*rounds)
+	}
+}
+
+func testListing(t *testing.T, open Opener) {
+	e, _ := open(t)
+	ctx := context.Background()
+	if ss, err := e.Sessions(ctx); err != nil || len(ss) != 0 {
+		t.Fatalf("empty store lists %v %v", ss, err)
+	}
+	appendOK(t, e, "b", text("system", "rules"), text("developer", "more"), result("x"),
+		text("user", "  What   is\n the   weather? "), text("assistant", "sunny"))
+	appendOK(t, e, "a", text("user", "hello"))
+	appendOK(t, e, "c", text("assistant", "no user yet"))
+	ss, err := e.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, si := range ss {
+		names = append(names, si.Name)
+	}
+	if !slices.Equal(names, []string{"a", "b", "c"}) {
+		t.Fatalf("sessions %q", names)
+	}
+	b := ss[1]
+	tokens, size := 0, int64(0)
+	for _, en := range collect(t, e.Messages(ctx, "b", 0)) {
+		tokens += en.Tokens
+		size += int64(len(en.Raw))
+	}
+	if b.Title != "What is the weather?" || b.Messages != 5 || b.TotalMessages != 5 || b.LastSeq != 5 ||
+		!slices.Equal(b.PinnedSeqs, []uint64{1, 2}) || b.FirstUserSeq != 4 || b.Tokens != tokens || b.Bytes != size ||
+		b.Epoch != 1 || b.EpochStartSeq != 1 || b.Created.IsZero() || b.Updated.Before(b.Created) {
+		t.Fatalf("session b: %+v (tokens %d, bytes %d)", b, tokens, size)
+	}
+	if ss[2].Title != "" || ss[2].FirstUserSeq != 0 {
+		t.Fatalf("session c: %+v", ss[2])
+	}
+	// A later append to an existing session keeps the same accounts.
+	appendOK(t, e, "c", result("y"), text("developer", "pin me"), text("user", "  "), text("user", "later title"), text("system", "and me"))
+	if c := info(t, e, "c"); c.Title != "later title" || !slices.Equal(c.PinnedSeqs, []uint64{3, 6}) || c.FirstUserSeq != 4 ||
+		c.Messages != 6 || c.LastSeq != 6 {
+		t.Fatalf("session c after a second append: %+v", c)
+	}
+	appendOK(t, e, "b", text("user", "not the title"), text("system", "pinned too"))
+	if b2 := info(t, e, "b"); b2.Title != b.Title || b2.FirstUserSeq != 4 || !slices.Equal(b2.PinnedSeqs, []uint64{1, 2, 7}) || b2.Tokens <= b.Tokens {
+		t.Fatalf("session b after a second append: %+v", b2)
+	}
+	one := info(t, e, "b")
+	if one.Name != "b" || one.Title != b.Title || one.Bytes <= b.Bytes {
+		t.Fatalf("Session(b) %+v differs from the listing %+v", one, b)
+	}
+	long := text("user", string(bytes.Repeat([]byte("word "), 100)))
+	appendOK(t, e, "long", long)
+	if ti := info(t, e, "long").Title; len([]rune(ti)) > 80 || len(ti) < 40 {
+		t.Fatalf("long title %q", ti)
+	}
+}
+
+func testPaging(t *testing.T, open Opener) {
+	e, another := open(t)
+	ctx := context.Background()
+	const n = 700 // several pages of any reasonable page size
+	var batch []storage.Record
+	for i := 1; i <= n; i++ {
+		batch = append(batch, text("user", strconv.Itoa(i)))
+		if len(batch) == 100 {
+			appendOK(t, e, "s", batch...)
+			batch = nil
+		}
+	}
+	appendOK(t, e, "noise", text("user", "between"))
+	b := another(t)
+	if got := seqsOf(collect(t, b.Messages(ctx, "s", 0))); !slices.Equal(got, span(1, n)) {
+		t.Fatalf("Messages: %d entries", len(got))
+	}
+	if got := seqsOf(collect(t, b.Messages(ctx, "s", 300))); !slices.Equal(got, span(300, n)) {
+		t.Fatalf("Messages from 300: %d entries", len(got))
+	}
+	back := seqsOf(collect(t, b.Backward(ctx, "s", 0)))
+	want := span(1, n)
+	slices.Reverse(want)
+	if !slices.Equal(back, want) {
+		t.Fatalf("Backward: %d entries, first %v", len(back), back[:min(3, len(back))])
+	}
+	back = seqsOf(collect(t, b.Backward(ctx, "s", 300)))
+	want = span(1, 299)
+	slices.Reverse(want)
+	if !slices.Equal(back, want) {
+		t.Fatalf("Backward below 300: %d entries", len(back))
+	}
+	// Stopping early and the text of every entry.
+	i := 0
+	for en, err := range b.Messages(ctx, "s", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := en.Message()
+		if m.Text() != strconv.Itoa(int(en.Seq)) {
+			t.Fatalf("seq %d holds %q", en.Seq, m.Text())
+		}
+		if i++; i == 260 {
+			break
+		}
+	}
+	tail, err := b.Tail(ctx, "s", 10)
+	if err != nil || !slices.Equal(seqsOf(tail), span(n-9, n)) {
+		t.Fatalf("Tail(10): %v %v", seqsOf(tail), err)
+	}
+	tail, err = b.Tail(ctx, "s", 5000)
+	if err != nil || len(tail) != n {
+		t.Fatalf("Tail(5000): %d %v", len(tail), err)
+	}
+	if tail, _ := b.Tail(ctx, "nope", 3); len(tail) != 0 {
+		t.Fatalf("Tail of an unknown session: %v", tail)
+	}
+	// A Clear: reads stay within the current epoch.
+	if _, err := e.Clear(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	appendOK(t, e, "s", text("user", "new"))
+	if got := seqsOf(collect(t, b.Backward(ctx, "s", 0))); !slices.Equal(got, []uint64{n + 1}) {
+		t.Fatalf("Backward after Clear: %v", got)
+	}
+}
+
+func testWatch(t *testing.T, open Opener) {
+	a, another := open(t)
+	b := another(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	appendOK(t, a, "s", text("user", "before"))
+	ch, err := a.Watch(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := a.Watch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOK(t, b, "s", text("user", "from another handle"))
+	appendOK(t, b, "t", text("user", "elsewhere"))
+	wait := func(ch <-chan storage.Change, session string, lastSeq uint64) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case c, ok := <-ch:
+				if !ok {
+					t.Fatal("watch channel closed early")
+				}
+				if c.Session == session && c.LastSeq >= lastSeq {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no change of %q to seq %d within 10 s", session, lastSeq)
+			}
+		}
+	}
+	wait(ch, "s", 2)
+	wait(all, "t", 1)
+	if _, err := b.Clear(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	for got := false; !got; {
+		select {
+		case c := <-ch:
+			if c.Session != "s" {
+				t.Fatalf("watch of s reported %+v", c)
+			}
+			got = c.Epoch == 2
+		case <-timeout:
+			t.Fatal("Clear not reported within 10 s")
+		}
+	}
+	cancel()
+	timeout = time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("watch channel not closed after cancel")
+		}
+	}
+}
+
+func testVerify(t *testing.T, open Opener) {
+	e, _ := open(t)
+	ctx := context.Background()
+	appendOK(t, e, "s", text("user", "q"), call("c1"), result("c1"), text("assistant", "a"))
+	if _, err := e.Clear(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	appendOK(t, e, "s", call("c2"))
+	appendOK(t, e, "t", result("c9"))
+	r, err := e.Verify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Intact() || r.Sessions != 2 || r.Messages != 6 {
+		t.Fatalf("healthy store: %s", r)
+	}
+	var kinds []string
+	for _, p := range r.Pairing {
+		kinds = append(kinds, fmt.Sprintf("%s/%d/%s/%s/%d", p.Session, p.Epoch, p.Kind, p.CallID, p.Seq))
+	}
+	slices.Sort(kinds)
+	if want := []string{"s/2/call_without_result/c2/5", "t/1/result_without_call/c9/1"}; !slices.Equal(kinds, want) {
+		t.Fatalf("pairing %q, want %q", kinds, want)
+	}
+}
+
+func testImport(t *testing.T, open Opener) {
+	e, _ := open(t)
+	ctx := context.Background()
+	appendOK(t, e, "src", text("system", "sys"), text("user", "question"))
+	if _, err := e.Clear(ctx, "src"); err != nil {
+		t.Fatal(err)
+	}
+	r := text("assistant", `{"a": 9007199254740993}`)
+	r.Counter = ""
+	appendOK(t, e, "src", r, call("k"), result("k"))
+	src := info(t, e, "src")
+	var entries []storage.Entry
+	for _, ep := range src.Epochs {
+		entries = append(entries, collect(t, e.EpochMessages(ctx, "src", ep.Epoch, 0))...)
+	}
+	into := src
+	into.Name = "dst"
+	seq := func(yield func(storage.Entry, error) bool) {
+		for _, en := range entries {
+			if !yield(en, nil) {
+				return
+			}
+		}
+	}
+	if err := e.ImportSession(ctx, into, seq); err != nil {
+		t.Fatal(err)
+	}
+	dst := info(t, e, "dst")
+	if dst.Epoch != src.Epoch || dst.LastSeq != src.LastSeq || dst.Messages != src.Messages || dst.Tokens != src.Tokens ||
+		dst.Bytes != src.Bytes || dst.Title != src.Title || dst.TotalMessages != src.TotalMessages ||
+		!dst.Created.Equal(src.Created) || !slices.Equal(dst.PinnedSeqs, src.PinnedSeqs) || dst.FirstUserSeq != src.FirstUserSeq {
+		t.Fatalf("imported session\n %+v\nwant\n %+v", dst, src)
+	}
+	checkEpochs(t, dst.Epochs, withoutStart(src.Epochs))
+	var got []storage.Entry
+	for _, ep := range dst.Epochs {
+		got = append(got, collect(t, e.EpochMessages(ctx, "dst", ep.Epoch, 0))...)
+	}
+	if len(got) != len(entries) {
+		t.Fatalf("imported %d entries, want %d", len(got), len(entries))
+	}
+	for i := range got {
+		g, w := got[i], entries[i]
+		if g.Seq != w.Seq || g.Epoch != w.Epoch || !g.Time.Equal(w.Time) || g.Tokens != w.Tokens || !bytes.Equal(g.Raw, w.Raw) || g.Session != "dst" {
+			t.Errorf("entry %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if err := e.ImportSession(ctx, into, seq); !errors.Is(err, storage.ErrNotEmpty) {
+		t.Fatalf("import over an existing session: %v", err)
+	}
+	// Appends continue after the imported numbers.
+	if f, _ := appendOK(t, e, "dst", text("user", "next")); f != src.LastSeq+1 {
+		t.Fatalf("append after import: seq %d", f)
+	}
+}
+
+func withoutStart(es []storage.EpochInfo) []storage.EpochInfo {
+	out := slices.Clone(es)
+	for i := range out {
+		out[i].Started = time.Time{}
+	}
+	return out
+}
+
+func testCancelled(t *testing.T, open Opener) {
+	e, _ := open(t)
+	appendOK(t, e, "s", text("user", "x"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := e.Append(ctx, "s", text("user", "y")); !errors.Is(err, context.Canceled) {
+		t.Errorf("Append with a cancelled context: %v", err)
+	}
+	if _, err := e.Session(ctx, "s"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Session with a cancelled context: %v", err)
+	}
+	for _, err := range e.Messages(ctx, "s", 0) {
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Messages with a cancelled context: %v", err)
+		}
+		break
+	}
+	if err := e.PutDerived(ctx, "s", "k", "v", []byte("x")); !errors.Is(err, context.Canceled) {
+		t.Errorf("PutDerived with a cancelled context: %v", err)
+	}
+	if si := info(t, e, "s"); si.LastSeq != 1 {
+		t.Errorf("a cancelled append was stored: %+v", si)
+	}
+}
+
+func testClosed(t *testing.T, open Opener) {
+	e, another := open(t)
+	appendOK(t, e, "s", text("user", "x"))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	ctx := context.Background()
+	if _, _, err := e.Append(ctx, "s", text("user", "y")); !errors.Is(err, storage.ErrClosed) {
+		t.Errorf("Append after Close: %v, want ErrClosed", err)
+	}
+	if _, err := e.Session(ctx, "s"); !errors.Is(err, storage.ErrClosed) {
+		t.Errorf("Session after Close: %v, want ErrClosed", err)
+	}
+	if si := info(t, another(t), "s"); si.LastSeq != 1 {
+		t.Errorf("after Close another handle sees %+v", si)
+	}
+}

@@ -1,0 +1,186 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/ctxstore/ctxstore"
+)
+
+// Sentinel errors. Every error an engine returns wraps at most one of these
+// and names the store, session or seq it is about; branch with errors.Is.
+var (
+	// ErrCorrupt means stored data is damaged: a file that is not a store,
+	// or a record that does not decode.
+	ErrCorrupt = errors.New("store: corrupt")
+	// ErrLocked means another process held the store's lock for longer
+	// than the engine's lock timeout. The error names the store.
+	ErrLocked = errors.New("store: file locked by another process")
+	// ErrNotFound means the session, epoch, seq or derived record does not
+	// exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrClosed means the engine was closed.
+	ErrClosed = errors.New("store: closed")
+	// ErrNotEmpty means a write that needs an empty epoch found messages,
+	// or ImportSession found the session already present.
+	ErrNotEmpty = errors.New("store: not empty")
+	// ErrConflict means another writer changed the session in the middle
+	// of a multi-transaction operation (a batched ImportSession), which
+	// stopped rather than overwrite that writer's messages.
+	ErrConflict = errors.New("store: session changed by another writer")
+	// ErrCurrentEpoch is returned by PurgeEpoch for the current epoch,
+	// which must be left by Clear before it can be purged.
+	ErrCurrentEpoch = errors.New("store: cannot purge the current epoch")
+	// ErrInvalidImport means ImportSession refused its input: metadata that
+	// contradicts itself or the entries (an epoch after the current one, a
+	// seq past the last, negative counts, seqs too large to count on).
+	// Nothing of the session was stored.
+	ErrInvalidImport = errors.New("store: invalid import")
+	// ErrOutcomeUnknown means a write may or may not have taken effect: the
+	// connection to a server was lost while it committed, and the engine
+	// could not find out (a write without an idempotency key, or the
+	// caller's context ended first). Read the session before writing again.
+	ErrOutcomeUnknown = errors.New("store: outcome of the write unknown")
+)
+
+// MaxSessionName is the longest session name, in bytes.
+const MaxSessionName = 1024
+
+// CheckSession rejects a session name no engine accepts: empty, or longer
+// than MaxSessionName.
+func CheckSession(name string) error {
+	if name == "" {
+		return errors.New("store: empty session name")
+	}
+	if len(name) > MaxSessionName {
+		return fmt.Errorf("store: session name of %d bytes, over %d", len(name), MaxSessionName)
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("store: session name %q is not valid UTF-8", name)
+	}
+	return nil
+}
+
+// Record is one message to append with the caller's token count, which is
+// stored with it so views never recount stored history.
+type Record struct {
+	Message ctxstore.Message
+	Tokens  int
+	// Counter is the name of the counter that made Tokens, empty when
+	// unknown.
+	Counter string
+}
+
+// Entry is one stored message with what the store recorded about it.
+type Entry struct {
+	Session string
+	Seq     uint64
+	Epoch   uint64
+	Time    time.Time // when it was appended (UTC)
+	Role    string
+	Tokens  int // the count given to Append
+	// Counter is the name of the counter that made Tokens, empty when
+	// unknown.
+	Counter string
+	CallIDs []string // tool calls the message makes
+	// ResultIDs are the calls it answers (tool_call_id, tool_result blocks).
+	ResultIDs []string
+	Raw       []byte // the original JSON, byte for byte
+}
+
+// Message parses Raw. It fails, with ctxstore.ErrInvalidMessage, only for a
+// record that was damaged or written by something other than an engine.
+// Raw passed ParseMessage when it was appended, so the JSON syntax check is
+// skipped (ParseStored): resuming a long session parses thousands of these.
+func (e Entry) Message() (ctxstore.Message, error) {
+	m, err := ctxstore.ParseStored(e.Raw)
+	if err != nil {
+		return ctxstore.Message{}, fmt.Errorf("store: session %q seq %d: %w", e.Session, e.Seq, err)
+	}
+	return m, nil
+}
+
+// SessionInfo describes a session from its metadata alone: reading it never
+// touches message bodies.
+type SessionInfo struct {
+	Name    string
+	Created time.Time // first write to the session
+	Updated time.Time // last append, Clear or PurgeEpoch
+	// Epoch is the current epoch; Clear starts a new one. The first is 1,
+	// or the one after a purged predecessor's last (see Engine.Purge).
+	Epoch uint64
+	// EpochStartSeq is the seq the current epoch's first message has or
+	// will have.
+	EpochStartSeq uint64
+	// LastSeq is the highest seq ever assigned in the session (0 when none).
+	LastSeq uint64
+	// Messages, Tokens and Bytes (raw JSON) cover the current epoch.
+	Messages int
+	Tokens   int
+	Bytes    int64
+	// TotalMessages counts stored messages over all epochs.
+	TotalMessages int
+	// Title is the text of the session's first user message, whitespace
+	// collapsed, cut to about 80 characters. It survives Clear.
+	Title string
+	// PinnedSeqs are the seqs of the current epoch's system and developer
+	// messages, in order: what compaction must never drop.
+	PinnedSeqs []uint64
+	// FirstUserSeq is the current epoch's first user message that is not
+	// a tool result (0 when none).
+	FirstUserSeq uint64
+	// Epochs lists every epoch, oldest first; the last is the current one.
+	Epochs []EpochInfo
+	// Importing reports an import of the session that has not finished:
+	// one in progress in another process, or one whose process was killed,
+	// in which case the session lacks messages for good. Purge it and
+	// import it again.
+	Importing bool
+}
+
+// EpochInfo describes one epoch of a session.
+type EpochInfo struct {
+	Epoch uint64
+	// FirstSeq is the first seq of the epoch; LastSeq the last one, or
+	// FirstSeq-1 while the epoch is empty.
+	FirstSeq, LastSeq uint64
+	// Messages is how many messages the epoch holds (0 once purged).
+	Messages int
+	Started  time.Time
+	// Purged reports that PurgeEpoch deleted the epoch's messages.
+	Purged bool
+}
+
+// Derived is one record computed from a session's messages (a compaction
+// decision, a summary, a repair note), kept apart from the messages.
+type Derived struct {
+	Kind  string
+	Key   string
+	Value []byte
+}
+
+// Change says that a session's log moved on: an append (LastSeq grew), a
+// Clear (Epoch grew), or the session's removal (both zero).
+type Change struct {
+	Session string
+	LastSeq uint64
+	Epoch   uint64
+}
+
+// titleRunes bounds SessionInfo.Title.
+const titleRunes = 80
+
+// Title is the SessionInfo.Title of a session whose first user message has
+// text: whitespace collapsed, cut to about 80 characters.
+func Title(text string) string {
+	t := strings.Join(strings.FieldsFunc(text, unicode.IsSpace), " ")
+	if utf8.RuneCountInString(t) <= titleRunes {
+		return t
+	}
+	r := []rune(t)[:titleRunes-1]
+	return strings.TrimRightFunc(string(r), unicode.IsSpace) + "…"
+}

@@ -1,0 +1,180 @@
+package storage
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxReported bounds the problem and pairing lists of a VerifyReport: a
+// store of garbage would otherwise report every record.
+const MaxReported = 100
+
+// VerifyReport is what Verify found. It reports; it never fixes.
+type VerifyReport struct {
+	// Path is the store verified: a file's path, or a server and database.
+	Path     string `json:"path"`
+	Sessions int    `json:"sessions"`
+	Messages int    `json:"messages"`
+	// Problems is damage: to the store's structure, to records, to seq
+	// order, or metadata that disagrees with the messages. At most
+	// MaxReported are listed; MoreProblems counts the rest.
+	Problems     []VerifyProblem `json:"problems,omitempty"`
+	MoreProblems int             `json:"more_problems,omitempty"`
+	// Pairing lists tool calls without results and results without calls,
+	// per session and epoch. Not damage: an interrupted turn leaves a call
+	// unanswered.
+	Pairing     []PairingIssue `json:"pairing,omitempty"`
+	MorePairing int            `json:"more_pairing,omitempty"`
+}
+
+// VerifyProblem is one piece of damage.
+type VerifyProblem struct {
+	// Kind is "structure" (the engine's own structures), "record" (a
+	// stored message or its JSON), "order" (seqs or epochs out of order)
+	// or "meta" (session metadata).
+	Kind    string `json:"kind"`
+	Session string `json:"session,omitempty"`
+	Seq     uint64 `json:"seq,omitempty"`
+	Detail  string `json:"detail"`
+}
+
+// String describes the problem on one line, for people.
+func (p VerifyProblem) String() string {
+	var b strings.Builder
+	b.WriteString(p.Kind)
+	if p.Session != "" {
+		fmt.Fprintf(&b, " session %q", p.Session)
+	}
+	if p.Seq != 0 {
+		fmt.Fprintf(&b, " seq %d", p.Seq)
+	}
+	b.WriteString(": ")
+	b.WriteString(p.Detail)
+	return b.String()
+}
+
+// PairingIssue is a tool call or result without its other half in its epoch.
+type PairingIssue struct {
+	Session string `json:"session"`
+	Epoch   uint64 `json:"epoch"`
+	// Kind is "call_without_result", "result_without_call" or "duplicate_result".
+	Kind   string `json:"kind"`
+	CallID string `json:"call_id"`
+	Seq    uint64 `json:"seq"` // the message making the call or giving the result
+}
+
+// String describes the issue on one line, for people.
+func (p PairingIssue) String() string {
+	return fmt.Sprintf("session %q epoch %d seq %d: %s %q", p.Session, p.Epoch, p.Seq, strings.ReplaceAll(p.Kind, "_", " "), p.CallID)
+}
+
+// Intact reports that no damage was found (pairing aside).
+func (r *VerifyReport) Intact() bool { return len(r.Problems) == 0 }
+
+// OK reports that the store is intact and every tool call is paired.
+func (r *VerifyReport) OK() bool { return r.Intact() && len(r.Pairing) == 0 }
+
+// String is a human summary, one finding a line.
+func (r *VerifyReport) String() string {
+	var b strings.Builder
+	state := "OK"
+	switch {
+	case !r.Intact():
+		state = "DAMAGED"
+	case !r.OK():
+		state = "intact, unpaired tool calls"
+	}
+	fmt.Fprintf(&b, "verify %s: %s: %d sessions, %d messages, %d problems, %d pairing issues\n",
+		r.Path, state, r.Sessions, r.Messages, len(r.Problems)+r.MoreProblems, len(r.Pairing)+r.MorePairing)
+	for _, p := range r.Problems {
+		fmt.Fprintf(&b, "  %s\n", p)
+	}
+	if r.MoreProblems > 0 {
+		fmt.Fprintf(&b, "  ... and %d more problems\n", r.MoreProblems)
+	}
+	for _, p := range r.Pairing {
+		fmt.Fprintf(&b, "  %s\n", p)
+	}
+	if r.MorePairing > 0 {
+		fmt.Fprintf(&b, "  ... and %d more pairing issues\n", r.MorePairing)
+	}
+	return b.String()
+}
+
+// AddProblem records one piece of damage, counting it in MoreProblems once
+// MaxReported are listed.
+func (r *VerifyReport) AddProblem(kind, session string, seq uint64, format string, args ...any) {
+	if len(r.Problems) >= MaxReported {
+		r.MoreProblems++
+		return
+	}
+	r.Problems = append(r.Problems, VerifyProblem{Kind: kind, Session: session, Seq: seq, Detail: fmt.Sprintf(format, args...)})
+}
+
+// AddPairing records one pairing issue, counting it in MorePairing once
+// MaxReported are listed.
+func (r *VerifyReport) AddPairing(p PairingIssue) {
+	if len(r.Pairing) >= MaxReported {
+		r.MorePairing++
+		return
+	}
+	r.Pairing = append(r.Pairing, p)
+}
+
+// PairingAudit checks the tool pairing of one session's messages, fed in
+// seq order: per epoch, every result must answer an earlier call of the
+// epoch, once, and every call should be answered.
+type PairingAudit struct {
+	Session string
+	epochs  map[uint64]*pairTally
+	order   []uint64
+}
+
+type pairTally struct {
+	calls     map[string]uint64 // call id -> seq that made it
+	callOrder []string
+	answered  map[string]bool
+}
+
+// Add audits one message.
+func (a *PairingAudit) Add(r *VerifyReport, epoch, seq uint64, callIDs, resultIDs []string) {
+	if a.epochs == nil {
+		a.epochs = map[uint64]*pairTally{}
+	}
+	t := a.epochs[epoch]
+	if t == nil {
+		t = &pairTally{calls: map[string]uint64{}, answered: map[string]bool{}}
+		a.epochs[epoch] = t
+		a.order = append(a.order, epoch)
+	}
+	// Results first: a message that answers and calls (rare) answers
+	// earlier calls.
+	for _, id := range resultIDs {
+		switch {
+		case t.answered[id]:
+			r.AddPairing(PairingIssue{Session: a.Session, Epoch: epoch, Kind: "duplicate_result", CallID: id, Seq: seq})
+		case t.calls[id] != 0:
+			t.answered[id] = true
+		default:
+			r.AddPairing(PairingIssue{Session: a.Session, Epoch: epoch, Kind: "result_without_call", CallID: id, Seq: seq})
+		}
+	}
+	for _, id := range callIDs {
+		if _, ok := t.calls[id]; !ok {
+			t.calls[id] = seq
+			t.callOrder = append(t.callOrder, id)
+		}
+	}
+}
+
+// Finish reports the calls left unanswered.
+func (a *PairingAudit) Finish(r *VerifyReport) {
+	for _, ep := range a.order {
+		t := a.epochs[ep]
+		for _, id := range t.callOrder {
+			if !t.answered[id] {
+				r.AddPairing(PairingIssue{Session: a.Session, Epoch: ep, Kind: "call_without_result", CallID: id, Seq: t.calls[id]})
+			}
+		}
+	}
+}

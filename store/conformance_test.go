@@ -1,0 +1,27 @@
+package store
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
+)
+
+// TestConformance runs the engine conformance suite on real files; the
+// second handle is a second Store on the same file, as another process
+// would open it.
+func TestConformance(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
+		path := filepath.Join(t.TempDir(), "store.db")
+		open := func(t *testing.T) storage.Engine {
+			st, err := Open(path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		}
+		return open(t), open
+	}, "Counter") // the file format gains the counter's name separately
+}
