@@ -66,7 +66,9 @@ func (o Options) place(v ctxstore.View, system []anthropic.TextBlockParam, syste
 		}
 	}
 	for _, p := range chosen {
-		*slots[p].cc = anthropic.CacheControlEphemeralParam{TTL: o.TTL}
+		cc := anthropic.NewCacheControlEphemeralParam()
+		cc.TTL = o.TTL
+		*slots[p].cc = cc
 	}
 }
 

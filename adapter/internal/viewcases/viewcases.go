@@ -1,0 +1,225 @@
+// Package viewcases holds the views both adapters' tests send through the
+// official clients: one per shape a ctxstore view takes (parallel tool
+// calls, Anthropic blocks, images, a repaired call, a summary, a compacted
+// view with its notice), and a helper that explains an in-memory manager's
+// views for the cache replay.
+package viewcases
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/ctxstore/ctxstore"
+)
+
+// Case is one named view.
+type Case struct {
+	Name string
+	View ctxstore.View
+}
+
+// entry is one message of a case with its origin.
+type entry struct {
+	json string
+	o    ctxstore.Origin
+}
+
+func whole(json string) entry { return entry{json: json, o: ctxstore.Origin{Form: ctxstore.FormWhole}} }
+
+func form(f ctxstore.Form, json string) entry { return entry{json: json, o: ctxstore.Origin{Form: f}} }
+
+// view builds a view numbering stored messages 1, 2, … unless skip says a
+// gap (removed messages) comes before an entry.
+func view(session string, stable int, skip map[int]uint64, es ...entry) ctxstore.View {
+	v := ctxstore.View{Session: session, StablePrefix: stable}
+	var seq uint64
+	for i, e := range es {
+		v.Messages = append(v.Messages, ctxstore.MustParseMessage([]byte(e.json)))
+		o := e.o
+		switch o.Form {
+		case ctxstore.FormNotice, ctxstore.FormRepair:
+		case ctxstore.FormSummary:
+			o.FromSeq = seq + 1
+			seq += 10
+			o.Seq = seq
+		default:
+			seq += 1 + skip[i]
+			o.Seq = seq
+		}
+		v.Origins = append(v.Origins, o)
+	}
+	return v
+}
+
+const sys = `{"role":"system","content":"You are a careful coding agent. Use tools to inspect the repository before answering."}`
+
+// Interrupted is the content of a repaired tool result.
+const Interrupted = "[interrupted: no result was recorded]"
+
+// Cases returns the views every adapter must send successfully. Messages
+// carry keys no provider accepts ("metadata", "id") where a host or
+// ctxstore may have stored them.
+func Cases() []Case {
+	const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+	return []Case{
+		{"parallel tool calls", view("s-parallel", 0, nil,
+			whole(sys),
+			whole(`{"role":"user","content":"Why does the build fail?","metadata":{"client":"tui"}}`),
+			whole(`{"role":"assistant","content":null,"tool_calls":[`+
+				`{"id":"call_a","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"go.mod\"}"}},`+
+				`{"id":"call_b","type":"function","function":{"name":"run","arguments":""}},`+
+				`{"id":"call_c","type":"function","function":{"name":"run","arguments":"not json"}}]}`),
+			whole(`{"role":"tool","tool_call_id":"call_a","content":"module example.com/x\n\ngo 1.26","id":"row-17"}`),
+			whole(`{"role":"tool","tool_call_id":"call_b","content":"ok"}`),
+			whole(`{"role":"tool","tool_call_id":"call_c","content":[{"type":"text","text":"exit status 1"}]}`),
+			whole(`{"role":"assistant","content":"The go directive is too new for the installed toolchain."}`),
+			whole(`{"role":"user","content":"Fix it."}`),
+		)},
+		{"anthropic blocks", view("s-blocks", 0, nil,
+			whole(sys),
+			whole(`{"role":"user","content":[{"type":"text","text":"List the source files."}]}`),
+			whole(`{"role":"assistant","content":[`+
+				`{"type":"thinking","thinking":"Two directories to list.","signature":"c2ln"},`+
+				`{"type":"text","text":"Listing both directories."},`+
+				`{"type":"tool_use","id":"toolu_1","name":"ls","input":{"dir":"."}},`+
+				`{"type":"tool_use","id":"toolu_2","name":"ls","input":{"dir":"src"}}]}`),
+			whole(`{"role":"user","content":[`+
+				`{"type":"tool_result","tool_use_id":"toolu_1","content":"main.go"},`+
+				`{"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"lib.go"}],"is_error":false}],"metadata":{"source":"host"}}`),
+			whole(`{"role":"assistant","content":[{"type":"text","text":"main.go and src/lib.go."}]}`),
+			whole(`{"role":"user","content":[{"type":"text","text":"Open lib.go."}]}`),
+		)},
+		{"images", view("s-images", 0, nil,
+			whole(sys),
+			whole(`{"role":"user","content":[{"type":"text","text":"What do these show?"},`+
+				`{"type":"image_url","image_url":{"url":"data:image/png;base64,`+png+`","detail":"low"}},`+
+				`{"type":"image_url","image_url":{"url":"https://example.com/chart.png"}}]}`),
+			whole(`{"role":"assistant","content":null,"tool_calls":[{"id":"call_shot","type":"function","function":{"name":"screenshot","arguments":"{}"}}]}`),
+			whole(`{"role":"tool","tool_call_id":"call_shot","content":"saved to shot.png"}`),
+			whole(`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_img","name":"view_image","input":{"path":"shot.png"}}]}`),
+			whole(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_img","content":[`+
+				`{"type":"text","text":"shot.png"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"`+png+`"}}]}]}`),
+			whole(`{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://example.com/logo.png"}},{"type":"text","text":"And this one?"}]}`),
+		)},
+		{"repaired interrupted call", view("s-repair", 0, nil,
+			whole(sys),
+			whole(`{"role":"user","content":"Run the tests and the linter."}`),
+			whole(`{"role":"assistant","content":"Running both.","tool_calls":[`+
+				`{"id":"call_t","type":"function","function":{"name":"run","arguments":"{\"cmd\":\"go test ./...\"}"}},`+
+				`{"id":"call_l","type":"function","function":{"name":"run","arguments":"{\"cmd\":\"go vet ./...\"}"}}]}`),
+			whole(`{"role":"tool","tool_call_id":"call_t","content":"ok  \texample.com/x\t0.01s"}`),
+			form(ctxstore.FormRepair, `{"role":"tool","tool_call_id":"call_l","content":"`+Interrupted+`","metadata":{"source":"context-repair"}}`),
+			whole(`{"role":"user","content":"The linter hung; go on without it."}`),
+		)},
+		{"summary", view("s-summary", 2, nil,
+			whole(sys),
+			form(ctxstore.FormSummary, `{"role":"user","content":"Previous conversation summary: the user asked for a CSV exporter; it is written and tested.","metadata":{"source":"context-summary"}}`),
+			whole(`{"role":"user","content":"Now add a --tsv flag."}`),
+			whole(`{"role":"assistant","tool_calls":[{"id":"call_e","type":"function","function":{"name":"edit","arguments":"{\"file\":\"main.go\"}"}}]}`),
+			whole(`{"role":"tool","tool_call_id":"call_e","content":"edited"}`),
+			whole(`{"role":"assistant","content":"Added --tsv."}`),
+			whole(`{"role":"user","content":"Thanks."}`),
+		)},
+		{"compacted with notice", view("s-compacted", 5, map[int]uint64{4: 30},
+			whole(sys),
+			whole(`{"role":"user","content":"Migrate the store to the new schema."}`),
+			whole(`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"schema.sql\"}"}}]}`),
+			form(ctxstore.FormTruncated, `{"role":"tool","tool_call_id":"call_1","content":"[truncated: ~900 tokens - call tool again if needed] CREATE TABLE a (id INTEGER PRIMARY KEY"}`),
+			whole(`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_9","name":"run","input":{"cmd":"make migrate"}}]}`),
+			whole(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","content":"migrated 3 tables"}]}`),
+			form(ctxstore.FormNotice, `{"role":"user","content":"[Context compacted: 30 earlier messages were omitted, 1 tool result was truncated. The full history is kept; call tools again if you need details that are missing.]","metadata":{"source":"context-compaction"}}`),
+		)},
+		{"starts with an assistant turn", view("s-start", 0, nil,
+			whole(sys),
+			whole(`{"role":"assistant","content":"Hello, what shall we build?"}`),
+			whole(`{"role":"user","content":"A parser."}`),
+		)},
+	}
+}
+
+// Explainer reports an in-memory manager's views with origins and stable
+// prefixes, for tests written before the managers implement
+// ctxstore.Explainer. Replace a call to Explain with
+// m.(ctxstore.Explainer).Explain(ctx, r) once they do.
+type Explainer struct {
+	M interface {
+		AddMessage(context.Context, ctxstore.Message) error
+		GetMessagesForRequest(context.Context, ctxstore.Request) ([]ctxstore.Message, error)
+	}
+	Session string
+	hist    []ctxstore.Message
+	byBytes map[string][]int // history indexes by message bytes
+	byCall  map[string][]int // tool results by call id
+	prev    []ctxstore.Message
+}
+
+// Add appends m to the manager's history.
+func (e *Explainer) Add(ctx context.Context, m ctxstore.Message) error {
+	if err := e.M.AddMessage(ctx, m); err != nil {
+		return err
+	}
+	if e.byBytes == nil {
+		e.byBytes, e.byCall = map[string][]int{}, map[string][]int{}
+	}
+	k := len(e.hist)
+	e.hist = append(e.hist, m)
+	e.byBytes[m.String()] = append(e.byBytes[m.String()], k)
+	if id := m.ToolCallID(); id != "" {
+		e.byCall[id] = append(e.byCall[id], k)
+	}
+	return nil
+}
+
+// next returns the first of ks at or after h, or -1.
+func next(ks []int, h int) int {
+	for _, k := range ks {
+		if k >= h {
+			return k
+		}
+	}
+	return -1
+}
+
+// Explain returns the view for r: origins matched against the history by
+// bytes (a changed tool result is truncated, a changed user message
+// stubbed; the tail notice is found by its metadata, a summary by its
+// text), StablePrefix against the previous view.
+func (e *Explainer) Explain(ctx context.Context, r ctxstore.Request) (ctxstore.View, error) {
+	ms, err := e.M.GetMessagesForRequest(ctx, r)
+	if err != nil {
+		return ctxstore.View{}, err
+	}
+	v := ctxstore.View{Session: e.Session, Messages: ms, Origins: make([]ctxstore.Origin, len(ms))}
+	h := 0
+	for i, m := range ms {
+		o := &v.Origins[i]
+		switch {
+		case m.Source() == "context-compaction":
+			o.Form = ctxstore.FormNotice
+			continue
+		case strings.HasPrefix(m.Text(), "Previous conversation summary: "):
+			o.Form = ctxstore.FormSummary
+			continue
+		}
+		o.Form = ctxstore.FormWhole
+		k := next(e.byBytes[m.String()], h)
+		if k < 0 && m.Role() == ctxstore.RoleTool {
+			o.Form, k = ctxstore.FormTruncated, next(e.byCall[m.ToolCallID()], h)
+		}
+		for j := h; k < 0 && j < len(e.hist); j++ {
+			if e.hist[j].Role() == m.Role() {
+				o.Form, k = ctxstore.FormStubbed, j
+			}
+		}
+		if k < 0 {
+			return v, fmt.Errorf("view message %d matches no stored message", i)
+		}
+		o.Seq, h = uint64(k+1), k+1
+	}
+	for v.StablePrefix < min(len(ms), len(e.prev)) && ms[v.StablePrefix].String() == e.prev[v.StablePrefix].String() {
+		v.StablePrefix++
+	}
+	e.prev = ms
+	return v, nil
+}
