@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore"
 )
@@ -142,11 +143,9 @@ func ArgumentsText(input json.RawMessage) string {
 	return c.String()
 }
 
-type rawMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCallID string          `json:"tool_call_id"`
-	ToolCalls  []struct {
+type rawCalls struct {
+	Content   json.RawMessage `json:"content"` // skipped, not decoded
+	ToolCalls []struct {
 		ID       string `json:"id"`
 		Function struct {
 			Name      string          `json:"name"`
@@ -199,18 +198,22 @@ func read(m ctxstore.Message) (Message, error) {
 	if err := m.Validate(); err != nil {
 		return Message{}, err
 	}
-	var r rawMessage
-	if err := json.Unmarshal(m.Bytes(), &r); err != nil {
-		return Message{}, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	w := Message{Role: m.Role()}
+	if w.Role == ctxstore.RoleTool {
+		w.CallID = m.ToolCallID()
 	}
-	w := Message{Role: r.Role, CallID: r.ToolCallID}
-	if r.Role != ctxstore.RoleTool {
-		w.CallID = ""
+	if m.HasToolCalls() {
+		// Only the small members are decoded here: content, which may be
+		// megabytes, is read once below.
+		var r rawCalls
+		if err := json.Unmarshal(m.Bytes(), &r); err != nil {
+			return Message{}, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		}
+		for _, c := range r.ToolCalls {
+			w.Calls = append(w.Calls, Call{ID: c.ID, Name: c.Function.Name, Arguments: argumentsString(c.Function.Arguments)})
+		}
 	}
-	for _, c := range r.ToolCalls {
-		w.Calls = append(w.Calls, Call{ID: c.ID, Name: c.Function.Name, Arguments: argumentsString(c.Function.Arguments)})
-	}
-	parts, plain, err := readContent(r.Content)
+	parts, plain, err := readContent(m.Content())
 	if err != nil {
 		return Message{}, err
 	}
@@ -239,8 +242,8 @@ func readContent(c json.RawMessage) (parts []Part, plain bool, err error) {
 		return nil, true, nil
 	}
 	if c[0] == '"' {
-		var s string
-		if err := json.Unmarshal(c, &s); err != nil {
+		s, err := unquote(c)
+		if err != nil {
 			return nil, false, fmt.Errorf("%w: content: %v", ErrUnsupported, err)
 		}
 		if s == "" {
@@ -263,6 +266,41 @@ func readContent(c json.RawMessage) (parts []Part, plain bool, err error) {
 		parts = append(parts, p)
 	}
 	return parts, false, nil
+}
+
+// escapes maps the byte after a backslash to what it stands for; 0 for
+// \u and invalid escapes.
+var escapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// unquote decodes a JSON string in one pass; a view's content strings
+// (tool results of many kilobytes) are decoded on every request.
+// \u escapes and invalid UTF-8 go to encoding/json.
+func unquote(c []byte) (string, error) {
+	fallback := func() (string, error) {
+		var s string
+		err := json.Unmarshal(c, &s)
+		return s, err
+	}
+	if len(c) < 2 || c[0] != '"' || c[len(c)-1] != '"' {
+		return fallback()
+	}
+	in := c[1 : len(c)-1]
+	out := make([]byte, 0, len(in))
+	for i := 0; i < len(in); i++ {
+		if in[i] != '\\' {
+			out = append(out, in[i])
+			continue
+		}
+		if i+1 == len(in) || escapes[in[i+1]] == 0 {
+			return fallback()
+		}
+		i++
+		out = append(out, escapes[in[i]])
+	}
+	if !utf8.Valid(out) {
+		return fallback()
+	}
+	return string(out), nil
 }
 
 func readBlock(b rawBlock) (Part, error) {
