@@ -6,7 +6,6 @@
 package viewcases
 
 import (
-
 	"github.com/ctxstore/ctxstore"
 )
 
