@@ -9,7 +9,7 @@ import (
 )
 
 // history is a stored conversation analysed once, so every view requested
-// over it can be checked against the invariants of SPEC V2.
+// over it can be checked against the invariants of the view contract.
 type history struct {
 	msgs       []ctxstore.Message
 	byBytes    map[string][]int // exact bytes -> indices
@@ -91,7 +91,7 @@ func contains(ss []string, s string) bool {
 	return false
 }
 
-// floor is what every view must contain (V2.6): the system messages, the
+// floor is what every view must contain: the system messages, the
 // last human message and the trailing tool group, in history order.
 func (h *history) floor() []int {
 	in := map[int]bool{}
@@ -209,7 +209,7 @@ func (h *history) match(view []ctxstore.Message) (idx []int, exact []bool) {
 	return idx, exact
 }
 
-// check returns every way view breaks the invariants of SPEC V2 for this
+// check returns every way view breaks the invariants of the view contract for this
 // history at this budget. est may be nil: the budget is then not checked.
 func (h *history) check(view []ctxstore.Message, budget int, est ctxstore.Estimator) []string {
 	var errs []string
@@ -285,7 +285,7 @@ func (h *history) check(view []ctxstore.Message, budget int, est ctxstore.Estima
 	return errs
 }
 
-// checkTools checks tool integrity within the view alone (V2.3): results
+// checkTools checks tool integrity within the view alone: results
 // directly follow the message that made the calls, every call is answered
 // before the conversation moves on, and only a group at the very end may
 // still wait for results — and only if the history has none for it either.

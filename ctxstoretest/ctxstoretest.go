@@ -20,13 +20,13 @@
 //     unicode, escapes, unknown keys in any order, content blocks, null
 //     content), in order.
 //   - InvalidMessages: every invalid Message value that can reach a manager
-//     (SPEC M3) fails AddMessage and SetMessages with an error matching
+//     fails AddMessage and SetMessages with an error matching
 //     ctxstore.ErrInvalidMessage, and nothing is stored.
 //   - SetMessages, Clear: replace and empty the history, and leave no view
 //     state behind: the next view equals a fresh manager's.
 //   - ReturnedSlicesAreCallers: writing into returned slices (and their
 //     spare capacity) changes nothing inside.
-//   - View: the invariants of every view (SPEC V2) at budgets from nothing
+//   - View: the invariants of every view at budgets from nothing
 //     to everything, on generated conversations and random irregular ones:
 //     the stored history never changes; order is kept; tool integrity for
 //     OpenAI tool_calls and Anthropic tool_use/tool_result blocks (results
@@ -74,15 +74,15 @@ import (
 	"github.com/ctxstore/ctxstore"
 )
 
-// defaultMaxMessageBytes is the size limit SPEC M3 gives managers by default.
+// defaultMaxMessageBytes is the size limit the contract gives managers by default.
 const defaultMaxMessageBytes = 8 << 20
 
 // Options describes the manager under test where the suite cannot find out
 // by itself.
 type Options struct {
 	// Estimator is the estimator the manager uses. When set, the suite also
-	// checks that every view fits its budget whenever the floor fits (SPEC
-	// V2.6) and chooses budgets from it; when nil, only structure is checked.
+	// checks that every view fits its budget whenever the floor fits, and
+	// chooses budgets from it; when nil, only structure is checked.
 	Estimator ctxstore.Estimator
 	// MaxMessageBytes is the manager's limit on one message: 0 means the
 	// default of 8 MiB, negative means no limit (the oversize check is
@@ -324,7 +324,7 @@ func (s *suite) roomy(msgs []ctxstore.Message) int {
 	return 2*totalBytes(msgs) + 2000*len(msgs) + 1000
 }
 
-// invalidMessages are Message values a manager must reject (SPEC M3).
+// invalidMessages are Message values a manager must reject.
 // ParseMessage rejects malformed JSON before a manager sees it, so these
 // are the invalid values that can still reach AddMessage.
 func (s *suite) invalidMessages() []struct {

@@ -93,6 +93,6 @@ const (
 	// theirs). bbolt never splits a node of 4 keys or fewer, so with 4 KiB
 	// pages and ~1 KiB messages a leaf holds 2-3 messages and overflows
 	// into a second page: 16 KiB pages cut the file by about a third
-	// (B6), and cost little per commit (see doc.go).
+	//, and cost little per commit (see doc.go).
 	pageSize = 16384
 )

@@ -16,7 +16,7 @@ const (
 // arithmetic (HorizonFactor × budget) from overflowing.
 const MaxBudget = 1 << 40
 
-// DeriveBudget derives the token budget of a request [V1]: an explicit
+// DeriveBudget derives the token budget of a request: an explicit
 // r.TokenBudget > 0 first; else r.Model's ContextWindow − MaxOutputTokens −
 // cfg.SafetyMargin when both are > 0 and the result is positive; else
 // cfg.FallbackTokens. cfg.MaxTokens > 0 caps every path (Capped reports it).
@@ -55,13 +55,13 @@ func (b Budget) Event() Event {
 // saved decisions. Without active decisions (none yet, another budget or
 // strategy) it is HorizonFactor × budget stored tokens: a fresh escalation
 // considers that much. While saved decisions for this budget and strategy
-// are active it is only back to their cutoff [V5]: the sticky view shows
+// are active it is only back to their cutoff: the sticky view shows
 // nothing older (what it keeps from below the cutoff travels in the
 // decisions, FirstUser or LastHuman), and a new escalation starts at the
 // later of the horizon's start and the cutoff — a tail reaching the cutoff
 // but holding fewer than the horizon's tokens means the horizon starts
 // further back, so the cutoff wins either way. The view is therefore the
-// same whether the caller loads this much or more (V2.7). Load the tail
+// same whether the caller loads this much or more. Load the tail
 // backwards from the newest message until Need.Covers is
 // true or the history is exhausted.
 func Horizon(budget int, cfg Config, saved Decisions) Need {

@@ -10,7 +10,7 @@ import (
 //
 // It never fails: a summarizer error falls back to progressive compaction
 // and is reported as a context:warning event. ctx is only passed to
-// cfg.Summarizer. The result depends only on its arguments (V2.7), and
+// cfg.Summarizer. The result depends only on its arguments, and
 // Compute does not modify h or saved.
 // Managers call it through TryCompute.
 func Compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Config) Result {

@@ -7,7 +7,7 @@
 //
 // A manager calls, per request:
 //
-//	b := view.DeriveBudget(req, cfg)              // [V1] explicit > model > fallback, MaxTokens caps
+//	b := view.DeriveBudget(req, cfg)              // explicit > model > fallback, MaxTokens caps
 //	need := view.Horizon(b.Tokens, cfg, saved)     // how far back the tail must reach
 //	// load Pinned (+ FirstUser, LastHuman) and a tail read backwards until
 //	// need.Covers(tokens so far, oldest item read) is true
@@ -38,13 +38,13 @@
 // without active saved decisions needs the whole horizon (HorizonFactor ×
 // budget tokens); with them, the tail back to the cutoff is enough, even
 // for a new escalation, so a steady or resumed session reads about the
-// size of its view [V5].
+// size of its view.
 //
 // # Decisions
 //
 // [Decisions] is a plain struct keyed by item IDs that round-trips through
 // encoding/json. It records what earlier requests removed, truncated,
-// stubbed or summarized, so consecutive views share their prefix [V4] and a
+// stubbed or summarized, so consecutive views share their prefix and a
 // resumed session produces the same view. A new escalation happens only when
 // the view with the saved decisions reaches the compaction threshold; a
 // different budget starts from scratch (keeping the summary cache, so a

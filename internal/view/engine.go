@@ -40,7 +40,7 @@ type unit struct {
 	pending   bool // group at the tail still waiting for results
 	invalid   bool // orphan result or a group missing results mid-history: never shown
 	removed   bool
-	floor     bool // part of the floor (V2.6): never removed
+	floor     bool // part of the floor: never removed
 	firstUser bool // the first human message (progressive keeps it)
 	special   bool // first user / last human older than the cutoff
 	vetoed    bool // holds one of the newest ProtectedToolResults results
@@ -175,7 +175,7 @@ func (e *engine) firstUserReturns() bool {
 	return e.floorTokens()+t+e.reserveFor() < e.trig
 }
 
-// collectPinned gathers system/developer messages (V2.4) in history order.
+// collectPinned gathers system/developer messages in history order.
 func (e *engine) collectPinned() {
 	var tailStart uint64 = math.MaxUint64
 	if len(e.h.Tail) > 0 {

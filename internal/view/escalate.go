@@ -66,7 +66,7 @@ func (e *engine) escalate(fresh bool) {
 
 func (e *engine) raise(level int) { e.level = max(e.level, level) }
 
-// ladder is the progressive strategy's levels 1-3 [V3].
+// ladder is the progressive strategy's levels 1-3.
 func (e *engine) ladder(goal int) {
 	// Level 1: truncate old tool results, oldest first, sparing the
 	// newest ProtectedToolResults and the floor.
@@ -122,7 +122,7 @@ func (e *engine) ladder(goal int) {
 }
 
 // lastResort makes the view fit under the trigger whenever the floor
-// does (V2.6): protected tool results are truncated, then anything outside
+// does: protected tool results are truncated, then anything outside
 // the floor is removed, oldest first, then the summary goes.
 func (e *engine) lastResort(hard int) {
 	if e.fits(hard) {
@@ -137,7 +137,7 @@ func (e *engine) lastResort(hard int) {
 			}
 		}
 	}
-	// The first human message goes last (V2.5), after everything else
+	// The first human message goes last, after everything else
 	// outside the floor.
 	for _, first := range []bool{false, true} {
 		for k, u := range e.units {

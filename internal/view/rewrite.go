@@ -266,7 +266,7 @@ func prefixRunes(s string, n int) (string, bool) {
 	return s, false
 }
 
-// TruncatedText is the text a truncated tool result shows [V3]:
+// TruncatedText is the text a truncated tool result shows:
 // `[truncated: ~N tokens - call tool again if needed] <first chars>...`.
 func TruncatedText(text string, tokens, chars int) string {
 	p, _ := prefixRunes(text, chars)
@@ -279,7 +279,7 @@ func truncatedText(prefix string, tokens int) string {
 	return "[truncated: ~" + strconv.Itoa(tokens) + " tokens - call tool again if needed] " + prefix + "..."
 }
 
-// StubText is the text a stubbed user message shows [V3]:
+// StubText is the text a stubbed user message shows:
 // `[User message compacted - original: "<first 50 chars>..."]`.
 func StubText(text string) string {
 	p, _ := prefixRunes(text, 50)
@@ -413,7 +413,7 @@ func withoutMetadata(m ctxstore.Message) ctxstore.Message {
 	return out
 }
 
-// NoticeText tells the model what compaction did [V6].
+// NoticeText tells the model what compaction did.
 func NoticeText(removed, truncated, stubbed, summarized int) string {
 	var buf bytes.Buffer
 	buf.WriteString(NoticePrefix + "to fit the context window, ")

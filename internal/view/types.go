@@ -23,11 +23,11 @@ const (
 	DefaultKeepRecent           = ctxstore.DefaultKeepRecent
 	// HorizonFactor × budget is how many stored tokens of the tail the
 	// engine considers. Older messages are out of the view wholesale
-	// [V5]: they could not fit anyway, even with their tool results
+	//: they could not fit anyway, even with their tool results
 	// truncated, in any realistic conversation.
 	HorizonFactor = 4
 	// BreakerLimit is how many escalations in a row may end at or over the
-	// compaction trigger before the runaway breaker trips [V7].
+	// compaction trigger before the runaway breaker trips.
 	BreakerLimit = 10
 )
 
@@ -58,7 +58,7 @@ type Config struct {
 	ProtectedToolResults int     // newest tool results never truncated; 0 = none
 	TruncateChars        int     // characters a truncated tool result keeps
 	KeepRecent           int     // truncate strategy: conversation messages kept
-	Notice               bool    // append the tail notice to compacted views [V6]
+	Notice               bool    // append the tail notice to compacted views
 	Annotations          bool    // mark added messages with metadata.source
 	UsageBelowCount      bool    // reported usage may lower the ratio below 1
 	// Estimator estimates modified messages (truncated, stubbed, summary,
@@ -106,7 +106,7 @@ type History struct {
 	// passed in Tail (they may appear in Pinned, FirstUser or LastHuman).
 	Partial bool
 	// Hidden lists IDs (ascending) that must never appear in the view, such
-	// as superseded memory-file versions (P3). Optional.
+	// as superseded memory-file versions. Optional.
 	Hidden []uint64
 	// Memo, optional, caches rewritten messages between requests so a
 	// truncated megabyte tool result is rewritten once, not per request.
@@ -126,7 +126,7 @@ type Summary struct {
 	Count int    `json:"count"` // history messages it stands for
 }
 
-// Decisions are the sticky compaction decisions of a session [V4]. It is
+// Decisions are the sticky compaction decisions of a session. It is
 // plain data keyed by item IDs; it round-trips through encoding/json so a
 // persistent manager can save it as a derived record. The zero value means
 // "nothing decided yet". Treat it as opaque: only Compute interprets it.
@@ -142,7 +142,7 @@ type Decisions struct {
 	// pinned messages, a kept first user message and the last human
 	// message.
 	Cutoff uint64 `json:"cutoff,omitempty"`
-	// KeepFirstUser: progressive keeps the first human message (V2.5).
+	// KeepFirstUser: progressive keeps the first human message.
 	KeepFirstUser bool `json:"keep_first_user,omitempty"`
 	// Removed, Truncated and Stubbed hold IDs >= Cutoff (Stubbed may hold
 	// the first user message's ID), ascending.
@@ -166,13 +166,13 @@ type Decisions struct {
 	// Ineffective counts those in a row that ended at or over the trigger.
 	Escalations int `json:"escalations,omitempty"`
 	Ineffective int `json:"ineffective,omitempty"`
-	// Tripped: the runaway breaker stopped escalating [V7].
+	// Tripped: the runaway breaker stopped escalating.
 	Tripped bool `json:"tripped,omitempty"`
 	// Warned records warnings already given (once per decision epoch).
 	Warned []string `json:"warned,omitempty"`
 }
 
-// Budget is a derived token budget [V1].
+// Budget is a derived token budget.
 type Budget struct {
 	Tokens int    // the budget
 	Source string // "explicit", "model" or "fallback"
@@ -216,7 +216,7 @@ type Stats struct {
 	TokensBefore   int // History.TotalTokens
 	Messages       int // messages in the view (notice and summary included)
 	Tokens         int // Σ estimate of the view (notice and summary included)
-	FloorTokens    int // Σ estimate of the floor (V2.6)
+	FloorTokens    int // Σ estimate of the floor
 
 	Removed    int // history messages not in the view (out-of-horizon included)
 	Truncated  int // tool results truncated in the view

@@ -1,5 +1,5 @@
 // Package viewtest generates conversations and checks the invariants of
-// compacted views (SPEC V2). It is shared by the tests of internal/view,
+// compacted views. It is shared by the tests of internal/view,
 // simple and persistent; it is not part of the library.
 package viewtest
 
@@ -223,7 +223,7 @@ func Load(items []view.Item, need view.Need) view.History {
 	return h
 }
 
-// Floor returns the floor of a history (V2.6): its system/developer
+// Floor returns the floor of a history: its system/developer
 // messages, its last human message and its trailing tool group.
 func Floor(history []ctxstore.Message) []int {
 	var idx []int
