@@ -32,8 +32,8 @@ func message(t textCounter, m ctxstore.Message) int {
 		return 0
 	}
 	n := PerMessage + t.count([]byte(m.Role()))
-	fields(raw, func(k, v []byte) {
-		switch string(k) {
+	fields(raw, func(k string, v []byte) {
+		switch k {
 		case "content":
 			n += content(t, v)
 		case "name":
@@ -60,8 +60,8 @@ func message(t textCounter, m ctxstore.Message) int {
 // argument (input) string.
 func function(t textCounter, fn []byte) int {
 	n := 0
-	fields(fn, func(k, v []byte) {
-		switch string(k) {
+	fields(fn, func(k string, v []byte) {
+		switch k {
 		case "name", "arguments", "input":
 			n += t.count(text(v))
 		}
@@ -91,8 +91,8 @@ func block(t textCounter, b []byte) int {
 		return t.count(text(field(b, "thinking")))
 	case "tool_use", "server_tool_use":
 		n := PerToolCall
-		fields(b, func(k, v []byte) {
-			switch string(k) {
+		fields(b, func(k string, v []byte) {
+			switch k {
 			case "id", "name":
 				n += t.count(text(v))
 			case "input":
@@ -125,8 +125,8 @@ func block(t textCounter, b []byte) int {
 // holding its image (OpenAI's image_url, Anthropic's source).
 func dimensions(b []byte) (w, h int) {
 	look := func(obj []byte) {
-		fields(obj, func(k, v []byte) {
-			switch string(k) {
+		fields(obj, func(k string, v []byte) {
+			switch k {
 			case "width":
 				w = number(v)
 			case "height":

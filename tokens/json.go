@@ -2,14 +2,14 @@ package tokens
 
 import (
 	"bytes"
+	"github.com/ctxstore/ctxstore/internal/jsonscan"
 	"unicode/utf16"
 	"unicode/utf8"
 )
 
-// A minimal scanner over JSON that is already known to be valid (a
-// ctxstore.Message checked it on the way in). It reads values in place
-// and decodes only the strings that are counted, so counting a message
-// allocates nothing but decoded strings that hold escapes.
+// Reading a message's JSON in place: the module's scanner
+// (internal/jsonscan) finds members and elements, and the strings that are
+// counted are decoded here without a copy when they hold no escapes.
 
 func blank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
@@ -23,120 +23,26 @@ func trim(b []byte) []byte {
 	return b
 }
 
-// stringEnd returns the index just past the string that b starts with.
-func stringEnd(b []byte) int {
-	i := 1
-	for {
-		k := bytes.IndexByte(b[i:], '"')
-		if k < 0 {
-			return len(b)
-		}
-		i += k
-		// The quote ends the string unless an odd number of
-		// backslashes escapes it.
-		bs := 0
-		for j := i - 1; j > 0 && b[j] == '\\'; j-- {
-			bs++
-		}
-		i++
-		if bs%2 == 0 {
-			return i
-		}
-	}
-}
-
-// valueEnd returns the length of the JSON value b starts with.
-func valueEnd(b []byte) int {
-	if len(b) == 0 {
-		return 0
-	}
-	if b[0] == '"' {
-		return stringEnd(b)
-	}
-	depth := 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			i += stringEnd(b[i:]) - 1
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth <= 0 {
-				return i + 1
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return len(b)
-}
-
-// fields calls fn with the raw key (between its quotes, escapes kept)
-// and the value of every member of the object obj.
-func fields(obj []byte, fn func(key, val []byte)) {
-	obj = trim(obj)
-	if len(obj) < 2 || obj[0] != '{' {
-		return
-	}
-	rest := obj[1:]
-	for {
-		rest = trim(rest)
-		if len(rest) == 0 || rest[0] != '"' {
-			return
-		}
-		n := valueEnd(rest)
-		key := rest[1 : n-1]
-		rest = trim(rest[n:])
-		if len(rest) == 0 || rest[0] != ':' {
-			return
-		}
-		rest = trim(rest[1:])
-		n = valueEnd(rest)
-		fn(key, rest[:n])
-		rest = trim(rest[n:])
-		if len(rest) == 0 || rest[0] != ',' {
-			return
-		}
-		rest = rest[1:]
-	}
+// fields calls fn with the key (decoded) and the value of every member of
+// the object obj.
+func fields(obj []byte, fn func(key string, val []byte)) {
+	jsonscan.EachMember(obj, func(k string, s, e int) bool {
+		fn(k, obj[s:e])
+		return true
+	})
 }
 
 // items calls fn with every element of the array arr.
 func items(arr []byte, fn func(val []byte)) {
-	arr = trim(arr)
-	if len(arr) < 2 || arr[0] != '[' {
-		return
-	}
-	rest := arr[1:]
-	for {
-		rest = trim(rest)
-		if len(rest) == 0 || rest[0] == ']' {
-			return
-		}
-		n := valueEnd(rest)
-		fn(rest[:n])
-		rest = trim(rest[n:])
-		if len(rest) == 0 || rest[0] != ',' {
-			return
-		}
-		rest = rest[1:]
-	}
+	jsonscan.EachElement(arr, func(s, e int) bool {
+		fn(arr[s:e])
+		return true
+	})
 }
 
 // field returns the value of key in obj (nil when absent; the last one
 // when repeated, as encoding/json reads it).
-func field(obj []byte, key string) []byte {
-	var v []byte
-	fields(obj, func(k, val []byte) {
-		if string(k) == key {
-			v = val
-		}
-	})
-	return v
-}
+func field(obj []byte, key string) []byte { return jsonscan.Member(obj, key) }
 
 func isString(v []byte) bool { return len(v) >= 2 && v[0] == '"' }
 
