@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // SalvageReport says what Salvage copied and what it could not.
@@ -68,7 +69,7 @@ type SalvageSession struct {
 
 // maxReportedDamage bounds SalvageReport.Damage and VerifyReport problem lists: a
 // file of garbage would otherwise report every page.
-const maxReportedDamage = 100
+const maxReportedDamage = storage.MaxReported
 
 // OK reports that every message the source holds was copied.
 func (r *SalvageReport) OK() bool {

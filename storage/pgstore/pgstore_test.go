@@ -117,3 +117,48 @@ func TestDurableSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaNames: any schema name works, quoted; the notification
+// channel follows it, hashed when it would be too long.
+func TestSchemaNames(t *testing.T) {
+	dsn := testDSN(t)
+	tests := []string{`Mixed Case`, `quote"d; DROP TABLE x`, "ünï", strings.Repeat("long", 20)}
+	for _, name := range tests {
+		t.Run(name, func(t *testing.T) {
+			suffix := freshSchema(t, dsn)
+			schema := suffix + " " + name
+			t.Cleanup(func() {
+				conn, err := pgx.Connect(context.Background(), dsn)
+				if err == nil {
+					conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+					conn.Close(context.Background())
+				}
+			})
+			if len(schema) > 63 {
+				schema = schema[:63] // PostgreSQL's longest identifier
+			}
+			st := openTest(t, dsn, schema)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			ch, err := st.Watch(ctx, "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", "x")}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case c := <-ch:
+				if c.LastSeq != 1 {
+					t.Fatalf("change %+v", c)
+				}
+			case <-ctx.Done():
+				t.Fatal("no change reported")
+			}
+			var n int
+			if err := st.pool.QueryRow(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1", schema).Scan(&n); err != nil || n < 5 {
+				t.Fatalf("schema %q holds %d tables (%v)", schema, n, err)
+			}
+		})
+	}
+}
