@@ -23,5 +23,5 @@ func TestConformance(t *testing.T) {
 			return st
 		}
 		return open(t), open
-	}, "Counter") // the file format gains the counter's name separately
+	})
 }
