@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -99,7 +99,7 @@ func (r *SalvageReport) String() string {
 	if r.Derived > 0 {
 		fmt.Fprintf(&b, "  %d derived records copied\n", r.Derived)
 	}
-	for _, reason := range slices.Sorted(mapsKeys(r.SkipReasons)) {
+	for _, reason := range slices.Sorted(maps.Keys(r.SkipReasons)) {
 		fmt.Fprintf(&b, "  skipped %d: %s\n", r.SkipReasons[reason], reason)
 		if ex := r.byReason[reason]; ex != "" {
 			fmt.Fprintf(&b, "    e.g. %s\n", ex)
@@ -125,16 +125,6 @@ func (r *SalvageReport) String() string {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
 	return b.String()
-}
-
-func mapsKeys[V any](m map[string]V) iter.Seq[string] {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // Salvage copies every readable, intact message of the store file src into a new
@@ -574,7 +564,7 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 // be imported in order (an epoch going backwards) or that belong to an epoch the
 // metadata says was purged.
 func (sv *salvaged) entries(s *salvageSession) []Entry {
-	seqs := slices.Sorted(mapKeysU(s.msgs))
+	seqs := slices.Sorted(maps.Keys(s.msgs))
 	out := make([]Entry, 0, len(seqs))
 	var lastEpoch uint64
 	for _, seq := range seqs {
@@ -593,16 +583,6 @@ func (sv *salvaged) entries(s *salvageSession) []Entry {
 		out = append(out, env.entry(s.name))
 	}
 	return out
-}
-
-func mapKeysU[V any](m map[uint64]V) iter.Seq[uint64] {
-	return func(yield func(uint64) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // fitInfo stretches the metadata found for a session, which may be an older
@@ -820,7 +800,7 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 		return out
 	}
 
-	ids := slices.Sorted(mapKeysU(pages))
+	ids := slices.Sorted(maps.Keys(pages))
 	var unowned []orphanLeaf
 	for _, id := range ids {
 		pg := pages[id]
