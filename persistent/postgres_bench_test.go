@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/pgtest"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/tokens"
@@ -42,16 +41,8 @@ func BenchmarkPostgresRequestAfterAppend(b *testing.B) {
 	dsn := pgtest.DSN(b)
 	eng := pgtest.Open(b, dsn, pgtest.Schema(b, dsn))
 	at1kAnd100k(b, func(b *testing.B, n int) {
-		m, err := OpenEngine(eng, filledSession(b, eng, n), Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer m.Close()
-		r := ctxstore.Request{TokenBudget: benchBudget}
-		if _, err := m.GetMessagesForRequest(context.Background(), r); err != nil {
-			b.Fatal(err)
-		}
-		requestsAfterAppends(b, m, conversation(4*1024, 400), r)
+		session := filledSession(b, eng, n)
+		benchRequests(b, func() (*Manager, error) { return OpenEngine(eng, session, Config{}) }, benchBudget)
 	})
 }
 
@@ -60,23 +51,10 @@ func BenchmarkPostgresRequestAfterAppend(b *testing.B) {
 // view, at 1k and 100k stored messages. Target: 100k ≤ 3 × 1k (metric
 // "x100k/1k").
 func BenchmarkPostgresResume(b *testing.B) {
-	ctx := context.Background()
 	dsn := pgtest.DSN(b)
 	eng := pgtest.Open(b, dsn, pgtest.Schema(b, dsn))
 	at1kAnd100k(b, func(b *testing.B, n int) {
 		session := filledSession(b, eng, n)
-		r := ctxstore.Request{TokenBudget: benchBudget}
-		for b.Loop() {
-			m, err := OpenEngine(eng, session, Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
-				b.Fatal(err)
-			}
-			if err := m.Close(); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchResumes(b, func() (*Manager, error) { return OpenEngine(eng, session, Config{}) }, benchBudget)
 	})
 }
