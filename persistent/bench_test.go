@@ -180,6 +180,39 @@ func requestsAfterAppends(b *testing.B, m *Manager, next []ctxstore.Message, r c
 	b.StopTimer()
 }
 
+// benchRequests times requests after appends on the manager open returns,
+// after a first, untimed request.
+func benchRequests(b *testing.B, open func() (*Manager, error), budget int) {
+	m, err := open()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	r := ctxstore.Request{TokenBudget: budget}
+	if _, err := m.GetMessagesForRequest(context.Background(), r); err != nil {
+		b.Fatal(err)
+	}
+	requestsAfterAppends(b, m, conversation(4*1024, 400), r)
+}
+
+// benchResumes times open, a first request and Close.
+func benchResumes(b *testing.B, open func() (*Manager, error), budget int) {
+	ctx := context.Background()
+	r := ctxstore.Request{TokenBudget: budget}
+	for b.Loop() {
+		m, err := open()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkRequestAfterAppend [B3]: the time of one request when one
 // message was appended since the previous request, at 1k and 100k stored
 // messages. The append (a durable write, the same at any length) is not
@@ -191,16 +224,8 @@ func BenchmarkRequestAfterAppend(b *testing.B) {
 	for _, budget := range []int{benchBudget, 100_000} {
 		b.Run(fmt.Sprintf("budget=%d", budget), func(b *testing.B) {
 			at1kAnd100k(b, func(b *testing.B, n int) {
-				m, err := Open(filledFile(b, n), "s", Config{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer m.Close()
-				r := ctxstore.Request{TokenBudget: budget}
-				if _, err := m.GetMessagesForRequest(context.Background(), r); err != nil {
-					b.Fatal(err)
-				}
-				requestsAfterAppends(b, m, conversation(4*1024, 400), r)
+				path := filledFile(b, n)
+				benchRequests(b, func() (*Manager, error) { return Open(path, "s", Config{}) }, budget)
 			})
 		})
 	}
@@ -212,24 +237,11 @@ func BenchmarkRequestAfterAppend(b *testing.B) {
 // to the horizon (4 × budget tokens); with saved decisions (every iteration
 // after the first) only back to their cutoff, about the size of the view.
 func BenchmarkResume(b *testing.B) {
-	ctx := context.Background()
 	for _, budget := range []int{benchBudget, 100_000} {
 		b.Run(fmt.Sprintf("budget=%d", budget), func(b *testing.B) {
 			at1kAnd100k(b, func(b *testing.B, n int) {
 				path := filledFile(b, n)
-				r := ctxstore.Request{TokenBudget: budget}
-				for b.Loop() {
-					m, err := Open(path, "s", Config{})
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
-						b.Fatal(err)
-					}
-					if err := m.Close(); err != nil {
-						b.Fatal(err)
-					}
-				}
+				benchResumes(b, func() (*Manager, error) { return Open(path, "s", Config{}) }, budget)
 			})
 		})
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 	"github.com/ctxstore/ctxstore/simple"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -283,7 +284,7 @@ type chaosWriter struct {
 	rng   *rand.Rand
 	watch bool
 	m     *Manager
-	st    *store.Store // the manager's, for reading the session around views
+	st    storage.Engine // the manager's, for reading the session around views
 
 	ignored atomic.Int64 // context:resume events with ignored_set_messages
 	log     chaosLog
@@ -570,7 +571,7 @@ func basicViewCheck(v []ctxstore.Message) error {
 }
 
 // readEpoch reads one epoch of the session.
-func readEpoch(ctx context.Context, st *store.Store, epoch uint64) ([]store.Entry, error) {
+func readEpoch(ctx context.Context, st storage.Engine, epoch uint64) ([]store.Entry, error) {
 	var out []store.Entry
 	for e, err := range st.EpochMessages(ctx, chaosSession, epoch, 0) {
 		if errors.Is(err, store.ErrNotFound) {
@@ -585,7 +586,7 @@ func readEpoch(ctx context.Context, st *store.Store, epoch uint64) ([]store.Entr
 }
 
 // storedRepairs reads the repair records of epoch.
-func storedRepairs(ctx context.Context, st *store.Store, epoch uint64) (map[uint64]repairRecord, error) {
+func storedRepairs(ctx context.Context, st storage.Engine, epoch uint64) (map[uint64]repairRecord, error) {
 	out := map[uint64]repairRecord{}
 	for d, err := range st.ListDerived(ctx, chaosSession, KindRepair) {
 		if errors.Is(err, store.ErrNotFound) {
@@ -678,7 +679,7 @@ func (env *chaosEnv) checkPendingView(v []ctxstore.Message) error {
 // before it. One of them must give a view that obeys the contract
 // (viewtest.Check). The repairs are those the manager knew after the call
 // (for knownEpoch) or those stored.
-func (env *chaosEnv) checkView(ctx context.Context, st *store.Store, est ctxstore.Estimator, budget int, v []ctxstore.Message,
+func (env *chaosEnv) checkView(ctx context.Context, st storage.Engine, est ctxstore.Estimator, budget int, v []ctxstore.Message,
 	before, after sessionAt, known map[uint64]repairRecord, knownEpoch uint64) error {
 	var firstErr error
 	note := func(err error) {

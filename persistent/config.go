@@ -26,16 +26,18 @@ type Config struct {
 	// version of each file.
 	WatchMemory bool
 	// LockTimeout bounds every wait for another process's lock on the store
-	// file (store.Options.LockTimeout; 0 = the store's default of 5 s).
+	// file Open opens (store.Options.LockTimeout; 0 = the store's default
+	// of 5 s). An engine given to OpenEngine was configured by its opener.
 	LockTimeout time.Duration
 	// MemoryDebounce is how long the watcher waits after the last change
 	// of a memory file before reading it: editors write files in several
 	// steps. 0 means 200 ms.
 	MemoryDebounce time.Duration
-	// ReadOnly opens the file without write access, for inspecting a
-	// session: views are computed (compaction decisions are kept in memory
-	// only) and every method that would write fails with ErrReadOnly. The
-	// file must exist. WatchMemory is not allowed with it.
+	// ReadOnly opens the file without write access (with OpenEngine: never
+	// writes through the engine), for inspecting a session: views are
+	// computed (compaction decisions are kept in memory only) and every
+	// method that would write fails with ErrReadOnly. The file must exist.
+	// WatchMemory is not allowed with it.
 	ReadOnly bool
 
 	// noSync opens the store without fsync (store.Options.NoSync). Tests

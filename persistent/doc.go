@@ -1,8 +1,11 @@
-// Package persistent is a ctxstore.Manager whose history lives in a store
-// file (package store), the durable counterpart of simple.Manager and of the
-// reference's context-persistent module.
+// Package persistent is a ctxstore.Manager whose history lives in a
+// storage engine, the durable counterpart of simple.Manager and of the
+// reference's context-persistent module. Open keeps it in a store file
+// (package store, the embedded default); OpenEngine runs it over any
+// storage.Engine, such as a PostgreSQL database (package storage/pgstore)
+// that managers on several hosts share.
 //
-// # The file is the source of truth
+// # The store is the source of truth
 //
 // Every AddMessage is a durable append. A session that already held
 // messages when it was opened is "resumed": its history is the file's, and
@@ -11,7 +14,7 @@
 // ignored_set_messages=true; Config.Logger, when given, logs it too). context:resume is emitted once at Open for a
 // resumed session and again for each ignored SetMessages. A fresh session
 // accepts SetMessages and stores the messages in one transaction
-// (store.AppendIf, on condition that the epoch is still empty): of several
+// (storage.Engine.AppendIf, on condition that the epoch is still empty): of several
 // processes seeding one fresh session, exactly one wins and the others see
 // its history.
 //
@@ -49,10 +52,11 @@
 //
 // # Several processes
 //
-// Several processes may hold one session open. Each append is its own
-// short transaction (the store opens the bbolt file per operation), and
+// Several processes, on one host over a file or on several over a shared
+// database, may hold one session open. Each append is its own short
+// transaction (the file engine opens the bbolt file per operation), and
 // each view starts by catching up with the others' appends and Clears.
-// Appends are conditional (store.AppendIf) on the epoch this manager last
+// Appends are conditional (AppendIf) on the epoch this manager last
 // saw, checked inside the write transaction: an append that would land in
 // an epoch another process has just started by Clear is refused, the
 // manager catches up, and the append goes into the new epoch after its

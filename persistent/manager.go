@@ -10,6 +10,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/hooklog"
 	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -31,20 +32,21 @@ var ErrReadOnly = errors.New("persistent: manager opened read-only")
 // writable fails with ErrReadOnly for a read-only manager.
 func (m *Manager) writable(op string) error {
 	if m.cfg.ReadOnly {
-		return fmt.Errorf("persistent: %s session %q in %s: %w", op, m.session, m.st.Path(), ErrReadOnly)
+		return fmt.Errorf("persistent: %s session %q in %s: %w", op, m.session, m.st.Location(), ErrReadOnly)
 	}
 	return nil
 }
 
-// Manager is a context manager whose history lives in a store file. The file
-// is the source of truth: the manager keeps in memory only what views need
+// Manager is a context manager whose history lives in a storage engine (a
+// store file, or a PostgreSQL database). The engine is the source of truth: the manager keeps in memory only what views need
 // (system messages, the first user message and a tail window of recent
 // messages) and catches up with appends made by other processes before
 // every view.
 //
 // Safe for concurrent use; operations of one Manager are serialized.
 type Manager struct {
-	st      *store.Store
+	st      storage.Engine
+	ownsSt  bool // Close closes st (Open opened it; OpenEngine's caller owns it)
 	session string
 	cfg     Config
 	memory  []memoryFile
@@ -83,38 +85,85 @@ type Manager struct {
 // it. A session whose current epoch already holds messages is resumed: its
 // history is authoritative and SetMessages will be ignored (until Clear). A
 // fresh session (new, or cleared) starts with the configured memory files.
+// The manager owns the file: Close closes it.
 //
 // Open fails when cfg is invalid (the error names the field), when the file
-// cannot be opened (store.ErrCorrupt, store.ErrLocked), or when the memory
-// files alone exceed the budget (ErrMemoryTooLarge, listing each file).
+// cannot be opened (storage.ErrCorrupt, storage.ErrLocked), or when the
+// memory files alone exceed the budget (ErrMemoryTooLarge, listing each
+// file).
 func Open(path string, session string, cfg Config) (*Manager, error) {
-	ctx := context.Background()
 	if session == "" {
 		return nil, fmt.Errorf("persistent: open %s: empty session name", path)
 	}
-	cfg, vcfg, err := cfg.normalize()
+	cfg, vcfg, mem, err := cfg.prepare()
 	if err != nil {
 		return nil, err
-	}
-	mem, err := resolveMemoryFiles(cfg.MemoryFiles)
-	if err != nil {
-		return nil, fmt.Errorf("persistent config: field MemoryFiles: %w", err)
 	}
 	st, err := store.Open(path, store.Options{LockTimeout: cfg.LockTimeout, NoSync: cfg.noSync, ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("persistent: open session %q: %w", session, err)
 	}
-	m := &Manager{st: st, session: session, cfg: cfg, memory: mem, vcfg: vcfg, est: vcfg.Estimator, drv: view.NewDriver(vcfg)}
+	m, err := newManager(st, session, cfg, vcfg, mem, true)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// OpenEngine opens session in eng, an engine the caller opened (a store
+// file, a PostgreSQL database through storage/pgstore, or any other
+// storage.Engine), and behaves as Open does from there on. Several
+// managers, in this process or others, on this host or others, may hold
+// one session of one backing store open at once; each sees the others'
+// appends and Clears before its next view.
+//
+// The caller keeps ownership of eng: Close leaves it open, so one engine
+// can serve many managers and sessions. Close the engine after the
+// managers that use it. Config.LockTimeout does not apply (it configures
+// the file Open opens); Config.ReadOnly keeps the manager from writing
+// through eng.
+func OpenEngine(eng storage.Engine, session string, cfg Config) (*Manager, error) {
+	if eng == nil {
+		return nil, fmt.Errorf("persistent: open session %q: nil engine", session)
+	}
+	if session == "" {
+		return nil, fmt.Errorf("persistent: open %s: empty session name", eng.Location())
+	}
+	cfg, vcfg, mem, err := cfg.prepare()
+	if err != nil {
+		return nil, err
+	}
+	return newManager(eng, session, cfg, vcfg, mem, false)
+}
+
+// prepare validates cfg (see normalize) and resolves its memory files.
+func (cfg Config) prepare() (Config, view.Config, []memoryFile, error) {
+	cfg, vcfg, err := cfg.normalize()
+	if err != nil {
+		return cfg, vcfg, nil, err
+	}
+	mem, err := resolveMemoryFiles(cfg.MemoryFiles)
+	if err != nil {
+		return cfg, vcfg, nil, fmt.Errorf("persistent config: field MemoryFiles: %w", err)
+	}
+	return cfg, vcfg, mem, nil
+}
+
+// newManager builds the manager over st with a normalized config and loads
+// session; on failure it leaves st open.
+func newManager(st storage.Engine, session string, cfg Config, vcfg view.Config, mem []memoryFile, owns bool) (*Manager, error) {
+	ctx := context.Background()
+	m := &Manager{st: st, ownsSt: owns, session: session, cfg: cfg, memory: mem, vcfg: vcfg, est: vcfg.Estimator, drv: view.NewDriver(vcfg)}
 	m.counter = view.CounterName(m.est)
 	m.mu.Lock()
-	err = m.openLocked(ctx)
+	err := m.openLocked(ctx)
 	m.unlock(ctx)
 	if err == nil && cfg.WatchMemory && len(mem) > 0 {
 		err = m.startWatch()
 	}
 	if err != nil {
-		_ = st.Close()
-		return nil, fmt.Errorf("persistent: open session %q in %s: %w", session, path, err)
+		return nil, fmt.Errorf("persistent: open session %q in %s: %w", session, st.Location(), err)
 	}
 	return m, nil
 }
@@ -147,10 +196,10 @@ func (m *Manager) openLocked(ctx context.Context) error {
 
 // sessionInfo returns the session's metadata; a session that does not exist
 // yet is an empty one (it is created by the first write).
-func (m *Manager) sessionInfo(ctx context.Context) (store.SessionInfo, error) {
+func (m *Manager) sessionInfo(ctx context.Context) (storage.SessionInfo, error) {
 	info, err := m.st.Session(ctx, m.session)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.SessionInfo{Name: m.session}, nil
+	if errors.Is(err, storage.ErrNotFound) {
+		return storage.SessionInfo{Name: m.session}, nil
 	}
 	if err != nil {
 		return info, fmt.Errorf("read session: %w", err)
@@ -158,7 +207,8 @@ func (m *Manager) sessionInfo(ctx context.Context) (store.SessionInfo, error) {
 	return info, nil
 }
 
-// Close stops the memory watcher and closes the store file. It is
+// Close stops the memory watcher and closes the store file Open opened (an
+// engine given to OpenEngine stays open: its caller closes it). It is
 // idempotent; every other method fails with ErrClosed afterwards.
 //
 // Close waits for the watcher's goroutine to end, except while that
@@ -185,6 +235,9 @@ func (m *Manager) Close() error {
 			<-done
 		}
 	}
+	if !m.ownsSt {
+		return nil
+	}
 	if err := m.st.Close(); err != nil {
 		return fmt.Errorf("persistent: close session %q: %w", m.session, err)
 	}
@@ -194,9 +247,10 @@ func (m *Manager) Close() error {
 // Session returns the session name the manager was opened on.
 func (m *Manager) Session() string { return m.session }
 
-// Store returns the underlying store, for callers (package resume, the CLI)
-// that read derived records or other epochs. It is closed by Close.
-func (m *Manager) Store() *store.Store { return m.st }
+// Store returns the engine the manager runs over, for callers (package
+// resume, the CLI) that read derived records or other epochs. Close closes
+// it when Open opened it, not when it was given to OpenEngine.
+func (m *Manager) Store() storage.Engine { return m.st }
 
 // Resumed reports whether the session already held messages when it was
 // opened. It describes Open and does not change afterwards. A resumed
@@ -270,7 +324,7 @@ func (m *Manager) AddMessage(ctx context.Context, msg ctxstore.Message) error {
 // the memory messages pending again, so the next try seeds the new epoch)
 // and tries again. Nothing is read before the write when nothing changed,
 // so an AddMessage costs one store append.
-func (m *Manager) appendLocked(ctx context.Context, recs ...store.Record) error {
+func (m *Manager) appendLocked(ctx context.Context, recs ...storage.Record) error {
 	// Loops only while other processes keep clearing or seeding: each
 	// refused pass catches up with what refused it.
 	for {
@@ -281,7 +335,7 @@ func (m *Manager) appendLocked(ctx context.Context, recs ...store.Record) error 
 				m.w.pending = nil
 				return m.afterAppend(ctx, first, all, into)
 			}
-			if !errors.Is(err, store.ErrNotEmpty) {
+			if !errors.Is(err, storage.ErrNotEmpty) {
 				return err
 			}
 			// Another process seeded the epoch (with its memory files)
@@ -316,9 +370,9 @@ var errEpochMoved = errors.New("the session moved to another epoch")
 // creation time) and not behind the window. A window that has not
 // seen the session expects it to hold no messages at all, which is also
 // how a session purged since looks.
-func (m *Manager) sameEpoch() func(store.SessionInfo) error {
+func (m *Manager) sameEpoch() func(storage.SessionInfo) error {
 	epoch, last, created := m.w.epoch, m.w.lastSeq, m.w.created
-	return func(si store.SessionInfo) error {
+	return func(si storage.SessionInfo) error {
 		switch {
 		case epoch == 0 && si.TotalMessages != 0:
 			return fmt.Errorf("%w: created elsewhere meanwhile (epoch %d)", errEpochMoved, si.Epoch)
@@ -335,9 +389,9 @@ func (m *Manager) sameEpoch() func(store.SessionInfo) error {
 
 // emptyEpoch is the check of a seeding write: the current epoch must hold
 // nothing yet.
-func emptyEpoch(si store.SessionInfo) error {
+func emptyEpoch(si storage.SessionInfo) error {
 	if si.Messages > 0 {
-		return fmt.Errorf("%w: epoch %d holds %d messages", store.ErrNotEmpty, si.Epoch, si.Messages)
+		return fmt.Errorf("%w: epoch %d holds %d messages", storage.ErrNotEmpty, si.Epoch, si.Messages)
 	}
 	return nil
 }
@@ -347,9 +401,9 @@ func emptyEpoch(si store.SessionInfo) error {
 // went into, which a window that has not seen the session yet must adopt.
 // Reading it after the write instead could see a Clear made since, and the
 // window would take the new epoch for the one holding its messages.
-func (m *Manager) appendChecked(ctx context.Context, check func(store.SessionInfo) error, recs []store.Record) (uint64, store.SessionInfo, error) {
-	var seen store.SessionInfo
-	first, _, err := m.st.AppendIf(ctx, m.session, func(si store.SessionInfo) error {
+func (m *Manager) appendChecked(ctx context.Context, check func(storage.SessionInfo) error, recs []storage.Record) (uint64, storage.SessionInfo, error) {
+	var seen storage.SessionInfo
+	first, _, err := m.st.AppendIf(ctx, m.session, func(si storage.SessionInfo) error {
 		if err := check(si); err != nil {
 			return err
 		}
@@ -364,7 +418,7 @@ func (m *Manager) appendChecked(ctx context.Context, check func(store.SessionInf
 // another epoch than the window's (a seeding write after a Clear elsewhere),
 // the window catches up from the store instead, which also brings in our
 // own records in order. into is the session as the write saw it.
-func (m *Manager) afterAppend(ctx context.Context, first uint64, recs []store.Record, into store.SessionInfo) error {
+func (m *Manager) afterAppend(ctx context.Context, first uint64, recs []storage.Record, into storage.SessionInfo) error {
 	if first != m.w.lastSeq+1 || (m.w.epoch != 0 && into.Epoch != m.w.epoch) {
 		err := m.syncLocked(ctx)
 		m.w.ours = true
@@ -383,10 +437,10 @@ func (m *Manager) afterAppend(ctx context.Context, first uint64, recs []store.Re
 }
 
 // pendingRecords returns the memory messages not yet written.
-func (m *Manager) pendingRecords() []store.Record {
-	recs := make([]store.Record, len(m.w.pending))
+func (m *Manager) pendingRecords() []storage.Record {
+	recs := make([]storage.Record, len(m.w.pending))
 	for i, it := range m.w.pending {
-		recs[i] = store.Record{Message: it.Msg, Tokens: it.Tokens, Counter: m.counter}
+		recs[i] = storage.Record{Message: it.Msg, Tokens: it.Tokens, Counter: m.counter}
 	}
 	return recs
 }
@@ -437,7 +491,7 @@ func (m *Manager) GetMessages(ctx context.Context) ([]ctxstore.Message, error) {
 func (m *Manager) readCurrentEpoch(ctx context.Context) ([]ctxstore.Message, error) {
 	var out []ctxstore.Message
 	for e, err := range m.st.Messages(ctx, m.session, 0) {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, storage.ErrNotFound) {
 			break
 		}
 		if err != nil {
@@ -478,9 +532,9 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 			return fmt.Errorf("persistent: set messages of session %q: message %d: %w", m.session, i, err)
 		}
 	}
-	recs := make([]store.Record, len(ms))
+	recs := make([]storage.Record, len(ms))
 	for i, t := range view.Count(m.est, ms) {
-		recs[i] = store.Record{Message: ms[i], Tokens: t, Counter: m.counter}
+		recs[i] = storage.Record{Message: ms[i], Tokens: t, Counter: m.counter}
 	}
 	if err := m.lock(); err != nil {
 		return err
@@ -515,7 +569,7 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 			return nil
 		}
 		first, into, err := m.appendChecked(ctx, emptyEpoch, all)
-		if errors.Is(err, store.ErrNotEmpty) {
+		if errors.Is(err, storage.ErrNotEmpty) {
 			// As in appendLocked: the pending messages go once the
 			// window sees the epoch's messages, not before.
 			m.ignoreSetMessages(len(ms))
@@ -536,7 +590,7 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 // replaceLocked makes the memory files, re-read, followed by recs the
 // history of a new epoch, in one transaction that is refused (errEpochMoved)
 // if the session left the window's epoch meanwhile.
-func (m *Manager) replaceLocked(ctx context.Context, recs []store.Record) error {
+func (m *Manager) replaceLocked(ctx context.Context, recs []storage.Record) error {
 	// The memory messages are made as for any new epoch (events and
 	// warnings included), then written here rather than left pending.
 	err := m.freshMemoryLocked(ctx)
@@ -558,7 +612,7 @@ func (m *Manager) replaceLocked(ctx context.Context, recs []store.Record) error 
 
 func (m *Manager) ignoreSetMessages(n int) {
 	m.cfg.Logger.Info("ctxstore: ignoring SetMessages: the session's file is authoritative",
-		"session", m.session, "file", m.st.Path(), "offered", n, "stored", m.w.count)
+		"session", m.session, "file", m.st.Location(), "offered", n, "stored", m.w.count)
 	m.emitResume(m.w.count, true)
 }
 
@@ -597,7 +651,7 @@ func (m *Manager) Clear(ctx context.Context) error {
 }
 
 func (m *Manager) clearLocked(ctx context.Context) error {
-	if _, err := m.st.Clear(ctx, m.session); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if _, err := m.st.Clear(ctx, m.session); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return err
 	}
 	info, err := m.sessionInfo(ctx)

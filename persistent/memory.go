@@ -13,7 +13,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // ErrMemoryTooLarge is returned by Open when the memory files alone do not
@@ -288,7 +288,7 @@ func (m *Manager) refreshFileLocked(ctx context.Context, f memoryFile, content s
 		if err != nil {
 			return err
 		}
-		recs := []store.Record{m.record(msg)}
+		recs := []storage.Record{m.record(msg)}
 		first, into, err := m.appendChecked(ctx, m.samePinned(), recs)
 		if err == nil {
 			m.queue(ctxstore.EventInclude, map[string]any{"source": f.path, "content": content})
@@ -313,9 +313,9 @@ func (m *Manager) refreshFileLocked(ctx context.Context, f memoryFile, content s
 
 // samePinned is sameEpoch, and refuses (errPinnedMoved) as well a session
 // holding a system or developer message the window has not seen.
-func (m *Manager) samePinned() func(store.SessionInfo) error {
+func (m *Manager) samePinned() func(storage.SessionInfo) error {
 	same, last := m.sameEpoch(), m.w.lastSeq
-	return func(si store.SessionInfo) error {
+	return func(si storage.SessionInfo) error {
 		if err := same(si); err != nil {
 			return err
 		}

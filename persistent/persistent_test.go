@@ -90,7 +90,7 @@ func TestReopenContinuesStickyDecisions(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	a = open(t, a.st.Path(), "s", fast)
+	a = open(t, a.st.Location(), "s", fast)
 	for i, msg := range msgs[300:] {
 		addAll(t, a, []ctxstore.Message{msg})
 		addAll(t, b, []ctxstore.Message{msg})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/simple"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -114,8 +115,8 @@ func TestRepairFromTwoManagersReportsOnce(t *testing.T) {
 // conversation and its views show that conversation only.
 func TestPurgedAndRecreatedElsewhere(t *testing.T) {
 	newTexts := []string{"new a", "new b", "new c", "new d", "new e"}
-	for name, recreate := range map[string]func(*store.Store) error{
-		"appended": func(st *store.Store) error {
+	for name, recreate := range map[string]func(storage.Engine) error{
+		"appended": func(st storage.Engine) error {
 			for _, s := range newTexts {
 				if _, _, err := st.Append(context.Background(), "s", store.Record{Message: user(s), Tokens: 3}); err != nil {
 					return err
@@ -123,7 +124,7 @@ func TestPurgedAndRecreatedElsewhere(t *testing.T) {
 			}
 			return nil
 		},
-		"imported": func(st *store.Store) error {
+		"imported": func(st storage.Engine) error {
 			info := store.SessionInfo{Name: "s", Created: time.Unix(1_700_000_000, 0), Epoch: 1, LastSeq: uint64(len(newTexts))}
 			return st.ImportSession(context.Background(), info, func(yield func(store.Entry, error) bool) {
 				for i, s := range newTexts {

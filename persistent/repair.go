@@ -9,7 +9,7 @@ import (
 	"slices"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // InterruptedText is the content of the synthetic tool results a repaired
@@ -179,10 +179,10 @@ type RepairedCall struct {
 // RepairedCalls lists the repaired calls of session in st, in every epoch.
 // Tools that audit the log (ctxstore verify) use it to tell a call that
 // views answer with InterruptedText from one that is really unanswered.
-func RepairedCalls(ctx context.Context, st *store.Store, session string) ([]RepairedCall, error) {
+func RepairedCalls(ctx context.Context, st storage.Engine, session string) ([]RepairedCall, error) {
 	var out []RepairedCall
 	for d, err := range st.ListDerived(ctx, session, KindRepair) {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, storage.ErrNotFound) {
 			break
 		}
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // ReasonDecisionsNotSaved is the context:warning reason when changed view
@@ -271,7 +271,7 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 	// have cleared the session or purged it, and a plain write would bring
 	// a purged session back holding its summaries.
 	created := m.w.created
-	err = m.st.UpdateDerived(ctx, m.session, KindView, decisionKey(epoch, budget), func(_ []byte, si store.SessionInfo) ([]byte, error) {
+	err = m.st.UpdateDerived(ctx, m.session, KindView, decisionKey(epoch, budget), func(_ []byte, si storage.SessionInfo) ([]byte, error) {
 		if si.Epoch != epoch || si.Messages == 0 || !si.Created.Equal(created) {
 			return nil, errEpochMoved
 		}
@@ -326,7 +326,7 @@ func (m *Manager) repairLocked(ctx context.Context) ([]string, error) {
 	if m.w.count == 0 {
 		return nil, nil
 	}
-	var rev []store.Entry
+	var rev []storage.Entry
 	for e, err := range m.st.Backward(ctx, m.session, m.w.lastSeq+1) {
 		if err != nil {
 			return nil, fmt.Errorf("persistent: repair session %q: %w", m.session, err)
@@ -364,7 +364,7 @@ func (m *Manager) repairLocked(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("persistent: repair session %q: %w", m.session, err)
 	}
 	epoch, last, created := m.w.epoch, m.w.lastSeq, m.w.created
-	err = m.st.UpdateDerived(ctx, m.session, KindRepair, repairKey(seq), func(cur []byte, si store.SessionInfo) ([]byte, error) {
+	err = m.st.UpdateDerived(ctx, m.session, KindRepair, repairKey(seq), func(cur []byte, si storage.SessionInfo) ([]byte, error) {
 		if si.Epoch != epoch || si.LastSeq != last || !si.Created.Equal(created) {
 			return nil, errEpochMoved
 		}
@@ -409,7 +409,7 @@ func (m *Manager) Info(ctx context.Context) (Info, error) {
 		return Info{}, err
 	}
 	defer m.unlock(ctx)
-	if err := m.syncLocked(ctx); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := m.syncLocked(ctx); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return Info{}, fmt.Errorf("persistent: info of session %q: %w", m.session, err)
 	}
 	n := 0
@@ -417,7 +417,7 @@ func (m *Manager) Info(ctx context.Context) (Info, error) {
 		n += len(r.CallIDs)
 	}
 	return Info{
-		Session: m.session, Path: m.st.Path(), Resumed: m.resumed, Epoch: m.w.epoch,
+		Session: m.session, Path: m.st.Location(), Resumed: m.resumed, Epoch: m.w.epoch,
 		Messages: m.w.count, Tokens: m.historyTokens(), LastSeq: m.w.lastSeq, Repairs: n,
 	}, nil
 }

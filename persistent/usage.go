@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // KindUsage is the derived-record kind of the usage ratio learned from
@@ -48,7 +48,7 @@ func (m *Manager) ReportUsage(ctx context.Context, u ctxstore.Usage) error {
 	}
 	counter := m.counterName()
 	var learned float64
-	err := m.st.UpdateDerived(ctx, m.session, KindUsage, usageKey, func(cur []byte, si store.SessionInfo) ([]byte, error) {
+	err := m.st.UpdateDerived(ctx, m.session, KindUsage, usageKey, func(cur []byte, si storage.SessionInfo) ([]byte, error) {
 		if si.Messages == 0 || !si.Created.Equal(created) {
 			// No session yet, or not the one this manager saw (purged,
 			// maybe recreated): a write would bring it back.
@@ -87,7 +87,7 @@ var errNothingToLearn = errors.New("nothing to learn")
 // is shared.
 func (m *Manager) loadUsage(ctx context.Context) error {
 	for d, err := range m.st.ListDerived(ctx, m.session, KindUsage) {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, storage.ErrNotFound) {
 			return nil
 		}
 		if err != nil {

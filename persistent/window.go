@@ -13,7 +13,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // idShift scales store seqs into view item IDs. View IDs must be strictly
@@ -67,7 +67,7 @@ type window struct {
 	decisions  map[int]view.Decisions // saved view decisions of this epoch, by budget
 }
 
-func newWindow(info store.SessionInfo) window {
+func newWindow(info storage.SessionInfo) window {
 	return window{
 		epoch: info.Epoch, epochStart: info.EpochStartSeq, lastSeq: info.LastSeq, created: info.Created,
 		count: info.Messages, tokens: info.Tokens, base: info.Tokens,
@@ -169,7 +169,7 @@ func (w *window) trim() {
 // counter than the manager's (every store written before counts were
 // tagged, or by a host with another Estimator) is made again, so a view
 // never sums two counters.
-func (m *Manager) entryItem(e store.Entry) (view.Item, error) {
+func (m *Manager) entryItem(e storage.Entry) (view.Item, error) {
 	msg, err := e.Message()
 	if err != nil {
 		return view.Item{}, fmt.Errorf("seq %d: %w", e.Seq, err)
@@ -189,7 +189,7 @@ const recountBatch = 256
 
 // entryItems is entryItem for a batch, counting on every core what another
 // counter counted.
-func (m *Manager) entryItems(es []store.Entry) ([]view.Item, error) {
+func (m *Manager) entryItems(es []storage.Entry) ([]view.Item, error) {
 	items := make([]view.Item, len(es))
 	var stale []ctxstore.Message
 	var at []int
@@ -224,8 +224,8 @@ func itemOf(id uint64, msg ctxstore.Message, tokens int) view.Item {
 
 // record is what AddMessage and its kin append for msg: the message with
 // its count, tagged with the counter that made it.
-func (m *Manager) record(msg ctxstore.Message) store.Record {
-	return store.Record{Message: msg, Tokens: m.est.Estimate(msg), Counter: m.counter}
+func (m *Manager) record(msg ctxstore.Message) storage.Record {
+	return storage.Record{Message: msg, Tokens: m.est.Estimate(msg), Counter: m.counter}
 }
 
 func (m *Manager) counterName() string { return m.counter }
@@ -246,7 +246,7 @@ func (m *Manager) historyTokens() int {
 // another process started a new epoch. It reads the pinned messages, the
 // first user message, the repair records and the saved decisions of the
 // epoch; the tail is read on demand by the first request.
-func (m *Manager) reload(ctx context.Context, info store.SessionInfo) error {
+func (m *Manager) reload(ctx context.Context, info storage.SessionInfo) error {
 	old := m.w
 	w := newWindow(info)
 	m.recounted = [2]int{}
@@ -261,7 +261,7 @@ func (m *Manager) reload(ctx context.Context, info store.SessionInfo) error {
 		if err == nil {
 			err = m.loadDerived(ctx, &w)
 		}
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, storage.ErrNotFound) {
 			// Purged (maybe recreated) by another process since info was
 			// read: reload from a fresh look. The same session read again
 			// means a message is missing: that error stands.
@@ -284,7 +284,7 @@ func (m *Manager) reload(ctx context.Context, info store.SessionInfo) error {
 	return nil
 }
 
-func (m *Manager) loadPinned(ctx context.Context, w *window, info store.SessionInfo) error {
+func (m *Manager) loadPinned(ctx context.Context, w *window, info storage.SessionInfo) error {
 	seqs := append([]uint64(nil), info.PinnedSeqs...)
 	if info.FirstUserSeq != 0 {
 		seqs = append(seqs, info.FirstUserSeq)
@@ -332,7 +332,7 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 	oldest := before
 	// Entries counted by another counter are recounted in batches, on
 	// every core; a batch may read a few entries past the need.
-	var batch []store.Entry
+	var batch []storage.Entry
 	covered := false
 	take := func() error {
 		items, err := m.entryItems(batch)
@@ -476,7 +476,7 @@ func (m *Manager) leftEpoch(ctx context.Context) (bool, error) {
 // current epoch.
 func (m *Manager) loadDerived(ctx context.Context, w *window) error {
 	for d, err := range m.st.ListDerived(ctx, m.session, KindRepair) {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, storage.ErrNotFound) {
 			break
 		}
 		if err != nil {
@@ -493,7 +493,7 @@ func (m *Manager) loadDerived(ctx context.Context, w *window) error {
 	}
 	prefix := decisionPrefix(w.epoch)
 	for d, err := range m.st.ListDerived(ctx, m.session, KindView) {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, storage.ErrNotFound) {
 			break
 		}
 		if err != nil {
@@ -528,7 +528,7 @@ func (m *Manager) syncLocked(ctx context.Context) error {
 }
 
 // catchUpLocked brings the window up to info, the session as just read.
-func (m *Manager) catchUpLocked(ctx context.Context, info store.SessionInfo) error {
+func (m *Manager) catchUpLocked(ctx context.Context, info storage.SessionInfo) error {
 	if info.Epoch != m.w.epoch || info.LastSeq < m.w.lastSeq || !info.Created.Equal(m.w.created) {
 		return m.reload(ctx, info)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // KindImport is the derived-record kind of import records. The key is the
@@ -111,7 +111,7 @@ var ErrImportConflict = errors.New("resume: import conflicts with the session's 
 
 // ImportFile imports the JSONL file at path into session, once (see
 // ImportJSONL). It reads the file and never writes it.
-func ImportFile(ctx context.Context, st *store.Store, session, path string, opts ImportOptions) (ImportReport, error) {
+func ImportFile(ctx context.Context, st storage.Engine, session, path string, opts ImportOptions) (ImportReport, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return ImportReport{}, fmt.Errorf("import %s: %w", path, err)
@@ -147,7 +147,7 @@ func ImportFile(ctx context.Context, st *store.Store, session, path string, opts
 // than opts.MaxMessageBytes) are skipped and reported with their 1-based
 // line numbers. Messages keep their bytes exactly, extra top-level keys
 // such as "timestamp" included.
-func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Reader, opts ImportOptions) (ImportReport, error) {
+func ImportJSONL(ctx context.Context, st storage.Engine, session string, r io.Reader, opts ImportOptions) (ImportReport, error) {
 	if opts.Source == "" {
 		opts.Source = "stdin"
 	}
@@ -195,13 +195,13 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 			return fail(fmt.Errorf("read the last stored message: %w", err))
 		}
 		if len(got) != 1 {
-			return fail(fmt.Errorf("read the last stored message (seq %d): %w", after, store.ErrNotFound))
+			return fail(fmt.Errorf("read the last stored message (seq %d): %w", after, storage.ErrNotFound))
 		}
 		if last, err = got[0].Message(); err != nil {
 			return fail(err)
 		}
 	}
-	check := func(si store.SessionInfo) error {
+	check := func(si storage.SessionInfo) error {
 		switch {
 		case si.Epoch != rec.Epoch:
 			return fmt.Errorf("%w: the session was cleared (epoch %d, the import's is %d)", errSessionChanged, si.Epoch, rec.Epoch)
@@ -213,9 +213,9 @@ func ImportJSONL(ctx context.Context, st *store.Store, session string, r io.Read
 		return nil
 	}
 	sink := func(ctx context.Context, batch []ctxstore.Message) error {
-		recs := make([]store.Record, len(batch))
+		recs := make([]storage.Record, len(batch))
 		for i, t := range view.Count(est, batch) {
-			recs[i] = store.Record{Message: batch[i], Tokens: t, Counter: counter}
+			recs[i] = storage.Record{Message: batch[i], Tokens: t, Counter: counter}
 		}
 		lo, hi, err := st.AppendIf(ctx, session, check, recs...)
 		if err != nil {
@@ -314,7 +314,7 @@ type claim struct {
 // importer as its owner. Reading the record and writing the claim at once is
 // what keeps two processes resuming one session from both importing it;
 // while another live importer holds the claim, it waits.
-func claimImport(ctx context.Context, st *store.Store, session string, opts ImportOptions) (claim, error) {
+func claimImport(ctx context.Context, st storage.Engine, session string, opts ImportOptions) (claim, error) {
 	token, err := newClaimToken()
 	if err != nil {
 		return claim{}, err
@@ -322,7 +322,7 @@ func claimImport(ctx context.Context, st *store.Store, session string, opts Impo
 	for {
 		var cl claim
 		var holder string
-		err := st.UpdateDerived(ctx, session, KindImport, opts.Source, func(cur []byte, info store.SessionInfo) ([]byte, error) {
+		err := st.UpdateDerived(ctx, session, KindImport, opts.Source, func(cur []byte, info storage.SessionInfo) ([]byte, error) {
 			cl, holder = claim{}, ""
 			var prev importRecord
 			found := cur != nil
@@ -379,22 +379,22 @@ func claimImport(ctx context.Context, st *store.Store, session string, opts Impo
 // saveOwnImport writes rec if the stored record is still held by the
 // claim token, and fails with errClaimLost otherwise: an importer whose
 // claim lapsed and was taken over must not overwrite its successor's record.
-func saveOwnImport(ctx context.Context, st *store.Store, session, token string, rec importRecord) error {
+func saveOwnImport(ctx context.Context, st storage.Engine, session, token string, rec importRecord) error {
 	return updateOwnImport(ctx, st, session, rec.Source, token, func(importRecord) importRecord { return rec })
 }
 
 // releaseImport clears the owner of an unfinished import still held by
 // token, so the next attempt continues it at once instead of waiting out
 // the lease.
-func releaseImport(ctx context.Context, st *store.Store, session, source, token string) error {
+func releaseImport(ctx context.Context, st storage.Engine, session, source, token string) error {
 	return updateOwnImport(ctx, st, session, source, token, func(cur importRecord) importRecord {
 		cur.Owner, cur.Claim = "", ""
 		return cur
 	})
 }
 
-func updateOwnImport(ctx context.Context, st *store.Store, session, source, token string, next func(importRecord) importRecord) error {
-	return st.UpdateDerived(ctx, session, KindImport, source, func(cur []byte, _ store.SessionInfo) ([]byte, error) {
+func updateOwnImport(ctx context.Context, st storage.Engine, session, source, token string, next func(importRecord) importRecord) error {
+	return st.UpdateDerived(ctx, session, KindImport, source, func(cur []byte, _ storage.SessionInfo) ([]byte, error) {
 		var stored importRecord
 		if cur != nil {
 			if err := json.Unmarshal(cur, &stored); err != nil {

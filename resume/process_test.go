@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -143,7 +144,7 @@ func TestImportContinuesAfterKill(t *testing.T) {
 }
 
 // loadImportRecord reads the import record for source.
-func loadImportRecord(ctx context.Context, st *store.Store, session, source string) (importRecord, bool, error) {
+func loadImportRecord(ctx context.Context, st storage.Engine, session, source string) (importRecord, bool, error) {
 	for d, err := range st.ListDerived(ctx, session, KindImport) {
 		if err != nil {
 			return importRecord{}, false, err

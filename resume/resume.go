@@ -14,6 +14,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/hooklog"
 	"github.com/ctxstore/ctxstore/persistent"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -332,7 +333,7 @@ func latestSession(ctx context.Context, opts Options) (target, error) {
 }
 
 // storeSessions lists the sessions of opts.DBPath; a missing file has none.
-func storeSessions(ctx context.Context, opts Options) ([]store.SessionInfo, error) {
+func storeSessions(ctx context.Context, opts Options) ([]storage.SessionInfo, error) {
 	if _, err := os.Stat(opts.DBPath); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.etcd.io/bbolt"
-
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -185,70 +183,35 @@ func globEscape(s string) string {
 	return string(b)
 }
 
-// copyCompacted opens src with bbolt on the already locked descriptor f and
-// compacts it into a new temporary file beside dst (created with O_EXCL
-// under a random name), syncs it and hands it to finish, which puts it in
-// place, before closing src (releasing the lock). Whatever fails or is
-// cancelled, the temporary file is removed and dst is left as it was.
-func copyCompacted(ctx context.Context, f *os.File, src, dst string, readOnly bool, finish func(tmp string) error) (err error) {
+// copyCompacted compacts the store file src, open and locked on f, into a
+// new temporary file beside dst (created with O_EXCL under a random name),
+// syncs it and hands it to finish, which puts it in place, before closing
+// src (releasing the lock). Whatever fails or is cancelled, the temporary
+// file is removed and dst is left as it was.
+func copyCompacted(ctx context.Context, f *os.File, src, dst string, readOnly bool, finish func(tmp string) error) error {
 	removeStaleTemps(dst, ".compact") // also the older ".compact<digits>" names
-	db, err := bbolt.Open(src, 0o600, &bbolt.Options{
-		OpenFile: func(string, int, os.FileMode) (*os.File, error) { return f, nil },
-		ReadOnly: readOnly,
-		Timeout:  time.Millisecond, // f already holds the lock
-	})
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("compact %s: open: %w", src, err)
-	}
 	tmpf, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+compactTempSuffix+"*")
 	if err != nil {
-		db.Close()
+		f.Close()
 		return fmt.Errorf("compact %s: %w", src, err)
 	}
 	tmp := tmpf.Name()
 	tmpf.Close()
-	cancelled := false
-	defer func() {
-		os.Remove(tmp) // gone already when finish renamed it
-		if cancelled {
-			return // the copy is still running: the process exits now
-		}
-		if cerr := db.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("compact %s: close: %w", src, cerr)
-		}
-	}()
-	// The copy keeps the source's page size (the store picks it for
-	// packing, not the OS page size bbolt would default to). bbolt
-	// initialises the empty file CreateTemp made.
-	out, err := bbolt.Open(tmp, 0o600, &bbolt.Options{NoSync: true, Timeout: time.Second, PageSize: db.Info().PageSize})
-	if err != nil {
-		return fmt.Errorf("compact %s: %w", src, err)
-	}
-	// bbolt.Compact cannot be stopped: on Ctrl-C it is left to the
-	// exiting process, and nothing it wrote is put in place.
-	done := make(chan error, 1)
-	go func() { done <- bbolt.Compact(out, db, 64<<20) }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		cancelled = true
+	defer os.Remove(tmp) // gone already when finish renamed it
+	var finishErr error
+	err = store.CompactFile(ctx, f, readOnly, tmp, func() error {
+		finishErr = finish(tmp)
+		return finishErr
+	})
+	switch {
+	case err == nil:
+		return nil
+	case finishErr != nil:
+		return finishErr
+	case ctx.Err() != nil:
 		return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
 	}
-	if err == nil {
-		out.NoSync = false
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("compact %s: write the copy: %w; %s is unchanged", src, err, dst)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", src, err, dst)
-	}
-	return finish(tmp)
+	return fmt.Errorf("compact %s: %w; %s is unchanged", src, err, dst)
 }
 
 // sameFilePath reports whether a and b name the same existing file.

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/bbolt"
-
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/store"
 )
@@ -58,16 +56,21 @@ func runRole(role string) int {
 	switch role {
 	case "hold-lock":
 		// Hold the file's exclusive lock the way a long-lived bbolt user
-		// would, until stdin closes.
-		db, err := bbolt.Open(os.Getenv("CTXSTORE_DB"), 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+		// would (bbolt takes an exclusive flock of the whole file), until
+		// stdin closes.
+		f, err := os.OpenFile(os.Getenv("CTXSTORE_DB"), os.O_RDWR, 0)
 		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		fmt.Println("locked")
 		buf := make([]byte, 1)
 		os.Stdin.Read(buf)
-		db.Close()
+		f.Close()
 		return 0
 	case "append-loop":
 		// A long-lived writer, as an agent is: one Store, appends in a
@@ -818,12 +821,11 @@ func TestJSONOutput(t *testing.T) {
 
 func pageSize(t *testing.T, path string) int {
 	t.Helper()
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	ps, err := store.PageSize(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	return db.Info().PageSize
+	return ps
 }
 
 // TestCompactFileWhileWriting runs compact-file in place while another

@@ -193,11 +193,11 @@ func viewOf(ctx context.Context, mgr *persistent.Manager, log *eventLog, req ctx
 	log.take() // only this request's events
 	v, err := mgr.Explain(ctx, req)
 	if err != nil {
-		return viewReport{}, explain(mgr.Store().Path(), name, fmt.Errorf("view of session %q: %w", name, err))
+		return viewReport{}, explain(mgr.Store().Location(), name, fmt.Errorf("view of session %q: %w", name, err))
 	}
 	info, err := mgr.Info(ctx)
 	if err != nil {
-		return viewReport{}, explain(mgr.Store().Path(), name, err)
+		return viewReport{}, explain(mgr.Store().Location(), name, err)
 	}
 	rep := viewReport{
 		Session: name, Epoch: info.Epoch, Budget: v.Budget, BudgetSource: v.BudgetSource, Counter: v.Counter,
