@@ -1371,7 +1371,7 @@ func TestChaosFoundLastHumanSearchAfterClearElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := m.entryItem(e[0])
+	it, err := m.entryItem(t.Context(), e[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package persistent
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
@@ -107,5 +109,77 @@ func TestReportUsageDoesNotRevivePurgedSession(t *testing.T) {
 	}
 	if _, err := other.Session(ctx, "s"); err == nil {
 		t.Fatal("reporting usage brought the purged session back")
+	}
+}
+
+// countingCounter is O200k under another name that counts its calls.
+type countingCounter struct {
+	calls *atomic.Int64
+}
+
+func (c countingCounter) Estimate(m ctxstore.Message) int {
+	// Only stored messages: the view also counts what it rewrites
+	// (truncated results, stubs, the notice).
+	if txt := m.Text(); !strings.HasPrefix(txt, "[truncated:") && !strings.HasPrefix(txt, "[User message compacted") &&
+		!strings.HasPrefix(txt, ctxstore.NoticePrefix) {
+		c.calls.Add(1)
+	}
+	return tokens.O200k().Estimate(m)
+}
+
+func (c countingCounter) Name() string { return "counting-o200k/1" }
+
+// TestRecountsAreKept: messages stored with another counter's counts are
+// counted again once; the new counts are saved with the session, so a
+// restart (or another process) with the same counter reads them instead of
+// counting again, and they equal what counting would give.
+func TestRecountsAreKept(t *testing.T) {
+	ctx := context.Background()
+	path := dbPath(t)
+	st, err := store.Open(path, store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []store.Record
+	for _, m := range conversation(300, 2000) {
+		recs = append(recs, store.Record{Message: m, Tokens: m.Size() / 4}) // untagged, as old code wrote
+	}
+	if _, _, err := st.Append(ctx, "s", recs...); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	var first atomic.Int64
+	cfg := Config{noSync: true}
+	cfg.Estimator = countingCounter{&first}
+	a := open(t, path, "s", cfg)
+	va := explainOf(t, a, 20_000)
+	if first.Load() == 0 {
+		t.Fatal("nothing was counted again")
+	}
+	a.Close()
+	n := 0
+	for d, err := range otherStore(t, path).ListDerived(ctx, "s", KindCounts) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(d.Key, "counting-o200k/1/") {
+			t.Errorf("counts record %q", d.Key)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("no counts were kept")
+	}
+
+	var second atomic.Int64
+	cfg.Estimator = countingCounter{&second}
+	b := open(t, path, "s", cfg)
+	vb := explainOf(t, b, 20_000)
+	if second.Load() != 0 {
+		t.Errorf("a restart counted %d messages again; their counts were kept", second.Load())
+	}
+	if vb.Tokens != va.Tokens || vb.Tokens != exactCount(vb.Messages) {
+		t.Errorf("view after the restart: %d tokens, before %d, exact %d", vb.Tokens, va.Tokens, exactCount(vb.Messages))
 	}
 }

@@ -146,7 +146,7 @@ func fullHistoryView(t *testing.T, m *Manager, budget int, saved view.Decisions)
 		if err != nil {
 			t.Fatal(err)
 		}
-		it, err := m.entryItem(e)
+		it, err := m.entryItem(context.Background(), e)
 		if err != nil {
 			t.Fatal(err)
 		}

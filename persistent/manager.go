@@ -57,6 +57,7 @@ type Manager struct {
 	// recounted sums, over messages read with another counter's count,
 	// this counter's count [0] and the stored one [1]; guarded by mu.
 	recounted [2]int
+	counts    recounts // counts made again, kept and saved; guarded by mu
 
 	mu      sync.Mutex
 	closed  bool

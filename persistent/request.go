@@ -18,6 +18,11 @@ import (
 // not continue from it.
 const ReasonDecisionsNotSaved = "decisions_not_saved"
 
+// ReasonCountsNotSaved is the context:warning reason when tokens counted
+// again (a message stored with another counter's count) could not be
+// saved: the view is right, another process or a restart counts again.
+const ReasonCountsNotSaved = "counts_not_saved"
+
 // maxBudgets bounds how many budgets' decisions a window keeps in memory.
 const maxBudgets = 32
 
@@ -95,6 +100,13 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 			events = append(events, m.takeEvents()...)
 			m.mu.Unlock()
 		}
+	}
+	if err := m.saveCounts(ctx); err != nil && !errors.Is(err, ErrClosed) {
+		// The view is right; only the next process recounts again.
+		m.mu.Lock()
+		m.warn(ReasonCountsNotSaved, "could not save recounted tokens", "err", err.Error())
+		events = append(events, m.takeEvents()...)
+		m.mu.Unlock()
 	}
 	v := m.drv.Explain(plan, res)
 	v.Session = m.session

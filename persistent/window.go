@@ -169,27 +169,22 @@ func (w *window) trim() {
 // counter than the manager's (every store written before counts were
 // tagged, or by a host with another Estimator) is made again, so a view
 // never sums two counters.
-func (m *Manager) entryItem(e storage.Entry) (view.Item, error) {
-	msg, err := e.Message()
+func (m *Manager) entryItem(ctx context.Context, e storage.Entry) (view.Item, error) {
+	items, err := m.entryItems(ctx, []storage.Entry{e})
 	if err != nil {
-		return view.Item{}, fmt.Errorf("seq %d: %w", e.Seq, err)
+		return view.Item{}, err
 	}
-	t := e.Tokens
-	if e.Counter != m.counter {
-		t = m.est.Estimate(msg)
-		m.recounted[0] += t
-		m.recounted[1] += e.Tokens
-	}
-	return itemOf(seqID(e.Seq), msg, t), nil
+	return items[0], nil
 }
 
 // recountBatch is how many entries of another counter ensureTail counts
 // at once, on every core.
 const recountBatch = 256
 
-// entryItems is entryItem for a batch, counting on every core what another
-// counter counted.
-func (m *Manager) entryItems(es []storage.Entry) ([]view.Item, error) {
+// entryItems is entryItem for a batch: what another counter counted is
+// taken from the counts saved when it was counted again before, or counted
+// now, on every core, and saved with the next request.
+func (m *Manager) entryItems(ctx context.Context, es []storage.Entry) ([]view.Item, error) {
 	items := make([]view.Item, len(es))
 	var stale []ctxstore.Message
 	var at []int
@@ -199,15 +194,23 @@ func (m *Manager) entryItems(es []storage.Entry) ([]view.Item, error) {
 			return items[:i], fmt.Errorf("seq %d: %w", e.Seq, err)
 		}
 		items[i] = itemOf(seqID(e.Seq), msg, e.Tokens)
-		if e.Counter != m.counter {
-			stale, at = append(stale, msg), append(at, i)
+		if e.Counter == m.counter {
+			continue
 		}
+		if t, ok := m.counts.saved(ctx, m, e.Seq); ok {
+			m.recounted[0] += t
+			m.recounted[1] += e.Tokens
+			items[i].Tokens = t
+			continue
+		}
+		stale, at = append(stale, msg), append(at, i)
 	}
 	for k, t := range view.Count(m.est, stale) {
 		i := at[k]
 		m.recounted[0] += t
 		m.recounted[1] += items[i].Tokens
 		items[i].Tokens = t
+		m.counts.made(m, idSeq(items[i].ID), t)
 	}
 	return items, nil
 }
@@ -250,6 +253,9 @@ func (m *Manager) reload(ctx context.Context, info storage.SessionInfo) error {
 	old := m.w
 	w := newWindow(info)
 	m.recounted = [2]int{}
+	if !info.Created.Equal(old.created) {
+		m.counts = recounts{} // another session under the same name
+	}
 	// Until a request says otherwise, keep what a request without a budget
 	// of its own would need: this bounds the memory of a manager that only
 	// appends.
@@ -297,7 +303,7 @@ func (m *Manager) loadPinned(ctx context.Context, w *window, info storage.Sessio
 		return fmt.Errorf("read pinned messages: %w", err)
 	}
 	for _, e := range entries {
-		it, err := m.entryItem(e)
+		it, err := m.entryItem(ctx, e)
 		if err != nil {
 			return fmt.Errorf("read pinned messages: %w", err)
 		}
@@ -335,7 +341,7 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 	var batch []storage.Entry
 	covered := false
 	take := func() error {
-		items, err := m.entryItems(batch)
+		items, err := m.entryItems(ctx, batch)
 		batch = batch[:0]
 		if err != nil {
 			return err
@@ -441,7 +447,7 @@ func (m *Manager) findLastHuman(ctx context.Context) error {
 			if e.Role != ctxstore.RoleUser || len(e.ResultIDs) > 0 {
 				continue
 			}
-			it, err := m.entryItem(e)
+			it, err := m.entryItem(ctx, e)
 			if err != nil {
 				return fmt.Errorf("find the last user message: %w", err)
 			}
@@ -551,7 +557,7 @@ func (m *Manager) catchUpLocked(ctx context.Context, info storage.SessionInfo) e
 		if e.Seq <= m.w.lastSeq {
 			continue
 		}
-		it, err := m.entryItem(e)
+		it, err := m.entryItem(ctx, e)
 		if err != nil {
 			return fmt.Errorf("read new messages: %w", err)
 		}

@@ -1,0 +1,109 @@
+package persistent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/ctxstore/ctxstore/storage"
+)
+
+// KindCounts is the derived-record kind of counts made again: messages
+// stored with another counter's count (every file written before counts
+// were tagged) are counted by the manager's counter when first read, and
+// the counts are kept here, so a restart or another process with the same
+// counter does not count them again. Keys are "<counter>/<block>", a block
+// holding the counts of countsBlock consecutive seqs as a JSON object.
+const KindCounts = "counts"
+
+// countsBlock is how many seqs one counts record covers.
+const countsBlock = 256
+
+// maxCountBlocks bounds the blocks a manager keeps in memory.
+const maxCountBlocks = 256
+
+// recounts caches saved counts and holds new ones until they are saved.
+// Guarded by the manager's mu.
+type recounts struct {
+	blocks map[string]map[uint64]int // loaded, by key; an empty map: none saved
+	dirty  map[string]map[uint64]int // made since the last save
+}
+
+func (m *Manager) countsKey(seq uint64) string {
+	return fmt.Sprintf("%s/%016x", m.counter, seq/countsBlock)
+}
+
+// saved returns the kept count of seq by the manager's counter, reading its
+// block from the store the first time.
+func (r *recounts) saved(ctx context.Context, m *Manager, seq uint64) (int, bool) {
+	if m.counter == "" {
+		return 0, false // an unnamed estimator's counts are not kept
+	}
+	key := m.countsKey(seq)
+	b, ok := r.blocks[key]
+	if !ok {
+		b = map[uint64]int{}
+		if v, err := m.st.GetDerived(ctx, m.session, KindCounts, key); err == nil {
+			_ = json.Unmarshal(v, &b) // a damaged record only costs a recount
+		}
+		if r.blocks == nil || len(r.blocks) >= maxCountBlocks {
+			r.blocks = map[string]map[uint64]int{}
+		}
+		r.blocks[key] = b
+	}
+	t, ok := b[seq]
+	return t, ok
+}
+
+// made records a count just made, to be saved.
+func (r *recounts) made(m *Manager, seq uint64, t int) {
+	if m.counter == "" {
+		return
+	}
+	key := m.countsKey(seq)
+	if r.dirty == nil {
+		r.dirty = map[string]map[uint64]int{}
+	}
+	if r.dirty[key] == nil {
+		r.dirty[key] = map[uint64]int{}
+	}
+	r.dirty[key][seq] = t
+	if b, ok := r.blocks[key]; ok {
+		b[seq] = t
+	}
+}
+
+// saveCounts writes the counts made since the last save, merged into their
+// blocks, only into the session the manager has open (never one purged,
+// or recreated, meanwhile). A read-only manager keeps them in memory.
+func (m *Manager) saveCounts(ctx context.Context) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	dirty, created := m.counts.dirty, m.w.created
+	m.counts.dirty = nil
+	m.mu.Unlock()
+	if len(dirty) == 0 || m.cfg.ReadOnly {
+		return nil
+	}
+	for key, add := range dirty {
+		err := m.st.UpdateDerived(ctx, m.session, KindCounts, key, func(cur []byte, si storage.SessionInfo) ([]byte, error) {
+			if si.Messages == 0 || !si.Created.Equal(created) {
+				return nil, errEpochMoved
+			}
+			b := map[uint64]int{}
+			if cur != nil {
+				_ = json.Unmarshal(cur, &b)
+			}
+			for seq, t := range add {
+				b[seq] = t
+			}
+			return json.Marshal(b)
+		})
+		if err != nil && !errors.Is(err, errEpochMoved) {
+			return fmt.Errorf("save recounted tokens: %w", err)
+		}
+	}
+	return nil
+}
