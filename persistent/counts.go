@@ -81,7 +81,7 @@ func (m *Manager) saveCounts(ctx context.Context) error {
 	if err := m.lock(); err != nil {
 		return err
 	}
-	dirty, created := m.counts.dirty, m.w.created
+	dirty, created, lastSeq := m.counts.dirty, m.w.created, m.w.lastSeq
 	m.counts.dirty = nil
 	m.mu.Unlock()
 	if len(dirty) == 0 || m.cfg.ReadOnly {
@@ -89,7 +89,9 @@ func (m *Manager) saveCounts(ctx context.Context) error {
 	}
 	for key, add := range dirty {
 		err := m.st.UpdateDerived(ctx, m.session, KindCounts, key, func(cur []byte, si storage.SessionInfo) ([]byte, error) {
-			if si.Messages == 0 || !si.Created.Equal(created) {
+			if si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq {
+				// Not the session counted: purged, maybe restored from an
+				// older export whose seqs will be reused.
 				return nil, errEpochMoved
 			}
 			b := map[uint64]int{}

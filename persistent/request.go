@@ -282,9 +282,11 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 	// itself: the engine ran unlocked, and meanwhile another process may
 	// have cleared the session or purged it, and a plain write would bring
 	// a purged session back holding its summaries.
-	created := m.w.created
+	// The same goes for a session restored from an older export: its
+	// creation time is the old one, but its last seq went back.
+	created, lastSeq := m.w.created, m.w.lastSeq
 	err = m.st.UpdateDerived(ctx, m.session, KindView, decisionKey(epoch, budget), func(_ []byte, si storage.SessionInfo) ([]byte, error) {
-		if si.Epoch != epoch || si.Messages == 0 || !si.Created.Equal(created) {
+		if si.Epoch != epoch || si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq {
 			return nil, errEpochMoved
 		}
 		return b, nil

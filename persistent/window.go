@@ -253,8 +253,10 @@ func (m *Manager) reload(ctx context.Context, info storage.SessionInfo) error {
 	old := m.w
 	w := newWindow(info)
 	m.recounted = [2]int{}
-	if !info.Created.Equal(old.created) {
-		m.counts = recounts{} // another session under the same name
+	if !info.Created.Equal(old.created) || info.LastSeq < old.lastSeq {
+		// Another session under the same name (an import of an older
+		// export keeps the creation time but not the later seqs).
+		m.counts = recounts{}
 	}
 	// Until a request says otherwise, keep what a request without a budget
 	// of its own would need: this bounds the memory of a manager that only

@@ -90,7 +90,11 @@ const drainFor = 5 * time.Millisecond
 
 func (s *Store) watchLoop(ctx context.Context, conn *pgx.Conn, session string, last map[string]mark, ch chan<- storage.Change) {
 	defer close(ch)
-	defer func() { conn.Close(context.Background()) }()
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
 	send := func(cs []storage.Change) bool {
 		for _, c := range cs {
 			select {
@@ -102,7 +106,21 @@ func (s *Store) watchLoop(ctx context.Context, conn *pgx.Conn, session string, l
 		return true
 	}
 	backoff := 50 * time.Millisecond
+	// Notifications are best effort (sent after COMMIT): the watched
+	// sessions are reread every resyncEvery whatever the traffic, and
+	// sessions whose read failed stay pending until one succeeds.
+	synced := time.Now()
+	pending := map[string]bool{}
 	for {
+		if time.Since(synced) >= resyncEvery {
+			if now, err := s.watchState(ctx, session); err == nil {
+				if !send(diffMarks(last, now, nil)) {
+					return
+				}
+				last, synced = now, time.Now()
+				clear(pending)
+			}
+		}
 		wctx, cancel := context.WithTimeout(ctx, resyncEvery)
 		n, err := conn.WaitForNotification(wctx)
 		quiet := err != nil && wctx.Err() != nil && !conn.IsClosed()
@@ -117,7 +135,8 @@ func (s *Store) watchLoop(ctx context.Context, conn *pgx.Conn, session string, l
 				if !send(diffMarks(last, now, nil)) {
 					return
 				}
-				last = now
+				last, synced = now, time.Now()
+				clear(pending)
 			}
 			continue
 		}
@@ -132,9 +151,12 @@ func (s *Store) watchLoop(ctx context.Context, conn *pgx.Conn, session string, l
 					return
 				}
 				backoff = min(2*backoff, 5*time.Second)
-				if conn, err = s.listen(ctx); err == nil {
+				c, lerr := s.listen(ctx)
+				if lerr == nil {
+					conn = c
 					break
 				}
+				conn = nil // closed above; never closed twice, never nil-closed
 			}
 			// The pool may have lost its connections too: read until it
 			// works, or a change made meanwhile would wait for the next one.
@@ -151,10 +173,11 @@ func (s *Store) watchLoop(ctx context.Context, conn *pgx.Conn, session string, l
 			if !send(diffMarks(last, now, nil)) {
 				return
 			}
-			last = now
+			last, synced = now, time.Now()
+			clear(pending)
 			continue
 		}
-		dirty := map[string]bool{}
+		dirty := pending
 		for n != nil {
 			if name, ok := payloadSession(n.Payload); ok && (session == "" || name == session) {
 				dirty[name] = true
@@ -186,12 +209,13 @@ func (s *Store) watchLoop(ctx context.Context, conn *pgx.Conn, session string, l
 			}
 		}
 		if failed {
-			continue // read again on the next notification or reconnect
+			continue // pending: read again on the next notification or resync
 		}
 		if !send(diffMarks(last, now, dirty)) {
 			return
 		}
 		last = now
+		pending = map[string]bool{}
 	}
 }
 
