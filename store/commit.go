@@ -181,7 +181,10 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		same, serr := s.stillAtPath()
 		if serr != nil {
 			for _, r := range batch {
-				r.err = fmt.Errorf("store %s: commit: cannot tell whether the file is still at its path: %w", s.path, serr)
+				// Committed, but maybe into a file renamed away: do not say
+				// it failed (a retry could store it twice) nor that it is
+				// in the file at the path.
+				r.err = fmt.Errorf("store %s: commit: %w: cannot tell whether the file is still at its path: %w", s.path, ErrOutcomeUnknown, serr)
 			}
 			return false
 		}

@@ -31,6 +31,9 @@ var (
 	// ErrInvalidImport means ImportSession refused its input: metadata that
 	// contradicts itself or the entries. Nothing of the session was stored.
 	ErrInvalidImport = storage.ErrInvalidImport
+	// ErrOutcomeUnknown means a write may or may not be in the file at the
+	// path: it committed, but the file could not be checked afterwards.
+	ErrOutcomeUnknown = storage.ErrOutcomeUnknown
 )
 
 // The types the store speaks are the engine contract's (package storage).
