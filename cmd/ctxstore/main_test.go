@@ -744,11 +744,10 @@ func (e *env) start(args ...string) (*exec.Cmd, <-chan string, *bytes.Buffer) {
 	return cmd, lines, &stderr
 }
 
-func TestTailFollow(t *testing.T) {
-	e := newEnv(t)
-	e.ok(conversation, "add", "s")
-	cmd, lines, stderr := e.start("tail", "-f", "-n", "1", "s", "--jsonl")
-	next := func() string {
+// nextLine returns a function giving the next line a started command
+// prints, failing the test when it ends or prints nothing for 20 s.
+func nextLine(t *testing.T, lines <-chan string, stderr *bytes.Buffer) func() string {
+	return func() string {
 		t.Helper()
 		select {
 		case l, ok := <-lines:
@@ -761,6 +760,13 @@ func TestTailFollow(t *testing.T) {
 		}
 		return ""
 	}
+}
+
+func TestTailFollow(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	cmd, lines, stderr := e.start("tail", "-f", "-n", "1", "s", "--jsonl")
+	next := nextLine(t, lines, stderr)
 	all := strings.Split(strings.TrimSpace(conversation), "\n")
 	if got := next(); got != all[len(all)-1] {
 		t.Fatalf("tail -f -n 1 first printed %q", got)
