@@ -28,6 +28,17 @@ func newPGEnv(t *testing.T) (*env, string) {
 	return e, db
 }
 
+// newEngineEnv is newEnv on a bbolt file ("file") or on PostgreSQL
+// ("PostgreSQL"), for tests that hold for both engines.
+func newEngineEnv(t *testing.T, engine string) *env {
+	t.Helper()
+	if engine == "PostgreSQL" {
+		e, _ := newPGEnv(t)
+		return e
+	}
+	return newEnv(t)
+}
+
 // schemaURL is dsn with ?schema=schema added.
 func schemaURL(t *testing.T, dsn, schema string) string {
 	t.Helper()
@@ -127,42 +138,6 @@ func TestPostgresCommands(t *testing.T) {
 	u, _ := url.Parse(db)
 	e.fail(1, "", []string{"show", "nope"}, `session "nope" not found in `+u.Host)
 	e.fail(1, "", []string{"tail", "nope"}, `session "nope" not found in `+u.Host)
-}
-
-// TestPostgresTailFollow: tail -f on a server sees what other commands
-// (other processes, other pools) append, clear and purge.
-func TestPostgresTailFollow(t *testing.T) {
-	e, _ := newPGEnv(t)
-	e.ok(conversation, "add", "s")
-	cmd, lines, stderr := e.start("tail", "-f", "-n", "1", "s", "--jsonl")
-	next := nextLine(t, lines, stderr)
-	all := strings.Split(strings.TrimSpace(conversation), "\n")
-	if got := next(); got != all[len(all)-1] {
-		t.Fatalf("tail -f -n 1 first printed %q", got)
-	}
-	for _, step := range []struct {
-		stdin string
-		args  []string
-		want  []string
-	}{
-		{`{"role":"user","content":"from another process"}` + "\n" + `{"role":"assistant","content":"seen"}`, []string{"add", "s"},
-			[]string{`{"role":"user","content":"from another process"}`, `{"role":"assistant","content":"seen"}`}},
-		{"", []string{"clear", "s"}, nil},
-		{`{"role":"user","content":"new epoch é"}`, []string{"add", "s"}, []string{`{"role":"user","content":"new epoch é"}`}},
-		{"", []string{"purge", "s", "--yes"}, nil},
-		{`{"role":"user","content":"reborn"}`, []string{"add", "s"}, []string{`{"role":"user","content":"reborn"}`}},
-	} {
-		e.ok(step.stdin, step.args...)
-		for _, w := range step.want {
-			if got := next(); got != w {
-				t.Fatalf("after ctxstore %s, tail -f printed %q, want %q", strings.Join(step.args, " "), got, w)
-			}
-		}
-	}
-	cmd.Process.Signal(os.Interrupt)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("tail -f after SIGINT: %v (want exit 0); stderr: %s", err, stderr.String())
-	}
 }
 
 // TestPostgresExportImportLossless: an export moves sessions between a file
