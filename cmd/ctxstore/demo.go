@@ -22,7 +22,7 @@ import (
 func demoCommand() *command {
 	return &command{
 		name:    "demo",
-		usage:   "[--db FILE] [--budget N]",
+		usage:   "[--db FILE|URL] [--budget N]",
 		summary: "walk through a long-running assistant session across restarts (start here)",
 		help: `Plays a personal assistant's session in a few seconds: the agent starts
 with a memory file, talks and calls tools, the process exits and comes
@@ -32,7 +32,9 @@ the full history beside the compacted view for a small budget, the Hooks
 events, append and view timings and the file size.
 
 Without --db it works in a temporary directory, removed at the end; with
---db FILE the session stays there to explore with ls, show and view.`,
+--db FILE the session stays there to explore with ls, show and view. With
+--db postgres://HOST/DATABASE it runs on PostgreSQL, each run with a
+connection pool of its own, as a restarted process would.`,
 		example: "ctxstore demo\nctxstore demo --db /tmp/demo.db && ctxstore --db /tmp/demo.db view assistant --budget 10000",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
