@@ -136,7 +136,7 @@ func freeSession(ctx context.Context, path, base string) (string, error) {
 
 // freeServerSession is freeSession in a PostgreSQL database.
 func freeServerSession(ctx context.Context, dsn, base string) (string, error) {
-	st, err := openServer(ctx, dsn)
+	st, err := openServer(ctx, dsn, readWrite)
 	if err != nil {
 		return "", err
 	}
@@ -169,7 +169,7 @@ func (d *demo) open(ctx context.Context) (*persistent.Manager, error) {
 	if d.server {
 		// A pool of its own, as a restarted process would have; closed
 		// when the step ends, after its managers.
-		eng, err := openServer(ctx, d.path)
+		eng, err := openServer(ctx, d.path, readWrite)
 		if err != nil {
 			return nil, err
 		}
@@ -428,7 +428,7 @@ func (d *demo) summary(ctx context.Context) error {
 // serverSummary is summary for a PostgreSQL database.
 func (d *demo) serverSummary(ctx context.Context) error {
 	d.heading("The database")
-	st, err := openServer(ctx, d.path)
+	st, err := openServer(ctx, d.path, readWrite)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/pgstore"
 	"github.com/ctxstore/ctxstore/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // openMode says whether a command may create or change the database.
@@ -45,7 +46,7 @@ func (a *app) open(ctx context.Context, mode openMode) (storage.Engine, error) {
 		return nil, err
 	}
 	if isServer(path) {
-		return openServer(ctx, path)
+		return openServer(ctx, path, mode)
 	}
 	if mode == readOnly {
 		fi, err := os.Stat(path)
@@ -67,20 +68,64 @@ func (a *app) open(ctx context.Context, mode openMode) (storage.Engine, error) {
 // openServer opens the PostgreSQL database dsn names. A "schema" query
 // parameter picks the schema holding ctxstore's tables (default
 // "ctxstore"), so several deployments can share one database; the other
-// parameters go to the driver as they are. The schema is created, or
-// migrated, on first use.
-func openServer(ctx context.Context, dsn string) (*pgstore.Store, error) {
+// parameters go to the driver as they are. A write creates (or migrates)
+// the schema on first use; a read of a schema without ctxstore's tables
+// fails, as it does for a missing file, instead of creating one.
+func openServer(ctx context.Context, dsn string, mode openMode) (*pgstore.Store, error) {
 	conn, schema, err := splitSchema(dsn)
 	if err != nil {
 		return nil, err
 	}
+	if schema == "" {
+		schema = pgstore.DefaultSchema
+	}
 	ctx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
 	defer cancel()
+	unreachable := func(err error) error {
+		return fmt.Errorf("%w\n(the database is the PostgreSQL URL given with --db or $CTXSTORE_DB: %s; check that the server runs and accepts the connection)", err, redactURL(dsn))
+	}
+	if mode == readOnly {
+		found, err := hasTables(ctx, conn, schema)
+		if err != nil {
+			return nil, unreachable(err)
+		}
+		if !found {
+			return nil, fmt.Errorf("no ctxstore tables in schema %q of %s (check the schema= parameter of --db or $CTXSTORE_DB; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db URL' create them)", schema, redactURL(dsn))
+		}
+	}
 	st, err := pgstore.Open(ctx, conn, pgstore.Options{Schema: schema})
 	if err != nil {
-		return nil, fmt.Errorf("%w\n(the database is the PostgreSQL URL given with --db or $CTXSTORE_DB: %s; check that the server runs and accepts the connection)", err, redactURL(dsn))
+		return nil, unreachable(err)
 	}
 	return st, nil
+}
+
+// hasTables reports whether schema holds ctxstore's tables, on a
+// connection of its own (pgstore.Open would create them).
+func hasTables(ctx context.Context, dsn, schema string) (bool, error) {
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return false, redactPassword(fmt.Errorf("connect: %w", err), dsn)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	var found bool
+	err = c.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "sessions"}.Sanitize()).Scan(&found)
+	if err != nil {
+		return false, redactPassword(fmt.Errorf("look for schema %q: %w", schema, err), dsn)
+	}
+	return found, nil
+}
+
+// redactPassword keeps the password of dsn out of err's message.
+func redactPassword(err error, dsn string) error {
+	u, perr := url.Parse(dsn)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(err.Error(), pw) {
+		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+	}
+	return err
 }
 
 // splitSchema takes the "schema" query parameter out of a postgres:// URL,

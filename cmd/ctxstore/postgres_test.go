@@ -259,3 +259,18 @@ func TestPostgresPasswordNeverShown(t *testing.T) {
 		t.Errorf("clear's suggestion should keep the URL without its password:\n%s", runs[1])
 	}
 }
+
+// TestPostgresMissingSchema: read commands on a schema without ctxstore's
+// tables fail as on a missing file and create nothing (tail -f waits for
+// it: TestTailFollowWaits).
+func TestPostgresMissingSchema(t *testing.T) {
+	e, _ := newPGEnv(t)
+	for _, args := range [][]string{
+		{"ls"}, {"stats"}, {"verify"}, {"export"}, {"show", "s"}, {"view", "s", "--budget", "1000"},
+		{"tail", "s"}, {"clear", "s"}, {"purge", "s", "--yes"},
+	} {
+		e.fail(1, "", args, "no ctxstore tables in schema", "schema= parameter")
+	}
+	// Still nothing there: the reads created no schema.
+	e.fail(1, "", []string{"ls"}, "no ctxstore tables in schema")
+}

@@ -202,12 +202,16 @@ starts printing when it appears.`,
 			if *n < 0 {
 				return usagef("-n must not be negative")
 			}
+			mode := readOnly
 			if *follow {
 				if ok, err := a.waitForDatabase(ctx); !ok || err != nil {
 					return err // nil when interrupted while waiting
 				}
+				if db, _ := a.dbPath(); isServer(db) {
+					mode = readWrite // as 'tail -F' waits for a file: the schema is made, tail waits for the session
+				}
 			}
-			st, err := a.open(ctx, readOnly)
+			st, err := a.open(ctx, mode)
 			if err != nil {
 				return err
 			}
