@@ -182,7 +182,7 @@ func editDistance(a, b string) int {
 }
 
 func (a *app) globalFlags(fs *flag.FlagSet) {
-	fs.StringVar(&a.db, "db", a.db, "database `FILE` (default $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db)")
+	fs.StringVar(&a.db, "db", a.db, "database `FILE` or postgres:// URL (default $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db)")
 	fs.BoolVar(&a.json, "json", a.json, "machine-readable JSON output")
 	fs.DurationVar(&a.lockTimeout, "lock-timeout", a.lockTimeout, "wait at most `D` (e.g. 30s) for another process holding the file (default 5s)")
 }
@@ -317,10 +317,11 @@ func dashed(name string) string {
 }
 
 func printOverview(w io.Writer, cmds []*command) {
-	fmt.Fprint(w, `ctxstore keeps LLM agents' conversations in a bbolt file; this command
-inspects and maintains such files.
+	fmt.Fprint(w, `ctxstore keeps LLM agents' conversations in a bbolt file, or in a
+PostgreSQL database that several hosts share; this command inspects and
+maintains them.
 
-usage: ctxstore [--db FILE] [--json] COMMAND [ARGS]
+usage: ctxstore [--db FILE|URL] [--json] COMMAND [ARGS]
 
 commands:
 `)
@@ -331,6 +332,12 @@ commands:
 global flags (before or after the command):
   --db FILE          the database (default $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db,
                      XDG_DATA_HOME defaulting to ~/.local/share)
+  --db URL           a PostgreSQL database instead of a file:
+                     postgres://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?schema=NAME]
+                     (postgresql:// too; the tables live in schema NAME, default
+                     "ctxstore", created on first use; other parameters such as
+                     sslmode go to the driver). Every command works on it except
+                     compact-file and doctor --salvage, which work on a file.
   --json             machine-readable output
   --lock-timeout D   wait at most D for another process holding the file (default 5s)
   --version          print the version (as 'ctxstore version')

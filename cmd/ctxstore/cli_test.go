@@ -41,17 +41,20 @@ func waitFor(t *testing.T, cond func() bool, what string, stderr *syncBuffer) {
 }
 
 // TestTailFollowWaits: tail -f started before the session, or the whole
-// database, exists waits for it like tail -F and prints what is added.
+// database (a file, a PostgreSQL schema), exists waits for it like tail -F
+// and prints what is added.
 func TestTailFollowWaits(t *testing.T) {
 	for _, tc := range []struct {
-		name, note string
-		prepare    func(e *env)
+		name, engine, note string
+		prepare            func(e *env)
 	}{
-		{"no database", "no database at", func(e *env) { e.db = filepath.Join(e.dir, "later", "new.db") }},
-		{"no session", `session "s" does not exist`, func(e *env) { e.ok(conversation, "add", "other") }},
+		{"no database", "file", "no database at", func(e *env) { e.db = filepath.Join(e.dir, "later", "new.db") }},
+		{"no session", "file", `session "s" does not exist`, func(e *env) { e.ok(conversation, "add", "other") }},
+		{"no schema", "PostgreSQL", `session "s" does not exist`, func(e *env) {}},
+		{"no session on PostgreSQL", "PostgreSQL", `session "s" does not exist`, func(e *env) { e.ok(conversation, "add", "other") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
+			e := newEngineEnv(t, tc.engine)
 			tc.prepare(e)
 			cmd := exec.Command(binary, "--db", e.db, "tail", "-f", "s", "--jsonl")
 			cmd.Env = e.vars

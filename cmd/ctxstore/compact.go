@@ -46,13 +46,16 @@ next one.`,
 			if err != nil {
 				return err
 			}
+			if err := a.fileOnly("compact-file", "gives space back itself (autovacuum; VACUUM FULL to shrink tables)"); err != nil {
+				return err
+			}
 			// Verify first: bbolt faults fatally (not a recoverable panic)
 			// on some damaged pages, and copying damage helps nobody.
-			st, err := a.open(readOnly)
+			st, err := a.open(ctx, readOnly)
 			if err != nil {
 				return err
 			}
-			path := st.Path()
+			path := st.Location()
 			rep, err := st.Verify(ctx)
 			st.Close()
 			if err != nil && ctx.Err() != nil {

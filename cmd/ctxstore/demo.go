@@ -15,13 +15,14 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/simple"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
 func demoCommand() *command {
 	return &command{
 		name:    "demo",
-		usage:   "[--db FILE] [--budget N]",
+		usage:   "[--db FILE|URL] [--budget N]",
 		summary: "walk through a long-running assistant session across restarts (start here)",
 		help: `Plays a personal assistant's session in a few seconds: the agent starts
 with a memory file, talks and calls tools, the process exits and comes
@@ -31,7 +32,9 @@ the full history beside the compacted view for a small budget, the Hooks
 events, append and view timings and the file size.
 
 Without --db it works in a temporary directory, removed at the end; with
---db FILE the session stays there to explore with ls, show and view.`,
+--db FILE the session stays there to explore with ls, show and view. With
+--db postgres://HOST/DATABASE it runs on PostgreSQL, each run with a
+connection pool of its own, as a restarted process would.`,
 		example: "ctxstore demo\nctxstore demo --db /tmp/demo.db && ctxstore --db /tmp/demo.db view assistant --budget 10000",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
@@ -51,7 +54,9 @@ Without --db it works in a temporary directory, removed at the end; with
 type demo struct {
 	a       *app
 	w       io.Writer
-	path    string
+	path    string           // the file, or a PostgreSQL URL
+	server  bool             // path is a PostgreSQL URL
+	engines []storage.Engine // opened by this step's runs (PostgreSQL)
 	session string
 	mem     string // memory file
 	log     *eventLog
@@ -73,31 +78,42 @@ func runDemo(ctx context.Context, a *app, budget int) error {
 	d := &demo{a: a, w: out, log: &eventLog{}, budget: budget, mem: filepath.Join(tmp, "USER.md")}
 	kept := a.db != ""
 	if kept {
-		d.path = a.db
+		d.path, d.server = a.db, isServer(a.db)
 	} else {
 		d.path = filepath.Join(tmp, "demo.db")
 	}
 	if err := os.WriteFile(d.mem, []byte("The user is Ana. She runs a home server called 'pantry' (Debian) and prefers short answers.\n"), 0o600); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	if d.session, err = freeSession(ctx, d.path, "assistant"); err != nil {
+	if d.server {
+		d.session, err = freeServerSession(ctx, d.path, "assistant")
+	} else {
+		d.session, err = freeSession(ctx, d.path, "assistant")
+	}
+	if err != nil {
 		return err
 	}
 	start := time.Now()
-	fmt.Fprintf(d.w, "ctxstore demo: an assistant's conversation kept in one bbolt file, across restarts\n")
+	if d.server {
+		fmt.Fprintf(d.w, "ctxstore demo: an assistant's conversation kept in PostgreSQL, across restarts\n")
+	} else {
+		fmt.Fprintf(d.w, "ctxstore demo: an assistant's conversation kept in one bbolt file, across restarts\n")
+	}
 	if kept {
-		fmt.Fprintf(d.w, "database: %s, session %q\n", d.path, d.session)
+		fmt.Fprintf(d.w, "database: %s, session %q\n", redactURL(d.path), d.session)
 	} else {
 		fmt.Fprintf(d.w, "database: %s (temporary; 'ctxstore demo --db FILE' keeps it to explore)\n", d.path)
 	}
 	for _, step := range []func(context.Context) error{d.firstRun, d.restart, d.crash, d.summary} {
-		if err := step(ctx); err != nil {
+		err := step(ctx)
+		d.closeEngines()
+		if err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(d.w, "\ndemo done in %v\n", time.Since(start).Round(10*time.Millisecond))
 	if kept {
-		q := shellQuote(d.path)
+		q := shellQuote(redactURL(d.path))
 		fmt.Fprintf(d.w, "explore: ctxstore --db %s ls; ctxstore --db %s show %s; ctxstore --db %s view %s --budget %d\n",
 			q, q, d.session, q, d.session, d.budget)
 	}
@@ -115,29 +131,85 @@ func freeSession(ctx context.Context, path, base string) (string, error) {
 		return "", explain(path, "", err)
 	}
 	defer st.Close()
+	return freeName(ctx, st, base)
+}
+
+// freeServerSession is freeSession in a PostgreSQL database.
+func freeServerSession(ctx context.Context, dsn, base string) (string, error) {
+	st, err := openServer(ctx, dsn, readWrite)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	return freeName(ctx, st, base)
+}
+
+// freeName is the first of base, base-2, base-3, ... that names no session
+// in st.
+func freeName(ctx context.Context, st storage.Engine, base string) (string, error) {
 	name := base
 	for i := 2; ; i++ {
 		_, err := st.Session(ctx, name)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, storage.ErrNotFound) {
 			return name, nil
 		}
 		if err != nil {
-			return "", explain(path, name, err)
+			return "", explainIn(st, name, err)
 		}
 		name = fmt.Sprintf("%s-%d", base, i)
 	}
 }
 
-func (d *demo) open() (*persistent.Manager, error) {
-	m, err := persistent.Open(d.path, d.session, persistent.Config{
+func (d *demo) open(ctx context.Context) (*persistent.Manager, error) {
+	cfg := persistent.Config{
 		Config:      simple.Config{Hooks: d.log.hook},
 		MemoryFiles: []string{d.mem},
 		LockTimeout: d.a.lockTimeout,
-	})
+	}
+	if d.server {
+		// A pool of its own, as a restarted process would have; closed
+		// when the step ends, after its managers.
+		eng, err := openServer(ctx, d.path, readWrite)
+		if err != nil {
+			return nil, err
+		}
+		d.engines = append(d.engines, eng)
+		cfg.LockTimeout = 0 // it configures a file
+		m, err := persistent.OpenEngine(eng, d.session, cfg)
+		if err != nil {
+			return nil, explainIn(eng, d.session, err)
+		}
+		return m, nil
+	}
+	m, err := persistent.Open(d.path, d.session, cfg)
 	if err != nil {
-		return nil, explain(d.path, d.session, err)
+		return nil, d.explain(d.session, err)
 	}
 	return m, nil
+}
+
+// closeEngines closes the PostgreSQL pools the last step opened.
+func (d *demo) closeEngines() {
+	for _, eng := range d.engines {
+		eng.Close()
+	}
+	d.engines = nil
+}
+
+// explain is explain for the demo's database.
+func (d *demo) explain(session string, err error) error {
+	if d.server {
+		return explainServer(redactURL(d.path), session, err)
+	}
+	return explain(d.path, session, err)
+}
+
+// where is what holds the session, for the walk-through's prose.
+func (d *demo) where() string {
+	if d.server {
+		return "database"
+	}
+	return "file"
 }
 
 func (d *demo) heading(s string) { fmt.Fprintf(d.w, "\n== %s\n", s) }
@@ -148,7 +220,7 @@ func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.w, "   "+format+"
 func (d *demo) add(ctx context.Context, m *persistent.Manager, msg ctxstore.Message) error {
 	t := time.Now()
 	if err := m.AddMessage(ctx, msg); err != nil {
-		return explain(d.path, d.session, fmt.Errorf("demo: add to session %q: %w", d.session, err))
+		return d.explain(d.session, fmt.Errorf("demo: add to session %q: %w", d.session, err))
 	}
 	d.appends = append(d.appends, time.Since(t))
 	return nil
@@ -192,14 +264,14 @@ func (d *demo) turns(ctx context.Context, m *persistent.Manager, n int) error {
 
 func (d *demo) firstRun(ctx context.Context) error {
 	d.heading("Run 1: the assistant starts")
-	m, err := d.open()
+	m, err := d.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	// A fresh session accepts the host's transcript: here, its system prompt.
 	if err := m.SetMessages(ctx, []ctxstore.Message{ctxstore.NewMessage(ctxstore.RoleSystem, "You are Ana's home-server assistant. Use tools to check before answering.")}); err != nil {
-		return explain(d.path, d.session, err)
+		return d.explain(d.session, err)
 	}
 	for _, ev := range d.log.take() {
 		if ev.Name == ctxstore.EventInclude {
@@ -214,15 +286,19 @@ func (d *demo) firstRun(ctx context.Context) error {
 		return err
 	}
 	d.say("fresh session %q: SetMessages accepted; %d messages now (user questions, run_command calls, their results, answers)", d.session, len(ms))
-	d.say("every append is durable when it returns (bbolt commit + fsync): median %v", median(d.appends))
+	durable := "bbolt commit + fsync"
+	if d.server {
+		durable = "PostgreSQL commit, synchronous_commit on"
+	}
+	d.say("every append is durable when it returns (%s): median %v", durable, median(d.appends))
 	d.say("the process exits")
 	return m.Close()
 }
 
 func (d *demo) restart(ctx context.Context) error {
-	d.heading("Run 2: restart on the same file")
+	d.heading("Run 2: restart on the same " + d.where())
 	t := time.Now()
-	m, err := d.open()
+	m, err := d.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -232,12 +308,12 @@ func (d *demo) restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.say("resumed in %v: %d messages came back from the file", opened.Round(10*time.Microsecond), len(ms))
+	d.say("resumed in %v: %d messages came back from the %s", opened.Round(10*time.Microsecond), len(ms), d.where())
 	// The host restores its own, filtered copy of the transcript, as
 	// Amplifier hosts do on resume: the last few messages, no system prompt.
 	filtered := ms[len(ms)-3:]
 	if err := m.SetMessages(ctx, filtered); err != nil {
-		return explain(d.path, d.session, err)
+		return d.explain(d.session, err)
 	}
 	after, err := m.GetMessages(ctx)
 	if err != nil {
@@ -250,7 +326,7 @@ func (d *demo) restart(ctx context.Context) error {
 		}
 	}
 	d.say("the host calls SetMessages with its filtered transcript (%d messages): ignored=%v, the session still holds %d", len(filtered), ignored, len(after))
-	d.say("the file is authoritative once a session has history (the resume rule)")
+	d.say("the %s is authoritative once a session has history (the resume rule)", d.where())
 	if err := d.turns(ctx, m, 12); err != nil {
 		return err
 	}
@@ -285,7 +361,7 @@ func (d *demo) restart(ctx context.Context) error {
 
 func (d *demo) crash(ctx context.Context) error {
 	d.heading("Run 3: a crash in the middle of a tool call")
-	m, err := d.open()
+	m, err := d.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -300,14 +376,14 @@ func (d *demo) crash(ctx context.Context) error {
 	d.say("the assistant calls run_command(systemctl restart nginx) and the process dies before the result is stored")
 	m.Close() // as good as a crash: both messages were already durable
 
-	m, err = d.open()
+	m, err = d.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	repaired, err := m.RepairInterruptedTail(ctx)
 	if err != nil {
-		return explain(d.path, d.session, err)
+		return d.explain(d.session, err)
 	}
 	d.say("restart: RepairInterruptedTail answered %v with %q in views", repaired, persistent.InterruptedText)
 	d.say("(saved as a repair record; the log itself is never rewritten, so a provider never sees a call without its result)")
@@ -327,15 +403,18 @@ func (d *demo) crash(ctx context.Context) error {
 }
 
 func (d *demo) summary(ctx context.Context) error {
+	if d.server {
+		return d.serverSummary(ctx)
+	}
 	d.heading("The file")
 	st, err := store.Open(d.path, store.Options{ReadOnly: true, LockTimeout: d.a.lockTimeout})
 	if err != nil {
-		return explain(d.path, "", err)
+		return d.explain("", err)
 	}
 	defer st.Close()
 	info, err := st.Session(ctx, d.session)
 	if err != nil {
-		return explain(d.path, d.session, err)
+		return d.explain(d.session, err)
 	}
 	fi, err := os.Stat(d.path)
 	if err != nil {
@@ -343,6 +422,23 @@ func (d *demo) summary(ctx context.Context) error {
 	}
 	d.say("%s: %s holding %d messages, ~%d tokens, %s of message JSON", filepath.Base(d.path), human(fi.Size()), info.Messages, info.Tokens, human(info.Bytes))
 	d.say("appends: %d, median %v, slowest %v (durable: each one fsynced)", len(d.appends), median(d.appends), slices.Max(d.appends).Round(time.Microsecond))
+	return nil
+}
+
+// serverSummary is summary for a PostgreSQL database.
+func (d *demo) serverSummary(ctx context.Context) error {
+	d.heading("The database")
+	st, err := openServer(ctx, d.path, readWrite)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	info, err := st.Session(ctx, d.session)
+	if err != nil {
+		return explainIn(st, d.session, err)
+	}
+	d.say("%s: session %q holds %d messages, ~%d tokens, %s of message JSON", st.Location(), d.session, info.Messages, info.Tokens, human(info.Bytes))
+	d.say("appends: %d, median %v, slowest %v (durable: each one committed synchronously)", len(d.appends), median(d.appends), slices.Max(d.appends).Round(time.Microsecond))
 	return nil
 }
 

@@ -68,6 +68,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/resume"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -135,12 +136,12 @@ type exportStats struct {
 // writeExport streams the named sessions (all sessions when names is empty)
 // to w in the export format. It reads one message at a time from the store,
 // so memory stays flat whatever the sessions' size.
-func writeExport(ctx context.Context, st *store.Store, names []string, w io.Writer) (exportStats, error) {
+func writeExport(ctx context.Context, st storage.Engine, names []string, w io.Writer) (exportStats, error) {
 	var infos []store.SessionInfo
 	if len(names) == 0 {
 		all, err := st.Sessions(ctx)
 		if err != nil {
-			return exportStats{}, explain(st.Path(), "", err)
+			return exportStats{}, explainIn(st, "", err)
 		}
 		infos = all
 	} else {
@@ -152,7 +153,7 @@ func writeExport(ctx context.Context, st *store.Store, names []string, w io.Writ
 			seen[n] = true
 			info, err := st.Session(ctx, n)
 			if err != nil {
-				return exportStats{}, explain(st.Path(), n, err)
+				return exportStats{}, explainIn(st, n, err)
 			}
 			infos = append(infos, info)
 		}
@@ -165,7 +166,7 @@ func writeExport(ctx context.Context, st *store.Store, names []string, w io.Writ
 	}
 	for _, info := range infos {
 		if !utf8.ValidString(info.Name) {
-			return exportStats{}, fmt.Errorf("session %q in %s: its name is not valid UTF-8, which an export cannot carry faithfully; nothing was exported (name the other sessions to export them)", info.Name, st.Path())
+			return exportStats{}, fmt.Errorf("session %q in %s: its name is not valid UTF-8, which an export cannot carry faithfully; nothing was exported (name the other sessions to export them)", info.Name, st.Location())
 		}
 	}
 	line := make([]byte, 0, 4096)
@@ -191,7 +192,7 @@ func writeExport(ctx context.Context, st *store.Store, names []string, w io.Writ
 // session as it was when its record was read: messages another process
 // appends meanwhile (seq beyond the epoch's last seq) are left out, so the
 // record's message count stays true.
-func exportOne(ctx context.Context, st *store.Store, info store.SessionInfo, bw *bufio.Writer, line *[]byte) (int64, error) {
+func exportOne(ctx context.Context, st storage.Engine, info store.SessionInfo, bw *bufio.Writer, line *[]byte) (int64, error) {
 	rec := exportSession{
 		Type: "session", Name: info.Name, Created: info.Created.UTC(), Updated: info.Updated.UTC(),
 		Epoch: info.Epoch, LastSeq: info.LastSeq, Title: info.Title, Epochs: epochsJSON(info.Epochs),
@@ -209,7 +210,7 @@ func exportOne(ctx context.Context, st *store.Store, info store.SessionInfo, bw 
 		}
 		for e, err := range st.EpochMessages(ctx, info.Name, ep.Epoch, ep.FirstSeq) {
 			if err != nil {
-				return n, explain(st.Path(), info.Name, fmt.Errorf("export session %q epoch %d: %w", info.Name, ep.Epoch, err))
+				return n, explainIn(st, info.Name, fmt.Errorf("export session %q epoch %d: %w", info.Name, ep.Epoch, err))
 			}
 			if e.Seq > ep.LastSeq {
 				break
@@ -227,7 +228,7 @@ func exportOne(ctx context.Context, st *store.Store, info store.SessionInfo, bw 
 	for _, kind := range derivedKinds() {
 		for d, err := range st.ListDerived(ctx, info.Name, kind) {
 			if err != nil {
-				return n, explain(st.Path(), info.Name, fmt.Errorf("export session %q: derived records %q: %w", info.Name, kind, err))
+				return n, explainIn(st, info.Name, fmt.Errorf("export session %q: derived records %q: %w", info.Name, kind, err))
 			}
 			rec := exportDerived{Type: "derived", Kind: d.Kind, Key: d.Key}
 			if bytes.ContainsAny(d.Value, "\r\n") || !json.Valid(d.Value) {
@@ -368,7 +369,7 @@ type importStats struct {
 // readExport imports an export whose header lr has already read, session
 // by session, with seqs, epochs and times as exported; a failure leaves
 // earlier sessions imported and the failing one absent.
-func readExport(ctx context.Context, st *store.Store, lr *lineReader, opt importOptions) (importStats, error) {
+func readExport(ctx context.Context, st storage.Engine, lr *lineReader, opt importOptions) (importStats, error) {
 	var stats importStats
 	seen := map[string]int{} // session name -> line of its record
 	for {
@@ -431,7 +432,7 @@ func readExport(ctx context.Context, st *store.Store, lr *lineReader, opt import
 	}
 }
 
-func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exportSession, opt importOptions) (n int64, skipped bool, err error) {
+func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec exportSession, opt importOptions) (n int64, skipped bool, err error) {
 	if opt.onSession != nil {
 		opt.onSession(rec.Name)
 	}
@@ -493,9 +494,9 @@ func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exp
 		return 0, true, importDerived(ctx, nil, lr, rec.Name)
 	case errors.Is(err, store.ErrNotEmpty):
 		return 0, false, fmt.Errorf("session %q already exists in %s: nothing of it was imported; import into a fresh file, rerun with --skip-existing, or remove it first with 'ctxstore purge %s'",
-			rec.Name, st.Path(), shellQuote(rec.Name))
+			rec.Name, st.Location(), shellQuote(rec.Name))
 	case err != nil:
-		return 0, false, explain(st.Path(), "", fmt.Errorf("import session %q (%s around line %d): %w", rec.Name, lr.name, lr.no, err))
+		return 0, false, explainIn(st, "", fmt.Errorf("import session %q (%s around line %d): %w", rec.Name, lr.name, lr.no, err))
 	case n != int64(rec.Messages):
 		return 0, false, fmt.Errorf("import session %q: the store stopped after %d of %d messages", rec.Name, n, rec.Messages)
 	}
@@ -511,18 +512,18 @@ func importSession(ctx context.Context, st *store.Store, lr *lineReader, rec exp
 
 // unfinishedImport returns an error if the store holds rec's session from
 // an import that did not finish: it must not be taken for present.
-func unfinishedImport(ctx context.Context, st *store.Store, rec exportSession) error {
+func unfinishedImport(ctx context.Context, st storage.Engine, rec exportSession) error {
 	si, err := st.Session(ctx, rec.Name)
 	if err != nil || !si.Importing {
 		return nil
 	}
 	return fmt.Errorf("session %q in %s holds an unfinished import (%d of the export's %d messages): it was not skipped as present; if no other import is running, remove it with 'ctxstore purge %s --yes' and import again",
-		rec.Name, st.Path(), si.TotalMessages, rec.Messages, shellQuote(rec.Name))
+		rec.Name, st.Location(), si.TotalMessages, rec.Messages, shellQuote(rec.Name))
 }
 
 // importDerived stores the derived records that follow a session's
 // messages (st nil: reads past them).
-func importDerived(ctx context.Context, st *store.Store, lr *lineReader, session string) error {
+func importDerived(ctx context.Context, st storage.Engine, lr *lineReader, session string) error {
 	for {
 		line, err := lr.next()
 		if err == io.EOF {
@@ -544,7 +545,7 @@ func importDerived(ctx context.Context, st *store.Store, lr *lineReader, session
 			value = d.ValueBase64
 		}
 		if err := st.PutDerived(ctx, session, d.Kind, d.Key, value); err != nil {
-			return explain(st.Path(), "", fmt.Errorf("import session %q: derived record %s/%s (%s line %d): %w", session, d.Kind, d.Key, lr.name, lr.no, err))
+			return explainIn(st, "", fmt.Errorf("import session %q: derived record %s/%s (%s line %d): %w", session, d.Kind, d.Key, lr.name, lr.no, err))
 		}
 	}
 }

@@ -1,10 +1,13 @@
-// Command ctxstore inspects and maintains ctxstore files: the bbolt files in
-// which ctxstore keeps LLM agents' conversations.
+// Command ctxstore inspects and maintains ctxstore databases: the bbolt files
+// in which ctxstore keeps LLM agents' conversations, or a PostgreSQL
+// database several hosts share.
 //
 // Run "ctxstore help" for the command list and "ctxstore COMMAND --help" for
 // each command's flags and an example. The database is --db, else
 // $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db (XDG_DATA_HOME
-// defaults to ~/.local/share).
+// defaults to ~/.local/share). A postgres:// or postgresql:// URL, with an
+// optional schema=NAME parameter (default "ctxstore"), names a PostgreSQL
+// database instead of a file.
 //
 // Exit status: 0 success, 1 an error (including "verify found problems"),
 // 2 a usage error (unknown command or flag, missing argument).

@@ -744,11 +744,10 @@ func (e *env) start(args ...string) (*exec.Cmd, <-chan string, *bytes.Buffer) {
 	return cmd, lines, &stderr
 }
 
-func TestTailFollow(t *testing.T) {
-	e := newEnv(t)
-	e.ok(conversation, "add", "s")
-	cmd, lines, stderr := e.start("tail", "-f", "-n", "1", "s", "--jsonl")
-	next := func() string {
+// nextLine returns a function giving the next line a started command
+// prints, failing the test when it ends or prints nothing for 20 s.
+func nextLine(t *testing.T, lines <-chan string, stderr *bytes.Buffer) func() string {
+	return func() string {
 		t.Helper()
 		select {
 		case l, ok := <-lines:
@@ -761,35 +760,48 @@ func TestTailFollow(t *testing.T) {
 		}
 		return ""
 	}
-	all := strings.Split(strings.TrimSpace(conversation), "\n")
-	if got := next(); got != all[len(all)-1] {
-		t.Fatalf("tail -f -n 1 first printed %q", got)
-	}
-	// Another process appends; tail sees it, in order.
-	e.ok(`{"role":"user","content":"from another process"}`+"\n"+`{"role":"assistant","content":"seen"}`, "add", "s")
-	if got := next(); got != `{"role":"user","content":"from another process"}` {
-		t.Fatalf("tail -f printed %q", got)
-	}
-	if got := next(); got != `{"role":"assistant","content":"seen"}` {
-		t.Fatalf("tail -f printed %q", got)
-	}
-	// A clear by another process, then more messages.
-	e.ok("", "clear", "s")
-	e.ok(`{"role":"user","content":"new epoch"}`, "add", "s")
-	if got := next(); got != `{"role":"user","content":"new epoch"}` {
-		t.Fatalf("tail -f after clear printed %q", got)
-	}
-	// Purged, then created again under the same name: a new session.
-	e.ok("", "purge", "s", "--yes")
-	e.ok(`{"role":"user","content":"reborn"}`, "add", "s")
-	if got := next(); got != `{"role":"user","content":"reborn"}` {
-		t.Fatalf("tail -f after purge and add printed %q", got)
-	}
-	// Ctrl-C ends it cleanly.
-	cmd.Process.Signal(os.Interrupt)
-	err := cmd.Wait()
-	if err != nil {
-		t.Fatalf("tail -f after SIGINT: %v (want exit 0); stderr: %s", err, stderr.String())
+}
+
+// TestTailFollow: tail -f sees what other commands (other processes)
+// append, clear and purge, on a file and on PostgreSQL.
+func TestTailFollow(t *testing.T) {
+	for _, engine := range []string{"file", "PostgreSQL"} {
+		t.Run(engine, func(t *testing.T) {
+			e := newEngineEnv(t, engine)
+			e.ok(conversation, "add", "s")
+			cmd, lines, stderr := e.start("tail", "-f", "-n", "1", "s", "--jsonl")
+			next := nextLine(t, lines, stderr)
+			all := strings.Split(strings.TrimSpace(conversation), "\n")
+			if got := next(); got != all[len(all)-1] {
+				t.Fatalf("tail -f -n 1 first printed %q", got)
+			}
+			// Another process appends; tail sees it, in order.
+			e.ok(`{"role":"user","content":"from another process"}`+"\n"+`{"role":"assistant","content":"seen"}`, "add", "s")
+			if got := next(); got != `{"role":"user","content":"from another process"}` {
+				t.Fatalf("tail -f printed %q", got)
+			}
+			if got := next(); got != `{"role":"assistant","content":"seen"}` {
+				t.Fatalf("tail -f printed %q", got)
+			}
+			// A clear by another process, then more messages.
+			e.ok("", "clear", "s")
+			e.ok(`{"role":"user","content":"new epoch"}`, "add", "s")
+			if got := next(); got != `{"role":"user","content":"new epoch"}` {
+				t.Fatalf("tail -f after clear printed %q", got)
+			}
+			// Purged, then created again under the same name: a new session.
+			e.ok("", "purge", "s", "--yes")
+			e.ok(`{"role":"user","content":"reborn"}`, "add", "s")
+			if got := next(); got != `{"role":"user","content":"reborn"}` {
+				t.Fatalf("tail -f after purge and add printed %q", got)
+			}
+			// Ctrl-C ends it cleanly.
+			cmd.Process.Signal(os.Interrupt)
+			err := cmd.Wait()
+			if err != nil {
+				t.Fatalf("tail -f after SIGINT: %v (want exit 0); stderr: %s", err, stderr.String())
+			}
+		})
 	}
 }
 

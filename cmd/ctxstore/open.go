@@ -1,12 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
+	"strings"
+	"time"
 
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/pgstore"
 	"github.com/ctxstore/ctxstore/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // openMode says whether a command may create or change the database.
@@ -17,13 +24,29 @@ const (
 	readWrite                 // the file (and its directory) is created if missing
 )
 
-// open opens the database for a command. A read command on a missing file
-// fails with a message saying how to create one, instead of leaving an
-// empty database behind.
-func (a *app) open(mode openMode) (*store.Store, error) {
+// serverOpenTimeout bounds connecting to a PostgreSQL server and bringing
+// its schema up to date, so a server that does not answer fails the
+// command instead of hanging it.
+const serverOpenTimeout = 30 * time.Second
+
+// isServer reports whether db names a PostgreSQL database (a postgres:// or
+// postgresql:// URL) rather than a bbolt file.
+func isServer(db string) bool {
+	l := strings.ToLower(db)
+	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
+}
+
+// open opens the database for a command: the bbolt file, or the PostgreSQL
+// database a postgres:// URL names. A read command on a missing file fails
+// with a message saying how to create one, instead of leaving an empty
+// database behind.
+func (a *app) open(ctx context.Context, mode openMode) (storage.Engine, error) {
 	path, err := a.dbPath()
 	if err != nil {
 		return nil, err
+	}
+	if isServer(path) {
+		return openServer(ctx, path, mode)
 	}
 	if mode == readOnly {
 		fi, err := os.Stat(path)
@@ -40,6 +63,140 @@ func (a *app) open(mode openMode) (*store.Store, error) {
 		return nil, explain(path, "", err)
 	}
 	return st, nil
+}
+
+// openServer opens the PostgreSQL database dsn names. A "schema" query
+// parameter picks the schema holding ctxstore's tables (default
+// "ctxstore"), so several deployments can share one database; the other
+// parameters go to the driver as they are. A write creates (or migrates)
+// the schema on first use; a read of a schema without ctxstore's tables
+// fails, as it does for a missing file, instead of creating one.
+func openServer(ctx context.Context, dsn string, mode openMode) (*pgstore.Store, error) {
+	conn, schema, err := splitSchema(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if schema == "" {
+		schema = pgstore.DefaultSchema
+	}
+	ctx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
+	defer cancel()
+	unreachable := func(err error) error {
+		return fmt.Errorf("%w\n(the database is the PostgreSQL URL given with --db or $CTXSTORE_DB: %s; check that the server runs and accepts the connection)", err, redactURL(dsn))
+	}
+	if mode == readOnly {
+		found, err := hasTables(ctx, conn, schema)
+		if err != nil {
+			return nil, unreachable(err)
+		}
+		if !found {
+			return nil, fmt.Errorf("no ctxstore tables in schema %q of %s (check the schema= parameter of --db or $CTXSTORE_DB; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db URL' create them)", schema, redactURL(dsn))
+		}
+	}
+	st, err := pgstore.Open(ctx, conn, pgstore.Options{Schema: schema})
+	if err != nil {
+		return nil, unreachable(err)
+	}
+	return st, nil
+}
+
+// hasTables reports whether schema holds ctxstore's tables, on a
+// connection of its own (pgstore.Open would create them).
+func hasTables(ctx context.Context, dsn, schema string) (bool, error) {
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return false, redactPassword(fmt.Errorf("connect: %w", err), dsn)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	var found bool
+	err = c.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "sessions"}.Sanitize()).Scan(&found)
+	if err != nil {
+		return false, redactPassword(fmt.Errorf("look for schema %q: %w", schema, err), dsn)
+	}
+	return found, nil
+}
+
+// redactPassword keeps the password of dsn out of err's message.
+func redactPassword(err error, dsn string) error {
+	u, perr := url.Parse(dsn)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(err.Error(), pw) {
+		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+	}
+	return err
+}
+
+// splitSchema takes the "schema" query parameter out of a postgres:// URL,
+// which the driver would otherwise send the server as a setting.
+func splitSchema(dsn string) (conn, schema string, err error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", "", usagef("--db: %s is not a valid PostgreSQL URL (postgres://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?schema=NAME]): %v",
+			redactURL(dsn), errors.Unwrap(err))
+	}
+	q := u.Query()
+	if !q.Has("schema") {
+		return dsn, "", nil
+	}
+	schema = q.Get("schema")
+	if schema == "" {
+		return "", "", usagef("--db: the schema= parameter of %s is empty: name a schema, or leave the parameter out for %q", redactURL(dsn), pgstore.DefaultSchema)
+	}
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	return u.String(), schema, nil
+}
+
+// redactURL is db for messages: a PostgreSQL URL with its password replaced
+// by "xxxxx"; a file path as it is.
+func redactURL(db string) string {
+	if !isServer(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		// Keep whatever sits between "://" and "@" out of the message.
+		scheme, rest, _ := strings.Cut(db, "://")
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			rest = "xxxxx" + rest[at:]
+		}
+		return scheme + "://" + rest
+	}
+	return u.Redacted()
+}
+
+// fileOnly refuses a command that works on the bbolt file itself when the
+// database is a PostgreSQL server.
+func (a *app) fileOnly(what, instead string) error {
+	path, err := a.dbPath()
+	if err != nil {
+		return err
+	}
+	if isServer(path) {
+		return usagef("%s works on a bbolt file; PostgreSQL (%s) %s", what, redactURL(path), instead)
+	}
+	return nil
+}
+
+// explainIn is explain for an error from st. A file's errors are explained
+// as explain does; a server's already name the server and the session, and
+// a missing session is told the same way as in a file.
+func explainIn(st storage.Engine, session string, err error) error {
+	if f, ok := st.(*store.Store); ok {
+		return explain(f.Path(), session, err)
+	}
+	return explainServer(st.Location(), session, err)
+}
+
+// explainServer is explain for a PostgreSQL database, named by where
+// (never with its password).
+func explainServer(where, session string, err error) error {
+	if err != nil && session != "" && errors.Is(err, storage.ErrNotFound) {
+		return fmt.Errorf("session %q not found in %s (see: ctxstore ls, with the same --db)", session, where)
+	}
+	return err
 }
 
 // explain turns a store error into a message that names the file or session
@@ -69,7 +226,7 @@ func explain(path, session string, err error) error {
 func (a *app) cmdline(format string, args ...any) string {
 	db := ""
 	if a.db != "" {
-		db = "--db " + shellQuote(a.db) + " "
+		db = "--db " + shellQuote(redactURL(a.db)) + " "
 	}
 	return "ctxstore " + db + fmt.Sprintf(format, args...)
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -56,41 +57,41 @@ func (a *app) listSessions(ctx context.Context, c *command, args []string) (stri
 	if _, err := a.parse(c, a.flags(c), args, 0, 0); err != nil {
 		return "", nil, err
 	}
-	st, err := a.open(readOnly)
+	st, err := a.open(ctx, readOnly)
 	if err != nil {
 		return "", nil, err
 	}
 	defer st.Close()
 	infos, err := st.Sessions(ctx)
 	if err != nil {
-		return "", nil, explain(st.Path(), "", err)
+		return "", nil, explainIn(st, "", err)
 	}
-	return st.Path(), infos, nil
+	return st.Location(), infos, nil
 }
 
 // session returns a session's metadata, with an error that says how to
 // find the right name.
-func session(ctx context.Context, st *store.Store, name string) (store.SessionInfo, error) {
+func session(ctx context.Context, st storage.Engine, name string) (store.SessionInfo, error) {
 	info, err := st.Session(ctx, name)
 	if err != nil {
-		return info, explain(st.Path(), name, err)
+		return info, explainIn(st, name, err)
 	}
 	return info, nil
 }
 
 // findEpoch returns the epoch's info, or an error listing the epochs there are.
-func (a *app) findEpoch(st *store.Store, info store.SessionInfo, epoch uint64) (store.EpochInfo, error) {
+func (a *app) findEpoch(st storage.Engine, info store.SessionInfo, epoch uint64) (store.EpochInfo, error) {
 	var have []string
 	for _, ep := range info.Epochs {
 		if ep.Epoch == epoch {
 			if ep.Purged {
-				return ep, fmt.Errorf("epoch %d of session %q in %s was purged; its messages are gone", epoch, info.Name, st.Path())
+				return ep, fmt.Errorf("epoch %d of session %q in %s was purged; its messages are gone", epoch, info.Name, st.Location())
 			}
 			return ep, nil
 		}
 		have = append(have, strconv.FormatUint(ep.Epoch, 10))
 	}
-	return store.EpochInfo{}, fmt.Errorf("session %q in %s has no epoch %d (it has: %v; see: %s)", info.Name, st.Path(), epoch, have, a.cmdline("ls --json"))
+	return store.EpochInfo{}, fmt.Errorf("session %q in %s has no epoch %d (it has: %v; see: %s)", info.Name, st.Location(), epoch, have, a.cmdline("ls --json"))
 }
 
 func showCommand() *command {
@@ -115,7 +116,7 @@ token estimate beside each message.`,
 			if a.json && *jsonl {
 				return usagef("--json and --jsonl are exclusive")
 			}
-			st, err := a.open(readOnly)
+			st, err := a.open(ctx, readOnly)
 			if err != nil {
 				return err
 			}
@@ -136,7 +137,7 @@ token estimate beside each message.`,
 	}
 }
 
-func showEpoch(ctx context.Context, a *app, st *store.Store, info store.SessionInfo, ep store.EpochInfo, jsonl bool) error {
+func showEpoch(ctx context.Context, a *app, st storage.Engine, info store.SessionInfo, ep store.EpochInfo, jsonl bool) error {
 	w := bufio.NewWriterSize(a.stdout, 64<<10)
 	defer w.Flush()
 	switch {
@@ -152,7 +153,7 @@ func showEpoch(ctx context.Context, a *app, st *store.Store, info store.SessionI
 	if ep.Messages > 0 {
 		for e, err := range st.EpochMessages(ctx, info.Name, ep.Epoch, ep.FirstSeq) {
 			if err != nil {
-				return explain(st.Path(), info.Name, fmt.Errorf("read session %q: %w", info.Name, err))
+				return explainIn(st, info.Name, fmt.Errorf("read session %q: %w", info.Name, err))
 			}
 			switch {
 			case a.json:
@@ -201,12 +202,16 @@ starts printing when it appears.`,
 			if *n < 0 {
 				return usagef("-n must not be negative")
 			}
+			mode := readOnly
 			if *follow {
 				if ok, err := a.waitForDatabase(ctx); !ok || err != nil {
 					return err // nil when interrupted while waiting
 				}
+				if db, _ := a.dbPath(); isServer(db) {
+					mode = readWrite // as 'tail -F' waits for a file: the schema is made, tail waits for the session
+				}
 			}
-			st, err := a.open(readOnly)
+			st, err := a.open(ctx, mode)
 			if err != nil {
 				return err
 			}
@@ -216,7 +221,7 @@ starts printing when it appears.`,
 	}
 }
 
-func tail(ctx context.Context, a *app, st *store.Store, name string, n int, follow, jsonl bool) error {
+func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, follow, jsonl bool) error {
 	w := bufio.NewWriter(a.stdout)
 	emit := func(e store.Entry) error {
 		if jsonl {
@@ -234,7 +239,7 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 		defer cancel()
 		ch, err := st.Watch(watchCtx, name)
 		if err != nil {
-			return explain(st.Path(), name, fmt.Errorf("watch session %q: %w", name, err))
+			return explainIn(st, name, fmt.Errorf("watch session %q: %w", name, err))
 		}
 		changes = ch
 	}
@@ -242,17 +247,17 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 	switch {
 	case follow && errors.Is(err, store.ErrNotFound):
 		// Watched already: its first message will be a change.
-		fmt.Fprintf(a.stderr, "ctxstore tail: session %q does not exist in %s yet; waiting for it\n", name, st.Path())
+		fmt.Fprintf(a.stderr, "ctxstore tail: session %q does not exist in %s yet; waiting for it\n", name, st.Location())
 		n = 0
 	case err != nil:
-		return explain(st.Path(), name, err)
+		return explainIn(st, name, err)
 	}
 	epoch, created := info.Epoch, info.Created
 	var last uint64
 	if n > 0 {
 		entries, err := st.Tail(ctx, name, n)
 		if err != nil {
-			return explain(st.Path(), name, fmt.Errorf("read session %q: %w", name, err))
+			return explainIn(st, name, fmt.Errorf("read session %q: %w", name, err))
 		}
 		for _, e := range entries {
 			if err := emit(e); err != nil {
@@ -276,7 +281,7 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 				if ctx.Err() != nil {
 					return nil
 				}
-				return fmt.Errorf("watching session %q in %s stopped unexpectedly", name, st.Path())
+				return fmt.Errorf("watching session %q in %s stopped unexpectedly", name, st.Location())
 			}
 		}
 		info, err := st.Session(ctx, name)
@@ -292,7 +297,7 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 			if ctx.Err() != nil {
 				return nil
 			}
-			return explain(st.Path(), name, err)
+			return explainIn(st, name, err)
 		}
 		if !info.Created.Equal(created) || info.LastSeq < last {
 			// Purged and created again between two looks (an import may
@@ -310,7 +315,7 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 				if ctx.Err() != nil {
 					return nil
 				}
-				return explain(st.Path(), name, err)
+				return explainIn(st, name, err)
 			}
 			if err := emit(e); err != nil {
 				return err
@@ -324,12 +329,15 @@ func tail(ctx context.Context, a *app, st *store.Store, name string, n int, foll
 }
 
 // waitForDatabase waits, like 'tail -F', until the database file exists
-// and has been initialised (is not empty). It reports false when ctx ended
+// and has been initialised (is not empty); a server is not waited for. It reports false when ctx ended
 // first.
 func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
 	path, err := a.dbPath()
 	if err != nil {
 		return false, err
+	}
+	if isServer(path) {
+		return true, nil // a server: tail's Watch waits for the session
 	}
 	ready := func() bool {
 		fi, err := os.Stat(path)
@@ -364,27 +372,20 @@ func statsCommand() *command {
 			if err != nil {
 				return err
 			}
+			if db, _ := a.dbPath(); isServer(db) {
+				return serverStats(a, path, infos)
+			}
 			fi, err := os.Stat(path)
 			if err != nil {
 				return err
 			}
 			var s struct {
-				File         string  `json:"file"`
-				FileBytes    int64   `json:"file_bytes"`
-				Sessions     int     `json:"sessions"`
-				Messages     int     `json:"messages"`       // current epochs
-				AllMessages  int     `json:"total_messages"` // all stored epochs
-				Tokens       int     `json:"tokens"`         // current epochs
-				JSONBytes    int64   `json:"json_bytes"`     // current epochs
+				File      string `json:"file"`
+				FileBytes int64  `json:"file_bytes"`
+				totals
 				BytesPerJSON float64 `json:"bytes_per_json_byte"`
 			}
-			s.File, s.FileBytes, s.Sessions = path, fi.Size(), len(infos)
-			for _, info := range infos {
-				s.Messages += info.Messages
-				s.AllMessages += info.TotalMessages
-				s.Tokens += info.Tokens
-				s.JSONBytes += info.Bytes
-			}
+			s.File, s.FileBytes, s.totals = path, fi.Size(), sumSessions(infos)
 			if s.JSONBytes > 0 {
 				s.BytesPerJSON = float64(s.FileBytes) / float64(s.JSONBytes)
 			}
@@ -408,4 +409,44 @@ func statsCommand() *command {
 			return tw.Flush()
 		},
 	}
+}
+
+// totals is what stats counts over the sessions.
+type totals struct {
+	Sessions    int   `json:"sessions"`
+	Messages    int   `json:"messages"`       // current epochs
+	AllMessages int   `json:"total_messages"` // all stored epochs
+	Tokens      int   `json:"tokens"`         // current epochs
+	JSONBytes   int64 `json:"json_bytes"`     // current epochs
+}
+
+func sumSessions(infos []store.SessionInfo) totals {
+	t := totals{Sessions: len(infos)}
+	for _, info := range infos {
+		t.Messages += info.Messages
+		t.AllMessages += info.TotalMessages
+		t.Tokens += info.Tokens
+		t.JSONBytes += info.Bytes
+	}
+	return t
+}
+
+// serverStats is stats for a PostgreSQL database: what the sessions hold.
+// The server's disk use is not the command's to measure (the tables may
+// share a database with others); psql's \dt+ shows it.
+func serverStats(a *app, where string, infos []store.SessionInfo) error {
+	s := struct {
+		Database string `json:"database"`
+		totals
+	}{where, sumSessions(infos)}
+	if a.json {
+		return writeJSON(a.stdout, s)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "database\t%s (PostgreSQL)\n", s.Database)
+	fmt.Fprintf(tw, "sessions\t%d\n", s.Sessions)
+	fmt.Fprintf(tw, "messages\t%d in current epochs, %d stored in all epochs\n", s.Messages, s.AllMessages)
+	fmt.Fprintf(tw, "tokens\t%d (estimated, current epochs)\n", s.Tokens)
+	fmt.Fprintf(tw, "JSON\t%s in current epochs\n", human(s.JSONBytes))
+	return tw.Flush()
 }

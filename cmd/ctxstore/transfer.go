@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ctxstore/ctxstore/resume"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -38,7 +39,7 @@ the export is complete.`,
 			if err != nil {
 				return err
 			}
-			st, err := a.open(readOnly)
+			st, err := a.open(ctx, readOnly)
 			if err != nil {
 				return err
 			}
@@ -62,9 +63,11 @@ the export is complete.`,
 
 // exportToFile writes the export beside path and renames it into place once
 // complete, so an interrupted export never leaves a plausible-looking file.
-func exportToFile(ctx context.Context, st *store.Store, names []string, path string) (exportStats, error) {
-	if same, _ := sameFilePath(st.Path(), path); same {
-		return exportStats{}, fmt.Errorf("export: %s is the database itself: writing the export there would replace the store; pick another file", path)
+func exportToFile(ctx context.Context, st storage.Engine, names []string, path string) (exportStats, error) {
+	if f, ok := st.(*store.Store); ok {
+		if same, _ := sameFilePath(f.Path(), path); same {
+			return exportStats{}, fmt.Errorf("export: %s is the database itself: writing the export there would replace the store; pick another file", path)
+		}
 	}
 	// An existing symlink stays: the file it points to is replaced.
 	if real, err := filepath.EvalSymlinks(path); err == nil {
@@ -174,7 +177,7 @@ func runImport(ctx context.Context, a *app, file, session string, skip bool) err
 
 	bar := a.newProgress("importing", size)
 	defer bar.finish()
-	st, err := a.open(readWrite)
+	st, err := a.open(ctx, readWrite)
 	if err != nil {
 		return err
 	}
@@ -202,7 +205,7 @@ func runImport(ctx context.Context, a *app, file, session string, skip bool) err
 		if a.json {
 			return writeJSON(a.stdout, stats)
 		}
-		fmt.Fprintf(a.stdout, "imported %d session(s), %d messages from %s into %s\n", stats.Sessions, stats.Messages, label, st.Path())
+		fmt.Fprintf(a.stdout, "imported %d session(s), %d messages from %s into %s\n", stats.Sessions, stats.Messages, label, st.Location())
 		if len(stats.Skipped) > 0 {
 			fmt.Fprintf(a.stdout, "left alone (already present): %s\n", strings.Join(stats.Skipped, ", "))
 		}
@@ -217,7 +220,7 @@ func runImport(ctx context.Context, a *app, file, session string, skip bool) err
 	}
 	if skip {
 		if _, err := st.Session(ctx, session); err == nil {
-			fmt.Fprintf(a.stdout, "session %q already exists in %s; left alone\n", session, st.Path())
+			fmt.Fprintf(a.stdout, "session %q already exists in %s; left alone\n", session, st.Location())
 			return nil
 		}
 	}
@@ -234,9 +237,9 @@ func runImport(ctx context.Context, a *app, file, session string, skip bool) err
 	}
 	bar.finish()
 	if err != nil {
-		return explain(st.Path(), "", fmt.Errorf("import %s into session %q: %w", label, session, err))
+		return explainIn(st, "", fmt.Errorf("import %s into session %q: %w", label, session, err))
 	}
-	return reportTranscript(a, label, st.Path(), rep)
+	return reportTranscript(a, label, st.Location(), rep)
 }
 
 // transcriptSession derives a session name from a transcript's path:

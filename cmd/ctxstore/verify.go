@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/ctxstore/ctxstore/persistent"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -31,18 +32,18 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 			if _, err := a.parse(c, fs, args, 0, 0); err != nil {
 				return err
 			}
-			st, err := a.open(readOnly)
+			st, err := a.open(ctx, readOnly)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			rep, err := st.Verify(ctx)
 			if err != nil {
-				return explain(st.Path(), "", fmt.Errorf("verify: %w", err))
+				return explainIn(st, "", fmt.Errorf("verify: %w", err))
 			}
 			repaired, err := setAsideRepaired(ctx, st, rep)
 			if err != nil {
-				return explain(st.Path(), "", fmt.Errorf("verify: %w", err))
+				return explainIn(st, "", fmt.Errorf("verify: %w", err))
 			}
 			if a.json {
 				out := struct {
@@ -59,7 +60,9 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 						r.Session, r.Epoch, r.AssistantSeq, r.CallID, persistent.InterruptedText)
 				}
 				if !rep.Intact() {
-					fmt.Fprintf(a.stdout, "recover every readable message into a new file with: ctxstore --db %s doctor --salvage OUT.db\n", shellQuote(st.Path()))
+					if f, file := st.(*store.Store); file { // a server has no file to salvage
+						fmt.Fprintf(a.stdout, "recover every readable message into a new file with: ctxstore --db %s doctor --salvage OUT.db\n", shellQuote(f.Path()))
+					}
 				} else if !rep.OK() {
 					fmt.Fprintln(a.stdout, "unpaired tool calls are not damage: a crash mid-call leaves one; views answer repaired calls with a synthetic result")
 				}
@@ -75,7 +78,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 // setAsideRepaired removes from rep the calls without results that repair
 // records answer (an interrupted run, repaired on resume), and returns them:
 // they are not lost, views answer them, so they do not fail verify.
-func setAsideRepaired(ctx context.Context, st *store.Store, rep *store.VerifyReport) ([]persistent.RepairedCall, error) {
+func setAsideRepaired(ctx context.Context, st storage.Engine, rep *store.VerifyReport) ([]persistent.RepairedCall, error) {
 	type key struct {
 		session string
 		epoch   uint64
@@ -128,6 +131,9 @@ move OUT into its place. Exit status 1 when nothing could be recovered.`,
 			fs := a.flags(c)
 			out := fs.String("salvage", "", "write the salvaged messages to the new file `OUT`")
 			if _, err := a.parse(c, fs, args, 0, 0); err != nil {
+				return err
+			}
+			if err := a.fileOnly("doctor --salvage", "has no file to salvage: check it with 'ctxstore verify' and restore damage from the server's backups"); err != nil {
 				return err
 			}
 			if *out == "" {

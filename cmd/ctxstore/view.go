@@ -13,6 +13,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/persistent"
+	"github.com/ctxstore/ctxstore/store"
 )
 
 func viewCommand() *command {
@@ -148,22 +149,32 @@ type viewLine struct {
 }
 
 func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg ctxstore.Config, full, payload bool) error {
-	// Check the file and the session first, read-only: view writes nothing.
-	st, err := a.open(readOnly)
+	// Check the database and the session first, read-only: view writes nothing.
+	st, err := a.open(ctx, readOnly)
 	if err != nil {
 		return err
 	}
-	path := st.Path()
-	_, err = session(ctx, st, name)
-	st.Close()
-	if err != nil {
+	if _, err = session(ctx, st, name); err != nil {
+		st.Close()
 		return err
 	}
 	log := &eventLog{}
 	cfg.Hooks = log.hook
-	mgr, err := persistent.Open(path, name, persistent.Config{Config: cfg, LockTimeout: a.lockTimeout, ReadOnly: true})
-	if err != nil {
-		return explain(path, name, err)
+	var mgr *persistent.Manager
+	if f, file := st.(*store.Store); file {
+		// The manager opens the file itself, as an agent's would.
+		path := f.Path()
+		st.Close()
+		mgr, err = persistent.Open(path, name, persistent.Config{Config: cfg, LockTimeout: a.lockTimeout, ReadOnly: true})
+		if err != nil {
+			return explain(path, name, err)
+		}
+	} else {
+		defer st.Close() // after the manager's Close
+		mgr, err = persistent.OpenEngine(st, name, persistent.Config{Config: cfg, ReadOnly: true})
+		if err != nil {
+			return explainIn(st, name, err)
+		}
 	}
 	defer mgr.Close()
 	rep, err := viewOf(ctx, mgr, log, req)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -47,7 +48,7 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 			if len(msgs) == 0 {
 				return fmt.Errorf("stdin held no messages; nothing was added to session %q", pos[0])
 			}
-			st, err := a.open(readWrite)
+			st, err := a.open(ctx, readWrite)
 			if err != nil {
 				return err
 			}
@@ -59,12 +60,12 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 			}
 			first, last, err := st.Append(ctx, pos[0], recs...)
 			if err != nil {
-				return explain(st.Path(), pos[0], fmt.Errorf("add to session %q: %w", pos[0], err))
+				return explainIn(st, pos[0], fmt.Errorf("add to session %q: %w", pos[0], err))
 			}
 			if a.json {
 				return writeJSON(a.stdout, map[string]any{"session": pos[0], "added": len(recs), "first_seq": first, "last_seq": last})
 			}
-			fmt.Fprintf(a.stdout, "added %d message(s) to session %q in %s (seq %d-%d)\n", len(recs), pos[0], st.Path(), first, last)
+			fmt.Fprintf(a.stdout, "added %d message(s) to session %q in %s (seq %d-%d)\n", len(recs), pos[0], st.Location(), first, last)
 			return nil
 		},
 	}
@@ -157,14 +158,14 @@ earlier epoch ('ctxstore show SESSION --epoch N'). Use 'purge' to delete.`,
 			if err != nil {
 				return err
 			}
-			st, err := a.openExisting()
+			st, err := a.openExisting(ctx)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			epoch, err := st.Clear(ctx, pos[0])
 			if err != nil {
-				return explain(st.Path(), pos[0], fmt.Errorf("clear session %q: %w", pos[0], err))
+				return explainIn(st, pos[0], fmt.Errorf("clear session %q: %w", pos[0], err))
 			}
 			if a.json {
 				return writeJSON(a.stdout, map[string]any{"session": pos[0], "epoch": epoch})
@@ -179,13 +180,16 @@ earlier epoch ('ctxstore show SESSION --epoch N'). Use 'purge' to delete.`,
 // openExisting opens an existing database for writing: commands that change
 // a session (clear, purge) have nothing to do on a missing file, and must not
 // leave an empty one behind.
-func (a *app) openExisting() (*store.Store, error) {
-	st, err := a.open(readOnly) // fails clearly on a missing file
+func (a *app) openExisting(ctx context.Context) (storage.Engine, error) {
+	st, err := a.open(ctx, readOnly) // fails clearly on a missing file
 	if err != nil {
 		return nil, err
 	}
+	if _, file := st.(*store.Store); !file {
+		return st, nil // a server: the handle writes as well
+	}
 	st.Close()
-	return a.open(readWrite)
+	return a.open(ctx, readWrite)
 }
 
 func purgeCommand() *command {
@@ -211,7 +215,7 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 				return err
 			}
 			name := pos[0]
-			st, err := a.openExisting()
+			st, err := a.openExisting(ctx)
 			if err != nil {
 				return err
 			}
@@ -229,7 +233,7 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 				what = fmt.Sprintf("epoch %d of session %q (%d messages)", *epoch, name, ep.Messages)
 			}
 			if !*yes {
-				ok, err := a.confirm(fmt.Sprintf("delete %s from %s for real?", what, st.Path()))
+				ok, err := a.confirm(fmt.Sprintf("delete %s from %s for real?", what, st.Location()))
 				if err != nil {
 					return err
 				}
@@ -246,7 +250,7 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 				return fmt.Errorf("epoch %d is the current epoch of session %q: '%s' first, or purge the whole session", *epoch, name, a.cmdline("clear %s", shellQuote(name)))
 			}
 			if err != nil {
-				return explain(st.Path(), name, fmt.Errorf("purge %s: %w", what, err))
+				return explainIn(st, name, fmt.Errorf("purge %s: %w", what, err))
 			}
 			if a.json {
 				return writeJSON(a.stdout, map[string]any{"session": name, "epoch": *epoch, "purged": true})
