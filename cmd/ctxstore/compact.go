@@ -65,8 +65,8 @@ next one.`,
 				return explain(path, "", fmt.Errorf("compact-file: verify first: %w", err))
 			}
 			if !rep.Intact() {
-				return fmt.Errorf("%s is damaged (%d problems; see: ctxstore verify): compact-file copies only sound files; recover what is readable with: ctxstore --db %s doctor --salvage OUT.db",
-					path, len(rep.Problems)+rep.MoreProblems, shellQuote(path))
+				return fmt.Errorf("%s is damaged (%d problems; see: ctxstore --db %s verify): compact-file copies only sound files; recover what is readable with: ctxstore --db %s doctor --salvage OUT.db",
+					path, len(rep.Problems)+rep.MoreProblems, shellQuote(path), shellQuote(path))
 			}
 
 			before, err := os.Stat(path)
