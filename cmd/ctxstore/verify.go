@@ -53,7 +53,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 					return err
 				}
 			} else {
-				fmt.Fprint(a.stdout, rep.String())
+				fmt.Fprint(a.stdout, termSafe(rep.String(), true))
 				for _, r := range repaired {
 					fmt.Fprintf(a.stdout, "  repaired: session %q epoch %d seq %d: call %q was interrupted; views answer it with %q\n",
 						r.Session, r.Epoch, r.AssistantSeq, r.CallID, persistent.InterruptedText)
@@ -154,7 +154,7 @@ move OUT into its place. Exit status 1 when nothing could be recovered.`,
 			if a.json {
 				return writeJSON(a.stdout, rep)
 			}
-			fmt.Fprint(a.stdout, rep.String())
+			fmt.Fprint(a.stdout, termSafe(rep.String(), true))
 			switch {
 			case rep.Recovered == 0:
 				fmt.Fprintf(a.stdout, "nothing could be recovered: keep %s; %s holds no messages\n", shellQuote(path), shellQuote(*out))
