@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	bin "encoding/binary"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -65,30 +67,69 @@ func TestVerifyRepairedCall(t *testing.T) {
 	}
 }
 
-// A salvage that recovers nothing fails and does not tell the user to
-// swap the empty copy in.
-func TestSalvageNothingRecovered(t *testing.T) {
+// A salvage that recovers nothing, or not everything, exits 1 and does not
+// tell the user to swap the copy in, with --json as without (the verdict
+// then on stderr, the report alone on stdout); a complete one exits 0.
+func TestSalvageVerdict(t *testing.T) {
 	e := newEnv(t)
 	e.ok(`{"role":"user","content":"hello"}`, "add", "s")
-	data, err := os.ReadFile(e.db)
+	sound, err := os.ReadFile(e.db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Keep the two meta pages, lose the pages that hold the message.
-	at := bytes.Index(data, []byte("hello"))
-	if err := os.Truncate(e.db, int64(at-at%4096)); err != nil {
+	e.ok(longConversation(40), "add", "big")
+	full, err := os.ReadFile(e.db)
+	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(e.dir, "r.db")
-	r := e.run("", "doctor", "--salvage", out)
-	if r.code != 1 || !strings.Contains(r.stdout, "nothing could be recovered") || strings.Contains(r.stdout, "into its place") {
-		t.Errorf("salvage of a file cut before its messages: %s", r)
+	// Cut before the pages that hold the message: nothing to recover.
+	at := bytes.Index(sound, []byte("hello"))
+	cut := sound[:at-at%4096]
+	// A page of messages overwritten: some recovered, some missing.
+	damaged := bytes.Clone(full)
+	at = bytes.Index(full, []byte("Question 20:"))
+	copy(damaged[at-at%4096:], bytes.Repeat([]byte{0xff}, 4096))
+
+	for _, tc := range []struct {
+		name string
+		file []byte
+		code int
+		says string
+	}{
+		{"nothing recovered", cut, 1, "nothing could be recovered"},
+		{"some missing", damaged, 1, "not everything was recovered"},
+		{"complete", full, 0, ""},
+	} {
+		for _, asJSON := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s json=%v", tc.name, asJSON), func(t *testing.T) {
+				db := filepath.Join(t.TempDir(), "src.db")
+				if err := os.WriteFile(db, tc.file, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				out := filepath.Join(t.TempDir(), "r.db")
+				args := []string{"--db", db, "doctor", "--salvage", out}
+				if asJSON {
+					args = append(args, "--json")
+				}
+				r := e.run("", args...)
+				verdict := r.stdout
+				if asJSON {
+					verdict = r.stderr
+					if !json.Valid([]byte(r.stdout)) {
+						t.Errorf("stdout is not the JSON report:\n%s", r.stdout)
+					}
+				}
+				if r.code != tc.code || !strings.Contains(verdict, tc.says) || (tc.code != 0 && strings.Contains(verdict, "into its place")) {
+					t.Errorf("want exit %d saying %q, got %s", tc.code, tc.says, r)
+				}
+			})
+		}
 	}
 
 	// Not a store at all: an error that does not suggest salvage again.
 	text := filepath.Join(e.dir, "notes.txt")
 	os.WriteFile(text, []byte("hello\n"), 0o600)
-	r = e.run("", "--db", text, "doctor", "--salvage", filepath.Join(e.dir, "r2.db"))
+	r := e.run("", "--db", text, "doctor", "--salvage", filepath.Join(e.dir, "r2.db"))
 	if r.code != 1 || !strings.Contains(r.stderr, "cannot be salvaged") || strings.Contains(r.stderr, "doctor --salvage") {
 		t.Errorf("salvage of a text file: %s", r)
 	}
