@@ -36,20 +36,31 @@ type VerifyProblem struct {
 	Session string `json:"session,omitempty"`
 	Seq     uint64 `json:"seq,omitempty"`
 	Detail  string `json:"detail"`
+	// Count is how many times this problem was found, when more than once:
+	// a problem that names no seq is listed once and counted.
+	Count int `json:"count,omitempty"`
 }
 
 // String describes the problem on one line, for people.
 func (p VerifyProblem) String() string {
+	where := ""
+	if p.Seq != 0 {
+		where = fmt.Sprintf(" seq %d", p.Seq)
+	}
+	return p.line(where, "")
+}
+
+// line is the problem's kind, session, where (seqs), detail and note.
+func (p VerifyProblem) line(where, note string) string {
 	var b strings.Builder
 	b.WriteString(p.Kind)
 	if p.Session != "" {
 		fmt.Fprintf(&b, " session %q", p.Session)
 	}
-	if p.Seq != 0 {
-		fmt.Fprintf(&b, " seq %d", p.Seq)
-	}
+	b.WriteString(where)
 	b.WriteString(": ")
 	b.WriteString(p.Detail)
+	b.WriteString(note)
 	return b.String()
 }
 
@@ -74,7 +85,22 @@ func (r *VerifyReport) Intact() bool { return len(r.Problems) == 0 }
 // OK reports that the store is intact and every tool call is paired.
 func (r *VerifyReport) OK() bool { return r.Intact() && len(r.Pairing) == 0 }
 
-// String is a human summary, one finding a line.
+// ProblemCount is how many problems were found, listed or not.
+func (r *VerifyReport) ProblemCount() int {
+	n := r.MoreProblems
+	for _, p := range r.Problems {
+		n += max(p.Count, 1)
+	}
+	return n
+}
+
+// maxPrinted bounds the lines String prints for problems, and apart for
+// pairing issues; the rest are counted.
+const maxPrinted = 20
+
+// String is a human summary: problems that differ only in their seq are
+// grouped on one line with a count, at most 20 lines of problems and 20 of
+// pairing issues are printed, and the rest are counted.
 func (r *VerifyReport) String() string {
 	var b strings.Builder
 	state := "OK"
@@ -85,30 +111,99 @@ func (r *VerifyReport) String() string {
 		state = "intact, unpaired tool calls"
 	}
 	fmt.Fprintf(&b, "verify %s: %s: %d sessions, %d messages, %d problems, %d pairing issues\n",
-		r.Path, state, r.Sessions, r.Messages, len(r.Problems)+r.MoreProblems, len(r.Pairing)+r.MorePairing)
-	for _, p := range r.Problems {
+		r.Path, state, r.Sessions, r.Messages, r.ProblemCount(), len(r.Pairing)+r.MorePairing)
+	groups := groupProblems(r.Problems)
+	more := r.MoreProblems
+	for i, g := range groups {
+		if i >= maxPrinted {
+			more += g.count
+			continue
+		}
+		fmt.Fprintf(&b, "  %s\n", g)
+	}
+	if more > 0 {
+		fmt.Fprintf(&b, "  ... and %d more problems\n", more)
+	}
+	for i, p := range r.Pairing {
+		if i >= maxPrinted {
+			break
+		}
 		fmt.Fprintf(&b, "  %s\n", p)
 	}
-	if r.MoreProblems > 0 {
-		fmt.Fprintf(&b, "  ... and %d more problems\n", r.MoreProblems)
-	}
-	for _, p := range r.Pairing {
-		fmt.Fprintf(&b, "  %s\n", p)
-	}
-	if r.MorePairing > 0 {
-		fmt.Fprintf(&b, "  ... and %d more pairing issues\n", r.MorePairing)
+	if n := len(r.Pairing) - min(len(r.Pairing), maxPrinted) + r.MorePairing; n > 0 {
+		fmt.Fprintf(&b, "  ... and %d more pairing issues\n", n)
 	}
 	return b.String()
+}
+
+// problemGroup is the problems that differ only in their seq.
+type problemGroup struct {
+	first VerifyProblem
+	seqs  []uint64 // one per problem listed; 0 where it names no seq
+	count int      // problems found
+}
+
+// groupProblems groups problems by kind, session and detail, in the order
+// each group first appears.
+func groupProblems(ps []VerifyProblem) []*problemGroup {
+	type key struct{ kind, session, detail string }
+	at := map[key]*problemGroup{}
+	var out []*problemGroup
+	for _, p := range ps {
+		k := key{p.Kind, p.Session, p.Detail}
+		g := at[k]
+		if g == nil {
+			g = &problemGroup{first: p}
+			at[k] = g
+			out = append(out, g)
+		}
+		g.seqs = append(g.seqs, p.Seq)
+		g.count += max(p.Count, 1)
+	}
+	return out
+}
+
+// String prints the group on one line: the problem itself when it is
+// alone, else its first seqs and how many problems it holds.
+func (g *problemGroup) String() string {
+	if g.count == 1 {
+		return g.first.String()
+	}
+	var seqs []string
+	for _, s := range g.seqs {
+		if s == 0 {
+			continue
+		}
+		if len(seqs) == 5 {
+			seqs = append(seqs, "…")
+			break
+		}
+		seqs = append(seqs, fmt.Sprint(s))
+	}
+	where := ""
+	if len(seqs) > 0 {
+		where = " seqs " + strings.Join(seqs, ", ")
+	}
+	return g.first.line(where, fmt.Sprintf(" (%d times)", g.count))
 }
 
 // AddProblem records one piece of damage, counting it in MoreProblems once
 // MaxReported are listed.
 func (r *VerifyReport) AddProblem(kind, session string, seq uint64, format string, args ...any) {
+	p := VerifyProblem{Kind: kind, Session: session, Seq: seq, Detail: fmt.Sprintf(format, args...)}
+	if seq == 0 {
+		for i := range r.Problems {
+			if q := &r.Problems[i]; q.Seq == 0 && q.Kind == kind && q.Session == session && q.Detail == p.Detail {
+				q.Count = max(q.Count, 1) + 1
+				return
+			}
+		}
+	}
 	if len(r.Problems) >= MaxReported {
 		r.MoreProblems++
 		return
 	}
-	r.Problems = append(r.Problems, VerifyProblem{Kind: kind, Session: session, Seq: seq, Detail: fmt.Sprintf(format, args...)})
+	r.Problems = append(r.Problems, p)
 }
 
 // AddPairing records one pairing issue, counting it in MorePairing once

@@ -645,7 +645,11 @@ func newBoltWalker(bf *boltFile) *boltWalker {
 }
 
 func (w *boltWalker) issue(path []string, page uint64, format string, args ...any) {
-	w.issues = append(w.issues, walkIssue{Path: slices.Clone(path), Page: page, Problem: fmt.Sprintf(format, args...)})
+	problem := fmt.Sprintf(format, args...)
+	if page != 0 {
+		problem = strings.TrimPrefix(problem, fmt.Sprintf("page %d: ", page)) // said once, by walkIssue.String
+	}
+	w.issues = append(w.issues, walkIssue{Path: slices.Clone(path), Page: page, Problem: problem})
 }
 
 // bucketRoot describes where a bucket's keys live: a page id, or an inline page.
@@ -723,15 +727,15 @@ func (w *boltWalker) walkPage(path []string, id uint64, depth int, fn func(walkE
 		return w.leaf(path, id, buf, h.count, fn)
 	case boltBranchPage:
 		var prev []byte
+		var order disorder
+		defer order.report(w, path, id)
 		for i := range int(h.count) {
 			k, child, err := branchElem(buf, i)
 			if err != nil {
 				w.issue(path, id, "element %d: %v", i, err)
 				return true
 			}
-			if prev != nil && string(k) <= string(prev) {
-				w.issue(path, id, "keys out of order at element %d", i)
-			}
+			order.check(i, prev, k)
 			prev = k
 			if child < 2 || child >= w.bf.meta.hwm {
 				w.issue(path, id, "element %d points at page %d, outside 2..%d", i, child, w.bf.meta.hwm-1)
@@ -748,18 +752,40 @@ func (w *boltWalker) walkPage(path []string, id uint64, depth int, fn func(walkE
 	}
 }
 
+// disorder counts the keys of one page that are out of order, to report
+// them once for the page.
+type disorder struct{ first, n int }
+
+func (d *disorder) check(i int, prev, key []byte) {
+	if prev != nil && string(key) <= string(prev) {
+		if d.n == 0 {
+			d.first = i
+		}
+		d.n++
+	}
+}
+
+func (d *disorder) report(w *boltWalker, path []string, id uint64) {
+	switch {
+	case d.n == 1:
+		w.issue(path, id, "keys out of order at element %d", d.first)
+	case d.n > 1:
+		w.issue(path, id, "keys out of order at %d elements, from element %d", d.n, d.first)
+	}
+}
+
 // leaf walks the elements of a leaf page held in buf.
 func (w *boltWalker) leaf(path []string, id uint64, buf []byte, count uint16, fn func(walkElem) bool) bool {
 	var prev []byte
+	var order disorder
+	defer order.report(w, path, id)
 	for i := range int(count) {
 		e, err := leafElem(buf, i)
 		if err != nil {
 			w.issue(path, id, "element %d: %v", i, err)
 			return true // the rest of the element table is not trustworthy either
 		}
-		if prev != nil && string(e.key) <= string(prev) {
-			w.issue(path, id, "keys out of order at element %d", i)
-		}
+		order.check(i, prev, e.key)
 		prev = e.key
 		e.page = id
 		if !fn(e) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
@@ -132,6 +133,10 @@ func verifyPages(ctx context.Context, path string, r *VerifyReport) bool {
 	return len(w.issues) == 0
 }
 
+// implausibleSeq is a seq no session reaches (a million appends a second
+// for nine years): a key that reads as a larger one is damaged.
+const implausibleSeq = 1 << 48
+
 // epochTally is what one epoch's messages add up to.
 type epochTally struct {
 	messages, tokens int
@@ -157,10 +162,16 @@ func (v *sessionVerifier) message(e walkElem) {
 		return
 	}
 	r.Messages++
-	seq, _ := keySeq(e.key)
+	seq, ok := keySeq(e.key)
 	env, err := decodeAt(v.name, e.key, e.value)
 	if err != nil {
-		r.AddProblem("record", v.name, seq, "%v", err)
+		if !ok || seq == 0 || (v.meta != nil && seq > v.meta.LastSeq) || seq > implausibleSeq {
+			// Its key is damaged too: the number it reads as is no seq.
+			r.AddProblem("record", v.name, 0, "unreadable record under a damaged key")
+			return
+		}
+		detail := strings.TrimPrefix(err.Error(), fmt.Sprintf("store: session %q seq %d: ", v.name, seq))
+		r.AddProblem("record", v.name, seq, "%s", strings.TrimPrefix(detail, ErrCorrupt.Error()+": "))
 		return
 	}
 	msg, err := ctxstore.ParseMessage(env.Raw)

@@ -661,9 +661,9 @@ func TestVerifyAndSalvage(t *testing.T) {
 		t.Errorf("verify of a damaged file: %s", r)
 	}
 	out := filepath.Join(e.dir, "rescued.db")
-	r = e.ok("", "doctor", "--salvage", out)
-	if !strings.Contains(r.stdout, "messages recovered") {
-		t.Errorf("doctor said:\n%s", r.stdout)
+	r = e.run("", "doctor", "--salvage", out)
+	if r.code != 1 || !strings.Contains(r.stdout, "messages recovered") || !strings.Contains(r.stdout, "not everything was recovered") {
+		t.Errorf("salvage of a damaged file: want exit 1 saying not everything was recovered, got %s", r)
 	}
 	e.ok("", "--db", out, "verify", "--damage-only")
 	if got, _ := os.ReadFile(e.db); !bytes.Equal(got, damaged) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/store"
@@ -18,30 +19,79 @@ import (
 // maxChars > 0 cuts the text (tail, ls previews); 0 prints it all.
 func printEntry(w io.Writer, e store.Entry, maxChars int) {
 	m, err := e.Message()
-	fmt.Fprintf(w, "#%-5d %s  %-9s %6d tok", e.Seq, e.Time.Local().Format("2006-01-02 15:04:05"), e.Role, e.Tokens)
+	fmt.Fprintf(w, "#%-5d %s  %-9s %6d tok", e.Seq, e.Time.Local().Format("2006-01-02 15:04:05"), termSafe(string(e.Role), false), e.Tokens)
 	if err != nil {
-		fmt.Fprintf(w, "\n    [unreadable message: %v]\n", err)
+		fmt.Fprintf(w, "\n    [unreadable message: %s]\n", termSafe(err.Error(), false))
 		return
 	}
 	if src := m.Source(); src != "" {
-		fmt.Fprintf(w, "  (%s)", src)
+		fmt.Fprintf(w, "  (%s)", termSafe(src, false))
 	}
 	if ids := m.ResultIDs(); len(ids) > 0 {
-		fmt.Fprintf(w, "  result of %s", strings.Join(ids, ", "))
+		fmt.Fprintf(w, "  result of %s", termSafe(strings.Join(ids, ", "), false))
 	}
 	fmt.Fprintln(w)
 	if text := m.Text(); text != "" {
-		fmt.Fprintln(w, indent(cut(text, maxChars), "    "))
+		fmt.Fprintln(w, indent(termSafe(cut(text, maxChars), true), "    "))
 	} else if c := m.Content(); len(c) > 0 && string(c) != "null" && !m.HasToolCalls() {
-		fmt.Fprintln(w, indent(cut(string(c), maxChars), "    "))
+		fmt.Fprintln(w, indent(termSafe(cut(string(c), maxChars), true), "    "))
 	}
 	if others := otherBlocks(m); others != "" {
-		fmt.Fprintf(w, "    [%s]\n", others)
+		fmt.Fprintf(w, "    [%s]\n", termSafe(others, false))
 	}
 	for _, call := range m.ToolCalls() {
 		args := compactJSON(call.Arguments)
-		fmt.Fprintf(w, "    → %s %s  [%s]\n", call.Name, cut(args, 200), call.ID)
+		fmt.Fprintf(w, "    → %s %s  [%s]\n", termSafe(call.Name, false), termSafe(cut(args, 200), false), termSafe(call.ID, false))
 	}
+}
+
+// termSafe makes stored text safe to print on a terminal: every control
+// character (C0, DEL, C1), bidirectional override or isolate, and invalid
+// UTF-8 byte is written visibly as a Go-style escape (\x1b, \u202e) instead
+// of reaching the terminal, where it could retitle the window, clear the
+// screen, write the clipboard (OSC 52) or reorder what the reader sees.
+// multiline keeps newlines and tabs, for text printed over several lines;
+// otherwise they are escaped too, for one-line fields.
+func termSafe(s string, multiline bool) string {
+	var b strings.Builder
+	done := 0 // s[:done] is in b
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		invalid := r == utf8.RuneError && size == 1
+		if !invalid && !unsafeRune(r, multiline) {
+			i += size
+			continue
+		}
+		b.WriteString(s[done:i])
+		switch {
+		case invalid:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += size
+		done = i
+	}
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
+}
+
+// unsafeRune reports whether r must not reach a terminal raw.
+func unsafeRune(r rune, multiline bool) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return !multiline
+	case r < 0x20, r >= 0x7f && r < 0xa0:
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
+		return true // bidi embeddings, overrides, isolates and marks
+	}
+	return false
 }
 
 // otherBlocks names the content blocks Text does not show (images,
@@ -110,8 +160,8 @@ func compactJSON(raw json.RawMessage) string {
 	return buf.String()
 }
 
-// oneLine is a message's text on one line, cut to max characters: for
-// tables of messages (view).
+// oneLine is a message's text on one line, cut to max characters and
+// safe for a terminal: for tables of messages (view).
 func oneLine(m ctxstore.Message, max int) string {
 	text := m.Text()
 	if text == "" && m.HasToolCalls() {
@@ -122,7 +172,7 @@ func oneLine(m ctxstore.Message, max int) string {
 		text = strings.Join(parts, "; ")
 	}
 	text = strings.Join(strings.Fields(text), " ")
-	return cut(text, max)
+	return termSafe(cut(text, max), false)
 }
 
 // writeRawLine writes a message's JSON on one line: the exact bytes, unless

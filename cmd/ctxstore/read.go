@@ -43,8 +43,8 @@ stored epoch.`,
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "SESSION\tMESSAGES\tTOKENS\tEPOCH\tTOTAL\tUPDATED\tTITLE")
 			for _, info := range infos {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", info.Name, info.Messages, info.Tokens,
-					info.Epoch, info.TotalMessages, ago(info.Updated, now), cut(info.Title, 50))
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", termSafe(info.Name, false), info.Messages, info.Tokens,
+					info.Epoch, info.TotalMessages, ago(info.Updated, now), termSafe(cut(info.Title, 50), false))
 			}
 			return tw.Flush()
 		},

@@ -54,7 +54,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 					return err
 				}
 			} else {
-				fmt.Fprint(a.stdout, rep.String())
+				fmt.Fprint(a.stdout, termSafe(rep.String(), true))
 				for _, r := range repaired {
 					fmt.Fprintf(a.stdout, "  repaired: session %q epoch %d seq %d: call %q was interrupted; views answer it with %q\n",
 						r.Session, r.Epoch, r.AssistantSeq, r.CallID, persistent.InterruptedText)
@@ -125,7 +125,10 @@ epoch, time and token estimate, and each session's metadata where it is
 readable; the report lists what was skipped or missing. OUT appears only
 once complete: Ctrl-C or a full disk exits 1 and leaves no OUT. Afterwards
 check OUT with 'ctxstore --db OUT verify', keep the damaged file aside and
-move OUT into its place. Exit status 1 when nothing could be recovered.`,
+move OUT into its place. Exit status 1 when anything was skipped or
+missing, or nothing could be recovered (OUT is written all the same when
+it holds messages: check it before using it); with --json the verdict
+goes to stderr.`,
 		example: "ctxstore doctor --salvage rescued.db\nctxstore --db rescued.db verify",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
@@ -157,19 +160,26 @@ move OUT into its place. Exit status 1 when nothing could be recovered.`,
 			if err != nil {
 				return explain(path, "", fmt.Errorf("salvage: %w", err))
 			}
+			// With --json the verdict goes to stderr: stdout is the report.
+			verdict := a.stdout
 			if a.json {
-				return writeJSON(a.stdout, rep)
+				if err := writeJSON(a.stdout, rep); err != nil {
+					return err
+				}
+				verdict = a.stderr
+			} else {
+				fmt.Fprint(a.stdout, termSafe(rep.String(), true))
 			}
-			fmt.Fprint(a.stdout, rep.String())
 			switch {
 			case rep.Recovered == 0:
-				fmt.Fprintf(a.stdout, "nothing could be recovered: keep %s; %s holds no messages\n", shellQuote(path), shellQuote(*out))
+				fmt.Fprintf(verdict, "nothing could be recovered: keep %s; %s holds no messages\n", shellQuote(path), shellQuote(*out))
 				return &exitError{code: 1}
 			case !rep.OK():
-				fmt.Fprintf(a.stdout, "not everything was recovered (see above): keep %s; check %s with: ctxstore --db %s verify\n",
+				fmt.Fprintf(verdict, "not everything was recovered (see the report): keep %s; check %s with: ctxstore --db %s verify\n",
 					shellQuote(path), shellQuote(*out), shellQuote(*out))
-			default:
-				fmt.Fprintf(a.stdout, "next: ctxstore --db %s verify; then keep %s aside and move %s into its place\n",
+				return &exitError{code: 1}
+			case !a.json:
+				fmt.Fprintf(verdict, "next: ctxstore --db %s verify; then keep %s aside and move %s into its place\n",
 					shellQuote(*out), shellQuote(path), shellQuote(*out))
 			}
 			return nil

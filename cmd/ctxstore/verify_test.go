@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	bin "encoding/binary"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -63,31 +67,153 @@ func TestVerifyRepairedCall(t *testing.T) {
 	}
 }
 
-// A salvage that recovers nothing fails and does not tell the user to
-// swap the empty copy in.
-func TestSalvageNothingRecovered(t *testing.T) {
+// A salvage that recovers nothing, or not everything, exits 1 and does not
+// tell the user to swap the copy in, with --json as without (the verdict
+// then on stderr, the report alone on stdout); a complete one exits 0.
+func TestSalvageVerdict(t *testing.T) {
 	e := newEnv(t)
 	e.ok(`{"role":"user","content":"hello"}`, "add", "s")
-	data, err := os.ReadFile(e.db)
+	sound, err := os.ReadFile(e.db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Keep the two meta pages, lose the pages that hold the message.
-	at := bytes.Index(data, []byte("hello"))
-	if err := os.Truncate(e.db, int64(at-at%4096)); err != nil {
+	e.ok(longConversation(40), "add", "big")
+	full, err := os.ReadFile(e.db)
+	if err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(e.dir, "r.db")
-	r := e.run("", "doctor", "--salvage", out)
-	if r.code != 1 || !strings.Contains(r.stdout, "nothing could be recovered") || strings.Contains(r.stdout, "into its place") {
-		t.Errorf("salvage of a file cut before its messages: %s", r)
+	// Cut before the pages that hold the message: nothing to recover.
+	at := bytes.Index(sound, []byte("hello"))
+	cut := sound[:at-at%4096]
+	// A page of messages overwritten: some recovered, some missing.
+	damaged := bytes.Clone(full)
+	at = bytes.Index(full, []byte("Question 20:"))
+	copy(damaged[at-at%4096:], bytes.Repeat([]byte{0xff}, 4096))
+
+	for _, tc := range []struct {
+		name string
+		file []byte
+		code int
+		says string
+	}{
+		{"nothing recovered", cut, 1, "nothing could be recovered"},
+		{"some missing", damaged, 1, "not everything was recovered"},
+		{"complete", full, 0, ""},
+	} {
+		for _, asJSON := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s json=%v", tc.name, asJSON), func(t *testing.T) {
+				db := filepath.Join(t.TempDir(), "src.db")
+				if err := os.WriteFile(db, tc.file, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				out := filepath.Join(t.TempDir(), "r.db")
+				args := []string{"--db", db, "doctor", "--salvage", out}
+				if asJSON {
+					args = append(args, "--json")
+				}
+				r := e.run("", args...)
+				verdict := r.stdout
+				if asJSON {
+					verdict = r.stderr
+					if !json.Valid([]byte(r.stdout)) {
+						t.Errorf("stdout is not the JSON report:\n%s", r.stdout)
+					}
+				}
+				if r.code != tc.code || !strings.Contains(verdict, tc.says) || (tc.code != 0 && strings.Contains(verdict, "into its place")) {
+					t.Errorf("want exit %d saying %q, got %s", tc.code, tc.says, r)
+				}
+			})
+		}
 	}
 
 	// Not a store at all: an error that does not suggest salvage again.
 	text := filepath.Join(e.dir, "notes.txt")
 	os.WriteFile(text, []byte("hello\n"), 0o600)
-	r = e.run("", "--db", text, "doctor", "--salvage", filepath.Join(e.dir, "r2.db"))
+	r := e.run("", "--db", text, "doctor", "--salvage", filepath.Join(e.dir, "r2.db"))
 	if r.code != 1 || !strings.Contains(r.stderr, "cannot be salvaged") || strings.Contains(r.stderr, "doctor --salvage") {
 		t.Errorf("salvage of a text file: %s", r)
 	}
+}
+
+// scrambleKeys overwrites the keys of every element of the first n leaf
+// pages that hold messages with garbage: records whose seqs read as huge
+// numbers, out of order, none matching its envelope.
+func scrambleKeys(t *testing.T, path string, n int) {
+	t.Helper()
+	ps := pageSize(t, path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := uint64(0x9e3779b97f4a7c15)
+	for p := 2; p < len(data)/ps && n > 0; p++ {
+		page := data[p*ps : (p+1)*ps]
+		const leaf, hdr, elem = 0x02, 16, 16
+		if bin.NativeEndian.Uint16(page[8:]) != leaf || !bytes.Contains(page, []byte("message ")) {
+			continue
+		}
+		n--
+		count := int(bin.NativeEndian.Uint16(page[10:]))
+		for i := range count {
+			e := hdr + i*elem
+			pos, ksize := int(bin.NativeEndian.Uint32(page[e+4:])), int(bin.NativeEndian.Uint32(page[e+8:]))
+			if ksize != 8 || e+pos+8 > ps {
+				continue
+			}
+			rng ^= rng << 13
+			rng ^= rng >> 7
+			rng ^= rng << 17
+			bin.BigEndian.PutUint64(page[e+pos:], rng|1<<63)
+		}
+	}
+	if n > 0 {
+		t.Fatalf("%s: not enough leaf pages of messages", path)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// verify's report of a damaged file is short and readable: problems that
+// differ only in their seq are one line with a count, at most 20 lines of
+// problems and a count of the rest, no prefix said twice on a line, and
+// no number read from a damaged key printed as a seq.
+func TestVerifyOutputOfGarbage(t *testing.T) {
+	e := newEnv(t)
+	fillStore(t, e.db, "s", 6000)
+	fillStore(t, e.db, "t", 6000)
+	scrambleKeys(t, e.db, 12)
+	r := e.run("", "verify")
+	if r.code != 1 || !strings.Contains(r.stdout, "DAMAGED") {
+		t.Fatalf("verify of a damaged file: %s", r)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	var problems []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "  ... and ") {
+			problems = append(problems, l)
+		}
+	}
+	if len(problems) == 0 || len(problems) > 20 {
+		t.Errorf("%d problem lines, want 1..20:\n%s", len(problems), r.stdout)
+	}
+	if !strings.Contains(r.stdout, "unreadable record under a damaged key (") {
+		t.Errorf("records under damaged keys are not reported as one line with a count:\n%s", r.stdout)
+	}
+	seen := map[string]bool{}
+	huge := regexp.MustCompile(`seqs? [0-9]{15,}`)
+	twice := regexp.MustCompile(`(page \d+: page \d+|store: session .*store: session|store: corrupt)`)
+	for _, l := range problems {
+		if seen[l] {
+			t.Errorf("line printed twice: %s", l)
+		}
+		seen[l] = true
+		if huge.MatchString(l) {
+			t.Errorf("a damaged key printed as a seq: %s", l)
+		}
+		if twice.MatchString(l) {
+			t.Errorf("a prefix repeated: %s", l)
+		}
+	}
+	t.Logf("verify said:\n%s", r.stdout)
 }

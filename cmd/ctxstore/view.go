@@ -273,7 +273,7 @@ func printViewReport(w io.Writer, rep viewReport, full bool) {
 	}
 	for _, ev := range rep.Events {
 		if ev.Name == ctxstore.EventWarning {
-			fmt.Fprintf(w, "warning: %v\n", ev.Data["message"])
+			fmt.Fprintf(w, "warning: %s\n", termSafe(fmt.Sprint(ev.Data["message"]), false))
 		}
 	}
 	if len(rep.NotSent) > 0 {
@@ -302,7 +302,7 @@ func printViewReport(w io.Writer, rep viewReport, full bool) {
 			seq = fmt.Sprintf("#%d", l.Seq)
 		}
 		if full {
-			fmt.Fprintf(w, "%-7s %-9s %-9s %6d tok\n%s\n", seq, l.Form, l.msg.Role(), l.Tokens, indent(l.msg.Text(), "    "))
+			fmt.Fprintf(w, "%-7s %-9s %-9s %6d tok\n%s\n", seq, l.Form, l.msg.Role(), l.Tokens, indent(termSafe(l.msg.Text(), true), "    "))
 			continue
 		}
 		fmt.Fprintf(w, "%-7s %-9s %-9s %6d tok  %s\n", seq, l.Form, l.msg.Role(), l.Tokens, oneLine(l.msg, 90))

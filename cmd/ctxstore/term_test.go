@@ -1,0 +1,94 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostileText is stored text that would act on a terminal printed raw:
+// a window title change, a screen clear, an OSC 52 clipboard write, a C1
+// CSI colour change, a bidi override, a backspace and a carriage return.
+const hostileText = `set title \u001b]0;pwned\u0007 clear \u001b[2J clip \u001b]52;c;cHduZWQ=\u0007 c1 \u009b31m bidi \u202eevil bs \u0008 cr \r\nsecond line\tafter tab`
+
+// rawTerminalControls lists what must never reach a terminal from stored
+// text, and what it looks like in a failure message.
+var rawTerminalControls = map[string]string{
+	"\x1b": "ESC", "\x07": "BEL", "\x08": "BS", "\r": "CR", "\u009b": "C1 CSI", "\u202e": "RLO",
+}
+
+// Stored escape sequences are printed visibly escaped by every command that
+// prints messages or session names for people, newlines and tabs of
+// multi-line text kept; --json output carries them JSON-escaped.
+func TestStoredEscapesNeverReachTheTerminal(t *testing.T) {
+	e := newEnv(t)
+	session := "evil\x1b]0;name\x07"
+	e.ok(`{"role":"user","content":"`+hostileText+`"}`, "add", session)
+	e.ok(`{"role":"assistant","content":null,"tool_calls":[{"id":"call\u001b[1m","type":"function","function":{"name":"run\u001b[2J","arguments":"\"\\u001b]52;c;eA==\\u0007\""}}]}`, "add", session)
+
+	check := func(t *testing.T, what, out string, multiline bool, visible ...string) {
+		t.Helper()
+		for c, name := range rawTerminalControls {
+			if strings.Contains(out, c) {
+				t.Errorf("%s prints a raw %s:\n%q", what, name, out)
+			}
+		}
+		for _, v := range visible {
+			if !strings.Contains(out, v) {
+				t.Errorf("%s does not show %s:\n%s", what, v, out)
+			}
+		}
+		if multiline && !strings.Contains(out, "    second line\tafter tab") {
+			t.Errorf("%s lost the text's newline or tab:\n%s", what, out)
+		}
+	}
+	escaped := []string{`\x1b]52;c;cHduZWQ=\x07`, `\u202eevil`}
+	for _, tc := range []struct {
+		args      []string
+		multiline bool
+		visible   []string
+	}{
+		{[]string{"ls"}, false, []string{`evil\x1b]0;name\x07`, `\x1b]0;pwned\x07`}},
+		{[]string{"show", session}, true, escaped},
+		{[]string{"tail", session}, true, escaped},
+		{[]string{"view", session, "--budget", "4000"}, false, escaped},
+		{[]string{"view", session, "--budget", "4000", "--full"}, true, escaped},
+	} {
+		t.Run(strings.Join(tc.args[:1], " "), func(t *testing.T) {
+			r := e.ok("", tc.args...)
+			check(t, strings.Join(tc.args, " "), r.stdout, tc.multiline, tc.visible...)
+			if tc.args[0] != "ls" && (strings.Contains(r.stdout, "\x1b[1m") || strings.Contains(r.stdout, "\x1b[2J")) {
+				t.Errorf("tool call name or id printed raw:\n%q", r.stdout)
+			}
+		})
+	}
+
+	t.Run("tail -f", func(t *testing.T) {
+		_, lines, stderr := e.start("tail", "-f", "-n", "0", session)
+		time.Sleep(300 * time.Millisecond) // watching
+		e.ok(`{"role":"user","content":"`+hostileText+`"}`, "add", session)
+		var out strings.Builder
+		deadline := time.After(20 * time.Second)
+		for !strings.Contains(out.String(), "second line") {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("tail -f ended; stderr: %s", stderr)
+				}
+				out.WriteString(l + "\n")
+			case <-deadline:
+				t.Fatalf("tail -f printed only %q in 20 s", out.String())
+			}
+		}
+		check(t, "tail -f", out.String(), true, escaped...)
+	})
+
+	// JSON escapes what JSON forbids raw; stored JSON cannot hold a raw
+	// ESC at all (add refuses it).
+	for _, args := range [][]string{{"ls", "--json"}, {"show", session, "--json"}, {"show", session, "--jsonl"}} {
+		if out := e.ok("", args...).stdout; strings.ContainsAny(out, "\x1b\x07\x08\r") {
+			t.Errorf("%v prints raw control characters:\n%q", args, out)
+		}
+	}
+	e.fail(1, "{\"role\":\"user\",\"content\":\"raw \x1b[2J\"}", []string{"add", session}, "invalid character")
+}
