@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,6 +66,47 @@ func TestExportInterrupted(t *testing.T) {
 	}
 }
 
+// startPiped starts the command with a pipe to its stdin; it is killed
+// when the test ends.
+func (e *env) startPiped(args ...string) (*exec.Cmd, io.WriteCloser, *strings.Builder) {
+	e.t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = e.vars
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { stdin.Close(); cmd.Process.Kill() })
+	return cmd, stdin, stderr
+}
+
+// importHalf starts 'import -' and feeds it the header, the session and
+// 1500 messages of an export of session s (lines), then nothing more: it
+// returns once the first batch is committed, the import waiting for the
+// rest.
+func (e *env) importHalf(lines []string) (*exec.Cmd, io.WriteCloser, *strings.Builder) {
+	e.t.Helper()
+	cmd, stdin, stderr := e.startPiped("import", "-")
+	if _, err := stdin.Write([]byte(strings.Join(lines[:2+1500], ""))); err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if si, ok := sessionInfo(e.t, e.db, "s"); ok && si.TotalMessages > 0 {
+			return cmd, stdin, stderr
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal("the import's first batch never appeared")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitExit waits for cmd to exit, at most within.
 func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) error {
 	t.Helper()
@@ -105,19 +147,7 @@ func TestInterruptedWhileReadingStdin(t *testing.T) {
 		t.Run(tc.args[0], func(t *testing.T) {
 			e := newEnv(t)
 			e.ok(`{"role":"user","content":"already there"}`, "add", "other")
-			cmd := exec.Command(binary, tc.args...)
-			cmd.Env = e.vars
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
-			defer stdin.Close()
+			cmd, stdin, stderr := e.startPiped(tc.args...)
 			stdin.Write([]byte(typed))
 			time.Sleep(200 * time.Millisecond)
 			cmd.Process.Signal(syscall.SIGINT)
@@ -141,36 +171,10 @@ func TestImportInterrupted(t *testing.T) {
 	export := e.ok("", "--db", src, "export", "s").stdout
 	lines := strings.SplitAfter(export, "\n")
 
-	// The header, the session and half its messages, then nothing more:
-	// the first batch is committed, the import waits for the rest.
-	cmd := exec.Command(binary, "import", "-")
-	cmd.Env = e.vars
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	if _, err := stdin.Write([]byte(strings.Join(lines[:2+1500], ""))); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if si, ok := sessionInfo(t, e.db, "s"); ok && si.TotalMessages > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the import's first batch never appeared")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	cmd, stdin, stderr := e.importHalf(lines)
 	time.Sleep(100 * time.Millisecond) // usually long enough to wait for more input
 	cmd.Process.Signal(syscall.SIGINT)
-	err = waitExit(t, cmd, 10*time.Second)
+	err := waitExit(t, cmd, 10*time.Second)
 	stdin.Close()
 	if err == nil || cmd.ProcessState.ExitCode() != 1 {
 		t.Fatalf("interrupted import: %v, want exit 1; stderr:\n%s", err, stderr.String())
