@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ctxstore/ctxstore"
@@ -318,6 +319,11 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 				w.limit = uint64(bf.size) / uint64(bf.pageSize)
 			}
 		}
+		if n, ok := fileFormat(bf, bucketRoot{page: bf.meta.root}); ok && n > FormatVersion {
+			// Copied into this program's format, its records would be
+			// misread or dropped: refuse, as Open does.
+			return nil, fmt.Errorf("salvage %s: format version %d is newer than this program's %d: salvage it with a ctxstore that reads format %d", src, n, FormatVersion, n)
+		}
 		sv.walkTree(ctx, w, bucketRoot{page: bf.meta.root})
 	}
 	// A broken meta page means the last commit may be lost from the tree walked
@@ -359,6 +365,29 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 		r.Damage = append(r.Damage, is.String())
 	}
 	return sv, ctx.Err()
+}
+
+// fileFormat reads the format version stored in the tree under root, with a
+// walker of its own (the salvage's walker must reach each page once).
+func fileFormat(bf *boltFile, root bucketRoot) (uint64, bool) {
+	w := newBoltWalker(bf)
+	var v []byte
+	w.forEach(nil, root, func(e walkElem) bool {
+		if !e.bucket || string(e.key) != bucketStore {
+			return true
+		}
+		if br, ok := w.sub(nil, e); ok {
+			w.forEach([]string{bucketStore}, br, func(f walkElem) bool {
+				if !f.bucket && string(f.key) == keyFormat {
+					v = f.value
+				}
+				return v == nil
+			})
+		}
+		return false
+	})
+	n, err := strconv.ParseUint(string(v), 10, 64)
+	return n, err == nil
 }
 
 // walkTree collects every session of the tree under root.
