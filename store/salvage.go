@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
@@ -136,7 +137,8 @@ func (r *SalvageReport) String() string {
 // src is only read, with plain bounds-checked reads rather than bbolt, so it works
 // on files bbolt cannot open (cut short, broken meta pages) and garbage pages cannot
 // crash the process. It holds a shared lock on src while reading, so it waits (up
-// to DefaultLockTimeout) for writers in other processes. dst must not exist.
+// to DefaultLockTimeout; SalvageWith sets the wait) for writers in other processes.
+// dst must not exist.
 //
 // Tombstones of purged sessions are not copied: in dst a session created
 // under a purged name starts again at epoch 1 and seq 1.
@@ -150,6 +152,21 @@ func (r *SalvageReport) String() string {
 // bbolt file, dst exists or cannot be written, ctx cancelled); damage is in the
 // report.
 func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {
+	return SalvageWith(ctx, src, dst, SalvageOptions{})
+}
+
+// SalvageOptions tunes SalvageWith.
+type SalvageOptions struct {
+	// LockTimeout bounds the wait for writers in other processes to let go
+	// of src; 0 means DefaultLockTimeout.
+	LockTimeout time.Duration
+}
+
+// SalvageWith is Salvage with options.
+func SalvageWith(ctx context.Context, src, dst string, opts SalvageOptions) (*SalvageReport, error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
 	if _, err := os.Stat(dst); err == nil {
 		return nil, fmt.Errorf("salvage %s: destination %s exists", src, dst)
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -163,7 +180,7 @@ func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("salvage %s: is a directory, not a store file", src)
 	}
-	if err := lockShared(f, DefaultLockTimeout); err != nil {
+	if err := lockShared(ctx, f, opts.LockTimeout); err != nil {
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}
 	defer unlockFile(f)
