@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
@@ -135,7 +137,8 @@ func (r *SalvageReport) String() string {
 // src is only read, with plain bounds-checked reads rather than bbolt, so it works
 // on files bbolt cannot open (cut short, broken meta pages) and garbage pages cannot
 // crash the process. It holds a shared lock on src while reading, so it waits (up
-// to DefaultLockTimeout) for writers in other processes. dst must not exist.
+// to DefaultLockTimeout; SalvageWith sets the wait) for writers in other processes.
+// dst must not exist.
 //
 // Tombstones of purged sessions are not copied: in dst a session created
 // under a purged name starts again at epoch 1 and seq 1.
@@ -149,6 +152,21 @@ func (r *SalvageReport) String() string {
 // bbolt file, dst exists or cannot be written, ctx cancelled); damage is in the
 // report.
 func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {
+	return SalvageWith(ctx, src, dst, SalvageOptions{})
+}
+
+// SalvageOptions tunes SalvageWith.
+type SalvageOptions struct {
+	// LockTimeout bounds the wait for writers in other processes to let go
+	// of src; 0 means DefaultLockTimeout.
+	LockTimeout time.Duration
+}
+
+// SalvageWith is Salvage with options.
+func SalvageWith(ctx context.Context, src, dst string, opts SalvageOptions) (*SalvageReport, error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
 	if _, err := os.Stat(dst); err == nil {
 		return nil, fmt.Errorf("salvage %s: destination %s exists", src, dst)
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -162,7 +180,7 @@ func Salvage(ctx context.Context, src, dst string) (*SalvageReport, error) {
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("salvage %s: is a directory, not a store file", src)
 	}
-	if err := lockShared(f, DefaultLockTimeout); err != nil {
+	if err := lockShared(ctx, f, opts.LockTimeout); err != nil {
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}
 	defer unlockFile(f)
@@ -318,6 +336,11 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 				w.limit = uint64(bf.size) / uint64(bf.pageSize)
 			}
 		}
+		if n, ok := fileFormat(bf, bucketRoot{page: bf.meta.root}); ok && n > FormatVersion {
+			// Copied into this program's format, its records would be
+			// misread or dropped: refuse, as Open does.
+			return nil, fmt.Errorf("salvage %s: format version %d is newer than this program's %d: salvage it with a ctxstore that reads format %d", src, n, FormatVersion, n)
+		}
 		sv.walkTree(ctx, w, bucketRoot{page: bf.meta.root})
 	}
 	// A broken meta page means the last commit may be lost from the tree walked
@@ -359,6 +382,29 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 		r.Damage = append(r.Damage, is.String())
 	}
 	return sv, ctx.Err()
+}
+
+// fileFormat reads the format version stored in the tree under root, with a
+// walker of its own (the salvage's walker must reach each page once).
+func fileFormat(bf *boltFile, root bucketRoot) (uint64, bool) {
+	w := newBoltWalker(bf)
+	var v []byte
+	w.forEach(nil, root, func(e walkElem) bool {
+		if !e.bucket || string(e.key) != bucketStore {
+			return true
+		}
+		if br, ok := w.sub(nil, e); ok {
+			w.forEach([]string{bucketStore}, br, func(f walkElem) bool {
+				if !f.bucket && string(f.key) == keyFormat {
+					v = f.value
+				}
+				return v == nil
+			})
+		}
+		return false
+	})
+	n, err := strconv.ParseUint(string(v), 10, 64)
+	return n, err == nil
 }
 
 // walkTree collects every session of the tree under root.

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"go.etcd.io/bbolt"
 )
 
 // msgKey identifies a stored message.
@@ -418,5 +419,40 @@ func TestSalvageCutShortNamesSessions(t *testing.T) {
 	}
 	if orphans == 0 {
 		t.Error("no cut lost the pages above a surviving leaf: the test tests nothing")
+	}
+}
+
+// A file of a newer format is not salvaged into this program's format
+// (whose readers would misread or drop its records): Salvage refuses it,
+// naming the versions, and writes nothing.
+func TestSalvageRefusesNewerFormat(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "new.db")
+	st, err := Open(src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Append(t.Context(), "s", Record{Message: ctxstore.NewMessage(ctxstore.RoleUser, "hi"), Tokens: 1}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	db, err := bbolt.Open(src, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte(bucketStore)).Put([]byte(keyFormat), []byte(fmt.Sprint(FormatVersion+1)))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "out.db")
+	rep, err := Salvage(t.Context(), src, dst)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("format version %d is newer", FormatVersion+1)) {
+		t.Fatalf("Salvage of a format %d file: %v, report %+v", FormatVersion+1, err, rep)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Error("the refused salvage wrote its destination")
 	}
 }

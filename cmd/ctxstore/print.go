@@ -238,14 +238,38 @@ func epochsJSON(eps []store.EpochInfo) []epochJSON {
 	return out
 }
 
+// writeJSON writes v as indented JSON. Characters a terminal would act on
+// that JSON allows raw in strings (DEL, C1 controls, bidi overrides) are
+// written as \u escapes: the same JSON, safe to print.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("write JSON: %w", err)
 	}
+	if _, err := io.WriteString(w, termSafeJSON(buf.String())); err != nil {
+		return fmt.Errorf("write JSON: %w", err)
+	}
 	return nil
+}
+
+// termSafeJSON escapes in JSON text what termSafe escapes that JSON may
+// hold raw; they can only be inside strings, where \u escapes mean the same.
+func termSafeJSON(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r >= 0x7f && unsafeRune(r, true) }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r >= 0x7f && unsafeRune(r, true) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // ago says how long ago t was, roughly, for tables.

@@ -148,32 +148,7 @@ func TestKilledImportIsNotTakenForDone(t *testing.T) {
 	export := e.ok("", "--db", src, "export", "s").stdout
 	lines := strings.SplitAfter(export, "\n")
 
-	// Feed the import the header, the session and 1500 messages, then
-	// wait: the first batch is committed, the rest never comes.
-	cmd := exec.Command(binary, "import", "-")
-	cmd.Env = e.vars
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	if _, err := stdin.Write([]byte(strings.Join(lines[:2+1500], ""))); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if si, ok := sessionInfo(t, e.db, "s"); ok && si.TotalMessages > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the import's first batch never appeared")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	cmd, _, _ := e.importHalf(lines)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 

@@ -84,11 +84,15 @@ func TestStoredEscapesNeverReachTheTerminal(t *testing.T) {
 	})
 
 	// JSON escapes what JSON forbids raw; stored JSON cannot hold a raw
-	// ESC at all (add refuses it).
+	// ESC at all (add refuses it). ls --json escapes what JSON allows raw
+	// but a terminal acts on (the title holds a C1 CSI and an RLO).
 	for _, args := range [][]string{{"ls", "--json"}, {"show", session, "--json"}, {"show", session, "--jsonl"}} {
 		if out := e.ok("", args...).stdout; strings.ContainsAny(out, "\x1b\x07\x08\r") {
 			t.Errorf("%v prints raw control characters:\n%q", args, out)
 		}
+	}
+	if out := e.ok("", "ls", "--json").stdout; strings.ContainsAny(out, "\u009b\u202e") || !strings.Contains(out, `\u009b31m`) {
+		t.Errorf("ls --json prints a raw C1 control or bidi override:\n%q", out)
 	}
 	e.fail(1, "{\"role\":\"user\",\"content\":\"raw \x1b[2J\"}", []string{"add", session}, "invalid character")
 }

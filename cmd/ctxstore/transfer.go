@@ -133,7 +133,7 @@ On a terminal, long imports show a progress bar on stderr.`,
 }
 
 func runImport(ctx context.Context, a *app, file, session string, skip bool) error {
-	var in io.Reader = a.stdin
+	in := interruptible(ctx, a.stdin)
 	var size int64
 	label := "stdin"
 	if file != "-" {

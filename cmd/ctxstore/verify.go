@@ -152,7 +152,7 @@ goes to stderr.`,
 			if _, err := os.Stat(*out); err == nil {
 				return fmt.Errorf("%s already exists: salvage writes only into a new file; pick another OUT", *out)
 			}
-			rep, err := store.Salvage(ctx, path, *out)
+			rep, err := store.SalvageWith(ctx, path, *out, store.SalvageOptions{LockTimeout: a.lockTimeout})
 			if errors.Is(err, store.ErrCorrupt) {
 				// explain would suggest the very command that just failed.
 				return fmt.Errorf("%s cannot be salvaged: %w", path, err)

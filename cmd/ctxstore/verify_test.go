@@ -1,17 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	bin "encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/store"
@@ -216,4 +219,52 @@ func TestVerifyOutputOfGarbage(t *testing.T) {
 		}
 	}
 	t.Logf("verify said:\n%s", r.stdout)
+}
+
+// startRole starts the test binary in a helper role on the test's database
+// and waits for its first line (want).
+func (e *env) startRole(role, want string) (stop func() string) {
+	e.t.Helper()
+	c := exec.Command(os.Args[0])
+	c.Env = append(os.Environ(), roleEnv+"="+role, "CTXSTORE_DB="+e.db)
+	stdin, _ := c.StdinPipe()
+	stdout, _ := c.StdoutPipe()
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); err != nil || line != want+"\n" {
+		e.t.Fatalf("%s did not start: %q, %v", role, line, err)
+	}
+	return func() string {
+		stdin.Close()
+		line, _ := out.ReadString('\n')
+		c.Wait()
+		return strings.TrimSpace(line)
+	}
+}
+
+// Salvage waits for another process's lock as long as --lock-timeout says,
+// not a fixed 5 s, and gets in beside a writer appending back to back.
+func TestSalvageLockTimeout(t *testing.T) {
+	e := newEnv(t)
+	e.ok(longConversation(20), "add", "s")
+
+	release := e.startRole("hold-lock", "locked")
+	start := time.Now()
+	e.fail(1, "", []string{"doctor", "--salvage", filepath.Join(e.dir, "a.db"), "--lock-timeout", "200ms"}, "held by another process")
+	if waited := time.Since(start); waited > 4*time.Second {
+		t.Errorf("salvage with --lock-timeout 200ms waited %v for the lock", waited)
+	}
+	release()
+
+	stop := e.startRole("append-loop", "started")
+	for i := range 3 {
+		e.ok("", "doctor", "--salvage", filepath.Join(e.dir, fmt.Sprintf("b%d.db", i)), "--lock-timeout", "20s")
+	}
+	if acked := stop(); acked == "0" {
+		t.Error("the writer appended nothing meanwhile")
+	}
 }

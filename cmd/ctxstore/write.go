@@ -41,7 +41,7 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 			if _, ok := terminal(a.stdin); ok {
 				fmt.Fprintln(a.stderr, "reading JSON messages from stdin; end with Ctrl-D")
 			}
-			msgs, err := readMessages(a.stdin, "stdin")
+			msgs, err := readMessages(interruptible(ctx, a.stdin), "stdin")
 			if err != nil {
 				return err
 			}
