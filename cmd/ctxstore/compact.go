@@ -66,7 +66,7 @@ next one.`,
 			}
 			if !rep.Intact() {
 				return fmt.Errorf("%s is damaged (%d problems; see: ctxstore --db %s verify): compact-file copies only sound files; recover what is readable with: ctxstore --db %s doctor --salvage OUT.db",
-					path, len(rep.Problems)+rep.MoreProblems, shellQuote(path), shellQuote(path))
+					path, rep.ProblemCount(), shellQuote(path), shellQuote(path))
 			}
 
 			before, err := os.Stat(path)
