@@ -46,6 +46,10 @@
 // the file at the path after locking, before a lingering open is reused,
 // and after every commit; a commit that landed in a file renamed away
 // meanwhile is redone in the file now at the path before the write returns.
+// This holds for replacements made under the file's exclusive lock, as
+// ctxstore's own tools make them (compact-file); a copy taken and renamed
+// over the path by another program while writers run can still miss their
+// last commits: stop the writers first, or use compact-file.
 //
 // Lock waits are woken as soon as the lock is free (not polled) and bounded
 // by Options.LockTimeout (default 5 s) and the caller's context; after it
