@@ -171,11 +171,13 @@ func (c *chatBuilder) result(id string, ps []wire.Part, plain bool) error {
 	return nil
 }
 
-func (c *chatBuilder) add(w wire.Message) error {
+// splitResults hands w's tool results to result — the whole message for
+// role "tool", else its tool_result blocks, which only a user message may
+// carry — and returns the other parts.
+func splitResults(w wire.Message, result func(id string, parts []wire.Part, plain bool) error) ([]wire.Part, error) {
 	if w.Role == ctxstore.RoleTool {
-		return c.result(w.CallID, w.Parts, w.Plain)
+		return nil, result(w.CallID, w.Parts, w.Plain)
 	}
-	// Anthropic-style results lead their message.
 	var rest []wire.Part
 	for _, p := range w.Parts {
 		if p.Kind != wire.KindToolResult {
@@ -183,11 +185,20 @@ func (c *chatBuilder) add(w wire.Message) error {
 			continue
 		}
 		if w.Role != ctxstore.RoleUser {
-			return fmt.Errorf("%w: tool_result block in a %s message", ErrUnsupported, w.Role)
+			return nil, fmt.Errorf("%w: tool_result block in a %s message", ErrUnsupported, w.Role)
 		}
-		if err := c.result(p.ToolUseID, p.Result, false); err != nil {
-			return err
+		if err := result(p.ToolUseID, p.Result, false); err != nil {
+			return nil, err
 		}
+	}
+	return rest, nil
+}
+
+func (c *chatBuilder) add(w wire.Message) error {
+	// Anthropic-style results lead their message.
+	rest, err := splitResults(w, c.result)
+	if err != nil || w.Role == ctxstore.RoleTool {
+		return err
 	}
 	c.flush()
 	if len(rest) == 0 && len(w.Calls) == 0 {

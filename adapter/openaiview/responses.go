@@ -61,21 +61,9 @@ func (r *respBuilder) result(id string, ps []wire.Part, plain bool) error {
 }
 
 func (r *respBuilder) add(w wire.Message) error {
-	if w.Role == ctxstore.RoleTool {
-		return r.result(w.CallID, w.Parts, w.Plain)
-	}
-	var rest []wire.Part
-	for _, p := range w.Parts {
-		if p.Kind != wire.KindToolResult {
-			rest = append(rest, p)
-			continue
-		}
-		if w.Role != ctxstore.RoleUser {
-			return fmt.Errorf("%w: tool_result block in a %s message", ErrUnsupported, w.Role)
-		}
-		if err := r.result(p.ToolUseID, p.Result, false); err != nil {
-			return err
-		}
+	rest, err := splitResults(w, r.result)
+	if err != nil || w.Role == ctxstore.RoleTool {
+		return err
 	}
 	if len(rest) == 0 && len(w.Calls) == 0 {
 		return nil // results only, or nothing to send
