@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/internal/pgtest"
+	"github.com/ctxstore/ctxstore/internal/pgtest/pgopen"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/tokens"
 )
@@ -39,7 +40,7 @@ func filledSession(b *testing.B, eng storage.Engine, n int) string {
 // messages. Target: 100k ≤ 2 × 1k (metric "x100k/1k").
 func BenchmarkPostgresRequestAfterAppend(b *testing.B) {
 	dsn := pgtest.DSN(b)
-	eng := pgtest.Open(b, dsn, pgtest.Schema(b, dsn))
+	eng := pgopen.Open(b, dsn, pgtest.Schema(b, dsn))
 	at1kAnd100k(b, func(b *testing.B, n int) {
 		session := filledSession(b, eng, n)
 		benchRequests(b, func() (*Manager, error) { return OpenEngine(eng, session, Config{}) }, benchBudget)
@@ -52,7 +53,7 @@ func BenchmarkPostgresRequestAfterAppend(b *testing.B) {
 // "x100k/1k").
 func BenchmarkPostgresResume(b *testing.B) {
 	dsn := pgtest.DSN(b)
-	eng := pgtest.Open(b, dsn, pgtest.Schema(b, dsn))
+	eng := pgopen.Open(b, dsn, pgtest.Schema(b, dsn))
 	at1kAnd100k(b, func(b *testing.B, n int) {
 		session := filledSession(b, eng, n)
 		benchResumes(b, func() (*Manager, error) { return OpenEngine(eng, session, Config{}) }, benchBudget)

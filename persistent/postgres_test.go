@@ -12,6 +12,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/ctxstoretest"
 	"github.com/ctxstore/ctxstore/internal/pgtest"
+	"github.com/ctxstore/ctxstore/internal/pgtest/pgopen"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/tokens"
 )
@@ -33,7 +34,7 @@ func openEngine(t testing.TB, eng storage.Engine, session string, cfg Config) *M
 func TestConformancePostgres(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctxstoretest.TestManagerWith(t, ctxstoretest.Options{Estimator: tokens.O200k()}, func(t *testing.T) ctxstore.Manager {
-		return openEngine(t, pgtest.Open(t, dsn, pgtest.Schema(t, dsn)), "conformance", Config{})
+		return openEngine(t, pgopen.Open(t, dsn, pgtest.Schema(t, dsn)), "conformance", Config{})
 	})
 }
 
@@ -48,7 +49,7 @@ func TestOpenEngineLeavesEngineOpen(t *testing.T) {
 		{"bbolt", func(t *testing.T) storage.Engine { return otherStore(t, dbPath(t)) }},
 		{"postgres", func(t *testing.T) storage.Engine {
 			dsn := pgtest.DSN(t)
-			return pgtest.Open(t, dsn, pgtest.Schema(t, dsn))
+			return pgopen.Open(t, dsn, pgtest.Schema(t, dsn))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,7 +80,7 @@ func TestPostgresHostsShareSession(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
 	schema := pgtest.Schema(t, dsn)
-	hostA, hostB := pgtest.Open(t, dsn, schema), pgtest.Open(t, dsn, schema)
+	hostA, hostB := pgopen.Open(t, dsn, schema), pgopen.Open(t, dsn, schema)
 	a := openEngine(t, hostA, "s", Config{})
 	b := openEngine(t, hostB, "s", Config{})
 
@@ -124,7 +125,7 @@ func TestPostgresHostsShareSession(t *testing.T) {
 	if !strings.Contains(string(raw), `"reports":2`) {
 		t.Errorf("usage record %s, want both hosts' reports", raw)
 	}
-	c := openEngine(t, pgtest.Open(t, dsn, schema), "s", Config{})
+	c := openEngine(t, pgopen.Open(t, dsn, schema), "s", Config{})
 	if v := explainOf(t, c, 20_000); v.UsageRatio < 1.19 {
 		t.Errorf("a third host fits its views with ratio %v, want the learned 1.2 or more", v.UsageRatio)
 	}
@@ -139,7 +140,7 @@ func TestPostgresHostsNeverInterleave(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
 	schema := pgtest.Schema(t, dsn)
-	hostA, hostB := pgtest.Open(t, dsn, schema), pgtest.Open(t, dsn, schema)
+	hostA, hostB := pgopen.Open(t, dsn, schema), pgopen.Open(t, dsn, schema)
 
 	t.Run("SetMessages", func(t *testing.T) {
 		for round := range 8 {

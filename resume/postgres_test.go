@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/internal/pgtest"
+	"github.com/ctxstore/ctxstore/internal/pgtest/pgopen"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -19,7 +20,7 @@ func TestImportJSONLPostgresOnce(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
 	schema := pgtest.Schema(t, dsn)
-	hosts := []storage.Engine{pgtest.Open(t, dsn, schema), pgtest.Open(t, dsn, schema)}
+	hosts := []storage.Engine{pgopen.Open(t, dsn, schema), pgopen.Open(t, dsn, schema)}
 	var lines []string
 	for i := range 300 {
 		lines = append(lines, fmt.Sprintf(`{"role":"user","content":"line %d",  "timestamp":"2025-01-01T00:00:%02dZ"}`, i, i%60))

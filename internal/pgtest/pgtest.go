@@ -4,7 +4,8 @@
 // answers, and gives each test a schema of its own, dropped when it ends.
 //
 // It is for tests only; no package of the library or the command imports
-// it outside its tests.
+// it outside its tests. It does not import the PostgreSQL engine, so the
+// engine's own tests use it too; pgtest/pgopen opens engine handles.
 package pgtest
 
 import (
@@ -19,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxstore/ctxstore/storage/pgstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -92,18 +92,4 @@ func Schema(t testing.TB, dsn string) string {
 		}
 	})
 	return schema
-}
-
-// Open opens a pgstore handle (a pool of its own: another "host") on
-// schema, closed when the test ends.
-func Open(t testing.TB, dsn, schema string) *pgstore.Store {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := pgstore.Open(ctx, dsn, pgstore.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
 }

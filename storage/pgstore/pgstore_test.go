@@ -2,13 +2,9 @@ package pgstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"os"
+	"github.com/ctxstore/ctxstore/internal/pgtest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,64 +14,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// defaultTestServer is where tests look for PostgreSQL when
-// CTXSTORE_TEST_POSTGRES is not set.
-const defaultTestServer = "postgres://127.0.0.1:5432/test"
-
-// probeServer finds the test server once per test binary: its DSN, or why
-// none answers.
-var probeServer = sync.OnceValues(func() (string, error) {
-	dsn := os.Getenv("CTXSTORE_TEST_POSTGRES")
-	if dsn == "" {
-		dsn = defaultTestServer
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		shown := dsn
-		if pw := passwordOf(dsn); pw != "" {
-			shown = strings.ReplaceAll(dsn, pw, "xxxxx")
-		}
-		why := strings.Join(strings.Fields(redactErr(err, passwordOf(dsn)).Error()), " ")
-		return "", fmt.Errorf("no PostgreSQL answers at %s (set CTXSTORE_TEST_POSTGRES to a server's URL): %s", shown, why)
-	}
-	conn.Close(ctx)
-	return dsn, nil
-})
-
 // testDSN returns the test server's DSN, or skips the test when none
 // answers.
-func testDSN(t testing.TB) string {
-	t.Helper()
-	dsn, err := probeServer()
-	if err != nil {
-		t.Skip(err)
-	}
-	return dsn
-}
+func testDSN(t testing.TB) string { return pgtest.DSN(t) }
 
 // freshSchema returns a new schema name, dropped when the test ends.
-func freshSchema(t testing.TB, dsn string) string {
-	t.Helper()
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "ctxstore_test_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return schema
-}
+func freshSchema(t testing.TB, dsn string) string { return pgtest.Schema(t, dsn) }
 
 // openTest opens a Store on schema, closed when the test ends.
 func openTest(t testing.TB, dsn, schema string) *Store {
