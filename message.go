@@ -472,6 +472,9 @@ func (m Message) IsHuman() bool {
 	return !jsonscan.HasStringPrefix(c, NoticePrefix) && !jsonscan.HasStringPrefix(c, SummaryPrefix)
 }
 
+// Equal reports whether m and o hold the same JSON bytes.
+func (m Message) Equal(o Message) bool { return bytes.Equal(m.raw, o.raw) }
+
 // Keys returns the message's top-level keys, in the order they appear.
 func (m Message) Keys() []string {
 	var keys []string

@@ -562,3 +562,12 @@ func TestAddedMessagesAreNotHuman(t *testing.T) {
 		}
 	}
 }
+
+func TestMessageEqual(t *testing.T) {
+	a := ctxstore.MustParseMessage([]byte(`{"role":"user","content":"hi"}`))
+	b := ctxstore.MustParseMessage([]byte(`{"role":"user","content":"hi"}`))
+	c := ctxstore.MustParseMessage([]byte(`{"role":"user", "content":"hi"}`))
+	if !a.Equal(b) || a.Equal(c) || !(ctxstore.Message{}).Equal(ctxstore.Message{}) {
+		t.Error("Equal compares the stored bytes exactly")
+	}
+}

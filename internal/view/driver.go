@@ -1,8 +1,8 @@
 package view
 
 import (
-	"hash/maphash"
 	"math"
+	"slices"
 
 	"github.com/ctxstore/ctxstore"
 )
@@ -23,14 +23,13 @@ type Driver struct {
 
 	ratio float64 // learned reported/counted ratio; 0 = 1
 
-	seed     maphash.Seed
-	prefixes map[int][]uint64 // budget -> hashes of the previous view's messages
-	lastView *ctxstore.View   // the most recent view, for ReportUsage without one
+	prefixes map[int][]ctxstore.Message // budget -> the previous view's messages
+	lastView *ctxstore.View             // the most recent view, for ReportUsage without one
 }
 
 // NewDriver returns a Driver for cfg.
 func NewDriver(cfg Config) *Driver {
-	return &Driver{cfg: cfg, seed: maphash.MakeSeed(), prefixes: map[int][]uint64{}}
+	return &Driver{cfg: cfg, prefixes: map[int][]ctxstore.Message{}}
 }
 
 // Plan is one request's budgets.
@@ -171,20 +170,19 @@ func (d *Driver) Explain(plan Plan, res Result) ctxstore.View {
 		OverBudget:      st.OverBudget,
 		Tripped:         st.Tripped,
 	}
-	hashes := make([]uint64, len(v.Messages))
-	for i, m := range v.Messages {
-		hashes[i] = maphash.Bytes(d.seed, []byte(m.String()))
-	}
+	// Messages are immutable and share their bytes with the history, so
+	// comparing with the previous view costs a pointer check per unchanged
+	// message, not a hash of the whole view.
 	prev := d.prefixes[plan.Budget.Tokens]
 	n := 0
-	for n < len(prev) && n < len(hashes) && prev[n] == hashes[n] {
+	for n < len(prev) && n < len(v.Messages) && prev[n].Equal(v.Messages[n]) {
 		n++
 	}
 	v.StablePrefix = n
 	if len(d.prefixes) >= maxPrefixes {
 		clear(d.prefixes)
 	}
-	d.prefixes[plan.Budget.Tokens] = hashes
+	d.prefixes[plan.Budget.Tokens] = slices.Clone(v.Messages)
 	cp := v
 	cp.Messages, cp.Origins = nil, nil
 	d.lastView = &cp
