@@ -40,13 +40,17 @@ func (m *Manager) ReportUsage(ctx context.Context, u ctxstore.Usage) error {
 	}
 	created := m.w.created
 	m.mu.Unlock()
-	if m.cfg.ReadOnly {
+	// learnHere keeps what u teaches for this manager's views only.
+	learnHere := func() {
 		if r, ok := m.drv.LearnRatio(m.drv.Ratio(), u); ok {
-			m.drv.SetRatio(r) // this manager's views only: nothing is written
+			m.drv.SetRatio(r)
 		}
+	}
+	if m.cfg.ReadOnly {
+		learnHere() // nothing is written
 		return nil
 	}
-	counter := m.counterName()
+	counter := m.counter
 	var learned float64
 	err := m.st.UpdateDerived(ctx, m.session, KindUsage, usageKey, func(cur []byte, si storage.SessionInfo) ([]byte, error) {
 		if si.Messages == 0 || !si.Created.Equal(created) {
@@ -69,9 +73,7 @@ func (m *Manager) ReportUsage(ctx context.Context, u ctxstore.Usage) error {
 	})
 	switch {
 	case errors.Is(err, errNothingToLearn):
-		if r, ok := m.drv.LearnRatio(m.drv.Ratio(), u); ok {
-			m.drv.SetRatio(r)
-		}
+		learnHere()
 		return nil
 	case err != nil:
 		return fmt.Errorf("persistent: report usage of session %q: %w", m.session, err)
@@ -94,7 +96,7 @@ func (m *Manager) loadUsage(ctx context.Context) error {
 			return fmt.Errorf("read usage ratio: %w", err)
 		}
 		var rec usageRecord
-		if d.Key != usageKey || json.Unmarshal(d.Value, &rec) != nil || rec.Counter != m.counterName() {
+		if d.Key != usageKey || json.Unmarshal(d.Value, &rec) != nil || rec.Counter != m.counter {
 			continue
 		}
 		m.drv.SetRatio(rec.Ratio)

@@ -231,8 +231,6 @@ func (m *Manager) record(msg ctxstore.Message) storage.Record {
 	return storage.Record{Message: msg, Tokens: m.est.Estimate(msg), Counter: m.counter}
 }
 
-func (m *Manager) counterName() string { return m.counter }
-
 // historyTokens is Σ tokens of the current epoch by the manager's counter.
 // Messages outside the window that another counter counted are not read
 // again: their stored sum is scaled by what recounting the window's

@@ -55,8 +55,9 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 			defer st.Close()
 			est := view.DefaultEstimator(nil)
 			recs := make([]store.Record, len(msgs))
+			counter := view.CounterName(est)
 			for i, t := range view.Count(est, msgs) {
-				recs[i] = store.Record{Message: msgs[i], Tokens: t, Counter: view.CounterName(est)}
+				recs[i] = store.Record{Message: msgs[i], Tokens: t, Counter: counter}
 			}
 			first, last, err := st.Append(ctx, pos[0], recs...)
 			if err != nil {
