@@ -53,15 +53,10 @@ const defaultMemoryDebounce = 200 * time.Millisecond
 // managers accept and reject the same configs, naming the same fields
 // (errors match simple.ErrInvalidConfig).
 func (cfg Config) normalize() (Config, view.Config, error) {
-	sc, err := cfg.Config.WithDefaults()
-	if err != nil {
-		return cfg, view.Config{}, fmt.Errorf("persistent config: %w", err)
-	}
-	vcfg, err := view.Configure(sc)
+	sc, vcfg, err := view.Configure(cfg.Config)
 	if err != nil {
 		return cfg, vcfg, fmt.Errorf("persistent config: %w", err)
 	}
-	sc.Estimator = vcfg.Estimator
 	cfg.Config = sc
 	if cfg.LockTimeout < 0 {
 		return cfg, vcfg, fmt.Errorf("persistent config: %w", &ctxstore.ConfigError{Field: "LockTimeout", Reason: fmt.Sprintf("negative (%v)", cfg.LockTimeout)})

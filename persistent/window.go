@@ -46,8 +46,7 @@ type window struct {
 	// one imported after a purge may reuse its epoch and seqs.
 	created time.Time
 	count   int  // messages in the current epoch
-	tokens  int  // Σ tokens of the current epoch, as stored (counters may differ)
-	base    int  // the stored Σ at reload, whatever counted it
+	base    int  // the stored Σ tokens of the epoch at reload, whatever counted it
 	added   int  // Σ tokens of messages pushed since, by the manager's counter
 	ours    bool // this manager wrote into the current epoch
 
@@ -70,7 +69,7 @@ type window struct {
 func newWindow(info storage.SessionInfo) window {
 	return window{
 		epoch: info.Epoch, epochStart: info.EpochStartSeq, lastSeq: info.LastSeq, created: info.Created,
-		count: info.Messages, tokens: info.Tokens, base: info.Tokens,
+		count: info.Messages, base: info.Tokens,
 		mem: map[string]memVersion{}, superseded: map[uint64]bool{},
 		repairs: map[uint64]repairRecord{}, decisions: map[int]view.Decisions{},
 	}
@@ -87,7 +86,6 @@ func (w *window) complete() bool {
 // push adds the newest message of the epoch.
 func (w *window) push(it view.Item) {
 	w.count++
-	w.tokens += it.Tokens
 	w.added += it.Tokens
 	w.lastSeq = idSeq(it.ID)
 	w.tail = append(w.tail, it)
@@ -410,8 +408,8 @@ func (w *window) readEstimate(need view.Need, before uint64) int {
 	if need.FromID != 0 && idSeq(need.FromID) < before {
 		n = int(before - max(idSeq(need.FromID), w.epochStart))
 	}
-	if need.Tokens > 0 && w.count > 0 && w.tokens > 0 {
-		n = max(n, need.Tokens/max(1, w.tokens/w.count)+16)
+	if tokens := w.base + w.added; need.Tokens > 0 && w.count > 0 && tokens > 0 {
+		n = max(n, need.Tokens/max(1, tokens/w.count)+16)
 	}
 	return min(n, max(0, w.count-len(w.tail)), 1<<20)
 }

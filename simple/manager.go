@@ -49,15 +49,10 @@ var (
 // New returns an empty manager. Invalid settings are an error that matches
 // ErrInvalidConfig and names the field.
 func New(cfg Config) (*Manager, error) {
-	c, err := cfg.WithDefaults()
+	c, vc, err := view.Configure(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("simple.New: %w", err)
 	}
-	vc, err := view.Configure(c)
-	if err != nil {
-		return nil, fmt.Errorf("simple.New: %w", err)
-	}
-	c.Estimator = vc.Estimator
 	return &Manager{cfg: c, vcfg: vc, firstUser: -1, lastHuman: -1, memo: view.NewMemo(), drv: view.NewDriver(vc)}, nil
 }
 

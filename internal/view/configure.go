@@ -9,16 +9,18 @@ import (
 	"github.com/ctxstore/ctxstore/tokens"
 )
 
-// Configure resolves a host's ctxstore.Config (defaults, then "negative =
-// none" as 0) into the engine's configuration. It fails like
+// Configure resolves a host's ctxstore.Config: it returns the config with
+// every default filled in (the default counter included) and the engine's
+// configuration ("negative = none" as 0). It fails like
 // ctxstore.Config.Validate.
-func Configure(c ctxstore.Config) (Config, error) {
+func Configure(c ctxstore.Config) (ctxstore.Config, Config, error) {
 	c, err := c.WithDefaults()
 	if err != nil {
-		return Config{}, err
+		return c, Config{}, err
 	}
+	c.Estimator = DefaultEstimator(c.Estimator)
 	none := func(v int) int { return max(v, 0) }
-	return Config{
+	return c, Config{
 		Strategy:             c.Strategy,
 		MaxTokens:            c.MaxTokens,
 		FallbackTokens:       c.FallbackTokens,
@@ -32,7 +34,7 @@ func Configure(c ctxstore.Config) (Config, error) {
 		Notice:               !c.DisableNotice,
 		Annotations:          c.Annotations,
 		UsageBelowCount:      c.UsageBelowCount,
-		Estimator:            DefaultEstimator(c.Estimator),
+		Estimator:            c.Estimator,
 		Summarizer:           c.Summarizer,
 	}, nil
 }
