@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -152,7 +153,7 @@ func TestOpenRemovesAbandonedTemps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	past := time.Now().Add(-2 * tempAbandonedAfter)
+	past := time.Now().Add(-2 * tempfile.AbandonedAfter)
 	for _, p := range []string{old, other} {
 		if err := os.Chtimes(p, past, past); err != nil {
 			t.Fatal(err)

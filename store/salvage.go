@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"maps"
 	"math"
 	"os"
@@ -507,7 +508,7 @@ func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string,
 // write imports every session found into a temporary file, which becomes dst
 // once everything is written.
 func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) error {
-	removeAbandonedTemps(dst, salvageTempSuffix)
+	tempfile.RemoveAbandoned(dst, salvageTempSuffix)
 	dir, base := filepath.Split(dst)
 	if dir == "" {
 		dir = "."

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/storage"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -111,50 +111,14 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if !opts.ReadOnly {
-		removeAbandonedTemps(path, tempSuffix)
+		tempfile.RemoveAbandoned(path, tempSuffix)
 	}
 	return s, nil
-}
-
-// tempAbandonedAfter is how old a temporary file of createFile must be
-// before Open deletes it. Creating a file takes milliseconds; a minute-old
-// one belongs to a process killed while creating.
-const tempAbandonedAfter = time.Minute
-
-// removeAbandonedTemps deletes the temporary files named ".<base of
-// path><suffix>*" that a process killed while creating path left behind
-// (createFile's, Salvage's). Only old ones: a younger one may be another
-// process's creation in progress. Best effort: a leftover costs disk space,
-// nothing else.
-func removeAbandonedTemps(path, suffix string) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	names, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+suffix+"*"))
-	for _, name := range names {
-		fi, err := os.Lstat(name)
-		if err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > tempAbandonedAfter {
-			_ = os.Remove(name)
-		}
-	}
 }
 
 // tempSuffix follows the store file's name (after a dot) in the names of
 // createFile's temporary files.
 const tempSuffix = ".new-"
-
-// globEscape quotes the glob metacharacters of a file name.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
 
 // createFile makes a new, initialised store file at path atomically: a
 // process killed while bbolt writes the first pages must not leave a

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -158,41 +158,13 @@ func compactInPlace(ctx context.Context, path string, wait time.Duration) error 
 	})
 }
 
-// removeStaleTemps deletes the temporary files ".<base of dst><suffix>*" a
-// killed run left behind: only ones older than a minute, which no run can
-// still be writing. Best effort.
-func removeStaleTemps(dst, suffix string) {
-	dir, base := filepath.Split(dst)
-	if dir == "" {
-		dir = "."
-	}
-	names, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+suffix+"*"))
-	for _, name := range names {
-		if fi, err := os.Lstat(name); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > time.Minute {
-			_ = os.Remove(name)
-		}
-	}
-}
-
-// globEscape quotes the glob metacharacters of a file name.
-func globEscape(s string) string {
-	var b []byte
-	for i := 0; i < len(s); i++ {
-		if strings.IndexByte(`*?[]\`, s[i]) >= 0 {
-			b = append(b, '\\')
-		}
-		b = append(b, s[i])
-	}
-	return string(b)
-}
-
 // copyCompacted compacts the store file src, open and locked on f, into a
 // new temporary file beside dst (created with O_EXCL under a random name),
 // syncs it and hands it to finish, which puts it in place, before closing
 // src (releasing the lock). Whatever fails or is cancelled, the temporary
 // file is removed and dst is left as it was.
 func copyCompacted(ctx context.Context, f *os.File, src, dst string, readOnly bool, finish func(tmp string) error) error {
-	removeStaleTemps(dst, ".compact") // also the older ".compact<digits>" names
+	tempfile.RemoveAbandoned(dst, ".compact") // also the older ".compact<digits>" names
 	tmpf, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+compactTempSuffix+"*")
 	if err != nil {
 		f.Close()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"io"
 	"os"
 	"path/filepath"
@@ -73,7 +74,7 @@ func exportToFile(ctx context.Context, st storage.Engine, names []string, path s
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
-	removeStaleTemps(path, ".tmp")
+	tempfile.RemoveAbandoned(path, ".tmp")
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return exportStats{}, fmt.Errorf("export: %w", err)
