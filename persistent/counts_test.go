@@ -7,17 +7,10 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 	"github.com/ctxstore/ctxstore/store"
 	"github.com/ctxstore/ctxstore/tokens"
 )
-
-func exactCount(msgs []ctxstore.Message) int {
-	n := 0
-	for _, m := range msgs {
-		n += tokens.O200k().Estimate(m)
-	}
-	return n
-}
 
 // TestStoreCountedByOldCodeIsRecounted: a file written before counts were
 // tagged (untagged estimates of about 4 bytes a token) resumes under the
@@ -42,7 +35,7 @@ func TestStoreCountedByOldCodeIsRecounted(t *testing.T) {
 	m := open(t, path, "s", Config{noSync: true})
 	for _, budget := range []int{2_000, 8_000, 30_000, 200_000} {
 		v := explainOf(t, m, budget)
-		if got := exactCount(v.Messages); got != v.Tokens || v.Tokens > budget {
+		if got := viewtest.Sum(v.Messages, tokens.O200k()); got != v.Tokens || v.Tokens > budget {
 			t.Errorf("budget %d: the view says %d tokens, exact count %d", budget, v.Tokens, got)
 		}
 		for i, o := range v.Origins {
@@ -179,7 +172,7 @@ func TestRecountsAreKept(t *testing.T) {
 	if second.Load() != 0 {
 		t.Errorf("a restart counted %d messages again; their counts were kept", second.Load())
 	}
-	if vb.Tokens != va.Tokens || vb.Tokens != exactCount(vb.Messages) {
-		t.Errorf("view after the restart: %d tokens, before %d, exact %d", vb.Tokens, va.Tokens, exactCount(vb.Messages))
+	if vb.Tokens != va.Tokens || vb.Tokens != viewtest.Sum(vb.Messages, tokens.O200k()) {
+		t.Errorf("view after the restart: %d tokens, before %d, exact %d", vb.Tokens, va.Tokens, viewtest.Sum(vb.Messages, tokens.O200k()))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 	"github.com/ctxstore/ctxstore/simple"
 	"github.com/ctxstore/ctxstore/tokens"
 )
@@ -39,15 +40,6 @@ func corpusConversation(t *testing.T) []ctxstore.Message {
 	return out
 }
 
-// exact is the o200k_base count of exactly what a view sends.
-func exact(msgs []ctxstore.Message) int {
-	n := 0
-	for _, m := range msgs {
-		n += tokens.O200k().Estimate(m)
-	}
-	return n
-}
-
 // TestViewsFitByExactCount: with the default counter, every view of every
 // strategy fits its budget by the exact o200k_base count of what is sent,
 // notice and summary included, whenever the floor fits; after the provider
@@ -57,7 +49,7 @@ func TestViewsFitByExactCount(t *testing.T) {
 	if testing.Short() {
 		history = history[:300]
 	}
-	t.Logf("history: %d messages, %d tokens (o200k_base)", len(history), exact(history))
+	t.Logf("history: %d messages, %d tokens (o200k_base)", len(history), viewtest.Sum(history, tokens.O200k()))
 	summarize := func(_ context.Context, span []ctxstore.Message) (string, error) {
 		return fmt.Sprintf("%d messages about the agent's work on the code base, its logs and its tools", len(span)), nil
 	}
@@ -82,7 +74,7 @@ func TestViewsFitByExactCount(t *testing.T) {
 					if v.Counter != tokens.O200k().Name() {
 						t.Fatalf("counted with %q, want the exact o200k_base count by default", v.Counter)
 					}
-					got := exact(v.Messages)
+					got := viewtest.Sum(v.Messages, tokens.O200k())
 					if got != v.Tokens {
 						t.Errorf("%s: the view says %d tokens, the exact count of what it sends is %d", when, v.Tokens, got)
 					}
