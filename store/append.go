@@ -52,7 +52,10 @@ func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, c
 			return 0, 0, fmt.Errorf("store: append to session %q: message %d: %w: negative token count %d", session, i, ctxstore.ErrInvalidMessage, r.Tokens)
 		}
 	}
-	err = s.write(ctx, appendTx(session, recs, check, &first, &last))
+	err = s.writeReq(ctx, &writeReq{
+		apply: appendTx(session, recs, check, &first, &last),
+		wal:   &walAppend{session: session, recs: recs, check: check, first: &first, last: &last},
+	})
 	if err != nil {
 		return 0, 0, err
 	}

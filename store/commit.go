@@ -16,6 +16,9 @@ type writeReq struct {
 	// the transaction usable for the other requests. It may run twice
 	// (see commit), so it must not keep state across runs.
 	apply func(w *wtx) error
+	// wal, set for an append, lets the write go to the log instead of
+	// bbolt (walCommit); apply is its bbolt form.
+	wal   *walAppend
 	ctx   context.Context
 	done  chan struct{} // closed when err is final
 	lead  chan struct{} // receives the leader role when handed over
@@ -38,13 +41,18 @@ func reject(err error) error { return &rejected{err} }
 // ends, the first of them leads the next commit, taking the whole queue, so
 // N concurrent writers cost about two commits instead of N.
 func (s *Store) write(ctx context.Context, apply func(w *wtx) error) error {
+	return s.writeReq(ctx, &writeReq{apply: apply})
+}
+
+// writeReq is write of a request that may also say how to log it.
+func (s *Store) writeReq(ctx context.Context, r *writeReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if s.opts.ReadOnly {
 		return fmt.Errorf("store %s: opened read-only", s.path)
 	}
-	r := &writeReq{apply: apply, ctx: ctx, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	r.ctx, r.done, r.lead = ctx, make(chan struct{}), make(chan struct{}, 1)
 	s.qmu.Lock()
 	s.queue = append(s.queue, r)
 	if s.gathered != nil && len(s.queue) >= s.gatherFor {
@@ -130,6 +138,9 @@ func (s *Store) commit(batch []*writeReq) {
 			close(r.done)
 		}
 	}()
+	if s.walCommit(batch) {
+		return
+	}
 	for attempt := 0; s.commitOnce(batch); attempt++ {
 		if attempt == maxReplacedRetries {
 			for _, r := range batch {
@@ -150,20 +161,39 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 	if len(batch) == 1 {
 		actx = batch[0].ctx
 	}
-	db, err := s.acquire(actx)
-	if err != nil {
+	fail := func(err error) bool {
 		for _, r := range batch {
 			r.err = err
 		}
 		return false
 	}
+	unlock, err := s.walLock(actx, true)
+	if err != nil {
+		return fail(err)
+	}
+	defer unlock()
+	t, err := s.catchUp(actx, true)
+	if err != nil {
+		return fail(err)
+	}
+	db, err := s.acquire(actx)
+	if err != nil {
+		return fail(err)
+	}
 	defer s.release()
+	// Whatever happens below, the log and bbolt are read afresh next time.
+	defer s.forgetTail()
 
 	// The transaction reads pages through bbolt's mmap: a damaged page must
 	// fail the batch with ErrCorrupt, not kill the process.
+	var next walHeader
 	err = s.guard("write", func() error {
 		return db.Update(func(tx *bbolt.Tx) error {
 			w := newWtx(tx)
+			var err error
+			if next, err = w.applyLog(t); err != nil {
+				return fmt.Errorf("apply the log: %w", err)
+			}
 			for _, r := range batch {
 				r.err = r.apply(w)
 				var rj *rejected
@@ -176,6 +206,31 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 			return w.flush()
 		})
 	})
+	logApplied := err == nil
+	if errors.Is(err, errPartial) && len(batch) > 1 {
+		// The log goes in first, on its own, then each request alone.
+		err = s.guard("write", func() error {
+			return db.Update(func(tx *bbolt.Tx) error {
+				var err error
+				next, err = newWtx(tx).applyLog(t)
+				return err
+			})
+		})
+		if err != nil {
+			return fail(fmt.Errorf("store %s: commit: apply the log: %w", s.path, err))
+		}
+		logApplied, err = true, errPartial
+	}
+	if logApplied {
+		// Emptied only if the commit went into the file at the path: if
+		// another file was moved there meanwhile, the log's records
+		// must reach it too (as records of a log it has not applied).
+		// A failure to empty it loses nothing: bbolt says how far the
+		// log is applied, so its records read as applied.
+		if same, serr := s.stillAtPath(); serr == nil && same {
+			_ = s.resetLog(next)
+		}
+	}
 	switch {
 	case err == nil:
 		same, serr := s.stillAtPath()

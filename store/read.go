@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sort"
+	"strings"
 
 	"go.etcd.io/bbolt"
 )
@@ -43,7 +45,7 @@ func decodeAt(session string, k, v []byte) (envelope, error) {
 // records that did not decode) and sets scan.done at the end. start runs
 // before the first page, to fix the epoch and the starting seq.
 type (
-	pageFunc  func(msgs *bbolt.Bucket, scan *scanState)
+	pageFunc  func(msgs *mcursor, scan *scanState)
 	startFunc func(meta *sessionMeta, scan *scanState) error
 )
 
@@ -73,8 +75,8 @@ func (s *Store) scan(ctx context.Context, init scanState, start startFunc, page 
 		st := init
 		for !st.done {
 			st.items, st.size = st.items[:0], 0
-			err := s.view(ctx, func(tx *bbolt.Tx) error {
-				sb, meta, err := getSession(tx, st.session)
+			err := s.readView(ctx, func(tx *bbolt.Tx, t *tailState) error {
+				sb, meta, ts, err := sessionAt(tx, t, st.session)
 				if errors.Is(err, ErrNotFound) {
 					st.done = true
 					return nil
@@ -88,12 +90,20 @@ func (s *Store) scan(ctx context.Context, init scanState, start startFunc, page 
 						return err
 					}
 				}
-				msgs, _ := msgsBucket(sb, false)
-				if msgs == nil {
+				mc := &mcursor{}
+				if sb != nil {
+					if msgs, _ := msgsBucket(sb, false); msgs != nil {
+						mc.c = msgs.Cursor()
+					}
+				}
+				if ts != nil {
+					mc.recs = ts.recs
+				}
+				if mc.c == nil && len(mc.recs) == 0 {
 					st.done = true
 					return nil
 				}
-				page(msgs, &st)
+				page(mc, &st)
 				return nil
 			})
 			if err != nil {
@@ -141,8 +151,7 @@ func (s *Store) forward(ctx context.Context, session string, epoch, from uint64)
 		st.pos = max(st.pos, em.First)
 		return nil
 	}
-	return s.scan(ctx, init, start, func(msgs *bbolt.Bucket, st *scanState) {
-		c := msgs.Cursor()
+	return s.scan(ctx, init, start, func(c *mcursor, st *scanState) {
 		for k, v := c.Seek(seqKey(st.pos)); st.visit(k, v, false); k, v = c.Next() {
 		}
 	})
@@ -164,12 +173,11 @@ func (s *Store) backward(ctx context.Context, session string, beforeSeq uint64, 
 		}
 		return nil
 	}
-	return s.scan(ctx, init, start, func(msgs *bbolt.Bucket, st *scanState) {
+	return s.scan(ctx, init, start, func(c *mcursor, st *scanState) {
 		if st.pos <= 1 {
 			st.done = true
 			return
 		}
-		c := msgs.Cursor()
 		k, v := c.Seek(seqKey(st.pos))
 		if k == nil {
 			k, v = c.Last()
@@ -243,16 +251,24 @@ func (s *Store) Tail(ctx context.Context, session string, n int) ([]Entry, error
 // asked, from any epoch. A seq that is not stored fails with ErrNotFound.
 func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entry, error) {
 	out := make([]Entry, 0, len(seqs))
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		sb, _, err := getSession(tx, session)
+	err := s.readView(ctx, func(tx *bbolt.Tx, t *tailState) error {
+		sb, _, ts, err := sessionAt(tx, t, session)
 		if err != nil {
 			return err
 		}
-		msgs, _ := msgsBucket(sb, false)
+		var msgs *bbolt.Bucket
+		if sb != nil {
+			msgs, _ = msgsBucket(sb, false)
+		}
 		for _, seq := range seqs {
 			k := seqKey(seq)
 			var v []byte
-			if msgs != nil {
+			if ts != nil {
+				if r := ts.recsFrom(seq); len(r) > 0 && r[0].seq == seq {
+					v = r[0].val
+				}
+			}
+			if v == nil && msgs != nil {
 				v = msgs.Get(k)
 			}
 			if v == nil {
@@ -275,8 +291,8 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 // Session returns the metadata of session, or ErrNotFound.
 func (s *Store) Session(ctx context.Context, session string) (SessionInfo, error) {
 	var si SessionInfo
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		_, meta, err := getSession(tx, session)
+	err := s.readView(ctx, func(tx *bbolt.Tx, t *tailState) error {
+		_, meta, _, err := sessionAt(tx, t, session)
 		if err != nil {
 			return err
 		}
@@ -290,22 +306,133 @@ func (s *Store) Session(ctx context.Context, session string) (SessionInfo, error
 // message bodies.
 func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	var out []SessionInfo
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		sessions, err := sessionsBucket(tx)
-		if err != nil {
-			return nil // a file no writer has initialised
-		}
-		return sessions.ForEachBucket(func(k []byte) error {
-			meta, err := decodeMeta(sessions.Bucket(k).Get([]byte(keyMeta)))
+	err := s.readView(ctx, func(tx *bbolt.Tx, t *tailState) error {
+		seen := map[string]bool{}
+		if sessions, err := sessionsBucket(tx); err == nil { // else a file no writer has initialised
+			err := sessions.ForEachBucket(func(k []byte) error {
+				name := string(k)
+				seen[name] = true
+				if ts := t.session(name); ts != nil && ts.exists {
+					out = append(out, ts.meta.info(name))
+					return nil
+				}
+				meta, err := decodeMeta(sessions.Bucket(k).Get([]byte(keyMeta)))
+				if err != nil {
+					return fmt.Errorf("store: session %q: %w", k, err)
+				}
+				out = append(out, meta.info(name))
+				return nil
+			})
 			if err != nil {
-				return fmt.Errorf("store: session %q: %w", k, err)
+				return err
 			}
-			out = append(out, meta.info(string(k)))
-			return nil
-		})
+		}
+		if t != nil {
+			for name, ts := range t.sessions {
+				if ts.exists && !seen[name] {
+					out = append(out, ts.meta.info(name))
+				}
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// sessionAt returns a session as bbolt and the log make it: its bbolt bucket
+// (nil if only the log holds it), its metadata, and its log records (ts, nil
+// if the log holds none and has not loaded it), or ErrNotFound.
+func sessionAt(tx *bbolt.Tx, t *tailState, name string) (*bbolt.Bucket, sessionMeta, *tailSession, error) {
+	ts := t.session(name)
+	if ts != nil && !ts.exists {
+		return nil, sessionMeta{}, nil, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+	}
+	sb, meta, err := getSession(tx, name)
+	if ts == nil {
+		return sb, meta, nil, err
+	}
+	if errors.Is(err, ErrNotFound) {
+		sb, err = nil, nil
+	}
+	if err != nil {
+		return nil, sessionMeta{}, nil, err
+	}
+	return sb, ts.meta, ts, nil
+}
+
+// mcursor walks a session's messages in bbolt and then in the log, as one
+// sequence of (key, envelope) pairs: every message in the log comes after
+// every message in bbolt.
+type mcursor struct {
+	c      *bbolt.Cursor // nil when bbolt holds no messages of the session
+	recs   []tailRec
+	i      int  // position in recs, when inTail
+	inTail bool // positioned on recs[i]
+}
+
+func (m *mcursor) at(i int) ([]byte, []byte) {
+	if i < 0 || i >= len(m.recs) {
+		return nil, nil
+	}
+	m.inTail, m.i = true, i
+	return seqKey(m.recs[i].seq), m.recs[i].val
+}
+
+// Seek moves to the first message with a key >= k.
+func (m *mcursor) Seek(k []byte) ([]byte, []byte) {
+	m.inTail = false
+	if m.c != nil {
+		if k2, v := m.c.Seek(k); k2 != nil {
+			return k2, v
+		}
+	}
+	seq, _ := keySeq(k)
+	return m.at(sort.Search(len(m.recs), func(i int) bool { return m.recs[i].seq >= seq }))
+}
+
+// Next moves to the next message.
+func (m *mcursor) Next() ([]byte, []byte) {
+	if m.inTail {
+		return m.at(m.i + 1)
+	}
+	if m.c != nil {
+		if k, v := m.c.Next(); k != nil {
+			return k, v
+		}
+	}
+	return m.at(0)
+}
+
+// Prev moves to the previous message.
+func (m *mcursor) Prev() ([]byte, []byte) {
+	if m.inTail {
+		if m.i > 0 {
+			return m.at(m.i - 1)
+		}
+		m.inTail = false
+		if m.c != nil {
+			return m.c.Last()
+		}
+		return nil, nil
+	}
+	if m.c != nil {
+		return m.c.Prev()
+	}
+	return nil, nil
+}
+
+// Last moves to the last message.
+func (m *mcursor) Last() ([]byte, []byte) {
+	if len(m.recs) > 0 {
+		return m.at(len(m.recs) - 1)
+	}
+	m.inTail = false
+	if m.c != nil {
+		return m.c.Last()
+	}
+	return nil, nil
 }

@@ -74,6 +74,16 @@ type Store struct {
 	lastBatch  int           // requests in the last commit
 	gathered   chan struct{} // closed when the queue reaches gatherFor requests
 	gatherFor  int
+
+	// The write-ahead log (wal.go, tail.go).
+	walPath string
+	walMu   sync.RWMutex // held exclusively to write, shared to read
+	walF    *os.File     // the log; nil while a read-only store has none
+	shMu    sync.Mutex   // guards shRefs and shFile
+	shRefs  int          // readers holding the shared lock
+	shFile  *os.File     // the descriptor holding the shared lock
+	tailMu  sync.Mutex   // guards tail
+	tail    *tailState   // the log beyond bbolt as last read; nil: rebuild
 }
 
 // Open opens the store at path, creating the file (mode 0600) and any
@@ -83,7 +93,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
-	s := &Store{path: path, opts: opts}
+	s := &Store{path: path, opts: opts, walPath: path + walSuffix}
 	s.idle.L = &s.mu
 
 	fi, statErr := os.Stat(path)
@@ -222,6 +232,13 @@ func (s *Store) Path() string { return s.path }
 // the file by itself within lingerFor (2 ms).
 func (s *Store) Close() error {
 	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil
+	}
+	s.checkpointOnClose()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil
@@ -233,13 +250,75 @@ func (s *Store) Close() error {
 	if s.db != nil { // lingering
 		s.closeDB()
 	}
+	s.walMu.Lock()
+	if s.walF != nil {
+		s.walF.Close()
+		s.walF = nil
+	}
+	s.walMu.Unlock()
 	return s.closeErr
+}
+
+// Checkpoint applies the log's records to the bbolt file, so that the file
+// alone holds every message (for tools that copy or read it without
+// ctxstore). Close does it too, and writes other than small appends do it
+// on the way.
+func (s *Store) Checkpoint(ctx context.Context) error {
+	return s.write(ctx, func(*wtx) error { return nil })
+}
+
+// checkpointOnClose applies the log to the file when it holds anything,
+// so that a file closed by every process holds every message by itself. A
+// failure loses nothing: the log stays and the next open reads it.
+func (s *Store) checkpointOnClose() {
+	if s.opts.ReadOnly {
+		return
+	}
+	fi, err := os.Stat(s.walPath)
+	if err != nil || fi.Size() <= walHeaderSize {
+		return
+	}
+	_ = s.Checkpoint(context.Background())
 }
 
 // view runs fn in a read transaction on a briefly opened file.
 func (s *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
+	return s.readView(ctx, func(tx *bbolt.Tx, _ *tailState) error { return fn(tx) })
+}
+
+// readView runs fn in a read transaction on a briefly opened file, with the
+// log's records beyond it (t), under the log's shared lock. A log left by
+// another file (one moved over this one) is adopted first when the store
+// may write.
+func (s *Store) readView(ctx context.Context, fn func(tx *bbolt.Tx, t *tailState) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	unlock, err := s.walLock(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer func() { unlock() }()
+	t, err := s.catchUp(ctx, false)
+	if err != nil {
+		return err
+	}
+	if t.mode == tailOrphan && len(t.orphan) > 0 && !s.opts.ReadOnly {
+		unlock()
+		unlock = func() {}
+		if err := s.write(ctx, func(*wtx) error { return nil }); err != nil {
+			return err
+		}
+		if unlock, err = s.walLock(ctx, false); err != nil {
+			unlock = func() {}
+			return err
+		}
+		if t, err = s.catchUp(ctx, false); err != nil {
+			return err
+		}
+	}
+	if t.mode == tailOrphan {
+		t = nil // another file's records: not this file's messages
 	}
 	db, err := s.acquire(ctx)
 	if err != nil {
@@ -250,7 +329,7 @@ func (s *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 	// pre-open check cannot see must become ErrCorrupt, not a fault. fn
 	// copies what it returns before the transaction ends, so the guard
 	// covers every touch of the mapping.
-	return s.guard("read", func() error { return db.View(fn) })
+	return s.guard("read", func() error { return db.View(func(tx *bbolt.Tx) error { return fn(tx, t) }) })
 }
 
 // guard runs fn, which uses the open database, under guardFaults. A fault or

@@ -22,12 +22,40 @@ import (
 // bbolt's own consistency check (freelist, unreachable pages) runs only when that
 // walk found the tree sound. Writers wait while Verify runs.
 func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
+	r := &VerifyReport{Path: s.path}
+	if !s.opts.ReadOnly {
+		// The file alone is checked: bring the log's records into it.
+		if err := s.Checkpoint(ctx); errors.Is(err, ErrCorrupt) {
+			r.AddProblem("log", "", 0, "%v", err)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	unlock, err := s.walLock(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	t, err := s.catchUp(ctx, false)
+	switch {
+	case errors.Is(err, ErrCorrupt):
+		r.AddProblem("log", "", 0, "%v", err)
+	case err != nil:
+		return nil, err
+	case t.mode == tailNormal:
+		// Read-only, or appended since: the log's messages count too.
+		r.Messages += t.messages
+		for _, ts := range t.sessions {
+			if len(ts.recs) > 0 && ts.recs[0].seq == ts.meta.EpochSeq && ts.meta.Total == len(ts.recs) {
+				r.Sessions++ // only in the log so far
+			}
+		}
+	}
 	db, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer s.release()
-	r := &VerifyReport{Path: s.path}
 	// Begin and Rollback read the meta and freelist pages through the mmap.
 	err = s.guard("verify", func() error {
 		// A write transaction (read-only for a ReadOnly store, which cannot

@@ -42,7 +42,10 @@ func (s *Store) Watch(ctx context.Context, session string) (<-chan Change, error
 	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
 		files = append(files, real)
 	}
-	for _, f := range files {
+	for _, f := range files[:len(files):len(files)] {
+		files = append(files, f+walSuffix)
+	}
+	for _, f := range files[:len(files)/2] {
 		if err := w.Add(filepath.Dir(f)); err != nil {
 			w.Close()
 			return nil, fmt.Errorf("store %s: watch: %w", s.path, err)

@@ -1,0 +1,630 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"go.etcd.io/bbolt"
+)
+
+// The tail: what the log holds beyond the bbolt file, as this process last
+// read it. Every operation takes the log's lock (shared to read, exclusive to
+// write), brings the tail up to date from the files (catchUp), and then reads
+// bbolt and the tail together. A tailState is never changed once published:
+// catching up builds a new one, so a reader can keep using the one it got.
+
+// tailMode says how the log relates to the bbolt file at the path.
+type tailMode int
+
+const (
+	tailEmpty  tailMode = iota // no log yet (or one never written): nothing beyond bbolt
+	tailNormal                 // the log continues the bbolt file
+	tailOrphan                 // the log belongs to another file: a writer adopts its records
+)
+
+// tailState is the overlay of the log on the bbolt file.
+type tailState struct {
+	// What it was built from: a change in any of them means the bbolt file
+	// changed (a commit, or another file at the path) and the state is
+	// rebuilt.
+	dbIno, dbDev uint64
+	txid         uint64
+	hdr          walHeader
+	hasHdr       bool
+
+	applied    walApplied // what bbolt says it holds of the log
+	hasApplied bool
+	mode       tailMode
+	off        int64 // offset after the last record read
+	torn       bool  // bytes after off that are no valid record
+	// sessions holds every session the log touches, as bbolt plus the log
+	// make it, and sessions loaded from bbolt to check a write against.
+	sessions map[string]*tailSession
+	orphan   [][][]byte // tailOrphan: the records to adopt
+	messages int
+	bytes    int64
+}
+
+// tailSession is one session as the bbolt file plus the log make it.
+type tailSession struct {
+	meta   sessionMeta
+	exists bool      // in bbolt or in the log; false: how it would be created
+	recs   []tailRec // the log's messages of the session, by seq
+}
+
+// tailRec is one message in the log: its seq and its envelope, encoded as
+// bbolt stores it.
+type tailRec struct {
+	seq uint64
+	val []byte
+}
+
+// records reports whether the log holds anything bbolt does not.
+func (t *tailState) records() bool {
+	return t != nil && (t.messages > 0 || len(t.orphan) > 0)
+}
+
+// session returns the session's overlay, or nil if the tail knows nothing
+// about it (then bbolt alone is right).
+func (t *tailState) session(name string) *tailSession {
+	if t == nil {
+		return nil
+	}
+	return t.sessions[name]
+}
+
+// recsFrom returns the session's log records with seq >= seq.
+func (ts *tailSession) recsFrom(seq uint64) []tailRec {
+	i := sort.Search(len(ts.recs), func(i int) bool { return ts.recs[i].seq >= seq })
+	return ts.recs[i:]
+}
+
+// clone returns a copy of m that shares no slices with it.
+func (m sessionMeta) clone() sessionMeta {
+	m.Pinned = slices.Clone(m.Pinned)
+	m.Epochs = slices.Clone(m.Epochs)
+	return m
+}
+
+// walLock takes the log's lock, exclusive or shared, for this process and
+// against other processes, waiting at most LockTimeout. The returned func
+// releases it.
+func (s *Store) walLock(ctx context.Context, exclusive bool) (func(), error) {
+	if exclusive {
+		s.walMu.Lock()
+		f, err := s.walFile(true)
+		if err == nil && f != nil {
+			err = s.flockWait(ctx, f, syscall.LOCK_EX)
+		}
+		if err != nil {
+			s.walMu.Unlock()
+			return nil, err
+		}
+		return func() {
+			if f != nil {
+				unlockFile(f)
+			}
+			s.walMu.Unlock()
+		}, nil
+	}
+	s.walMu.RLock()
+	s.shMu.Lock()
+	if s.shRefs == 0 {
+		f, err := s.walFile(true)
+		if err == nil && f != nil {
+			err = s.flockWait(ctx, f, syscall.LOCK_SH)
+		}
+		if err != nil {
+			s.shMu.Unlock()
+			s.walMu.RUnlock()
+			return nil, err
+		}
+		s.shFile = f
+	}
+	s.shRefs++
+	s.shMu.Unlock()
+	return func() {
+		s.shMu.Lock()
+		if s.shRefs--; s.shRefs == 0 && s.shFile != nil {
+			unlockFile(s.shFile)
+			s.shFile = nil
+		}
+		s.shMu.Unlock()
+		s.walMu.RUnlock()
+	}, nil
+}
+
+// walFile returns the open log, reopening it if the log at the path is not
+// the one open (removed or replaced), or nil if there is none (a read-only
+// store of a file never written by a version with a log). Callers hold walMu
+// exclusively, or shared with shMu and no shared lock taken.
+func (s *Store) walFile(check bool) (*os.File, error) {
+	if s.walF != nil && check {
+		if same, err := sameFile(s.walF, s.walPath); err != nil || !same {
+			s.walF.Close()
+			s.walF = nil
+		}
+	}
+	if s.walF != nil {
+		return s.walF, nil
+	}
+	flag := os.O_RDWR | os.O_CREATE
+	if s.opts.ReadOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(s.walPath, flag, s.walMode())
+	switch {
+	case err == nil:
+		s.walF = f
+		return f, nil
+	case s.opts.ReadOnly && errors.Is(err, os.ErrNotExist):
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("store %s: log: %w", s.path, err)
+	}
+}
+
+// walMode is the mode of a new log: the bbolt file's, so whoever may read
+// or write the one may do the same with the other.
+func (s *Store) walMode() os.FileMode {
+	if fi, err := os.Stat(s.path); err == nil {
+		return fi.Mode().Perm() & 0o666
+	}
+	return fileMode
+}
+
+// flockWait takes flock how on f, polling: the log's lock is held for
+// microseconds at a time (the fsync happens after it is released), so
+// polling with a short backoff finds it free without a thread blocked in the
+// kernel per waiter.
+func (s *Store) flockWait(ctx context.Context, f *os.File, how int) error {
+	deadline := time.Now().Add(s.opts.LockTimeout)
+	pause := 20 * time.Microsecond
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			return fmt.Errorf("store %s: lock the log: %w", s.path, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("store %s: %w: another process held it for %v", s.path, ErrLocked, s.opts.LockTimeout)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("store %s: waiting for the lock: %w", s.path, ctx.Err())
+		}
+		pause = min(2*pause, time.Millisecond)
+	}
+}
+
+// fileID returns the device and inode of the file at path.
+func fileID(path string) (dev, ino uint64, err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, fmt.Errorf("%s: no inode", path)
+	}
+	return uint64(st.Dev), uint64(st.Ino), nil
+}
+
+// boltTxid reads the id of the newest transaction of the bbolt file at path
+// from its meta pages, without mapping it.
+func boltTxid(path string) (uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var buf [boltPageHeaderSize + boltMetaSize]byte
+	var best uint64
+	found := false
+	ps := int64(0)
+	for i := range 2 {
+		if n, _ := f.ReadAt(buf[:], int64(i)*ps); n < len(buf) {
+			continue
+		}
+		m, err := parseBoltMeta(buf[:])
+		if err != nil {
+			if i == 0 {
+				ps = boltFirstMetaRead // damaged meta 0: checkLocked decides later
+			}
+			continue
+		}
+		if i == 0 {
+			ps = int64(m.pageSize)
+		}
+		if !found || m.txid > best {
+			best, found = m.txid, true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("%w: no valid meta page", ErrCorrupt)
+	}
+	return best, nil
+}
+
+// catchUp brings the tail up to date with the files and returns it. The
+// caller holds the log's lock (exclusive when exclusive is set: then bytes
+// left by a write cut short are cut off the log).
+func (s *Store) catchUp(ctx context.Context, exclusive bool) (*tailState, error) {
+	s.tailMu.Lock()
+	defer s.tailMu.Unlock()
+	t, err := s.catchUpLocked(ctx, exclusive)
+	if err != nil {
+		return nil, err
+	}
+	s.tail = t
+	return t, nil
+}
+
+func (s *Store) catchUpLocked(ctx context.Context, exclusive bool) (*tailState, error) {
+	old := s.tail
+	dev, ino, err := fileID(s.path)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.path, err)
+	}
+	txid, err := boltTxid(s.path)
+	if err != nil {
+		// Damage is reported by the bbolt open, which checks the file.
+		txid = 0
+	}
+	f := s.walF
+	var hdr walHeader
+	hasHdr := false
+	if f != nil {
+		var b [walHeaderSize]byte
+		n, rerr := f.ReadAt(b[:], 0)
+		if rerr != nil && n < walHeaderSize && !errors.Is(rerr, io.EOF) {
+			return nil, fmt.Errorf("store %s: read the log: %w", s.path, rerr)
+		}
+		hdr, hasHdr, err = decodeWALHeader(b[:n])
+		if err != nil {
+			return nil, fmt.Errorf("store %s: log %s: %w", s.path, s.walPath, err)
+		}
+	}
+	t := old
+	if t == nil || t.dbDev != dev || t.dbIno != ino || t.txid != txid || t.hasHdr != hasHdr || t.hdr != hdr {
+		if t, err = s.rebuildTail(ctx, dev, ino, txid, hdr, hasHdr); err != nil {
+			return nil, err
+		}
+	}
+	if !hasHdr || f == nil {
+		return t, nil
+	}
+	gen := hdr.gen
+	sc, err := scanWAL(f, s.walPath, gen, t.off)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.path, err)
+	}
+	if sc.torn && exclusive && !s.opts.ReadOnly {
+		// A write cut short by a crash: nobody acknowledged it, and the
+		// next record must follow the last valid one.
+		if err := f.Truncate(sc.end); err != nil {
+			return nil, fmt.Errorf("store %s: cut a torn record off the log: %w", s.path, err)
+		}
+		sc.torn = false
+	}
+	if len(sc.records) == 0 && sc.torn == t.torn {
+		return t, nil
+	}
+	nt := *t
+	nt.torn = sc.torn
+	nt.off = sc.end
+	if t.mode == tailOrphan {
+		nt.orphan = append(slices.Clip(t.orphan), sc.records...)
+		return &nt, nil
+	}
+	if len(sc.records) == 0 {
+		return &nt, nil
+	}
+	ok, err := s.addRecords(ctx, &nt, sc.records)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		// The log does not continue the file: treat it as another
+		// file's, from its start.
+		nt = *t
+		nt.mode, nt.sessions, nt.messages, nt.bytes = tailOrphan, map[string]*tailSession{}, 0, 0
+		nt.off = walHeaderSize
+		all, err := scanWAL(f, s.walPath, gen, walHeaderSize)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", s.path, err)
+		}
+		nt.orphan, nt.off, nt.torn = all.records, all.end, all.torn
+	}
+	return &nt, nil
+}
+
+// rebuildTail starts a tail afresh for the bbolt file at the path.
+func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr walHeader, hasHdr bool) (*tailState, error) {
+	t := &tailState{dbDev: dev, dbIno: ino, txid: txid, hdr: hdr, hasHdr: hasHdr, sessions: map[string]*tailSession{}}
+	err := s.bolt(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(bucketStore))
+		if b == nil {
+			return nil
+		}
+		var err error
+		t.applied, t.hasApplied, err = decodeWALApplied(b.Get([]byte(keyWAL)))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !hasHdr:
+		t.mode = tailEmpty
+	case t.hasApplied && hdr.id == t.applied.id && hdr.gen == t.applied.gen+1:
+		t.mode, t.off = tailNormal, walHeaderSize
+	case t.hasApplied && hdr.id == t.applied.id && hdr.gen == t.applied.gen:
+		t.mode, t.off = tailNormal, max(t.applied.off, walHeaderSize)
+	default:
+		t.mode, t.off = tailOrphan, walHeaderSize
+	}
+	return t, nil
+}
+
+// addRecords adds log records to t (a copy the caller owns). It reports
+// false if a record does not continue its session as t sees it.
+func (s *Store) addRecords(ctx context.Context, t *tailState, records [][][]byte) (bool, error) {
+	envs := make([][]envelope, len(records))
+	var need []string
+	for i, rec := range records {
+		for _, v := range rec {
+			env, err := decodeEnvelope(v)
+			if err != nil || env.Session == "" {
+				return false, nil
+			}
+			envs[i] = append(envs[i], env)
+			if t.sessions[env.Session] == nil && !slices.Contains(need, env.Session) {
+				need = append(need, env.Session)
+			}
+		}
+	}
+	sessions := make(map[string]*tailSession, len(t.sessions)+len(need))
+	for k, v := range t.sessions {
+		sessions[k] = v
+	}
+	t.sessions = sessions
+	if err := s.loadSessions(ctx, t, need); err != nil {
+		return false, err
+	}
+	changed := map[string]*tailSession{}
+	for i, rec := range records {
+		for j, v := range rec {
+			env := &envs[i][j]
+			ts := changed[env.Session]
+			if ts == nil {
+				c := *t.sessions[env.Session]
+				c.meta = c.meta.clone()
+				ts = &c
+				changed[env.Session] = ts
+			}
+			if env.Seq != ts.meta.LastSeq+1 || env.Epoch != ts.meta.Epoch {
+				return false, nil
+			}
+			ts.meta.add(env, metaMessage(&ts.meta, env))
+			ts.exists = true
+			ts.recs = append(ts.recs, tailRec{seq: env.Seq, val: v})
+			t.messages++
+			t.bytes += int64(len(v))
+		}
+	}
+	for k, v := range changed {
+		t.sessions[k] = v
+	}
+	return true, nil
+}
+
+// metaMessage returns the parsed message meta.add needs for env: only a
+// user message that could still give the session its title or first user
+// message is parsed.
+func metaMessage(m *sessionMeta, env *envelope) ctxstore.Message {
+	if env.Role != ctxstore.RoleUser || (m.FirstUser != 0 && m.Title != "") {
+		return ctxstore.Message{}
+	}
+	msg, _ := ctxstore.ParseStored(env.Raw)
+	return msg
+}
+
+// loadSessions reads the named sessions' metadata from bbolt into t (whose
+// sessions map the caller owns).
+func (s *Store) loadSessions(ctx context.Context, t *tailState, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	return s.bolt(ctx, func(tx *bbolt.Tx) error {
+		for _, name := range names {
+			ts, err := boltSession(tx, name)
+			if err != nil {
+				return err
+			}
+			t.sessions[name] = ts
+		}
+		return nil
+	})
+}
+
+// boltSession reads one session from bbolt; a session that does not exist is
+// shown as it would be created (after its tombstone, if purged).
+func boltSession(tx *bbolt.Tx, name string) (*tailSession, error) {
+	_, meta, err := getSession(tx, name)
+	if err == nil {
+		return &tailSession{meta: meta, exists: true}, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	m := newMeta(time.Now().UnixNano())
+	tomb, found, err := readTombstone(tx, name)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		m.Epoch, m.EpochSeq, m.LastSeq = tomb.Epoch+1, tomb.LastSeq+1, tomb.LastSeq
+		m.Epochs = []epochMeta{{Epoch: m.Epoch, First: m.EpochSeq, Last: tomb.LastSeq, Started: m.Created}}
+	}
+	return &tailSession{meta: m}, nil
+}
+
+// bolt runs fn in a bbolt read transaction (the caller holds the log's lock).
+func (s *Store) bolt(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
+	db, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	return s.guard("read", func() error { return db.View(fn) })
+}
+
+// applyLog applies the tail to bbolt inside w, first thing in a write
+// transaction, and records how far the log is applied. It returns the header
+// the log gets once the transaction has committed: a new generation, empty.
+func (w *wtx) applyLog(t *tailState) (walHeader, error) {
+	b, err := w.tx.CreateBucketIfNotExists([]byte(bucketStore))
+	if err != nil {
+		return walHeader{}, err
+	}
+	applied := t.applied
+	if !t.hasApplied || t.mode == tailOrphan {
+		if !t.hasApplied {
+			if applied.id, err = newWALID(); err != nil {
+				return walHeader{}, fmt.Errorf("log id: %w", err)
+			}
+		}
+		applied.gen = max(applied.gen, t.hdr.gen) + 1
+		applied.off = walHeaderSize
+	}
+	switch t.mode {
+	case tailNormal:
+		for _, name := range slices.Sorted(mapKeys(t.sessions)) {
+			ts := t.sessions[name]
+			if len(ts.recs) == 0 {
+				continue
+			}
+			if err := w.applySession(name, ts); err != nil {
+				return walHeader{}, err
+			}
+		}
+		applied.gen, applied.off = t.hdr.gen, t.off
+	case tailOrphan:
+		for _, rec := range t.orphan {
+			for _, v := range rec {
+				if err := w.adopt(v); err != nil {
+					return walHeader{}, err
+				}
+			}
+		}
+	}
+	if err := b.Put([]byte(keyWAL), applied.encode()); err != nil {
+		return walHeader{}, err
+	}
+	return walHeader{id: applied.id, gen: applied.gen + 1}, nil
+}
+
+func mapKeys(m map[string]*tailSession) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// applySession writes a session's log records to bbolt with the metadata the
+// tail computed for them.
+func (w *wtx) applySession(name string, ts *tailSession) error {
+	ws, err := w.openSession(name, ts.meta.Created)
+	if err != nil {
+		return err
+	}
+	if ws.meta.LastSeq+1 != ts.recs[0].seq {
+		return fmt.Errorf("%w: session %q: the log continues at seq %d, the file at %d", ErrCorrupt, name, ts.recs[0].seq, ws.meta.LastSeq+1)
+	}
+	msgs, err := msgsBucket(ws.bucket, true)
+	if err != nil {
+		return err
+	}
+	for _, r := range ts.recs {
+		if err := msgs.Put(seqKey(r.seq), r.val); err != nil {
+			return fmt.Errorf("store: session %q: put seq %d: %w", name, r.seq, err)
+		}
+	}
+	ws.meta = ts.meta.clone()
+	ws.dirty = true
+	return nil
+}
+
+// adopt appends one message of another file's log to its session, unless
+// the file already holds it under the same seq.
+func (w *wtx) adopt(v []byte) error {
+	env, err := decodeEnvelope(v)
+	if err != nil || env.Session == "" || checkSession(env.Session) != nil {
+		return nil // not a message this log could have held: nothing to keep
+	}
+	ws, err := w.openSession(env.Session, env.Time)
+	if err != nil {
+		return err
+	}
+	msgs, err := msgsBucket(ws.bucket, true)
+	if err != nil {
+		return err
+	}
+	if cur := msgs.Get(seqKey(env.Seq)); cur != nil {
+		if have, err := decodeEnvelope(cur); err == nil && string(have.Raw) == string(env.Raw) {
+			return nil
+		}
+	}
+	if ws.meta.LastSeq >= maxSeq {
+		return fmt.Errorf("store: session %q: seq %d is the last a session may hold", env.Session, maxSeq)
+	}
+	env.Seq, env.Epoch = ws.meta.LastSeq+1, ws.meta.Epoch
+	if err := putEnvelope(msgs, &env); err != nil {
+		return fmt.Errorf("store: session %q: %w", env.Session, err)
+	}
+	ws.meta.add(&env, metaMessage(&ws.meta, &env))
+	ws.dirty = true
+	return nil
+}
+
+// resetLog empties the log after a commit that applied it, under a new
+// generation. It is not synced: until it reaches the disk, the old
+// generation's records read as applied (the bbolt file says so), and the
+// next append's sync carries it.
+func (s *Store) resetLog(h walHeader) error {
+	f := s.walF
+	if f == nil {
+		return nil
+	}
+	if err := f.Truncate(walHeaderSize); err != nil {
+		return fmt.Errorf("store %s: empty the log: %w", s.path, err)
+	}
+	if _, err := f.WriteAt(h.encode(), 0); err != nil {
+		return fmt.Errorf("store %s: empty the log: %w", s.path, err)
+	}
+	return nil
+}
+
+// forgetTail drops the tail: the next operation rebuilds it from the files.
+func (s *Store) forgetTail() {
+	s.tailMu.Lock()
+	s.tail = nil
+	s.tailMu.Unlock()
+}

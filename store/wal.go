@@ -1,0 +1,244 @@
+package store
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+)
+
+// The write-ahead log: the file's appends, one fsync each.
+//
+// A bbolt commit syncs twice (its data pages, then its meta page), so an
+// append that commits to bbolt costs two fsyncs. Appends therefore go to a
+// log beside the file, PATH-wal, and are synced once there; they are applied
+// to the bbolt file later, many in one commit (a checkpoint), as etcd applies
+// its log to its bbolt backend. Every other write (Clear, Purge, derived
+// records, imports, large appends) is a bbolt commit that first applies the
+// log's records in the same transaction. Until a record is applied, readers
+// see it through an overlay built from the log (tail.go).
+//
+// Layout: a 64-byte header, then records.
+//
+//	header   0 magic "ctxstore-wal\x00\x00\x00\x01" (16 bytes)
+//	        16 id     (16 bytes: names the bbolt file the log belongs to)
+//	        32 gen    uint64 LE (generation: bumped each time the log is emptied)
+//	        40 crc32c of bytes 0..40, uint32 LE; the rest is zero
+//	record   0 magic  uint32 LE (walRecMagic)
+//	         4 length uint32 LE of the payload
+//	         8 crc32c uint32 LE of gen (8 bytes LE) followed by the payload
+//	        12 payload: count uint32 LE, then count times (length uint32 LE,
+//	           message envelope as stored in bbolt)
+//
+// One record is one Append call: its messages land together or not at all.
+// The generation in every record's checksum makes records left over from an
+// earlier generation (a truncation not yet on disk at a crash) invalid.
+//
+// The bbolt file records how far the log has been applied under
+// "ctxstore"/"wal": id, gen and the offset after the last applied record.
+// A log whose id or generation does not match the file at the path belongs to
+// another file (a copy renamed over the path): its records are appended to
+// the file at the path, skipping those it already holds (adoption).
+const (
+	walSuffix      = "-wal"
+	walMagic       = "ctxstore-wal\x00\x00\x00\x01"
+	walHeaderSize  = 64
+	walRecMagic    = 0x7C57A11D
+	walRecHeader   = 12
+	walIDLen       = 16
+	keyWAL         = "wal"
+	walStateLen    = walIDLen + 16
+	walMaxRecord   = 1 << 20 // larger appends are committed to bbolt directly
+	walCheckpoint  = 4 << 20 // log bytes after which the next write checkpoints
+	walMaxMessages = 1 << 16 // messages in the log after which the next write checkpoints
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// walHeader is the log's header.
+type walHeader struct {
+	id  [walIDLen]byte
+	gen uint64
+}
+
+func (h walHeader) encode() []byte {
+	b := make([]byte, walHeaderSize)
+	copy(b, walMagic)
+	copy(b[16:], h.id[:])
+	binary.LittleEndian.PutUint64(b[32:], h.gen)
+	binary.LittleEndian.PutUint32(b[40:], crc32.Checksum(b[:40], crcTable))
+	return b
+}
+
+// decodeWALHeader decodes a header; ok is false for a log too short to have
+// one (a log never written to). A damaged header is ErrCorrupt.
+func decodeWALHeader(b []byte) (h walHeader, ok bool, err error) {
+	if len(b) < walHeaderSize {
+		return h, false, nil
+	}
+	if string(b[:16]) != walMagic {
+		return h, false, fmt.Errorf("%w: log header: bad magic", ErrCorrupt)
+	}
+	if crc32.Checksum(b[:40], crcTable) != binary.LittleEndian.Uint32(b[40:]) {
+		return h, false, fmt.Errorf("%w: log header: checksum mismatch", ErrCorrupt)
+	}
+	copy(h.id[:], b[16:32])
+	h.gen = binary.LittleEndian.Uint64(b[32:])
+	return h, true, nil
+}
+
+// walApplied is what the bbolt file says about the log: it holds every
+// record of generation gen of log id before offset off.
+type walApplied struct {
+	id  [walIDLen]byte
+	gen uint64
+	off int64
+}
+
+func (a walApplied) encode() []byte {
+	b := make([]byte, walStateLen)
+	copy(b, a.id[:])
+	binary.LittleEndian.PutUint64(b[16:], a.gen)
+	binary.LittleEndian.PutUint64(b[24:], uint64(a.off))
+	return b
+}
+
+// decodeWALApplied decodes the "wal" value; nil (a file no log was applied
+// to) is the zero value with ok false.
+func decodeWALApplied(b []byte) (a walApplied, ok bool, err error) {
+	if b == nil {
+		return a, false, nil
+	}
+	if len(b) != walStateLen {
+		return a, false, fmt.Errorf("%w: log state of %d bytes", ErrCorrupt, len(b))
+	}
+	copy(a.id[:], b)
+	a.gen = binary.LittleEndian.Uint64(b[16:])
+	a.off = int64(binary.LittleEndian.Uint64(b[24:]))
+	return a, true, nil
+}
+
+func newWALID() ([walIDLen]byte, error) {
+	var id [walIDLen]byte
+	_, err := rand.Read(id[:])
+	return id, err
+}
+
+// encodeWALRecord appends one record holding envs (encoded envelopes) to dst.
+func encodeWALRecord(dst []byte, gen uint64, envs [][]byte) []byte {
+	n := 4
+	for _, e := range envs {
+		n += 4 + len(e)
+	}
+	start := len(dst)
+	dst = binary.LittleEndian.AppendUint32(dst, walRecMagic)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(n))
+	dst = binary.LittleEndian.AppendUint32(dst, 0) // crc, below
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(envs)))
+	for _, e := range envs {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(e)))
+		dst = append(dst, e...)
+	}
+	binary.LittleEndian.PutUint32(dst[start+8:], walRecordSum(gen, dst[start+walRecHeader:]))
+	return dst
+}
+
+func walRecordSum(gen uint64, payload []byte) uint32 {
+	var g [8]byte
+	binary.LittleEndian.PutUint64(g[:], gen)
+	return crc32.Update(crc32.Checksum(g[:], crcTable), crcTable, payload)
+}
+
+// parseWALRecord decodes the record at the start of b. It returns the
+// envelopes (slices of b) and the record's size; ok is false when b does not
+// start with a whole, valid record of generation gen.
+func parseWALRecord(b []byte, gen uint64) (envs [][]byte, size int, ok bool) {
+	if len(b) < walRecHeader+4 || binary.LittleEndian.Uint32(b) != walRecMagic {
+		return nil, 0, false
+	}
+	n := int(binary.LittleEndian.Uint32(b[4:]))
+	if n < 4 || n > len(b)-walRecHeader {
+		return nil, 0, false
+	}
+	payload := b[walRecHeader : walRecHeader+n]
+	if walRecordSum(gen, payload) != binary.LittleEndian.Uint32(b[8:]) {
+		return nil, 0, false
+	}
+	count := int(binary.LittleEndian.Uint32(payload))
+	p := payload[4:]
+	for range count {
+		if len(p) < 4 {
+			return nil, 0, false
+		}
+		l := int(binary.LittleEndian.Uint32(p))
+		if l > len(p)-4 {
+			return nil, 0, false
+		}
+		envs = append(envs, p[4:4+l])
+		p = p[4+l:]
+	}
+	if len(p) != 0 || count == 0 {
+		return nil, 0, false
+	}
+	return envs, walRecHeader + n, true
+}
+
+// walScan is the valid records of a stretch of the log.
+type walScan struct {
+	records [][][]byte // each record's envelopes
+	end     int64      // offset after the last valid record
+	torn    bool       // bytes after end that are not a valid record
+}
+
+// scanWAL parses the log from offset from to its end. Invalid bytes at the
+// end (a write cut short by a crash) stop the scan and set torn; invalid
+// bytes followed by a valid record are damage: ErrCorrupt naming the offset.
+func scanWAL(f *os.File, path string, gen uint64, from int64) (walScan, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return walScan{}, fmt.Errorf("log %s: %w", path, err)
+	}
+	sc := walScan{end: from}
+	if fi.Size() <= from {
+		return sc, nil
+	}
+	buf := make([]byte, fi.Size()-from)
+	n, err := f.ReadAt(buf, from)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return walScan{}, fmt.Errorf("log %s: read: %w", path, err)
+	}
+	buf = buf[:n]
+	pos := 0
+	for pos < len(buf) {
+		envs, size, ok := parseWALRecord(buf[pos:], gen)
+		if !ok {
+			break
+		}
+		sc.records = append(sc.records, envs)
+		pos += size
+	}
+	sc.end = from + int64(pos)
+	if pos < len(buf) {
+		// A valid record after the bad bytes means they are not a write
+		// cut short at the end but damage in the middle.
+		var magic [4]byte
+		binary.LittleEndian.PutUint32(magic[:], walRecMagic)
+		rest := buf[pos+1:]
+		for i := bytes.Index(rest, magic[:]); i >= 0; {
+			if _, _, ok := parseWALRecord(rest[i:], gen); ok {
+				return walScan{}, fmt.Errorf("log %s: %w: bad record at offset %d with valid records after it (ctxstore doctor --salvage recovers them)", path, ErrCorrupt, sc.end)
+			}
+			j := bytes.Index(rest[i+1:], magic[:])
+			if j < 0 {
+				break
+			}
+			i += 1 + j
+		}
+		sc.torn = true
+	}
+	return sc, nil
+}
