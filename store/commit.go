@@ -18,11 +18,11 @@ type writeReq struct {
 	apply func(w *wtx) error
 	// wal, set for an append, lets the write go to the log instead of
 	// bbolt (walCommit); apply is its bbolt form.
-	wal   *walAppend
-	ctx   context.Context
-	done  chan struct{} // closed when err is final
-	lead  chan struct{} // receives the leader role when handed over
-	err   error
+	wal  *walAppend
+	ctx  context.Context
+	done chan struct{} // closed when err is final
+	lead chan struct{} // receives the leader role when handed over
+	err  error
 }
 
 // rejected is a write refused by its checks, before writing anything.
@@ -206,6 +206,9 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 			return w.flush()
 		})
 	})
+	if err == nil && s.synced != nil && !s.opts.NoSync {
+		s.synced()
+	}
 	logApplied := err == nil
 	if errors.Is(err, errPartial) && len(batch) > 1 {
 		// The log goes in first, on its own, then each request alone.

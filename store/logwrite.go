@@ -63,7 +63,7 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	if err != nil {
 		return fail(err)
 	}
-	if t.mode != tailNormal || s.walF == nil || t.bytes+int64(size) > walCheckpoint || t.messages+n > walMaxMessages {
+	if t.mode != tailNormal || s.walF == nil || t.bytes+int64(size) > s.logBytes || t.messages+n > s.logMessages {
 		return false
 	}
 	var need []string
@@ -172,6 +172,8 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 			for _, r := range accepted {
 				r.err = fmt.Errorf("store %s: sync the log: %w: %w", s.path, ErrOutcomeUnknown, err)
 			}
+		} else if s.synced != nil {
+			s.synced()
 		}
 	}
 	return true

@@ -75,8 +75,8 @@ func (s *Store) scan(ctx context.Context, init scanState, start startFunc, page 
 		st := init
 		for !st.done {
 			st.items, st.size = st.items[:0], 0
-			err := s.readView(ctx, func(tx *bbolt.Tx, t *tailState) error {
-				sb, meta, ts, err := sessionAt(tx, t, st.session)
+			err := s.readView(ctx, func(v *rview) error {
+				meta, ts, err := v.session(st.session)
 				if errors.Is(err, ErrNotFound) {
 					st.done = true
 					return nil
@@ -90,21 +90,12 @@ func (s *Store) scan(ctx context.Context, init scanState, start startFunc, page 
 						return err
 					}
 				}
-				mc := &mcursor{}
-				if sb != nil {
-					if msgs, _ := msgsBucket(sb, false); msgs != nil {
-						mc.c = msgs.Cursor()
-					}
-				}
+				mc := &mcursor{v: v, session: st.session, bbolt: ts == nil || ts.inBolt()}
 				if ts != nil {
 					mc.recs = ts.recs
 				}
-				if mc.c == nil && len(mc.recs) == 0 {
-					st.done = true
-					return nil
-				}
 				page(mc, &st)
-				return nil
+				return mc.err
 			})
 			if err != nil {
 				yield(Entry{}, err)
@@ -251,14 +242,10 @@ func (s *Store) Tail(ctx context.Context, session string, n int) ([]Entry, error
 // asked, from any epoch. A seq that is not stored fails with ErrNotFound.
 func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entry, error) {
 	out := make([]Entry, 0, len(seqs))
-	err := s.readView(ctx, func(tx *bbolt.Tx, t *tailState) error {
-		sb, _, ts, err := sessionAt(tx, t, session)
+	err := s.readView(ctx, func(rv *rview) error {
+		_, ts, err := rv.session(session)
 		if err != nil {
 			return err
-		}
-		var msgs *bbolt.Bucket
-		if sb != nil {
-			msgs, _ = msgsBucket(sb, false)
 		}
 		for _, seq := range seqs {
 			k := seqKey(seq)
@@ -268,8 +255,14 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 					v = r[0].val
 				}
 			}
-			if v == nil && msgs != nil {
-				v = msgs.Get(k)
+			if v == nil && (ts == nil || ts.inBolt()) {
+				msgs, err := rv.msgs(session)
+				if err != nil {
+					return err
+				}
+				if msgs != nil {
+					v = msgs.Get(k)
+				}
 			}
 			if v == nil {
 				return fmt.Errorf("store: session %q seq %d: %w", session, seq, ErrNotFound)
@@ -291,8 +284,8 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 // Session returns the metadata of session, or ErrNotFound.
 func (s *Store) Session(ctx context.Context, session string) (SessionInfo, error) {
 	var si SessionInfo
-	err := s.readView(ctx, func(tx *bbolt.Tx, t *tailState) error {
-		_, meta, _, err := sessionAt(tx, t, session)
+	err := s.readView(ctx, func(v *rview) error {
+		meta, _, err := v.session(session)
 		if err != nil {
 			return err
 		}
@@ -306,7 +299,12 @@ func (s *Store) Session(ctx context.Context, session string) (SessionInfo, error
 // message bodies.
 func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	var out []SessionInfo
-	err := s.readView(ctx, func(tx *bbolt.Tx, t *tailState) error {
+	err := s.readView(ctx, func(v *rview) error {
+		tx, err := v.bolt()
+		if err != nil {
+			return err
+		}
+		t := v.t
 		seen := map[string]bool{}
 		if sessions, err := sessionsBucket(tx); err == nil { // else a file no writer has initialised
 			err := sessions.ForEachBucket(func(k []byte) error {
@@ -343,35 +341,75 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	return out, nil
 }
 
-// sessionAt returns a session as bbolt and the log make it: its bbolt bucket
-// (nil if only the log holds it), its metadata, and its log records (ts, nil
-// if the log holds none and has not loaded it), or ErrNotFound.
-func sessionAt(tx *bbolt.Tx, t *tailState, name string) (*bbolt.Bucket, sessionMeta, *tailSession, error) {
-	ts := t.session(name)
-	if ts != nil && !ts.exists {
-		return nil, sessionMeta{}, nil, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+// session returns a session's metadata and, if the log knows the session,
+// its part in the log (nil otherwise), or ErrNotFound. It reads bbolt only
+// when the log does not know the session.
+func (v *rview) session(name string) (sessionMeta, *tailSession, error) {
+	if ts := v.t.session(name); ts != nil {
+		if !ts.exists {
+			return sessionMeta{}, nil, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+		}
+		return ts.meta, ts, nil
 	}
-	sb, meta, err := getSession(tx, name)
-	if ts == nil {
-		return sb, meta, nil, err
-	}
-	if errors.Is(err, ErrNotFound) {
-		sb, err = nil, nil
-	}
+	tx, err := v.bolt()
 	if err != nil {
-		return nil, sessionMeta{}, nil, err
+		return sessionMeta{}, nil, err
 	}
-	return sb, ts.meta, ts, nil
+	_, meta, err := getSession(tx, name)
+	return meta, nil, err
+}
+
+// msgs returns the session's bbolt message bucket, or nil.
+func (v *rview) msgs(name string) (*bbolt.Bucket, error) {
+	tx, err := v.bolt()
+	if err != nil {
+		return nil, err
+	}
+	sessions := tx.Bucket([]byte(bucketSessions))
+	if sessions == nil {
+		return nil, nil
+	}
+	sb := sessions.Bucket([]byte(name))
+	if sb == nil {
+		return nil, nil
+	}
+	return msgsBucket(sb, false)
+}
+
+// inBolt reports whether bbolt may hold messages of the session: its log
+// records do not start its history.
+func (ts *tailSession) inBolt() bool {
+	return len(ts.recs) == 0 || ts.recs[0].seq != ts.meta.Epochs[0].First || ts.meta.Total != len(ts.recs)
 }
 
 // mcursor walks a session's messages in bbolt and then in the log, as one
 // sequence of (key, envelope) pairs: every message in the log comes after
-// every message in bbolt.
+// every message in bbolt. bbolt is opened only when the walk reaches it.
 type mcursor struct {
-	c      *bbolt.Cursor // nil when bbolt holds no messages of the session
-	recs   []tailRec
-	i      int  // position in recs, when inTail
-	inTail bool // positioned on recs[i]
+	v       *rview
+	session string
+	bbolt   bool          // bbolt may hold messages of the session
+	c       *bbolt.Cursor // opened on first use
+	opened  bool
+	err     error
+	recs    []tailRec
+	i       int  // position in recs, when inTail
+	inTail  bool // positioned on recs[i]
+}
+
+// cursor returns the bbolt cursor, or nil when bbolt holds no messages of
+// the session (or could not be read: m.err says why).
+func (m *mcursor) cursor() *bbolt.Cursor {
+	if !m.opened && m.bbolt {
+		m.opened = true
+		msgs, err := m.v.msgs(m.session)
+		if err != nil {
+			m.err = err
+		} else if msgs != nil {
+			m.c = msgs.Cursor()
+		}
+	}
+	return m.c
 }
 
 func (m *mcursor) at(i int) ([]byte, []byte) {
@@ -385,13 +423,17 @@ func (m *mcursor) at(i int) ([]byte, []byte) {
 // Seek moves to the first message with a key >= k.
 func (m *mcursor) Seek(k []byte) ([]byte, []byte) {
 	m.inTail = false
-	if m.c != nil {
-		if k2, v := m.c.Seek(k); k2 != nil {
+	seq, _ := keySeq(k)
+	i := sort.Search(len(m.recs), func(i int) bool { return m.recs[i].seq >= seq })
+	if i > 0 || len(m.recs) > 0 && m.recs[0].seq == seq {
+		return m.at(i)
+	}
+	if c := m.cursor(); c != nil {
+		if k2, v := c.Seek(k); k2 != nil {
 			return k2, v
 		}
 	}
-	seq, _ := keySeq(k)
-	return m.at(sort.Search(len(m.recs), func(i int) bool { return m.recs[i].seq >= seq }))
+	return m.at(i)
 }
 
 // Next moves to the next message.
@@ -414,8 +456,8 @@ func (m *mcursor) Prev() ([]byte, []byte) {
 			return m.at(m.i - 1)
 		}
 		m.inTail = false
-		if m.c != nil {
-			return m.c.Last()
+		if c := m.cursor(); c != nil {
+			return c.Last()
 		}
 		return nil, nil
 	}
@@ -431,8 +473,8 @@ func (m *mcursor) Last() ([]byte, []byte) {
 		return m.at(len(m.recs) - 1)
 	}
 	m.inTail = false
-	if m.c != nil {
-		return m.c.Last()
+	if c := m.cursor(); c != nil {
+		return c.Last()
 	}
 	return nil, nil
 }

@@ -84,6 +84,13 @@ type Store struct {
 	shFile  *os.File     // the descriptor holding the shared lock
 	tailMu  sync.Mutex   // guards tail
 	tail    *tailState   // the log beyond bbolt as last read; nil: rebuild
+	// logBytes and logMessages bound the log: the write that would pass
+	// either is committed to bbolt, applying the log. Tests lower them.
+	logBytes    int64
+	logMessages int
+	// synced, if set (by tests), runs after every sync that makes writes
+	// durable: the log's, and each bbolt commit's.
+	synced func()
 }
 
 // Open opens the store at path, creating the file (mode 0600) and any
@@ -93,7 +100,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
-	s := &Store{path: path, opts: opts, walPath: path + walSuffix}
+	s := &Store{path: path, opts: opts, walPath: path + walSuffix, logBytes: walCheckpoint, logMessages: walMaxMessages}
 	s.idle.L = &s.mu
 
 	fi, statErr := os.Stat(path)
@@ -283,14 +290,55 @@ func (s *Store) checkpointOnClose() {
 
 // view runs fn in a read transaction on a briefly opened file.
 func (s *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
-	return s.readView(ctx, func(tx *bbolt.Tx, _ *tailState) error { return fn(tx) })
+	return s.readView(ctx, func(v *rview) error {
+		tx, err := v.bolt()
+		if err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
-// readView runs fn in a read transaction on a briefly opened file, with the
-// log's records beyond it (t), under the log's shared lock. A log left by
-// another file (one moved over this one) is adopted first when the store
-// may write.
-func (s *Store) readView(ctx context.Context, fn func(tx *bbolt.Tx, t *tailState) error) error {
+// rview is one read: the log's records beyond the bbolt file (t), and a
+// read transaction on the file, begun only if the read needs it (a read the
+// log can answer alone leaves the file closed and unlocked).
+type rview struct {
+	s   *Store
+	ctx context.Context
+	t   *tailState
+	tx  *bbolt.Tx
+}
+
+// bolt returns the read transaction, beginning it on first use.
+func (v *rview) bolt() (*bbolt.Tx, error) {
+	if v.tx != nil {
+		return v.tx, nil
+	}
+	db, err := v.s.acquire(v.ctx)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := db.Begin(false)
+	if err != nil {
+		v.s.release()
+		return nil, fmt.Errorf("store %s: read: %w", v.s.path, err)
+	}
+	v.tx = tx
+	return tx, nil
+}
+
+func (v *rview) close() {
+	if v.tx != nil {
+		_ = v.tx.Rollback()
+		v.tx = nil
+		v.s.release()
+	}
+}
+
+// readView runs fn with a read of the file and the log's records beyond it,
+// under the log's shared lock. A log left by another file (one moved over
+// this one) is adopted first when the store may write.
+func (s *Store) readView(ctx context.Context, fn func(v *rview) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -320,16 +368,14 @@ func (s *Store) readView(ctx context.Context, fn func(tx *bbolt.Tx, t *tailState
 	if t.mode == tailOrphan {
 		t = nil // another file's records: not this file's messages
 	}
-	db, err := s.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.release()
+	v := &rview{s: s, ctx: ctx, t: t}
 	// Every read goes through bbolt's mmap: garbage in a data page that the
 	// pre-open check cannot see must become ErrCorrupt, not a fault. fn
 	// copies what it returns before the transaction ends, so the guard
 	// covers every touch of the mapping.
-	return s.guard("read", func() error { return db.View(func(tx *bbolt.Tx) error { return fn(tx, t) }) })
+	err = s.guard("read", func() error { return fn(v) })
+	v.close() // after guard, which marks a faulted file not to linger
+	return err
 }
 
 // guard runs fn, which uses the open database, under guardFaults. A fault or

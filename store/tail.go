@@ -206,7 +206,7 @@ func (s *Store) flockWait(ctx context.Context, f *os.File, how int) error {
 			t.Stop()
 			return fmt.Errorf("store %s: waiting for the lock: %w", s.path, ctx.Err())
 		}
-		pause = min(2*pause, time.Millisecond)
+		pause = min(2*pause, 200*time.Microsecond)
 	}
 }
 
