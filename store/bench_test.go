@@ -3,10 +3,13 @@
 package store
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -320,4 +323,103 @@ func BenchmarkOpenClose(b *testing.B) {
 			}
 		}
 	})
+}
+
+// childBenchAppender opens the store, says "ready", waits for a line on
+// stdin, appends n durable 1 KiB messages to session one at a time and
+// exits; arg is "session n".
+func childBenchAppender(path, arg string) error {
+	var session string
+	var n int
+	if _, err := fmt.Sscan(arg, &session, &n); err != nil {
+		return err
+	}
+	s, err := Open(path, Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	r := rand.New(rand.NewPCG(uint64(os.Getpid()), 7))
+	recs := make([]Record, 16)
+	for i := range recs {
+		recs[i] = Record{Message: benchMessage(r, 1024), Tokens: 256}
+	}
+	fmt.Println("ready")
+	if _, err := fmt.Scanln(); err != nil {
+		return err
+	}
+	for i := range n {
+		if _, _, err := s.Append(context.Background(), session, recs[i%len(recs)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BenchmarkAppendProcesses: total durable appends per second of 1, 2 and 4
+// processes appending 1 KiB messages one at a time, to one shared session
+// and to a session each, on one file. Processes must add throughput, not
+// take it away: it reports each count's rate and the 4-process rate over
+// the 1-process one.
+func BenchmarkAppendProcesses(b *testing.B) {
+	const perProc = 200
+	run := func(path string, procs int, own bool) float64 {
+		var cmds []*exec.Cmd
+		var stdins []io.WriteCloser
+		for p := range procs {
+			session := "shared"
+			if own {
+				session = fmt.Sprintf("own-%d", p)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestStoreChild$", "-test.bench=^$")
+			cmd.Env = append(os.Environ(), envChild+"=bench-appender", envPath+"="+path, envArg+"="+fmt.Sprintf("%s %d", session, perProc))
+			cmd.Stderr = os.Stderr
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+				b.Fatal(err)
+			}
+			cmds, stdins = append(cmds, cmd), append(stdins, in)
+		}
+		t0 := time.Now()
+		for _, in := range stdins {
+			fmt.Fprintln(in)
+		}
+		for _, cmd := range cmds {
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return float64(procs*perProc) / time.Since(t0).Seconds()
+	}
+	dir := b.TempDir()
+	rates := map[string]float64{}
+	for i := 0; i < max(b.N, 1); i++ {
+		for _, own := range []bool{false, true} {
+			for _, procs := range []int{1, 2, 4} {
+				name := fmt.Sprintf("%d-%v", procs, own)
+				rates[name] += run(filepath.Join(dir, fmt.Sprintf("p%d-%d-%v.db", i, procs, own)), procs, own)
+			}
+		}
+	}
+	n := float64(max(b.N, 1))
+	for _, own := range []bool{false, true} {
+		kind := "same"
+		if own {
+			kind = "own"
+		}
+		for _, procs := range []int{1, 2, 4} {
+			b.ReportMetric(rates[fmt.Sprintf("%d-%v", procs, own)]/n, fmt.Sprintf("appends/s-%dproc-%s", procs, kind))
+		}
+		b.ReportMetric(rates[fmt.Sprintf("4-%v", own)]/rates[fmt.Sprintf("1-%v", own)], "x-4proc-vs-1-"+kind)
+	}
 }

@@ -58,6 +58,8 @@ func TestStoreChild(t *testing.T) {
 		err = childHolder(path)
 	case "marked-appender":
 		err = childMarkedAppender(path, arg)
+	case "bench-appender":
+		err = childBenchAppender(path, arg)
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
