@@ -6,12 +6,14 @@
 //
 // # Guarantees
 //
-//   - Durability: Append returns nil only after bbolt's commit, which
-//     fdatasyncs the data pages and then the meta page. Options.NoSync
-//     skips both and is unsafe; it exists for bulk loads and benchmarks.
-//   - Atomicity: the records of one Append (or AppendIf) land
-//     together or not at all, with the session's metadata updated in the
-//     same transaction, so Sessions and Session never read message bodies.
+//   - Durability: Append returns nil only after its records are on disk:
+//     fdatasynced in the write-ahead log (below), or committed by bbolt,
+//     which fdatasyncs the data pages and then the meta page. Options.NoSync
+//     skips the syncs and is unsafe; it exists for bulk loads and benchmarks.
+//   - Atomicity: the records of one Append (or AppendIf) land together or
+//     not at all (one checksummed log record, or one bbolt transaction);
+//     the session's metadata moves with them, so Sessions and Session never
+//     read message bodies.
 //   - Conditional writes: AppendIf, ReplaceEpoch and UpdateDerived check
 //     the session's metadata inside their own write transaction, so a
 //     check-then-write can never be overtaken by another writer, in this
@@ -30,6 +32,41 @@
 //   - A kill at any moment, including while a new file is being created,
 //     leaves a file that opens and holds every acknowledged append
 //     (TestCrashKill).
+//
+// # The write-ahead log
+//
+// A bbolt commit costs two fsyncs, so a durable append that commits to bbolt
+// costs two. Appends therefore go first to a log beside the file, PATH-wal:
+// one checksummed record per Append, one fdatasync, after which the call
+// returns. The log is applied to the bbolt file in batches, in one bbolt
+// transaction that also records how far the log is applied (a checkpoint),
+// and then emptied, as etcd applies its log to its bbolt backend. A
+// checkpoint happens when the log passes 4 MiB or 65,536 messages, before
+// every other kind of write (Clear, Purge, derived records, imports, an
+// append of more than 1 MiB, which commit to bbolt in the same transaction),
+// on Checkpoint, and on Close, so a file every process has closed holds every
+// message by itself.
+//
+// Readers see the log's records at once: every operation takes the log's
+// lock (shared to read, exclusive to write; the lock is held for
+// microseconds, and the fsync runs after it is released, so the appends of
+// several processes overlap their syncs), reads what the log gained since
+// its last look, and reads bbolt and the log together; a read the log alone
+// can answer does not open the bbolt file. Conditional writes check the
+// session as bbolt and the log together show it.
+//
+// After a crash the log is replayed from the offset bbolt records as
+// applied, so a checkpoint cut short never doubles a record. A record cut
+// short by a crash (only ever the last) is ignored and cut off by the next
+// writer; bytes that fail their checksum with valid records after them are
+// damage, reported as ErrCorrupt naming the log and the offset. A log whose
+// identity does not match the file at the path (a copy of the file renamed
+// over it) has its messages appended to the file at the path, except those
+// the file already holds.
+//
+// The log belongs with the file: a copy of the file alone, taken while the
+// log holds records, lacks them. Copy or move both, close every process
+// first, or use ctxstore compact-file.
 //
 // # Several processes, one file
 //
@@ -51,15 +88,16 @@
 // over the path by another program while writers run can still miss their
 // last commits: stop the writers first, or use compact-file.
 //
-// Lock waits are woken as soon as the lock is free (not polled) and bounded
-// by Options.LockTimeout (default 5 s) and the caller's context; after it
-// the call fails with ErrLocked naming the file.
+// Waits for the bbolt file's lock are woken as soon as it is free; waits
+// for the log's lock poll with at most 200 µs between tries. Both are
+// bounded by Options.LockTimeout (default 5 s) and the caller's context;
+// after it the call fails with ErrLocked naming the file.
 //
 // # Group commit
 //
 // Writes (Append, Clear, PutDerived, ...) go through a queue. A lone writer
-// commits at once; writers arriving during a commit share the next one, a
-// single transaction and a single pair of fsyncs. A write rejected by its
+// commits at once; writers arriving during a commit share the next one: one
+// log write and one fsync, or one transaction and its pair of fsyncs. A write rejected by its
 // check (ErrNotEmpty, ErrNotFound) leaves the others in the transaction
 // alone.
 //

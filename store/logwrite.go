@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -162,19 +164,143 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	}
 	nt.off += int64(len(buf))
 	nt.bytes += int64(len(buf))
+	end := nt.off
+	lead := !s.opts.NoSync && claimSync(f, end)
 	s.tailMu.Lock()
 	s.tail = &nt
 	s.tailMu.Unlock()
 	unlock()
 	locked = false
-	if !s.opts.NoSync {
-		if err := fdatasync(f); err != nil {
-			for _, r := range accepted {
-				r.err = fmt.Errorf("store %s: sync the log: %w: %w", s.path, ErrOutcomeUnknown, err)
-			}
-		} else if s.synced != nil {
-			s.synced()
+	if s.opts.NoSync {
+		return true
+	}
+	if lead {
+		err = s.syncLog(f, t.hdr.gen, end)
+	} else {
+		err = s.awaitSync(f, t.hdr.gen, end)
+	}
+	if err != nil {
+		for _, r := range accepted {
+			r.err = fmt.Errorf("store %s: sync the log: %w: %w", s.path, ErrOutcomeUnknown, err)
 		}
 	}
 	return true
+}
+
+// Processes share the log's syncs: a sync flushes every record written
+// before it began, whoever wrote it. Two words in the log's header, read and
+// written under the log's exclusive lock, say how far the log is known to be
+// on disk (logSynced) and how far the sync in progress, if any, will take it
+// (logSyncing; no sync is in progress when it is not beyond logSynced). An
+// appender that finds a sync in progress does not start another: it waits
+// for it to end, and then the first waiter to look starts one sync that
+// covers every record written meanwhile. N processes appending together
+// thus cost about one sync per round, as PostgreSQL's WAL flush serves the
+// commits that queued behind it.
+const (
+	logGenAt     = 32
+	logSyncedAt  = 48
+	logSyncingAt = 56
+	// syncWaitMax bounds the wait for another process's sync: a process
+	// killed in it never reports, and the waiter then syncs itself.
+	syncWaitMax = 100 * time.Millisecond
+)
+
+func readWord(f *os.File, at int64) uint64 {
+	var b [8]byte
+	if n, _ := f.ReadAt(b[:], at); n < len(b) {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+func writeWord(f *os.File, at int64, v uint64) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	_, _ = f.WriteAt(b[:], at)
+}
+
+// claimSync decides, under the exclusive lock after a record ending at end
+// was written, whether this process syncs now (true: it announces a sync up
+// to end) or waits, because another process's sync is in progress.
+func claimSync(f *os.File, end int64) bool {
+	if readWord(f, logSyncingAt) > readWord(f, logSyncedAt) {
+		return false
+	}
+	writeWord(f, logSyncingAt, uint64(end))
+	return true
+}
+
+// syncLog syncs the log and records, if the log is still in generation gen,
+// that it is on disk up to end (or, if the sync failed, that no sync is in
+// progress, so that waiters sync themselves).
+func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
+	err := fdatasync(f)
+	if err == nil && s.synced != nil {
+		s.synced()
+	}
+	unlock, lerr := s.walLock(context.Background(), true)
+	if lerr != nil {
+		return err // waiters time out and sync themselves
+	}
+	defer unlock()
+	if readWord(f, logGenAt) != gen {
+		return err
+	}
+	synced := readWord(f, logSyncedAt)
+	switch {
+	case err != nil:
+		writeWord(f, logSyncingAt, synced)
+	case synced < uint64(end):
+		writeWord(f, logSyncedAt, uint64(end))
+		if readWord(f, logSyncingAt) < uint64(end) {
+			writeWord(f, logSyncingAt, uint64(end))
+		}
+	}
+	return err
+}
+
+// awaitSync waits until the log is on disk up to end: through the sync in
+// progress, or through one it starts itself, covering every record written
+// so far, once no sync is in progress (or the one in progress takes too long:
+// its process may be dead).
+func (s *Store) awaitSync(f *os.File, gen uint64, end int64) error {
+	deadline := time.Now().Add(syncWaitMax)
+	pause := 20 * time.Microsecond
+	for {
+		time.Sleep(pause)
+		pause = min(2*pause, 100*time.Microsecond)
+		// Looking needs only the shared lock; claiming the next sync
+		// takes the exclusive one and looks again.
+		for _, exclusive := range []bool{false, true} {
+			unlock, err := s.walLock(context.Background(), exclusive)
+			if err != nil {
+				return s.syncLog(f, gen, end)
+			}
+			g, synced, syncing := readWord(f, logGenAt), readWord(f, logSyncedAt), readWord(f, logSyncingAt)
+			switch {
+			case g != gen:
+				// Applied to bbolt by a checkpoint, whose commit synced it.
+				unlock()
+				return nil
+			case synced >= uint64(end):
+				unlock()
+				return nil
+			case syncing > synced && time.Now().Before(deadline):
+				unlock() // the sync in progress may cover it: wait
+			case !exclusive:
+				unlock() // claim it under the exclusive lock
+				continue
+			default:
+				upto := end
+				if fi, err := f.Stat(); err == nil && fi.Size() > upto {
+					upto = fi.Size()
+				}
+				writeWord(f, logSyncingAt, uint64(upto))
+				unlock()
+				return s.syncLog(f, gen, upto)
+			}
+			break
+		}
+	}
 }
