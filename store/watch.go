@@ -17,6 +17,10 @@ import (
 // burst keeps a watcher from contending for the lock with the writer it watches.
 const watchDebounce = 30 * time.Millisecond
 
+// watchRetry is how long Watch waits before reading again after a read
+// failed (the file locked past LockTimeout by another process's long write).
+const watchRetry = 250 * time.Millisecond
+
 // Watch reports changes to session ("" for every session) made by this or any other
 // process. It watches the file's directory, not the file, so it keeps working when
 // the file is replaced (a salvaged copy renamed over it); after a burst of writes
@@ -127,7 +131,11 @@ func (s *Store) watchLoop(ctx context.Context, w *fsnotify.Watcher, files []stri
 			pending = false
 			now, err := s.watchState(ctx, session)
 			if err != nil {
-				// Locked for long, or damaged: try again on the next write.
+				// Locked for long (another process's long write), or
+				// damaged: try again soon, not only on the next write,
+				// which may never come.
+				pending = true
+				timer.Reset(watchRetry)
 				continue
 			}
 			for _, c := range diffMarks(last, now) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -187,5 +188,83 @@ func TestWatchFileReplaced(t *testing.T) {
 	}
 	if got, want := next(t, ch), (Change{Session: "s", LastSeq: 3, Epoch: 1}); got != want {
 		t.Fatalf("want %+v, got %+v", want, got)
+	}
+}
+
+// A change made just before another process holds the file locked for
+// longer than the watcher's LockTimeout is still reported, once the lock is
+// let go, without waiting for a later write (which may never come).
+func TestWatchRetriesAfterLongLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	path := filepath.Join(t.TempDir(), "w.db")
+	w, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, m := range []string{"one", "two"} {
+		if _, _, err := w.Append(ctx, "s", text("user", m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	watcher, err := Open(path, Options{LockTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := watcher.Watch(wctx, "") // every session: a listing reads the bbolt file
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A checkpoint by a third party: the watcher must read the bbolt file
+	// again, which the holder is about to lock.
+	other, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := other.Append(ctx, "s", text("user", "three")); err != nil {
+		t.Fatal(err)
+	}
+	holder := child(t, "holder", path, "")
+	stdin, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "locked\n" {
+		t.Fatalf("holder said %q", line)
+	}
+	if _, _, err := other.Append(ctx, "s", text("user", "four")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // several of the watcher's LockTimeouts
+	stdin.Close()
+	if err := holder.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case c := <-ch:
+			if c.Session == "s" && c.LastSeq == 4 {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the append made before the long lock was never reported")
+		}
 	}
 }
