@@ -177,13 +177,18 @@ func oneLine(m ctxstore.Message, max int) string {
 
 // writeRawLine writes a message's JSON on one line: the exact bytes, unless
 // they span lines (pretty-printed input), which are compacted so the output
-// stays JSON Lines.
-func writeRawLine(w io.Writer, raw []byte) error {
+// stays JSON Lines, or unless the output is a terminal (toTerm): there C1
+// controls, bidi overrides and the like inside strings are written as \u
+// escapes, which mean the same to a JSON reader and nothing to the terminal.
+func writeRawLine(w io.Writer, raw []byte, toTerm bool) error {
 	if bytes.ContainsAny(raw, "\r\n") {
 		var buf bytes.Buffer
 		if json.Compact(&buf, raw) == nil {
 			raw = buf.Bytes()
 		}
+	}
+	if toTerm {
+		raw = []byte(termSafeJSON(string(raw)))
 	}
 	if _, err := w.Write(raw); err != nil {
 		return err

@@ -14,6 +14,12 @@ import (
 // device such as /dev/null).
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
+// stdoutIsTerminal reports whether the command's output goes to a terminal.
+func (a *app) stdoutIsTerminal() bool {
+	_, ok := terminal(a.stdout)
+	return ok
+}
+
 // terminal returns w as a file when it is a terminal.
 func terminal(w any) (*os.File, bool) {
 	f, ok := w.(*os.File)

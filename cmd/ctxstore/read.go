@@ -164,7 +164,7 @@ func showEpoch(ctx context.Context, a *app, st storage.Engine, info store.Sessio
 				w.Write(appendMessageFields(nil, e, true))
 				w.WriteByte('}')
 			case jsonl:
-				if err := writeRawLine(w, e.Raw); err != nil {
+				if err := writeRawLine(w, e.Raw, a.stdoutIsTerminal()); err != nil {
 					return err
 				}
 			default:
@@ -225,7 +225,7 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 	w := bufio.NewWriter(a.stdout)
 	emit := func(e store.Entry) error {
 		if jsonl {
-			return writeRawLine(w, e.Raw)
+			return writeRawLine(w, e.Raw, a.stdoutIsTerminal())
 		}
 		printEntry(w, e, 2000)
 		return nil

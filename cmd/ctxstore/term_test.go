@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +97,40 @@ func TestStoredEscapesNeverReachTheTerminal(t *testing.T) {
 		t.Errorf("ls --json prints a raw C1 control or bidi override:\n%q", out)
 	}
 	e.fail(1, "{\"role\":\"user\",\"content\":\"raw \x1b[2J\"}", []string{"add", session}, "invalid character")
+}
+
+// On a terminal, --jsonl lines still parse as the same JSON but carry C1
+// controls and bidi overrides as \u escapes; piped, they are the stored bytes.
+func TestJSONLOnTerminalEscapesC1AndBidi(t *testing.T) {
+	scriptPath, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("needs util-linux script(1) to run the command on a pseudo-terminal")
+	}
+	e := newEnv(t)
+	stored := `{"role":"user","content":"c1 ` + "\u009b" + `31m bidi ` + "\u202e" + `evil"}`
+	e.ok(stored, "add", "s")
+	if out := e.ok("", "show", "s", "--jsonl").stdout; out != stored+"\n" {
+		t.Fatalf("piped --jsonl changed the stored bytes:\n%q\nwant\n%q", out, stored+"\n")
+	}
+	for _, args := range [][]string{{"show", "s", "--jsonl"}, {"tail", "s", "--jsonl"}, {"view", "s", "--budget", "4000", "--jsonl"}} {
+		cmdline := binary + " " + strings.Join(args, " ")
+		cmd := exec.Command(scriptPath, "-qec", cmdline, "/dev/null")
+		cmd.Env = e.vars
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v on a terminal: %v", args, err)
+		}
+		got := strings.TrimSpace(strings.ReplaceAll(string(out), "\r", ""))
+		if strings.ContainsAny(got, "\u009b\u202e") {
+			t.Errorf("%v printed a raw C1 control or bidi override to a terminal: %q", args, got)
+		}
+		var a, b map[string]any
+		if err := json.Unmarshal([]byte(got), &a); err != nil {
+			t.Fatalf("%v on a terminal is not JSON: %v: %q", args, err, got)
+		}
+		_ = json.Unmarshal([]byte(stored), &b)
+		if a["content"] != b["content"] {
+			t.Errorf("%v on a terminal changed the content: %q", args, a["content"])
+		}
+	}
 }

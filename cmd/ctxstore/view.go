@@ -185,8 +185,9 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 	switch {
 	case payload:
 		for _, l := range rep.Messages {
-			w.Write(l.Message)
-			w.WriteByte('\n')
+			if err := writeRawLine(w, l.Message, a.stdoutIsTerminal()); err != nil {
+				return err
+			}
 		}
 	case a.json:
 		if err := writeJSON(w, rep); err != nil {
