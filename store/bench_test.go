@@ -325,37 +325,6 @@ func BenchmarkOpenClose(b *testing.B) {
 	})
 }
 
-// childBenchAppender opens the store, says "ready", waits for a line on
-// stdin, appends n durable 1 KiB messages to session one at a time and
-// exits; arg is "session n".
-func childBenchAppender(path, arg string) error {
-	var session string
-	var n int
-	if _, err := fmt.Sscan(arg, &session, &n); err != nil {
-		return err
-	}
-	s, err := Open(path, Options{})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	r := rand.New(rand.NewPCG(uint64(os.Getpid()), 7))
-	recs := make([]Record, 16)
-	for i := range recs {
-		recs[i] = Record{Message: benchMessage(r, 1024), Tokens: 256}
-	}
-	fmt.Println("ready")
-	if _, err := fmt.Scanln(); err != nil {
-		return err
-	}
-	for i := range n {
-		if _, _, err := s.Append(context.Background(), session, recs[i%len(recs)]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // BenchmarkAppendProcesses: total durable appends per second of 1, 2 and 4
 // processes appending 1 KiB messages one at a time, to one shared session
 // and to a session each, on one file. Processes must add throughput, not

@@ -505,3 +505,34 @@ func TestLockTimeout(t *testing.T) {
 		t.Fatalf("messages %q", texts)
 	}
 }
+
+// childBenchAppender opens the store, says "ready", waits for a line on
+// stdin, appends n durable 1 KiB messages to session one at a time and
+// exits; arg is "session n".
+func childBenchAppender(path, arg string) error {
+	var session string
+	var n int
+	if _, err := fmt.Sscan(arg, &session, &n); err != nil {
+		return err
+	}
+	s, err := Open(path, Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	recs := make([]Record, 16)
+	for i := range recs {
+		body := strings.Repeat(fmt.Sprintf("word %d ", i), 1000/7)
+		recs[i] = Record{Message: ctxstore.NewMessage("user", body), Tokens: 256}
+	}
+	fmt.Println("ready")
+	if _, err := fmt.Scanln(); err != nil {
+		return err
+	}
+	for i := range n {
+		if _, _, err := s.Append(context.Background(), session, recs[i%len(recs)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
