@@ -45,7 +45,13 @@ type SalvageReport struct {
 	Orphans      int `json:"orphans"`
 	Unattributed int `json:"unattributed"`
 	// Derived counts derived records (compaction decisions, summaries) copied.
-	Derived  int               `json:"derived"`
+	Derived int `json:"derived"`
+	// Log is the write-ahead log read beside the file (PATH-wal), if there
+	// was one; FromLog counts the messages recovered from it that the file
+	// did not hold (acknowledged appends not yet applied to the file),
+	// included in Recovered.
+	Log      string            `json:"log,omitempty"`
+	FromLog  int               `json:"from_log"`
 	Sessions []SalvageSession  `json:"sessions"`
 	Damage   []string          `json:"damage,omitempty"` // first maxReportedDamage problems stepped around
 	Damaged  int               `json:"damaged"`          // how many problems in all
@@ -64,8 +70,12 @@ type SalvageSession struct {
 	// counted.
 	MissingUnknown bool `json:"missing_unknown,omitempty"`
 	// MetaOK reports that the session's stored metadata (epochs, title, times)
-	// was readable; otherwise it was rebuilt from the messages.
+	// was readable; otherwise it was rebuilt from the messages. A session
+	// found only in the log has none to lose: MetaOK is set.
 	MetaOK bool `json:"meta_ok"`
+	// FromLog counts the session's messages recovered from the log,
+	// included in Recovered.
+	FromLog int `json:"from_log,omitempty"`
 	// Error is why the session could not be written to Dest, if it could not.
 	Error string `json:"error,omitempty"`
 }
@@ -102,6 +112,9 @@ func (r *SalvageReport) String() string {
 	if r.Derived > 0 {
 		fmt.Fprintf(&b, "  %d derived records copied\n", r.Derived)
 	}
+	if r.FromLog > 0 {
+		fmt.Fprintf(&b, "  %d messages recovered from the log %s (appends not yet applied to the file)\n", r.FromLog, r.Log)
+	}
 	for _, reason := range slices.Sorted(maps.Keys(r.SkipReasons)) {
 		fmt.Fprintf(&b, "  skipped %d: %s\n", r.SkipReasons[reason], reason)
 		if ex := r.byReason[reason]; ex != "" {
@@ -110,6 +123,9 @@ func (r *SalvageReport) String() string {
 	}
 	for _, s := range r.Sessions {
 		fmt.Fprintf(&b, "  session %q: %d recovered, %d skipped, %s", s.Name, s.Recovered, s.Skipped, missingText(s.Missing, s.MissingUnknown))
+		if s.FromLog > 0 {
+			fmt.Fprintf(&b, " (%d of them from the log)", s.FromLog)
+		}
 		if !s.MetaOK {
 			b.WriteString(", metadata lost and rebuilt")
 		}
@@ -143,6 +159,13 @@ func (r *SalvageReport) String() string {
 //
 // Tombstones of purged sessions are not copied: in dst a session created
 // under a purged name starts again at epoch 1 and seq 1.
+//
+// The write-ahead log beside src (LogPath) is read too, under its shared
+// lock (taken first, as every store process takes them): the messages of its
+// valid records that the file has not applied are appended to their sessions
+// in dst, unless dst holds identical bytes at the same seq (SalvageReport
+// FromLog counts them). A damaged stretch of the log is reported as damage
+// and stepped over: the valid records after it are recovered.
 //
 // dst is written under a temporary name beside it and appears only when the
 // salvage completed: a cancelled ctx or a failed write (a full disk) returns
@@ -181,6 +204,20 @@ func SalvageWith(ctx context.Context, src, dst string, opts SalvageOptions) (*Sa
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("salvage %s: is a directory, not a store file", src)
 	}
+	logPath := LogPath(src)
+	lf, err := os.Open(logPath)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		lf = nil
+	case err != nil:
+		return nil, fmt.Errorf("salvage %s: log: %w", src, err)
+	default:
+		defer lf.Close()
+		if err := lockShared(ctx, lf, opts.LockTimeout); err != nil {
+			return nil, fmt.Errorf("salvage %s: log %s: %w", src, logPath, err)
+		}
+		defer unlockFile(lf)
+	}
 	if err := lockShared(ctx, f, opts.LockTimeout); err != nil {
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}
@@ -190,6 +227,11 @@ func SalvageWith(ctx context.Context, src, dst string, opts SalvageOptions) (*Sa
 	sv, err := readForSalvage(ctx, src, r)
 	if err != nil {
 		return r, incomplete(src, dst, err)
+	}
+	if lf != nil {
+		if sv.log, err = sv.readLog(lf, logPath, r); err != nil {
+			return r, incomplete(src, dst, err)
+		}
 	}
 	if err := sv.write(ctx, dst, r); err != nil {
 		return r, incomplete(src, dst, err)
@@ -231,6 +273,13 @@ type salvaged struct {
 	// lostPages counts pages the meta page says exist but that are past
 	// the end of the file.
 	lostPages, lostBytes uint64
+	// applied is the file's record of how far the log is applied, if the
+	// walk found it (hasApplied).
+	applied    walApplied
+	hasApplied bool
+	log        *salvageLog    // what the log holds beyond the file, if read
+	logSkipped map[string]int // log messages not written, by session ("": none named)
+	logLost    bool           // damage in the log may have hit messages
 }
 
 type salvageSession struct {
@@ -312,7 +361,7 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}
 	defer bf.close()
-	sv := &salvaged{sessions: map[string]*salvageSession{}, reasons: map[string]int{}, examples: map[string]string{}}
+	sv := &salvaged{sessions: map[string]*salvageSession{}, reasons: map[string]int{}, examples: map[string]string{}, logSkipped: map[string]int{}}
 	if bf.size == 0 {
 		r.Meta = "none: empty file"
 		return sv, nil
@@ -341,6 +390,9 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 			// Copied into this program's format, its records would be
 			// misread or dropped: refuse, as Open does.
 			return nil, fmt.Errorf("salvage %s: format version %d is newer than this program's %d: salvage it with a ctxstore that reads format %d", src, n, FormatVersion, n)
+		}
+		if a, ok, err := decodeWALApplied(storeValue(bf, bucketRoot{page: bf.meta.root}, keyWAL)); ok && err == nil {
+			sv.applied, sv.hasApplied = a, true
 		}
 		sv.walkTree(ctx, w, bucketRoot{page: bf.meta.root})
 	}
@@ -385,9 +437,16 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 	return sv, ctx.Err()
 }
 
-// fileFormat reads the format version stored in the tree under root, with a
-// walker of its own (the salvage's walker must reach each page once).
+// fileFormat reads the format version stored in the tree under root.
 func fileFormat(bf *boltFile, root bucketRoot) (uint64, bool) {
+	n, err := strconv.ParseUint(string(storeValue(bf, root, keyFormat)), 10, 64)
+	return n, err == nil
+}
+
+// storeValue reads key of the "ctxstore" bucket in the tree under root, or
+// nil, with a walker of its own (the salvage's walker must reach each page
+// once).
+func storeValue(bf *boltFile, root bucketRoot, key string) []byte {
 	w := newBoltWalker(bf)
 	var v []byte
 	w.forEach(nil, root, func(e walkElem) bool {
@@ -396,16 +455,15 @@ func fileFormat(bf *boltFile, root bucketRoot) (uint64, bool) {
 		}
 		if br, ok := w.sub(nil, e); ok {
 			w.forEach([]string{bucketStore}, br, func(f walkElem) bool {
-				if !f.bucket && string(f.key) == keyFormat {
-					v = f.value
+				if !f.bucket && string(f.key) == key {
+					v = bytes.Clone(f.value)
 				}
 				return v == nil
 			})
 		}
 		return false
 	})
-	n, err := strconv.ParseUint(string(v), 10, 64)
-	return n, err == nil
+	return v
 }
 
 // walkTree collects every session of the tree under root.
@@ -520,6 +578,8 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 	tmp := f.Name()
 	f.Close()
 	defer os.Remove(tmp) // after the link below, only the temporary name goes
+	// The copy's own log: closed, the copy holds everything by itself.
+	defer os.Remove(LogPath(tmp))
 	st, err := Open(tmp, Options{})
 	if err != nil {
 		return fmt.Errorf("create %s: %w", dst, err)
@@ -527,6 +587,7 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 	defer st.Close()
 	names := slices.Clone(sv.order)
 	slices.Sort(names)
+	failed := map[string]bool{}
 	for _, name := range names {
 		s := sv.sessions[name]
 		rs := SalvageSession{Name: name, MetaOK: s.meta != nil, Skipped: s.skipped}
@@ -555,6 +616,7 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 			}
 		}
 		if err != nil {
+			failed[name] = true
 			rs.Error = err.Error()
 			rs.Skipped += len(entries)
 			sv.skip(nil, "session could not be written", err.Error())
@@ -578,6 +640,17 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		r.Missing += rs.Missing
 		r.MissingUnknown = r.MissingUnknown || rs.MissingUnknown
 		r.Sessions = append(r.Sessions, rs)
+	}
+	if sv.log != nil {
+		added, err := sv.log.write(ctx, st, failed, sv)
+		if err != nil {
+			return fmt.Errorf("write the log's messages: %w", err)
+		}
+		addLogCounts(r, added, sv.logSkipped)
+	}
+	if sv.logLost {
+		r.MissingUnknown = true
+		sv.notes = append(sv.notes, "damage in the log may have hit messages: they cannot be counted")
 	}
 	if sv.lostPages > 0 {
 		r.MissingUnknown = true

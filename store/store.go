@@ -100,7 +100,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
-	s := &Store{path: path, opts: opts, walPath: path + walSuffix, logBytes: walCheckpoint, logMessages: walMaxMessages}
+	s := &Store{path: path, opts: opts, logBytes: walCheckpoint, logMessages: walMaxMessages}
 	s.idle.L = &s.mu
 
 	fi, statErr := os.Stat(path)
@@ -124,6 +124,8 @@ func Open(path string, opts Options) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("store %s: %w", path, statErr)
 	}
+	// Once the file exists: a symlink's target's log, shared by every name.
+	s.walPath = LogPath(path)
 	if err := s.init(context.Background()); err != nil {
 		return nil, err
 	}

@@ -24,13 +24,23 @@ file keeps its size and reuses the space. compact-file copies every
 bucket into a new, tightly packed file. It verifies the file first and
 refuses a damaged one (see 'ctxstore doctor').
 
-With OUT, the copy goes to OUT (which must not exist) and the database is
-left as it is; other processes may keep using it meanwhile.
+The copy holds every message: also the appends still in the file's
+write-ahead log (FILE-wal, beside it), which the file alone does not
+hold until they are applied to it. compact-file holds the log's lock as
+well as the file's, so no append lands in between.
 
-Without OUT, the copy replaces the database: compact-file takes the file's
-exclusive lock (waiting at most --lock-timeout, 5 s by default, for other processes, which only hold
-it for the length of one operation), writes the copy beside it, syncs it
-and renames it over the original while still holding the lock. A process
+With OUT, the copy goes to OUT (which must not exist) and the database and
+its log are left as they are; OUT alone is a complete copy. Other
+processes may keep using the database meanwhile (their writes wait until
+the copy is made).
+
+Without OUT, the copy replaces the database: compact-file takes the
+exclusive locks of the log and of the file (waiting at most
+--lock-timeout, 5 s by default, for other processes, which only hold
+them for the length of one operation), writes the copy beside it, syncs it
+and renames it over the original while still holding the locks, then
+empties the log, whose records are in the copy: afterwards the file alone
+holds every message, until the next append. A process
 that was waiting for the lock notices the file was replaced and locks the
 new one, so no write lands in the old copy. A process that keeps the file
 open the whole time (not ctxstore's way) makes compact-file fail with a
@@ -106,9 +116,10 @@ next one.`,
 // is recognisable and removed by the next run.
 const compactTempSuffix = ".compact-"
 
-// compactInto copies src into a new file dst under a shared lock: writers
-// wait (at most their lock timeout) while the copy is made, readers do not.
-// dst appears only once the copy is complete.
+// compactInto copies src and the records of its log into a new file dst
+// under shared locks of both (the log's first, as every store process takes
+// them): writers wait (at most their lock timeout) while the copy is made,
+// readers do not. dst appears only once the copy is complete.
 func compactInto(ctx context.Context, src, dst string, wait time.Duration) error {
 	if _, err := os.Lstat(dst); err == nil {
 		return fmt.Errorf("%s already exists: compact-file writes only new files", dst)
@@ -116,11 +127,18 @@ func compactInto(ctx context.Context, src, dst string, wait time.Duration) error
 	if same, _ := sameFilePath(src, dst); same {
 		return fmt.Errorf("%s is the database itself: compact-file OUT writes a new file", dst)
 	}
+	log, err := lockLog(ctx, src, os.O_RDONLY, syscall.LOCK_SH, wait)
+	if err != nil {
+		return err
+	}
+	if log != nil {
+		defer log.Close()
+	}
 	f, err := lockPath(ctx, src, os.O_RDONLY, syscall.LOCK_SH, wait)
 	if err != nil {
 		return err
 	}
-	return copyCompacted(ctx, f, src, dst, true, func(tmp string) error {
+	return copyCompacted(ctx, f, log, src, dst, false, func(tmp string) error {
 		// Link, unlike rename, fails if dst appeared meanwhile.
 		if err := os.Link(tmp, dst); err != nil {
 			return fmt.Errorf("compact %s into %s: %w", src, dst, err)
@@ -129,21 +147,33 @@ func compactInto(ctx context.Context, src, dst string, wait time.Duration) error
 	})
 }
 
-// compactInPlace replaces path with a compacted copy while holding its
-// exclusive lock, so no other process writes in between. A symlink is
-// followed: its target is replaced, the link stays. The copy keeps the
-// file's mode and owner.
+// compactInPlace replaces path with a compacted copy, holding the
+// exclusive locks of its log and of the file (in that order, as every store
+// process takes them), so no other process writes in between. The copy
+// holds the log's records too, and the log is emptied to continue it. A
+// symlink is followed: its target is replaced, the link stays; the log is
+// the target's (store.LogPath). The copy keeps the file's mode and owner.
 func compactInPlace(ctx context.Context, path string, wait time.Duration) error {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return fmt.Errorf("compact %s: %w", path, err)
+	}
+	log, err := lockLog(ctx, path, os.O_RDWR, syscall.LOCK_EX, wait)
+	if err != nil {
+		return err
+	}
+	if log != nil {
+		// Released only after the rename and the log's emptying: a
+		// writer waiting for it then finds the new file and a log that
+		// continues it.
+		defer log.Close()
 	}
 	f, err := lockPath(ctx, real, os.O_RDWR, syscall.LOCK_EX, wait)
 	if err != nil {
 		return err
 	}
 	// copyCompacted keeps f (and so the lock) until the rename is done.
-	return copyCompacted(ctx, f, real, real, false, func(tmp string) error {
+	return copyCompacted(ctx, f, log, real, real, true, func(tmp string) error {
 		fi, err := f.Stat()
 		if err != nil {
 			return fmt.Errorf("compact %s: %w", real, err)
@@ -158,12 +188,14 @@ func compactInPlace(ctx context.Context, path string, wait time.Duration) error 
 	})
 }
 
-// copyCompacted compacts the store file src, open and locked on f, into a
-// new temporary file beside dst (created with O_EXCL under a random name),
+// copyCompacted compacts the store file src, open and locked on f, and the
+// records of its log (locked on log, or nil if there is none), into a new
+// temporary file beside dst (created with O_EXCL under a random name),
 // syncs it and hands it to finish, which puts it in place, before closing
-// src (releasing the lock). Whatever fails or is cancelled, the temporary
-// file is removed and dst is left as it was.
-func copyCompacted(ctx context.Context, f *os.File, src, dst string, readOnly bool, finish func(tmp string) error) error {
+// src (releasing the lock). replace says finish puts it in src's place.
+// Whatever fails or is cancelled before finish ran, the temporary file is
+// removed and dst is left as it was.
+func copyCompacted(ctx context.Context, f, log *os.File, src, dst string, replace bool, finish func(tmp string) error) error {
 	tempfile.RemoveAbandoned(dst, ".compact") // also the older ".compact<digits>" names
 	tmpf, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+compactTempSuffix+"*")
 	if err != nil {
@@ -174,8 +206,10 @@ func copyCompacted(ctx context.Context, f *os.File, src, dst string, readOnly bo
 	tmpf.Close()
 	defer os.Remove(tmp) // gone already when finish renamed it
 	var finishErr error
-	err = store.CompactFile(ctx, f, readOnly, tmp, func() error {
+	finished := false
+	err = store.CompactFile(ctx, f, log, replace, tmp, func() error {
 		finishErr = finish(tmp)
+		finished = finishErr == nil
 		return finishErr
 	})
 	switch {
@@ -183,6 +217,8 @@ func copyCompacted(ctx context.Context, f *os.File, src, dst string, readOnly bo
 		return nil
 	case finishErr != nil:
 		return finishErr
+	case finished:
+		return fmt.Errorf("compact %s: %w", src, err) // in place already: nothing is "unchanged"
 	case ctx.Err() != nil:
 		return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
 	}
@@ -223,7 +259,7 @@ func lockPath(ctx context.Context, path string, flag, how int, wait time.Duratio
 	for {
 		f, err := os.OpenFile(path, flag, 0)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no database at %s", path)
+			return nil, noFileError{path}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", path, err)
@@ -255,6 +291,29 @@ func lockPath(ctx context.Context, path string, flag, how int, wait time.Duratio
 		f.Close() // replaced while we waited: lock the new file
 	}
 }
+
+// lockLog opens the write-ahead log of the database at path (see
+// store.LogPath) with flag and takes its flock like lockPath, or returns
+// nil when there is no log: then nothing is waiting to be applied, and
+// none can be until the file's lock, taken next, is free (a log gets its
+// first record only after a commit to the file).
+func lockLog(ctx context.Context, path string, flag, how int, wait time.Duration) (*os.File, error) {
+	log := store.LogPath(path)
+	if _, err := os.Lstat(log); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	f, err := lockPath(ctx, log, flag, how, wait)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // removed meanwhile
+	}
+	return f, err
+}
+
+// noFileError is lockPath's error for a path where no file is.
+type noFileError struct{ path string }
+
+func (e noFileError) Error() string { return "no database at " + e.path }
+func (e noFileError) Unwrap() error { return fs.ErrNotExist }
 
 func flockRetry(f *os.File, how int) error {
 	for {

@@ -286,7 +286,7 @@ func (d *demo) firstRun(ctx context.Context) error {
 		return err
 	}
 	d.say("fresh session %q: SetMessages accepted; %d messages now (user questions, run_command calls, their results, answers)", d.session, len(ms))
-	durable := "bbolt commit + fsync"
+	durable := "log record + fdatasync"
 	if d.server {
 		durable = "PostgreSQL commit, synchronous_commit on"
 	}

@@ -102,6 +102,22 @@ func runRole(role string) int {
 			}
 			acked++
 		}
+	case "append-no-close":
+		// An agent killed after its appends were acknowledged: they are
+		// in the log, not yet applied to the file (Close would).
+		st, err := store.Open(os.Getenv("CTXSTORE_DB"), store.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for i := range 5 {
+			m := ctxstore.NewMessage(ctxstore.RoleUser, fmt.Sprintf("pending %d", i))
+			if _, _, err := st.Append(context.Background(), "pending", store.Record{Message: m, Tokens: 3}); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+		}
+		return 0 // no Close
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2

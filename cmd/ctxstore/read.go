@@ -382,10 +382,17 @@ func statsCommand() *command {
 			var s struct {
 				File      string `json:"file"`
 				FileBytes int64  `json:"file_bytes"`
+				// LogBytes is the size of the write-ahead log beside the
+				// file (FILE-wal), whose records are appends not yet
+				// applied to the file; 0 without one.
+				LogBytes int64 `json:"log_bytes"`
 				totals
 				BytesPerJSON float64 `json:"bytes_per_json_byte"`
 			}
 			s.File, s.FileBytes, s.totals = path, fi.Size(), sumSessions(infos)
+			if li, err := os.Stat(store.LogPath(path)); err == nil {
+				s.LogBytes = li.Size()
+			}
 			if s.JSONBytes > 0 {
 				s.BytesPerJSON = float64(s.FileBytes) / float64(s.JSONBytes)
 			}
@@ -395,6 +402,9 @@ func statsCommand() *command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(tw, "file\t%s\n", s.File)
 			fmt.Fprintf(tw, "size\t%s (%d bytes)\n", human(s.FileBytes), s.FileBytes)
+			if s.LogBytes > logHeaderBytes {
+				fmt.Fprintf(tw, "log\t%s in %s (appends not yet applied to the file)\n", human(s.LogBytes), store.LogPath(path))
+			}
 			fmt.Fprintf(tw, "sessions\t%d\n", s.Sessions)
 			fmt.Fprintf(tw, "messages\t%d in current epochs, %d stored in all epochs\n", s.Messages, s.AllMessages)
 			fmt.Fprintf(tw, "tokens\t%d (estimated, current epochs)\n", s.Tokens)
@@ -410,6 +420,10 @@ func statsCommand() *command {
 		},
 	}
 }
+
+// logHeaderBytes is the size of a log that holds no records (its header,
+// store/wal.go).
+const logHeaderBytes = 64
 
 // totals is what stats counts over the sessions.
 type totals struct {

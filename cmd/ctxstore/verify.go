@@ -122,10 +122,14 @@ bbolt, so it works on files bbolt cannot open (cut short, broken meta
 pages, garbage pages). It never modifies the original. Every intact
 message is written to OUT (which must not exist) with its session, seq,
 epoch, time and token estimate, and each session's metadata where it is
-readable; the report lists what was skipped or missing. OUT appears only
+readable; the report lists what was skipped or missing. The file's
+write-ahead log (FILE-wal: appends not yet applied to the file) is read
+too: its messages are added to OUT unless OUT holds them already, and a
+damaged stretch of it is reported and stepped over. OUT appears only
 once complete: Ctrl-C or a full disk exits 1 and leaves no OUT. Afterwards
-check OUT with 'ctxstore --db OUT verify', keep the damaged file aside and
-move OUT into its place. Exit status 1 when anything was skipped or
+check OUT with 'ctxstore --db OUT verify', keep the damaged file and its
+FILE-wal aside (OUT holds the log's messages: a log left beside it would
+be taken for one of OUT's) and move OUT into its place. Exit status 1 when anything was skipped or
 missing, or nothing could be recovered (OUT is written all the same when
 it holds messages: check it before using it); with --json the verdict
 goes to stderr.`,
@@ -170,17 +174,22 @@ goes to stderr.`,
 			} else {
 				fmt.Fprint(a.stdout, termSafe(rep.String(), true))
 			}
+			// The damaged file's log goes with it: OUT holds its messages.
+			keep := shellQuote(path)
+			if _, err := os.Stat(store.LogPath(path)); err == nil {
+				keep += " and its log " + shellQuote(store.LogPath(path))
+			}
 			switch {
 			case rep.Recovered == 0:
-				fmt.Fprintf(verdict, "nothing could be recovered: keep %s; %s holds no messages\n", shellQuote(path), shellQuote(*out))
+				fmt.Fprintf(verdict, "nothing could be recovered: keep %s; %s holds no messages\n", keep, shellQuote(*out))
 				return &exitError{code: 1}
 			case !rep.OK():
 				fmt.Fprintf(verdict, "not everything was recovered (see the report): keep %s; check %s with: ctxstore --db %s verify\n",
-					shellQuote(path), shellQuote(*out), shellQuote(*out))
+					keep, shellQuote(*out), shellQuote(*out))
 				return &exitError{code: 1}
 			case !a.json:
 				fmt.Fprintf(verdict, "next: ctxstore --db %s verify; then keep %s aside and move %s into its place\n",
-					shellQuote(*out), shellQuote(path), shellQuote(*out))
+					shellQuote(*out), keep, shellQuote(*out))
 			}
 			return nil
 		},
