@@ -66,7 +66,10 @@
 //
 // The log belongs with the file: a copy of the file alone, taken while the
 // log holds records, lacks them. Copy or move both, close every process
-// first, or use ctxstore compact-file.
+// first, or use ctxstore compact-file (CompactFile puts the log's records in
+// its copy; Salvage reads the log too). The log is LogPath(path): beside the
+// file a symlink points to, so every name of the file shares it. See
+// docs/operations.md.
 //
 // # Several processes, one file
 //
