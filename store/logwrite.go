@@ -97,6 +97,12 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 			c.meta = c.meta.clone()
 			ts = &c
 		}
+		// A session this append creates is shown to its check as it will
+		// be stored: created now.
+		now := time.Now().UnixNano()
+		if !ts.exists {
+			ts.meta.born(now)
+		}
 		if a.check != nil {
 			if err := a.check(ts.meta.info(a.session)); err != nil {
 				r.err = err
@@ -107,7 +113,6 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 			r.err = fmt.Errorf("store: append to session %q: seq %d is the last a session may hold", a.session, maxSeq)
 			continue
 		}
-		now := time.Now().UnixNano()
 		vals := make([][]byte, 0, len(a.recs))
 		saved := ts.meta.clone()
 		savedRecs := len(ts.recs)

@@ -87,6 +87,13 @@ func (ts *tailSession) recsFrom(seq uint64) []tailRec {
 	return ts.recs[i:]
 }
 
+// born dates a session that the log creates: its creation is its first
+// message's time, the same in every process that reads the log.
+func (m *sessionMeta) born(t int64) {
+	m.Created, m.Updated = t, t
+	m.current().Started = t
+}
+
 // clone returns a copy of m that shares no slices with it.
 func (m sessionMeta) clone() sessionMeta {
 	m.Pinned = slices.Clone(m.Pinned)
@@ -419,6 +426,9 @@ func (s *Store) addRecords(ctx context.Context, t *tailState, records [][][]byte
 			if env.Seq != ts.meta.LastSeq+1 || env.Epoch != ts.meta.Epoch {
 				return false, nil
 			}
+			if !ts.exists {
+				ts.meta.born(env.Time)
+			}
 			ts.meta.add(env, metaMessage(&ts.meta, env))
 			ts.exists = true
 			ts.recs = append(ts.recs, tailRec{seq: env.Seq, val: v})
@@ -502,14 +512,16 @@ func (w *wtx) applyLog(t *tailState) (walHeader, error) {
 		return walHeader{}, err
 	}
 	applied := t.applied
-	if !t.hasApplied || t.mode == tailOrphan {
-		if !t.hasApplied {
-			if applied.id, err = newWALID(); err != nil {
-				return walHeader{}, fmt.Errorf("log id: %w", err)
-			}
+	if !t.hasApplied {
+		if applied.id, err = newWALID(); err != nil {
+			return walHeader{}, fmt.Errorf("log id: %w", err)
 		}
-		applied.gen = max(applied.gen, t.hdr.gen) + 1
-		applied.off = walHeaderSize
+	}
+	if t.hasHdr {
+		// The file now holds this log's records up to t.off, adopted
+		// ones included: it takes the log's identity, so a crash before
+		// the log is emptied never applies (or adopts) them twice.
+		applied = walApplied{id: t.hdr.id, gen: t.hdr.gen, off: t.off}
 	}
 	switch t.mode {
 	case tailNormal:
@@ -522,7 +534,6 @@ func (w *wtx) applyLog(t *tailState) (walHeader, error) {
 				return walHeader{}, err
 			}
 		}
-		applied.gen, applied.off = t.hdr.gen, t.off
 	case tailOrphan:
 		for _, rec := range t.orphan {
 			for _, v := range rec {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Tests of the paths that read or copy the file behind a Store's back
@@ -577,4 +578,115 @@ func TestSalvageAdoptsForeignLog(t *testing.T) {
 	}
 	delete(got, msgKey{"keep", 4})
 	checkSame(t, "salvaged copy", got, want)
+}
+
+// A session whose messages are all still in the log shows the same creation
+// time in every process that reads it, the first message's, and keeps it
+// when the log is applied.
+func TestLogSessionCreatedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	a, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, _, err := a.Append(ctx, "warm", text("user", "make the log take appends")); err != nil {
+		t.Fatal(err)
+	}
+	var seen SessionInfo
+	if _, _, err := a.AppendIf(ctx, "new", func(si SessionInfo) error { seen = si; return nil }, text("user", "first")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + walSuffix); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	b, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	inA, err := a.Session(ctx, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inB, err := b.Session(ctx, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inA.Created.Equal(seen.Created) || !inB.Created.Equal(seen.Created) {
+		t.Fatalf("created: check saw %v, this process %v, another %v", seen.Created, inA.Created, inB.Created)
+	}
+	if err := b.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := a.Session(ctx, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.Created.Equal(seen.Created) {
+		t.Fatalf("created after the checkpoint %v, before %v", after.Created, seen.Created)
+	}
+}
+
+// A log adopted by another file (one moved over its own) is adopted once:
+// if the log is found again as it was (its emptying never reached the disk
+// before a crash), its messages are not appended a second time.
+func TestAdoptionIsNotRepeated(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.db")
+	a, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"one", "two", "three"} {
+		if _, _, err := a.Append(ctx, "s", text("user", m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saved, err := os.ReadFile(path + walSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another store file, with a session of its own, moved over the path.
+	other := filepath.Join(dir, "other.db")
+	o, err := Open(other, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two messages: the log's seqs are taken, so adopted messages get new ones.
+	if _, _, err := o.Append(ctx, "s", text("user", "other's own"), text("user", "other's second")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(other, path); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		t.Helper()
+		st, err := Open(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		si, err := st.Session(ctx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return si.Messages
+	}
+	first := count()
+	if first < 3 {
+		t.Fatalf("after adoption %d messages, want the other file's one plus the log's", first)
+	}
+	// The log as it was before it was emptied: a crash right after the
+	// adopting commit.
+	if err := os.WriteFile(path+walSuffix, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if again := count(); again != first {
+		t.Fatalf("the log was adopted twice: %d messages, then %d", first, again)
+	}
 }
