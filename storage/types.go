@@ -177,8 +177,29 @@ const titleRunes = 80
 // Title is the SessionInfo.Title of a session whose first user message has
 // text: whitespace collapsed, cut to about 80 characters.
 func Title(text string) string {
-	t := strings.Join(strings.FieldsFunc(text, unicode.IsSpace), " ")
-	if utf8.RuneCountInString(t) <= titleRunes {
+	// Words are joined only until the cut is sure: a long message costs no
+	// more than a short one.
+	var b strings.Builder
+	n := 0 // runes in b
+	for w := range strings.FieldsFuncSeq(text, unicode.IsSpace) {
+		if n > titleRunes {
+			break
+		}
+		if n > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		for i := range w {
+			if n > titleRunes {
+				w = w[:i]
+				break
+			}
+			n++
+		}
+		b.WriteString(w)
+	}
+	t := b.String()
+	if n <= titleRunes {
 		return t
 	}
 	r := []rune(t)[:titleRunes-1]

@@ -30,8 +30,9 @@ func newQueries(s string) queries {
 	return queries{
 		placeholder: `INSERT INTO ` + s + `.sessions (name, ` + metaCols + `)
 			VALUES ($1, false, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, '', '{}', 0) ON CONFLICT (name) DO NOTHING`,
-		lock: `SELECT ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + `
-			WHERE name = $1 FOR UPDATE OF s`,
+		// The rows of sessions $1, locked in name order.
+		lock: `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + `
+			WHERE name = ANY($1) ORDER BY name FOR UPDATE OF s`,
 		saveMeta: `UPDATE ` + s + `.sessions SET live = $2, created = $3, updated = $4, epoch = $5, epoch_seq = $6,
 			epoch_started = $7, last_seq = $8, messages = $9, tokens = $10, bytes = $11, total = $12, title = $13,
 			pinned = $14, first_user = $15 WHERE name = $1`,
@@ -55,11 +56,11 @@ func newQueries(s string) queries {
 				FROM s, unnest($9::text[], $10::int[], $11::text[], $12::text[], $13::text[], $14::bytea[])
 					WITH ORDINALITY AS u(role, tokens, counter, calls, results, raw, ord)
 			)
-			SELECT base + 1, base + $2 FROM s`,
+			SELECT epoch, base + 1 FROM s`,
 		// A notification takes a transaction id, so its transaction would
 		// wait for a WAL flush of its own, holding the notify lock: it
 		// commits asynchronously (it changes no data; see notifySQL).
-		notifyAfter: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, encode(name, 'hex') || ' ' || last_seq || ' ' || epoch) FROM ` + s + `.sessions WHERE name = $2`,
+		notifyAfter: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, encode(name, 'hex') || ' ' || last_seq || ' ' || epoch) FROM ` + s + `.sessions WHERE name = ANY($2) AND live`,
 		recall:      `SELECT epoch, seq FROM ` + s + `.messages WHERE session = $1 AND append_key = $2`,
 		sessionInfo: `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE name = $1 AND live`,
 		sessions:    `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE live ORDER BY name`,

@@ -7,7 +7,9 @@
 //
 //   - Message bytes come back exactly as appended (bytea, never jsonb).
 //   - A write is durable when the call returns: every transaction commits
-//     with synchronous_commit on.
+//     with synchronous_commit on. Writes made concurrently through one Store
+//     share a transaction and its WAL flush (group commit), each still
+//     checked, refused or failed as if it had been alone.
 //   - Every write locks its session's row first and checks the session
 //     inside that transaction, so conditional writes (AppendIf,
 //     ReplaceEpoch, UpdateDerived) see every other writer's changes, and
@@ -44,6 +46,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +80,15 @@ type Store struct {
 	channel  string          // NOTIFY channel
 	closed   atomic.Bool
 	q        queries
+	// The writes waiting for a commit (see submit); committing is true
+	// while a writer leads one, lastBatch is the size of the last one, and
+	// gathered, when not nil, is closed once gatherFor writes are queued.
+	qmu        sync.Mutex
+	queue      []*req
+	committing bool
+	lastBatch  int
+	gathered   chan struct{}
+	gatherFor  int
 	// beforeCommit and afterCommit, when set (by tests), run around each
 	// write's COMMIT; an error from them is taken as the connection lost
 	// at that moment.

@@ -3,14 +3,11 @@ package pgstore
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,7 +19,7 @@ import (
 // or a failover.
 const retryFor = 30 * time.Second
 
-// wtx is one write transaction on one session, whose row it has locked.
+// wtx is one session in a write transaction, which has locked its row.
 type wtx struct {
 	s       *Store
 	ctx     context.Context
@@ -31,13 +28,19 @@ type wtx struct {
 	session string
 	now     int64
 	m       meta
-	batch   pgx.Batch // writes sent with the COMMIT
-	notify  bool      // the session's last seq or epoch moved
-	purged  bool      // the session was purged: notify with zeros
+	batch   *pgx.Batch // the transaction's writes, sent with the COMMIT
+	notify  bool       // the session's last seq or epoch moved
+	purged  bool       // the session was purged: notify with zeros
+	written bool       // an earlier write of the transaction has writes queued
 }
 
-// rejected carries an error a write's own check returned: the transaction
-// is rolled back and the error returned as it is.
+// errAlone, from a write's fn, puts the write off to a transaction of its
+// own: it reads rows for which earlier writes of the transaction have writes
+// queued, not yet sent.
+var errAlone = errors.New("pgstore: the write needs a transaction of its own")
+
+// rejected carries an error a write's own check returned: what the write
+// queued is undone and the error returned as it is.
 type rejected struct{ err error }
 
 func (r *rejected) Error() string { return r.err.Error() }
@@ -65,12 +68,9 @@ func (s *Store) write(ctx context.Context, session string, key appendKey, found 
 	return s.writeWith(ctx, session, key, found, nil, fn)
 }
 
-// fastWrite tries a write in one round trip on conn; done is false when it
-// could not (the session is not live) and wrote nothing.
-type fastWrite func(conn *pgxpool.Conn) (done bool, err error)
-
-// writeWith is write trying fast (if not nil) before the general path.
-func (s *Store) writeWith(ctx context.Context, session string, key appendKey, found func(epoch, first int64), fast fastWrite, fn func(w *wtx) error) error {
+// writeWith is write; plain, not nil for an append without a check, lets
+// the append take the one-statement path, found getting its seqs.
+func (s *Store) writeWith(ctx context.Context, session string, key appendKey, found func(epoch, first int64), plain []storage.Record, fn func(w *wtx) error) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (s *Store) writeWith(ctx context.Context, session string, key appendKey, fo
 			}
 		}
 		if err == nil {
-			err = s.writeOnce(ctx, session, fast, fn)
+			err = s.submit(&req{ctx: ctx, session: session, fn: fn, plain: plain, key: key, found: found})
 		}
 		if err == nil {
 			return nil
@@ -116,7 +116,7 @@ func (s *Store) writeWith(ctx context.Context, session string, key appendKey, fo
 			return r.err
 		}
 		if ctx.Err() != nil {
-			if inDoubt {
+			if inDoubt || errors.Is(err, errUnknownOutcome) {
 				return s.errorf(session, "%w: %w", errUnknownOutcome, ctx.Err())
 			}
 			return s.errorf(session, "%w", ctx.Err())
@@ -153,116 +153,13 @@ func isKeyTaken(err error) bool {
 	return ok && pgErr.Code == "23505" && pgErr.ConstraintName == "messages_append_key"
 }
 
-// writeOnce is one attempt of write: one round trip to begin and lock, fn,
-// one round trip to write and commit.
-func (s *Store) writeOnce(ctx context.Context, session string, fast fastWrite, fn func(w *wtx) error) (err error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if conn.Conn().PgConn().TxStatus() != 'I' {
-			// Leave no transaction open on a pooled connection; a
-			// connection that cannot roll back is closed.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
-				conn.Conn().Close(rctx)
-			}
-			cancel()
-		}
-		conn.Release()
-	}()
-	if fast != nil {
-		if done, err := fast(conn); done || err != nil {
-			return err
-		}
-	}
-	w := &wtx{s: s, ctx: ctx, conn: conn, name: []byte(session), session: session, now: time.Now().UnixNano()}
-	var ep epochArrays
-	// Lock the session's row; a session never written has none yet: then
-	// insert a placeholder (not live) to lock, one more round trip.
-	for _, first := range []bool{true, false} {
-		b := &pgx.Batch{}
-		if first {
-			b.Queue("BEGIN")
-		} else {
-			b.Queue(s.q.placeholder, w.name)
-		}
-		found := false
-		b.Queue(s.q.lock, w.name).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				found = true
-				if err := rows.Scan(w.m.scanArgs(&ep)...); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
-		})
-		if err := conn.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		if found {
-			break
-		}
-	}
-	w.m.closed = ep.infos()
-	if err := fn(w); err != nil {
-		return err
-	}
-	if w.m.changed {
-		w.batch.Queue(s.q.saveMeta, w.m.saveArgs(w.name)...)
-	}
-	if s.beforeCommit != nil {
-		if err := s.beforeCommit(); err != nil {
-			return err
-		}
-	}
-	w.batch.Queue("COMMIT")
-	commit := w.batch.Len() - 1
-	if w.notify && !s.silent {
-		// After the COMMIT, in the same round trip: a transaction that
-		// notifies holds a database-wide lock through its commit, WAL flush
-		// included, which would serialise every writer's commit. Here the
-		// notification is a transaction of its own, with nothing to flush.
-		// A process that dies in between loses only the notification;
-		// Watch rereads now and then to cover that.
-		payload := hex.EncodeToString(w.name)
-		if !w.purged {
-			payload += " " + strconv.FormatInt(w.m.lastSeq, 10) + " " + strconv.FormatInt(w.m.epoch, 10)
-		}
-		w.batch.Queue(notifySQL, s.channel, payload)
-	}
-	br := conn.SendBatch(ctx, &w.batch)
-	committed := false
-	for i := range w.batch.Len() {
-		if _, err = br.Exec(); err != nil {
-			break
-		}
-		committed = i >= commit
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if committed {
-		// The rest (the notification) is best effort.
-		err = nil
-	}
-	if err == nil && s.afterCommit != nil {
-		err = s.afterCommit()
-	}
-	if err != nil && isConnLoss(err) {
-		return fmt.Errorf("%w: %w", errUnknownOutcome, err)
-	}
-	return err
-}
-
 // notifySQL sends a notification in a transaction of its own. Queueing a
 // notification assigns that transaction an id, so its commit would wait for
 // a WAL flush of its own while holding the database-wide notify lock, and
 // the writers' notifications would be serialised on the disk again. It
 // changes no data, so it commits asynchronously: a crash can lose only the
 // notification, which Watch's reread covers.
-const notifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)"
+const notifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, p) FROM unnest($2::text[]) p"
 
 // reject makes err the write's answer.
 func reject(err error) error { return &rejected{err} }
@@ -355,11 +252,11 @@ func (s *Store) AppendIf(ctx context.Context, session string, check func(storage
 	}
 	key := newKey()
 	var f, l int64
-	var fast fastWrite
+	var plain []storage.Record
 	if check == nil {
-		fast = func(conn *pgxpool.Conn) (bool, error) { return s.appendFast(ctx, conn, session, recs, key, &f, &l) }
+		plain = recs
 	}
-	err = s.writeWith(ctx, session, key, func(_, first int64) { f, l = first, first+int64(len(recs))-1 }, fast, func(w *wtx) error {
+	err = s.writeWith(ctx, session, key, func(_, first int64) { f, l = first, first+int64(len(recs))-1 }, plain, func(w *wtx) error {
 		if err := w.check(check); err != nil {
 			return err
 		}
@@ -515,6 +412,9 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 	}
 	return s.write(ctx, session, nil, nil, func(w *wtx) error {
 		var cur []byte
+		if w.written {
+			return errAlone
+		}
 		if w.m.live {
 			// The row lock taken by the transaction serialises every
 			// writer of the session, so this read cannot go stale.
@@ -535,97 +435,4 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 		w.putDerived(kind, key, value)
 		return nil
 	})
-}
-
-// appendFast appends recs to a live session in one round trip: BEGIN, one
-// statement that bumps the session's row (locking it) and inserts the
-// messages and the key with seqs computed from it, COMMIT, and the
-// notification after it. It reports false, having written nothing, when the
-// session is not live.
-func (s *Store) appendFast(ctx context.Context, conn *pgxpool.Conn, session string, recs []storage.Record, key appendKey, first, last *int64) (bool, error) {
-	now := time.Now().UnixNano()
-	n := len(recs)
-	var tokens, size, firstUser int64
-	var title string
-	pinned := []int64{}
-	roles, counters, calls, results := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	toks, raws := make([]int32, n), make([][]byte, n)
-	for i, r := range recs {
-		m := r.Message
-		tokens += int64(r.Tokens)
-		size += int64(m.Size())
-		switch m.Role() {
-		case ctxstore.RoleSystem, ctxstore.RoleDeveloper:
-			pinned = append(pinned, int64(i+1))
-		case ctxstore.RoleUser:
-			if m.IsToolResult() {
-				break
-			}
-			if firstUser == 0 {
-				firstUser = int64(i + 1)
-			}
-			if title == "" {
-				title = storage.Title(m.Text())
-			}
-		}
-		roles[i], toks[i], counters[i] = m.Role(), int32(r.Tokens), r.Counter
-		calls[i], results[i], raws[i] = arrayLiteral(m.CallIDs()), arrayLiteral(m.ResultIDs()), m.Bytes()
-	}
-	name := []byte(session)
-	if s.beforeCommit != nil {
-		if err := s.beforeCommit(); err != nil {
-			return false, err
-		}
-	}
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(s.q.appendFast, name, int64(n), tokens, size, pinned, firstUser, title, now,
-		roles, toks, counters, calls, results, raws, []byte(key))
-	b.Queue("COMMIT")
-	if !s.silent {
-		b.Queue(s.q.notifyAfter, s.channel, name)
-	}
-	br := conn.SendBatch(ctx, b)
-	found, committed := false, false
-	_, err := br.Exec()
-	if err == nil {
-		var rows pgx.Rows
-		if rows, err = br.Query(); err == nil {
-			for rows.Next() {
-				found = true
-				err = rows.Scan(first, last)
-			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
-		}
-	}
-	if err == nil {
-		_, err = br.Exec()
-		committed = err == nil
-	}
-	if err == nil && !s.silent {
-		_, _ = br.Exec() // the notification: best effort
-	}
-	if cerr := br.Close(); err == nil && !committed {
-		err = cerr
-	}
-	switch {
-	case committed:
-		err = nil
-		if found && s.afterCommit != nil {
-			err = s.afterCommit()
-		}
-	case err != nil && isConnLoss(err):
-		// COMMIT went out with the rest: it may have run.
-		return false, fmt.Errorf("%w: %w", errUnknownOutcome, err)
-	}
-	if err != nil {
-		if isConnLoss(err) {
-			return false, fmt.Errorf("%w: %w", errUnknownOutcome, err)
-		}
-		return false, err
-	}
-	return found, nil
 }

@@ -1,0 +1,445 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// req is one attempt of a write, waiting for a commit it may share with the
+// other writes this process has queued meanwhile.
+type req struct {
+	ctx     context.Context
+	session string
+	// fn does the write on its session, locked. It must make its checks
+	// before queueing writes and report a failed one as a *rejected; it may
+	// run more than once, so it must keep no state across runs.
+	fn func(w *wtx) error
+	// plain, not nil for an append without a check, lets a batch of such
+	// appends write each in one statement; found gets the seqs then.
+	plain []storage.Record
+	key   appendKey
+	found func(epoch, first int64)
+	err   error
+	done  chan struct{} // closed when err is final
+	lead  chan struct{} // receives the leader role when handed over
+}
+
+// submit commits r, sharing the transaction, its round trips and its WAL
+// flush with whatever other writes this process queued meanwhile (group
+// commit).
+//
+// There is no batching window: a writer that finds no commit in progress
+// commits at once. Writers that arrive during a commit queue up; when it
+// ends, the first of them leads the next commit, taking the whole queue.
+func (s *Store) submit(r *req) error {
+	r.done, r.lead = make(chan struct{}), make(chan struct{}, 1)
+	s.qmu.Lock()
+	s.queue = append(s.queue, r)
+	if s.gathered != nil && len(s.queue) >= s.gatherFor {
+		close(s.gathered)
+		s.gathered = nil
+	}
+	if s.committing {
+		s.qmu.Unlock()
+		select {
+		case <-r.done:
+			return r.err
+		case <-r.lead:
+		case <-r.ctx.Done():
+			if s.leave(r) {
+				return r.ctx.Err()
+			}
+			// Already in a transaction: its caller must learn the outcome.
+			// A commit shared with writers that all gave up is cancelled
+			// (batchContext).
+			<-r.done
+			return r.err
+		}
+	} else {
+		s.committing = true
+		s.qmu.Unlock()
+	}
+	s.qmu.Lock()
+	if n := s.lastBatch; n > 1 && len(s.queue) < n {
+		// The last commit served n writers, who are now coming back with
+		// their next writes; without this wait the first of them would
+		// commit alone and the rest would queue for the commit after it,
+		// so every other commit would carry one write. A lone writer
+		// (lastBatch 1) never waits.
+		gathered := make(chan struct{})
+		s.gathered, s.gatherFor = gathered, n
+		s.qmu.Unlock()
+		t := time.NewTimer(gatherWait)
+		select {
+		case <-gathered:
+		case <-t.C:
+		}
+		t.Stop()
+		s.qmu.Lock()
+		s.gathered = nil
+	}
+	batch := s.queue
+	s.queue = nil
+	s.lastBatch = len(batch)
+	s.qmu.Unlock()
+
+	s.commit(batch)
+
+	s.qmu.Lock()
+	if len(s.queue) == 0 {
+		s.committing = false
+	} else {
+		s.queue[0].lead <- struct{}{}
+	}
+	s.qmu.Unlock()
+	<-r.done
+	return r.err
+}
+
+// leave takes r, whose caller gave up, out of the queue, handing the
+// leader role on if r had it. It reports false when r was taken into a
+// commit already.
+func (s *Store) leave(r *req) bool {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	i := slices.Index(s.queue, r)
+	if i < 0 {
+		return false
+	}
+	s.queue = slices.Delete(s.queue, i, i+1)
+	select {
+	case <-r.lead:
+		if len(s.queue) > 0 {
+			s.queue[0].lead <- struct{}{}
+		} else {
+			s.committing = false
+		}
+	default:
+	}
+	return true
+}
+
+// gatherWait bounds how long a leader waits for the writers of the last
+// commit to queue their next writes: much less than a commit (a round trip
+// and a WAL flush), enough for woken goroutines to run on a busy CPU.
+const gatherWait = 100 * time.Microsecond
+
+// batchContext ends when the contexts of all of batch's writers have: a
+// shared commit goes on while one of them waits for it.
+func batchContext(batch []*req) (context.Context, func()) {
+	if len(batch) == 1 {
+		return batch[0].ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int64
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, r := range batch {
+		stops[i] = context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// commit runs batch, in one transaction when it can, and answers every
+// request.
+func (s *Store) commit(batch []*req) {
+	ctx, stop := batchContext(batch)
+	defer stop()
+	// Rows are locked in name order (a session's requests keep theirs), so
+	// transactions that lock several never deadlock.
+	slices.SortStableFunc(batch, func(a, b *req) int { return strings.Compare(a.session, b.session) })
+	todo := [][]*req{batch}
+	for len(todo) > 0 {
+		for _, r := range s.commitOnce(ctx, todo[0]) {
+			todo = append(todo, []*req{r})
+		}
+		todo = todo[1:]
+	}
+	for _, r := range batch {
+		close(r.done)
+	}
+}
+
+// commitOnce runs batch in one transaction: appends without a check in one
+// statement each, other writes after locking their sessions' rows. It sets
+// the errors of the requests it answers and returns those to commit again,
+// alone: appends that found their session not live, requests of sessions
+// without a row when the transaction locks several, and every request when
+// the shared transaction failed on one of them (it committed nothing).
+func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return s.failed(ctx, batch, err, nil, nil)
+	}
+	defer s.release(ctx, conn)
+	b := &pgx.Batch{}
+	var note *pgx.QueuedQuery // the notification, after the COMMIT
+	// read reads the results of b's writes and returns the requests the
+	// transaction holds.
+	var read func(br pgx.BatchResults) ([]*req, error)
+	if !slices.ContainsFunc(batch, func(r *req) bool { return r.plain == nil }) {
+		now := time.Now().UnixNano()
+		names := make([][]byte, len(batch))
+		b.Queue("BEGIN")
+		for i, r := range batch {
+			names[i] = []byte(r.session)
+			b.Queue(s.q.appendFast, fastArgs(r, now)...)
+		}
+		note = &pgx.QueuedQuery{SQL: s.q.notifyAfter, Arguments: []any{s.channel, names}}
+		read = func(br pgx.BatchResults) ([]*req, error) {
+			_, err := br.Exec()
+			for _, r := range batch {
+				if err != nil {
+					break
+				}
+				var epoch, first int64
+				if err = br.QueryRow().Scan(&epoch, &first); err == nil {
+					r.found(epoch, first)
+				} else if errors.Is(err, pgx.ErrNoRows) {
+					// Not live: nothing written; the general path creates it.
+					r.plain, err = nil, nil
+					again = append(again, r)
+				}
+			}
+			// The others, read or not, went out with the COMMIT.
+			return slices.DeleteFunc(slices.Clone(batch), func(r *req) bool { return r.plain == nil }), err
+		}
+	} else {
+		ws, err := s.lock(ctx, conn, batch)
+		if err != nil {
+			return s.failed(ctx, batch, err, nil, nil)
+		}
+		var held []*req
+		for _, r := range batch {
+			w := ws[r.session]
+			if w == nil {
+				again = append(again, r)
+				continue
+			}
+			w.batch = b
+			saved, queued := *w, b.Len()
+			if r.err = r.fn(w); r.err == nil {
+				held = append(held, r)
+				w.written = true
+				continue
+			}
+			// Undo what it did; unless refused by its check or put off, its
+			// error aborted the transaction.
+			*w = saved
+			b.QueuedQueries = b.QueuedQueries[:queued]
+			if errors.Is(r.err, errAlone) {
+				again = append(again, r)
+			} else if _, ok := errors.AsType[*rejected](r.err); !ok {
+				return s.failed(ctx, batch, r.err, nil, again)
+			}
+		}
+		if len(held) == 0 {
+			return again
+		}
+		var notes []string
+		for _, name := range slices.Sorted(maps.Keys(ws)) {
+			w := ws[name]
+			if w.m.changed {
+				b.Queue(s.q.saveMeta, w.m.saveArgs(w.name)...)
+			}
+			if w.notify {
+				payload := hex.EncodeToString(w.name)
+				if !w.purged {
+					payload += " " + strconv.FormatInt(w.m.lastSeq, 10) + " " + strconv.FormatInt(w.m.epoch, 10)
+				}
+				notes = append(notes, payload)
+			}
+		}
+		if len(notes) > 0 {
+			note = &pgx.QueuedQuery{SQL: notifySQL, Arguments: []any{s.channel, notes}}
+		}
+		writes := b.Len()
+		read = func(br pgx.BatchResults) ([]*req, error) {
+			for range writes {
+				if _, err := br.Exec(); err != nil {
+					return held, err
+				}
+			}
+			return held, nil
+		}
+	}
+	if s.beforeCommit != nil {
+		if err := s.beforeCommit(); err != nil {
+			return s.failed(ctx, batch, err, nil, again)
+		}
+	}
+	held, err := s.send(ctx, conn, b, read, note)
+	if err != nil {
+		return s.failed(ctx, batch, err, held, again)
+	}
+	for _, r := range held {
+		r.err = nil
+	}
+	return again
+}
+
+// send sends b, a transaction's writes (read reads their results), with the
+// COMMIT and, after it, note (if not nil). It returns nil when the COMMIT ran,
+// and the requests read says the transaction holds.
+func (s *Store) send(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, read func(pgx.BatchResults) ([]*req, error), note *pgx.QueuedQuery) ([]*req, error) {
+	b.Queue("COMMIT")
+	if note != nil && !s.silent {
+		// After the COMMIT, in the same round trip: a transaction that
+		// notifies holds a database-wide lock through its commit, WAL flush
+		// included, which would serialise every writer's commit. Here the
+		// notification is a transaction of its own, with nothing to flush.
+		// A process that dies in between loses only the notification;
+		// Watch rereads now and then to cover that.
+		b.QueuedQueries = append(b.QueuedQueries, note)
+	}
+	br := conn.SendBatch(ctx, b)
+	held, err := read(br)
+	committed := false
+	if err == nil {
+		_, err = br.Exec()
+		committed = err == nil
+	}
+	// The rest (the notification) is best effort.
+	if cerr := br.Close(); !committed && err == nil {
+		err = cerr
+	}
+	if committed {
+		err = nil
+		if s.afterCommit != nil {
+			err = s.afterCommit()
+		}
+	}
+	return held, err
+}
+
+// failed answers batch after its transaction failed with err. When the
+// connection was lost (or the commit cancelled) after held's writes went out
+// with the COMMIT, their outcome is unknown; the others committed nothing. It
+// returns the requests to commit again, alone: again, or all of batch when
+// the error may be one request's own.
+func (s *Store) failed(ctx context.Context, batch []*req, err error, held, again []*req) []*req {
+	lost := isConnLoss(err) || ctx.Err() != nil
+	if !lost && len(batch) > 1 {
+		return batch
+	}
+	for _, r := range batch {
+		r.err = err
+	}
+	if lost && !pgconn.SafeToRetry(err) {
+		for _, r := range held {
+			r.err = fmt.Errorf("%w: %w", errUnknownOutcome, err)
+		}
+	}
+	return again
+}
+
+// release returns conn to the pool with no transaction open; a connection
+// that cannot roll back is closed.
+func (s *Store) release(ctx context.Context, conn *pgxpool.Conn) {
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if _, err := conn.Exec(rctx, "ROLLBACK"); err != nil {
+			conn.Conn().Close(rctx)
+		}
+		cancel()
+	}
+	conn.Release()
+}
+
+// lock begins a transaction on conn and locks the rows of batch's sessions
+// in name order. A session without a row gets none in the result, unless it
+// is the batch's only one: then a placeholder row (not live) is inserted to
+// lock, one more round trip.
+func (s *Store) lock(ctx context.Context, conn *pgxpool.Conn, batch []*req) (map[string]*wtx, error) {
+	now := time.Now().UnixNano()
+	var names [][]byte
+	for i, r := range batch {
+		if i == 0 || r.session != batch[i-1].session {
+			names = append(names, []byte(r.session))
+		}
+	}
+	found := map[string]*wtx{}
+	for _, first := range []bool{true, false} {
+		b := &pgx.Batch{}
+		if first {
+			b.Queue("BEGIN")
+		} else {
+			b.Queue(s.q.placeholder, names[0])
+		}
+		b.Queue(s.q.lock, names).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var ep epochArrays
+				w := &wtx{s: s, ctx: ctx, conn: conn, now: now}
+				if err := rows.Scan(append([]any{&w.name}, w.m.scanArgs(&ep)...)...); err != nil {
+					return err
+				}
+				w.session, w.m.closed = string(w.name), ep.infos()
+				found[w.session] = w
+			}
+			return rows.Err()
+		})
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
+		}
+		if len(found) > 0 || len(names) > 1 {
+			break
+		}
+	}
+	return found, nil
+}
+
+// fastArgs are the parameters of appendFast for r at now.
+func fastArgs(r *req, now int64) []any {
+	n := len(r.plain)
+	var tokens, size, firstUser int64
+	var title string
+	pinned := []int64{}
+	roles, counters, calls, results := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	toks, raws := make([]int32, n), make([][]byte, n)
+	for i, rec := range r.plain {
+		m := rec.Message
+		tokens += int64(rec.Tokens)
+		size += int64(m.Size())
+		switch m.Role() {
+		case ctxstore.RoleSystem, ctxstore.RoleDeveloper:
+			pinned = append(pinned, int64(i+1))
+		case ctxstore.RoleUser:
+			if m.IsToolResult() {
+				break
+			}
+			if firstUser == 0 {
+				firstUser = int64(i + 1)
+			}
+			if title == "" {
+				title = storage.Title(m.Text())
+			}
+		}
+		roles[i], toks[i], counters[i] = m.Role(), int32(rec.Tokens), rec.Counter
+		calls[i], results[i], raws[i] = arrayLiteral(m.CallIDs()), arrayLiteral(m.ResultIDs()), m.Bytes()
+	}
+	return []any{[]byte(r.session), int64(n), tokens, size, pinned, firstUser, title, now,
+		roles, toks, counters, calls, results, raws, []byte(r.key)}
+}

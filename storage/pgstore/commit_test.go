@@ -1,0 +1,275 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+)
+
+// shareCommit runs writes concurrently so that they share one commit: the
+// commit before theirs (an append to session "hold") waits before its
+// COMMIT until all of them are queued. fault, if not nil, is called then
+// (n 0), and before (after false) and after each later COMMIT, n counting
+// them from 1; its error is taken as the connection lost there. It returns
+// the writes' errors, in order, and how many transactions reached their
+// COMMIT after the hold's.
+func shareCommit(t *testing.T, st *Store, fault func(n int64, after bool) error, writes ...func() error) ([]error, int64) {
+	t.Helper()
+	ctx := context.Background()
+	hold := storage.Record{Message: ctxstore.NewMessage("user", "hold")}
+	if _, _, err := st.Append(ctx, "hold", hold); err != nil {
+		t.Fatal(err)
+	}
+	var commits, aftercommits atomic.Int64
+	release := make(chan struct{})
+	st.beforeCommit = func() error {
+		n := commits.Add(1) - 1
+		if n == 0 {
+			<-release
+			return nil
+		}
+		if fault != nil {
+			return fault(n, false)
+		}
+		return nil
+	}
+	st.afterCommit = func() error {
+		if n := aftercommits.Add(1) - 1; n > 0 && fault != nil {
+			return fault(n, true)
+		}
+		return nil
+	}
+	defer func() { st.beforeCommit, st.afterCommit = nil, nil }()
+	held := make(chan error, 1)
+	go func() {
+		_, _, err := st.Append(ctx, "hold", hold)
+		held <- err
+	}()
+	waitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
+	errs := make([]error, len(writes))
+	done := make(chan int)
+	for i, w := range writes {
+		go func() {
+			errs[i] = w()
+			done <- i
+		}()
+	}
+	waitFor(t, "the writes to queue", func() bool {
+		st.qmu.Lock()
+		defer st.qmu.Unlock()
+		return len(st.queue) == len(writes)
+	})
+	if fault != nil {
+		fault(0, false)
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for range writes {
+		<-done
+	}
+	return errs, commits.Load() - 1
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+	}
+}
+
+// texts returns the texts of session's messages, in seq order from seq 1.
+func texts(t *testing.T, st *Store, session string) []string {
+	t.Helper()
+	var out []string
+	for e, err := range st.Messages(context.Background(), session, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Seq != uint64(len(out)+1) {
+			t.Fatalf("session %s: seq %d after %d", session, e.Seq, len(out))
+		}
+		m, _ := e.Message()
+		out = append(out, m.Text())
+	}
+	return out
+}
+
+// TestSharedCommit: writes queued while a commit runs share the next one;
+// a refused check, a write the server refuses and a lost connection are each
+// answered as if the write had been alone.
+func TestSharedCommit(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	rec := func(text string) storage.Record { return storage.Record{Message: ctxstore.NewMessage("user", text)} }
+	open := func(t *testing.T) *Store {
+		st := openTest(t, dsn, freshSchema(t, dsn))
+		for _, s := range []string{"a", "b", "c"} {
+			if _, _, err := st.Append(ctx, s, rec(s+"0")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st
+	}
+	appendTo := func(st *Store, session, text string, seq *uint64) func() error {
+		return func() error {
+			first, _, err := st.Append(ctx, session, rec(text))
+			*seq = first
+			return err
+		}
+	}
+	// checkSeqs: each acknowledged text is stored at the seq it was
+	// acknowledged with, once.
+	checkSeqs := func(t *testing.T, st *Store, session string, acked map[string]uint64) {
+		t.Helper()
+		got := texts(t, st, session)
+		for text, seq := range acked {
+			if seq == 0 || seq > uint64(len(got)) || got[seq-1] != text || slices.Index(got, text) != int(seq-1) {
+				t.Fatalf("session %s holds %q; %q acknowledged at seq %d", session, got, text, seq)
+			}
+		}
+		if len(got) != len(acked)+1 {
+			t.Fatalf("session %s holds %q, want %d messages", session, got, len(acked)+1)
+		}
+	}
+
+	t.Run("a refused check and a caller giving up mid-commit fail nobody", func(t *testing.T) {
+		st := open(t)
+		refused := errors.New("refused")
+		gaveUp, cancel := context.WithCancel(ctx)
+		var a1, a2, a3, b1 uint64
+		errs, commits := shareCommit(t, st, func(n int64, after bool) error {
+			if n == 1 && !after {
+				cancel() // its write is in the shared transaction
+			}
+			return nil
+		},
+			appendTo(st, "a", "a1", &a1),
+			appendTo(st, "b", "b1", &b1),
+			func() error {
+				_, _, err := st.AppendIf(ctx, "b", func(storage.SessionInfo) error { return refused }, rec("never"))
+				return err
+			},
+			appendTo(st, "a", "a2", &a2),
+			func() error {
+				// Its caller gives up during the shared commit, which goes on
+				// for the others: it learns the outcome.
+				first, _, err := st.Append(gaveUp, "a", rec("a3"))
+				a3 = first
+				return err
+			},
+		)
+		if !errors.Is(errs[2], refused) || errs[0] != nil || errs[1] != nil || errs[3] != nil || errs[4] != nil {
+			t.Fatalf("errors %v, want only the check's", errs)
+		}
+		if commits != 1 {
+			t.Fatalf("%d commits for five writes queued together, want 1", commits)
+		}
+		checkSeqs(t, st, "a", map[string]uint64{"a1": a1, "a2": a2, "a3": a3})
+		checkSeqs(t, st, "b", map[string]uint64{"b1": b1})
+	})
+
+	t.Run("a caller giving up while queued leaves", func(t *testing.T) {
+		st := open(t)
+		var commits atomic.Int64
+		release := make(chan struct{})
+		st.beforeCommit = func() error {
+			if commits.Add(1) == 1 {
+				<-release
+			}
+			return nil
+		}
+		defer func() { st.beforeCommit = nil }()
+		held := make(chan error, 1)
+		go func() {
+			_, _, err := st.Append(ctx, "a", rec("a1"))
+			held <- err
+		}()
+		waitFor(t, "the first commit", func() bool { return commits.Load() == 1 })
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, _, err := st.Append(short, "b", rec("b1")); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("append queued behind a commit that does not end: %v, want its deadline", err)
+		}
+		close(release)
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+		// The queue is usable: the next write commits.
+		first, _, err := st.Append(ctx, "b", rec("b2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSeqs(t, st, "a", map[string]uint64{"a1": 2})
+		checkSeqs(t, st, "b", map[string]uint64{"b2": first})
+	})
+
+	t.Run("a write the server refuses fails alone", func(t *testing.T) {
+		st := open(t)
+		var a1, a2 uint64
+		errs, _ := shareCommit(t, st, nil,
+			appendTo(st, "a", "a1", &a1),
+			func() error {
+				// PostgreSQL's text holds no NUL.
+				_, _, err := st.Append(ctx, "b", storage.Record{Message: ctxstore.NewMessage("user", "bad"), Counter: "nul\x00"})
+				return err
+			},
+			appendTo(st, "a", "a2", &a2),
+		)
+		if errs[0] != nil || errs[1] == nil || errs[2] != nil || errors.Is(errs[1], storage.ErrOutcomeUnknown) {
+			t.Fatalf("errors %v, want only the second's, its outcome known", errs)
+		}
+		checkSeqs(t, st, "a", map[string]uint64{"a1": a1, "a2": a2})
+		checkSeqs(t, st, "b", nil)
+	})
+
+	lost := fmt.Errorf("simulated: %w", io.ErrUnexpectedEOF)
+	for _, after := range []bool{true, false} {
+		name := map[bool]string{true: "a shared commit lost after it took effect", false: "a shared commit lost before it was sent"}[after]
+		t.Run(name, func(t *testing.T) {
+			st := open(t)
+			var a1, a2, b1 uint64
+			errs, _ := shareCommit(t, st, func(n int64, isAfter bool) error {
+				if n == 1 && isAfter == after {
+					return lost
+				}
+				return nil
+			},
+				appendTo(st, "a", "a1", &a1),
+				appendTo(st, "b", "b1", &b1),
+				func() error {
+					first, _, err := st.AppendIf(ctx, "a", func(storage.SessionInfo) error { return nil }, rec("a2"))
+					a2 = first
+					return err
+				},
+				func() error {
+					_, err := st.Clear(ctx, "c")
+					return err
+				},
+			)
+			if errs[0] != nil || errs[1] != nil || errs[2] != nil {
+				t.Fatalf("appends: %v, want them retried to success", errs[:3])
+			}
+			// Clear has no key to look for: it says what it knows.
+			if after && !errors.Is(errs[3], storage.ErrOutcomeUnknown) || !after && errs[3] != nil {
+				t.Fatalf("Clear: %v", errs[3])
+			}
+			checkSeqs(t, st, "a", map[string]uint64{"a1": a1, "a2": a2})
+			checkSeqs(t, st, "b", map[string]uint64{"b1": b1})
+			if si, err := st.Session(ctx, "c"); err != nil || si.Epoch != 2 {
+				t.Fatalf("c after one Clear: epoch %d %v, want 2", si.Epoch, err)
+			}
+		})
+	}
+}
