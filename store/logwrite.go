@@ -233,6 +233,7 @@ func claimSync(f *os.File, end int64) bool {
 		return false
 	}
 	writeWord(f, logSyncingAt, uint64(end))
+	holdSyncLock(f)
 	return true
 }
 
@@ -246,9 +247,13 @@ func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 	}
 	unlock, lerr := s.walLock(context.Background(), true)
 	if lerr != nil {
+		releaseSyncLock(f)
 		return err // waiters time out and sync themselves
 	}
 	defer unlock()
+	// Waiters wake when this is released, and then find the words below
+	// up to date (they read them under the log's lock, held here).
+	defer releaseSyncLock(f)
 	if readWord(f, logGenAt) != gen {
 		return err
 	}
@@ -273,8 +278,13 @@ func (s *Store) awaitSync(f *os.File, gen uint64, end int64) error {
 	deadline := time.Now().Add(syncWaitMax)
 	pause := 20 * time.Microsecond
 	for {
-		time.Sleep(pause)
-		pause = min(2*pause, 100*time.Microsecond)
+		// Wait in the kernel for the sync in progress; if that returns at
+		// once (its process is not holding the byte, or the platform
+		// has no such lock), poll.
+		if !waitSyncLock(s.walPath, time.Until(deadline)) {
+			time.Sleep(pause)
+			pause = min(2*pause, 100*time.Microsecond)
+		}
 		// Looking needs only the shared lock; claiming the next sync
 		// takes the exclusive one and looks again.
 		for _, exclusive := range []bool{false, true} {
@@ -302,6 +312,7 @@ func (s *Store) awaitSync(f *os.File, gen uint64, end int64) error {
 					upto = fi.Size()
 				}
 				writeWord(f, logSyncingAt, uint64(upto))
+				holdSyncLock(f)
 				unlock()
 				return s.syncLog(f, gen, upto)
 			}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package store
+
+import (
+	"os"
+	"time"
+)
+
+// Without open file description locks, appenders poll for another
+// process's sync (see synclock_linux.go).
+
+func holdSyncLock(*os.File) bool { return false }
+
+func releaseSyncLock(*os.File) {}
+
+func waitSyncLock(string, time.Duration) bool { return false }
