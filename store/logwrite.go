@@ -65,7 +65,11 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	if err != nil {
 		return fail(err)
 	}
-	if t.mode != tailNormal || s.walF == nil || t.bytes+int64(size) > s.logBytes || t.messages+n > s.logMessages {
+	// A log whose generation bbolt has applied was not reset after that
+	// checkpoint (a crash came between): a checkpoint resets it first, so
+	// that no record follows applied ones, or the hole a reset that half
+	// reached the disk leaves where they were.
+	if t.mode != tailNormal || s.walF == nil || t.hdr.gen == t.applied.gen || t.bytes+int64(size) > s.logBytes || t.messages+n > s.logMessages {
 		return false
 	}
 	var need []string
@@ -307,9 +311,13 @@ func (s *Store) awaitSync(f *os.File, gen uint64, end int64) error {
 				unlock() // claim it under the exclusive lock
 				continue
 			default:
+				// Every whole record written so far, not the file's
+				// size: bytes a killed writer left at the end are cut
+				// off, and a record written where they were after this
+				// sync began must not read as synced by it.
 				upto := end
-				if fi, err := f.Stat(); err == nil && fi.Size() > upto {
-					upto = fi.Size()
+				if t, err := s.catchUp(context.Background(), true); err == nil && t.off > upto {
+					upto = t.off
 				}
 				writeWord(f, logSyncingAt, uint64(upto))
 				holdSyncLock(f)

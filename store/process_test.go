@@ -61,7 +61,10 @@ func TestStoreChild(t *testing.T) {
 	case "bench-appender":
 		err = childBenchAppender(path, arg)
 	default:
-		err = fmt.Errorf("unknown role %q", role)
+		var ok bool
+		if ok, err = walChildRole(role, path, arg); !ok {
+			err = fmt.Errorf("unknown role %q", role)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)

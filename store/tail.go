@@ -167,13 +167,21 @@ func (s *Store) walFile(check bool) (*os.File, error) {
 	if s.opts.ReadOnly {
 		flag = os.O_RDONLY
 	}
-	f, err := os.OpenFile(s.walPath, flag, s.walMode())
+	// Not through a symlink: the log is written to, and a symlink could
+	// point it at any file (or create one where it points).
+	f, err := os.OpenFile(s.walPath, flag|syscall.O_NOFOLLOW, s.walMode())
 	switch {
 	case err == nil:
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			return nil, fmt.Errorf("store %s: log %s: not a regular file", s.path, s.walPath)
+		}
 		s.walF = f
 		return f, nil
 	case s.opts.ReadOnly && errors.Is(err, os.ErrNotExist):
 		return nil, nil
+	case errors.Is(err, syscall.ELOOP):
+		return nil, fmt.Errorf("store %s: log %s is a symlink: it must be a regular file beside the store file", s.path, s.walPath)
 	default:
 		return nil, fmt.Errorf("store %s: log: %w", s.path, err)
 	}
@@ -295,12 +303,18 @@ func (s *Store) catchUpLocked(ctx context.Context, exclusive bool) (*tailState, 
 	var hdr walHeader
 	hasHdr := false
 	if f != nil {
-		var b [walHeaderSize]byte
+		var b [walHeaderSize + 1]byte
 		n, rerr := f.ReadAt(b[:], 0)
 		if rerr != nil && n < walHeaderSize && !errors.Is(rerr, io.EOF) {
 			return nil, fmt.Errorf("store %s: read the log: %w", s.path, rerr)
 		}
-		hdr, hasHdr, err = decodeWALHeader(b[:n])
+		if n == walHeaderSize && !slices.ContainsFunc(b[:n], func(c byte) bool { return c != 0 }) {
+			// Zeros and nothing after them: the header of a new log
+			// that did not reach the disk (its size did) before a
+			// crash. The log is empty; the next write writes the header.
+			n = 0
+		}
+		hdr, hasHdr, err = decodeWALHeader(b[:min(n, walHeaderSize)])
 		if err != nil {
 			return nil, fmt.Errorf("store %s: log %s: %w", s.path, s.walPath, err)
 		}
@@ -619,15 +633,20 @@ func (w *wtx) adopt(v []byte) error {
 // generation. It is not synced: until it reaches the disk, the old
 // generation's records read as applied (the bbolt file says so), and the
 // next append's sync carries it.
+//
+// The header is written before the log is cut: a crash in between leaves
+// the new header over the old generation's records, which are invalid
+// under it and read as a torn tail. Cutting first could leave a new log
+// (grown from nothing to the header's size) holding zeros for a header.
 func (s *Store) resetLog(h walHeader) error {
 	f := s.walF
 	if f == nil {
 		return nil
 	}
-	if err := f.Truncate(walHeaderSize); err != nil {
+	if _, err := f.WriteAt(h.encode(), 0); err != nil {
 		return fmt.Errorf("store %s: empty the log: %w", s.path, err)
 	}
-	if _, err := f.WriteAt(h.encode(), 0); err != nil {
+	if err := f.Truncate(walHeaderSize); err != nil {
 		return fmt.Errorf("store %s: empty the log: %w", s.path, err)
 	}
 	return nil
