@@ -38,10 +38,12 @@ type walOp struct {
 	tag         string // A, R: the tag every record's text starts with; D: the key
 }
 
+// String is the line a child prints for o.
 func (o walOp) String() string {
 	return fmt.Sprintf("%c %s %d %d %d %d %s", o.kind, o.session, o.epoch, o.first, o.last, o.sum, o.tag)
 }
 
+// parseWALOp reads a line String wrote.
 func parseWALOp(line string) (walOp, bool) {
 	var o walOp
 	var kind string
@@ -886,9 +888,9 @@ func TestWALDamagedRecord(t *testing.T) {
 	t.Logf("%d damaged logs", n)
 }
 
-// [R2] A log whose header is garbage or a valid header of no store, whose
-// header is zeros with records after it, or that is a directory or a
-// symlink: calls fail with an error naming the log (never a crash), and
+// [R2] A log whose header is garbage or fails its checksum, whose header
+// is zeros with records after it, or that is a directory or a symlink:
+// calls fail with an error naming the log (never a crash), and
 // nothing is rewritten. A header of zeros alone (the log of a store created
 // when the crash came before its header reached the disk) is an empty log.
 func TestWALBadHeader(t *testing.T) {
