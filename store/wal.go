@@ -230,6 +230,15 @@ func scanWAL(f *os.File, path string, gen uint64, from int64) (walScan, error) {
 		rest := buf[pos+1:]
 		for i := bytes.Index(rest, magic[:]); i >= 0; {
 			if _, _, ok := parseWALRecord(rest[i:], gen); ok {
+				if holdsUnwrittenSector(buf[pos:pos+1+i], from+int64(pos)) {
+					// Writes that were never synced reached the disk
+					// out of order before a power cut: a sector of
+					// the bad record never did. Nothing after it was
+					// acknowledged (its sync would have carried the
+					// sector), so this is a torn tail, as etcd reads
+					// it.
+					break
+				}
 				return walScan{}, fmt.Errorf("log %s: %w: bad record at offset %d with valid records after it (ctxstore doctor --salvage recovers them)", path, ErrCorrupt, sc.end)
 			}
 			j := bytes.Index(rest[i+1:], magic[:])
@@ -241,4 +250,22 @@ func scanWAL(f *os.File, path string, gen uint64, from int64) (walScan, error) {
 		sc.torn = true
 	}
 	return sc, nil
+}
+
+// sectorSize is the unit a disk writes whole: bytes the disk never got read
+// back as a run of zeros of at least this size, aligned to it.
+const sectorSize = 512
+
+// holdsUnwrittenSector reports whether b, which starts at offset at of the
+// log, holds a whole sector of zeros. A record never holds one (message
+// JSON has no NUL bytes; the envelope's few binary fields are far shorter),
+// so such a sector is one the disk never wrote.
+func holdsUnwrittenSector(b []byte, at int64) bool {
+	first := (at + sectorSize - 1) / sectorSize * sectorSize
+	for off := first; off+sectorSize <= at+int64(len(b)); off += sectorSize {
+		if allZero(b[off-at : off-at+sectorSize]) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -1459,5 +1460,91 @@ func TestDamagedPagesWithLog(t *testing.T) {
 			}
 			t.Log(got)
 		})
+	}
+}
+
+// After a power cut, unsynced writes may have reached the disk out of
+// order: a record with a sector that was never written (zeros) followed by
+// a later record that was. Nothing from the hole on was acknowledged, so
+// the log reads as cut at the hole, not as damage.
+func TestWALUnwrittenSectorIsATornTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "z.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("sector ", 400) // ~2.8 KiB: spans whole sectors
+	for i := range 4 {
+		if _, _, err := st.Append(ctx, "s", text("user", fmt.Sprintf("%d %s", i, big))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Kill-like: no Close, so the records stay in the log only.
+	log, err := os.ReadFile(path + walSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Zero a whole aligned sector inside the third message's record (the
+	// first went to bbolt; the log holds messages 2, 3 and 4).
+	recs := 0
+	var starts []int
+	for off := walHeaderSize; off < len(log); {
+		_, size, ok := parseWALRecord(log[off:], binary.LittleEndian.Uint64(log[32:]))
+		if !ok {
+			t.Fatalf("record %d does not parse", recs)
+		}
+		starts = append(starts, off)
+		off += size
+		recs++
+	}
+	if recs != 3 {
+		t.Fatalf("the log holds %d records, want 3", recs)
+	}
+	sec := (starts[1]+sectorSize-1)/sectorSize*sectorSize + sectorSize
+	clear(log[sec : sec+sectorSize])
+	cp := filepath.Join(t.TempDir(), "copy.db")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cp+walSuffix, log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := Open(cp, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	si, err := st2.Session(ctx, "s")
+	if err != nil {
+		t.Fatalf("a hole of unwritten sectors read as damage: %v", err)
+	}
+	if si.LastSeq != 2 {
+		t.Fatalf("last seq %d, want 2 (the log cut at the hole)", si.LastSeq)
+	}
+	if _, _, err := st2.Append(ctx, "s", text("user", "after")); err != nil {
+		t.Fatal(err)
+	}
+	// Flipped bytes, not a hole, stay damage.
+	log2 := slices.Clone(log)
+	copy(log2[sec:sec+sectorSize], data[:sectorSize]) // not zeros
+	log2[sec] ^= 0xff
+	cp2 := filepath.Join(t.TempDir(), "copy2.db")
+	if err := os.WriteFile(cp2, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cp2+walSuffix, log2, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st3, err := Open(cp2, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st3.Close()
+	if _, err := st3.Session(ctx, "s"); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("garbage with valid records after it: err = %v, want ErrCorrupt", err)
 	}
 }
