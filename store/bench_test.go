@@ -392,3 +392,60 @@ func BenchmarkAppendProcesses(b *testing.B) {
 		b.ReportMetric(rates[fmt.Sprintf("4-%v", own)]/rates[fmt.Sprintf("1-%v", own)], "x-4proc-vs-1-"+kind)
 	}
 }
+
+// BenchmarkAppendHistory: durable single appends to a session that already
+// holds 1k, 10k and 100k messages, built the way peerbench builds them
+// (1,000-message NoSync batches), against a raw 1 KiB write+fdatasync in
+// the same run. A log append does not touch the bbolt file, so the history's
+// size and how it was built should not show.
+func BenchmarkAppendHistory(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
+			dir := b.TempDir()
+			path := filepath.Join(dir, "h.db")
+			r := rand.New(rand.NewPCG(5, 6))
+			recs := make([]Record, 64)
+			for i := range recs {
+				recs[i] = Record{Message: benchMessage(r, 1024), Tokens: 256}
+			}
+			fill, err := Open(path, Options{NoSync: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			batch := make([]Record, 1000)
+			for i := 0; i < n; i += len(batch) {
+				for j := range batch {
+					batch[j] = recs[(i+j)%len(recs)]
+				}
+				if _, _, err := fill.Append(context.Background(), "bench", batch...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := fill.Close(); err != nil {
+				b.Fatal(err)
+			}
+			s, err := Open(path, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			raw := newRawFsync(b, dir)
+			var ds, rs []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if _, _, err := s.Append(context.Background(), "bench", recs[i%len(recs)]); err != nil {
+					b.Fatal(err)
+				}
+				ds = append(ds, time.Since(t0))
+				b.StopTimer()
+				rs = append(rs, raw.once(b))
+				b.StartTimer()
+			}
+			b.StopTimer()
+			p50, rawP50 := percentile(ds, 0.5), percentile(rs, 0.5)
+			b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+			b.ReportMetric(float64(p50)/float64(rawP50), "p50-ratio-vs-fdatasync")
+		})
+	}
+}
