@@ -231,7 +231,19 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		// A failure to empty it loses nothing: bbolt says how far the
 		// log is applied, so its records read as applied.
 		if same, serr := s.stillAtPath(); serr == nil && same {
-			_ = s.resetLog(next)
+			// A NoSync commit is not on disk yet: the log must not be
+			// emptied of records other processes acknowledged as synced
+			// before the file holds them for good.
+			if s.opts.NoSync && t.records() {
+				if serr := db.Sync(); serr != nil {
+					same = false
+				}
+			}
+			if same && s.resetLog(next) == nil {
+				// The log's records are now in the file, synced by
+				// this commit: the log may be used again.
+				s.syncErr.Store(nil)
+			}
 		}
 	}
 	switch {

@@ -28,6 +28,13 @@ type walAppend struct {
 // it: an append that depends on this one (written after it, having seen it)
 // is acknowledged only after a sync that carries this one too.
 func (s *Store) walCommit(batch []*writeReq) bool {
+	if s.syncErr.Load() != nil {
+		// A sync of the log failed: the kernel may have dropped its
+		// unsynced pages while still showing them. Commit to bbolt, which
+		// writes the log's records again with the batch and syncs them,
+		// until a commit has done so (commitOnce clears the failure).
+		return false
+	}
 	size, n := 0, 0
 	for _, r := range batch {
 		if r.wal == nil {
@@ -153,8 +160,16 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	}
 	f := s.walF
 	if _, err := f.WriteAt(buf, t.off); err != nil {
-		// Nothing acknowledged: cut off whatever part was written.
-		_ = f.Truncate(t.off)
+		// Nothing acknowledged: cut off whatever part was written. If
+		// that fails too, whole records of the batch may stay in the log
+		// and be applied later: their outcome is unknown.
+		if terr := f.Truncate(t.off); terr != nil {
+			s.failLog(err)
+			for _, r := range accepted {
+				r.err = fmt.Errorf("store %s: append to the log: %w: %w (and cutting it back failed: %v)", s.path, ErrOutcomeUnknown, err, terr)
+			}
+			return true
+		}
 		for _, r := range accepted {
 			r.err = fmt.Errorf("store %s: append to the log: %w", s.path, err)
 		}
@@ -174,26 +189,38 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	nt.off += int64(len(buf))
 	nt.bytes += int64(len(buf))
 	end := nt.off
-	lead := !s.opts.NoSync && claimSync(f, end)
 	s.tailMu.Lock()
 	s.tail = &nt
 	s.tailMu.Unlock()
-	unlock()
-	locked = false
 	if s.opts.NoSync {
+		// Acknowledged unsynced, as the caller asked: readers see it now.
+		markSynced(f, end)
 		return true
 	}
+	lead := claimSync(f, end)
+	// Close waits for this sync before it closes the log.
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	unlock()
+	locked = false
 	if lead {
 		err = s.syncLog(f, t.hdr.gen, end)
 	} else {
 		err = s.awaitSync(f, t.hdr.gen, end)
 	}
 	if err != nil {
+		s.failLog(err)
 		for _, r := range accepted {
 			r.err = fmt.Errorf("store %s: sync the log: %w: %w", s.path, ErrOutcomeUnknown, err)
 		}
 	}
 	return true
+}
+
+// failLog records that the log can no longer be trusted to hold what was
+// written to it (a sync or a cut failed): later writes commit to bbolt.
+func (s *Store) failLog(err error) {
+	s.syncErr.CompareAndSwap(nil, &err)
 }
 
 // Processes share the log's syncs: a sync flushes every record written
@@ -213,14 +240,17 @@ const (
 	// syncWaitMax bounds the wait for another process's sync: a process
 	// killed in it never reports, and the waiter then syncs itself.
 	syncWaitMax = 100 * time.Millisecond
+	// syncWaitSlice bounds one wait in the kernel: the words are looked
+	// at again after it.
+	syncWaitSlice = 2 * time.Millisecond
 )
 
-func readWord(f *os.File, at int64) uint64 {
+func readWord(f *os.File, at int64) (uint64, error) {
 	var b [8]byte
-	if n, _ := f.ReadAt(b[:], at); n < len(b) {
-		return 0
+	if _, err := f.ReadAt(b[:], at); err != nil {
+		return 0, err
 	}
-	return binary.LittleEndian.Uint64(b[:])
+	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
 func writeWord(f *os.File, at int64, v uint64) {
@@ -229,14 +259,38 @@ func writeWord(f *os.File, at int64, v uint64) {
 	_, _ = f.WriteAt(b[:], at)
 }
 
+// syncWords reads the log's generation and its synced and syncing words.
+func syncWords(f *os.File) (gen, synced, syncing uint64, err error) {
+	var b [walHeaderSize]byte
+	if _, err := f.ReadAt(b[:], 0); err != nil {
+		return 0, 0, 0, err
+	}
+	return binary.LittleEndian.Uint64(b[logGenAt:]), binary.LittleEndian.Uint64(b[logSyncedAt:]), binary.LittleEndian.Uint64(b[logSyncingAt:]), nil
+}
+
+// markSynced records, under the exclusive lock, that the log is synced up
+// to end (for a NoSync store: acknowledged up to end).
+func markSynced(f *os.File, end int64) {
+	_, synced, syncing, err := syncWords(f)
+	if err != nil || synced >= uint64(end) {
+		return
+	}
+	writeWord(f, logSyncedAt, uint64(end))
+	if syncing < uint64(end) {
+		writeWord(f, logSyncingAt, uint64(end))
+	}
+}
+
 // claimSync decides, under the exclusive lock after a record ending at end
 // was written, whether this process syncs now (true: it announces a sync up
-// to end) or waits, because another process's sync is in progress.
+// to end) or waits, because another process's sync is in progress. When it
+// cannot tell, it syncs: an extra sync is never wrong.
 func claimSync(f *os.File, end int64) bool {
-	if readWord(f, logSyncingAt) > readWord(f, logSyncedAt) {
+	_, synced, syncing, err := syncWords(f)
+	if err == nil && syncing > synced {
 		return false
 	}
-	writeWord(f, logSyncingAt, uint64(end))
+	writeWord(f, logSyncingAt, max(syncing, uint64(end)))
 	holdSyncLock(f)
 	return true
 }
@@ -246,10 +300,13 @@ func claimSync(f *os.File, end int64) bool {
 // progress, so that waiters sync themselves).
 func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 	err := fdatasync(f)
+	if err == nil && s.syncFault != nil {
+		err = s.syncFault()
+	}
 	if err == nil && s.synced != nil {
 		s.synced()
 	}
-	unlock, lerr := s.walLock(context.Background(), true)
+	unlock, lerr := s.lockLog(context.Background(), true)
 	if lerr != nil {
 		releaseSyncLock(f)
 		return err // waiters time out and sync themselves
@@ -258,20 +315,16 @@ func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 	// Waiters wake when this is released, and then find the words below
 	// up to date (they read them under the log's lock, held here).
 	defer releaseSyncLock(f)
-	if readWord(f, logGenAt) != gen {
+	g, synced, _, rerr := syncWords(f)
+	if rerr != nil || g != gen {
 		return err
 	}
-	synced := readWord(f, logSyncedAt)
-	switch {
-	case err != nil:
+	if err != nil {
 		writeWord(f, logSyncingAt, synced)
-	case synced < uint64(end):
-		writeWord(f, logSyncedAt, uint64(end))
-		if readWord(f, logSyncingAt) < uint64(end) {
-			writeWord(f, logSyncingAt, uint64(end))
-		}
+		return err
 	}
-	return err
+	markSynced(f, end)
+	return nil
 }
 
 // awaitSync waits until the log is on disk up to end: through the sync in
@@ -282,22 +335,28 @@ func (s *Store) awaitSync(f *os.File, gen uint64, end int64) error {
 	deadline := time.Now().Add(syncWaitMax)
 	pause := 20 * time.Microsecond
 	for {
-		// Wait in the kernel for the sync in progress; if that returns at
-		// once (its process is not holding the byte, or the platform
-		// has no such lock), poll.
-		if !waitSyncLock(s.walPath, time.Until(deadline)) {
+		// Wait in the kernel for the sync in progress, a slice at a time
+		// (the process holding the byte may be stopped while another's
+		// sync ends); if there is nothing to wait on there (its process
+		// is not holding the byte, or the platform has no such lock),
+		// poll.
+		if !s.syncWait.wait(s.walPath, min(time.Until(deadline), syncWaitSlice)) {
 			time.Sleep(pause)
 			pause = min(2*pause, 100*time.Microsecond)
 		}
 		// Looking needs only the shared lock; claiming the next sync
 		// takes the exclusive one and looks again.
 		for _, exclusive := range []bool{false, true} {
-			unlock, err := s.walLock(context.Background(), exclusive)
+			unlock, err := s.lockLog(context.Background(), exclusive)
 			if err != nil {
 				return s.syncLog(f, gen, end)
 			}
-			g, synced, syncing := readWord(f, logGenAt), readWord(f, logSyncedAt), readWord(f, logSyncingAt)
+			g, synced, syncing, err := syncWords(f)
 			switch {
+			case err != nil:
+				// Cannot tell how far the log is synced: sync it.
+				unlock()
+				return s.syncLog(f, gen, end)
 			case g != gen:
 				// Applied to bbolt by a checkpoint, whose commit synced it.
 				unlock()
@@ -319,7 +378,7 @@ func (s *Store) awaitSync(f *os.File, gen uint64, end int64) error {
 				if t, err := s.catchUp(context.Background(), true); err == nil && t.off > upto {
 					upto = t.off
 				}
-				writeWord(f, logSyncingAt, uint64(upto))
+				writeWord(f, logSyncingAt, max(syncing, uint64(upto)))
 				holdSyncLock(f)
 				unlock()
 				return s.syncLog(f, gen, upto)

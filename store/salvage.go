@@ -673,10 +673,7 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 	if err := os.Link(tmp, dst); err != nil {
 		return fmt.Errorf("create %s: %w", dst, err)
 	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	_ = syncDir(dir)
 	return nil
 }
 

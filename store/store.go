@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -82,8 +83,17 @@ type Store struct {
 	shMu    sync.Mutex   // guards shRefs and shFile
 	shRefs  int          // readers holding the shared lock
 	shFile  *os.File     // the descriptor holding the shared lock
-	tailMu  sync.Mutex   // guards tail
-	tail    *tailState   // the log beyond bbolt as last read; nil: rebuild
+	tailMu  sync.Mutex   // guards tail and rtail
+	tail    *tailState   // the log beyond bbolt as a writer last read it; nil: rebuild
+	rtail   *tailState   // the same up to where the log is synced, for readers
+	// walClosed is set once Close has begun: nothing takes the log after
+	// it but the syncs in flight (inflight), which Close waits for.
+	walClosed atomic.Bool
+	inflight  sync.WaitGroup
+	// syncErr is set when a sync (or a cut) of the log failed; appends
+	// then commit to bbolt until a commit has applied the log again.
+	syncErr  atomic.Pointer[error]
+	syncWait syncWaiter // the wait for another process's sync of the log
 	// logBytes and logMessages bound the log: the write that would pass
 	// either is committed to bbolt, applying the log. Tests lower them.
 	logBytes    int64
@@ -91,6 +101,9 @@ type Store struct {
 	// synced, if set (by tests), runs after every sync that makes writes
 	// durable: the log's, and each bbolt commit's.
 	synced func()
+	// syncFault, if set (by tests), makes a successful sync of the log
+	// fail with its error, as a disk that lost the writes would.
+	syncFault func() error
 }
 
 // Open opens the store at path, creating the file (mode 0600) and any
@@ -171,11 +184,19 @@ func createFile(path string) error {
 		return fmt.Errorf("store %s: create: %w", path, err)
 	}
 	// The new directory entry must survive a crash like the data does.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	_ = syncDir(dir)
 	return nil
+}
+
+// syncDir syncs a directory, so that the names created in it survive a
+// power cut.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 func createBuckets(tx *bbolt.Tx) error {
@@ -259,6 +280,12 @@ func (s *Store) Close() error {
 	if s.db != nil { // lingering
 		s.closeDB()
 	}
+	// No new operation takes the log from here on; the syncs of appends
+	// already written finish on it before it is closed.
+	s.walMu.Lock()
+	s.walClosed.Store(true)
+	s.walMu.Unlock()
+	s.inflight.Wait()
 	s.walMu.Lock()
 	if s.walF != nil {
 		s.walF.Close()

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"errors"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -17,9 +19,25 @@ const (
 	syncLockAt = 1 << 62
 )
 
+// errSyncByteFree says that nobody holds the log's sync byte.
+var errSyncByteFree = errors.New("sync byte free")
+
+// syncLock applies an OFD lock command to the sync byte of f, through the
+// file's own reference to its descriptor (a concurrent Close waits for it).
 func syncLock(f *os.File, cmd int, typ int16) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
 	lk := syscall.Flock_t{Type: typ, Whence: 0, Start: syncLockAt, Len: 1}
-	return syscall.FcntlFlock(f.Fd(), cmd, &lk)
+	var lerr error
+	if err := rc.Control(func(fd uintptr) { lerr = syscall.FcntlFlock(fd, cmd, &lk) }); err != nil {
+		return err
+	}
+	if lerr == nil && cmd == fOFDGetlk && lk.Type == syscall.F_UNLCK {
+		return errSyncByteFree
+	}
+	return lerr
 }
 
 // holdSyncLock marks f's process as syncing the log; it reports false if it
@@ -29,33 +47,50 @@ func holdSyncLock(f *os.File) bool { return syncLock(f, fOFDSetlk, syscall.F_WRL
 // releaseSyncLock undoes holdSyncLock.
 func releaseSyncLock(f *os.File) { _ = syncLock(f, fOFDSetlk, syscall.F_UNLCK) }
 
-// waitSyncLock waits, at most for wait, until no process holds the sync
-// byte of the log at path. It reports whether it waited in the kernel (false:
-// it could not, and the caller polls instead).
-func waitSyncLock(path string, wait time.Duration) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
+// syncWaiter is a Store's wait in the kernel for another process's sync of
+// the log: one goroutine at most, blocked on the sync byte, whose end every
+// appender of the Store waiting meanwhile shares. A process stopped while
+// holding the byte thus holds one thread of each Store, not one per append.
+type syncWaiter struct {
+	mu   sync.Mutex
+	done chan struct{} // closed when the wait in progress ends; nil: none
+}
+
+// wait waits, at most for d, until no process holds the sync byte of the log
+// at path. It reports whether it waited (false: nobody holds it, or the lock
+// is unavailable, and the caller polls instead).
+func (w *syncWaiter) wait(path string, d time.Duration) bool {
+	w.mu.Lock()
+	done := w.done
+	if done == nil {
+		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			w.mu.Unlock()
+			return false
+		}
+		if err := syncLock(f, fOFDGetlk, syscall.F_RDLCK); err != nil {
+			f.Close()
+			w.mu.Unlock()
+			return false // nobody holds it: nothing to wait for in the kernel
+		}
+		done = make(chan struct{})
+		w.done = done
+		go func() {
+			// Closing the descriptor drops the read lock it takes.
+			_ = syncLock(f, fOFDSetlkw, syscall.F_RDLCK)
+			f.Close()
+			w.mu.Lock()
+			w.done = nil
+			w.mu.Unlock()
+			close(done)
+		}()
 	}
-	lk := syscall.Flock_t{Type: syscall.F_RDLCK, Whence: 0, Start: syncLockAt, Len: 1}
-	if err := syscall.FcntlFlock(f.Fd(), fOFDGetlk, &lk); err != nil || lk.Type == syscall.F_UNLCK {
-		f.Close()
-		return false // nobody holds it: nothing to wait for in the kernel
-	}
-	done := make(chan error, 1)
-	go func() {
-		// The descriptor is this goroutine's: it closes it when the call
-		// returns, which also drops the read lock it took.
-		err := syncLock(f, fOFDSetlkw, syscall.F_RDLCK)
-		f.Close()
-		done <- err
-	}()
-	t := time.NewTimer(wait)
+	w.mu.Unlock()
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case err := <-done:
-		return err == nil
+	case <-done:
 	case <-t.C:
-		return true
 	}
+	return true
 }

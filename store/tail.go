@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"syscall"
@@ -103,8 +105,17 @@ func (m sessionMeta) clone() sessionMeta {
 
 // walLock takes the log's lock, exclusive or shared, for this process and
 // against other processes, waiting at most LockTimeout. The returned func
-// releases it.
+// releases it. It fails with ErrClosed once Close has begun.
 func (s *Store) walLock(ctx context.Context, exclusive bool) (func(), error) {
+	if s.walClosed.Load() {
+		return nil, fmt.Errorf("store %s: %w", s.path, ErrClosed)
+	}
+	return s.lockLog(ctx, exclusive)
+}
+
+// lockLog is walLock for the syncs of appends already written, which Close
+// waits for: they still take the lock while Close is under way.
+func (s *Store) lockLog(ctx context.Context, exclusive bool) (func(), error) {
 	if exclusive {
 		s.walMu.Lock()
 		f, err := s.walFile(true)
@@ -154,6 +165,14 @@ func (s *Store) walLock(ctx context.Context, exclusive bool) (func(), error) {
 // store of a file never written by a version with a log). Callers hold walMu
 // exclusively, or shared with shMu and no shared lock taken.
 func (s *Store) walFile(check bool) (*os.File, error) {
+	if s.walClosed.Load() {
+		// Close is waiting for syncs in flight: they use the log open
+		// now, and nothing opens it again.
+		if s.walF == nil {
+			return nil, fmt.Errorf("store %s: %w", s.path, ErrClosed)
+		}
+		return s.walF, nil
+	}
 	if s.walF != nil && check {
 		if same, err := sameFile(s.walF, s.walPath); err != nil || !same {
 			s.walF.Close()
@@ -169,7 +188,21 @@ func (s *Store) walFile(check bool) (*os.File, error) {
 	}
 	// Not through a symlink: the log is written to, and a symlink could
 	// point it at any file (or create one where it points).
-	f, err := os.OpenFile(s.walPath, flag|syscall.O_NOFOLLOW, s.walMode())
+	f, err := os.OpenFile(s.walPath, flag&^os.O_CREATE|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, os.ErrNotExist) && !s.opts.ReadOnly {
+		f, err = os.OpenFile(s.walPath, flag|os.O_EXCL|syscall.O_NOFOLLOW, s.walMode())
+		if err == nil {
+			// The new log's name must survive a power cut as the
+			// records synced into it do.
+			if derr := syncDir(filepath.Dir(s.walPath)); derr != nil {
+				f.Close()
+				return nil, fmt.Errorf("store %s: log %s: sync its directory: %w", s.path, s.walPath, derr)
+			}
+		} else if errors.Is(err, os.ErrExist) {
+			// Another process created it meanwhile.
+			f, err = os.OpenFile(s.walPath, flag&^os.O_CREATE|syscall.O_NOFOLLOW, 0)
+		}
+	}
 	switch {
 	case err == nil:
 		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
@@ -277,19 +310,27 @@ func boltTxid(path string) (uint64, error) {
 // catchUp brings the tail up to date with the files and returns it. The
 // caller holds the log's lock (exclusive when exclusive is set: then bytes
 // left by a write cut short are cut off the log).
+//
+// A writer (exclusive) reads every whole record: its checks must see every
+// other writer's appends, and its sync carries the ones it builds on. A
+// reader reads only the records the log is synced up to, so that nothing it
+// shows can vanish in a power cut; each keeps its own tail.
 func (s *Store) catchUp(ctx context.Context, exclusive bool) (*tailState, error) {
 	s.tailMu.Lock()
 	defer s.tailMu.Unlock()
-	t, err := s.catchUpLocked(ctx, exclusive)
+	cache := &s.rtail
+	if exclusive {
+		cache = &s.tail
+	}
+	t, err := s.catchUpLocked(ctx, *cache, exclusive)
 	if err != nil {
 		return nil, err
 	}
-	s.tail = t
+	*cache = t
 	return t, nil
 }
 
-func (s *Store) catchUpLocked(ctx context.Context, exclusive bool) (*tailState, error) {
-	old := s.tail
+func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive bool) (*tailState, error) {
 	dev, ino, err := fileID(s.path)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", s.path, err)
@@ -302,6 +343,7 @@ func (s *Store) catchUpLocked(ctx context.Context, exclusive bool) (*tailState, 
 	f := s.walF
 	var hdr walHeader
 	hasHdr := false
+	var synced int64
 	if f != nil {
 		var b [walHeaderSize + 1]byte
 		n, rerr := f.ReadAt(b[:], 0)
@@ -318,6 +360,9 @@ func (s *Store) catchUpLocked(ctx context.Context, exclusive bool) (*tailState, 
 		if err != nil {
 			return nil, fmt.Errorf("store %s: log %s: %w", s.path, s.walPath, err)
 		}
+		if hasHdr {
+			synced = int64(binary.LittleEndian.Uint64(b[logSyncedAt:]))
+		}
 	}
 	t := old
 	if t == nil || t.dbDev != dev || t.dbIno != ino || t.txid != txid || t.hasHdr != hasHdr || t.hdr != hdr {
@@ -329,7 +374,11 @@ func (s *Store) catchUpLocked(ctx context.Context, exclusive bool) (*tailState, 
 		return t, nil
 	}
 	gen := hdr.gen
-	sc, err := scanWAL(f, s.walPath, gen, t.off)
+	limit := int64(-1)
+	if !exclusive {
+		limit = synced
+	}
+	sc, err := scanWAL(f, s.walPath, gen, t.off, limit, synced)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", s.path, err)
 	}
@@ -364,7 +413,7 @@ func (s *Store) catchUpLocked(ctx context.Context, exclusive bool) (*tailState, 
 		nt = *t
 		nt.mode, nt.sessions, nt.messages, nt.bytes = tailOrphan, map[string]*tailSession{}, 0, 0
 		nt.off = walHeaderSize
-		all, err := scanWAL(f, s.walPath, gen, walHeaderSize)
+		all, err := scanWAL(f, s.walPath, gen, walHeaderSize, limit, synced)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", s.path, err)
 		}
@@ -655,6 +704,6 @@ func (s *Store) resetLog(h walHeader) error {
 // forgetTail drops the tail: the next operation rebuilds it from the files.
 func (s *Store) forgetTail() {
 	s.tailMu.Lock()
-	s.tail = nil
+	s.tail, s.rtail = nil, nil
 	s.tailMu.Unlock()
 }

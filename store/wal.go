@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -27,12 +26,20 @@ import (
 //	header   0 magic "ctxstore-wal\x00\x00\x00\x01" (16 bytes)
 //	        16 id     (16 bytes: names the bbolt file the log belongs to)
 //	        32 gen    uint64 LE (generation: bumped each time the log is emptied)
-//	        40 crc32c of bytes 0..40, uint32 LE; the rest is zero
+//	        40 crc32c of bytes 0..40, uint32 LE
+//	        48 synced  uint64 LE: the log is on disk up to this offset
+//	        56 syncing uint64 LE: how far the sync in progress takes it
 //	record   0 magic  uint32 LE (walRecMagic)
 //	         4 length uint32 LE of the payload
 //	         8 crc32c uint32 LE of gen (8 bytes LE) followed by the payload
 //	        12 payload: count uint32 LE, then count times (length uint32 LE,
 //	           message envelope as stored in bbolt)
+//
+// The two words after the checksum change as syncs end (logwrite.go), under
+// the log's lock; a new generation's header has them zero. Readers see
+// records only up to synced, so a message is never shown before it is
+// durable, and a bad record past synced is a torn tail (nobody was told it
+// was stored) while one before it is damage.
 //
 // One record is one Append call: its messages land together or not at all.
 // The generation in every record's checksum makes records left over from an
@@ -194,24 +201,32 @@ type walScan struct {
 	torn    bool       // bytes after end that are not a valid record
 }
 
-// scanWAL parses the log from offset from to its end. Invalid bytes at the
-// end (a write cut short by a crash) stop the scan and set torn; invalid
-// bytes followed by a valid record are damage: ErrCorrupt naming the offset.
-func scanWAL(f *os.File, path string, gen uint64, from int64) (walScan, error) {
+// scanWAL parses the log from offset from up to offset limit (the file's
+// end when limit is negative). synced is how far the log's header says the
+// log is on disk. Bytes past synced that are no valid record are a torn
+// tail: writes nobody acknowledged, cut short or reaching the disk out of
+// order before a crash, whatever follows them (they set torn). Bad bytes
+// before synced, or a log that ends before it, are damage to records that
+// were synced and may have been acknowledged: ErrCorrupt naming the offset.
+func scanWAL(f *os.File, path string, gen uint64, from, limit, synced int64) (walScan, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return walScan{}, fmt.Errorf("log %s: %w", path, err)
 	}
 	sc := walScan{end: from}
-	if fi.Size() <= from {
-		return sc, nil
+	size := fi.Size()
+	if limit >= 0 {
+		size = min(size, limit)
 	}
-	buf := make([]byte, fi.Size()-from)
-	n, err := f.ReadAt(buf, from)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return walScan{}, fmt.Errorf("log %s: read: %w", path, err)
+	var buf []byte
+	if size > from {
+		buf = make([]byte, size-from)
+		n, err := f.ReadAt(buf, from)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return walScan{}, fmt.Errorf("log %s: read: %w", path, err)
+		}
+		buf = buf[:n]
 	}
-	buf = buf[:n]
 	pos := 0
 	for pos < len(buf) {
 		envs, size, ok := parseWALRecord(buf[pos:], gen)
@@ -222,50 +237,13 @@ func scanWAL(f *os.File, path string, gen uint64, from int64) (walScan, error) {
 		pos += size
 	}
 	sc.end = from + int64(pos)
-	if pos < len(buf) {
-		// A valid record after the bad bytes means they are not a write
-		// cut short at the end but damage in the middle.
-		var magic [4]byte
-		binary.LittleEndian.PutUint32(magic[:], walRecMagic)
-		rest := buf[pos+1:]
-		for i := bytes.Index(rest, magic[:]); i >= 0; {
-			if _, _, ok := parseWALRecord(rest[i:], gen); ok {
-				if holdsUnwrittenSector(buf[pos:pos+1+i], from+int64(pos)) {
-					// Writes that were never synced reached the disk
-					// out of order before a power cut: a sector of
-					// the bad record never did. Nothing after it was
-					// acknowledged (its sync would have carried the
-					// sector), so this is a torn tail, as etcd reads
-					// it.
-					break
-				}
-				return walScan{}, fmt.Errorf("log %s: %w: bad record at offset %d with valid records after it (ctxstore doctor --salvage recovers them)", path, ErrCorrupt, sc.end)
-			}
-			j := bytes.Index(rest[i+1:], magic[:])
-			if j < 0 {
-				break
-			}
-			i += 1 + j
-		}
+	switch {
+	case sc.end < synced && pos < len(buf):
+		return walScan{}, fmt.Errorf("log %s: %w: bad record at offset %d, before offset %d up to which the log was synced (ctxstore doctor --salvage recovers the records after it)", path, ErrCorrupt, sc.end, synced)
+	case sc.end < synced:
+		return walScan{}, fmt.Errorf("log %s: %w: the log ends at offset %d, before offset %d up to which it was synced (ctxstore doctor --salvage recovers what is left)", path, ErrCorrupt, sc.end, synced)
+	case pos < len(buf):
 		sc.torn = true
 	}
 	return sc, nil
-}
-
-// sectorSize is the unit a disk writes whole: bytes the disk never got read
-// back as a run of zeros of at least this size, aligned to it.
-const sectorSize = 512
-
-// holdsUnwrittenSector reports whether b, which starts at offset at of the
-// log, holds a whole sector of zeros. A record never holds one (message
-// JSON has no NUL bytes; the envelope's few binary fields are far shorter),
-// so such a sector is one the disk never wrote.
-func holdsUnwrittenSector(b []byte, at int64) bool {
-	first := (at + sectorSize - 1) / sectorSize * sectorSize
-	for off := first; off+sectorSize <= at+int64(len(b)); off += sectorSize {
-		if allZero(b[off-at : off-at+sectorSize]) {
-			return true
-		}
-	}
-	return false
 }

@@ -750,7 +750,10 @@ func TestWALTornTail(t *testing.T) {
 	dir := t.TempDir()
 	for cut := lastRec.off; cut < len(fx.log); cut++ {
 		path := filepath.Join(dir, fmt.Sprintf("cut-%d.db", cut))
-		fx.write(t, path, fx.log[:cut])
+		// Written, not yet synced, when the crash came: the header says
+		// the log is synced up to the record before.
+		cutLog := withSynced(fx.log[:cut], lastRec.off)
+		fx.write(t, path, cutLog)
 		ro, err := Open(path, Options{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
@@ -762,7 +765,7 @@ func TestWALTornTail(t *testing.T) {
 			t.Fatalf("cut at %d: session %+v, %v", cut, info, err)
 		}
 		ro.Close()
-		if b, _ := os.ReadFile(path + walSuffix); !bytes.Equal(b, fx.log[:cut]) {
+		if b, _ := os.ReadFile(path + walSuffix); !bytes.Equal(b, cutLog) {
 			t.Fatalf("cut at %d: a read-only reader changed the log", cut)
 		}
 		st, err := Open(path, Options{NoSync: true})
@@ -789,6 +792,15 @@ func TestWALTornTail(t *testing.T) {
 		}
 	}
 	t.Logf("%d cuts of a %d-byte record", len(fx.log)-lastRec.off, lastRec.size)
+}
+
+// withSynced returns a copy of log whose header says it is synced up to off
+// (and no sync is in progress).
+func withSynced(log []byte, off int) []byte {
+	b := slices.Clone(log)
+	binary.LittleEndian.PutUint64(b[logSyncedAt:], uint64(off))
+	binary.LittleEndian.PutUint64(b[logSyncingAt:], uint64(off))
+	return b
 }
 
 // checkLogIntact opens path afresh: Verify clean, session "s" holds want.
@@ -1335,7 +1347,11 @@ func TestWALSyncAnnouncedPastTornBytes(t *testing.T) {
 	defer lf.Close()
 	// A sync announced by a process that died in it: the next append
 	// waits for it, then (after syncWaitMax) syncs itself.
-	writeWord(lf, logSyncingAt, readWord(lf, logSyncedAt)+1)
+	_, synced, _, err := syncWords(lf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeWord(lf, logSyncingAt, synced+1)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var syncs []time.Time
@@ -1463,11 +1479,14 @@ func TestDamagedPagesWithLog(t *testing.T) {
 	}
 }
 
-// After a power cut, unsynced writes may have reached the disk out of
-// order: a record with a sector that was never written (zeros) followed by
-// a later record that was. Nothing from the hole on was acknowledged, so
-// the log reads as cut at the hole, not as damage.
-func TestWALUnwrittenSectorIsATornTail(t *testing.T) {
+// After a power cut, writes that were never synced may have reached the
+// disk in part and out of order: a record with a hole (zeros, a whole
+// sector or less) or stale bytes, followed by a later record that did reach
+// it. The header says how far the log was synced; nothing past that was
+// acknowledged, so bad bytes there read as a torn tail, cut off by the next
+// writer. Before it, the same bytes are damage to synced records: an
+// error, and the log is left as it is for salvage.
+func TestWALTornPastSyncedDamagedBefore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "z.db")
 	st, err := Open(path, Options{})
 	if err != nil {
@@ -1484,67 +1503,63 @@ func TestWALUnwrittenSectorIsATornTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Zero a whole aligned sector inside the third message's record (the
-	// first went to bbolt; the log holds messages 2, 3 and 4).
-	recs := 0
-	var starts []int
-	for off := walHeaderSize; off < len(log); {
-		_, size, ok := parseWALRecord(log[off:], binary.LittleEndian.Uint64(log[32:]))
-		if !ok {
-			t.Fatalf("record %d does not parse", recs)
-		}
-		starts = append(starts, off)
-		off += size
-		recs++
-	}
-	if recs != 3 {
-		t.Fatalf("the log holds %d records, want 3", recs)
-	}
-	sec := (starts[1]+sectorSize-1)/sectorSize*sectorSize + sectorSize
-	clear(log[sec : sec+sectorSize])
-	cp := filepath.Join(t.TempDir(), "copy.db")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cp, data, 0o600); err != nil {
-		t.Fatal(err)
+	// The first message went to bbolt; the log holds messages 2, 3, 4.
+	spans := walSpans(t, log)
+	if len(spans) != 3 {
+		t.Fatalf("the log holds %d records, want 3", len(spans))
 	}
-	if err := os.WriteFile(cp+walSuffix, log, 0o600); err != nil {
-		t.Fatal(err)
+	third := spans[1].off
+	sector := (third+511)/512*512 + 512
+	cases := []struct {
+		name   string
+		synced int // the header's synced word
+		damage func(b []byte)
+		torn   bool
+	}{
+		{"whole zero sector past synced", third, func(b []byte) { clear(b[sector : sector+512]) }, true},
+		{"short zero run past synced", third, func(b []byte) { clear(b[third+40 : third+140]) }, true},
+		{"stale bytes past synced", third, func(b []byte) { b[third+100] ^= 0xff }, true},
+		{"whole zero sector before synced", len(log), func(b []byte) { clear(b[sector : sector+512]) }, false},
+		{"flipped byte before synced", len(log), func(b []byte) { b[third+100] ^= 0xff }, false},
+		{"log shorter than synced", len(log) + 100, func([]byte) {}, false},
 	}
-	st2, err := Open(cp, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
-	si, err := st2.Session(ctx, "s")
-	if err != nil {
-		t.Fatalf("a hole of unwritten sectors read as damage: %v", err)
-	}
-	if si.LastSeq != 2 {
-		t.Fatalf("last seq %d, want 2 (the log cut at the hole)", si.LastSeq)
-	}
-	if _, _, err := st2.Append(ctx, "s", text("user", "after")); err != nil {
-		t.Fatal(err)
-	}
-	// Flipped bytes, not a hole, stay damage.
-	log2 := slices.Clone(log)
-	copy(log2[sec:sec+sectorSize], data[:sectorSize]) // not zeros
-	log2[sec] ^= 0xff
-	cp2 := filepath.Join(t.TempDir(), "copy2.db")
-	if err := os.WriteFile(cp2, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cp2+walSuffix, log2, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	st3, err := Open(cp2, Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st3.Close()
-	if _, err := st3.Session(ctx, "s"); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("garbage with valid records after it: err = %v, want ErrCorrupt", err)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := withSynced(log, c.synced)
+			c.damage(b)
+			cp := filepath.Join(t.TempDir(), "copy.db")
+			if err := os.WriteFile(cp, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(cp+walSuffix, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			st2, err := Open(cp, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st2.Close()
+			_, _, aerr := st2.Append(ctx, "s", text("user", "after"))
+			si, serr := st2.Session(ctx, "s")
+			if !c.torn {
+				if !errors.Is(aerr, ErrCorrupt) || !errors.Is(serr, ErrCorrupt) {
+					t.Fatalf("damage to synced records: append err %v, read err %v; want ErrCorrupt", aerr, serr)
+				}
+				if got, err := os.ReadFile(cp + walSuffix); err != nil || !bytes.Equal(got, b) {
+					t.Fatalf("the damaged log was changed (%v): it must stay for salvage", err)
+				}
+				return
+			}
+			if aerr != nil || serr != nil {
+				t.Fatalf("a torn tail past the synced mark read as damage: append %v, read %v", aerr, serr)
+			}
+			if si.LastSeq != 3 {
+				t.Fatalf("last seq %d, want 3 (two messages, then the append after the cut)", si.LastSeq)
+			}
+		})
 	}
 }
