@@ -283,9 +283,9 @@ func (s *Store) prepare(ctx context.Context, schema string) error {
 	case have == latest:
 		return nil
 	case s.readOnly && have == 0:
-		return s.errorf("", "schema %s holds no ctxstore tables: %w (open it once read-write, as a role that may create in the database, to create them; or check the schema's name)", s.schema, ErrNoSchema)
+		return s.errorf("", "no ctxstore tables in schema %s (check its name; a read-write open, by a role that may create in the database, creates them): %w", s.schema, ErrNoSchema)
 	case s.readOnly:
-		return s.errorf("", "schema %s is at version %d, this program needs %d: %w (open it once read-write, as a role that may create in the schema, to migrate)", s.schema, have, latest, ErrNoSchema)
+		return s.errorf("", "schema %s is at version %d, this program needs %d (open it once read-write, as a role that may create in the schema, to migrate it): %w", s.schema, have, latest, ErrNoSchema)
 	}
 	if err := s.migrate(ctx, schema, names); err != nil {
 		if isDenied(err) {

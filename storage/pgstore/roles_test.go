@@ -253,7 +253,7 @@ func TestReadOnlyNoSchema(t *testing.T) {
 			t.Fatalf("read-only open of schema %s: %v, want ErrNoSchema", schema, err)
 		}
 		if msg := err.Error(); !strings.Contains(msg, schema) || !strings.Contains(msg, "127.0.0.1") && !strings.Contains(msg, "localhost") ||
-			!strings.Contains(msg, "no ctxstore tables") || !strings.Contains(msg, "read-write") {
+			!strings.Contains(msg, "no ctxstore tables in schema") || !strings.Contains(msg, "read-write open") {
 			t.Errorf("ErrNoSchema says %q: it should name the server and schema and say how to create it", msg)
 		}
 	}
