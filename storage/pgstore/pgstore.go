@@ -289,7 +289,7 @@ func (s *Store) prepare(ctx context.Context, schema string) error {
 	}
 	if err := s.migrate(ctx, schema, names); err != nil {
 		if isDenied(err) {
-			return fmt.Errorf("%w\nrole %q may not create or migrate schema %s (at version %d, this program needs %d): open it once read-write as a role that may create in the database, such as its owner; then this role can use it", err, s.user, s.schema, have, latest)
+			return fmt.Errorf("%w\nrole %q may not create or migrate schema %s (at version %d, this program needs %d): open it once read-write as a role that may create in the schema (in the database, while the schema does not exist), such as the database's owner; then this role can use it", err, s.user, s.schema, have, latest)
 		}
 		return err
 	}
@@ -358,8 +358,16 @@ func (s *Store) migrate(ctx context.Context, schema string, names []string) erro
 		return s.errorf("", "schema %s is at version %d, newer than this program's %d: use a newer ctxstore", s.schema, have, len(names))
 	}
 	if have < len(names) {
-		_, err = conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s.schema+";"+
-			"CREATE TABLE IF NOT EXISTS "+s.schema+".migrations (version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())")
+		// CREATE SCHEMA needs CREATE on the database even when the schema
+		// exists: a role that owns an existing schema migrates it without.
+		var exists bool
+		err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists)
+		if err == nil && !exists {
+			_, err = conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s.schema)
+		}
+		if err == nil {
+			_, err = conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+s.schema+".migrations (version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())")
+		}
 		if err != nil {
 			return s.errorf("", "migrate schema %s: %w", s.schema, err)
 		}

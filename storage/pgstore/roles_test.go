@@ -333,3 +333,34 @@ func TestConformanceDMLRole(t *testing.T) {
 		return another(t), another
 	})
 }
+
+// TestSchemaOwnerMigrates: a role that may create in an existing schema
+// (its owner, say) but not in the database creates the tables there.
+func TestSchemaOwnerMigrates(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	schema := freshSchema(t, dsn)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	owner := pgtest.Role(t, dsn, schema)
+	cfg, err := pgx.ParseConfig(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "GRANT CREATE ON SCHEMA "+pgx.Identifier{schema}.Sanitize()+" TO "+pgx.Identifier{cfg.User}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := openAs(t, owner, schema, Options{})
+	if err != nil {
+		t.Fatalf("read-write open of an empty schema by a role that may create in it: %v", err)
+	}
+	if _, _, err := st.Append(ctx, "s", rec("one")); err != nil {
+		t.Fatal(err)
+	}
+}
