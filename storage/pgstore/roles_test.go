@@ -53,6 +53,31 @@ func seeded(t *testing.T, dsn string) (schema string, st *Store) {
 	return schema, st
 }
 
+// admin runs sqls as the test server's own role.
+func admin(t *testing.T, dsn string, sqls ...string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range sqls {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
+// emptySchema is a fresh schema, created without tables by the test
+// server's own role.
+func emptySchema(t *testing.T, dsn string) string {
+	t.Helper()
+	schema := freshSchema(t, dsn)
+	admin(t, dsn, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
+	return schema
+}
+
 func rec(text string) storage.Record {
 	return storage.Record{Message: ctxstore.NewMessage("user", text)}
 }
@@ -242,11 +267,7 @@ func TestReadOnlyNoSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	absent := freshSchema(t, dsn)
-	empty := freshSchema(t, dsn)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{empty}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	absent, empty := freshSchema(t, dsn), emptySchema(t, dsn)
 	for _, schema := range []string{absent, empty} {
 		_, err := openAs(t, dsn, schema, Options{ReadOnly: true})
 		if !errors.Is(err, ErrNoSchema) {
@@ -305,15 +326,7 @@ func TestDMLRole(t *testing.T) {
 	}
 
 	// An empty schema the role may use but not create tables in.
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	empty := freshSchema(t, dsn)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{empty}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	empty := emptySchema(t, dsn)
 	_, err = openAs(t, pgtest.Role(t, dsn, empty), empty, Options{})
 	if err == nil || !strings.Contains(err.Error(), "may not create or migrate schema") || !strings.Contains(err.Error(), empty) {
 		t.Errorf("read-write open of an empty schema as a role without CREATE: %v", err)
@@ -338,24 +351,14 @@ func TestConformanceDMLRole(t *testing.T) {
 // (its owner, say) but not in the database creates the tables there.
 func TestSchemaOwnerMigrates(t *testing.T) {
 	dsn := testDSN(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	schema := freshSchema(t, dsn)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	schema := emptySchema(t, dsn)
 	owner := pgtest.Role(t, dsn, schema)
 	cfg, err := pgx.ParseConfig(owner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, "GRANT CREATE ON SCHEMA "+pgx.Identifier{schema}.Sanitize()+" TO "+pgx.Identifier{cfg.User}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	admin(t, dsn, "GRANT CREATE ON SCHEMA "+pgx.Identifier{schema}.Sanitize()+" TO "+pgx.Identifier{cfg.User}.Sanitize())
+	ctx := context.Background()
 	st, err := openAs(t, owner, schema, Options{})
 	if err != nil {
 		t.Fatalf("read-write open of an empty schema by a role that may create in it: %v", err)
