@@ -75,9 +75,10 @@ var ErrReadOnly = storage.ErrReadOnly
 
 // ErrNoSchema means a read-only Open found no ctxstore tables in the schema
 // (or no schema), or a schema older than this program, which only a
-// read-write Open, by a role that may create in the database, brings up to
-// date. The error names the server, the schema and, for an old schema, its
-// version and the one needed.
+// read-write Open brings up to date, by a role that may create in the
+// schema (in the database, while the schema does not exist). The error names
+// the server, the schema and, for an old schema, its version and the one
+// needed.
 var ErrNoSchema = errors.New("pgstore: schema missing or not migrated")
 
 // Options configure a Store. The zero value is the default.
