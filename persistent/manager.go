@@ -26,13 +26,14 @@ var (
 var ErrClosed = errors.New("persistent: manager closed")
 
 // ErrReadOnly is returned by every method that would write, on a Manager
-// opened with Config.ReadOnly.
-var ErrReadOnly = errors.New("persistent: manager opened read-only")
+// opened with Config.ReadOnly. It is the engines' storage.ErrReadOnly, so
+// one errors.Is covers a read-only manager and a read-only engine.
+var ErrReadOnly = storage.ErrReadOnly
 
 // writable fails with ErrReadOnly for a read-only manager.
 func (m *Manager) writable(op string) error {
 	if m.cfg.ReadOnly {
-		return fmt.Errorf("persistent: %s session %q in %s: %w", op, m.session, m.st.Location(), ErrReadOnly)
+		return fmt.Errorf("persistent: %s session %q in %s: the manager was opened read-only: %w", op, m.session, m.st.Location(), ErrReadOnly)
 	}
 	return nil
 }

@@ -45,6 +45,11 @@ var (
 	// could not find out (a write without an idempotency key, or the
 	// caller's context ended first). Read the session before writing again.
 	ErrOutcomeUnknown = errors.New("store: outcome of the write unknown")
+	// ErrReadOnly means a write was refused because the engine may not
+	// write: it was opened read-only, or (on a server) its login lacks the
+	// privilege to change the tables. Nothing was written; the error says
+	// which, and names the store and session.
+	ErrReadOnly = errors.New("store: read-only")
 )
 
 // MaxSessionName is the longest session name, in bytes.

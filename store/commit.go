@@ -50,7 +50,7 @@ func (s *Store) writeReq(ctx context.Context, r *writeReq) error {
 		return err
 	}
 	if s.opts.ReadOnly {
-		return fmt.Errorf("store %s: opened read-only", s.path)
+		return fmt.Errorf("store %s: write refused, the file was opened read-only: %w", s.path, ErrReadOnly)
 	}
 	r.ctx, r.done, r.lead = ctx, make(chan struct{}), make(chan struct{}, 1)
 	s.qmu.Lock()

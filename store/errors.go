@@ -34,6 +34,9 @@ var (
 	// ErrOutcomeUnknown means a write may or may not be in the file at the
 	// path: it committed, but the file could not be checked afterwards.
 	ErrOutcomeUnknown = storage.ErrOutcomeUnknown
+	// ErrReadOnly means a write was asked of a Store opened with
+	// Options.ReadOnly. Nothing was written.
+	ErrReadOnly = storage.ErrReadOnly
 )
 
 // The types the store speaks are the engine contract's (package storage).

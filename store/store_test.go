@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 func openTemp(t testing.TB) (*Store, string) {
@@ -628,8 +629,14 @@ func TestClosedAndReadOnly(t *testing.T) {
 	if got := collect(t, ro.Messages(ctx, "x", 0)); len(got) != 1 {
 		t.Fatalf("read-only sees %d", len(got))
 	}
-	if _, _, err := ro.Append(ctx, "x", text("user", "no")); err == nil {
-		t.Fatal("read-only store accepted an append")
+	for name, write := range map[string]func() error{
+		"Append":     func() error { _, _, err := ro.Append(ctx, "x", text("user", "no")); return err },
+		"Clear":      func() error { _, err := ro.Clear(ctx, "x"); return err },
+		"PutDerived": func() error { return ro.PutDerived(ctx, "x", "k", "k", []byte("no")) },
+	} {
+		if err := write(); !errors.Is(err, ErrReadOnly) || !errors.Is(err, storage.ErrReadOnly) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s on a read-only store: %v, want ErrReadOnly naming the file", name, err)
+		}
 	}
 	if _, err := Open(filepath.Join(t.TempDir(), "missing.db"), Options{ReadOnly: true}); err == nil {
 		t.Fatal("read-only open of a missing file succeeded")

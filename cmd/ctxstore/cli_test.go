@@ -50,7 +50,7 @@ func TestTailFollowWaits(t *testing.T) {
 	}{
 		{"no database", "file", "no database at", func(e *env) { e.db = filepath.Join(e.dir, "later", "new.db") }},
 		{"no session", "file", `session "s" does not exist`, func(e *env) { e.ok(conversation, "add", "other") }},
-		{"no schema", "PostgreSQL", `session "s" does not exist`, func(e *env) {}},
+		{"no schema", "PostgreSQL", "no ctxstore tables in schema", func(e *env) {}},
 		{"no session on PostgreSQL", "PostgreSQL", `session "s" does not exist`, func(e *env) { e.ok(conversation, "add", "other") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,8 +20,9 @@ import (
 type openMode int
 
 const (
-	readOnly  openMode = iota // the file must exist and is never written
-	readWrite                 // the file (and its directory) is created if missing
+	readOnly      openMode = iota // the database must exist and is never written
+	readWrite                     // the file (and its directory), or the schema, is created if missing
+	writeExisting                 // written, but it must exist: a change to a session creates no database
 )
 
 // serverOpenTimeout bounds connecting to a PostgreSQL server and bringing
@@ -37,9 +38,10 @@ func isServer(db string) bool {
 }
 
 // open opens the database for a command: the bbolt file, or the PostgreSQL
-// database a postgres:// URL names. A read command on a missing file fails
-// with a message saying how to create one, instead of leaving an empty
-// database behind.
+// database a postgres:// URL names. A read command opens it read-only (a
+// PostgreSQL role that may only SELECT is enough); it and a command that
+// changes a session fail on a missing file or schema with a message saying
+// how to create one, instead of leaving an empty database behind.
 func (a *app) open(ctx context.Context, mode openMode) (storage.Engine, error) {
 	path, err := a.dbPath()
 	if err != nil {
@@ -48,7 +50,7 @@ func (a *app) open(ctx context.Context, mode openMode) (storage.Engine, error) {
 	if isServer(path) {
 		return openServer(ctx, path, mode)
 	}
-	if mode == readOnly {
+	if mode != readWrite {
 		fi, err := os.Stat(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no database at %s (use --db FILE or $CTXSTORE_DB to pick another; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db %s' create one)", path, path)
@@ -69,47 +71,67 @@ func (a *app) open(ctx context.Context, mode openMode) (storage.Engine, error) {
 // parameter picks the schema holding ctxstore's tables (default
 // "ctxstore"), so several deployments can share one database; the other
 // parameters go to the driver as they are. A write creates (or migrates)
-// the schema on first use; a read of a schema without ctxstore's tables
-// fails, as it does for a missing file, instead of creating one.
+// the schema on first use; a read opens it read-only (pgstore's
+// Options.ReadOnly), so it never writes and a role with nothing but SELECT
+// can run it. A read, or a change to a session, of a schema without
+// ctxstore's tables fails, as it does for a missing file, instead of
+// creating one.
 func openServer(ctx context.Context, dsn string, mode openMode) (*pgstore.Store, error) {
 	conn, schema, err := splitSchema(dsn)
 	if err != nil {
 		return nil, err
 	}
-	if schema == "" {
-		schema = pgstore.DefaultSchema
-	}
 	ctx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
 	defer cancel()
-	unreachable := func(err error) error {
-		return fmt.Errorf("%w\n(the database is the PostgreSQL URL given with --db or $CTXSTORE_DB: %s; check that the server runs and accepts the connection)", err, redactURL(dsn))
-	}
-	if mode == readOnly {
+	if mode == writeExisting {
 		found, err := hasTables(ctx, conn, schema)
 		if err != nil {
-			return nil, unreachable(err)
+			return nil, unreachable(err, dsn)
 		}
 		if !found {
 			return nil, fmt.Errorf("no ctxstore tables in schema %q of %s (check the schema= parameter of --db or $CTXSTORE_DB; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db URL' create them)", schema, redactURL(dsn))
 		}
 	}
-	st, err := pgstore.Open(ctx, conn, pgstore.Options{Schema: schema})
+	st, err := pgstore.Open(ctx, conn, pgstore.Options{Schema: schema, ReadOnly: mode == readOnly})
+	if errors.Is(err, pgstore.ErrNoSchema) {
+		return nil, fmt.Errorf("%w\n(check the schema= parameter of --db or $CTXSTORE_DB: %s; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db URL' create or update the tables)", err, redactURL(dsn))
+	}
 	if err != nil {
-		return nil, unreachable(err)
+		return nil, unreachable(err, dsn)
 	}
 	return st, nil
 }
 
+// unreachable adds to err, which failed to reach the server db names, where
+// that URL came from and what to check.
+func unreachable(err error, db string) error {
+	return fmt.Errorf("%w\n(the database is the PostgreSQL URL given with --db or $CTXSTORE_DB: %s; check that the server runs and accepts the connection)", err, redactURL(db))
+}
+
 // hasTables reports whether schema holds ctxstore's tables, on a
-// connection of its own (pgstore.Open would create them).
+// connection of its own (a read-write pgstore.Open would create them).
 func hasTables(ctx context.Context, dsn, schema string) (bool, error) {
-	c, err := pgx.Connect(ctx, dsn)
+	c, err := connect(ctx, dsn)
 	if err != nil {
-		return false, redactPassword(fmt.Errorf("connect: %w", err), dsn)
+		return false, err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
+	return tablesIn(ctx, c, dsn, schema)
+}
+
+// connect opens a connection of its own to the server dsn names.
+func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, redactPassword(fmt.Errorf("connect: %w", err), dsn)
+	}
+	return c, nil
+}
+
+// tablesIn is hasTables on c, a connection to dsn.
+func tablesIn(ctx context.Context, c *pgx.Conn, dsn, schema string) (bool, error) {
 	var found bool
-	err = c.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "sessions"}.Sanitize()).Scan(&found)
+	err := c.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "sessions"}.Sanitize()).Scan(&found)
 	if err != nil {
 		return false, redactPassword(fmt.Errorf("look for schema %q: %w", schema, err), dsn)
 	}
@@ -129,7 +151,8 @@ func redactPassword(err error, dsn string) error {
 }
 
 // splitSchema takes the "schema" query parameter out of a postgres:// URL,
-// which the driver would otherwise send the server as a setting.
+// which the driver would otherwise send the server as a setting; without
+// one the schema is pgstore.DefaultSchema.
 func splitSchema(dsn string) (conn, schema string, err error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -138,7 +161,7 @@ func splitSchema(dsn string) (conn, schema string, err error) {
 	}
 	q := u.Query()
 	if !q.Has("schema") {
-		return dsn, "", nil
+		return dsn, pgstore.DefaultSchema, nil
 	}
 	schema = q.Get("schema")
 	if schema == "" {

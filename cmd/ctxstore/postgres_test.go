@@ -274,3 +274,65 @@ func TestPostgresMissingSchema(t *testing.T) {
 	// Still nothing there: the reads created no schema.
 	e.fail(1, "", []string{"ls"}, "no ctxstore tables in schema")
 }
+
+// roleURL is db (a URL of newPGEnv) logging in as a new role with USAGE on
+// its schema and privs on the schema's tables (pgtest.Role).
+func roleURL(t *testing.T, db string, privs ...string) string {
+	t.Helper()
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := u.Query().Get("schema")
+	return schemaURL(t, pgtest.Role(t, pgtest.DSN(t), schema, privs...), schema)
+}
+
+// TestPostgresReadOnlyRole: the read commands work for a role that may
+// only SELECT (they open the schema read-only); the commands that write
+// fail saying the role may not change the schema, not that the server is
+// unreachable, and change nothing. A role with SELECT, INSERT, UPDATE and
+// DELETE but no CREATE writes.
+func TestPostgresReadOnlyRole(t *testing.T) {
+	e, db := newPGEnv(t)
+	e.ok(conversation, "add", "work")
+	e.ok("", "clear", "work")
+	e.ok(`{"role":"user","content":"after the clear"}`, "add", "work")
+	want := e.ok("", "export").stdout
+	reader := roleURL(t, db, "SELECT")
+	for _, tc := range []struct {
+		args []string
+		want string // in stdout
+	}{
+		{[]string{"ls"}, "work"},
+		{[]string{"show", "work"}, "after the clear"},
+		{[]string{"show", "work", "--epoch", "1", "--jsonl"}, conversation},
+		{[]string{"export"}, want},
+		{[]string{"tail", "-n", "1", "work"}, "after the clear"},
+		{[]string{"view", "work", "--budget", "3000"}, "after the clear"},
+		{[]string{"stats"}, "sessions  1"},
+		{[]string{"verify"}, "OK"},
+	} {
+		args := append([]string{"--db", reader}, tc.args...)
+		if r := e.ok("", args...); !strings.Contains(r.stdout, tc.want) {
+			t.Errorf("ctxstore %s as a SELECT-only role: stdout lacks %q:\n%s", strings.Join(tc.args, " "), tc.want, r.stdout)
+		}
+	}
+	for _, args := range [][]string{
+		{"add", "work"}, {"add", "new"}, {"clear", "work"}, {"purge", "work", "--yes"},
+	} {
+		r := e.fail(1, `{"role":"user","content":"refused"}`, append([]string{"--db", reader}, args...), "may not change schema", "read-only")
+		if strings.Contains(r.stderr, "check that the server runs") {
+			t.Errorf("ctxstore %s as a SELECT-only role blames the connection:\n%s", strings.Join(args, " "), r.stderr)
+		}
+	}
+	if got := e.ok("", "export").stdout; got != want {
+		t.Errorf("refused writes changed the schema:\n%s\nwant:\n%s", got, want)
+	}
+
+	app := roleURL(t, db, "SELECT", "INSERT", "UPDATE", "DELETE")
+	e.ok(`{"role":"user","content":"from the app role"}`, "--db", app, "add", "work")
+	e.ok("", "--db", app, "clear", "work")
+	if r := e.ok("", "show", "work", "--epoch", "2"); !strings.Contains(r.stdout, "from the app role") {
+		t.Errorf("the app role's append is not there:\n%s", r.stdout)
+	}
+}

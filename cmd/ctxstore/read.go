@@ -202,16 +202,12 @@ starts printing when it appears.`,
 			if *n < 0 {
 				return usagef("-n must not be negative")
 			}
-			mode := readOnly
 			if *follow {
 				if ok, err := a.waitForDatabase(ctx); !ok || err != nil {
 					return err // nil when interrupted while waiting
 				}
-				if db, _ := a.dbPath(); isServer(db) {
-					mode = readWrite // as 'tail -F' waits for a file: the schema is made, tail waits for the session
-				}
 			}
-			st, err := a.open(ctx, mode)
+			st, err := a.open(ctx, readOnly)
 			if err != nil {
 				return err
 			}
@@ -329,24 +325,38 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 }
 
 // waitForDatabase waits, like 'tail -F', until the database file exists
-// and has been initialised (is not empty); a server is not waited for. It reports false when ctx ended
-// first.
+// and has been initialised (is not empty), or until a PostgreSQL schema
+// holds ctxstore's tables. It reports false when ctx ended first.
 func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
 	path, err := a.dbPath()
 	if err != nil {
 		return false, err
 	}
-	if isServer(path) {
-		return true, nil // a server: tail's Watch waits for the session
-	}
-	ready := func() bool {
+	ready := func() (bool, error) {
 		fi, err := os.Stat(path)
-		return err == nil && fi.Size() > 0
+		return err == nil && fi.Size() > 0, nil
 	}
-	if ready() {
-		return true, nil
+	what := "no database at " + path + " yet; waiting for it"
+	if isServer(path) {
+		dsn, schema, err := splitSchema(path)
+		if err != nil {
+			return false, err
+		}
+		cctx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
+		c, err := connect(cctx, dsn)
+		cancel()
+		if err != nil {
+			return false, unreachable(err, path)
+		}
+		defer c.Close(context.WithoutCancel(ctx))
+		ready = func() (bool, error) { return tablesIn(ctx, c, dsn, schema) }
+		what = fmt.Sprintf("no ctxstore tables in schema %q of %s yet; waiting for them", schema, redactURL(path))
 	}
-	fmt.Fprintf(a.stderr, "ctxstore tail: no database at %s yet; waiting for it\n", path)
+	ok, err := ready()
+	if ok || err != nil {
+		return ok, err
+	}
+	fmt.Fprintf(a.stderr, "ctxstore tail: %s\n", what)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -354,8 +364,12 @@ func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
 		case <-ctx.Done():
 			return false, nil
 		case <-tick.C:
-			if ready() {
-				return true, nil
+			ok, err := ready()
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			if ok || err != nil {
+				return ok, err
 			}
 		}
 	}

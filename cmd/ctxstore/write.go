@@ -182,15 +182,7 @@ earlier epoch ('ctxstore show SESSION --epoch N'). Use 'purge' to delete.`,
 // a session (clear, purge) have nothing to do on a missing file, and must not
 // leave an empty one behind.
 func (a *app) openExisting(ctx context.Context) (storage.Engine, error) {
-	st, err := a.open(ctx, readOnly) // fails clearly on a missing file
-	if err != nil {
-		return nil, err
-	}
-	if _, file := st.(*store.Store); !file {
-		return st, nil // a server: the handle writes as well
-	}
-	st.Close()
-	return a.open(ctx, readWrite)
+	return a.open(ctx, writeExisting)
 }
 
 func purgeCommand() *command {

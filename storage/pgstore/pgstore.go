@@ -24,12 +24,20 @@
 //     listens again and rereads what it watches, so no change is missed.
 //   - The schema is created and migrated by Open, under an advisory lock,
 //     once however many hosts start together. Options.Schema names it, so
-//     several deployments can share a database.
+//     several deployments can share a database. Open reads the schema's
+//     version first and takes that path only when the schema is missing or
+//     older than the program, so a role that may only read and change the
+//     tables (no CREATE) opens a current schema read-write.
+//   - Options.ReadOnly opens for reading only, as a role with nothing but
+//     SELECT can: Open creates and migrates nothing (a missing or older
+//     schema fails with ErrNoSchema), every write fails with ErrReadOnly,
+//     and the connections' transactions are read-only on the server too.
 //   - Every key leads with the session, so a sharded PostgreSQL (Citus)
 //     can distribute the tables by it.
 //
 // Errors name the server (host:port/database) and the session, never the
-// password.
+// password. A write the role has no privilege for fails with ErrReadOnly,
+// the server's refusal kept in the chain.
 package pgstore
 
 import (
@@ -59,11 +67,31 @@ import (
 // DefaultSchema is the schema Open uses when Options.Schema is empty.
 const DefaultSchema = "ctxstore"
 
+// ErrReadOnly means a write was refused: the Store was opened with
+// Options.ReadOnly, or the server denied the role the privilege to change
+// the tables. It is storage.ErrReadOnly, which the bbolt engine returns for
+// a file opened read-only, so callers branch the same way on both.
+var ErrReadOnly = storage.ErrReadOnly
+
+// ErrNoSchema means a read-only Open found no ctxstore tables in the schema
+// (or no schema), or a schema older than this program, which only a
+// read-write Open brings up to date, by a role that may create in the
+// schema (in the database, while the schema does not exist). The error names
+// the server, the schema and, for an old schema, its version and the one
+// needed.
+var ErrNoSchema = errors.New("pgstore: schema missing or not migrated")
+
 // Options configure a Store. The zero value is the default.
 type Options struct {
 	// Schema is the PostgreSQL schema holding the tables, created if
 	// missing (default "ctxstore"). Any name works: it is quoted.
 	Schema string
+	// ReadOnly opens the schema for reading only: Open never creates or
+	// migrates it (it fails with ErrNoSchema instead), every write fails
+	// with ErrReadOnly, and the server runs the connections' transactions
+	// read-only. A role with USAGE on the schema and SELECT on its tables
+	// is enough.
+	ReadOnly bool
 	// MaxConns bounds the pool's connections (0: pgxpool's default, the
 	// larger of 4 and the number of CPUs). Watch uses one more, of its own,
 	// per call.
@@ -76,7 +104,9 @@ type Store struct {
 	connCfg  *pgx.ConnConfig // for Watch's dedicated connections
 	server   string          // host:port/database, for messages
 	password string          // to keep out of messages
+	user     string          // the role logged in, for messages
 	schema   string          // quoted identifier
+	readOnly bool            // Options.ReadOnly
 	channel  string          // NOTIFY channel
 	closed   atomic.Bool
 	q        queries
@@ -99,8 +129,9 @@ type Store struct {
 }
 
 // Open connects to the database at dsn (a postgres:// URL or key=value
-// string), creates or migrates the schema, and returns the Store. ctx bounds
-// the connection and the migration.
+// string), creates or migrates the schema when it is missing or older than
+// this program (not with Options.ReadOnly), and returns the Store. ctx
+// bounds the connection and the migration.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -114,19 +145,25 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	// Durable when a call returns, whatever the server's default.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	if opts.ReadOnly {
+		// Whatever slips past the checks, the server refuses to write.
+		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	}
 	s := &Store{
 		connCfg:  cfg.ConnConfig,
 		server:   serverName(cfg.ConnConfig),
 		password: cfg.ConnConfig.Password,
+		user:     cfg.ConnConfig.User,
 		schema:   pgx.Identifier{opts.Schema}.Sanitize(),
 		channel:  channelName(opts.Schema),
+		readOnly: opts.ReadOnly,
 	}
 	s.q = newQueries(s.schema)
 	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, s.errorf("", "connect: %w", err)
 	}
-	if err := s.migrate(ctx, opts.Schema); err != nil {
+	if err := s.prepare(ctx, opts.Schema); err != nil {
 		s.pool.Close()
 		return nil, err
 	}
@@ -226,15 +263,74 @@ func (s *Store) begin(ctx context.Context) error {
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// migrate creates the schema and applies the migrations it lacks, in
-// order, each in its own transaction, under an advisory lock so that
-// several hosts starting together apply each exactly once.
-func (s *Store) migrate(ctx context.Context, schema string) error {
+// prepare checks the schema's version and, when the schema is missing or
+// older than this program, creates or migrates it (read-write only). A
+// current schema costs one query and needs no privilege beyond reading its
+// migrations table.
+func (s *Store) prepare(ctx context.Context, schema string) error {
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
+	latest := len(names)
+	have, err := s.version(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	switch {
+	case have > latest:
+		return s.errorf("", "schema %s is at version %d, newer than this program's %d: use a newer ctxstore", s.schema, have, latest)
+	case have == latest:
+		return nil
+	case s.readOnly && have == 0:
+		return s.errorf("", "no ctxstore tables in schema %s (check its name; a read-write open, by a role that may create in the database, creates them): %w", s.schema, ErrNoSchema)
+	case s.readOnly:
+		return s.errorf("", "schema %s is at version %d, this program needs %d (open it once read-write, as a role that may create in the schema, to migrate it): %w", s.schema, have, latest, ErrNoSchema)
+	}
+	if err := s.migrate(ctx, schema, names); err != nil {
+		if isDenied(err) {
+			return fmt.Errorf("%w\nrole %q may not create or migrate schema %s (at version %d, this program needs %d): open it once read-write as a role that may create in the schema (in the database, while the schema does not exist), such as the database's owner; then this role can use it", err, s.user, s.schema, have, latest)
+		}
+		return err
+	}
+	return nil
+}
+
+// querier is a pool or a connection.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// version is the schema's migration version: 0 when the schema, or its
+// migrations table, does not exist.
+func (s *Store) version(ctx context.Context, q querier) (int, error) {
+	var have int
+	err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+s.schema+".migrations").Scan(&have)
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch pgErr.Code {
+		case "3F000", "42P01": // invalid_schema_name, undefined_table
+			return 0, nil
+		case "42501": // insufficient_privilege
+			return 0, s.errorf("", "schema %s: role %q may not read it: %w (it needs USAGE on the schema and SELECT on its tables)", s.schema, s.user, err)
+		}
+	}
+	if err != nil {
+		return 0, s.errorf("", "schema %s: read its version: %w", s.schema, err)
+	}
+	return have, nil
+}
+
+// isDenied reports whether err is the server refusing the role a privilege.
+func isDenied(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == "42501"
+}
+
+// migrate creates the schema and applies the migrations (names, in order)
+// it lacks, each in its own transaction, under an advisory lock so that
+// several hosts starting together apply each exactly once.
+func (s *Store) migrate(ctx context.Context, schema string, names []string) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return s.errorf("", "connect: %w", err)
@@ -253,17 +349,29 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 			conn.Conn().Close(uctx)
 		}
 	}()
-	_, err = conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s.schema+";"+
-		"CREATE TABLE IF NOT EXISTS "+s.schema+".migrations (version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())")
+	// Another host may have migrated while this one waited for the lock:
+	// a current schema needs no CREATE.
+	have, err := s.version(ctx, conn)
 	if err != nil {
-		return s.errorf("", "migrate schema %s: %w", s.schema, err)
+		return err
 	}
-	var have int
-	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+s.schema+".migrations").Scan(&have); err != nil {
-		return s.errorf("", "migrate schema %s: %w", s.schema, err)
+	if have > len(names) {
+		return s.errorf("", "schema %s is at version %d, newer than this program's %d: use a newer ctxstore", s.schema, have, len(names))
 	}
-	if latest := len(names); have > latest {
-		return s.errorf("", "schema %s is at version %d, newer than this program's %d", s.schema, have, latest)
+	if have < len(names) {
+		// CREATE SCHEMA needs CREATE on the database even when the schema
+		// exists: a role that owns an existing schema migrates it without.
+		var exists bool
+		err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists)
+		if err == nil && !exists {
+			_, err = conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+s.schema)
+		}
+		if err == nil {
+			_, err = conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+s.schema+".migrations (version integer PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())")
+		}
+		if err != nil {
+			return s.errorf("", "migrate schema %s: %w", s.schema, err)
+		}
 	}
 	for i, name := range names {
 		version := i + 1

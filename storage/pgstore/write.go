@@ -77,6 +77,9 @@ func (s *Store) writeWith(ctx context.Context, session string, key appendKey, fo
 	if err := storage.CheckSession(session); err != nil {
 		return err
 	}
+	if s.readOnly {
+		return s.errorf(session, "write refused, the store was opened read-only: %w", ErrReadOnly)
+	}
 	backoff := 20 * time.Millisecond
 	inDoubt := false // an earlier attempt may have committed
 	deadline := time.Now().Add(retryFor)
@@ -124,6 +127,9 @@ func (s *Store) writeWith(ctx context.Context, session string, key appendKey, fo
 		if inDoubt && isKeyTaken(err) {
 			// The first attempt did commit, and finished only now.
 			continue
+		}
+		if isDenied(err) && !inDoubt {
+			return s.errorf(session, "write refused, role %q may not change schema %s: %w (%w)", s.user, s.schema, ErrReadOnly, err)
 		}
 		if !isConnLoss(err) || time.Now().After(deadline) {
 			if inDoubt && !errors.Is(err, errUnknownOutcome) {
