@@ -10,6 +10,9 @@
 //     fdatasynced in the write-ahead log (below), or committed by bbolt,
 //     which fdatasyncs the data pages and then the meta page. Options.NoSync
 //     skips the syncs and is unsafe; it exists for bulk loads and benchmarks.
+//     A NoSync process sharing a file with durable ones makes their
+//     appends as weak as its own while both run (it marks the log synced
+//     without syncing it).
 //   - Atomicity: the records of one Append (or AppendIf) land together or
 //     not at all (one checksummed log record, or one bbolt transaction);
 //     the session's metadata moves with them, so Sessions and Session never
@@ -47,19 +50,29 @@
 // on Checkpoint, and on Close, so a file every process has closed holds every
 // message by itself.
 //
-// Readers see the log's records at once: every operation takes the log's
-// lock (shared to read, exclusive to write; the lock is held for
+// Readers see an append the moment it is durable: every operation takes the
+// log's lock (shared to read, exclusive to write; the lock is held for
 // microseconds, and the fsync runs after it is released, so the appends of
 // several processes overlap their syncs), reads what the log gained since
 // its last look, and reads bbolt and the log together; a read the log alone
-// can answer does not open the bbolt file. Conditional writes check the
-// session as bbolt and the log together show it.
+// can answer does not open the bbolt file. The log's header says how far it
+// is synced, and readers, in this process or another, see records only up
+// to there, so nothing a reader was shown can vanish in a power cut.
+// Conditional writes see every record written, synced or not, and return
+// only after a sync that carries what they checked against.
 //
 // After a crash the log is replayed from the offset bbolt records as
-// applied, so a checkpoint cut short never doubles a record. A record cut
-// short by a crash (only ever the last) is ignored and cut off by the next
-// writer; bytes that fail their checksum with valid records after them are
-// damage, reported as ErrCorrupt naming the log and the offset. A log whose
+// applied, so a checkpoint cut short never doubles a record. Bytes past the
+// synced offset that are no valid record (a write cut short, or unsynced
+// writes that reached the disk out of order before a power cut) were never
+// acknowledged: they are ignored and cut off by the next writer. Bad bytes
+// before it are damage to records that were acknowledged: ErrCorrupt naming
+// the log and the offset, and the log is left as it is for salvage (one
+// caveat: the synced offset itself reaches the disk with the next sync, so
+// damage to the records of the very last sync before a power cut reads as
+// a torn tail). If a sync of the log fails, the append fails with
+// ErrOutcomeUnknown and the Store commits later writes to bbolt, which
+// writes the log's records again with them, until one has succeeded. A log whose
 // identity does not match the file at the path (a copy of the file renamed
 // over it) has its messages appended to the file at the path, except those
 // the file already holds.
