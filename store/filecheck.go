@@ -657,6 +657,9 @@ type walkElem struct {
 	key, value []byte
 	bucket     bool
 	page       uint64 // the leaf page holding the key; 0 for an inline bucket's page
+	// off is where value starts in the file (from leafElem: in its buffer),
+	// so that it can be read again without walking to it (Salvage).
+	off int64
 }
 
 // boltWalker walks buckets of one file and remembers every page it reached.
@@ -686,6 +689,7 @@ func (w *boltWalker) issue(path []string, page uint64, format string, args ...an
 type bucketRoot struct {
 	page   uint64
 	inline []byte // page bytes (header first) of an inline bucket, when page == 0
+	off    int64  // where inline starts in the file, set by boltWalker.sub
 }
 
 // subBucket decodes a nested bucket's value: the bucket header, then, for an inline
@@ -712,6 +716,9 @@ func (w *boltWalker) sub(path []string, e walkElem) (bucketRoot, bool) {
 		w.issue(append(slices.Clone(path), string(e.key)), e.page, "%v", err)
 		return bucketRoot{}, false
 	}
+	if br.page == 0 {
+		br.off = e.off + boltBucketHdrSize
+	}
 	return br, true
 }
 
@@ -724,7 +731,7 @@ func (w *boltWalker) forEach(path []string, root bucketRoot, fn func(walkElem) b
 			w.issue(path, 0, "inline bucket page is a %s page", pageTypeName(h.flags))
 			return
 		}
-		w.leaf(path, 0, root.inline, h.count, fn)
+		w.leaf(path, 0, root.inline, root.off, h.count, fn)
 		return
 	}
 	w.walkPage(path, root.page, 0, fn)
@@ -754,7 +761,7 @@ func (w *boltWalker) walkPage(path []string, id uint64, depth int, fn func(walkE
 	w.pagePath[id] = slices.Clone(path)
 	switch h.flags {
 	case boltLeafPage:
-		return w.leaf(path, id, buf, h.count, fn)
+		return w.leaf(path, id, buf, int64(id)*int64(w.bf.pageSize), h.count, fn)
 	case boltBranchPage:
 		var prev []byte
 		var order disorder
@@ -804,8 +811,9 @@ func (d *disorder) report(w *boltWalker, path []string, id uint64) {
 	}
 }
 
-// leaf walks the elements of a leaf page held in buf.
-func (w *boltWalker) leaf(path []string, id uint64, buf []byte, count uint16, fn func(walkElem) bool) bool {
+// leaf walks the elements of a leaf page held in buf, which starts at
+// offset base of the file.
+func (w *boltWalker) leaf(path []string, id uint64, buf []byte, base int64, count uint16, fn func(walkElem) bool) bool {
 	var prev []byte
 	var order disorder
 	defer order.report(w, path, id)
@@ -817,7 +825,7 @@ func (w *boltWalker) leaf(path []string, id uint64, buf []byte, count uint16, fn
 		}
 		order.check(i, prev, e.key)
 		prev = e.key
-		e.page = id
+		e.page, e.off = id, base+e.off
 		if !fn(e) {
 			return false
 		}
@@ -846,6 +854,7 @@ func leafElem(buf []byte, i int) (walkElem, error) {
 		key:    buf[ks : ks+ksize : ks+ksize],
 		value:  buf[ks+ksize : ve : ve],
 		bucket: flags&boltBucketLeafFlag != 0,
+		off:    int64(ks + ksize),
 	}, nil
 }
 

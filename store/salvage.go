@@ -6,7 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ctxstore/ctxstore/internal/tempfile"
+	"hash/maphash"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -172,6 +174,13 @@ func (r *SalvageReport) String() string {
 // an error and leaves no dst behind, so nothing incomplete looks finished.
 // Temporary files of salvages killed earlier are removed.
 //
+// Salvage does not hold what it recovers in memory: a first pass notes
+// where each intact record lies in src, a second reads the records again
+// from there, session by session, into dst. Its memory is a few tens of
+// bytes per message plus a bounded batch, whatever the file's size. Between
+// the passes src must not change: a program writing to it without taking
+// its lock makes the salvage fail with ErrSourceChanged.
+//
 // The error is non-nil when the salvage did not complete (src unreadable or not a
 // bbolt file, dst exists or cannot be written, ctx cancelled); damage is in the
 // report.
@@ -184,7 +193,15 @@ type SalvageOptions struct {
 	// LockTimeout bounds the wait for writers in other processes to let go
 	// of src; 0 means DefaultLockTimeout.
 	LockTimeout time.Duration
+	// afterWalk, when set, runs between the pass that finds the records
+	// and the one that copies them (tests change the file there).
+	afterWalk func()
 }
+
+// ErrSourceChanged means the file being salvaged changed while the
+// salvage read it: a program wrote to it without taking its lock. Nothing
+// was written; stop that program and salvage again.
+var ErrSourceChanged = errors.New("the file changed while it was salvaged (a program wrote to it without taking its lock)")
 
 // SalvageWith is Salvage with options.
 func SalvageWith(ctx context.Context, src, dst string, opts SalvageOptions) (*SalvageReport, error) {
@@ -225,6 +242,9 @@ func SalvageWith(ctx context.Context, src, dst string, opts SalvageOptions) (*Sa
 
 	r := &SalvageReport{Source: src, Dest: dst, SkipReasons: map[string]int{}, byReason: map[string]string{}}
 	sv, err := readForSalvage(ctx, src, r)
+	if sv != nil {
+		defer sv.bf.close()
+	}
 	if err != nil {
 		return r, incomplete(src, dst, err)
 	}
@@ -232,6 +252,9 @@ func SalvageWith(ctx context.Context, src, dst string, opts SalvageOptions) (*Sa
 		if sv.log, err = sv.readLog(lf, logPath, r); err != nil {
 			return r, incomplete(src, dst, err)
 		}
+	}
+	if opts.afterWalk != nil {
+		opts.afterWalk()
 	}
 	if err := sv.write(ctx, dst, r); err != nil {
 		return r, incomplete(src, dst, err)
@@ -260,8 +283,30 @@ func fatalWriteError(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || !refused
 }
 
+// Salvage works in two passes so that its memory does not grow with the
+// file (docs/performance.md has the figures and the alternatives). The
+// first walks the file as before but keeps, per message, only where its
+// record lies (msgRef: offset, length, epoch and a hash, 32 bytes), never
+// the record; that is all the decisions need (which copy of a seq to keep,
+// which orphan leaf goes where, what is missing), and the few that compare
+// two copies' bytes read them again. The second pass writes session by
+// session in name order: it sorts the session's refs by seq, reads each
+// record again, checks its hash, and feeds ImportSession, which commits in
+// bounded batches. Spilling the records to a temporary bbolt file was the
+// other way considered: constant memory even per message, but every
+// record written twice and a third file to clean up, for a saving (~40
+// bytes a message) that matters only past tens of millions of messages.
+
 // salvaged is what a walk of a damaged file found, per session.
 type salvaged struct {
+	// bf is the file walked, open until the salvage ends: the records
+	// are read from it again when written. start is its state when the
+	// walk began; seed keys the hashes that tell a record is unchanged.
+	bf    *boltFile
+	start os.FileInfo
+	seed  maphash.Seed
+	// err is the first failure to read a record again during the walk.
+	err      error
 	sessions map[string]*salvageSession
 	order    []string // session names in the order found
 	reasons  map[string]int
@@ -285,15 +330,79 @@ type salvaged struct {
 type salvageSession struct {
 	name    string
 	meta    *sessionMeta
-	msgs    map[uint64]envelope
-	derived []Derived
+	msgs    map[uint64]msgRef // by seq
+	derived []derivedRef
 	skipped int
+}
+
+// msgRef locates a checked message record in the file being salvaged.
+type msgRef struct {
+	off   int64 // where the record (the bbolt value) starts
+	size  uint32
+	epoch uint64
+	sum   uint64 // maphash of the record, under salvaged.seed
+}
+
+// derivedRef locates a derived record in the file being salvaged.
+type derivedRef struct {
+	kind, key string
+	val       msgRef // epoch unused
+}
+
+// ref locates e's value, a record of the given epoch.
+func (sv *salvaged) ref(e walkElem, epoch uint64) msgRef {
+	return msgRef{off: e.off, size: uint32(len(e.value)), epoch: epoch, sum: maphash.Bytes(sv.seed, e.value)}
+}
+
+// reread reads the record ref locates again, checking it is the one the
+// walk found.
+func (sv *salvaged) reread(ref msgRef) ([]byte, error) {
+	v := make([]byte, ref.size)
+	if _, err := sv.bf.f.ReadAt(v, ref.off); errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: it is now shorter than the record at offset %d", ErrSourceChanged, ref.off)
+	} else if err != nil {
+		return nil, fmt.Errorf("read the record at offset %d again: %w", ref.off, err)
+	}
+	if maphash.Bytes(sv.seed, v) != ref.sum {
+		return nil, fmt.Errorf("%w: the record at offset %d (%d bytes) differs from when it was first read", ErrSourceChanged, ref.off, ref.size)
+	}
+	return v, nil
+}
+
+// rereadMessage reads the message ref locates again and decodes it.
+func (sv *salvaged) rereadMessage(session string, seq uint64, ref msgRef) (envelope, error) {
+	v, err := sv.reread(ref)
+	if err != nil {
+		return envelope{}, fmt.Errorf("session %q seq %d: %w", session, seq, err)
+	}
+	return decodeAt(session, seqKey(seq), v)
+}
+
+// fail keeps the first error of the walk.
+func (sv *salvaged) fail(err error) {
+	if sv.err == nil {
+		sv.err = err
+	}
+}
+
+// unchanged checks that the file has the size and modification time it had
+// when the walk began: the refs describe that file only.
+func (sv *salvaged) unchanged() error {
+	fi, err := sv.bf.f.Stat()
+	if err != nil {
+		return fmt.Errorf("check the file is unchanged: %w", err)
+	}
+	if fi.Size() != sv.start.Size() || !fi.ModTime().Equal(sv.start.ModTime()) {
+		return fmt.Errorf("%w: %d bytes modified %s when the salvage began, now %d bytes modified %s", ErrSourceChanged,
+			sv.start.Size(), sv.start.ModTime().Format(time.RFC3339Nano), fi.Size(), fi.ModTime().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 func (sv *salvaged) session(name string) *salvageSession {
 	s := sv.sessions[name]
 	if s == nil {
-		s = &salvageSession{name: name, msgs: map[uint64]envelope{}}
+		s = &salvageSession{name: name, msgs: map[uint64]msgRef{}}
 		sv.sessions[name] = s
 		sv.order = append(sv.order, name)
 	}
@@ -312,9 +421,9 @@ func (sv *salvaged) skip(s *salvageSession, reason, example string) {
 
 // message considers one key/value of a session's msgs bucket. It reports whether the
 // message was kept.
-func (sv *salvaged) message(s *salvageSession, k, v []byte) bool {
-	env, ok := sv.record(s, s.name, k, v)
-	return ok && sv.add(s, env)
+func (sv *salvaged) message(s *salvageSession, e walkElem) bool {
+	env, ok := sv.record(s, s.name, e.key, e.value)
+	return ok && sv.add(s, env.Seq, sv.ref(e, env.Epoch))
 }
 
 // record decodes and checks one message record; a record that fails is counted as
@@ -342,26 +451,50 @@ func (sv *salvaged) record(s *salvageSession, where string, k, v []byte) (envelo
 	return env, true
 }
 
-// add keeps env in s unless s has that seq already. It reports whether env was new.
-func (sv *salvaged) add(s *salvageSession, env envelope) bool {
-	if old, ok := s.msgs[env.Seq]; ok {
-		if !bytes.Equal(old.Raw, env.Raw) || old.Epoch != env.Epoch {
-			sv.skip(s, "two different copies of one seq (kept the first)", fmt.Sprintf("session %q seq %d", s.name, env.Seq))
+// add keeps the message at ref as seq of s unless s has that seq already. It
+// reports whether the message was new.
+func (sv *salvaged) add(s *salvageSession, seq uint64, ref msgRef) bool {
+	if old, ok := s.msgs[seq]; ok {
+		if old.sum != ref.sum && !sv.sameMessage(s.name, seq, old, ref) {
+			sv.skip(s, "two different copies of one seq (kept the first)", fmt.Sprintf("session %q seq %d", s.name, seq))
 		}
 		return false
 	}
-	s.msgs[env.Seq] = env
+	s.msgs[seq] = ref
 	return true
 }
 
-// readForSalvage walks src and collects what is intact.
+// sameMessage reports whether two records of one seq hold the same message
+// in the same epoch (they may differ in what else they record). A record
+// that cannot be read again fails the walk (sv.err).
+func (sv *salvaged) sameMessage(session string, seq uint64, a, b msgRef) bool {
+	ea, err := sv.rereadMessage(session, seq, a)
+	if err != nil {
+		sv.fail(err)
+		return true
+	}
+	eb, err := sv.rereadMessage(session, seq, b)
+	if err != nil {
+		sv.fail(err)
+		return true
+	}
+	return bytes.Equal(ea.Raw, eb.Raw) && ea.Epoch == eb.Epoch
+}
+
+// readForSalvage walks src and notes where what is intact lies. Once src is
+// open, the result is non-nil (with an error too when the walk failed): its
+// bf is open and the caller closes it.
 func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvaged, error) {
 	bf, err := openBoltFile(src)
 	if bf == nil {
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}
-	defer bf.close()
-	sv := &salvaged{sessions: map[string]*salvageSession{}, reasons: map[string]int{}, examples: map[string]string{}, logSkipped: map[string]int{}}
+	sv := &salvaged{bf: bf, seed: maphash.MakeSeed(), sessions: map[string]*salvageSession{}, reasons: map[string]int{}, examples: map[string]string{}, logSkipped: map[string]int{}}
+	start, serr := bf.f.Stat()
+	if serr != nil {
+		return sv, fmt.Errorf("salvage %s: %w", src, serr)
+	}
+	sv.start = start
 	if bf.size == 0 {
 		r.Meta = "none: empty file"
 		return sv, nil
@@ -369,13 +502,13 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 	w := newBoltWalker(bf)
 	if err != nil {
 		if d := describeForeign(bf); d != "" {
-			return nil, fmt.Errorf("salvage %s: %w: %s", src, ErrCorrupt, d)
+			return sv, fmt.Errorf("salvage %s: %w: %s", src, ErrCorrupt, d)
 		}
 		// No usable meta page: find the page size from the pages themselves and
 		// scan everything.
 		r.Meta = fmt.Sprintf("none (%v): scanned every page", err)
 		if !bf.guessGeometry() {
-			return nil, fmt.Errorf("salvage %s: %w: %v, and no page looks like bbolt's", src, ErrCorrupt, err)
+			return sv, fmt.Errorf("salvage %s: %w: %v, and no page looks like bbolt's", src, ErrCorrupt, err)
 		}
 	} else {
 		r.Meta = fmt.Sprintf("meta page %d (txid %d, %d pages of %d bytes)", bf.meta.page, bf.meta.txid, bf.meta.hwm, bf.pageSize)
@@ -389,7 +522,7 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 		if n, ok := fileFormat(bf, bucketRoot{page: bf.meta.root}); ok && n > FormatVersion {
 			// Copied into this program's format, its records would be
 			// misread or dropped: refuse, as Open does.
-			return nil, fmt.Errorf("salvage %s: format version %d is newer than this program's %d: salvage it with a ctxstore that reads format %d", src, n, FormatVersion, n)
+			return sv, fmt.Errorf("salvage %s: format version %d is newer than this program's %d: salvage it with a ctxstore that reads format %d", src, n, FormatVersion, n)
 		}
 		if a, ok, err := decodeWALApplied(storeValue(bf, bucketRoot{page: bf.meta.root}, keyWAL)); ok && err == nil {
 			sv.applied, sv.hasApplied = a, true
@@ -433,6 +566,9 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 			break
 		}
 		r.Damage = append(r.Damage, is.String())
+	}
+	if sv.err != nil {
+		return sv, fmt.Errorf("salvage %s: %w", src, sv.err)
 	}
 	return sv, ctx.Err()
 }
@@ -535,7 +671,7 @@ func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string,
 			if m.bucket {
 				w.issue(append(path, bucketMsgs), m.page, "nested bucket %q among messages", m.key)
 			} else {
-				sv.message(s, m.key, m.value)
+				sv.message(s, m)
 			}
 			return true
 		})
@@ -554,7 +690,7 @@ func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string,
 			}
 			w.forEach(append(path, bucketDerived, string(k.key)), kb, func(d walkElem) bool {
 				if !d.bucket {
-					s.derived = append(s.derived, Derived{Kind: string(k.key), Key: string(d.key), Value: bytes.Clone(d.value)})
+					s.derived = append(s.derived, derivedRef{kind: string(k.key), key: string(d.key), val: sv.ref(d, 0)})
 				}
 				return true
 			})
@@ -605,8 +741,9 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		err := checkSession(name)
 		if err == nil {
 			err = st.ImportSession(ctx, info, func(yield func(Entry, error) bool) {
-				for _, e := range entries {
-					if !yield(e, nil) {
+				for _, m := range entries {
+					env, err := sv.rereadMessage(name, m.seq, m.ref)
+					if !yield(env.entry(name), err) || err != nil {
 						return
 					}
 				}
@@ -626,7 +763,11 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		}
 		rs.Recovered = len(entries)
 		for _, d := range s.derived {
-			if err := st.PutDerived(ctx, name, d.Kind, d.Key, d.Value); err != nil {
+			v, err := sv.reread(d.val)
+			if err != nil {
+				return fmt.Errorf("session %q derived record %s/%s: %w", name, d.kind, d.key, err)
+			}
+			if err := st.PutDerived(ctx, name, d.kind, d.key, v); err != nil {
 				if fatalWriteError(ctx, err) {
 					return fmt.Errorf("write session %q: %w", name, err)
 				}
@@ -669,6 +810,9 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := sv.unchanged(); err != nil {
+		return err
+	}
 	// Link, unlike rename, fails if dst appeared meanwhile.
 	if err := os.Link(tmp, dst); err != nil {
 		return fmt.Errorf("create %s: %w", dst, err)
@@ -677,27 +821,33 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 	return nil
 }
 
+// seqRef is a message to write: its seq and where its record lies.
+type seqRef struct {
+	seq uint64
+	ref msgRef
+}
+
 // entries orders a session's messages for ImportSession, dropping those that cannot
 // be imported in order (an epoch going backwards) or that belong to an epoch the
 // metadata says was purged.
-func (sv *salvaged) entries(s *salvageSession) []Entry {
+func (sv *salvaged) entries(s *salvageSession) []seqRef {
 	seqs := slices.Sorted(maps.Keys(s.msgs))
-	out := make([]Entry, 0, len(seqs))
+	out := make([]seqRef, 0, len(seqs))
 	var lastEpoch uint64
 	for _, seq := range seqs {
-		env := s.msgs[seq]
+		ref := s.msgs[seq]
 		if s.meta != nil {
-			if em := s.meta.epoch(env.Epoch); em != nil && em.Purged {
-				sv.skip(s, "message of a purged epoch", fmt.Sprintf("session %q seq %d epoch %d", s.name, seq, env.Epoch))
+			if em := s.meta.epoch(ref.epoch); em != nil && em.Purged {
+				sv.skip(s, "message of a purged epoch", fmt.Sprintf("session %q seq %d epoch %d", s.name, seq, ref.epoch))
 				continue
 			}
 		}
-		if env.Epoch < lastEpoch {
-			sv.skip(s, "epoch goes backwards", fmt.Sprintf("session %q seq %d epoch %d after epoch %d", s.name, seq, env.Epoch, lastEpoch))
+		if ref.epoch < lastEpoch {
+			sv.skip(s, "epoch goes backwards", fmt.Sprintf("session %q seq %d epoch %d after epoch %d", s.name, seq, ref.epoch, lastEpoch))
 			continue
 		}
-		lastEpoch = env.Epoch
-		out = append(out, env.entry(s.name))
+		lastEpoch = ref.epoch
+		out = append(out, seqRef{seq, ref})
 	}
 	return out
 }
@@ -705,13 +855,13 @@ func (sv *salvaged) entries(s *salvageSession) []Entry {
 // fitInfo stretches the metadata found for a session, which may be an older
 // copy than its newest messages, to cover entries: the last seq and current
 // epoch, and each epoch's last seq.
-func fitInfo(info SessionInfo, entries []Entry) SessionInfo {
+func fitInfo(info SessionInfo, entries []seqRef) SessionInfo {
 	for _, e := range entries {
-		info.LastSeq = max(info.LastSeq, e.Seq)
-		info.Epoch = max(info.Epoch, e.Epoch)
+		info.LastSeq = max(info.LastSeq, e.seq)
+		info.Epoch = max(info.Epoch, e.ref.epoch)
 		for i := range info.Epochs {
-			if ep := &info.Epochs[i]; ep.Epoch == e.Epoch && ep.LastSeq < e.Seq {
-				ep.LastSeq = e.Seq
+			if ep := &info.Epochs[i]; ep.Epoch == e.ref.epoch && ep.LastSeq < e.seq {
+				ep.LastSeq = e.seq
 			}
 		}
 	}
@@ -723,18 +873,18 @@ func fitInfo(info SessionInfo, entries []Entry) SessionInfo {
 // lists and not purged, and every seq below the highest one found (seqs are
 // assigned without gaps). Without metadata the count starts at the lowest seq
 // found and unknown is set: nothing tells how many came after the last.
-func (s *salvageSession) missing(entries []Entry) (n int, unknown bool) {
-	have := make(map[uint64]bool, len(entries))
+func (s *salvageSession) missing(entries []seqRef) (n int, unknown bool) {
 	var lo, hi uint64
-	for i, e := range entries {
-		have[e.Seq] = true
-		if i == 0 || e.Seq < lo {
-			lo = e.Seq
-		}
-		hi = max(hi, e.Seq)
+	if len(entries) > 0 { // in seq order, each seq once
+		lo, hi = entries[0].seq, entries[len(entries)-1].seq
 	}
 	for seq := range s.msgs {
 		hi = max(hi, seq)
+	}
+	// found is how many entries lie below seq.
+	found := func(seq uint64) uint64 {
+		i, _ := slices.BinarySearchFunc(entries, seq, func(e seqRef, seq uint64) int { return cmp.Compare(e.seq, seq) })
+		return uint64(i)
 	}
 	var expect uint64
 	count := func(first, last uint64) { // ranges never overlap
@@ -742,10 +892,10 @@ func (s *salvageSession) missing(entries []Entry) (n int, unknown bool) {
 			return
 		}
 		expect += last - first + 1
-		for seq := range have {
-			if seq >= first && seq <= last {
-				expect--
-			}
+		if last < math.MaxUint64 {
+			expect -= found(last+1) - found(first)
+		} else {
+			expect -= uint64(len(entries)) - found(first)
 		}
 	}
 	if s.meta == nil {
@@ -830,13 +980,9 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 	if n := uint64(bf.size) / uint64(bf.pageSize); n < end {
 		end = n
 	}
-	type pageInfo struct {
-		leaf  bool
-		elems []walkElem
-	}
 	parent := map[uint64][]uint64{}  // child page -> branch pages naming it
 	refs := map[uint64][]orphanRef{} // bucket root page -> entries naming it
-	pages := map[uint64]pageInfo{}   // unreached leaf pages
+	var leaves []uint64              // unreached leaf pages, in id order
 	looksRoot := map[uint64]bool{}   // unreached pages holding the top-level buckets
 	for id := uint64(2); id < end; id++ {
 		if ctx.Err() != nil {
@@ -859,14 +1005,13 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 				parent[child] = append(parent[child], id)
 			}
 		case boltLeafPage:
-			var elems []walkElem
+			// The leaf's records are not kept: the page is read again
+			// below, once its owner is known.
 			for i := range int(h.count) {
 				e, err := leafElem(buf, i)
 				if err != nil {
 					break
 				}
-				e.page = id
-				elems = append(elems, e)
 				if e.bucket {
 					if br, err := subBucket(e.value); err == nil && br.page != 0 {
 						refs[br.page] = append(refs[br.page], orphanRef{id, string(e.key)})
@@ -877,7 +1022,7 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 				}
 			}
 			if !w.reached[id] {
-				pages[id] = pageInfo{leaf: true, elems: elems}
+				leaves = append(leaves, id)
 			}
 		}
 		id += uint64(h.overflow)
@@ -917,25 +1062,27 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 		return out
 	}
 
-	ids := slices.Sorted(maps.Keys(pages))
 	var unowned []orphanLeaf
-	for _, id := range ids {
-		pg := pages[id]
+	for _, id := range leaves {
+		if ctx.Err() != nil {
+			return
+		}
+		elems := leafElems(bf, id)
 		paths := pathsOf(id, 0)
 		if len(paths) != 1 {
-			if !hasMessages(pg.elems) {
+			if !hasMessages(elems) {
 				continue
 			}
 			leaf := orphanLeaf{page: id}
-			for _, e := range pg.elems {
+			for _, e := range elems {
 				if e.bucket {
 					continue
 				}
 				if env, ok := sv.record(nil, fmt.Sprintf("(unknown, page %d)", id), e.key, e.value); ok {
-					leaf.envs = append(leaf.envs, env)
+					leaf.add(env, sv.ref(e, env.Epoch), maphash.Bytes(sv.seed, env.Raw))
 				}
 			}
-			if len(leaf.envs) > 0 {
+			if len(leaf.msgs) > 0 {
 				unowned = append(unowned, leaf)
 			}
 			continue
@@ -947,15 +1094,15 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 		switch {
 		case len(path) == 3 && path[0] == bucketSessions && path[2] == bucketMsgs:
 			s := sv.session(path[1])
-			for _, e := range pg.elems {
-				if !e.bucket && sv.message(s, e.key, e.value) {
+			for _, e := range elems {
+				if !e.bucket && sv.message(s, e) {
 					sv.orphans++
 				}
 			}
 		case len(path) == 2 && path[0] == bucketSessions:
 			s := sv.session(path[1])
 			before := len(s.msgs)
-			for _, e := range pg.elems {
+			for _, e := range elems {
 				sv.sessionElem(w, s, path, e)
 			}
 			sv.orphans += len(s.msgs) - before
@@ -964,23 +1111,51 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 	sv.placeOrphans(unowned, namesKnown)
 }
 
-// envelopesSession is the session every one of envs names, or "" when one
-// names none (a version-1 envelope) or they disagree.
-func envelopesSession(envs []envelope) string {
-	name := ""
-	for i, env := range envs {
-		if env.Session == "" || i > 0 && env.Session != name {
-			return ""
-		}
-		name = env.Session
+// leafElems reads leaf page id and returns its elements up to the first
+// damaged one, or none if the page cannot be read.
+func leafElems(bf *boltFile, id uint64) []walkElem {
+	h, buf, err := bf.page(id)
+	if err != nil || h.flags != boltLeafPage {
+		return nil
 	}
-	return name
+	var elems []walkElem
+	for i := range int(h.count) {
+		e, err := leafElem(buf, i)
+		if err != nil {
+			break
+		}
+		e.page, e.off = id, int64(id)*int64(bf.pageSize)+e.off
+		elems = append(elems, e)
+	}
+	return elems
 }
 
 // orphanLeaf is a leaf page of messages whose session the tree no longer tells.
 type orphanLeaf struct {
 	page uint64
-	envs []envelope // checked records, in key order
+	msgs []orphanMsg // checked records, in key order
+	// session is the session every record names, or "" when one names
+	// none (a version-1 envelope) or they disagree.
+	session string
+}
+
+// orphanMsg is what placing a record of an orphan leaf needs.
+type orphanMsg struct {
+	seq    uint64
+	time   int64
+	rawSum uint64 // maphash of the message's JSON
+	ref    msgRef
+}
+
+// add appends a checked record of the leaf.
+func (l *orphanLeaf) add(env envelope, ref msgRef, rawSum uint64) {
+	if len(l.msgs) == 0 || env.Session != l.session {
+		l.session = env.Session
+		if len(l.msgs) > 0 {
+			l.session = "" // once "", no name equals it again
+		}
+	}
+	l.msgs = append(l.msgs, orphanMsg{seq: env.Seq, time: env.Time, rawSum: rawSum, ref: ref})
 }
 
 // placeOrphans finds a home for leaves of messages whose session is lost. A leaf
@@ -994,10 +1169,10 @@ func (sv *salvaged) placeOrphans(leaves []orphanLeaf, namesKnown bool) {
 	var rest []orphanLeaf
 	for _, l := range leaves {
 		// Envelopes from version 2 on name their session: that settles it.
-		if name := envelopesSession(l.envs); name != "" {
-			s := sv.session(name)
-			for _, env := range l.envs {
-				if sv.add(s, env) {
+		if l.session != "" {
+			s := sv.session(l.session)
+			for _, m := range l.msgs {
+				if sv.add(s, m.seq, m.ref) {
 					sv.orphans++
 				}
 			}
@@ -1012,8 +1187,8 @@ func (sv *salvaged) placeOrphans(leaves []orphanLeaf, namesKnown bool) {
 				}
 			}
 			if n == 1 {
-				for _, env := range l.envs {
-					if sv.add(fit, env) {
+				for _, m := range l.msgs {
+					if sv.add(fit, m.seq, m.ref) {
 						sv.orphans++
 					}
 				}
@@ -1029,8 +1204,8 @@ func (sv *salvaged) placeOrphans(leaves []orphanLeaf, namesKnown bool) {
 	// Link leaf i to leaf j when j is the only leaf that can follow i and i the only
 	// one that can precede j.
 	follows := func(a, b orphanLeaf) bool {
-		x, y := a.envs[len(a.envs)-1], b.envs[0]
-		return y.Seq == x.Seq+1 && y.Epoch >= x.Epoch && y.Time >= x.Time
+		x, y := a.msgs[len(a.msgs)-1], b.msgs[0]
+		return y.seq == x.seq+1 && y.ref.epoch >= x.ref.epoch && y.time >= x.time
 	}
 	next, npred := make([]int, len(rest)), make([]int, len(rest))
 	for i := range rest {
@@ -1078,8 +1253,8 @@ func (sv *salvaged) placeOrphans(leaves []orphanLeaf, namesKnown bool) {
 		name := sv.placeholderName(chains)
 		s := sv.session(name)
 		for i := head; i >= 0; i = next[i] {
-			for _, env := range rest[i].envs {
-				if sv.add(s, env) {
+			for _, m := range rest[i].msgs {
+				if sv.add(s, m.seq, m.ref) {
 					sv.orphans++
 					sv.unattributed++
 				}
@@ -1094,31 +1269,44 @@ func (sv *salvaged) placeOrphans(leaves []orphanLeaf, namesKnown bool) {
 // dropCopies removes leaves all of whose messages were recovered already: old
 // copies of a page (the right-most leaf of a session is rewritten by every append)
 // that a lost freelist no longer marks as free. Larger leaves are kept first.
+// Messages are compared by seq and a hash of their JSON; only the recovered
+// messages whose seq some leaf has are read again to hash theirs.
 func (sv *salvaged) dropCopies(leaves []orphanLeaf) []orphanLeaf {
-	type seqRaw struct {
-		seq uint64
-		raw string
+	type seqRaw struct{ seq, rawSum uint64 }
+	wanted := map[uint64]bool{}
+	for _, l := range leaves {
+		for _, m := range l.msgs {
+			wanted[m.seq] = true
+		}
 	}
 	have := map[seqRaw]bool{}
 	for _, s := range sv.sessions {
-		for seq, env := range s.msgs {
-			have[seqRaw{seq, string(env.Raw)}] = true
+		for seq, ref := range s.msgs {
+			if !wanted[seq] {
+				continue
+			}
+			env, err := sv.rereadMessage(s.name, seq, ref)
+			if err != nil {
+				sv.fail(err)
+				return leaves
+			}
+			have[seqRaw{seq, maphash.Bytes(sv.seed, env.Raw)}] = true
 		}
 	}
-	slices.SortStableFunc(leaves, func(a, b orphanLeaf) int { return len(b.envs) - len(a.envs) })
+	slices.SortStableFunc(leaves, func(a, b orphanLeaf) int { return len(b.msgs) - len(a.msgs) })
 	var out []orphanLeaf
 	for _, l := range leaves {
 		dup := true
-		for _, env := range l.envs {
-			if !have[seqRaw{env.Seq, string(env.Raw)}] {
+		for _, m := range l.msgs {
+			if !have[seqRaw{m.seq, m.rawSum}] {
 				dup = false
 			}
 		}
 		if dup {
 			continue
 		}
-		for _, env := range l.envs {
-			have[seqRaw{env.Seq, string(env.Raw)}] = true
+		for _, m := range l.msgs {
+			have[seqRaw{m.seq, m.rawSum}] = true
 		}
 		out = append(out, l)
 	}
@@ -1144,12 +1332,12 @@ func fitsHoles(s *salvageSession, l orphanLeaf) bool {
 	if s.meta == nil {
 		return false
 	}
-	for _, env := range l.envs {
-		em := s.meta.epoch(env.Epoch)
-		if em == nil || em.Purged || env.Seq < em.First || env.Seq > em.Last {
+	for _, m := range l.msgs {
+		em := s.meta.epoch(m.ref.epoch)
+		if em == nil || em.Purged || m.seq < em.First || m.seq > em.Last {
 			return false
 		}
-		if _, ok := s.msgs[env.Seq]; ok {
+		if _, ok := s.msgs[m.seq]; ok {
 			return false
 		}
 	}

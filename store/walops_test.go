@@ -385,7 +385,7 @@ func TestCompactFileRefusesDamagedLog(t *testing.T) {
 }
 
 // copyFile copies src to dst (mode 0600), failing the test on error.
-func copyFile(t *testing.T, src, dst string) {
+func copyFile(t testing.TB, src, dst string) {
 	t.Helper()
 	b, err := os.ReadFile(src)
 	if err != nil {
