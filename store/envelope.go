@@ -105,34 +105,56 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	return e, nil
 }
 
+// decodeEnvelopeHead decodes the seq and epoch of an envelope and nothing
+// after them: what Salvage needs to order records it has checked already.
+func decodeEnvelopeHead(b []byte) (seq, epoch uint64, err error) {
+	r := bytes.NewReader(b)
+	dec := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(dec)
+	dec.Reset(r)
+	var e envelope
+	if _, _, err := decodeHead(dec, r, b, &e); err != nil {
+		return 0, 0, fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)
+	}
+	return e.Seq, e.Epoch, nil
+}
+
+// decodeHead decodes the fields every envelope starts with into e and
+// returns the field count and the version.
+func decodeHead(dec *msgpack.Decoder, r *bytes.Reader, b []byte, e *envelope) (n int, version uint64, err error) {
+	if n, err = dec.DecodeArrayLen(); err != nil {
+		return 0, 0, err
+	}
+	if n < envelopeFields {
+		return 0, 0, fmt.Errorf("%d fields, want at least %d", n, envelopeFields)
+	}
+	if n > r.Len() { // every element takes at least one byte
+		return 0, 0, fmt.Errorf("%d fields in %d bytes", n, len(b))
+	}
+	if version, err = dec.DecodeUint64(); err != nil {
+		return 0, 0, fmt.Errorf("version: %v", err)
+	}
+	if version < 1 || version > EnvelopeVersion {
+		return 0, 0, fmt.Errorf("unsupported version %d", version)
+	}
+	if e.Seq, err = dec.DecodeUint64(); err != nil {
+		return 0, 0, fmt.Errorf("seq: %v", err)
+	}
+	if e.Epoch, err = dec.DecodeUint64(); err != nil {
+		return 0, 0, fmt.Errorf("epoch: %v", err)
+	}
+	return n, version, nil
+}
+
 func decodeEnvelopeInto(b []byte, e *envelope) error {
 	r := bytes.NewReader(b)
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)
 	dec.Reset(r)
 
-	n, err := dec.DecodeArrayLen()
+	n, version, err := decodeHead(dec, r, b, e)
 	if err != nil {
 		return err
-	}
-	if n < envelopeFields {
-		return fmt.Errorf("%d fields, want at least %d", n, envelopeFields)
-	}
-	if n > r.Len() { // every element takes at least one byte
-		return fmt.Errorf("%d fields in %d bytes", n, len(b))
-	}
-	version, err := dec.DecodeUint64()
-	if err != nil {
-		return fmt.Errorf("version: %v", err)
-	}
-	if version < 1 || version > EnvelopeVersion {
-		return fmt.Errorf("unsupported version %d", version)
-	}
-	if e.Seq, err = dec.DecodeUint64(); err != nil {
-		return fmt.Errorf("seq: %v", err)
-	}
-	if e.Epoch, err = dec.DecodeUint64(); err != nil {
-		return fmt.Errorf("epoch: %v", err)
 	}
 	if e.Time, err = dec.DecodeInt64(); err != nil {
 		return fmt.Errorf("time: %v", err)

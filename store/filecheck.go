@@ -657,9 +657,15 @@ type walkElem struct {
 	key, value []byte
 	bucket     bool
 	page       uint64 // the leaf page holding the key; 0 for an inline bucket's page
-	// off is where value starts in the file (from leafElem: in its buffer),
-	// so that it can be read again without walking to it (Salvage).
-	off int64
+	// Where it lies, so that Salvage can read it again without walking
+	// to it: off is where value starts in the file (from leafElem: in
+	// its buffer); index is its element number in leaf, the page (with
+	// its overflow pages) or inline bucket page holding it, which starts
+	// at leafOff in the file.
+	off     int64
+	index   int
+	leaf    []byte
+	leafOff int64
 }
 
 // boltWalker walks buckets of one file and remembers every page it reached.
@@ -825,7 +831,7 @@ func (w *boltWalker) leaf(path []string, id uint64, buf []byte, base int64, coun
 		}
 		order.check(i, prev, e.key)
 		prev = e.key
-		e.page, e.off = id, base+e.off
+		e.page, e.off, e.index, e.leaf, e.leafOff = id, base+e.off, i, buf, base
 		if !fn(e) {
 			return false
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"io"
 	"maps"
 	"math"
 	"os"
@@ -283,20 +282,6 @@ func fatalWriteError(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || !refused
 }
 
-// Salvage works in two passes so that its memory does not grow with the
-// file (docs/performance.md has the figures and the alternatives). The
-// first walks the file as before but keeps, per message, only where its
-// record lies (msgRef: offset, length, epoch and a hash, 32 bytes), never
-// the record; that is all the decisions need (which copy of a seq to keep,
-// which orphan leaf goes where, what is missing), and the few that compare
-// two copies' bytes read them again. The second pass writes session by
-// session in name order: it sorts the session's refs by seq, reads each
-// record again, checks its hash, and feeds ImportSession, which commits in
-// bounded batches. Spilling the records to a temporary bbolt file was the
-// other way considered: constant memory even per message, but every
-// record written twice and a third file to clean up, for a saving (~40
-// bytes a message) that matters only past tens of millions of messages.
-
 // salvaged is what a walk of a damaged file found, per session.
 type salvaged struct {
 	// bf is the file walked, open until the salvage ends: the records
@@ -306,7 +291,10 @@ type salvaged struct {
 	start os.FileInfo
 	seed  maphash.Seed
 	// err is the first failure to read a record again during the walk.
-	err      error
+	err error
+	// pageBuf holds the source read again last, cached.
+	pageBuf  []byte
+	cached   *recordSource
 	sessions map[string]*salvageSession
 	order    []string // session names in the order found
 	reasons  map[string]int
@@ -328,81 +316,20 @@ type salvaged struct {
 }
 
 type salvageSession struct {
-	name    string
-	meta    *sessionMeta
-	msgs    map[uint64]msgRef // by seq
+	name string
+	meta *sessionMeta
+	// seqs are those of the messages found; sources where they lie, in
+	// the order found (of two copies of a seq, the first is kept).
+	seqs    seqSet
+	sources []recordSource
 	derived []derivedRef
 	skipped int
-}
-
-// msgRef locates a checked message record in the file being salvaged.
-type msgRef struct {
-	off   int64 // where the record (the bbolt value) starts
-	size  uint32
-	epoch uint64
-	sum   uint64 // maphash of the record, under salvaged.seed
-}
-
-// derivedRef locates a derived record in the file being salvaged.
-type derivedRef struct {
-	kind, key string
-	val       msgRef // epoch unused
-}
-
-// ref locates e's value, a record of the given epoch.
-func (sv *salvaged) ref(e walkElem, epoch uint64) msgRef {
-	return msgRef{off: e.off, size: uint32(len(e.value)), epoch: epoch, sum: maphash.Bytes(sv.seed, e.value)}
-}
-
-// reread reads the record ref locates again, checking it is the one the
-// walk found.
-func (sv *salvaged) reread(ref msgRef) ([]byte, error) {
-	v := make([]byte, ref.size)
-	if _, err := sv.bf.f.ReadAt(v, ref.off); errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: it is now shorter than the record at offset %d", ErrSourceChanged, ref.off)
-	} else if err != nil {
-		return nil, fmt.Errorf("read the record at offset %d again: %w", ref.off, err)
-	}
-	if maphash.Bytes(sv.seed, v) != ref.sum {
-		return nil, fmt.Errorf("%w: the record at offset %d (%d bytes) differs from when it was first read", ErrSourceChanged, ref.off, ref.size)
-	}
-	return v, nil
-}
-
-// rereadMessage reads the message ref locates again and decodes it.
-func (sv *salvaged) rereadMessage(session string, seq uint64, ref msgRef) (envelope, error) {
-	v, err := sv.reread(ref)
-	if err != nil {
-		return envelope{}, fmt.Errorf("session %q seq %d: %w", session, seq, err)
-	}
-	return decodeAt(session, seqKey(seq), v)
-}
-
-// fail keeps the first error of the walk.
-func (sv *salvaged) fail(err error) {
-	if sv.err == nil {
-		sv.err = err
-	}
-}
-
-// unchanged checks that the file has the size and modification time it had
-// when the walk began: the refs describe that file only.
-func (sv *salvaged) unchanged() error {
-	fi, err := sv.bf.f.Stat()
-	if err != nil {
-		return fmt.Errorf("check the file is unchanged: %w", err)
-	}
-	if fi.Size() != sv.start.Size() || !fi.ModTime().Equal(sv.start.ModTime()) {
-		return fmt.Errorf("%w: %d bytes modified %s when the salvage began, now %d bytes modified %s", ErrSourceChanged,
-			sv.start.Size(), sv.start.ModTime().Format(time.RFC3339Nano), fi.Size(), fi.ModTime().Format(time.RFC3339Nano))
-	}
-	return nil
 }
 
 func (sv *salvaged) session(name string) *salvageSession {
 	s := sv.sessions[name]
 	if s == nil {
-		s = &salvageSession{name: name, msgs: map[uint64]msgRef{}}
+		s = &salvageSession{name: name}
 		sv.sessions[name] = s
 		sv.order = append(sv.order, name)
 	}
@@ -420,10 +347,15 @@ func (sv *salvaged) skip(s *salvageSession, reason, example string) {
 }
 
 // message considers one key/value of a session's msgs bucket. It reports whether the
-// message was kept.
+// message was kept: it is valid and its seq new to s.
 func (sv *salvaged) message(s *salvageSession, e walkElem) bool {
+	src := s.sourceOf(sv, e)
 	env, ok := sv.record(s, s.name, e.key, e.value)
-	return ok && sv.add(s, env.Seq, sv.ref(e, env.Epoch))
+	if !ok {
+		src.bad = append(src.bad, uint16(e.index))
+		return false
+	}
+	return s.seqs.add(env.Seq)
 }
 
 // record decodes and checks one message record; a record that fails is counted as
@@ -449,36 +381,6 @@ func (sv *salvaged) record(s *salvageSession, where string, k, v []byte) (envelo
 		return envelope{}, false
 	}
 	return env, true
-}
-
-// add keeps the message at ref as seq of s unless s has that seq already. It
-// reports whether the message was new.
-func (sv *salvaged) add(s *salvageSession, seq uint64, ref msgRef) bool {
-	if old, ok := s.msgs[seq]; ok {
-		if old.sum != ref.sum && !sv.sameMessage(s.name, seq, old, ref) {
-			sv.skip(s, "two different copies of one seq (kept the first)", fmt.Sprintf("session %q seq %d", s.name, seq))
-		}
-		return false
-	}
-	s.msgs[seq] = ref
-	return true
-}
-
-// sameMessage reports whether two records of one seq hold the same message
-// in the same epoch (they may differ in what else they record). A record
-// that cannot be read again fails the walk (sv.err).
-func (sv *salvaged) sameMessage(session string, seq uint64, a, b msgRef) bool {
-	ea, err := sv.rereadMessage(session, seq, a)
-	if err != nil {
-		sv.fail(err)
-		return true
-	}
-	eb, err := sv.rereadMessage(session, seq, b)
-	if err != nil {
-		sv.fail(err)
-		return true
-	}
-	return bytes.Equal(ea.Raw, eb.Raw) && ea.Epoch == eb.Epoch
 }
 
 // readForSalvage walks src and notes where what is intact lies. Once src is
@@ -690,7 +592,8 @@ func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string,
 			}
 			w.forEach(append(path, bucketDerived, string(k.key)), kb, func(d walkElem) bool {
 				if !d.bucket {
-					s.derived = append(s.derived, derivedRef{kind: string(k.key), key: string(d.key), val: sv.ref(d, 0)})
+					s.derived = append(s.derived, derivedRef{kind: string(k.key), key: string(d.key),
+						off: d.off, size: uint32(len(d.value)), sum: maphash.Bytes(sv.seed, d.value)})
 				}
 				return true
 			})
@@ -726,8 +629,12 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 	failed := map[string]bool{}
 	for _, name := range names {
 		s := sv.sessions[name]
+		found, err := sv.collect(s)
+		if err != nil {
+			return err
+		}
 		rs := SalvageSession{Name: name, MetaOK: s.meta != nil, Skipped: s.skipped}
-		entries := sv.entries(s)
+		entries := sv.entries(s, found)
 		info := SessionInfo{Name: name}
 		if s.meta != nil {
 			info = fitInfo(s.meta.info(name), entries)
@@ -738,11 +645,11 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 			continue // nothing but a name
 		}
 		// A name from a damaged page may be one the store refuses.
-		err := checkSession(name)
+		err = checkSession(name)
 		if err == nil {
 			err = st.ImportSession(ctx, info, func(yield func(Entry, error) bool) {
 				for _, m := range entries {
-					env, err := sv.rereadMessage(name, m.seq, m.ref)
+					env, err := sv.readMessage(s, m.seq, m.ref)
 					if !yield(env.entry(name), err) || err != nil {
 						return
 					}
@@ -763,7 +670,7 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		}
 		rs.Recovered = len(entries)
 		for _, d := range s.derived {
-			v, err := sv.reread(d.val)
+			v, err := sv.readAgain(nil, d.off, d.size, d.sum, "the record")
 			if err != nil {
 				return fmt.Errorf("session %q derived record %s/%s: %w", name, d.kind, d.key, err)
 			}
@@ -821,21 +728,14 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 	return nil
 }
 
-// seqRef is a message to write: its seq and where its record lies.
-type seqRef struct {
-	seq uint64
-	ref msgRef
-}
-
-// entries orders a session's messages for ImportSession, dropping those that cannot
-// be imported in order (an epoch going backwards) or that belong to an epoch the
-// metadata says was purged.
-func (sv *salvaged) entries(s *salvageSession) []seqRef {
-	seqs := slices.Sorted(maps.Keys(s.msgs))
-	out := make([]seqRef, 0, len(seqs))
+// entries drops from found, a session's messages in seq order, those that
+// cannot be imported in order (an epoch going backwards) or that belong to
+// an epoch the metadata says was purged. It reuses found's array.
+func (sv *salvaged) entries(s *salvageSession, found []seqRef) []seqRef {
+	out := found[:0]
 	var lastEpoch uint64
-	for _, seq := range seqs {
-		ref := s.msgs[seq]
+	for _, m := range found {
+		seq, ref := m.seq, m.ref
 		if s.meta != nil {
 			if em := s.meta.epoch(ref.epoch); em != nil && em.Purged {
 				sv.skip(s, "message of a purged epoch", fmt.Sprintf("session %q seq %d epoch %d", s.name, seq, ref.epoch))
@@ -847,7 +747,7 @@ func (sv *salvaged) entries(s *salvageSession) []seqRef {
 			continue
 		}
 		lastEpoch = ref.epoch
-		out = append(out, seqRef{seq, ref})
+		out = append(out, m)
 	}
 	return out
 }
@@ -878,9 +778,7 @@ func (s *salvageSession) missing(entries []seqRef) (n int, unknown bool) {
 	if len(entries) > 0 { // in seq order, each seq once
 		lo, hi = entries[0].seq, entries[len(entries)-1].seq
 	}
-	for seq := range s.msgs {
-		hi = max(hi, seq)
-	}
+	hi = max(hi, s.seqs.max())
 	// found is how many entries lie below seq.
 	found := func(seq uint64) uint64 {
 		i, _ := slices.BinarySearchFunc(entries, seq, func(e seqRef, seq uint64) int { return cmp.Compare(e.seq, seq) })
@@ -1069,17 +967,20 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 		}
 		elems := leafElems(bf, id)
 		paths := pathsOf(id, 0)
+		delete(memo, id) // asked for once: keep only the pages above leaves
 		if len(paths) != 1 {
 			if !hasMessages(elems) {
 				continue
 			}
-			leaf := orphanLeaf{page: id}
+			leaf := orphanLeaf{src: sv.newSource(elems[0])}
 			for _, e := range elems {
 				if e.bucket {
 					continue
 				}
 				if env, ok := sv.record(nil, fmt.Sprintf("(unknown, page %d)", id), e.key, e.value); ok {
-					leaf.add(env, sv.ref(e, env.Epoch), maphash.Bytes(sv.seed, env.Raw))
+					leaf.add(env, maphash.Bytes(sv.seed, env.Raw))
+				} else {
+					leaf.src.bad = append(leaf.src.bad, uint16(e.index))
 				}
 			}
 			if len(leaf.msgs) > 0 {
@@ -1101,11 +1002,11 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 			}
 		case len(path) == 2 && path[0] == bucketSessions:
 			s := sv.session(path[1])
-			before := len(s.msgs)
+			before := s.seqs.n
 			for _, e := range elems {
 				sv.sessionElem(w, s, path, e)
 			}
-			sv.orphans += len(s.msgs) - before
+			sv.orphans += s.seqs.n - before
 		}
 	}
 	sv.placeOrphans(unowned, namesKnown)
@@ -1124,7 +1025,8 @@ func leafElems(bf *boltFile, id uint64) []walkElem {
 		if err != nil {
 			break
 		}
-		e.page, e.off = id, int64(id)*int64(bf.pageSize)+e.off
+		base := int64(id) * int64(bf.pageSize)
+		e.page, e.off, e.index, e.leaf, e.leafOff = id, base+e.off, i, buf, base
 		elems = append(elems, e)
 	}
 	return elems
@@ -1132,8 +1034,8 @@ func leafElems(bf *boltFile, id uint64) []walkElem {
 
 // orphanLeaf is a leaf page of messages whose session the tree no longer tells.
 type orphanLeaf struct {
-	page uint64
-	msgs []orphanMsg // checked records, in key order
+	src  recordSource
+	msgs []orphanMsg // its checked records, in key order
 	// session is the session every record names, or "" when one names
 	// none (a version-1 envelope) or they disagree.
 	session string
@@ -1141,21 +1043,20 @@ type orphanLeaf struct {
 
 // orphanMsg is what placing a record of an orphan leaf needs.
 type orphanMsg struct {
-	seq    uint64
-	time   int64
-	rawSum uint64 // maphash of the message's JSON
-	ref    msgRef
+	seq, epoch uint64
+	time       int64
+	rawSum     uint64 // maphash of the message's JSON
 }
 
 // add appends a checked record of the leaf.
-func (l *orphanLeaf) add(env envelope, ref msgRef, rawSum uint64) {
+func (l *orphanLeaf) add(env envelope, rawSum uint64) {
 	if len(l.msgs) == 0 || env.Session != l.session {
 		l.session = env.Session
 		if len(l.msgs) > 0 {
 			l.session = "" // once "", no name equals it again
 		}
 	}
-	l.msgs = append(l.msgs, orphanMsg{seq: env.Seq, time: env.Time, rawSum: rawSum, ref: ref})
+	l.msgs = append(l.msgs, orphanMsg{seq: env.Seq, epoch: env.Epoch, time: env.Time, rawSum: rawSum})
 }
 
 // placeOrphans finds a home for leaves of messages whose session is lost. A leaf
@@ -1170,12 +1071,7 @@ func (sv *salvaged) placeOrphans(leaves []orphanLeaf, namesKnown bool) {
 	for _, l := range leaves {
 		// Envelopes from version 2 on name their session: that settles it.
 		if l.session != "" {
-			s := sv.session(l.session)
-			for _, m := range l.msgs {
-				if sv.add(s, m.seq, m.ref) {
-					sv.orphans++
-				}
-			}
+			sv.orphans += sv.session(l.session).adopt(l)
 			continue
 		}
 		if namesKnown {
@@ -1187,11 +1083,7 @@ func (sv *salvaged) placeOrphans(leaves []orphanLeaf, namesKnown bool) {
 				}
 			}
 			if n == 1 {
-				for _, m := range l.msgs {
-					if sv.add(fit, m.seq, m.ref) {
-						sv.orphans++
-					}
-				}
+				sv.orphans += fit.adopt(l)
 				continue
 			}
 		}
@@ -1205,7 +1097,7 @@ func (sv *salvaged) placeOrphans(leaves []orphanLeaf, namesKnown bool) {
 	// one that can precede j.
 	follows := func(a, b orphanLeaf) bool {
 		x, y := a.msgs[len(a.msgs)-1], b.msgs[0]
-		return y.seq == x.seq+1 && y.ref.epoch >= x.ref.epoch && y.time >= x.time
+		return y.seq == x.seq+1 && y.epoch >= x.epoch && y.time >= x.time
 	}
 	next, npred := make([]int, len(rest)), make([]int, len(rest))
 	for i := range rest {
@@ -1253,12 +1145,9 @@ func (sv *salvaged) placeOrphans(leaves []orphanLeaf, namesKnown bool) {
 		name := sv.placeholderName(chains)
 		s := sv.session(name)
 		for i := head; i >= 0; i = next[i] {
-			for _, m := range rest[i].msgs {
-				if sv.add(s, m.seq, m.ref) {
-					sv.orphans++
-					sv.unattributed++
-				}
-			}
+			n := s.adopt(rest[i])
+			sv.orphans += n
+			sv.unattributed += n
 		}
 	}
 	sv.notes = append(sv.notes, fmt.Sprintf(
@@ -1281,16 +1170,25 @@ func (sv *salvaged) dropCopies(leaves []orphanLeaf) []orphanLeaf {
 	}
 	have := map[seqRaw]bool{}
 	for _, s := range sv.sessions {
-		for seq, ref := range s.msgs {
-			if !wanted[seq] {
-				continue
-			}
-			env, err := sv.rereadMessage(s.name, seq, ref)
+		kept := map[uint64]bool{} // of two copies of a seq, the first is kept
+		for i := range s.sources {
+			err := sv.records(&s.sources[i], func(e walkElem) error {
+				seq, _ := keySeq(e.key)
+				if !wanted[seq] || kept[seq] {
+					return nil
+				}
+				kept[seq] = true
+				env, err := decodeAt(s.name, e.key, e.value)
+				if err != nil {
+					return err
+				}
+				have[seqRaw{seq, maphash.Bytes(sv.seed, env.Raw)}] = true
+				return nil
+			})
 			if err != nil {
-				sv.fail(err)
+				sv.fail(fmt.Errorf("session %q: %w", s.name, err))
 				return leaves
 			}
-			have[seqRaw{seq, maphash.Bytes(sv.seed, env.Raw)}] = true
 		}
 	}
 	slices.SortStableFunc(leaves, func(a, b orphanLeaf) int { return len(b.msgs) - len(a.msgs) })
@@ -1310,7 +1208,7 @@ func (sv *salvaged) dropCopies(leaves []orphanLeaf) []orphanLeaf {
 		}
 		out = append(out, l)
 	}
-	slices.SortFunc(out, func(a, b orphanLeaf) int { return cmp.Compare(a.page, b.page) })
+	slices.SortFunc(out, func(a, b orphanLeaf) int { return cmp.Compare(a.src.page, b.src.page) })
 	return out
 }
 
@@ -1333,11 +1231,11 @@ func fitsHoles(s *salvageSession, l orphanLeaf) bool {
 		return false
 	}
 	for _, m := range l.msgs {
-		em := s.meta.epoch(m.ref.epoch)
+		em := s.meta.epoch(m.epoch)
 		if em == nil || em.Purged || m.seq < em.First || m.seq > em.Last {
 			return false
 		}
-		if _, ok := s.msgs[m.seq]; ok {
+		if s.seqs.has(m.seq) {
 			return false
 		}
 	}
