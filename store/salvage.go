@@ -627,6 +627,7 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 	names := slices.Clone(sv.order)
 	slices.Sort(names)
 	failed := map[string]bool{}
+	sv.cached = nil // the walk is over: sources no longer change
 	for _, name := range names {
 		s := sv.sessions[name]
 		found, err := sv.collect(s)
@@ -670,7 +671,7 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		}
 		rs.Recovered = len(entries)
 		for _, d := range s.derived {
-			v, err := sv.readAgain(nil, d.off, d.size, d.sum, "the record")
+			v, err := sv.readAgain(nil, d.off, int64(d.size), d.sum, "the record")
 			if err != nil {
 				return fmt.Errorf("session %q derived record %s/%s: %w", name, d.kind, d.key, err)
 			}

@@ -44,14 +44,14 @@ import (
 type recordSource struct {
 	page uint64 // 0 for an inline bucket's page
 	off  int64  // where it starts in the file
-	size uint32
+	size int64
 	sum  uint64   // maphash of its bytes when the walk read them
 	bad  []uint16 // elements that held no valid message
 }
 
 // newSource describes the page holding e.
 func (sv *salvaged) newSource(e walkElem) recordSource {
-	return recordSource{page: e.page, off: e.leafOff, size: uint32(len(e.leaf)), sum: maphash.Bytes(sv.seed, e.leaf)}
+	return recordSource{page: e.page, off: e.leafOff, size: int64(len(e.leaf)), sum: maphash.Bytes(sv.seed, e.leaf)}
 }
 
 // sourceOf returns the source of s holding e, adding it when e is the first
@@ -81,8 +81,8 @@ func (s *salvageSession) adopt(l orphanLeaf) int {
 // msgRef locates a message record among the sources of its session.
 type msgRef struct {
 	src   uint32 // index in salvageSession.sources
-	off   uint32 // where the record (the bbolt value) starts in the source
 	size  uint32
+	off   int64 // where the record (the bbolt value) starts in the source
 	epoch uint64
 	sum   uint64 // maphash of the record: equal copies of a seq need no decoding
 }
@@ -104,8 +104,8 @@ type derivedRef struct {
 // readAgain reads size bytes at off of the file into buf (grown if it is
 // too small), which must hash to sum as they did when first read; what
 // names them in errors.
-func (sv *salvaged) readAgain(buf []byte, off int64, size uint32, sum uint64, what string) ([]byte, error) {
-	if cap(buf) < int(size) {
+func (sv *salvaged) readAgain(buf []byte, off, size int64, sum uint64, what string) ([]byte, error) {
+	if int64(cap(buf)) < size {
 		buf = make([]byte, size)
 	}
 	b := buf[:size]
@@ -147,7 +147,7 @@ func (sv *salvaged) readMessage(s *salvageSession, seq uint64, ref msgRef) (enve
 	if err != nil {
 		return envelope{}, fmt.Errorf("session %q seq %d: %w", s.name, seq, err)
 	}
-	return decodeAt(s.name, seqKey(seq), buf[ref.off:ref.off+ref.size])
+	return decodeAt(s.name, seqKey(seq), buf[ref.off:ref.off+int64(ref.size)])
 }
 
 // records reads src again and calls fn with each message record the walk
@@ -186,7 +186,7 @@ func (sv *salvaged) collect(s *salvageSession) ([]seqRef, error) {
 			if err != nil {
 				return err
 			}
-			refs = append(refs, seqRef{seq, msgRef{src: uint32(i), off: uint32(e.off), size: uint32(len(e.value)), epoch: epoch,
+			refs = append(refs, seqRef{seq, msgRef{src: uint32(i), off: e.off, size: uint32(len(e.value)), epoch: epoch,
 				sum: maphash.Bytes(sv.seed, e.value)}})
 			return nil
 		})
