@@ -174,11 +174,12 @@ func (r *SalvageReport) String() string {
 // Temporary files of salvages killed earlier are removed.
 //
 // Salvage does not hold what it recovers in memory: a first pass notes
-// where each intact record lies in src, a second reads the records again
-// from there, session by session, into dst. Its memory is a few tens of
-// bytes per message plus a bounded batch, whatever the file's size. Between
-// the passes src must not change: a program writing to it without taking
-// its lock makes the salvage fail with ErrSourceChanged.
+// which pages of src hold each session's intact records, a second reads
+// them again, session by session, into dst. Its memory is a constant (one
+// import batch), up to a few hundred bytes per page of src and 40 bytes
+// per message of the largest session. Between the passes src must not
+// change: a program writing to it without taking its lock makes the
+// salvage fail with ErrSourceChanged.
 //
 // The error is non-nil when the salvage did not complete (src unreadable or not a
 // bbolt file, dst exists or cannot be written, ctx cancelled); damage is in the

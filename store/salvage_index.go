@@ -27,14 +27,14 @@ import (
 // The second pass writes one session at a time, in name order: it reads
 // the session's pages again (checking their hashes), sorts the session's
 // records by seq keeping the first copy of each, as the walk would have,
-// then reads each record once more (checking its hash) and feeds it to
+// then reads each record once more (from a one-page cache) and feeds it to
 // ImportSession, which commits in bounded batches. Memory is then a
-// constant (a batch), a few bytes per page, and 40 bytes per message of
-// the largest session.
+// constant (a batch), up to a few hundred bytes per page, and 40 bytes per
+// message of the largest session.
 //
 // A per-message index kept from the first pass (offset, length, epoch and
-// hash in a map) was tried first: simpler, but ~90 bytes a message, as
-// much as the file for messages of ~130 bytes. Spilling the records to a
+// hash in a map) was tried first: simpler, but ~90 bytes a message, more
+// than the file for messages of ~130 bytes. Spilling the records to a
 // temporary bbolt file would give constant memory too, at the price of
 // writing everything twice and a third file to clean up.
 

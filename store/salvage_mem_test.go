@@ -190,7 +190,8 @@ func TestSalvageHeapBounded(t *testing.T) {
 // messages (100 sessions of 5,000 messages of up to 200 bytes), and reports
 // the peak heap over the file's size (peak-heap/file: allocated objects,
 // live or not yet collected, which the process's memory follows;
-// peak-live/file: what the collector found live) and in MiB.
+// peak-live/file: what the collector found live) and in MiB, and the
+// garbage collections per salvage.
 func BenchmarkSalvageMemory(b *testing.B) {
 	dir := b.TempDir()
 	large, small := filepath.Join(dir, "large.db"), filepath.Join(dir, "small.db")
@@ -206,14 +207,19 @@ func BenchmarkSalvageMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			var peak, live float64
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			for i := range b.N {
 				_, p, l := salvageHeap(b, c.path, filepath.Join(dir, fmt.Sprintf("%s-%d.out", c.name, i)))
 				peak, live = max(peak, p), max(live, l)
 			}
+			runtime.ReadMemStats(&after)
 			b.ReportMetric(float64(fi.Size())/(1<<20), "file-MiB")
 			b.ReportMetric(peak, "peak-heap/file")
 			b.ReportMetric(live, "peak-live/file")
 			b.ReportMetric(peak*float64(fi.Size())/(1<<20), "peak-heap-MiB")
+			// A small heap is collected more often: what the memory costs in CPU.
+			b.ReportMetric(float64(after.NumGC-before.NumGC)/float64(b.N), "GCs/op")
 		})
 	}
 }

@@ -126,10 +126,10 @@ readable; the report lists what was skipped or missing. The file's
 write-ahead log (FILE-wal: appends not yet applied to the file) is read
 too: its messages are added to OUT unless OUT holds them already, and a
 damaged stretch of it is reported and stepped over. Memory stays small
-whatever the file's size: records are read twice, once to find them, once
-to copy them. OUT appears only once complete: Ctrl-C, a full disk, or the
-file changing meanwhile (a program writing to it without its lock) exits 1
-and leaves no OUT. Afterwards
+whatever the file's size: salvage notes where the records lie, then reads
+them again to copy them. OUT appears only once complete: Ctrl-C, a full
+disk, or the file changing meanwhile (a program writing to it without its
+lock) exits 1 and leaves no OUT. Afterwards
 check OUT with 'ctxstore --db OUT verify', keep the damaged file and its
 FILE-wal aside (OUT holds the log's messages: a log left beside it would
 be taken for one of OUT's) and move OUT into its place. Exit status 1 when anything was skipped or
