@@ -68,6 +68,18 @@ func (ls largeStore) fill(tb testing.TB, path string) {
 	}
 }
 
+// open fills the store at path and opens it again (NoSync), for the
+// caller to add to and close.
+func (ls largeStore) open(tb testing.TB, path string) *Store {
+	tb.Helper()
+	ls.fill(tb, path)
+	st, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
 // heapPeak runs fn while a goroutine samples the heap every half
 // millisecond, and returns the highest heap in use during fn above what was
 // in use before it (allocated objects, live or not yet collected: what the
@@ -233,11 +245,7 @@ func TestSalvageLargeRoundTrip(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.db")
-	largeStore{sessions: 3, perSession: 2500, valueSize: 1 << 10}.fill(t, src)
-	st, err := Open(src, Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := largeStore{sessions: 3, perSession: 2500, valueSize: 1 << 10}.open(t, src)
 	rng := rand.New(rand.NewPCG(5, 6))
 	text := func(n int) string {
 		b := make([]byte, n)
@@ -331,17 +339,13 @@ func sessionsAndDerived(t *testing.T, st *Store) ([]SessionInfo, map[string][]by
 // it without its lock would: the salvage fails with ErrSourceChanged and
 // leaves neither the destination nor a temporary file. A record rewritten
 // in place with the file's size and modification time put back is caught
-// by the record's hash; a file grown by its size; a file cut short by the
+// by the hash of its page; a file grown by its size; a file cut short by the
 // record that is no longer there.
 func TestSalvageStopsWhenFileChanges(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.db")
-	largeStore{sessions: 4, perSession: 50, valueSize: 1 << 10}.fill(t, good)
-	st, err := Open(good, Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := largeStore{sessions: 4, perSession: 50, valueSize: 1 << 10}.open(t, good)
 	const marker = "MARKER-4ff1c0"
 	if _, _, err := st.Append(ctx, "marked", Record{Message: ctxstore.NewMessage(ctxstore.RoleUser, marker), Tokens: 3}); err != nil {
 		t.Fatal(err)
