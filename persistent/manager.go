@@ -415,18 +415,25 @@ func (m *Manager) appendChecked(ctx context.Context, check func(storage.SessionI
 	return first, seen, err
 }
 
-// afterAppend adds what was just appended to the window. When another
-// process appended in between (a gap before first) or the write went into
-// another epoch than the window's (a seeding write after a Clear elsewhere),
-// the window catches up from the store instead, which also brings in our
-// own records in order. into is the session as the write saw it.
+// afterAppend adds what was just appended to the window. When the write
+// went into another epoch than the window's (a seeding write after a Clear
+// elsewhere), the window catches up from the store at once. When another
+// process appended in between (a gap before first) in the window's epoch,
+// the window is left as it was: every read of the window catches up with the
+// store first, and will bring in their records and ours in order, so a
+// process appending beside others pays one catch-up per view, not one per
+// append. into is the session as the write saw it.
 func (m *Manager) afterAppend(ctx context.Context, first uint64, recs []storage.Record, into storage.SessionInfo) error {
-	if first != m.w.lastSeq+1 || (m.w.epoch != 0 && into.Epoch != m.w.epoch) {
-		err := m.syncLocked(ctx)
-		m.w.ours = true
-		return err
-	}
 	m.w.ours = true
+	if m.w.epoch != 0 && into.Epoch != m.w.epoch {
+		return m.syncLocked(ctx)
+	}
+	if first != m.w.lastSeq+1 {
+		if m.w.epoch == 0 {
+			return m.syncLocked(ctx)
+		}
+		return nil
+	}
 	if m.w.epoch == 0 {
 		// The session was created by this write: learn its epoch, or the
 		// next sync would take it for another process's Clear.

@@ -213,6 +213,10 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 		for _, r := range accepted {
 			r.err = fmt.Errorf("store %s: sync the log: %w: %w", s.path, ErrOutcomeUnknown, err)
 		}
+		// Write the log's records into bbolt now, before another process
+		// (whose descriptor never saw the error) syncs the log and marks
+		// records the kernel dropped as on disk.
+		s.commitOnce(nil)
 	}
 	return true
 }
@@ -243,6 +247,9 @@ const (
 	// syncWaitSlice bounds one wait in the kernel: the words are looked
 	// at again after it.
 	syncWaitSlice = 2 * time.Millisecond
+	// syncMarkTries bounds the waits (each up to LockTimeout) for the lock
+	// to mark a finished sync.
+	syncMarkTries = 3
 )
 
 func readWord(f *os.File, at int64) (uint64, error) {
@@ -290,7 +297,7 @@ func claimSync(f *os.File, end int64) bool {
 	if err == nil && syncing > synced {
 		return false
 	}
-	writeWord(f, logSyncingAt, max(syncing, uint64(end)))
+	writeWord(f, logSyncingAt, uint64(end))
 	holdSyncLock(f)
 	return true
 }
@@ -306,18 +313,35 @@ func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 	if err == nil && s.synced != nil {
 		s.synced()
 	}
-	unlock, lerr := s.lockLog(context.Background(), true)
+	// The record is acknowledged only once readers can see it: the lock
+	// to say so is waited for several times over before giving up.
+	var unlock func()
+	var lerr error
+	for range syncMarkTries {
+		if unlock, lerr = s.lockLog(context.Background(), true); lerr == nil {
+			break
+		}
+	}
 	if lerr != nil {
 		releaseSyncLock(f)
-		return err // waiters time out and sync themselves
+		if err != nil {
+			return err // waiters time out and sync themselves
+		}
+		return fmt.Errorf("%w: synced, but could not mark it for readers: %w", ErrOutcomeUnknown, lerr)
 	}
 	defer unlock()
 	// Waiters wake when this is released, and then find the words below
 	// up to date (they read them under the log's lock, held here).
 	defer releaseSyncLock(f)
 	g, synced, _, rerr := syncWords(f)
-	if rerr != nil || g != gen {
-		return err
+	if rerr != nil {
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: synced, but could not mark it for readers: %w", ErrOutcomeUnknown, rerr)
+	}
+	if g != gen {
+		return err // applied by a checkpoint meanwhile
 	}
 	if err != nil {
 		writeWord(f, logSyncingAt, synced)
@@ -378,7 +402,10 @@ func (s *Store) awaitSync(f *os.File, gen uint64, end int64) error {
 				if t, err := s.catchUp(context.Background(), true); err == nil && t.off > upto {
 					upto = t.off
 				}
-				writeWord(f, logSyncingAt, max(syncing, uint64(upto)))
+				// upto covers every whole record: a larger syncing
+				// word is stale (a sync announced before a crash, for
+				// a record that was then cut off) and goes.
+				writeWord(f, logSyncingAt, uint64(upto))
 				holdSyncLock(f)
 				unlock()
 				return s.syncLog(f, gen, upto)

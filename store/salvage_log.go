@@ -64,6 +64,11 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 		if sv.hasApplied {
 			gens = []uint64{sv.applied.gen, sv.applied.gen + 1}
 		}
+	case sv.hasApplied && hdr.id == sv.applied.id && hdr.gen < sv.applied.gen:
+		// An older generation of the file's log, every record applied
+		// (a power cut kept a header later checkpoints had replaced):
+		// its records are in the file, or were purged since.
+		return lg, nil
 	case sv.hasApplied && hdr.id == sv.applied.id && hdr.gen == sv.applied.gen:
 		// The file holds the records before applied.off.
 		start = max(sv.applied.off, walHeaderSize)

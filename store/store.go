@@ -269,8 +269,8 @@ func (s *Store) Close() error {
 	}
 	s.checkpointOnClose()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
@@ -280,6 +280,10 @@ func (s *Store) Close() error {
 	if s.db != nil { // lingering
 		s.closeDB()
 	}
+	// Operations still holding the log's lock take s.mu to open the
+	// file: release it before waiting for the log (they then get
+	// ErrClosed).
+	s.mu.Unlock()
 	// No new operation takes the log from here on; the syncs of appends
 	// already written finish on it before it is closed.
 	s.walMu.Lock()
@@ -292,6 +296,8 @@ func (s *Store) Close() error {
 		s.walF = nil
 	}
 	s.walMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.closeErr
 }
 

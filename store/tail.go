@@ -30,6 +30,10 @@ const (
 	tailEmpty  tailMode = iota // no log yet (or one never written): nothing beyond bbolt
 	tailNormal                 // the log continues the bbolt file
 	tailOrphan                 // the log belongs to another file: a writer adopts its records
+	// tailStale: an older generation of this file's log, every record of
+	// it applied (a power cut kept a header that later checkpoints had
+	// replaced, unsynced): nothing beyond bbolt; a writer empties it.
+	tailStale
 )
 
 // tailState is the overlay of the log on the bbolt file.
@@ -110,7 +114,14 @@ func (s *Store) walLock(ctx context.Context, exclusive bool) (func(), error) {
 	if s.walClosed.Load() {
 		return nil, fmt.Errorf("store %s: %w", s.path, ErrClosed)
 	}
-	return s.lockLog(ctx, exclusive)
+	unlock, err := s.lockLog(ctx, exclusive)
+	if err == nil && s.walClosed.Load() {
+		// Close began while this waited: it set the flag under the
+		// same lock, so looking again under it is final.
+		unlock()
+		return nil, fmt.Errorf("store %s: %w", s.path, ErrClosed)
+	}
+	return unlock, err
 }
 
 // lockLog is walLock for the syncs of appends already written, which Close
@@ -191,23 +202,25 @@ func (s *Store) walFile(check bool) (*os.File, error) {
 	f, err := os.OpenFile(s.walPath, flag&^os.O_CREATE|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, os.ErrNotExist) && !s.opts.ReadOnly {
 		f, err = os.OpenFile(s.walPath, flag|os.O_EXCL|syscall.O_NOFOLLOW, s.walMode())
-		if err == nil {
-			// The new log's name must survive a power cut as the
-			// records synced into it do.
-			if derr := syncDir(filepath.Dir(s.walPath)); derr != nil {
-				f.Close()
-				return nil, fmt.Errorf("store %s: log %s: sync its directory: %w", s.path, s.walPath, derr)
-			}
-		} else if errors.Is(err, os.ErrExist) {
+		if errors.Is(err, os.ErrExist) {
 			// Another process created it meanwhile.
 			f, err = os.OpenFile(s.walPath, flag&^os.O_CREATE|syscall.O_NOFOLLOW, 0)
 		}
 	}
 	switch {
 	case err == nil:
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		fi, serr := f.Stat()
+		if serr != nil || !fi.Mode().IsRegular() {
 			f.Close()
 			return nil, fmt.Errorf("store %s: log %s: not a regular file", s.path, s.walPath)
+		}
+		if fi.Size() < walHeaderSize && !s.opts.ReadOnly {
+			// Never written: its creator may have died before syncing
+			// the directory. Sync it before any record is acknowledged.
+			if derr := syncDir(filepath.Dir(s.walPath)); derr != nil {
+				f.Close()
+				return nil, fmt.Errorf("store %s: log %s: sync its directory: %w", s.path, s.walPath, derr)
+			}
 		}
 		s.walF = f
 		return f, nil
@@ -370,7 +383,7 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 			return nil, err
 		}
 	}
-	if !hasHdr || f == nil {
+	if !hasHdr || f == nil || t.mode == tailStale {
 		return t, nil
 	}
 	gen := hdr.gen
@@ -444,6 +457,8 @@ func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr walH
 		t.mode, t.off = tailNormal, walHeaderSize
 	case t.hasApplied && hdr.id == t.applied.id && hdr.gen == t.applied.gen:
 		t.mode, t.off = tailNormal, max(t.applied.off, walHeaderSize)
+	case t.hasApplied && hdr.id == t.applied.id && hdr.gen < t.applied.gen:
+		t.mode, t.off = tailStale, walHeaderSize
 	default:
 		t.mode, t.off = tailOrphan, walHeaderSize
 	}
@@ -580,7 +595,7 @@ func (w *wtx) applyLog(t *tailState) (walHeader, error) {
 			return walHeader{}, fmt.Errorf("log id: %w", err)
 		}
 	}
-	if t.hasHdr {
+	if t.hasHdr && t.mode != tailStale {
 		// The file now holds this log's records up to t.off, adopted
 		// ones included: it takes the log's identity, so a crash before
 		// the log is emptied never applies (or adopts) them twice.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -68,9 +69,11 @@ func TestReadersSeeOnlySyncedRecords(t *testing.T) {
 	}
 }
 
-// A failed sync of the log is not forgotten: the append fails with
-// ErrOutcomeUnknown, and the next writes commit to bbolt, writing the log's
-// records again with them, until one has; then the log is used again.
+// A failed sync of the log is not left to chance: the append fails with
+// ErrOutcomeUnknown, and the log's records are written into bbolt (and
+// synced there) at once, before another process, whose descriptor never
+// saw the error, could sync the log and mark records the kernel dropped as
+// on disk. Then appends use the log again.
 func TestLogSyncFailureIsSticky(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.db")
 	st, err := Open(path, Options{})
@@ -85,16 +88,178 @@ func TestLogSyncFailureIsSticky(t *testing.T) {
 		t.Fatalf("append whose sync failed: %v, want ErrOutcomeUnknown", err)
 	}
 	st.syncFault = nil
-	appendText(t, st, "s", "four")
 	if fi, err := os.Stat(path + walSuffix); err != nil || fi.Size() != walHeaderSize {
-		t.Fatalf("after a failed sync the next append went to the log, not to bbolt (log %v, %v)", fi.Size(), err)
+		t.Fatalf("after a failed sync the log still holds records (%v, %v): they were not written into bbolt", fi.Size(), err)
 	}
-	appendText(t, st, "s", "five")
+	appendText(t, st, "s", "four")
 	if fi, err := os.Stat(path + walSuffix); err != nil || fi.Size() <= walHeaderSize {
 		t.Fatalf("once bbolt holds the log's records, appends go to the log again (log %v, %v)", fi.Size(), err)
 	}
-	if got := textsOf(t, st, "s"); !slices.Equal(got, []string{"one", "two", "three", "four", "five"}) {
+	if got := textsOf(t, st, "s"); !slices.Equal(got, []string{"one", "two", "three", "four"}) {
 		t.Fatalf("messages %q", got)
+	}
+}
+
+// A power cut can keep a log header that later checkpoints replaced
+// without syncing it (two bbolt commits in a row: a checkpoint, then a
+// Clear or Purge). That older generation is all applied: it is neither
+// damage nor records to adopt again (which would bring a purged session
+// back), and salvage does not take its records either.
+func TestStaleLogHeaderAfterPowerCut(t *testing.T) {
+	cases := []struct {
+		name   string
+		second func(*Store) error
+		keep   bool // the old records reached the disk too, not only the header
+		want   []string
+	}{
+		{"header only, then checkpoint", func(s *Store) error { return s.Checkpoint(ctx) }, false, []string{"one", "two", "three"}},
+		{"header and records, then purge", func(s *Store) error { return s.Purge(ctx, "s") }, true, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "r.db")
+			st, err := Open(path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range []string{"one", "two", "three"} {
+				appendText(t, st, "s", m)
+			}
+			old, err := os.ReadFile(path + walSuffix) // as the last log sync left it
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Checkpoint(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.second(st); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			if !c.keep {
+				old = old[:walHeaderSize]
+			}
+			if err := os.WriteFile(path+walSuffix, old, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, ro := range []bool{true, false} {
+				st, err := Open(path, Options{ReadOnly: ro})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := st.Session(ctx, "s")
+				switch {
+				case c.want == nil && !errors.Is(err, ErrNotFound):
+					t.Fatalf("read-only %v: the purged session is back (%+v, %v)", ro, got, err)
+				case c.want != nil && err != nil:
+					t.Fatalf("read-only %v: %v", ro, err)
+				case c.want != nil:
+					if texts := textsOf(t, st, "s"); !slices.Equal(texts, c.want) {
+						t.Fatalf("read-only %v: %q, want %q", ro, texts, c.want)
+					}
+				}
+				st.Close()
+			}
+			if c.want == nil {
+				out := filepath.Join(dir, "salvaged.db")
+				if _, err := Salvage(ctx, path, out); err != nil {
+					t.Fatal(err)
+				}
+				sv, err := Open(out, Options{ReadOnly: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sv.Close()
+				if _, err := sv.Session(ctx, "s"); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("salvage brought the purged session back: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// A sync announced before a crash for a record that was then cut off must
+// not make every later append wait for it: the first append that syncs
+// itself replaces the stale announcement.
+func TestStaleSyncAnnouncementIsReplaced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendText(t, st, "s", "one")
+	appendText(t, st, "s", "two")
+	st.Close()
+	lf, err := os.OpenFile(path+walSuffix, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := lf.Stat()
+	_, synced, _, err := syncWords(lf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The crashed process announced a sync of a 5,000-byte record, of
+	// which 300 bytes of garbage reached the disk.
+	writeWord(lf, logSyncingAt, synced+5000)
+	if _, err := lf.WriteAt(bytes.Repeat([]byte{0xAB}, 300), fi.Size()); err != nil {
+		t.Fatal(err)
+	}
+	st, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	appendText(t, st, "s", "three")
+	_, synced, syncing, err := syncWords(lf)
+	lf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if syncing > synced {
+		t.Fatalf("after an append synced up to %d, a sync up to %d still reads as in progress: every append would wait for it", synced, syncing)
+	}
+	if got := textsOf(t, st, "s"); !slices.Equal(got, []string{"one", "two", "three"}) {
+		t.Fatalf("messages %q", got)
+	}
+}
+
+// Close never deadlocks with reads in flight.
+func TestCloseWithReadsInFlight(t *testing.T) {
+	for i := range 100 {
+		st, err := Open(filepath.Join(t.TempDir(), fmt.Sprintf("d%d.db", i)), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendText(t, st, "s", "one")
+		if err := st.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					if _, err := st.Sessions(ctx); err != nil {
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Millisecond)
+		done := make(chan struct{})
+		go func() {
+			st.Close()
+			wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("iteration %d: Close and reads deadlocked", i)
+		}
 	}
 }
 
