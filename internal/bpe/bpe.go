@@ -43,7 +43,7 @@ func mustLoad(name string, isO200k bool, data []byte, n int) *Encoding {
 }
 
 // O200k returns the o200k_base encoding (GPT-4o, o1, o3, GPT-4.1, GPT-5).
-// The first call decodes the vocabulary (a few tens of milliseconds).
+// The first call decodes the vocabulary (about a tenth of a second).
 func O200k() *Encoding { return o200k() }
 
 // CL100k returns the cl100k_base encoding (GPT-4, GPT-3.5-turbo).
