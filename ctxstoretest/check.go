@@ -2,10 +2,15 @@ package ctxstoretest
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/jsonscan"
 )
 
 // history is a stored conversation analysed once, so every view requested
@@ -20,6 +25,7 @@ type history struct {
 	trailing   []int            // the trailing tool group: calling message + its results
 	pending    map[string]bool  // calls of the trailing group that have no result yet
 	orphans    map[int]bool     // results that do not follow the message that called them
+	bySkeleton map[string]int   // a message's keys but content -> first index; built when needed
 }
 
 func analyze(msgs []ctxstore.Message) *history {
@@ -258,6 +264,7 @@ func (h *history) check(view []ctxstore.Message, budget int, est ctxstore.Estima
 	}
 
 	errs = append(errs, h.checkTools(view)...)
+	errs = append(errs, h.checkKeys(view, idx)...)
 
 	// V2.5: the last human message whole.
 	if i := h.lastHuman; i >= 0 {
@@ -367,32 +374,102 @@ func totalBytes(ms []ctxstore.Message) int {
 	return n
 }
 
-// addedKeys are the keys a message a view adds (the notice, a summary, a
-// repaired tool result) may carry.
+// addedKeys are the keys a message a manager adds to a view may carry:
+// role, content and the keys that pair a tool result with its call.
 var addedKeys = []string{"role", "content", "tool_call_id", "tool_calls"}
 
-// CleanKeys reports the first message of view that carries a top-level key
-// no message of history has and that is not one of role, content,
-// tool_call_id and tool_calls: a key the host never stored, which
-// providers reject ("Unknown parameter", "Extra inputs are not
-// permitted"). Managers that annotate added messages on request
-// (Config.Annotations) fail it by design.
-func CleanKeys(history, view []ctxstore.Message) error {
-	stored := map[string]bool{}
-	for _, k := range addedKeys {
-		stored[k] = true
+// CheckKeys reports a top-level key of m, a message of a view, that the
+// host never stored on the message m shows: providers reject keys they do
+// not know ("Unknown parameter", "Extra inputs are not permitted").
+//
+// stored is the stored message m shows, whole, truncated or stubbed: m may
+// carry only its keys. For a message the manager added (the compaction
+// notice, a summary, a repaired tool result, a memory file shown without
+// its metadata) stored is the zero Message, and m may carry only role,
+// content, tool_call_id and tool_calls.
+func CheckKeys(m, stored ctxstore.Message) error {
+	allowed, whose := addedKeys, "a message the view adds"
+	if !stored.IsZero() {
+		allowed, whose = stored.Keys(), "the stored message it shows"
 	}
-	for _, m := range history {
-		for _, k := range m.Keys() {
-			stored[k] = true
-		}
-	}
-	for i, m := range view {
-		for _, k := range m.Keys() {
-			if !stored[k] {
-				return fmt.Errorf("view[%d] carries key %q, which no stored message has: %.120s", i, k, m)
-			}
+	for _, k := range m.Keys() {
+		if !slices.Contains(allowed, k) {
+			return fmt.Errorf("carries key %q, which %s does not have (allowed: %s): %.120s", k, whose, strings.Join(allowed, ", "), m)
 		}
 	}
 	return nil
+}
+
+// CleanKeys reports the first message of view that carries a key CheckKeys
+// rejects, view having been made from history. A message of view is taken
+// to show the stored message with the same bytes, else the one whose tool
+// results or calls it carries (a truncated result), else one whose every
+// key but content holds the same value (a stub); any other message is one
+// the manager added. Managers that annotate added messages on request
+// (Config.Annotations) fail it by design.
+func CleanKeys(history, view []ctxstore.Message) error {
+	h := analyze(history)
+	idx, _ := h.match(view)
+	if errs := h.checkKeys(view, idx); len(errs) > 0 {
+		return errors.New(errs[0])
+	}
+	return nil
+}
+
+// checkKeys runs CheckKeys on every message of view, idx being its match
+// to the history.
+func (h *history) checkKeys(view []ctxstore.Message, idx []int) []string {
+	var errs []string
+	for v, m := range view {
+		i := idx[v]
+		if i < 0 {
+			i = h.rewriteOf(m)
+		}
+		var stored ctxstore.Message
+		if i >= 0 {
+			stored = h.msgs[i]
+		}
+		if err := CheckKeys(m, stored); err != nil {
+			errs = append(errs, fmt.Sprintf("view[%d] %v", v, err))
+		}
+	}
+	return errs
+}
+
+// rewriteOf returns the index of a stored message m may be a rewrite of,
+// its content replaced (a stub): one whose every other key holds the same
+// value, in the same order. -1 means none.
+func (h *history) rewriteOf(m ctxstore.Message) int {
+	if h.bySkeleton == nil {
+		h.bySkeleton = make(map[string]int, len(h.msgs))
+		for i, s := range h.msgs {
+			if _, dup := h.bySkeleton[skeleton(s)]; !dup {
+				h.bySkeleton[skeleton(s)] = i
+			}
+		}
+	}
+	if i, ok := h.bySkeleton[skeleton(m)]; ok {
+		return i
+	}
+	return -1
+}
+
+// skeleton is m without its content: every other key with its value,
+// compacted, in order.
+func skeleton(m ctxstore.Message) string {
+	raw := m.Bytes()
+	var b bytes.Buffer
+	jsonscan.EachMember(raw, func(key string, start, end int) bool {
+		if key == "content" {
+			return true
+		}
+		b.WriteString(strconv.Quote(key))
+		b.WriteByte(':')
+		if err := json.Compact(&b, raw[start:end]); err != nil {
+			b.Write(raw[start:end])
+		}
+		b.WriteByte(',')
+		return true
+	})
+	return b.String()
 }

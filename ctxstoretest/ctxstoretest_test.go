@@ -104,7 +104,7 @@ func TestChecksCatchBrokenViews(t *testing.T) {
 	}
 	truncated := ctxstore.NewToolResult("a", "[truncated]")
 	summary := ctxstore.NewMessage(ctxstore.RoleSystem, "Previous conversation summary: …")
-	notice := p(`{"role":"user","content":"compacted","metadata":{"source":"context-compaction"}}`)
+	notice := p(`{"role":"user","content":"compacted"}`)
 	est := ctxstore.EstimatorFunc(func(ctxstore.Message) int { return 10 })
 
 	good := []struct {
@@ -147,6 +147,10 @@ func TestChecksCatchBrokenViews(t *testing.T) {
 		{"OverBudget", hist, 50, "over the budget"},
 		{"PendingGroupChanged", []ctxstore.Message{sys, u2, p(`{"role":"assistant","content":"changed","tool_calls":[{"id":"p","function":{"name":"f","arguments":"{}"}}]}`)}, 100, "not whole"},
 		{"KnownResultMissingAtTail", []ctxstore.Message{sys, u2, pending, call, ra}, 100, "history has its result"},
+		{"AnnotatedNotice", []ctxstore.Message{sys, u2, use, useRes, pending,
+			p(`{"role":"user","content":"compacted","metadata":{"source":"context-compaction"}}`)}, 100, `key "metadata"`},
+		{"AnnotatedSummary", []ctxstore.Message{sys, p(`{"role":"user","content":"Summary: …","metadata":{"source":"summary"}}`), u2, pending}, 100, `key "metadata"`},
+		{"TruncatedResultGainsKey", []ctxstore.Message{sys, call, p(`{"role":"tool","tool_call_id":"a","content":"[truncated]","name":"f"}`), rb, u2, pending}, 100, `key "name"`},
 	}
 	for _, b := range bad {
 		errs := h.check(b.view, b.budget, est)
@@ -166,6 +170,28 @@ func TestChecksCatchBrokenViews(t *testing.T) {
 	reused := analyze([]ctxstore.Message{sys, u1, c0, r0, a1, u2, c0b, r0b})
 	if errs := reused.check([]ctxstore.Message{sys, u1, c0, ctxstore.NewToolResult("call_0", "[truncated]"), u2, c0b, r0b}, 100, est); len(errs) > 0 {
 		t.Errorf("reused ids: a valid view was rejected:\n%s", strings.Join(errs, "\n"))
+	}
+	// Stored keys: a message may carry the keys its own stored message has
+	// (a stub or a truncated result keeps them), and no other message's.
+	tagged := p(`{"role":"user","content":"first question","metadata":{"turn":1}}`)
+	taggedCall := p(`{"role":"assistant","content":null,"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{}"}}],"x_trace":{"z":1}}`)
+	taggedRes := p(`{"role":"tool","tool_call_id":"a","content":"result a","metadata":{"ok":true}}`)
+	last := p(`{"role":"user","content":"second question","metadata":{"turn":2}}`)
+	keyed := analyze([]ctxstore.Message{sys, tagged, taggedCall, taggedRes, a1, last})
+	stub := p(`{"role":"user","content":"[stub of the first question]","metadata": {"turn": 1}}`)
+	truncRes := p(`{"role":"tool","tool_call_id":"a","content":"[truncated]","metadata":{"ok":true}}`)
+	if errs := keyed.check([]ctxstore.Message{sys, stub, taggedCall, truncRes, last, notice}, 100, est); len(errs) > 0 {
+		t.Errorf("stored keys: a valid view was rejected:\n%s", strings.Join(errs, "\n"))
+	}
+	for name, v := range map[string][]ctxstore.Message{
+		// Every stored user message has metadata: the notice may not.
+		"NoticeWithStoredKey":   {sys, a1, last, p(`{"role":"user","content":"compacted","metadata":{"turn":3}}`)},
+		"StubWithOtherMetadata": {sys, p(`{"role":"user","content":"[stub]","metadata":{"turn":7}}`), a1, last},
+		"ResultWithCallKey":     {sys, taggedCall, p(`{"role":"tool","tool_call_id":"a","content":"[truncated]","x_trace":{"z":1}}`), last},
+	} {
+		if err := CleanKeys(keyed.msgs, v); err == nil {
+			t.Errorf("%s: CleanKeys passed a message with a key its stored message lacks", name)
+		}
 	}
 	orphaned := analyze([]ctxstore.Message{sys, u1, ra, u2})
 	if errs := orphaned.check([]ctxstore.Message{sys, u1, ra, u2}, 100, nil); len(errs) == 0 {

@@ -3,12 +3,12 @@ package persistent
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/ctxstoretest"
 )
 
 // TestViewsCarryOnlyStoredKeys: in every state a view can be in — memory
@@ -48,19 +48,16 @@ func TestViewsCarryOnlyStoredKeys(t *testing.T) {
 				for i, msg := range v.Messages {
 					o := v.Origins[i]
 					seen[o.Form] = true
-					allowed := []string{"role", "content", "tool_call_id", "tool_calls"}
+					var orig ctxstore.Message // the zero Message: one the view adds
 					switch o.Form {
 					case ctxstore.FormWhole, ctxstore.FormTruncated, ctxstore.FormStubbed:
-						orig, ok := stored[o.Seq]
-						if !ok {
+						var ok bool
+						if orig, ok = stored[o.Seq]; !ok {
 							t.Fatalf("budget %d: view[%d] (%s) names seq %d, not stored", budget, i, o.Form, o.Seq)
 						}
-						allowed = orig.Keys()
 					}
-					for _, k := range msg.Keys() {
-						if !slices.Contains(allowed, k) {
-							t.Errorf("budget %d: view[%d] (%s) carries %q: %.100s", budget, i, o.Form, k, msg)
-						}
+					if err := ctxstoretest.CheckKeys(msg, orig); err != nil {
+						t.Errorf("budget %d: view[%d] (%s) %v", budget, i, o.Form, err)
 					}
 				}
 			}
@@ -80,7 +77,8 @@ func TestViewsCarryOnlyStoredKeys(t *testing.T) {
 }
 
 // TestAnnotationsOnRequest: a host that wants to know the origin inside the
-// messages (an Amplifier-style host) opts in and gets metadata.source.
+// messages (an Amplifier-style host) opts in and gets metadata.source, which
+// the key check of the conformance suite rejects.
 func TestAnnotationsOnRequest(t *testing.T) {
 	cfg := Config{noSync: true}
 	cfg.Annotations = true
@@ -90,6 +88,9 @@ func TestAnnotationsOnRequest(t *testing.T) {
 	last := v.Messages[len(v.Messages)-1]
 	if v.Origins[len(v.Origins)-1].Form != ctxstore.FormNotice || last.Source() != "context-compaction" {
 		t.Fatalf("annotated notice: %s (%v)", last, v.Origins[len(v.Origins)-1])
+	}
+	if err := ctxstoretest.CheckKeys(last, ctxstore.Message{}); err == nil {
+		t.Errorf("CheckKeys passed the annotated notice %s", last)
 	}
 }
 
