@@ -119,7 +119,7 @@ func TestChatReplyLoop(t *testing.T) {
 	}
 	got, _ := json.Marshal(out)
 	want, _ := json.Marshal([]openai.ChatCompletionMessageParamUnion{reply.Choices[0].Message.ToParam()})
-	if string(got) != string(want) {
+	if string(got) != string(want) || !strings.Contains(string(got), `"call_1"`) {
 		t.Errorf("stored reply goes out as\n %s\nthe SDK sends it back as\n %s", got, want)
 	}
 
