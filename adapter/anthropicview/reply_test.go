@@ -151,6 +151,11 @@ func TestReplyShapes(t *testing.T) {
 			if got := string(m.Bytes()); got != tc.want {
 				t.Errorf("stored\n got %s\nwant %s", got, tc.want)
 			}
+			// Every stored reply goes out again.
+			v := ctxstore.View{Messages: []ctxstore.Message{ctxstore.NewMessage(ctxstore.RoleUser, "hi"), m}}
+			if _, err := anthropicview.Params(v, anthropic.ModelClaudeSonnet4_5, 1024); err != nil {
+				t.Errorf("Params: %v", err)
+			}
 		})
 	}
 }
