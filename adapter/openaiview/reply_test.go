@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/adapter/internal/viewcases"
 	"github.com/ctxstore/ctxstore/adapter/openaiview"
-	"github.com/ctxstore/ctxstore/simple"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 )
@@ -30,57 +30,6 @@ const (
 		`{"id":"call_1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"go.mod\"}"}}]}`
 )
 
-// loop is one agent turn against the local server: the manager's view
-// goes out through send, the reply comes in through reply and its usage is
-// reported; it returns the stored reply and the next view.
-func loop(t *testing.T, send func(ctxstore.View) (ctxstore.Message, ctxstore.Usage)) (ctxstore.Message, ctxstore.View) {
-	t.Helper()
-	ctx := context.Background()
-	m, err := simple.New(simple.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, msg := range []ctxstore.Message{
-		ctxstore.NewMessage(ctxstore.RoleSystem, "You are a coding agent."),
-		ctxstore.NewMessage(ctxstore.RoleUser, "Which Go version does the module need?"),
-	} {
-		if err := m.AddMessage(ctx, msg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	req := ctxstore.Request{TokenBudget: 30_000}
-	v, err := m.Explain(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.Session = "demo"
-	stored, usage := send(v)
-	if usage.InputTokens != 2000 {
-		t.Errorf("usage InputTokens = %d, want 2000 (prompt tokens, cached included)", usage.InputTokens)
-	}
-	if err := m.AddMessage(ctx, stored); err != nil {
-		t.Fatalf("AddMessage(reply): %v", err)
-	}
-	if err := m.AddMessage(ctx, ctxstore.NewToolResult("call_1", "module example.com/x\n\ngo 1.26")); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.ReportUsage(ctx, usage); err != nil {
-		t.Fatalf("ReportUsage: %v", err)
-	}
-	next, err := m.Explain(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next.Session = "demo"
-	if next.UsageRatio <= 1 {
-		t.Errorf("after reporting 2000 input tokens for a %d-token view, UsageRatio = %v, want > 1", v.Tokens, next.UsageRatio)
-	}
-	if n := len(next.Messages); n != 4 || !next.Messages[2].Equal(stored) {
-		t.Fatalf("next view does not hold the reply as stored: %d messages", n)
-	}
-	return stored, next
-}
-
 // TestChatReplyLoop drives one tool-calling turn through Chat Completions:
 // the reply comes in, is stored, and goes out in the next request with its
 // tool result, as the SDK itself would send it back.
@@ -90,7 +39,7 @@ func TestChatReplyLoop(t *testing.T) {
 	c := s.client()
 	ctx := context.Background()
 	var reply *openai.ChatCompletion
-	stored, next := loop(t, func(v ctxstore.View) (ctxstore.Message, ctxstore.Usage) {
+	stored, next := viewcases.ReplyTurn(t, "call_1", func(v ctxstore.View) (ctxstore.Message, ctxstore.Usage) {
 		params, err := openaiview.ChatParams(v, openai.ChatModelGPT4o)
 		if err != nil {
 			t.Fatal(err)
@@ -146,7 +95,7 @@ func TestResponseReplyLoop(t *testing.T) {
 	c := s.client()
 	ctx := context.Background()
 	var reply *responses.Response
-	stored, next := loop(t, func(v ctxstore.View) (ctxstore.Message, ctxstore.Usage) {
+	stored, next := viewcases.ReplyTurn(t, "call_1", func(v ctxstore.View) (ctxstore.Message, ctxstore.Usage) {
 		params, err := openaiview.ResponseParams(v, openai.ChatModelGPT4o)
 		if err != nil {
 			t.Fatal(err)
