@@ -75,7 +75,9 @@ func assistant(parts []chatPart, calls []chatCall) (ctxstore.Message, error) {
 // matching ErrUnsupported; one without choices matches ErrNoReply.
 //
 // The stored message goes out again through ChatParams as the assistant
-// message the SDK's own ChatCompletionMessage.ToParam makes.
+// message the SDK's own ChatCompletionMessage.ToParam makes, except that a
+// refusal goes out as content text rather than in "refusal" (the one form
+// every API this package and anthropicview send to can read).
 func ChatReply(c *openai.ChatCompletion) (ctxstore.Message, error) {
 	if c == nil || len(c.Choices) == 0 {
 		return ctxstore.Message{}, fmt.Errorf("openaiview: chat completion: %w: no choices", ErrNoReply)
