@@ -5,7 +5,14 @@
 //	params, err := anthropicview.Params(view, anthropic.ModelClaudeSonnet4_5, 4096)
 //	…
 //	params.Tools = tools
-//	msg, err := client.Messages.New(ctx, params)
+//	reply, err := client.Messages.New(ctx, params)
+//
+// and stores the reply and reports its usage with
+//
+//	msg, err := anthropicview.Reply(reply)
+//	…
+//	err = m.AddMessage(ctx, msg)
+//	err = m.ReportUsage(ctx, anthropicview.Usage(reply.Usage))
 //
 // # Conversion
 //
@@ -33,6 +40,16 @@
 // Empty text blocks and messages left without content are dropped. A view
 // whose tool results do not answer the assistant turn before them is
 // rejected rather than sent.
+//
+// # Replies
+//
+// Reply stores a reply as Anthropic blocks (text, tool_use, thinking with
+// its signature, redacted_thinking), which views carry as they are: sent
+// out again, a stored reply is the assistant turn the SDK's own
+// Message.ToParam makes, thinking signatures included. Tool results may
+// then be stored either way, ctxstore.NewToolResult or tool_result
+// blocks. Usage counts what the provider counted as input: uncached,
+// cache-read and cache-written tokens.
 //
 // # Cache breakpoints
 //

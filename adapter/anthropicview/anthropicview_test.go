@@ -27,10 +27,14 @@ type server struct {
 	*httptest.Server
 	mu     sync.Mutex
 	Bodies []map[string]any
+	// Reply is the message the server answers with.
+	Reply string
 }
 
 func newServer(t testing.TB) *server {
-	s := &server{}
+	s := &server{Reply: `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5",` +
+		`"content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","stop_sequence":null,` +
+		`"usage":{"input_tokens":12,"output_tokens":1}}`}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		var body map[string]any
@@ -50,11 +54,10 @@ func newServer(t testing.TB) *server {
 		}
 		s.mu.Lock()
 		s.Bodies = append(s.Bodies, body)
+		reply := s.Reply
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5",`+
-			`"content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","stop_sequence":null,`+
-			`"usage":{"input_tokens":12,"output_tokens":1}}`)
+		fmt.Fprint(w, reply)
 	}))
 	t.Cleanup(s.Close)
 	return s

@@ -7,7 +7,13 @@
 //	params.Tools = tools
 //	completion, err := client.Chat.Completions.New(ctx, params)
 //
-// or, for the Responses API, ResponseParams and client.Responses.New.
+// or, for the Responses API, ResponseParams and client.Responses.New. The
+// reply comes back the same way:
+//
+//	msg, err := openaiview.ChatReply(completion) // or ResponseReply
+//	…
+//	err = m.AddMessage(ctx, msg)
+//	err = m.ReportUsage(ctx, openaiview.ChatUsage(completion.Usage))
 //
 // # Conversion
 //
@@ -31,6 +37,16 @@
 // other type (audio, files) is an error matching ErrUnsupported, as is a
 // tool result that answers no call of the assistant message before it.
 // Messages without content (and without tool calls) are left out.
+//
+// # Replies
+//
+// ChatReply and ResponseReply turn a reply into the message to store: an
+// assistant message in the Chat Completions shape, its text as content
+// and its function calls as "tool_calls" (a Responses function_call's
+// call_id is the id), so one stored history goes to either API and to
+// Anthropic's. Sent out again, a stored reply is what the SDK itself
+// sends back for it. ChatUsage and ResponseUsage give the usage to report,
+// cached tokens included.
 //
 // # Prompt cache key
 //

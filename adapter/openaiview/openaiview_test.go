@@ -26,26 +26,35 @@ type server struct {
 	*httptest.Server
 	mu   sync.Mutex
 	last string
+	// chat and resp are the replies to Chat Completions and Responses
+	// requests.
+	chat, resp string
 }
 
 func newServer(t testing.TB) *server {
-	s := &server{}
+	s := &server{
+		chat: `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o",` +
+			`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`,
+		resp: `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-4o",` +
+			`"output":[{"type":"message","id":"msg_1","role":"assistant","status":"completed",` +
+			`"content":[{"type":"output_text","text":"ok","annotations":[]}]}]}`,
+	}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		var body map[string]any
 		err := json.Unmarshal(b, &body)
 		reply := ""
+		s.mu.Lock()
+		chat, resp := s.chat, s.resp
+		s.mu.Unlock()
 		switch {
 		case err != nil:
 		case r.URL.Path == "/chat/completions":
 			err = checkChat(body)
-			reply = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-4o",` +
-				`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`
+			reply = chat
 		case r.URL.Path == "/responses":
 			err = checkResponses(body)
-			reply = `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-4o",` +
-				`"output":[{"type":"message","id":"msg_1","role":"assistant","status":"completed",` +
-				`"content":[{"type":"output_text","text":"ok","annotations":[]}]}]}`
+			reply = resp
 		default:
 			err = fmt.Errorf("unknown path %s", r.URL.Path)
 		}

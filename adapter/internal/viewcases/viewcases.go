@@ -1,8 +1,8 @@
 // Package viewcases holds the views both adapters' tests send through the
 // official clients: one per shape a ctxstore view takes (parallel tool
 // calls, Anthropic blocks, images, a repaired call, a summary, a compacted
-// view with its notice), and a helper that explains an in-memory manager's
-// views for the cache replay.
+// view with its notice), and ReplyTurn, one agent turn with an in-memory
+// manager for the tests of replies coming in.
 package viewcases
 
 import (

@@ -23,6 +23,10 @@ import (
 // shape breaks its rules.
 var ErrUnsupported = errors.New("unsupported content")
 
+// ErrNoReply is matched by errors for a provider reply that holds no
+// message to store (a nil reply, a chat completion without choices).
+var ErrNoReply = errors.New("no reply message")
+
 // Kinds of Part.
 const (
 	KindText             = "text"
