@@ -192,6 +192,9 @@ func TestSuggestionsKeepDB(t *testing.T) {
 		t.Errorf("verify of a damaged file: want exit 1 suggesting salvage of it, got %s", r)
 	}
 	e.fail(1, "", []string{"--db", db, "compact-file"}, want+db+"' verify)", want+db+"' doctor --salvage OUT.db")
+	// A missing database: the commands that create it keep --db.
+	nodb := filepath.Join(e.dir, "my files", "none.db")
+	e.fail(1, "", []string{"--db", nodb, "ls"}, want+nodb+"' add'", want+nodb+"' import'")
 	// Without --db, suggestions name no file: they act on the default.
 	e.ok(conversation, "add", "s")
 	if r := e.ok("", "clear", "s"); !strings.Contains(r.stdout, "readable: ctxstore show s --epoch 1") {

@@ -89,12 +89,12 @@ func openServer(ctx context.Context, dsn string, mode openMode) (*pgstore.Store,
 			return nil, unreachable(err, dsn)
 		}
 		if !found {
-			return nil, fmt.Errorf("no ctxstore tables in schema %q of %s (check the schema= parameter of --db or $CTXSTORE_DB; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db URL' create them)", schema, redactURL(dsn))
+			return nil, fmt.Errorf("no ctxstore tables in schema %q of %s (check the schema= parameter of --db or $CTXSTORE_DB; 'add', 'import' or 'demo', given the same --db, create them)", schema, redactURL(dsn))
 		}
 	}
 	st, err := pgstore.Open(ctx, conn, pgstore.Options{Schema: schema, ReadOnly: mode == readOnly})
 	if errors.Is(err, pgstore.ErrNoSchema) {
-		return nil, fmt.Errorf("%w\n(check the schema= parameter of --db or $CTXSTORE_DB: %s; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db URL' create or update the tables)", err, redactURL(dsn))
+		return nil, fmt.Errorf("%w\n(check the schema= parameter of --db or $CTXSTORE_DB: %s; 'add', 'import' or 'demo', given the same --db, create or update the tables)", err, redactURL(dsn))
 	}
 	if err != nil {
 		return nil, unreachable(err, dsn)
