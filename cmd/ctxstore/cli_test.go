@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -160,6 +161,40 @@ func TestSuggestionsKeepDB(t *testing.T) {
 	e.fail(1, "", []string{"--db", db, "show", "s", "--epoch", "7"}, want+db+"' ls --json")
 	e.fail(1, "", []string{"--db", db, "purge", "s", "--epoch", "2", "--yes"}, "'"+want+db+"' clear s'")
 	e.fail(2, "", []string{"--db", db, "doctor"}, want+db+"' verify)")
+
+	// Import into a session that exists, or that holds an unfinished import.
+	src := filepath.Join(e.dir, "src.db")
+	fillStore(t, src, "s", 3000) // three import batches
+	export := e.ok("", "--db", src, "export", "s").stdout
+	exportFile := filepath.Join(e.dir, "s.jsonl")
+	writeFile(t, exportFile, export)
+	e.fail(1, "", []string{"--db", db, "import", exportFile}, "already exists", want+db+"' purge s'")
+	half := newEnv(t)
+	half.db = db
+	half.vars = append(half.vars, "CTXSTORE_DB="+db) // the last one counts
+	e.ok("", "--db", db, "purge", "s", "--yes")
+	cmd, _, _ := half.importHalf(strings.SplitAfter(export, "\n"))
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	for _, args := range [][]string{{"import", exportFile}, {"import", "--skip-existing", exportFile}} {
+		e.fail(1, "", append([]string{"--db", db}, args...), "unfinished import", want+db+"' purge s --yes'")
+	}
+	e.ok("", "--db", db, "purge", "s", "--yes")
+
+	// A damaged file: verify and compact-file suggest commands on it; stats
+	// of a sound one suggests compact-file.
+	fillStore(t, db, "big", 6000)
+	if r := e.ok("", "--db", db, "stats"); !strings.Contains(r.stdout, want+db+"' compact-file'") {
+		t.Errorf("stats suggests:\n%s", r.stdout)
+	}
+	scrambleKeys(t, db, 4)
+	if r := e.run("", "--db", db, "verify"); r.code != 1 || !strings.Contains(r.stdout, want+db+"' doctor --salvage OUT.db") {
+		t.Errorf("verify of a damaged file: want exit 1 suggesting salvage of it, got %s", r)
+	}
+	e.fail(1, "", []string{"--db", db, "compact-file"}, want+db+"' verify)", want+db+"' doctor --salvage OUT.db")
+	// A missing database: the commands that create it keep --db.
+	nodb := filepath.Join(e.dir, "my files", "none.db")
+	e.fail(1, "", []string{"--db", nodb, "ls"}, want+nodb+"' add'", want+nodb+"' import'")
 	// Without --db, suggestions name no file: they act on the default.
 	e.ok(conversation, "add", "s")
 	if r := e.ok("", "clear", "s"); !strings.Contains(r.stdout, "readable: ctxstore show s --epoch 1") {

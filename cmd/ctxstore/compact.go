@@ -89,7 +89,7 @@ next one.`,
 				err = compactInto(ctx, path, out, a.lockWait())
 			} else {
 				out = path
-				err = compactInPlace(ctx, path, a.lockWait())
+				err = compactInPlace(ctx, path, a.lockWait(), a.cmdline("compact-file OUT"))
 			}
 			if err != nil {
 				return err
@@ -152,8 +152,10 @@ func compactInto(ctx context.Context, src, dst string, wait time.Duration) error
 // process takes them), so no other process writes in between. The copy
 // holds the log's records too, and the log is emptied to continue it. A
 // symlink is followed: its target is replaced, the link stays; the log is
-// the target's (store.LogPath). The copy keeps the file's mode and owner.
-func compactInPlace(ctx context.Context, path string, wait time.Duration) error {
+// the target's (store.LogPath). The copy keeps the file's mode and owner;
+// if it cannot, the file stays and the error suggests instead, a command
+// that compacts into a new file.
+func compactInPlace(ctx context.Context, path string, wait time.Duration, instead string) error {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return fmt.Errorf("compact %s: %w", path, err)
@@ -179,7 +181,7 @@ func compactInPlace(ctx context.Context, path string, wait time.Duration) error 
 			return fmt.Errorf("compact %s: %w", real, err)
 		}
 		if err := keepModeOwner(tmp, fi); err != nil {
-			return fmt.Errorf("compact %s: %w (the file is unchanged; compact into a new file instead: ctxstore compact-file OUT)", real, err)
+			return fmt.Errorf("compact %s: %w (the file is unchanged; compact into a new file instead: %s)", real, err, instead)
 		}
 		if err := os.Rename(tmp, real); err != nil {
 			return fmt.Errorf("compact %s: replace: %w", real, err)

@@ -357,6 +357,7 @@ type importOptions struct {
 	skipExisting bool         // leave sessions already in the store alone instead of failing
 	onMessage    func()       // called after each message record is read (progress)
 	onSession    func(string) // called before each session is imported
+	cli          *app         // builds the commands errors suggest (nil: as without --db)
 }
 
 // importStats says what readExport did.
@@ -446,7 +447,7 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 		})
 	}
 	if opt.skipExisting {
-		if err := unfinishedImport(ctx, st, rec); err != nil {
+		if err := unfinishedImport(ctx, st, rec, opt.cli); err != nil {
 			return 0, false, err
 		}
 		if _, err := st.Session(ctx, rec.Name); err == nil {
@@ -481,8 +482,8 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 	switch {
 	case readErr != nil:
 		return 0, false, readErr
-	case errors.Is(err, store.ErrNotEmpty) && unfinishedImport(ctx, st, rec) != nil:
-		return 0, false, unfinishedImport(ctx, st, rec)
+	case errors.Is(err, store.ErrNotEmpty) && unfinishedImport(ctx, st, rec, opt.cli) != nil:
+		return 0, false, unfinishedImport(ctx, st, rec, opt.cli)
 	case errors.Is(err, store.ErrNotEmpty) && opt.skipExisting:
 		// Another writer created the session after the check above:
 		// nothing of ours was written; skip the rest of it the same way.
@@ -493,8 +494,8 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 		}
 		return 0, true, importDerived(ctx, nil, lr, rec.Name)
 	case errors.Is(err, store.ErrNotEmpty):
-		return 0, false, fmt.Errorf("session %q already exists in %s: nothing of it was imported; import into a fresh file, rerun with --skip-existing, or remove it first with 'ctxstore purge %s'",
-			rec.Name, st.Location(), shellQuote(rec.Name))
+		return 0, false, fmt.Errorf("session %q already exists in %s: nothing of it was imported; import into a fresh file, rerun with --skip-existing, or remove it first with '%s'",
+			rec.Name, st.Location(), opt.cli.cmdline("purge %s", shellQuote(rec.Name)))
 	case err != nil:
 		return 0, false, explainIn(st, "", fmt.Errorf("import session %q (%s around line %d): %w", rec.Name, lr.name, lr.no, err))
 	case n != int64(rec.Messages):
@@ -512,13 +513,13 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 
 // unfinishedImport returns an error if the store holds rec's session from
 // an import that did not finish: it must not be taken for present.
-func unfinishedImport(ctx context.Context, st storage.Engine, rec exportSession) error {
+func unfinishedImport(ctx context.Context, st storage.Engine, rec exportSession, cli *app) error {
 	si, err := st.Session(ctx, rec.Name)
 	if err != nil || !si.Importing {
 		return nil
 	}
-	return fmt.Errorf("session %q in %s holds an unfinished import (%d of the export's %d messages): it was not skipped as present; if no other import is running, remove it with 'ctxstore purge %s --yes' and import again",
-		rec.Name, st.Location(), si.TotalMessages, rec.Messages, shellQuote(rec.Name))
+	return fmt.Errorf("session %q in %s holds an unfinished import (%d of the export's %d messages): it was not skipped as present; if no other import is running, remove it with '%s' and import again",
+		rec.Name, st.Location(), si.TotalMessages, rec.Messages, cli.cmdline("purge %s --yes", shellQuote(rec.Name)))
 }
 
 // importDerived stores the derived records that follow a session's

@@ -617,6 +617,34 @@ func TestView(t *testing.T) {
 	}
 }
 
+// A view whose floor (system messages, last user message, trailing tool
+// group) alone is over the budget says OVER BUDGET on its budget line, never
+// that it fits, with or without a history to compact; --json says the same.
+func TestViewOverBudgetFloor(t *testing.T) {
+	e := newEnv(t)
+	system := `{"role":"system","content":"` + strings.Repeat("rule ", 400) + `"}` + "\n"
+	e.ok(system+`{"role":"user","content":"hi"}`+"\n", "add", "floor")
+	e.ok(system+longConversation(10), "add", "history")
+	for _, session := range []string{"floor", "history"} {
+		r := e.ok("", "view", session, "--budget", "100")
+		budgetLine, _, _ := strings.Cut(strings.SplitN(r.stdout, "\n", 3)[1], "\n")
+		if !strings.HasPrefix(budgetLine, "budget 100 tokens") || !strings.Contains(budgetLine, "OVER BUDGET") {
+			t.Errorf("view of %s over budget: the budget line does not say so: %q\n%s", session, budgetLine, r.stdout)
+		}
+		if strings.Contains(r.stdout, "fits") {
+			t.Errorf("view of %s over budget claims it fits:\n%s", session, r.stdout)
+		}
+		var rep struct {
+			Fits       bool `json:"fits"`
+			OverBudget bool `json:"over_budget"`
+		}
+		out := e.ok("", "view", session, "--budget", "100", "--json").stdout
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Fits || !rep.OverBudget {
+			t.Errorf("view --json of %s over budget: %+v, %v", session, rep, err)
+		}
+	}
+}
+
 // TestViewWritesNothing: view explains a read-only file and leaves its
 // bytes as they were, decisions for a new budget included.
 func TestViewWritesNothing(t *testing.T) {

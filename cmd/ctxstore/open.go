@@ -53,11 +53,11 @@ func (a *app) open(ctx context.Context, mode openMode) (storage.Engine, error) {
 	if mode != readWrite {
 		fi, err := os.Stat(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no database at %s (use --db FILE or $CTXSTORE_DB to pick another; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db %s' create one)", path, path)
+			return nil, fmt.Errorf("no database at %s (use --db FILE or $CTXSTORE_DB to pick another; '%s', '%s' or 'ctxstore demo --db %s' create one)", path, a.cmdline("add"), a.cmdline("import"), shellQuote(path))
 		}
 		if err == nil && fi.Size() == 0 {
 			// bbolt would initialise it, which a read-only open cannot.
-			return nil, fmt.Errorf("%s is empty (0 bytes): it holds no sessions yet; the first write ('ctxstore add', 'ctxstore import') makes it a store", path)
+			return nil, fmt.Errorf("%s is empty (0 bytes): it holds no sessions yet; the first write ('%s', '%s') makes it a store", path, a.cmdline("add"), a.cmdline("import"))
 		}
 	}
 	st, err := store.Open(path, store.Options{ReadOnly: mode == readOnly, LockTimeout: a.lockTimeout})
@@ -89,12 +89,12 @@ func openServer(ctx context.Context, dsn string, mode openMode) (*pgstore.Store,
 			return nil, unreachable(err, dsn)
 		}
 		if !found {
-			return nil, fmt.Errorf("no ctxstore tables in schema %q of %s (check the schema= parameter of --db or $CTXSTORE_DB; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db URL' create them)", schema, redactURL(dsn))
+			return nil, fmt.Errorf("no ctxstore tables in schema %q of %s (check the schema= parameter of --db or $CTXSTORE_DB; 'add', 'import' or 'demo', given the same --db, create them)", schema, redactURL(dsn))
 		}
 	}
 	st, err := pgstore.Open(ctx, conn, pgstore.Options{Schema: schema, ReadOnly: mode == readOnly})
 	if errors.Is(err, pgstore.ErrNoSchema) {
-		return nil, fmt.Errorf("%w\n(check the schema= parameter of --db or $CTXSTORE_DB: %s; 'ctxstore add', 'ctxstore import' or 'ctxstore demo --db URL' create or update the tables)", err, redactURL(dsn))
+		return nil, fmt.Errorf("%w\n(check the schema= parameter of --db or $CTXSTORE_DB: %s; 'add', 'import' or 'demo', given the same --db, create or update the tables)", err, redactURL(dsn))
 	}
 	if err != nil {
 		return nil, unreachable(err, dsn)
@@ -246,9 +246,10 @@ func explain(path, session string, err error) error {
 // cmdline is a ctxstore command line to suggest to the user: the --db they
 // gave comes first, so a pasted suggestion acts on the same file. The
 // arguments are formatted as by fmt.Sprintf; quote names with shellQuote.
+// A nil a suggests the command without --db.
 func (a *app) cmdline(format string, args ...any) string {
 	db := ""
-	if a.db != "" {
+	if a != nil && a.db != "" {
 		db = "--db " + shellQuote(redactURL(a.db)) + " "
 	}
 	return "ctxstore " + db + fmt.Sprintf(format, args...)

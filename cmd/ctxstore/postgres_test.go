@@ -215,6 +215,8 @@ func TestPostgresFileSurgeryRefused(t *testing.T) {
 	} {
 		e.fail(2, "", args, "works on a bbolt file; PostgreSQL")
 	}
+	// The check it suggests instead keeps --db.
+	e.fail(2, "", []string{"--db", db, "doctor", "--salvage", out}, "'ctxstore --db "+shellQuote(db)+" verify'")
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a refused command wrote %s: %v", out, err)
 	}

@@ -428,7 +428,7 @@ func statsCommand() *command {
 				if s.AllMessages > s.Messages {
 					note += "; earlier epochs take room too, uncounted"
 				}
-				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (%s; after purges 'ctxstore compact-file' gives free pages back)\n", s.BytesPerJSON, note)
+				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (%s; after purges '%s' gives free pages back)\n", s.BytesPerJSON, note, a.cmdline("compact-file"))
 			}
 			return tw.Flush()
 		},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -197,11 +198,7 @@ func TestCompactFileFailuresAndPaths(t *testing.T) {
 
 	t.Run("stale temp from a killed run", func(t *testing.T) {
 		stale := filepath.Join(e.dir, ".test.db"+compactTempSuffix+"123")
-		if err := os.WriteFile(stale, make([]byte, 1<<20), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		old := time.Now().Add(-time.Hour)
-		os.Chtimes(stale, old, old)
+		plantStale(t, stale)
 		e.ok("", "compact-file")
 		if _, err := os.Stat(stale); err == nil {
 			t.Error("the copy a killed compact-file left is still there")
@@ -343,4 +340,134 @@ func TestUnusualPaths(t *testing.T) {
 		fresh.ok(out, "import", "-")
 		fresh.ok("", "verify")
 	})
+}
+
+// An import that fills the disk (RLIMIT_FSIZE) exits 1 and leaves nothing
+// that looks complete: the sessions before the failure are whole, the one
+// it failed in is gone or marked unfinished (so import --skip-existing
+// refuses to take it for present), and the file still opens and verifies
+// once that session is purged. The retry on a disk with room completes it.
+func TestImportOnFullDisk(t *testing.T) {
+	e := newEnv(t)
+	src := filepath.Join(e.dir, "src.db")
+	const n = 30000
+	fillStore(t, src, "a", 10)
+	fillStore(t, src, "s", n)
+	exportFile := filepath.Join(e.dir, "all.jsonl")
+	e.ok("", "--db", src, "export", "-o", exportFile)
+
+	r := e.runLimited(2048, "import", exportFile)
+	if r.code != 1 {
+		t.Fatalf("import on a full disk: want exit 1, got %s", r)
+	}
+	t.Log(strings.TrimSpace(r.stderr))
+	if si, ok := sessionInfo(t, e.db, "a"); !ok || si.TotalMessages != 10 || si.Importing {
+		t.Errorf("the session imported before the disk filled: %+v (found %v)", si, ok)
+	}
+	si, ok := sessionInfo(t, e.db, "s")
+	switch {
+	case !ok:
+		t.Log("the session the disk filled in was removed")
+	case si.Importing:
+		t.Logf("the session the disk filled in is marked unfinished (%d of %d messages)", si.TotalMessages, n)
+		e.fail(1, "", []string{"import", "--skip-existing", exportFile}, "unfinished import")
+		e.ok("", "purge", "s", "--yes")
+	default:
+		t.Fatalf("after a failed import, session s looks complete: %+v", si)
+	}
+	e.ok("", "verify")
+	e.ok("", "import", "--skip-existing", exportFile)
+	if si, _ := sessionInfo(t, e.db, "s"); si.TotalMessages != n || si.Importing {
+		t.Errorf("after the retry: %+v", si)
+	}
+	e.ok("", "verify")
+}
+
+// compact-file in place on a full disk (RLIMIT_FSIZE below the size of
+// the copy) exits 1 saying the file is unchanged, and it is: byte for byte,
+// no temporary file beside it, and it opens and verifies.
+func TestCompactInPlaceOnFullDisk(t *testing.T) {
+	e := newEnv(t)
+	fillStore(t, e.db, "s", 30000)
+	fillStore(t, e.db, "gone", 10000)
+	e.ok("", "purge", "gone", "--yes") // something to compact away
+	before, err := os.ReadFile(e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.runLimited(1024, "compact-file")
+	if r.code != 1 || !strings.Contains(r.stderr, "unchanged") {
+		t.Fatalf("compact-file on a full disk: want exit 1 saying the file is unchanged, got %s", r)
+	}
+	t.Log(strings.TrimSpace(r.stderr))
+	after, err := os.ReadFile(e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Errorf("a failed compact-file changed the database (%d bytes before, %d after)", len(before), len(after))
+	}
+	noTemps(t, e.dir)
+	e.ok("", "verify")
+	e.ok("", "ls")
+}
+
+// plantStale writes a megabyte at path, dated an hour ago: the temporary
+// file of a run killed long before (a younger one may be a write in
+// progress, which must stay).
+func plantStale(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The temporary file a killed doctor --salvage or export -o left beside
+// its output (named as theirs are) is removed by the next run, which
+// writes the whole output.
+func TestStaleTempsRemovedByNextRun(t *testing.T) {
+	e := newEnv(t)
+	const n = 3000
+	fillStore(t, e.db, "s", n)
+	for _, c := range []struct {
+		cmd, out, temp string
+		args           func(out string) []string
+		check          func(t *testing.T, out string)
+	}{
+		{"doctor --salvage", "rescued.db", ".rescued.db.salvage-1234567",
+			func(out string) []string { return []string{"doctor", "--salvage", out} },
+			func(t *testing.T, out string) {
+				if si, ok := sessionInfo(t, out, "s"); !ok || si.TotalMessages != n {
+					t.Errorf("salvaged copy: %+v (found %v), want %d messages", si, ok, n)
+				}
+				e.ok("", "--db", out, "verify")
+			}},
+		{"export -o", "backup.jsonl", ".backup.jsonl.tmp1234567",
+			func(out string) []string { return []string{"export", "-o", out} },
+			func(t *testing.T, out string) {
+				got, err := os.ReadFile(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := e.ok("", "export").stdout; string(got) != want {
+					t.Errorf("export -o wrote %d bytes, export prints %d", len(got), len(want))
+				}
+			}},
+	} {
+		t.Run(c.cmd, func(t *testing.T) {
+			dir := t.TempDir()
+			out, left := filepath.Join(dir, c.out), filepath.Join(dir, c.temp)
+			plantStale(t, left)
+			e.ok("", c.args(out)...)
+			if _, err := os.Lstat(left); err == nil {
+				t.Errorf("the temporary file of a killed %s is still there", c.cmd)
+			}
+			c.check(t, out)
+			noTemps(t, dir)
+		})
+	}
 }

@@ -191,6 +191,7 @@ func runImport(ctx context.Context, a *app, file, session string, skip bool) err
 		var msgs int64
 		stats, err := readExport(ctx, st, lr, importOptions{
 			skipExisting: skip,
+			cli:          a,
 			onMessage: func() {
 				msgs++
 				bar.update(cr.n, msgs)
