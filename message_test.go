@@ -47,7 +47,7 @@ func TestParseMessageAccessors(t *testing.T) {
 			want{role: "user", text: "a\nb", content: `[{"type":"text","text":"a"},{"type":"image","source":{}},{"type":"text","text":"b"}]`}},
 		{"OpenAIToolCalls", `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{\"p\":1}"}},{"id":"c2","function":{"name":"ls"}}]}`,
 			want{role: "assistant", callIDs: []string{"c1", "c2"}, callNames: []string{"read", "ls"}, content: `null`}},
-		// M3 asks only for an id; the rest of an entry is carried as given.
+		// Validation asks only for an id; the rest of an entry is carried as given.
 		{"ToolCallOddFunction", `{"role":"assistant","tool_calls":[{"id":"c","function":"f"},{"id":"d","function":{"name":5}}]}`,
 			want{role: "assistant", callIDs: []string{"c", "d"}, callNames: []string{"", ""}}},
 		{"NullToolCalls", `{"role":"assistant","content":"x","tool_calls":null}`, want{role: "assistant", text: "x", content: `"x"`}},

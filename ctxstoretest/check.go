@@ -222,7 +222,7 @@ func (h *history) check(view []ctxstore.Message, budget int, est ctxstore.Estima
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	idx, exact := h.match(view)
 
-	// V2.4: stored system messages first, unchanged, in order; any other
+	// Stored system messages first, unchanged, in order; any other
 	// system message (a summary) right after them.
 	for k, i := range h.systems {
 		if k >= len(view) || !bytes.Equal(view[k].Bytes(), h.msgs[i].Bytes()) {
@@ -266,13 +266,13 @@ func (h *history) check(view []ctxstore.Message, budget int, est ctxstore.Estima
 	errs = append(errs, h.checkTools(view)...)
 	errs = append(errs, h.checkKeys(view, idx)...)
 
-	// V2.5: the last human message whole.
+	// The last human message whole.
 	if i := h.lastHuman; i >= 0 {
 		if v, ok := seen[i]; !ok || !exact[v] {
 			fail("the last user message #%d (%s) is not in the view unchanged", i, describe(h.msgs[i]))
 		}
 	}
-	// V2.3/V2.6: the trailing group is in the floor; a pending one whole.
+	// The trailing tool group is in the floor; a pending one is whole.
 	for _, i := range h.trailing {
 		v, ok := seen[i]
 		if !ok {
@@ -282,7 +282,7 @@ func (h *history) check(view []ctxstore.Message, budget int, est ctxstore.Estima
 		}
 	}
 
-	// V2.6: the view fits whenever the floor fits.
+	// The view fits whenever the floor fits.
 	if est != nil {
 		floor := h.estimate(est, h.floor())
 		if got := estimateAll(est, view); floor <= budget && got > budget {

@@ -213,7 +213,7 @@ func benchResumes(b *testing.B, open func() (*Manager, error), budget int) {
 	}
 }
 
-// BenchmarkRequestAfterAppend [B3]: the time of one request when one
+// BenchmarkRequestAfterAppend: the time of one request when one
 // message was appended since the previous request, at 1k and 100k stored
 // messages. The append (a durable write, the same at any length) is not
 // timed. Target: 100k ≤ 2 × 1k (metric "x100k/1k"). At budget=8000 the 1k
@@ -231,7 +231,7 @@ func BenchmarkRequestAfterAppend(b *testing.B) {
 	}
 }
 
-// BenchmarkResume [B4]: open a session and compute its first view, at 1k
+// BenchmarkResume: open a session and compute its first view, at 1k
 // and 100k stored messages. Target: 100k ≤ 3 × 1k (metric "x100k/1k").
 // The first view of a session without saved decisions reads the tail back
 // to the horizon (4 × budget tokens); with saved decisions (every iteration
@@ -294,7 +294,7 @@ func (r *referenceManager) request(budget int) ([]map[string]any, bool, error) {
 	return msgs, tokens >= budget*92/100, sc.Err()
 }
 
-// BenchmarkVsReference [B5]: per-request time of this package against the
+// BenchmarkVsReference: per-request time of this package against the
 // reference's approach, at 1k and 10k messages, one message appended
 // between requests (not timed, in both). Target: ≥ 50× faster at 10k
 // (metric "speedup").
@@ -334,7 +334,7 @@ func BenchmarkVsReference(b *testing.B) {
 				}
 				defer m.Close()
 				// Steady state: the first request after Open reads the
-				// tail (that is B4); the reference has no such state.
+				// tail (BenchmarkResume measures that); the reference has no such state.
 				r := ctxstore.Request{TokenBudget: benchBudget}
 				if _, err := m.GetMessagesForRequest(context.Background(), r); err != nil {
 					b.Fatal(err)

@@ -53,7 +53,7 @@ func TestHookMayCallManager(t *testing.T) {
 
 // The summarize strategy's summaries are saved with the decisions: a
 // reopened session reuses them and never asks the summarizer again for
-// the same span [V3].
+// the same span.
 func TestSummariesSurviveRestart(t *testing.T) {
 	var calls atomic.Int32
 	summarizer := func(_ context.Context, span []ctxstore.Message) (string, error) {

@@ -345,7 +345,7 @@ func TestMemoryFilesStartEpochClearedByOther(t *testing.T) {
 }
 
 // A hook run for a memory-file edit (on the watcher's goroutine) may close
-// the manager, e.g. a host that restarts when its memory changes [M4]:
+// the manager, e.g. a host that restarts when its memory changes (a hook may do anything):
 // Close returns instead of waiting for the goroutine that called it.
 func TestHookMayCloseFromMemoryWatcher(t *testing.T) {
 	notes := filepath.Join(t.TempDir(), "notes.md")

@@ -415,7 +415,7 @@ func (w *window) readEstimate(need view.Need, before uint64) int {
 }
 
 // findLastHuman reads backwards past the tail for the newest human message
-// when the tail holds none: the floor of every view needs it [V2.6]. It is
+// when the tail holds none: the floor of every view needs it. It is
 // done once; later human messages arrive through push.
 func (m *Manager) findLastHuman(ctx context.Context) error {
 	w := &m.w

@@ -73,7 +73,7 @@ func TestLastHumanBeyondHorizon(t *testing.T) {
 }
 
 // A resumed session with saved decisions reads the tail only back to their
-// cutoff — about the view — not the whole horizon (4 × budget tokens) [V5],
+// cutoff — about the view — not the whole horizon (4 × budget tokens),
 // and gives the view it gave before the restart.
 func TestResumeReadsBackToTheCutoff(t *testing.T) {
 	path := dbPath(t)

@@ -62,7 +62,7 @@ func BenchmarkReadJSONL(b *testing.B) {
 	}
 }
 
-// BenchmarkOpen is [B4] seen from resume: resume an already imported
+// BenchmarkOpen is persistent's BenchmarkResume seen from resume: resume an already imported
 // Amplifier session (find it, check the import record, open, check the
 // tail for repair) and compute its first view, at 1k and 100k messages.
 // Nothing in resume may grow with the history: metric "x100k/1k" should

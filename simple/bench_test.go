@@ -49,9 +49,10 @@ func loaded(b *testing.B, n int, g *agentMessages) *simple.Manager {
 
 const benchBudget = 100_000
 
-// BenchmarkRequestAfterAppend measures [B3]: one message appended between
-// requests, steady state (sticky decisions, escalations amortized), at 1k
-// and 100k messages in the same run. The target is ratio <= 2.
+// BenchmarkRequestAfterAppend measures one request with one message
+// appended between requests, steady state (sticky decisions, escalations
+// amortized), at 1k and 100k messages in the same run. The target is
+// ratio <= 2.
 func BenchmarkRequestAfterAppend(b *testing.B) {
 	g := &agentMessages{r: rand.New(rand.NewPCG(1, 1))}
 	sizes := []int{1000, 100_000}

@@ -570,8 +570,8 @@ func TestEvents(t *testing.T) {
 }
 
 // TestPropertyManager drives the manager with generated conversations and
-// checks every V2 invariant, including that the stored history never
-// changes (V2.1).
+// checks every guarantee of a view (docs/compaction.md), including that the
+// stored history never changes.
 func TestPropertyManager(t *testing.T) {
 	n := 30
 	if raceEnabled {

@@ -67,7 +67,7 @@ func (r *rawFsync) once(b *testing.B) time.Duration {
 	return time.Since(t0)
 }
 
-// BenchmarkAppend [B1]: durable single-message append latency against a raw
+// BenchmarkAppend: durable single-message append latency against a raw
 // 1 KiB write+fdatasync on the same file system. They alternate in short
 // blocks, so that both see the same disk and the same load from other
 // processes.
@@ -139,7 +139,7 @@ func BenchmarkAppend(b *testing.B) {
 	b.ReportMetric(float64(percentile(ps, 0.5))/float64(rawP50), "plain-bbolt-p50-ratio-vs-fdatasync")
 }
 
-// BenchmarkAppendConcurrent [B2]: throughput of 16 concurrent appenders
+// BenchmarkAppendConcurrent: throughput of 16 concurrent appenders
 // against one; and one appender through the group committer against one
 // writing its transaction directly (what group commit could cost a lone
 // appender), alternating in rounds so both see the same load.
@@ -208,7 +208,7 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 	b.ReportMetric(one.Seconds()/plain.Seconds(), "x-time-1-vs-no-group-commit")
 }
 
-// BenchmarkDiskUsage [B6]: bytes on disk per byte of raw JSON after 100k
+// BenchmarkDiskUsage: bytes on disk per byte of raw JSON after 100k
 // single-message appends. The fill uses NoSync (durability does not change
 // the bytes written, only when they reach the disk) to keep it fast. It
 // reports allocated blocks (what du shows: bbolt grows the file with

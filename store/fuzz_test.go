@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// FuzzDecodeEnvelope [R4]: decoding arbitrary bytes never panics, fails
+// FuzzDecodeEnvelope: decoding arbitrary bytes never panics, fails
 // only with ErrCorrupt, and whatever decodes re-encodes to an envelope that
 // decodes to the same thing.
 func FuzzDecodeEnvelope(f *testing.F) {

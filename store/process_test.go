@@ -225,7 +225,7 @@ func checkLog(t *testing.T, path, session string) []Entry {
 	return all
 }
 
-// [R1] A child appending in a loop is SIGKILLed at random moments; every
+// A child appending in a loop is SIGKILLed at random moments; every
 // append it acknowledged survives, nothing is partial, the file checks.
 func TestCrashKill(t *testing.T) {
 	if testing.Short() {
@@ -313,7 +313,7 @@ func checkWholeBatches(t *testing.T, all []Entry) {
 	}
 }
 
-// [R3] 4 writer processes x 500 appends to one session while a reader
+// 4 writer processes x 500 appends to one session while a reader
 // process tails it: 2000 messages, seqs strictly increasing, none lost,
 // each writer's messages in its order, and the reader sees all in order.
 func TestProcessesShareSession(t *testing.T) {
@@ -378,7 +378,7 @@ func TestProcessesShareSession(t *testing.T) {
 	}
 }
 
-// [S4] While this process keeps its Store open and appends, another
+// While this process keeps its Store open and appends, another
 // process appends to the same session with default settings; both succeed.
 func TestTwoProcessesHoldSessionOpen(t *testing.T) {
 	if testing.Short() {
@@ -420,7 +420,7 @@ func TestTwoProcessesHoldSessionOpen(t *testing.T) {
 	}
 }
 
-// [R6] A lock held longer than LockTimeout fails the call with ErrLocked
+// A lock held longer than LockTimeout fails the call with ErrLocked
 // naming the file, for writes and reads; a cancelled context ends the wait
 // early; once the holder lets go, everything works again.
 func TestLockTimeout(t *testing.T) {

@@ -137,7 +137,7 @@ func TestRoundTripLossless(t *testing.T) {
 	}
 }
 
-// Every M3 bad input fails with ErrInvalidMessage naming the field, and
+// Every kind of bad input fails with ErrInvalidMessage naming the field, and
 // nothing of the batch is stored. Raw JSON cannot become a Message when it is
 // invalid (ParseMessage fails and yields the zero Message), so those cases
 // check the parse error and then that Append rejects what the caller is left

@@ -383,7 +383,7 @@ func copyStore(t testing.TB, src, dst string) {
 	}
 }
 
-// [R1] Writer processes (appends, conditional appends, ReplaceEpoch, Clear,
+// Writer processes (appends, conditional appends, ReplaceEpoch, Clear,
 // PutDerived, checkpoints every few appends) are SIGKILLed at random
 // moments; then every acknowledged write is there once with its bytes,
 // nothing is partial, Verify is clean. Some kills land while a process
@@ -512,7 +512,7 @@ func walChildRole(role, path, arg string) (ok bool, err error) {
 	return false, nil
 }
 
-// [R1] Power loss: every sync point (the log's fdatasync, each bbolt
+// Power loss: every sync point (the log's fdatasync, each bbolt
 // commit) is a moment the disk may be left at. A copy of the file and its
 // log taken at each one must open as a store holding every write
 // acknowledged before it, with Verify clean, and go on taking writes. At the
@@ -739,7 +739,7 @@ func textsOf(t testing.TB, st *Store, session string) []string {
 	return out
 }
 
-// [R1] The last record cut at every byte (a write cut short by a crash):
+// The last record cut at every byte (a write cut short by a crash):
 // readers see the records before it and never part of it, and leave the
 // log as it is; the next append follows the last whole record, and a fresh
 // process then sees exactly the earlier messages and the new one.
@@ -876,7 +876,7 @@ func checkLogCorrupt(t *testing.T, path, wantMsg string) {
 	}
 }
 
-// [R2] A flipped byte in a record followed by valid ones is damage, not a
+// A flipped byte in a record followed by valid ones is damage, not a
 // torn write: every call fails with ErrCorrupt naming the log and the
 // record's offset, Verify reports it, nothing is skipped silently and
 // nothing is rewritten.
@@ -901,7 +901,7 @@ func TestWALDamagedRecord(t *testing.T) {
 	t.Logf("%d damaged logs", n)
 }
 
-// [R2] A log whose header is garbage or fails its checksum, whose header
+// A log whose header is garbage or fails its checksum, whose header
 // is zeros with records after it, or that is a directory or a symlink:
 // calls fail with an error naming the log (never a crash), and
 // nothing is rewritten. A header of zeros alone (the log of a store created
@@ -1195,7 +1195,7 @@ func childWALWatcher(path, arg string) error {
 	return nil
 }
 
-// [R3] Four writer processes append to one session (half of the appends
+// Four writer processes append to one session (half of the appends
 // conditional) and each to a session of its own, with checkpoints every few
 // appends, while a reader process follows every session with Watch: every
 // acknowledged append is stored once, each writer's in its order, each
@@ -1393,7 +1393,7 @@ func TestWALSyncAnnouncedPastTornBytes(t *testing.T) {
 	}
 }
 
-// [R2] Damaged data pages under a log that holds records (appends since the
+// Damaged data pages under a log that holds records (appends since the
 // last checkpoint): every call, in a child process, comes back with nil or
 // ErrCorrupt (never a crash), and a salvage of each variant completes and
 // recovers the log's messages.

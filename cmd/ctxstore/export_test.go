@@ -83,7 +83,7 @@ func peakHeap(fn func()) uint64 {
 	return peak
 }
 
-// TestExportHeapFlat is [B7]: streaming export of 100k messages keeps the
+// TestExportHeapFlat: streaming export of 100k messages keeps the
 // heap under 64 MiB.
 func TestExportHeapFlat(t *testing.T) {
 	n := 100_000
@@ -109,10 +109,10 @@ func TestExportHeapFlat(t *testing.T) {
 	if stats.Messages != int64(n) {
 		t.Fatalf("exported %d messages, want %d", stats.Messages, n)
 	}
-	t.Logf("[B7] export of %d messages (%.1f MiB of JSONL) in %v: peak HeapInuse %.1f MiB",
+	t.Logf("export of %d messages (%.1f MiB of JSONL) in %v: peak HeapInuse %.1f MiB",
 		n, float64(stats.Bytes)/(1<<20), time.Since(start).Round(time.Millisecond), float64(peak)/(1<<20))
 	if peak > 64<<20 {
-		t.Errorf("[B7] peak heap %.1f MiB during the export of %d messages, want < 64 MiB", float64(peak)/(1<<20), n)
+		t.Errorf("peak heap %.1f MiB during the export of %d messages, want < 64 MiB", float64(peak)/(1<<20), n)
 	}
 
 	// The same through the binary, as a user runs it. Max RSS includes the
@@ -125,7 +125,7 @@ func TestExportHeapFlat(t *testing.T) {
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		fi, _ := os.Stat(path)
-		t.Logf("[B7] ctxstore export of %d messages: max RSS %.1f MiB (file %.1f MiB, mapped by bbolt)", n, float64(ru.Maxrss)/1024, float64(fi.Size())/(1<<20))
+		t.Logf("ctxstore export of %d messages: max RSS %.1f MiB (file %.1f MiB, mapped by bbolt)", n, float64(ru.Maxrss)/1024, float64(fi.Size())/(1<<20))
 	}
 
 	// Import: readExport reads one line at a time.
@@ -155,7 +155,7 @@ func TestExportHeapFlat(t *testing.T) {
 	}
 }
 
-// BenchmarkExport reports export throughput and the peak heap [B7].
+// BenchmarkExport reports export throughput and the peak heap.
 func BenchmarkExport(b *testing.B) {
 	const n = 100_000
 	path := filepath.Join(b.TempDir(), "big.db")

@@ -148,8 +148,9 @@ func (e *engine) run(fresh bool) Result {
 
 // firstUserReturns reports whether progressive removed the first human
 // message at an earlier escalation (the floor was large then) although it
-// now fits with the floor: V2.5 wants it back, which takes a new
-// escalation (after which it stays, so this cannot repeat).
+// now fits with the floor. progressive keeps the original task whenever
+// it fits, so it comes back; that takes a new escalation (after which it
+// stays, so this cannot repeat).
 func (e *engine) firstUserReturns() bool {
 	if e.cfg.Strategy != StrategyProgressive || e.firstUserID == 0 || e.firstUserID == e.lastHumanID {
 		return false

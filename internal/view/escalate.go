@@ -26,8 +26,9 @@ func (e *engine) escalate(fresh bool) {
 	e.escalating = true
 	e.buildRegion(from, !fresh)
 	if e.cfg.Strategy == StrategyProgressive {
-		// V2.5: the first user message competes again, even if an earlier
-		// escalation had to remove it.
+		// progressive keeps the original task when it can: the first user
+		// message competes again, even if an earlier escalation had to
+		// remove it.
 		for k, u := range e.units {
 			if u.firstUser && u.removed && !u.invalid {
 				e.units[k].removed = false
@@ -99,7 +100,7 @@ func (e *engine) ladder(goal int) {
 				continue
 			}
 			if u.firstUser && e.cfg.Strategy == StrategyProgressive {
-				continue // V2.5: the original task stays while it can
+				continue // the original task stays while it can
 			}
 			e.remove(k)
 			e.raise(LevelRemove)
@@ -113,7 +114,7 @@ func (e *engine) ladder(goal int) {
 		en := e.ents[i]
 		if e.cfg.Strategy == StrategyProgressive && e.units[en.unit].firstUser &&
 			e.floorTokens()+en.tokens+e.reserve < e.trig {
-			continue // V2.5: the original task stays whole while the floor and it fit
+			continue // the original task stays whole while the floor and it fit
 		}
 		if en.human && en.item.ID != e.lastHumanID && !e.units[en.unit].removed && e.stub(i) {
 			e.raise(LevelStub)

@@ -73,8 +73,9 @@ func messages(v []ctxstore.Message) string {
 	return b.String()
 }
 
-// TestPropertyOneShot checks every V2 invariant for thousands of generated
-// conversations, every strategy and many budgets, from scratch.
+// TestPropertyOneShot checks every guarantee of a view (docs/compaction.md)
+// for thousands of generated conversations, every strategy and many
+// budgets, from scratch.
 func TestPropertyOneShot(t *testing.T) {
 	est := tokens.O200k()
 	r := rand.New(rand.NewPCG(1, 2))
@@ -92,7 +93,7 @@ func TestPropertyOneShot(t *testing.T) {
 				if err := viewtest.Check(msgs, res.View, b, est, s); err != nil {
 					t.Fatalf("conversation %d (%+v) strategy %s budget %d (total %d): %v\nview:\n%.3000s", c, o, s, b, total, err, messages(res.View))
 				}
-				// V2.7 and the horizon contract: the same inputs, and a
+				// Determinism and the horizon contract: the same inputs, and a
 				// caller that loads the whole history, give the same view.
 				full := viewtest.Load(items, view.Need{Tokens: 1 << 60})
 				again := view.Compute(context.Background(), full, view.Budget{Tokens: b}, view.Decisions{}, cfg)
@@ -148,10 +149,11 @@ func TestPropertySession(t *testing.T) {
 			if err := viewtest.Check(msgs[:k], res.View, b, est, s); err != nil {
 				t.Fatalf("conversation %d strategy %s budget %d after %d messages: %v\nview:\n%.3000s", c, s, b, k, err, messages(res.View))
 			}
-			// V4: without a new escalation the view extends the previous
-			// one (its notice aside), unless a system message joined the
-			// front, the previous tail was still waiting for results, or
-			// the floor alone reaches the trigger (the view is the floor).
+			// Sticky decisions: without a new escalation the view extends
+			// the previous one (its notice aside), unless a system message
+			// joined the front, the previous tail was still waiting for
+			// results, or the floor alone reaches the trigger (the view is
+			// the floor).
 			role := msgs[k-1].Role()
 			if prev != nil && !res.Stats.Escalated && role != "system" && role != "developer" &&
 				!viewtest.PendingAtTail(prev) && prevStats.FloorTokens < prevStats.Trigger && res.Stats.FloorTokens < res.Stats.Trigger &&
@@ -165,7 +167,7 @@ func TestPropertySession(t *testing.T) {
 						c, s, b, k, messages(base), messages(res.View))
 				}
 			}
-			if k%7 == 0 || res.Stats.Escalated { // V2.7 with saved decisions: loading more changes nothing
+			if k%7 == 0 || res.Stats.Escalated { // determinism with saved decisions: loading more changes nothing
 				full := viewtest.Load(items[:k], view.Need{Tokens: 1 << 60})
 				again := view.Compute(context.Background(), full, view.Budget{Tokens: b}, d, cfg)
 				if messages(again.View) != messages(res.View) {

@@ -96,7 +96,7 @@ type History struct {
 	// may also be given when it lies inside Tail. Nil when there is none.
 	FirstUser *Item
 	// LastHuman is the newest human message, when it is older than Tail[0]
-	// (the floor needs it, V2.6). Nil when it lies inside Tail or there is
+	// (the floor needs it). Nil when it lies inside Tail or there is
 	// none; if it exists outside Tail and is not given, the view lacks it.
 	LastHuman *Item
 	// Tail is a contiguous run of the history ending at the newest message,

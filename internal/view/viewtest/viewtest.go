@@ -292,11 +292,14 @@ func Sum(ms []ctxstore.Message, est ctxstore.Estimator) int {
 	return t
 }
 
-// Check verifies the V2 invariants 2-6 of one view of history for budget
-// (1 and 7 need several calls; the callers check them). It returns the
-// first violation.
+// Check verifies guarantees 2-6 of docs/compaction.md for one view of
+// history at budget: conversation order, tool integrity, system messages
+// first and unchanged, the last human message whole, and the budget kept
+// whenever the floor fits. Guarantees 1 (the stored history never
+// changes) and 7 (same inputs, same view) need several calls; the callers
+// check them. It returns the first violation.
 func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, strategy string) error {
-	// V2.4: system messages first, unchanged, in stored order; then at
+	// System messages first, unchanged, in stored order; then at
 	// most one summary.
 	var sys []ctxstore.Message
 	for _, m := range history {
@@ -336,7 +339,7 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 			}
 		}
 	}
-	// V2.2: order; every conversation message matches a history message,
+	// Order: every conversation message matches a history message,
 	// in order.
 	j := 0
 	var matched []int
@@ -357,7 +360,7 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 			return fmt.Errorf("view message %d (%.100s) is not in the history in order", i, m)
 		}
 	}
-	// V2.3: tool integrity.
+	// Tool integrity.
 	open, groupIdx, err := ToolGroups(rest)
 	if err != nil {
 		return err
@@ -380,7 +383,7 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 			return fmt.Errorf("pending tail group not kept whole")
 		}
 	}
-	// V2.5: the last human message is kept whole.
+	// The last human message is kept whole.
 	for i := len(history) - 1; i >= 0; i-- {
 		if isHuman(history[i]) {
 			if !slices.ContainsFunc(rest, func(m ctxstore.Message) bool { return same(m, history[i]) }) {
@@ -389,13 +392,13 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 			break
 		}
 	}
-	// V2.6: within budget when the floor fits; else the floor is there.
+	// Within budget when the floor fits; else the floor is there.
 	floor := Floor(history)
 	ft := 0
 	for _, i := range floor {
 		ft += est.Estimate(history[i])
 	}
-	// V2.5: progressive keeps the first human message (maybe stubbed)
+	// progressive keeps the first human message (maybe stubbed)
 	// when it fits with the floor (checked with the default threshold and
 	// room for the notice).
 	if first := slices.IndexFunc(history, isHuman); strategy == view.StrategyProgressive && first >= 0 &&
