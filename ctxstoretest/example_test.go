@@ -1,0 +1,49 @@
+package ctxstoretest_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/ctxstoretest"
+	"github.com/ctxstore/ctxstore/simple"
+	"github.com/ctxstore/ctxstore/tokens"
+)
+
+// A manager's own tests run the whole suite from one test function,
+//
+//	func TestConformance(t *testing.T) { … }
+//
+// whose body is shown here. The factory returns a fresh, empty manager for
+// every subtest; Options.Estimator, the estimator the manager counts with,
+// lets the suite check that views fit their budgets. This example is
+// compiled but not run: only a test receives a *testing.T.
+func ExampleTestManagerWith() {
+	var t *testing.T // TestConformance's argument
+	est := tokens.O200k()
+	ctxstoretest.TestManagerWith(t, ctxstoretest.Options{Estimator: est}, func(t *testing.T) ctxstore.Manager {
+		m, err := simple.New(simple.Config{Estimator: est})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	})
+}
+
+// CleanKeys finds a key in a view that the host never stored, which a
+// provider would reject.
+func ExampleCleanKeys() {
+	history := []ctxstore.Message{
+		ctxstore.NewMessage(ctxstore.RoleUser, "Hi"),
+	}
+	annotated, err := ctxstore.ParseMessage([]byte(`{"role":"user","content":"[context compacted]","x_ctxstore":"notice"}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(ctxstoretest.CleanKeys(history, history))
+	fmt.Println(ctxstoretest.CleanKeys(history, append(history, annotated)))
+	// Output:
+	// <nil>
+	// view[1] carries key "x_ctxstore", which no stored message has: {"role":"user","content":"[context compacted]","x_ctxstore":"notice"}
+}
