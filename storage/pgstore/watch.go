@@ -23,6 +23,8 @@ import (
 // Changes in quick succession may be coalesced: a Change carries the state
 // when it was read.
 //
+// Watch needs LISTEN: on a server that refuses it (CockroachDB, YugabyteDB)
+// it fails with an error wrapping the server's; it has no polling mode.
 // The channel is closed when ctx is done.
 func (s *Store) Watch(ctx context.Context, session string) (<-chan storage.Change, error) {
 	if err := s.begin(ctx); err != nil {
