@@ -2,6 +2,7 @@ package ctxstoretest_test
 
 import (
 	"fmt"
+	"log"
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
@@ -31,19 +32,39 @@ func ExampleTestManagerWith() {
 }
 
 // CleanKeys finds a key in a view that the host never stored, which a
-// provider would reject.
+// provider would reject: here a notice the manager added with a key of its
+// own.
 func ExampleCleanKeys() {
 	history := []ctxstore.Message{
 		ctxstore.NewMessage(ctxstore.RoleUser, "Hi"),
 	}
 	annotated, err := ctxstore.ParseMessage([]byte(`{"role":"user","content":"[context compacted]","x_ctxstore":"notice"}`))
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	fmt.Println(ctxstoretest.CleanKeys(history, history))
 	fmt.Println(ctxstoretest.CleanKeys(history, append(history, annotated)))
 	// Output:
 	// <nil>
-	// view[1] carries key "x_ctxstore", which no stored message has: {"role":"user","content":"[context compacted]","x_ctxstore":"notice"}
+	// view[1] carries key "x_ctxstore", which a message the view adds does not have (allowed: role, content, tool_call_id, tool_calls): {"role":"user","content":"[context compacted]","x_ctxstore":"notice"}
+}
+
+// CheckKeys checks one message of a view against the stored message it
+// shows: a stub may carry the stored keys, but not a key of its own.
+func ExampleCheckKeys() {
+	parse := func(s string) ctxstore.Message {
+		m, err := ctxstore.ParseMessage([]byte(s))
+		if err != nil {
+			log.Fatal(err)
+		}
+		return m
+	}
+	stored := parse(`{"role":"user","name":"ana","content":"Here is the whole log: ..."}`)
+	stub := parse(`{"role":"user","name":"ana","content":"[User message compacted]"}`)
+	tagged := parse(`{"role":"user","name":"ana","content":"[User message compacted]","compacted":true}`)
+	fmt.Println(ctxstoretest.CheckKeys(stub, stored))
+	fmt.Println(ctxstoretest.CheckKeys(tagged, stored))
+	// Output:
+	// <nil>
+	// carries key "compacted", which the stored message it shows does not have (allowed: role, name, content): {"role":"user","name":"ana","content":"[User message compacted]","compacted":true}
 }
