@@ -302,7 +302,13 @@ func (s *Store) prepare(ctx context.Context, schema string) error {
 	}
 	sort.Strings(names)
 	latest := len(names)
-	have, err := s.version(ctx, s.pool)
+	// A read: tried again when its connection is lost (a host starting
+	// during a failover, or while its backends are being terminated).
+	var have int
+	err = s.read(ctx, func() (err error) {
+		have, err = s.version(ctx, s.pool)
+		return err
+	})
 	if err != nil {
 		return err
 	}
