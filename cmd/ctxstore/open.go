@@ -13,7 +13,6 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/pgstore"
 	"github.com/ctxstore/ctxstore/store"
-	"github.com/jackc/pgx/v5"
 )
 
 // openMode says whether a command may create or change the database.
@@ -84,7 +83,7 @@ func openServer(ctx context.Context, dsn string, mode openMode) (*pgstore.Store,
 	ctx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
 	defer cancel()
 	if mode == writeExisting {
-		found, err := hasTables(ctx, conn, schema)
+		found, err := pgstore.SchemaExists(ctx, conn, schema)
 		if err != nil {
 			return nil, unreachable(err, dsn)
 		}
@@ -106,48 +105,6 @@ func openServer(ctx context.Context, dsn string, mode openMode) (*pgstore.Store,
 // that URL came from and what to check.
 func unreachable(err error, db string) error {
 	return fmt.Errorf("%w\n(the database is the PostgreSQL URL given with --db or $CTXSTORE_DB: %s; check that the server runs and accepts the connection)", err, redactURL(db))
-}
-
-// hasTables reports whether schema holds ctxstore's tables, on a
-// connection of its own (a read-write pgstore.Open would create them).
-func hasTables(ctx context.Context, dsn, schema string) (bool, error) {
-	c, err := connect(ctx, dsn)
-	if err != nil {
-		return false, err
-	}
-	defer c.Close(context.WithoutCancel(ctx))
-	return tablesIn(ctx, c, dsn, schema)
-}
-
-// connect opens a connection of its own to the server dsn names.
-func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	c, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return nil, redactPassword(fmt.Errorf("connect: %w", err), dsn)
-	}
-	return c, nil
-}
-
-// tablesIn is hasTables on c, a connection to dsn.
-func tablesIn(ctx context.Context, c *pgx.Conn, dsn, schema string) (bool, error) {
-	var found bool
-	err := c.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "sessions"}.Sanitize()).Scan(&found)
-	if err != nil {
-		return false, redactPassword(fmt.Errorf("look for schema %q: %w", schema, err), dsn)
-	}
-	return found, nil
-}
-
-// redactPassword keeps the password of dsn out of err's message.
-func redactPassword(err error, dsn string) error {
-	u, perr := url.Parse(dsn)
-	if perr != nil || u.User == nil {
-		return err
-	}
-	if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(err.Error(), pw) {
-		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
-	}
-	return err
 }
 
 // splitSchema takes the "schema" query parameter out of a postgres:// URL,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/pgstore"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -342,14 +343,15 @@ func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		cctx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
-		c, err := connect(cctx, dsn)
-		cancel()
-		if err != nil {
-			return false, unreachable(err, path)
+		ready = func() (bool, error) {
+			cctx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
+			defer cancel()
+			ok, err := pgstore.SchemaExists(cctx, dsn, schema)
+			if err != nil && ctx.Err() == nil {
+				return false, unreachable(err, path)
+			}
+			return ok, err
 		}
-		defer c.Close(context.WithoutCancel(ctx))
-		ready = func() (bool, error) { return tablesIn(ctx, c, dsn, schema) }
 		what = fmt.Sprintf("no ctxstore tables in schema %q of %s yet; waiting for them", schema, redactURL(path))
 	}
 	ok, err := ready()

@@ -170,6 +170,34 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// SchemaExists reports whether schema ("" for DefaultSchema) of the
+// database at dsn holds ctxstore's tables, creating and migrating nothing.
+// It uses a connection of its own, closed before it returns, so a caller
+// can tell a missing schema from an empty one before a read-write Open
+// would create it, or wait for another process to create it. Errors name
+// the server, never the password.
+func SchemaExists(ctx context.Context, dsn, schema string) (bool, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return false, fmt.Errorf("pgstore: parse the connection string: %w", redactErr(err, passwordOf(dsn)))
+	}
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	prefix := "pgstore " + serverName(cfg)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return false, redactErr(fmt.Errorf("%s: connect: %w", prefix, err), cfg.Password)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var found bool
+	err = conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", pgx.Identifier{schema, "sessions"}.Sanitize()).Scan(&found)
+	if err != nil {
+		return false, redactErr(fmt.Errorf("%s: look for schema %q: %w", prefix, schema, err), cfg.Password)
+	}
+	return found, nil
+}
+
 // serverName is host:port/database.
 func serverName(c *pgx.ConnConfig) string {
 	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) + "/" + c.Database
@@ -274,7 +302,13 @@ func (s *Store) prepare(ctx context.Context, schema string) error {
 	}
 	sort.Strings(names)
 	latest := len(names)
-	have, err := s.version(ctx, s.pool)
+	// A read: tried again when its connection is lost (a host starting
+	// during a failover, or while its backends are being terminated).
+	var have int
+	err = s.read(ctx, func() (err error) {
+		have, err = s.version(ctx, s.pool)
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -106,3 +106,27 @@ func TestSchemaNames(t *testing.T) {
 		})
 	}
 }
+
+// TestSchemaExists: a schema without ctxstore's tables is reported missing
+// and left as it was; after Open creates them it is reported present; an
+// unreachable server is an error naming it, never the password.
+func TestSchemaExists(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range 2 {
+		if found, err := SchemaExists(ctx, dsn, schema); err != nil || found {
+			t.Fatalf("before Open: found %v, %v; want false", found, err)
+		}
+	}
+	openTest(t, dsn, schema)
+	if found, err := SchemaExists(ctx, dsn, schema); err != nil || !found {
+		t.Fatalf("after Open: found %v, %v; want true", found, err)
+	}
+	const pw = "s3cret-Pa55"
+	_, err := SchemaExists(ctx, "postgres://someone:"+pw+"@127.0.0.1:1/test?connect_timeout=2", schema)
+	if err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), "127.0.0.1:1/test") {
+		t.Fatalf("unreachable server: %v; want an error naming 127.0.0.1:1/test without the password", err)
+	}
+}

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/jackc/pgx/v5"
 )
 
 // Child processes re-run this test binary with CTXSTORE_PG_CHILD naming the
@@ -68,59 +65,6 @@ func TestPGChild(t *testing.T) {
 	os.Exit(0)
 }
 
-// childWriter appends n messages "<prefix>-<i>" to session "shared", one per
-// call, printing "ack <text> <seq>" after each acknowledged append.
-func childWriter(st *Store, arg string) error {
-	prefix, ns, _ := strings.Cut(arg, " ")
-	n, _ := strconv.Atoi(ns)
-	// Unbuffered: a printed line is an acknowledged append, even when the
-	// process is killed right after.
-	out := os.Stdout
-	for i := range n {
-		text := fmt.Sprintf("%s-%d", prefix, i)
-		first, _, err := st.Append(context.Background(), "shared", storage.Record{Message: ctxstore.NewMessage("user", text), Tokens: 1})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "ack %s %d\n", text, first)
-	}
-	return nil
-}
-
-// childTailer follows session "shared" through Watch until it has read n
-// messages, checking they come in seq order without gaps; it prints
-// "seen <n>".
-func childTailer(st *Store, arg string) error {
-	n, _ := strconv.ParseUint(arg, 10, 64)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	ch, err := st.Watch(ctx, "shared")
-	if err != nil {
-		return err
-	}
-	fmt.Println("watching")
-	next := uint64(1)
-	for next <= n {
-		for e, err := range st.Messages(ctx, "shared", next) {
-			if err != nil {
-				return err
-			}
-			if e.Seq != next {
-				return fmt.Errorf("read seq %d, expected %d", e.Seq, next)
-			}
-			next++
-		}
-		if next > n {
-			break
-		}
-		if _, ok := <-ch; !ok {
-			return fmt.Errorf("watch ended after %d messages: %v", next-1, ctx.Err())
-		}
-	}
-	fmt.Printf("seen %d\n", next-1)
-	return nil
-}
-
 // withParam adds a connection parameter to a URL DSN.
 func withParam(dsn, key, value string) string {
 	sep := "?"
@@ -128,20 +72,6 @@ func withParam(dsn, key, value string) string {
 		sep = "&"
 	}
 	return dsn + sep + key + "=" + value
-}
-
-// readAcks collects the "ack <text> <seq>" lines of a child.
-func readAcks(r io.Reader, into map[string]uint64, mu *sync.Mutex) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 3 && f[0] == "ack" {
-			seq, _ := strconv.ParseUint(f[2], 10, 64)
-			mu.Lock()
-			into[f[1]] = seq
-			mu.Unlock()
-		}
-	}
 }
 
 // checkShared checks that session "shared" holds seqs 1..n without gaps,
@@ -194,14 +124,7 @@ func TestConcurrentAppenders(t *testing.T) {
 	acked := map[string]uint64{}
 	var wg sync.WaitGroup
 	for p := range procs {
-		cmd := child(t, "writer", dsn, schema, fmt.Sprintf("p%d %d", p, perProc))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, out := startWriter(t, dsn, schema, fmt.Sprintf("p%d %d", p, perProc))
 		wg.Go(func() {
 			readAcks(out, acked, &mu)
 			if err := cmd.Wait(); err != nil {
@@ -229,70 +152,6 @@ func TestConcurrentAppenders(t *testing.T) {
 		t.Fatalf("%d appends acknowledged, want %d", n, goroutines*perGoroutine+procs*perProc)
 	}
 	checkShared(t, stores[0], acked)
-}
-
-// TestTerminatedBackends: while goroutines append, another connection
-// keeps terminating the store's backends (pg_terminate_backend), hitting
-// them before, during and after COMMIT. No acknowledged append is lost and
-// none is stored twice.
-func TestTerminatedBackends(t *testing.T) {
-	dsn := testDSN(t)
-	schema := freshSchema(t, dsn)
-	app := "ctxstore_kill_" + schema
-	st := openTest(t, withParam(dsn, "application_name", app), schema)
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	killer, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer killer.Close(context.Background())
-	var killed atomic.Int64
-	killerDone := make(chan struct{})
-	go func() {
-		defer close(killerDone)
-		for ctx.Err() == nil {
-			var n int64
-			err := killer.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM (SELECT pid FROM pg_stat_activity
-				WHERE application_name = $1 AND pid <> pg_backend_pid() ORDER BY random() LIMIT 1) victim`, app).Scan(&n)
-			if err == nil {
-				killed.Add(n)
-			}
-			time.Sleep(40 * time.Millisecond)
-		}
-	}()
-	const goroutines, per = 6, 40
-	var mu sync.Mutex
-	acked := map[string]uint64{}
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Go(func() {
-			for i := range per {
-				text := fmt.Sprintf("g%d-%d", g, i)
-				first, _, err := st.Append(context.Background(), "shared", storage.Record{Message: ctxstore.NewMessage("user", text)})
-				if err != nil {
-					// An append may give up after its retries; it must then
-					// be stored at most once, which checkShared sees.
-					if failed.Add(1) == 1 {
-						t.Logf("first append that gave up: %v", err)
-					}
-					continue
-				}
-				mu.Lock()
-				acked[text] = first
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	stop()
-	<-killerDone
-	t.Logf("%d backends terminated, %d appends acknowledged, %d gave up", killed.Load(), len(acked), failed.Load())
-	if killed.Load() == 0 {
-		t.Fatal("no backend was terminated: the test tested nothing")
-	}
-	checkShared(t, openTest(t, dsn, schema), acked)
 }
 
 // TestIdempotentRetry: a connection lost around COMMIT is retried with the
@@ -456,62 +315,6 @@ func TestErrorsNameServerNotPassword(t *testing.T) {
 	})
 }
 
-// TestMultiHost: four writer processes × 500 appends to one session, each
-// with its own pool, and a fifth process tailing it through Watch: 2,000
-// stored, seqs 1..2000, and the tailer reads all of them in order.
-func TestMultiHost(t *testing.T) {
-	dsn := testDSN(t)
-	schema := freshSchema(t, dsn)
-	st := openTest(t, dsn, schema)
-	const writers, per = 4, 500
-	tailer := child(t, "tailer", dsn, schema, strconv.Itoa(writers*per))
-	tout, err := tailer.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tailer.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tsc := bufio.NewScanner(tout)
-	if !tsc.Scan() || tsc.Text() != "watching" {
-		t.Fatalf("tailer did not start: %q", tsc.Text())
-	}
-	var mu sync.Mutex
-	acked := map[string]uint64{}
-	var wg sync.WaitGroup
-	for w := range writers {
-		cmd := child(t, "writer", dsn, schema, fmt.Sprintf("w%d %d", w, per))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() {
-			readAcks(out, acked, &mu)
-			if err := cmd.Wait(); err != nil {
-				t.Errorf("writer %d: %v", w, err)
-			}
-		})
-	}
-	wg.Wait()
-	var last string
-	for tsc.Scan() {
-		last = tsc.Text()
-	}
-	if err := tailer.Wait(); err != nil {
-		t.Fatalf("tailer: %v", err)
-	}
-	if want := fmt.Sprintf("seen %d", writers*per); last != want {
-		t.Fatalf("tailer said %q, want %q", last, want)
-	}
-	if len(acked) != writers*per {
-		t.Fatalf("%d appends acknowledged, want %d", len(acked), writers*per)
-	}
-	checkShared(t, st, acked)
-}
-
 // TestKilledWriters: writer processes are killed with SIGKILL at random
 // moments, mid-transaction as often as not, round after round; every append
 // they acknowledged is stored once and seqs stay gap-free.
@@ -527,14 +330,7 @@ func TestKilledWriters(t *testing.T) {
 		var wg sync.WaitGroup
 		var cmds []*exec.Cmd
 		for w := range 3 {
-			cmd := child(t, "writer", childDSN, schema, fmt.Sprintf("r%dw%d %d", round, w, 1_000_000))
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			cmd, out := startWriter(t, childDSN, schema, fmt.Sprintf("r%dw%d %d", round, w, 1_000_000))
 			cmds = append(cmds, cmd)
 			wg.Go(func() { readAcks(out, acked, &mu) })
 		}
@@ -629,51 +425,4 @@ func TestWatchWithoutNotification(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("a change without a notification was never reported")
 	}
-}
-
-// TestServerRestart restarts the PostgreSQL server while goroutines append:
-// the engine retries through the outage and every acknowledged append is
-// stored once. It restarts the whole server, so it runs only with
-// CTXSTORE_TEST_PG_RESTART naming the command that restarts it, e.g.
-// "pg_ctlcluster --skip-systemctl-redirect 15 main restart".
-func TestServerRestart(t *testing.T) {
-	restart := os.Getenv("CTXSTORE_TEST_PG_RESTART")
-	if restart == "" {
-		t.Skip("restarts the server: set CTXSTORE_TEST_PG_RESTART to the command that restarts it")
-	}
-	dsn := testDSN(t)
-	schema := freshSchema(t, dsn)
-	st := openTest(t, dsn, schema)
-	var mu sync.Mutex
-	acked := map[string]uint64{}
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Go(func() {
-			for i := range 150 {
-				text := fmt.Sprintf("g%d-%d", g, i)
-				first, _, err := st.Append(context.Background(), "shared", storage.Record{Message: ctxstore.NewMessage("user", text)})
-				if err != nil {
-					if failed.Add(1) == 1 {
-						t.Logf("first append that gave up: %v", err)
-					}
-					continue
-				}
-				mu.Lock()
-				acked[text] = first
-				mu.Unlock()
-			}
-		})
-	}
-	time.Sleep(500 * time.Millisecond)
-	f := strings.Fields(restart)
-	if out, err := exec.Command(f[0], f[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", restart, err, out)
-	}
-	wg.Wait()
-	t.Logf("%d appends acknowledged, %d gave up", len(acked), failed.Load())
-	if failed.Load() > 0 {
-		t.Errorf("%d appends gave up across a restart", failed.Load())
-	}
-	checkShared(t, st, acked)
 }
