@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.etcd.io/bbolt"
@@ -89,4 +90,61 @@ func TestSessionCountersSplitTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("new epoch", []CounterCount{{Counter: "o200k_base/1", Messages: 2, Tokens: 14}}, true)
+}
+
+// TestVerifyChecksCountersSplit: Verify reports a split by counter that
+// disagrees with the stored messages, and accepts one that leaves some out.
+func TestVerifyChecksCountersSplit(t *testing.T) {
+	ctx := context.Background()
+	s, path := openTemp(t)
+	r := text("user", "hi")
+	r.Counter = "o200k_base/1"
+	if _, _, err := s.Append(ctx, "s", r, text("assistant", "hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rewrite := func(fn func(*sessionMeta)) {
+		t.Helper()
+		db, err := bbolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Update(func(tx *bbolt.Tx) error {
+			sb, meta, err := getSession(tx, "s")
+			if err != nil {
+				return err
+			}
+			fn(&meta)
+			return putMeta(sb, "s", &meta)
+		})
+		if cerr := db.Close(); err != nil || cerr != nil {
+			t.Fatal(err, cerr)
+		}
+	}
+	verify := func() *VerifyReport {
+		t.Helper()
+		st, err := Open(path, Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		rep, err := st.Verify(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if rep := verify(); !rep.OK() {
+		t.Fatalf("a fresh file: %+v", rep.Problems)
+	}
+	rewrite(func(m *sessionMeta) { delete(m.Counters, "") }) // as after an older binary's append
+	if rep := verify(); !rep.OK() {
+		t.Fatalf("a split leaving a message out: %+v", rep.Problems)
+	}
+	rewrite(func(m *sessionMeta) { m.Counters["o200k_base/1"] = counterSum{Messages: 2, Tokens: 99} })
+	if rep := verify(); rep.OK() || !strings.Contains(rep.Problems[0].Detail, `counted by "o200k_base/1"`) {
+		t.Fatalf("a split claiming more than is stored: %+v", rep.Problems)
+	}
 }
