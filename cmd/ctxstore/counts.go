@@ -71,13 +71,14 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// counterLabel names a counter; counts stored without a name (files written
-// before counts were tagged, ~4 bytes of JSON per token) are "unnamed".
+// counterLabel names a counter, safe to print; counts stored without a
+// name (files written before counts were tagged, ~4 bytes of JSON per
+// token) are "unnamed".
 func counterLabel(name string) string {
 	if name == "" {
 		return "unnamed"
 	}
-	return name
+	return termSafe(name, false)
 }
 
 // sessionSplit returns the split of info's current epoch. The metadata

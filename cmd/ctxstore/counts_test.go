@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -107,6 +108,14 @@ func TestTokenTotalsNeverMixCounters(t *testing.T) {
 			var sj totals
 			if err := json.Unmarshal([]byte(e.ok("", "stats", "--json").stdout), &sj); err != nil || sj.Tokens != nil || len(sj.Counters) != 2 {
 				t.Errorf("stats --json: tokens %v, counters %+v, %v; want null and two counters", sj.Tokens, sj.Counters, err)
+			}
+
+			// An export carries each count's counter; an import keeps it.
+			dump, fresh := filepath.Join(e.dir, "dump.jsonl"), filepath.Join(e.dir, "fresh.db")
+			e.ok("", "export", "-o", dump)
+			e.ok("", "--db", fresh, "import", dump)
+			if got := e.ok("", "--db", fresh, "ls").stdout; !strings.Contains(got, split) || !strings.Contains(lineWith(t, got, "clean "), exact) {
+				t.Errorf("ls after export and import lacks %q, or the clean session's counter:\n%s", split, got)
 			}
 
 			// --recount: exact totals by the default counter.
