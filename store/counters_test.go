@@ -58,21 +58,7 @@ func TestSessionCountersSplitTokens(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bbolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bbolt.Tx) error {
-		sb, meta, err := getSession(tx, "s")
-		if err != nil {
-			return err
-		}
-		meta.Counters = nil
-		return putMeta(sb, "s", &meta)
-	})
-	if cerr := db.Close(); err != nil || cerr != nil {
-		t.Fatal(err, cerr)
-	}
+	rewriteMeta(t, path, "s", func(m *sessionMeta) { m.Counters = nil })
 	if s, err = Open(path, Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,24 +91,6 @@ func TestVerifyChecksCountersSplit(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rewrite := func(fn func(*sessionMeta)) {
-		t.Helper()
-		db, err := bbolt.Open(path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = db.Update(func(tx *bbolt.Tx) error {
-			sb, meta, err := getSession(tx, "s")
-			if err != nil {
-				return err
-			}
-			fn(&meta)
-			return putMeta(sb, "s", &meta)
-		})
-		if cerr := db.Close(); err != nil || cerr != nil {
-			t.Fatal(err, cerr)
-		}
-	}
 	verify := func() *VerifyReport {
 		t.Helper()
 		st, err := Open(path, Options{ReadOnly: true})
@@ -139,12 +107,33 @@ func TestVerifyChecksCountersSplit(t *testing.T) {
 	if rep := verify(); !rep.OK() {
 		t.Fatalf("a fresh file: %+v", rep.Problems)
 	}
-	rewrite(func(m *sessionMeta) { delete(m.Counters, "") }) // as after an older binary's append
+	rewriteMeta(t, path, "s", func(m *sessionMeta) { delete(m.Counters, "") }) // as after an older binary's append
 	if rep := verify(); !rep.OK() {
 		t.Fatalf("a split leaving a message out: %+v", rep.Problems)
 	}
-	rewrite(func(m *sessionMeta) { m.Counters["o200k_base/1"] = counterSum{Messages: 2, Tokens: 99} })
+	rewriteMeta(t, path, "s", func(m *sessionMeta) { m.Counters["o200k_base/1"] = counterSum{Messages: 2, Tokens: 99} })
 	if rep := verify(); rep.OK() || !strings.Contains(rep.Problems[0].Detail, `counted by "o200k_base/1"`) {
 		t.Fatalf("a split claiming more than is stored: %+v", rep.Problems)
+	}
+}
+
+// rewriteMeta changes a session's stored metadata in the closed file at
+// path, as another binary would.
+func rewriteMeta(t *testing.T, path, name string, fn func(*sessionMeta)) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		sb, meta, err := getSession(tx, name)
+		if err != nil {
+			return err
+		}
+		fn(&meta)
+		return putMeta(sb, name, &meta)
+	})
+	if cerr := db.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
 	}
 }

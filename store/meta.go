@@ -47,6 +47,19 @@ type counterSum struct {
 	Tokens   int `msgpack:"t"`
 }
 
+// countBy adds env's count to its counter's share in split, which it
+// returns (made when nil).
+func countBy(split map[string]counterSum, env *envelope) map[string]counterSum {
+	if split == nil {
+		split = map[string]counterSum{}
+	}
+	c := split[env.Counter]
+	c.Messages++
+	c.Tokens += env.Tokens
+	split[env.Counter] = c
+	return split
+}
+
 type epochMeta struct {
 	Epoch    uint64 `msgpack:"e"`
 	First    uint64 `msgpack:"f"`
@@ -102,13 +115,7 @@ func (m *sessionMeta) add(env *envelope, msg ctxstore.Message) {
 	m.Updated = env.Time
 	m.Messages++
 	m.Tokens += env.Tokens
-	if m.Counters == nil {
-		m.Counters = map[string]counterSum{}
-	}
-	c := m.Counters[env.Counter]
-	c.Messages++
-	c.Tokens += env.Tokens
-	m.Counters[env.Counter] = c
+	m.Counters = countBy(m.Counters, env)
 	m.Bytes += int64(len(env.Raw))
 	m.Total++
 	cur := m.current()

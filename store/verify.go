@@ -230,13 +230,7 @@ func (v *sessionVerifier) message(e walkElem) {
 	t.tokens += env.Tokens
 	t.bytes += int64(len(env.Raw))
 	if v.meta != nil && env.Epoch == v.meta.Epoch {
-		if t.counters == nil {
-			t.counters = map[string]counterSum{}
-		}
-		c := t.counters[env.Counter]
-		c.Messages++
-		c.Tokens += env.Tokens
-		t.counters[env.Counter] = c
+		t.counters = countBy(t.counters, &env)
 	}
 	if v.meta != nil {
 		switch em := v.meta.epoch(env.Epoch); {
