@@ -414,9 +414,9 @@ type Info struct {
 	// Tokens is Σ tokens of the current epoch by the manager's counter;
 	// counts another counter made that the manager has not read again are
 	// scaled by the ratio the ones it read showed, never added as stored.
-	Tokens int
-	LastSeq  uint64 // newest seq seen
-	Repairs  int    // repaired calls (synthetic results in views)
+	Tokens  int
+	LastSeq uint64 // newest seq seen
+	Repairs int    // repaired calls (synthetic results in views)
 }
 
 // Info returns the manager's view of its session, after catching up with
