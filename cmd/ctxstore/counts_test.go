@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
@@ -46,38 +45,41 @@ func TestTokenTotalsNeverMixCounters(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			e := newEngineEnv(t, engine)
 			ctx := context.Background()
-			est := view.DefaultEstimator(nil)
-			exact := view.CounterName(est)
 			msgs := []ctxstore.Message{
 				ctxstore.NewMessage("user", "kubectl get pods -n prod -o wide | grep 3f2a9c1e-77d0-4b5e"),
 				ctxstore.NewMessage("assistant", "Two pods are in CrashLoopBackOff."),
 				ctxstore.NewMessage("user", "Show the logs."),
 			}
-			want := 0 // the exact total of msgs
-			for _, n := range view.Count(est, msgs) {
-				want += n
+			// Each message's exact count by the default counter, from the
+			// command itself (the test process does not load a vocabulary:
+			// TestExportHeapFlat measures its heap).
+			counts, scratch := make([]int, len(msgs)), filepath.Join(e.dir, "scratch.db")
+			exact := ""
+			for i, m := range msgs {
+				name := fmt.Sprint("m", i)
+				e.ok(string(m.Bytes()), "--db", scratch, "add", name)
+				got := lsJSON(t, e, name, "--db", scratch)
+				counts[i], exact = *got.Tokens, got.Counters[0].Counter
 			}
 			st := e.openEngine()
 			old := func(m ctxstore.Message) store.Record { return store.Record{Message: m, Tokens: m.Size() / 4} }
 			if _, _, err := st.Append(ctx, "mixed", old(msgs[0]), old(msgs[1])); err != nil {
 				t.Fatal(err)
 			}
-			last := est.Estimate(msgs[2])
-			if _, _, err := st.Append(ctx, "mixed", store.Record{Message: msgs[2], Tokens: last, Counter: exact}); err != nil {
-				t.Fatal(err)
-			}
-			oldSum := (msgs[0].Size() / 4) + (msgs[1].Size() / 4)
-			mixedSum := strconv.Itoa(oldSum + last)
 			// A persistent manager recounted message 1 and kept the count:
 			// --recount reads it (a figure no counter would give, to see it).
 			const keptCount = 777
-			want += keptCount - est.Estimate(msgs[0])
+			want := keptCount + counts[1] + counts[2] // the exact total
 			if err := st.PutDerived(ctx, "mixed", persistent.KindCounts, persistent.CountsKey(exact, 1), []byte(`{"1":777}`)); err != nil {
 				t.Fatal(err)
 			}
 			if err := st.Close(); err != nil {
 				t.Fatal(err)
 			}
+			e.ok(string(msgs[2].Bytes()), "add", "mixed") // counted by the default counter
+			last := counts[2]
+			oldSum := (msgs[0].Size() / 4) + (msgs[1].Size() / 4)
+			mixedSum := strconv.Itoa(oldSum + last)
 			e.ok(`{"role":"user","content":"only the exact counter"}`, "add", "clean")
 			cleanInfo := lsJSON(t, e, "clean")
 
@@ -131,11 +133,11 @@ func TestTokenTotalsNeverMixCounters(t *testing.T) {
 	}
 }
 
-// lsJSON returns one session of ls --json.
-func lsJSON(t *testing.T, e *env, name string) sessionJSON {
+// lsJSON returns one session of ls --json, run with args.
+func lsJSON(t *testing.T, e *env, name string, args ...string) sessionJSON {
 	t.Helper()
 	var out []sessionJSON
-	r := e.ok("", "ls", "--json")
+	r := e.ok("", append([]string{"ls", "--json"}, args...)...)
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 		t.Fatalf("ls --json: %v\n%s", err, r.stdout)
 	}
