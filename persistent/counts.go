@@ -30,8 +30,11 @@ type recounts struct {
 	dirty  map[string]map[uint64]int // made since the last save
 }
 
-func (m *Manager) countsKey(seq uint64) string {
-	return fmt.Sprintf("%s/%016x", m.counter, seq/countsBlock)
+// CountsKey is the key of the KindCounts record that holds the count of seq
+// by the named counter, if one was kept. Its value is a JSON object from
+// seq (in decimal) to count.
+func CountsKey(counter string, seq uint64) string {
+	return fmt.Sprintf("%s/%016x", counter, seq/countsBlock)
 }
 
 // saved returns the kept count of seq by the manager's counter, reading its
@@ -40,7 +43,7 @@ func (r *recounts) saved(ctx context.Context, m *Manager, seq uint64) (int, bool
 	if m.counter == "" {
 		return 0, false // an unnamed estimator's counts are not kept
 	}
-	key := m.countsKey(seq)
+	key := CountsKey(m.counter, seq)
 	b, ok := r.blocks[key]
 	if !ok {
 		b = map[uint64]int{}
@@ -61,7 +64,7 @@ func (r *recounts) made(m *Manager, seq uint64, t int) {
 	if m.counter == "" {
 		return
 	}
-	key := m.countsKey(seq)
+	key := CountsKey(m.counter, seq)
 	if r.dirty == nil {
 		r.dirty = map[string]map[uint64]int{}
 	}

@@ -411,9 +411,12 @@ type Info struct {
 	Resumed  bool   // the session held messages at Open (see Manager.Resumed)
 	Epoch    uint64 // the current epoch (a new one per Clear)
 	Messages int    // messages in the current epoch
-	Tokens   int    // Σ token estimates of the current epoch
-	LastSeq  uint64 // newest seq seen
-	Repairs  int    // repaired calls (synthetic results in views)
+	// Tokens is Σ tokens of the current epoch by the manager's counter;
+	// counts another counter made that the manager has not read again are
+	// scaled by the ratio the ones it read showed, never added as stored.
+	Tokens  int
+	LastSeq uint64 // newest seq seen
+	Repairs int    // repaired calls (synthetic results in views)
 }
 
 // Info returns the manager's view of its session, after catching up with

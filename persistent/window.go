@@ -46,7 +46,8 @@ type window struct {
 	// one imported after a purge may reuse its epoch and seqs.
 	created time.Time
 	count   int  // messages in the current epoch
-	base    int  // the stored Σ tokens of the epoch at reload, whatever counted it
+	own     int  // the stored Σ tokens of the epoch at reload that the manager's counter made
+	base    int  // the rest of the stored Σ at reload: other counters' counts
 	added   int  // Σ tokens of messages pushed since, by the manager's counter
 	ours    bool // this manager wrote into the current epoch
 
@@ -66,13 +67,19 @@ type window struct {
 	decisions  map[int]view.Decisions // saved view decisions of this epoch, by budget
 }
 
-func newWindow(info storage.SessionInfo) window {
-	return window{
+func newWindow(info storage.SessionInfo, counter string) window {
+	w := window{
 		epoch: info.Epoch, epochStart: info.EpochStartSeq, lastSeq: info.LastSeq, created: info.Created,
 		count: info.Messages, base: info.Tokens,
 		mem: map[string]memVersion{}, superseded: map[uint64]bool{},
 		repairs: map[uint64]repairRecord{}, decisions: map[int]view.Decisions{},
 	}
+	for _, c := range info.Counters {
+		if c.Counter == counter && counter != "" {
+			w.own, w.base = c.Tokens, info.Tokens-c.Tokens
+		}
+	}
+	return w
 }
 
 // complete reports whether the tail reaches the first message of the epoch.
@@ -232,13 +239,15 @@ func (m *Manager) record(msg ctxstore.Message) storage.Record {
 // historyTokens is Σ tokens of the current epoch by the manager's counter.
 // Messages outside the window that another counter counted are not read
 // again: their stored sum is scaled by what recounting the window's
-// messages showed, so the figure never adds two counters' numbers.
+// messages showed, so the figure never adds two counters' numbers. The
+// counts the manager's counter made, which the session's metadata gives
+// apart (SessionInfo.Counters), are taken as they are.
 func (m *Manager) historyTokens() int {
 	base := m.w.base
 	if mine, theirs := m.recounted[0], m.recounted[1]; theirs > 0 {
 		base = int(float64(base) * float64(mine) / float64(theirs))
 	}
-	return base + m.w.added
+	return m.w.own + base + m.w.added
 }
 
 // reload rebuilds the window from the store: at Open, after Clear, and when
@@ -247,7 +256,7 @@ func (m *Manager) historyTokens() int {
 // epoch; the tail is read on demand by the first request.
 func (m *Manager) reload(ctx context.Context, info storage.SessionInfo) error {
 	old := m.w
-	w := newWindow(info)
+	w := newWindow(info, m.counter)
 	m.recounted = [2]int{}
 	if !info.Created.Equal(old.created) || info.LastSeq < old.lastSeq {
 		// Another session under the same name (an import of an older
@@ -408,7 +417,7 @@ func (w *window) readEstimate(need view.Need, before uint64) int {
 	if need.FromID != 0 && idSeq(need.FromID) < before {
 		n = int(before - max(idSeq(need.FromID), w.epochStart))
 	}
-	if tokens := w.base + w.added; need.Tokens > 0 && w.count > 0 && tokens > 0 {
+	if tokens := w.own + w.base + w.added; need.Tokens > 0 && w.count > 0 && tokens > 0 {
 		n = max(n, need.Tokens/max(1, tokens/w.count)+16)
 	}
 	return min(n, max(0, w.count-len(w.tail)), 1<<20)

@@ -124,9 +124,18 @@ type SessionInfo struct {
 	// LastSeq is the highest seq ever assigned in the session (0 when none).
 	LastSeq uint64
 	// Messages, Tokens and Bytes (raw JSON) cover the current epoch.
+	// Tokens adds the stored counts as they were given to Append, which
+	// different counters may have made: it is the epoch's token total only
+	// when TokenTotal says so.
 	Messages int
 	Tokens   int
 	Bytes    int64
+	// Counters splits the current epoch's messages and counts by the
+	// counter that made them, ordered by name. Messages the split does not
+	// account for (when its messages add up to less than Messages) were
+	// stored by a version or an engine that did not keep it; which counters
+	// counted them is known only by reading them.
+	Counters []CounterCount
 	// TotalMessages counts stored messages over all epochs.
 	TotalMessages int
 	// Title is the text of the session's first user message, whitespace
@@ -145,6 +154,31 @@ type SessionInfo struct {
 	// in which case the session lacks messages for good. Purge it and
 	// import it again.
 	Importing bool
+}
+
+// TokenTotal returns the current epoch's token total and the name of the
+// counter that made every one of its counts ("" for counts stored without
+// a name), or false when Counters shows that different counters made them
+// or does not account for every message: counts of two counters never add
+// up to a total. An empty epoch has a total of 0.
+func (si SessionInfo) TokenTotal() (tokens int, counter string, ok bool) {
+	if si.Messages == 0 {
+		return 0, "", true
+	}
+	if len(si.Counters) != 1 || si.Counters[0].Messages != si.Messages {
+		return 0, "", false
+	}
+	return si.Counters[0].Tokens, si.Counters[0].Counter, true
+}
+
+// CounterCount is how many of an epoch's messages one counter counted, and
+// the sum of those counts.
+type CounterCount struct {
+	// Counter is the counter's name (Record.Counter), "" for counts stored
+	// without one.
+	Counter  string
+	Messages int
+	Tokens   int
 }
 
 // EpochInfo describes one epoch of a session.

@@ -49,6 +49,8 @@ type (
 	SessionInfo = storage.SessionInfo
 	// EpochInfo describes one epoch of a session.
 	EpochInfo = storage.EpochInfo
+	// CounterCount is how many messages one counter counted.
+	CounterCount = storage.CounterCount
 	// Derived is one record computed from a session's messages.
 	Derived = storage.Derived
 	// Change says that a session's log moved on.

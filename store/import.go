@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"time"
 
@@ -308,7 +309,7 @@ func (im *importer) finish() sessionMeta {
 	// Counts of the current epoch, kept by the code Append uses.
 	if im.lastEpoch == m.Epoch {
 		sc := &im.scratch
-		m.Messages, m.Tokens, m.Bytes = sc.Messages, sc.Tokens, sc.Bytes
+		m.Messages, m.Tokens, m.Bytes, m.Counters = sc.Messages, sc.Tokens, sc.Bytes, maps.Clone(sc.Counters)
 		m.Pinned, m.FirstUser = slices.Clone(sc.Pinned), sc.FirstUser
 	}
 	return m

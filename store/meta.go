@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -32,6 +34,30 @@ type sessionMeta struct {
 	Epochs    []epochMeta `msgpack:"ep"`
 	// Importing is set while a batched ImportSession is under way.
 	Importing bool `msgpack:"im,omitempty"`
+	// Counters splits Messages and Tokens by counter name. Absent in
+	// files of older versions, which also drop it when they rewrite the
+	// metadata: messages it does not account for were counted by unknown
+	// counters.
+	Counters map[string]counterSum `msgpack:"ct,omitempty"`
+}
+
+// counterSum is one counter's share of the current epoch.
+type counterSum struct {
+	Messages int `msgpack:"m"`
+	Tokens   int `msgpack:"t"`
+}
+
+// countBy adds env's count to its counter's share in split, which it
+// returns (made when nil).
+func countBy(split map[string]counterSum, env *envelope) map[string]counterSum {
+	if split == nil {
+		split = map[string]counterSum{}
+	}
+	c := split[env.Counter]
+	c.Messages++
+	c.Tokens += env.Tokens
+	split[env.Counter] = c
+	return split
 }
 
 type epochMeta struct {
@@ -89,6 +115,7 @@ func (m *sessionMeta) add(env *envelope, msg ctxstore.Message) {
 	m.Updated = env.Time
 	m.Messages++
 	m.Tokens += env.Tokens
+	m.Counters = countBy(m.Counters, env)
 	m.Bytes += int64(len(env.Raw))
 	m.Total++
 	cur := m.current()
@@ -114,7 +141,7 @@ func (m *sessionMeta) add(env *envelope, msg ctxstore.Message) {
 func (m *sessionMeta) clear(now int64) {
 	m.Epoch++
 	m.EpochSeq = m.LastSeq + 1
-	m.Messages, m.Tokens, m.Bytes = 0, 0, 0
+	m.Messages, m.Tokens, m.Bytes, m.Counters = 0, 0, 0, nil
 	m.Pinned, m.FirstUser = nil, 0
 	m.Updated = now
 	m.Epochs = append(m.Epochs, epochMeta{Epoch: m.Epoch, First: m.EpochSeq, Last: m.LastSeq, Started: now})
@@ -149,6 +176,10 @@ func (m *sessionMeta) info(name string) SessionInfo {
 	}
 	if len(m.Pinned) > 0 {
 		si.PinnedSeqs = append([]uint64(nil), m.Pinned...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.Counters)) {
+		c := m.Counters[name]
+		si.Counters = append(si.Counters, CounterCount{Counter: name, Messages: c.Messages, Tokens: c.Tokens})
 	}
 	si.Epochs = make([]EpochInfo, len(m.Epochs))
 	for i, e := range m.Epochs {

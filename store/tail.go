@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -100,9 +101,10 @@ func (m *sessionMeta) born(t int64) {
 	m.current().Started = t
 }
 
-// clone returns a copy of m that shares no slices with it.
+// clone returns a copy of m that shares no slices or maps with it.
 func (m sessionMeta) clone() sessionMeta {
 	m.Pinned = slices.Clone(m.Pinned)
+	m.Counters = maps.Clone(m.Counters)
 	m.Epochs = slices.Clone(m.Epochs)
 	return m
 }

@@ -31,8 +31,9 @@ package main
 //     added (key order, number spelling and escapes included). A message
 //     whose stored bytes are not one line of valid JSON (pretty-printed
 //     input keeps its newlines) is carried as "message_base64" instead,
-//     standard base64 of the exact bytes. "tokens" is the estimate stored
-//     with the message.
+//     standard base64 of the exact bytes. "tokens" is the count stored
+//     with the message and "counter" the name of the counter that made it
+//     (absent when it was stored without one).
 //
 //     After the messages come the session's derived records, if any: what
 //     managers computed from the messages and saved beside them (compaction
@@ -101,6 +102,7 @@ type exportMessage struct {
 	Epoch         uint64          `json:"epoch"`
 	Time          time.Time       `json:"time"`
 	Tokens        int             `json:"tokens"`
+	Counter       string          `json:"counter"`
 	Message       json.RawMessage `json:"message"`
 	MessageBase64 []byte          `json:"message_base64"`
 }
@@ -263,6 +265,11 @@ func appendMessageFields(b []byte, e store.Entry, multiline bool) []byte {
 	b = e.Time.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","tokens":`...)
 	b = strconv.AppendInt(b, int64(e.Tokens), 10)
+	if e.Counter != "" {
+		b = append(b, `,"counter":`...)
+		q, _ := json.Marshal(e.Counter) // a string always encodes
+		b = append(b, q...)
+	}
 	if (!multiline && bytes.ContainsAny(e.Raw, "\r\n")) || !json.Valid(e.Raw) {
 		b = append(b, `,"message_base64":"`...)
 		b = base64.StdEncoding.AppendEncode(b, e.Raw)
@@ -577,5 +584,5 @@ func readMessageLine(lr *lineReader, session string) (store.Entry, error) {
 	}
 	// The store parses and validates the message (ImportSession derives
 	// role and tool ids from it); its error names the seq.
-	return store.Entry{Session: session, Seq: rec.Seq, Epoch: rec.Epoch, Time: rec.Time, Tokens: rec.Tokens, Raw: raw}, nil
+	return store.Entry{Session: session, Seq: rec.Seq, Epoch: rec.Epoch, Time: rec.Time, Tokens: rec.Tokens, Counter: rec.Counter, Raw: raw}, nil
 }

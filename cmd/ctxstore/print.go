@@ -199,13 +199,13 @@ func writeRawLine(w io.Writer, raw []byte, toTerm bool) error {
 
 // sessionJSON is a session in --json output.
 type sessionJSON struct {
-	Name          string      `json:"name"`
-	Title         string      `json:"title"`
-	Created       time.Time   `json:"created"`
-	Updated       time.Time   `json:"updated"`
-	Epoch         uint64      `json:"epoch"`
-	Messages      int         `json:"messages"`
-	Tokens        int         `json:"tokens"`
+	Name     string    `json:"name"`
+	Title    string    `json:"title"`
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
+	Epoch    uint64    `json:"epoch"`
+	Messages int       `json:"messages"`
+	tokensJSON
 	Bytes         int64       `json:"bytes"`
 	TotalMessages int         `json:"total_messages"`
 	LastSeq       uint64      `json:"last_seq"`
@@ -221,10 +221,10 @@ type epochJSON struct {
 	Purged   bool      `json:"purged,omitempty"`
 }
 
-func toSessionJSON(info store.SessionInfo) sessionJSON {
+func toSessionJSON(info store.SessionInfo, split splitTokens) sessionJSON {
 	s := sessionJSON{
 		Name: info.Name, Title: info.Title, Created: info.Created.UTC(), Updated: info.Updated.UTC(),
-		Epoch: info.Epoch, Messages: info.Messages, Tokens: info.Tokens, Bytes: info.Bytes,
+		Epoch: info.Epoch, Messages: info.Messages, tokensJSON: split.json(), Bytes: info.Bytes,
 		TotalMessages: info.TotalMessages, LastSeq: info.LastSeq, Epochs: epochsJSON(info.Epochs),
 	}
 	return s

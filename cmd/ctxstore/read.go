@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -18,44 +20,75 @@ import (
 func lsCommand() *command {
 	return &command{
 		name:    "ls",
-		usage:   "[--json]",
+		usage:   "[--json] [--recount]",
 		summary: "list the sessions: messages, tokens, epoch, last change, title",
-		help: `Reads only session metadata, never message bodies, so it is fast on any
-file. MESSAGES and TOKENS count the current epoch; TOTAL counts every
-stored epoch.`,
-		example: "ctxstore ls\nctxstore --db agent.db ls --json | jq '.[].name'",
+		help: `Reads session metadata, not message bodies, so it is fast on any file;
+the exceptions are sessions holding messages written before the metadata
+kept which counter made each token count (and every session on
+PostgreSQL): their current epoch is read to learn it. MESSAGES and TOKENS
+count the current epoch; TOTAL counts every stored epoch. TOKENS is a
+total only when one counter (COUNTER) made every count; counts of
+different counters are not added up, and --recount counts the current
+epochs exactly with the default counter instead.`,
+		example: "ctxstore ls\nctxstore ls --recount\nctxstore --db agent.db ls --json | jq '.[].name'",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
-			path, infos, err := a.listSessions(ctx, c, args)
+			path, sessions, err := a.listSessions(ctx, c, args)
 			if err != nil {
 				return err
 			}
 			if a.json {
-				out := make([]sessionJSON, 0, len(infos))
-				for _, info := range infos {
-					out = append(out, toSessionJSON(info))
+				out := make([]sessionJSON, 0, len(sessions))
+				for _, s := range sessions {
+					out = append(out, toSessionJSON(s.SessionInfo, s.split))
 				}
 				return writeJSON(a.stdout, out)
 			}
-			if len(infos) == 0 {
+			if len(sessions) == 0 {
 				fmt.Fprintf(a.stdout, "no sessions in %s\n", path)
 				return nil
 			}
 			now := time.Now()
+			var notes []string
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "SESSION\tMESSAGES\tTOKENS\tEPOCH\tTOTAL\tUPDATED\tTITLE")
-			for _, info := range infos {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", termSafe(info.Name, false), info.Messages, info.Tokens,
-					info.Epoch, info.TotalMessages, ago(info.Updated, now), termSafe(cut(info.Title, 50), false))
+			fmt.Fprintln(tw, "SESSION\tMESSAGES\tTOKENS\tCOUNTER\tEPOCH\tTOTAL\tUPDATED\tTITLE")
+			for _, s := range sessions {
+				tokens, counter := "-", "mixed"
+				if t, name, ok := s.split.total(); ok {
+					tokens, counter = strconv.Itoa(t), counterLabel(name)
+				} else {
+					notes = append(notes, fmt.Sprintf("%s: %s; not added up", termSafe(s.Name, false), s.split.describe()))
+				}
+				if s.Messages == 0 {
+					counter = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", termSafe(s.Name, false), s.Messages, tokens, counter,
+					s.Epoch, s.TotalMessages, ago(s.Updated, now), termSafe(cut(s.Title, 50), false))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(notes) > 0 {
+				fmt.Fprintf(a.stdout, "\nTOKENS of different counters:\n  %s\nexact totals: %s\n", strings.Join(notes, "\n  "), a.cmdline("ls --recount"))
+			}
+			return nil
 		},
 	}
 }
 
+// listed is a session as ls and stats show it: its metadata and its
+// current epoch's token counts by counter.
+type listed struct {
+	store.SessionInfo
+	split splitTokens
+}
+
 // listSessions is the body of commands that take no argument and read the
-// session list: ls, stats.
-func (a *app) listSessions(ctx context.Context, c *command, args []string) (string, []store.SessionInfo, error) {
-	if _, err := a.parse(c, a.flags(c), args, 0, 0); err != nil {
+// session list: ls, stats. With --recount, each session's counts are its
+// exact recount by the default counter.
+func (a *app) listSessions(ctx context.Context, c *command, args []string) (string, []listed, error) {
+	fs := a.flags(c)
+	again := fs.Bool("recount", false, "count the current epochs exactly with the default counter")
+	if _, err := a.parse(c, fs, args, 0, 0); err != nil {
 		return "", nil, err
 	}
 	st, err := a.open(ctx, readOnly)
@@ -67,7 +100,19 @@ func (a *app) listSessions(ctx context.Context, c *command, args []string) (stri
 	if err != nil {
 		return "", nil, explainIn(st, "", err)
 	}
-	return st.Location(), infos, nil
+	out := make([]listed, len(infos))
+	for i, info := range infos {
+		out[i].SessionInfo = info
+		if *again {
+			out[i].split, err = recount(ctx, st, info)
+		} else {
+			out[i].split, err = sessionSplit(ctx, st, info)
+		}
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	return st.Location(), out, nil
 }
 
 // session returns a session's metadata, with an error that says how to
@@ -380,9 +425,12 @@ func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
 func statsCommand() *command {
 	return &command{
 		name:    "stats",
-		usage:   "[--json]",
+		usage:   "[--json] [--recount]",
 		summary: "file size, sessions, messages, tokens, and bytes on disk per byte of JSON",
-		example: "ctxstore stats\nctxstore stats --json",
+		help: `Tokens are a total only when one counter made every count of the current
+epochs; otherwise stats lists each counter's share, and --recount counts
+the current epochs exactly with the default counter.`,
+		example: "ctxstore stats\nctxstore stats --recount\nctxstore stats --json",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			path, infos, err := a.listSessions(ctx, c, args)
 			if err != nil {
@@ -423,7 +471,7 @@ func statsCommand() *command {
 			}
 			fmt.Fprintf(tw, "sessions\t%d\n", s.Sessions)
 			fmt.Fprintf(tw, "messages\t%d in current epochs, %d stored in all epochs\n", s.Messages, s.AllMessages)
-			fmt.Fprintf(tw, "tokens\t%d (estimated, current epochs)\n", s.Tokens)
+			a.printTokens(tw, s.split)
 			fmt.Fprintf(tw, "JSON\t%s in current epochs\n", human(s.JSONBytes))
 			if s.JSONBytes > 0 {
 				note := "file size over the current epochs' JSON"
@@ -443,32 +491,52 @@ const logHeaderBytes = 64
 
 // totals is what stats counts over the sessions.
 type totals struct {
-	Sessions    int   `json:"sessions"`
-	Messages    int   `json:"messages"`       // current epochs
-	AllMessages int   `json:"total_messages"` // all stored epochs
-	Tokens      int   `json:"tokens"`         // current epochs
-	JSONBytes   int64 `json:"json_bytes"`     // current epochs
+	Sessions    int `json:"sessions"`
+	Messages    int `json:"messages"`       // current epochs
+	AllMessages int `json:"total_messages"` // all stored epochs
+	tokensJSON
+	JSONBytes int64 `json:"json_bytes"` // current epochs
+	split     splitTokens
 }
 
-func sumSessions(infos []store.SessionInfo) totals {
-	t := totals{Sessions: len(infos)}
-	for _, info := range infos {
-		t.Messages += info.Messages
-		t.AllMessages += info.TotalMessages
-		t.Tokens += info.Tokens
-		t.JSONBytes += info.Bytes
+func sumSessions(sessions []listed) totals {
+	t := totals{Sessions: len(sessions)}
+	for _, s := range sessions {
+		t.Messages += s.Messages
+		t.AllMessages += s.TotalMessages
+		t.split = t.split.add(s.split)
+		t.JSONBytes += s.Bytes
 	}
+	t.tokensJSON = t.split.json()
 	return t
+}
+
+// printTokens is stats' tokens line: the total when one counter made every
+// count, otherwise each counter's share.
+func (a *app) printTokens(w io.Writer, s splitTokens) {
+	if t, name, ok := s.total(); ok {
+		by := ""
+		if len(s) == 1 {
+			by = "by " + counterLabel(name) + ", "
+		}
+		fmt.Fprintf(w, "tokens\t%d (%scurrent epochs)\n", t, by)
+		return
+	}
+	fmt.Fprintf(w, "tokens\tcounts of %d counters, not added up (current epochs):\n", len(s))
+	for _, c := range s {
+		fmt.Fprintf(w, "\t  %s: %d tokens in %d %s\n", counterLabel(c.Counter), c.Tokens, c.Messages, plural(c.Messages, "message", "messages"))
+	}
+	fmt.Fprintf(w, "\t  exact total: %s\n", a.cmdline("stats --recount"))
 }
 
 // serverStats is stats for a PostgreSQL database: what the sessions hold.
 // The server's disk use is not the command's to measure (the tables may
 // share a database with others); psql's \dt+ shows it.
-func serverStats(a *app, where string, infos []store.SessionInfo) error {
+func serverStats(a *app, where string, sessions []listed) error {
 	s := struct {
 		Database string `json:"database"`
 		totals
-	}{where, sumSessions(infos)}
+	}{where, sumSessions(sessions)}
 	if a.json {
 		return writeJSON(a.stdout, s)
 	}
@@ -476,7 +544,7 @@ func serverStats(a *app, where string, infos []store.SessionInfo) error {
 	fmt.Fprintf(tw, "database\t%s (PostgreSQL)\n", s.Database)
 	fmt.Fprintf(tw, "sessions\t%d\n", s.Sessions)
 	fmt.Fprintf(tw, "messages\t%d in current epochs, %d stored in all epochs\n", s.Messages, s.AllMessages)
-	fmt.Fprintf(tw, "tokens\t%d (estimated, current epochs)\n", s.Tokens)
+	a.printTokens(tw, s.split)
 	fmt.Fprintf(tw, "JSON\t%s in current epochs\n", human(s.JSONBytes))
 	return tw.Flush()
 }
