@@ -145,7 +145,8 @@ func provider(n, tenths int) int { return n * tenths / 10 }
 // is opened by open with the strategy and a deterministic summarizer set;
 // it is given all but the last 40 messages of CorpusHistory(dir), then
 // the rest one at a time, and, after the provider reports 1.3× the count,
-// the last 20 views must fit by the reported count.
+// the last 20 views must fit by the reported count. At every budget the
+// floor must fit in nine views of ten, or the budget tests nothing.
 func CheckFit(t *testing.T, dir string, open func(t *testing.T, cfg ctxstore.Config) FitManager) FitStats {
 	t.Helper()
 	history, err := CorpusHistory(dir)
@@ -174,8 +175,11 @@ func CheckFit(t *testing.T, dir string, open func(t *testing.T, cfg ctxstore.Con
 	}
 	var st FitStats
 	const appends = 40
-	for _, strategy := range FitStrategies {
-		for _, budget := range FitBudgets {
+	for _, budget := range FitBudgets {
+		// A budget the floor mostly exceeds would test the floor, not the
+		// fit: the history must leave room at every budget.
+		fitting := 0
+		for _, strategy := range FitStrategies {
 			t.Run(fmt.Sprintf("%s/%d", strategy, budget), func(t *testing.T) {
 				ctx := t.Context()
 				m := open(t, ctxstore.Config{Strategy: strategy, Summarizer: Summarize})
@@ -214,6 +218,8 @@ func CheckFit(t *testing.T, dir string, open func(t *testing.T, cfg ctxstore.Con
 					floorOver := provider(floor, tenths) > budget
 					if floorOver {
 						st.FloorOver++
+					} else {
+						fitting++
 					}
 					switch {
 					case v.OverBudget && !floorOver:
@@ -245,6 +251,9 @@ func CheckFit(t *testing.T, dir string, open func(t *testing.T, cfg ctxstore.Con
 					last = check()
 				}
 			})
+		}
+		if views := len(FitStrategies) * (appends + 1); fitting < views*9/10 {
+			t.Errorf("budget %d: the floor fits in only %d of %d views; the history does not test this budget", budget, fitting, views)
 		}
 	}
 	t.Logf("%d views checked, %d compacted; the floor (at most %d tokens) was over the budget for %d, and %d were reported over budget",
