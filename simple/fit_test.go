@@ -1,17 +1,13 @@
 package simple_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 	"github.com/ctxstore/ctxstore/simple"
-	"github.com/ctxstore/ctxstore/tokens"
 )
 
 // corpusConversation reads the generated agent conversations of
@@ -19,95 +15,27 @@ import (
 // and results) as one long history.
 func corpusConversation(t *testing.T) []ctxstore.Message {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "testdata", "tokens", "conversations.jsonl"))
+	ms, err := viewtest.ReadJSONL(filepath.Join("..", "testdata", "tokens", "conversations.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []ctxstore.Message
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		m, err := ctxstore.ParseMessage(sc.Bytes())
+	return ms
+}
+
+// TestViewsFitByExactCount: every view of every strategy, at budgets from
+// 2k to 200k, fits by the exact o200k_base count of what is sent, notice
+// and summary included, and is reported over budget only when the floor
+// alone does not fit (viewtest.CheckFit, shared with persistent); after the
+// provider reports 1.3× that count, the next views fit by the reported
+// count.
+func TestViewsFitByExactCount(t *testing.T) {
+	viewtest.CheckFit(t, filepath.Join("..", "testdata", "tokens"), func(t *testing.T, cfg ctxstore.Config) viewtest.FitManager {
+		m, err := simple.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, m)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// TestViewsFitByExactCount: with the default counter, every view of every
-// strategy fits its budget by the exact o200k_base count of what is sent,
-// notice and summary included, whenever the floor fits; after the provider
-// reports 1.3× that count, the next views fit by the reported count.
-func TestViewsFitByExactCount(t *testing.T) {
-	history := corpusConversation(t)
-	if testing.Short() {
-		history = history[:300]
-	}
-	t.Logf("history: %d messages, %d tokens (o200k_base)", len(history), viewtest.Sum(history, tokens.O200k()))
-	summarize := func(_ context.Context, span []ctxstore.Message) (string, error) {
-		return fmt.Sprintf("%d messages about the agent's work on the code base, its logs and its tools", len(span)), nil
-	}
-	for _, strategy := range []string{ctxstore.StrategyProgressive, ctxstore.StrategyTruncate, ctxstore.StrategySummarize} {
-		for _, budget := range []int{2_000, 5_000, 10_000, 30_000, 60_000, 120_000, 200_000} {
-			t.Run(fmt.Sprintf("%s/%d", strategy, budget), func(t *testing.T) {
-				m, err := simple.New(ctxstore.Config{Strategy: strategy, Summarizer: summarize})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx := t.Context()
-				if err := m.SetMessages(ctx, history[:len(history)-20]); err != nil {
-					t.Fatal(err)
-				}
-				req := ctxstore.Request{TokenBudget: budget}
-				check := func(when string, ratio float64) {
-					t.Helper()
-					v, err := m.Explain(ctx, req)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if v.Counter != tokens.O200k().Name() {
-						t.Fatalf("counted with %q, want the exact o200k_base count by default", v.Counter)
-					}
-					got := viewtest.Sum(v.Messages, tokens.O200k())
-					if got != v.Tokens {
-						t.Errorf("%s: the view says %d tokens, the exact count of what it sends is %d", when, v.Tokens, got)
-					}
-					if reported := int(float64(got) * ratio); !v.OverBudget && reported > budget {
-						t.Errorf("%s: %d tokens sent (×%.1f = %d reported), over the budget of %d (level %d, %d removed)",
-							when, got, ratio, reported, budget, v.Level, v.Removed)
-					}
-				}
-				check("first view", 1)
-				for _, msg := range history[len(history)-20 : len(history)-10] {
-					if err := m.AddMessage(ctx, msg); err != nil {
-						t.Fatal(err)
-					}
-					check("after an append", 1)
-				}
-				// The provider counts 30 % more than o200k_base (a model
-				// without an offline tokenizer): the next views shrink.
-				v, err := m.Explain(ctx, req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := m.ReportUsage(ctx, ctxstore.Usage{InputTokens: v.Tokens * 13 / 10}); err != nil {
-					t.Fatal(err)
-				}
-				for _, msg := range history[len(history)-10:] {
-					if err := m.AddMessage(ctx, msg); err != nil {
-						t.Fatal(err)
-					}
-					check("after usage ×1.3 was reported", 1.3)
-				}
-			})
-		}
-	}
+		return m
+	})
 }
 
 // TestReportUsageLearnsAndClamps: the ratio is learned from reports, an
