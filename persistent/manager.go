@@ -158,6 +158,9 @@ func newManager(st storage.Engine, session string, cfg Config, vcfg view.Config,
 	ctx := context.Background()
 	m := &Manager{st: st, ownsSt: owns, session: session, cfg: cfg, memory: mem, vcfg: vcfg, est: vcfg.Estimator, drv: view.NewDriver(vcfg)}
 	m.counter = view.CounterName(m.est)
+	// An exact counter loads its vocabulary on first use, about a tenth of
+	// a second once per process: here, not inside the first AddMessage.
+	m.est.Estimate(ctxstore.NewMessage(ctxstore.RoleUser, "ready"))
 	m.mu.Lock()
 	err := m.openLocked(ctx)
 	m.unlock(ctx)
