@@ -160,7 +160,9 @@ func newManager(st storage.Engine, session string, cfg Config, vcfg view.Config,
 	m.counter = view.CounterName(m.est)
 	// An exact counter loads its vocabulary on first use, about a tenth of
 	// a second once per process: here, not inside the first AddMessage.
-	m.est.Estimate(ctxstore.NewMessage(ctxstore.RoleUser, "ready"))
+	if l, ok := m.est.(interface{ Load() }); ok {
+		l.Load()
+	}
 	m.mu.Lock()
 	err := m.openLocked(ctx)
 	m.unlock(ctx)

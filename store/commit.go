@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/pause"
 	"go.etcd.io/bbolt"
 )
 
@@ -91,12 +92,7 @@ func (s *Store) lead() {
 		gathered := make(chan struct{})
 		s.gathered, s.gatherFor = gathered, n
 		s.qmu.Unlock()
-		t := time.NewTimer(gatherWait)
-		select {
-		case <-gathered:
-		case <-t.C:
-		}
-		t.Stop()
+		pause.Until(gathered, gatherWait)
 		s.qmu.Lock()
 		s.gathered = nil
 	}

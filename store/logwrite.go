@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/ctxstore/ctxstore/internal/pause"
 )
 
 // walAppend is an Append as the log takes it.
@@ -357,7 +359,7 @@ func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 // its process may be dead).
 func (s *Store) awaitSync(f *os.File, gen uint64, end int64) error {
 	deadline := time.Now().Add(syncWaitMax)
-	pause := 20 * time.Microsecond
+	wait := 20 * time.Microsecond
 	for {
 		// Wait in the kernel for the sync in progress, a slice at a time
 		// (the process holding the byte may be stopped while another's
@@ -365,8 +367,8 @@ func (s *Store) awaitSync(f *os.File, gen uint64, end int64) error {
 		// is not holding the byte, or the platform has no such lock),
 		// poll.
 		if !s.syncWait.wait(s.walPath, min(time.Until(deadline), syncWaitSlice)) {
-			time.Sleep(pause)
-			pause = min(2*pause, 100*time.Microsecond)
+			_ = pause.For(context.Background(), wait)
+			wait = min(2*wait, 100*time.Microsecond)
 		}
 		// Looking needs only the shared lock; claiming the next sync
 		// takes the exclusive one and looks again.

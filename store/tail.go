@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/pause"
 	"go.etcd.io/bbolt"
 )
 
@@ -250,7 +251,7 @@ func (s *Store) walMode() os.FileMode {
 // kernel per waiter.
 func (s *Store) flockWait(ctx context.Context, f *os.File, how int) error {
 	deadline := time.Now().Add(s.opts.LockTimeout)
-	pause := 20 * time.Microsecond
+	wait := 20 * time.Microsecond
 	for {
 		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
 		if err == nil {
@@ -262,14 +263,10 @@ func (s *Store) flockWait(ctx context.Context, f *os.File, how int) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("store %s: %w: another process held it for %v", s.path, ErrLocked, s.opts.LockTimeout)
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("store %s: waiting for the lock: %w", s.path, ctx.Err())
+		if err := pause.For(ctx, wait); err != nil {
+			return fmt.Errorf("store %s: waiting for the lock: %w", s.path, err)
 		}
-		pause = min(2*pause, 200*time.Microsecond)
+		wait = min(2*wait, 200*time.Microsecond)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/pause"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -83,12 +84,7 @@ func (s *Store) submit(r *req) error {
 		gathered := make(chan struct{})
 		s.gathered, s.gatherFor = gathered, n
 		s.qmu.Unlock()
-		t := time.NewTimer(gatherWait)
-		select {
-		case <-gathered:
-		case <-t.C:
-		}
-		t.Stop()
+		pause.Until(gathered, gatherWait)
 		s.qmu.Lock()
 		s.gathered = nil
 	}
