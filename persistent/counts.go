@@ -37,6 +37,22 @@ func CountsKey(counter string, seq uint64) string {
 	return fmt.Sprintf("%s/%016x", counter, seq/countsBlock)
 }
 
+// KeptCounts returns the counts by the named counter that a manager kept
+// for the block of seqs holding seq, by seq (empty when none were kept; the
+// block's other seqs come with it, under CountsKey). A damaged record reads
+// as empty: it only costs a recount.
+func KeptCounts(ctx context.Context, eng storage.Engine, session, counter string, seq uint64) (map[uint64]int, error) {
+	b := map[uint64]int{}
+	v, err := eng.GetDerived(ctx, session, KindCounts, CountsKey(counter, seq))
+	switch {
+	case err == nil:
+		_ = json.Unmarshal(v, &b)
+	case !errors.Is(err, storage.ErrNotFound):
+		return b, err
+	}
+	return b, nil
+}
+
 // saved returns the kept count of seq by the manager's counter, reading its
 // block from the store the first time.
 func (r *recounts) saved(ctx context.Context, m *Manager, seq uint64) (int, bool) {
@@ -46,10 +62,8 @@ func (r *recounts) saved(ctx context.Context, m *Manager, seq uint64) (int, bool
 	key := CountsKey(m.counter, seq)
 	b, ok := r.blocks[key]
 	if !ok {
-		b = map[uint64]int{}
-		if v, err := m.st.GetDerived(ctx, m.session, KindCounts, key); err == nil {
-			_ = json.Unmarshal(v, &b) // a damaged record only costs a recount
-		}
+		// An error only costs a recount.
+		b, _ = KeptCounts(ctx, m.st, m.session, m.counter, seq)
 		if r.blocks == nil || len(r.blocks) >= maxCountBlocks {
 			r.blocks = map[string]map[uint64]int{}
 		}

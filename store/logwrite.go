@@ -196,7 +196,9 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	s.tailMu.Unlock()
 	if s.opts.NoSync {
 		// Acknowledged unsynced, as the caller asked: readers see it now.
-		markSynced(f, end)
+		if _, synced, syncing, err := syncWords(f); err == nil {
+			markSynced(f, end, synced, syncing)
+		}
 		return true
 	}
 	lead := claimSync(f, end)
@@ -254,14 +256,6 @@ const (
 	syncMarkTries = 3
 )
 
-func readWord(f *os.File, at int64) (uint64, error) {
-	var b [8]byte
-	if _, err := f.ReadAt(b[:], at); err != nil {
-		return 0, err
-	}
-	return binary.LittleEndian.Uint64(b[:]), nil
-}
-
 func writeWord(f *os.File, at int64, v uint64) {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], v)
@@ -278,10 +272,10 @@ func syncWords(f *os.File) (gen, synced, syncing uint64, err error) {
 }
 
 // markSynced records, under the exclusive lock, that the log is synced up
-// to end (for a NoSync store: acknowledged up to end).
-func markSynced(f *os.File, end int64) {
-	_, synced, syncing, err := syncWords(f)
-	if err != nil || synced >= uint64(end) {
+// to end (for a NoSync store: acknowledged up to end), given its synced and
+// syncing words as just read.
+func markSynced(f *os.File, end int64, synced, syncing uint64) {
+	if synced >= uint64(end) {
 		return
 	}
 	writeWord(f, logSyncedAt, uint64(end))
@@ -335,7 +329,7 @@ func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 	// Waiters wake when this is released, and then find the words below
 	// up to date (they read them under the log's lock, held here).
 	defer releaseSyncLock(f)
-	g, synced, _, rerr := syncWords(f)
+	g, synced, syncing, rerr := syncWords(f)
 	if rerr != nil {
 		if err != nil {
 			return err
@@ -349,7 +343,7 @@ func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 		writeWord(f, logSyncingAt, synced)
 		return err
 	}
-	markSynced(f, end)
+	markSynced(f, end, synced, syncing)
 	return nil
 }
 

@@ -3,8 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -134,11 +132,8 @@ func recount(ctx context.Context, st storage.Engine, info store.SessionInfo) (sp
 		key := persistent.CountsKey(name, e.Seq)
 		b, ok := kept[key]
 		if !ok {
-			v, err := st.GetDerived(ctx, info.Name, persistent.KindCounts, key)
-			switch {
-			case err == nil:
-				_ = json.Unmarshal(v, &b) // a damaged record only costs a count
-			case !errors.Is(err, storage.ErrNotFound):
+			var err error
+			if b, err = persistent.KeptCounts(ctx, st, info.Name, name, e.Seq); err != nil {
 				return nil, explainIn(st, info.Name, fmt.Errorf("read the kept counts of session %q: %w", info.Name, err))
 			}
 			kept[key] = b
