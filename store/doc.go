@@ -47,13 +47,17 @@
 // checkpoint happens when the log passes 4 MiB or 65,536 messages, before
 // every other kind of write (Clear, Purge, derived records, imports, an
 // append of more than 1 MiB, which commit to bbolt in the same transaction),
-// on Checkpoint, and on Close, so a file every process has closed holds every
-// message by itself.
+// on Checkpoint, and on the Close of the last Store that has the file open
+// (on Linux; elsewhere on every Close), so a file every process has closed
+// holds every message by itself, and a process that finishes does not hold
+// up the others still appending. A file Open creates starts its log at once.
 //
 // Readers see an append the moment it is durable: every operation takes the
 // log's lock (shared to read, exclusive to write; the lock is held for
 // microseconds, and the fsync runs after it is released, so the appends of
-// several processes overlap their syncs), reads what the log gained since
+// several processes overlap their syncs, which the kernel merges: ext4
+// commits every fdatasync that arrives during a journal commit in the next
+// one), reads what the log gained since
 // its last look, and reads bbolt and the log together; a read the log alone
 // can answer does not open the bbolt file. The log's header says how far it
 // is synced, and readers, in this process or another, see records only up
@@ -104,10 +108,11 @@
 // over the path by another program while writers run can still miss their
 // last commits: stop the writers first, or use compact-file.
 //
-// Waits for the bbolt file's lock are woken as soon as it is free; waits
-// for the log's lock poll with at most 200 µs between tries. Both are
-// bounded by Options.LockTimeout (default 5 s) and the caller's context;
-// after it the call fails with ErrLocked naming the file.
+// Waits for the bbolt file's lock and for the log's are woken as soon as it
+// is free: one blocking flock per Store and kind of lock, on a descriptor of
+// its own, which every call waiting meanwhile shares. Both are bounded by
+// Options.LockTimeout (default 5 s) and the caller's context; after it the
+// call fails with ErrLocked naming the file.
 //
 // # Group commit
 //

@@ -17,21 +17,6 @@ import (
 // flock, when the last user is done, or lingerFor later if no other process
 // is waiting. See doc.go for why and what it costs.
 
-// lockAttempt is one blocking flock on a freshly opened descriptor of the
-// file. A blocking flock is woken by the kernel the moment the holder lets
-// go, unlike bbolt's own 50 ms polling, which starves a waiter when the
-// holder appends in a loop. It cannot be cancelled, so an attempt that
-// outlives its waiters stays pending; the next open joins it instead of
-// starting another, and if it completes with nobody waiting it unlocks at
-// once.
-type lockAttempt struct {
-	done chan struct{}
-	f    *os.File // locked descriptor, set with err == nil when done
-	err  error
-	// taken is set (under Store.mu) by the waiter that took the result.
-	taken bool
-}
-
 // openAttempt is an open in progress that other goroutines wait for.
 type openAttempt struct {
 	done chan struct{}
@@ -189,14 +174,16 @@ func (s *Store) openDB(ctx context.Context) (*bbolt.DB, *os.File, error) {
 }
 
 // lockFile returns a descriptor of the file holding its flock (exclusive,
-// or shared for ReadOnly), waiting at most LockTimeout.
+// or shared for ReadOnly), waiting at most LockTimeout. A busy lock is
+// waited for by one blocking flock on a freshly opened descriptor, which the
+// kernel wakes the moment the holder lets go, unlike bbolt's own 50 ms
+// polling, which starves a waiter when the holder appends in a loop. If the
+// file was replaced meanwhile (a salvage renamed a new file over it), the
+// attempt locks the new one: writing to the unlinked inode would lose data.
 func (s *Store) lockFile(ctx context.Context) (*os.File, error) {
 	// The common case, nobody holding the lock, costs one non-blocking
 	// flock and no goroutine hand-off.
-	s.mu.Lock()
-	idle := s.pending == nil
-	s.mu.Unlock()
-	if idle {
+	if s.fileWait.idle() {
 		f, err := s.lockCurrentInode(false)
 		if !errors.Is(err, errBusy) {
 			return f, err
@@ -204,79 +191,14 @@ func (s *Store) lockFile(ctx context.Context) (*os.File, error) {
 	}
 	timer := time.NewTimer(s.opts.LockTimeout)
 	defer timer.Stop()
-	for {
-		s.mu.Lock()
-		a := s.pending
-		if a == nil {
-			a = &lockAttempt{done: make(chan struct{})}
-			s.pending = a
-			go s.runLockAttempt(a)
-		}
-		s.waiters++
-		s.mu.Unlock()
-
-		var res error
-		select {
-		case <-a.done:
-		case <-timer.C:
-			res = fmt.Errorf("store %s: %w: waited %v (Options.LockTimeout)", s.path, ErrLocked, s.opts.LockTimeout)
-		case <-ctx.Done():
-			res = fmt.Errorf("store %s: waiting for the file lock: %w", s.path, ctx.Err())
-		}
-
-		s.mu.Lock()
-		s.waiters--
-		select {
-		case <-a.done:
-			if s.pending == a {
-				s.pending = nil
-			}
-			if a.taken {
-				// Another waiter has its result; try afresh.
-				s.mu.Unlock()
-				if res != nil {
-					return nil, res
-				}
-				continue
-			}
-			// The attempt finished, maybe just as we gave up: take
-			// it, or we would leave the file locked.
-			a.taken = true
-			s.mu.Unlock()
-			if a.err != nil {
-				return nil, a.err
-			}
-			if res != nil {
-				a.f.Close()
-				return nil, res
-			}
-			return a.f, nil
-		default:
-		}
-		s.mu.Unlock()
-		if res != nil {
-			return nil, res
-		}
+	f, err := s.fileWait.wait(ctx, timer.C, func() (*os.File, error) { return s.lockCurrentInode(true) })
+	switch {
+	case errors.Is(err, errLockWaitTimeout):
+		return nil, fmt.Errorf("store %s: %w: waited %v (Options.LockTimeout)", s.path, ErrLocked, s.opts.LockTimeout)
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return nil, fmt.Errorf("store %s: waiting for the file lock: %w", s.path, err)
 	}
-}
-
-// runLockAttempt opens the file and blocks in flock until it gets the lock.
-// If the file was replaced meanwhile (a salvage renamed a new file over
-// it), it locks the new one: writing to the unlinked inode would lose data.
-func (s *Store) runLockAttempt(a *lockAttempt) {
-	f, err := s.lockCurrentInode(true)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil && s.waiters == 0 {
-		// Everyone gave up (timeout or cancel): do not sit on the lock.
-		f.Close()
-		f, err = nil, fmt.Errorf("store %s: %w", s.path, ErrLocked)
-	}
-	a.f, a.err = f, err
-	if s.pending == a && s.waiters == 0 {
-		s.pending = nil
-	}
-	close(a.done)
+	return f, err
 }
 
 // errBusy is lockCurrentInode's answer, when not blocking, to a lock held

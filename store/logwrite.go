@@ -5,9 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
-	"github.com/ctxstore/ctxstore/internal/pause"
+	"go.etcd.io/bbolt"
 )
 
 // walAppend is an Append as the log takes it.
@@ -60,6 +61,7 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 		}
 		return true
 	}
+	preTxid, pre := s.preloadSessions(actx, batch)
 	unlock, err := s.walLock(actx, true)
 	if err != nil {
 		return fail(err)
@@ -93,7 +95,17 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 		for k, v := range t.sessions {
 			nt.sessions[k] = v
 		}
-		if err := s.loadSessions(actx, &nt, need); err != nil {
+		// Read before the lock, if no checkpoint came between (bbolt's
+		// transaction is the same), or now.
+		var rest []string
+		for _, name := range need {
+			if ts := pre[name]; ts != nil && preTxid == t.txid {
+				nt.sessions[name] = ts
+			} else {
+				rest = append(rest, name)
+			}
+		}
+		if err := s.loadSessions(actx, &nt, rest); err != nil {
 			return fail(err)
 		}
 	}
@@ -201,17 +213,12 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 		}
 		return true
 	}
-	lead := claimSync(f, end)
 	// Close waits for this sync before it closes the log.
 	s.inflight.Add(1)
 	defer s.inflight.Done()
 	unlock()
 	locked = false
-	if lead {
-		err = s.syncLog(f, t.hdr.gen, end)
-	} else {
-		err = s.awaitSync(f, t.hdr.gen, end)
-	}
+	err = s.syncLog(f, t.hdr.gen, end)
 	if err != nil {
 		s.failLog(err)
 		for _, r := range accepted {
@@ -225,32 +232,68 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	return true
 }
 
+// preloadSessions reads from bbolt, before the log's lock is taken, the
+// sessions of batch that the writer's tail does not know (sessions without
+// records in the log since the last checkpoint), and the bbolt transaction
+// they were read in. A writer that had to read them under the lock would hold
+// up every other process's appends while it opens the file; walCommit uses
+// them if bbolt has not changed since. It returns nothing when it cannot.
+func (s *Store) preloadSessions(ctx context.Context, batch []*writeReq) (uint64, map[string]*tailSession) {
+	s.tailMu.Lock()
+	t := s.tail
+	s.tailMu.Unlock()
+	if t == nil || t.mode != tailNormal {
+		return 0, nil
+	}
+	var names []string
+	for _, r := range batch {
+		if r.wal != nil && t.sessions[r.wal.session] == nil && !slices.Contains(names, r.wal.session) {
+			names = append(names, r.wal.session)
+		}
+	}
+	if len(names) == 0 {
+		return 0, nil
+	}
+	var txid uint64
+	found := make(map[string]*tailSession, len(names))
+	err := s.bolt(ctx, func(tx *bbolt.Tx) error {
+		txid = uint64(tx.ID())
+		for _, name := range names {
+			ts, err := boltSession(tx, name)
+			if err != nil {
+				return err
+			}
+			found[name] = ts
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil
+	}
+	return txid, found
+}
+
 // failLog records that the log can no longer be trusted to hold what was
 // written to it (a sync or a cut failed): later writes commit to bbolt.
 func (s *Store) failLog(err error) {
 	s.syncErr.CompareAndSwap(nil, &err)
 }
 
-// Processes share the log's syncs: a sync flushes every record written
-// before it began, whoever wrote it. Two words in the log's header, read and
-// written under the log's exclusive lock, say how far the log is known to be
-// on disk (logSynced) and how far the sync in progress, if any, will take it
-// (logSyncing; no sync is in progress when it is not beyond logSynced). An
-// appender that finds a sync in progress does not start another: it waits
-// for it to end, and then the first waiter to look starts one sync that
-// covers every record written meanwhile. N processes appending together
-// thus cost about one sync per round, as PostgreSQL's WAL flush serves the
-// commits that queued behind it.
+// Every appender syncs the log itself, after releasing the lock, and then
+// says in the log's header, under the lock, how far the log is known to be on
+// disk (logSynced): readers show records only up to there. Several
+// processes' syncs need no coordination of ours: the kernel merges
+// concurrent syncs of one file (ext4's journal commits the records of every
+// fdatasync that arrives during a commit in the next one), and a sync
+// flushes whatever was written before it began, whoever wrote it. Versions
+// before 0.9 announced a sync in progress in logSyncing and made other
+// appenders wait for it; the word is kept at or past logSynced, so that a
+// process of such a version sharing the file never waits for a sync nobody
+// runs.
 const (
 	logGenAt     = 32
 	logSyncedAt  = 48
 	logSyncingAt = 56
-	// syncWaitMax bounds the wait for another process's sync: a process
-	// killed in it never reports, and the waiter then syncs itself.
-	syncWaitMax = 100 * time.Millisecond
-	// syncWaitSlice bounds one wait in the kernel: the words are looked
-	// at again after it.
-	syncWaitSlice = 2 * time.Millisecond
 	// syncMarkTries bounds the waits (each up to LockTimeout) for the lock
 	// to mark a finished sync.
 	syncMarkTries = 3
@@ -284,29 +327,17 @@ func markSynced(f *os.File, end int64, synced, syncing uint64) {
 	}
 }
 
-// claimSync decides, under the exclusive lock after a record ending at end
-// was written, whether this process syncs now (true: it announces a sync up
-// to end) or waits, because another process's sync is in progress. When it
-// cannot tell, it syncs: an extra sync is never wrong.
-func claimSync(f *os.File, end int64) bool {
-	_, synced, syncing, err := syncWords(f)
-	if err == nil && syncing > synced {
-		return false
-	}
-	writeWord(f, logSyncingAt, uint64(end))
-	holdSyncLock(f)
-	return true
-}
-
 // syncLog syncs the log and records, if the log is still in generation gen,
-// that it is on disk up to end (or, if the sync failed, that no sync is in
-// progress, so that waiters sync themselves).
+// that it is on disk up to end.
 func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 	err := fdatasync(f)
 	if err == nil && s.syncFault != nil {
 		err = s.syncFault()
 	}
-	if err == nil && s.synced != nil {
+	if err != nil {
+		return err
+	}
+	if s.synced != nil {
 		s.synced()
 	}
 	// The record is acknowledged only once readers can see it: the lock
@@ -319,94 +350,15 @@ func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 		}
 	}
 	if lerr != nil {
-		releaseSyncLock(f)
-		if err != nil {
-			return err // waiters time out and sync themselves
-		}
 		return fmt.Errorf("%w: synced, but could not mark it for readers: %w", ErrOutcomeUnknown, lerr)
 	}
 	defer unlock()
-	// Waiters wake when this is released, and then find the words below
-	// up to date (they read them under the log's lock, held here).
-	defer releaseSyncLock(f)
-	g, synced, syncing, rerr := syncWords(f)
-	if rerr != nil {
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: synced, but could not mark it for readers: %w", ErrOutcomeUnknown, rerr)
-	}
-	if g != gen {
-		return err // applied by a checkpoint meanwhile
-	}
+	g, synced, syncing, err := syncWords(f)
 	if err != nil {
-		writeWord(f, logSyncingAt, synced)
-		return err
+		return fmt.Errorf("%w: synced, but could not mark it for readers: %w", ErrOutcomeUnknown, err)
 	}
-	markSynced(f, end, synced, syncing)
+	if g == gen { // else applied by a checkpoint meanwhile
+		markSynced(f, end, synced, syncing)
+	}
 	return nil
-}
-
-// awaitSync waits until the log is on disk up to end: through the sync in
-// progress, or through one it starts itself, covering every record written
-// so far, once no sync is in progress (or the one in progress takes too long:
-// its process may be dead).
-func (s *Store) awaitSync(f *os.File, gen uint64, end int64) error {
-	deadline := time.Now().Add(syncWaitMax)
-	wait := 20 * time.Microsecond
-	for {
-		// Wait in the kernel for the sync in progress, a slice at a time
-		// (the process holding the byte may be stopped while another's
-		// sync ends); if there is nothing to wait on there (its process
-		// is not holding the byte, or the platform has no such lock),
-		// poll.
-		if !s.syncWait.wait(s.walPath, min(time.Until(deadline), syncWaitSlice)) {
-			_ = pause.For(context.Background(), wait)
-			wait = min(2*wait, 100*time.Microsecond)
-		}
-		// Looking needs only the shared lock; claiming the next sync
-		// takes the exclusive one and looks again.
-		for _, exclusive := range []bool{false, true} {
-			unlock, err := s.lockLog(context.Background(), exclusive)
-			if err != nil {
-				return s.syncLog(f, gen, end)
-			}
-			g, synced, syncing, err := syncWords(f)
-			switch {
-			case err != nil:
-				// Cannot tell how far the log is synced: sync it.
-				unlock()
-				return s.syncLog(f, gen, end)
-			case g != gen:
-				// Applied to bbolt by a checkpoint, whose commit synced it.
-				unlock()
-				return nil
-			case synced >= uint64(end):
-				unlock()
-				return nil
-			case syncing > synced && time.Now().Before(deadline):
-				unlock() // the sync in progress may cover it: wait
-			case !exclusive:
-				unlock() // claim it under the exclusive lock
-				continue
-			default:
-				// Every whole record written so far, not the file's
-				// size: bytes a killed writer left at the end are cut
-				// off, and a record written where they were after this
-				// sync began must not read as synced by it.
-				upto := end
-				if t, err := s.catchUp(context.Background(), true); err == nil && t.off > upto {
-					upto = t.off
-				}
-				// upto covers every whole record: a larger syncing
-				// word is stale (a sync announced before a crash, for
-				// a record that was then cut off) and goes.
-				writeWord(f, logSyncingAt, uint64(upto))
-				holdSyncLock(f)
-				unlock()
-				return s.syncLog(f, gen, upto)
-			}
-			break
-		}
-	}
 }

@@ -62,8 +62,8 @@ type Store struct {
 	file      *os.File  // db's locked descriptor
 	refs      int
 	opening   *openAttempt // the open in progress, if any
-	pending   *lockAttempt // flock attempt still blocked, if any
-	waiters   int          // goroutines waiting on pending
+	fileWait  lockWait     // the wait for another process's lock on the file
+	presence  *os.File     // says the file is open, until Close (see holdPresence)
 	closeErr  error
 	lingerGen int  // identifies the current linger; a newer one cancels it
 	poisoned  bool // a fault hit the open db: close it, do not linger
@@ -80,9 +80,10 @@ type Store struct {
 	walPath string
 	walMu   sync.RWMutex // held exclusively to write, shared to read
 	walF    *os.File     // the log; nil while a read-only store has none
-	shMu    sync.Mutex   // guards shRefs and shFile
+	shMu    sync.Mutex   // guards shRefs and shHeld
 	shRefs  int          // readers holding the shared lock
-	shFile  *os.File     // the descriptor holding the shared lock
+	shHeld  heldLock     // the shared lock, while shRefs > 0
+	logWait [2]lockWait  // waits for the log's lock: shared, exclusive
 	tailMu  sync.Mutex   // guards tail and rtail
 	tail    *tailState   // the log beyond bbolt as a writer last read it; nil: rebuild
 	rtail   *tailState   // the same up to where the log is synced, for readers
@@ -92,8 +93,7 @@ type Store struct {
 	inflight  sync.WaitGroup
 	// syncErr is set when a sync (or a cut) of the log failed; appends
 	// then commit to bbolt until a commit has applied the log again.
-	syncErr  atomic.Pointer[error]
-	syncWait syncWaiter // the wait for another process's sync of the log
+	syncErr atomic.Pointer[error]
 	// logBytes and logMessages bound the log: the write that would pass
 	// either is committed to bbolt, applying the log. Tests lower them.
 	logBytes    int64
@@ -117,6 +117,7 @@ func Open(path string, opts Options) (*Store, error) {
 	s.idle.L = &s.mu
 
 	fi, statErr := os.Stat(path)
+	created := false
 	switch {
 	case statErr == nil && fi.IsDir():
 		return nil, fmt.Errorf("store %s: is a directory, not a store file (name a file in it, such as %s)", path, filepath.Join(path, "ctxstore.db"))
@@ -134,6 +135,7 @@ func Open(path string, opts Options) (*Store, error) {
 		if err := createFile(path); err != nil {
 			return nil, err
 		}
+		created = true
 	default:
 		return nil, fmt.Errorf("store %s: %w", path, statErr)
 	}
@@ -144,6 +146,8 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	if !opts.ReadOnly {
 		tempfile.RemoveAbandoned(path, tempSuffix)
+		s.presence = holdPresence(path)
+		s.warmTail(context.Background(), created)
 	}
 	return s, nil
 }
@@ -253,6 +257,28 @@ func (s *Store) init(ctx context.Context) error {
 	return nil
 }
 
+// warmTail reads the log's records since the last checkpoint, as the first
+// write would, while the file is still open from Open: that write then
+// holds the log's lock only to read what came after, instead of opening the
+// file under it while other processes' appends wait. A file Open just
+// created gets its log now (a checkpoint, which starts it), so that its
+// first append is a log append like the others; an existing file without a
+// log is left alone until it is written. Errors are left for the first
+// write to report.
+func (s *Store) warmTail(ctx context.Context, created bool) {
+	if _, err := os.Lstat(s.walPath); err != nil {
+		if !created || s.Checkpoint(ctx) != nil {
+			return
+		}
+	}
+	unlock, err := s.walLock(ctx, true)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	_, _ = s.catchUp(ctx, true)
+}
+
 // Path returns the file's path as given to Open.
 func (s *Store) Path() string { return s.path }
 
@@ -309,12 +335,26 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	return s.write(ctx, func(*wtx) error { return nil })
 }
 
-// checkpointOnClose applies the log to the file when it holds anything,
-// so that a file closed by every process holds every message by itself. A
-// failure loses nothing: the log stays and the next open reads it.
+// checkpointOnClose applies the log to the file when it holds anything and
+// no other Store has the file open, so that a file closed by every process
+// holds every message by itself, and a process that closes while others
+// append does not hold them up. A failure loses nothing: the log stays and
+// the next open reads it.
 func (s *Store) checkpointOnClose() {
 	if s.opts.ReadOnly {
 		return
+	}
+	s.mu.Lock()
+	presence := s.presence
+	s.presence = nil
+	s.mu.Unlock()
+	if presence != nil {
+		// Let go first: of two Stores closing together, the one that
+		// looks last sees nobody and applies the log.
+		presence.Close()
+		if othersPresent(s.path) {
+			return
+		}
 	}
 	fi, err := os.Stat(s.walPath)
 	if err != nil || fi.Size() <= walHeaderSize {

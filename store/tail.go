@@ -133,17 +133,16 @@ func (s *Store) lockLog(ctx context.Context, exclusive bool) (func(), error) {
 	if exclusive {
 		s.walMu.Lock()
 		f, err := s.walFile(true)
+		var h heldLock
 		if err == nil && f != nil {
-			err = s.flockWait(ctx, f, syscall.LOCK_EX)
+			h, err = s.flockLog(ctx, f, syscall.LOCK_EX)
 		}
 		if err != nil {
 			s.walMu.Unlock()
 			return nil, err
 		}
 		return func() {
-			if f != nil {
-				unlockFile(f)
-			}
+			h.release()
 			s.walMu.Unlock()
 		}, nil
 	}
@@ -152,22 +151,21 @@ func (s *Store) lockLog(ctx context.Context, exclusive bool) (func(), error) {
 	if s.shRefs == 0 {
 		f, err := s.walFile(true)
 		if err == nil && f != nil {
-			err = s.flockWait(ctx, f, syscall.LOCK_SH)
+			s.shHeld, err = s.flockLog(ctx, f, syscall.LOCK_SH)
 		}
 		if err != nil {
 			s.shMu.Unlock()
 			s.walMu.RUnlock()
 			return nil, err
 		}
-		s.shFile = f
 	}
 	s.shRefs++
 	s.shMu.Unlock()
 	return func() {
 		s.shMu.Lock()
-		if s.shRefs--; s.shRefs == 0 && s.shFile != nil {
-			unlockFile(s.shFile)
-			s.shFile = nil
+		if s.shRefs--; s.shRefs == 0 {
+			s.shHeld.release()
+			s.shHeld = heldLock{}
 		}
 		s.shMu.Unlock()
 		s.walMu.RUnlock()
@@ -245,29 +243,95 @@ func (s *Store) walMode() os.FileMode {
 	return fileMode
 }
 
-// flockWait takes flock how on f, polling: the log's lock is held for
-// microseconds at a time (the fsync happens after it is released), so
-// polling with a short backoff finds it free without a thread blocked in the
-// kernel per waiter.
-func (s *Store) flockWait(ctx context.Context, f *os.File, how int) error {
-	deadline := time.Now().Add(s.opts.LockTimeout)
-	wait := 20 * time.Microsecond
+// heldLock is a flock held on the log: on the Store's own descriptor, or on
+// one opened to wait for the lock in the kernel (closed to let go).
+type heldLock struct {
+	f       *os.File
+	private bool
+}
+
+func (h heldLock) release() {
+	switch {
+	case h.f == nil:
+	case h.private:
+		h.f.Close()
+	default:
+		unlockFile(h.f)
+	}
+}
+
+// flockLog takes the log's flock how (LOCK_SH or LOCK_EX), on f when it is
+// free. When it is busy, it waits at most LockTimeout in the kernel, through
+// a descriptor of its own (lockWait), which holds the lock for the caller:
+// the waiter wakes the moment the holder lets go. The lock is held for
+// microseconds at a time (syncs run after it is released), so a poll
+// would mostly sleep past the moment it came free, and each of several
+// processes appending together would lose that time on every append.
+func (s *Store) flockLog(ctx context.Context, f *os.File, how int) (heldLock, error) {
+	var timer *time.Timer
 	for {
 		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
 		if err == nil {
-			return nil
+			return heldLock{f: f}, nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			return fmt.Errorf("store %s: lock the log: %w", s.path, err)
+			return heldLock{}, fmt.Errorf("store %s: lock the log: %w", s.path, err)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("store %s: %w: another process held it for %v", s.path, ErrLocked, s.opts.LockTimeout)
+		if timer == nil {
+			timer = time.NewTimer(s.opts.LockTimeout)
+			defer timer.Stop()
 		}
-		if err := pause.For(ctx, wait); err != nil {
-			return fmt.Errorf("store %s: waiting for the lock: %w", s.path, err)
+		w := &s.logWait[0]
+		if how == syscall.LOCK_EX {
+			w = &s.logWait[1]
 		}
-		wait = min(2*wait, 200*time.Microsecond)
+		g, err := w.wait(ctx, timer.C, func() (*os.File, error) {
+			g, err := os.OpenFile(s.walPath, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+			if err != nil {
+				return nil, err
+			}
+			if err := flockRetry(g, how); err != nil {
+				g.Close()
+				return nil, err
+			}
+			return g, nil
+		})
+		switch {
+		case errors.Is(err, errLockWaitTimeout):
+			return heldLock{}, fmt.Errorf("store %s: %w: another process held the log for %v", s.path, ErrLocked, s.opts.LockTimeout)
+		case ctx.Err() != nil:
+			if err == nil {
+				g.Close()
+			}
+			return heldLock{}, fmt.Errorf("store %s: waiting for the log's lock: %w", s.path, ctx.Err())
+		case err != nil:
+			// The log cannot be opened by its name (removed, replaced by
+			// something else): wait on f itself, a short while at a time.
+			if err := pause.For(ctx, 100*time.Microsecond); err != nil {
+				return heldLock{}, fmt.Errorf("store %s: waiting for the log's lock: %w", s.path, err)
+			}
+			continue
+		}
+		if same, serr := sameDescriptor(f, g); serr == nil && same {
+			return heldLock{f: g, private: true}, nil
+		}
+		// Another log was moved to the path: a lock on it is no lock on
+		// f. Try f again.
+		g.Close()
 	}
+}
+
+// sameDescriptor reports whether f and g are descriptors of one file.
+func sameDescriptor(f, g *os.File) (bool, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	gi, err := g.Stat()
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(fi, gi), nil
 }
 
 // fileID returns the device and inode of the file at path.

@@ -16,7 +16,11 @@ const (
 )
 
 func ofdLock(f *os.File, cmd int, typ int16) (syscall.Flock_t, error) {
-	lk := syscall.Flock_t{Type: typ, Whence: 0, Start: 0, Len: 1}
+	return ofdLockAt(f, cmd, typ, 0)
+}
+
+func ofdLockAt(f *os.File, cmd int, typ int16, at int64) (syscall.Flock_t, error) {
+	lk := syscall.Flock_t{Type: typ, Whence: 0, Start: at, Len: 1}
 	err := syscall.FcntlFlock(f.Fd(), cmd, &lk)
 	return lk, err
 }
@@ -30,4 +34,36 @@ func doneWaiting(f *os.File) { _, _ = ofdLock(f, fOFDSetlk, syscall.F_UNLCK) }
 func othersWaiting(f *os.File) bool {
 	lk, err := ofdLock(f, fOFDGetlk, syscall.F_WRLCK)
 	return err != nil || lk.Type != syscall.F_UNLCK
+}
+
+// Every writable Store holds a read lock on byte 1 of the file from Open to
+// Close, on a descriptor of its own: Close asks whether a write lock there
+// would conflict, i.e. whether another Store, in this process or another,
+// still has the file open, and leaves applying the log to the last one out.
+const presenceAt = 1
+
+// holdPresence marks the file at path as open by one more Store until the
+// returned descriptor is closed; nil if it cannot.
+func holdPresence(path string) *os.File {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	if _, err := ofdLockAt(f, fOFDSetlk, syscall.F_RDLCK, presenceAt); err != nil {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// othersPresent reports whether another Store holds the file at path open;
+// when it cannot tell, it says no, so that Close applies the log.
+func othersPresent(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	lk, err := ofdLockAt(f, fOFDGetlk, syscall.F_WRLCK, presenceAt)
+	return err == nil && lk.Type != syscall.F_UNLCK
 }

@@ -701,6 +701,12 @@ func makeWALFixture(t testing.TB, n int) *walFixture {
 		if _, _, err := st.Append(ctx, "s", recs...); err != nil {
 			t.Fatal(err)
 		}
+		if i == 0 {
+			// The first in the file, the others in the log.
+			if err := st.Checkpoint(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	if fx.db, err = os.ReadFile(path); err != nil {
 		t.Fatal(err)
@@ -1320,12 +1326,11 @@ func TestWALProcesses(t *testing.T) {
 	}
 }
 
-// Processes share the log's syncs (logwrite.go): an append waiting for
-// another process's sync is acknowledged once the log is announced synced
-// past its record. Bytes a killed writer left at the log's end are cut off
-// by the next append, which writes its record where they were: a sync
-// announced up to the end of those bytes, but begun before that record was
-// written, must not count for it.
+// Bytes a killed writer left at the log's end are cut off by the next
+// append, which writes its record where they were: a sync begun before that
+// record was written (here one that an older version announced up to the
+// end of those bytes, and another process's sync in flight) must not count
+// for it.
 func TestWALSyncAnnouncedPastTornBytes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
 	a, err := Open(path, Options{})
@@ -1345,8 +1350,8 @@ func TestWALSyncAnnouncedPastTornBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lf.Close()
-	// A sync announced by a process that died in it: the next append
-	// waits for it, then (after syncWaitMax) syncs itself.
+	// A sync announced by a process (of a version that announced them)
+	// that died in it.
 	_, synced, _, err := syncWords(lf)
 	if err != nil {
 		t.Fatal(err)
@@ -1368,7 +1373,7 @@ func TestWALSyncAnnouncedPastTornBytes(t *testing.T) {
 	b.synced = note
 	aDone := make(chan error, 1)
 	go func() { _, _, err := a.Append(ctx, "s", text("user", "waits")); aDone <- err }()
-	time.Sleep(syncWaitMax / 4)
+	time.Sleep(25 * time.Millisecond)
 	// A writer killed half-way through a large record.
 	fi, _ := lf.Stat()
 	if _, err := lf.WriteAt(bytes.Repeat([]byte{0xA5}, 8192), fi.Size()); err != nil {
@@ -1378,7 +1383,7 @@ func TestWALSyncAnnouncedPastTornBytes(t *testing.T) {
 	start := time.Now()
 	bDone := make(chan error, 1)
 	go func() { _, _, err := b.Append(ctx, "s", text("user", "third")); bDone <- err }()
-	time.Sleep(syncWaitMax / 5)
+	time.Sleep(20 * time.Millisecond)
 	close(release)
 	if err := <-aDone; err != nil {
 		t.Fatal(err)
@@ -1496,6 +1501,11 @@ func TestWALTornPastSyncedDamagedBefore(t *testing.T) {
 	for i := range 4 {
 		if _, _, err := st.Append(ctx, "s", text("user", fmt.Sprintf("%d %s", i, big))); err != nil {
 			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := st.Checkpoint(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	// Kill-like: no Close, so the records stay in the log only.
