@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"syscall"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -61,7 +62,7 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 		}
 		return true
 	}
-	preTxid, pre := s.preloadSessions(actx, batch)
+	preID, pre := s.preloadSessions(actx, batch)
 	unlock, err := s.walLock(actx, true)
 	if err != nil {
 		return fail(err)
@@ -99,7 +100,7 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 		// transaction is the same), or now.
 		var rest []string
 		for _, name := range need {
-			if ts := pre[name]; ts != nil && preTxid == t.txid {
+			if ts := pre[name]; ts != nil && preID == (fileTx{t.dbDev, t.dbIno, t.txid}) {
 				nt.sessions[name] = ts
 			} else {
 				rest = append(rest, name)
@@ -232,18 +233,21 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	return true
 }
 
+// fileTx names one bbolt transaction of one file: its device, inode and id.
+type fileTx struct{ dev, ino, txid uint64 }
+
 // preloadSessions reads from bbolt, before the log's lock is taken, the
 // sessions of batch that the writer's tail does not know (sessions without
 // records in the log since the last checkpoint), and the bbolt transaction
 // they were read in. A writer that had to read them under the lock would hold
 // up every other process's appends while it opens the file; walCommit uses
 // them if bbolt has not changed since. It returns nothing when it cannot.
-func (s *Store) preloadSessions(ctx context.Context, batch []*writeReq) (uint64, map[string]*tailSession) {
+func (s *Store) preloadSessions(ctx context.Context, batch []*writeReq) (fileTx, map[string]*tailSession) {
 	s.tailMu.Lock()
 	t := s.tail
 	s.tailMu.Unlock()
 	if t == nil || t.mode != tailNormal {
-		return 0, nil
+		return fileTx{}, nil
 	}
 	var names []string
 	for _, r := range batch {
@@ -252,12 +256,23 @@ func (s *Store) preloadSessions(ctx context.Context, batch []*writeReq) (uint64,
 		}
 	}
 	if len(names) == 0 {
-		return 0, nil
+		return fileTx{}, nil
 	}
-	var txid uint64
+	var id fileTx
 	found := make(map[string]*tailSession, len(names))
 	err := s.bolt(ctx, func(tx *bbolt.Tx) error {
-		txid = uint64(tx.ID())
+		s.mu.Lock()
+		f := s.file
+		s.mu.Unlock()
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Errorf("%s: no inode", s.path)
+		}
+		id = fileTx{uint64(st.Dev), uint64(st.Ino), uint64(tx.ID())}
 		for _, name := range names {
 			ts, err := boltSession(tx, name)
 			if err != nil {
@@ -268,9 +283,9 @@ func (s *Store) preloadSessions(ctx context.Context, batch []*writeReq) (uint64,
 		return nil
 	})
 	if err != nil {
-		return 0, nil
+		return fileTx{}, nil
 	}
-	return txid, found
+	return id, found
 }
 
 // failLog records that the log can no longer be trusted to hold what was
