@@ -267,11 +267,22 @@ func (s *Store) init(ctx context.Context) error {
 // write to report.
 func (s *Store) warmTail(ctx context.Context, created bool) {
 	if _, err := os.Lstat(s.walPath); err != nil {
-		if !created || s.Checkpoint(ctx) != nil {
+		if !created {
+			return
+		}
+		// Nobody else should hold the lock of a file just created: wait
+		// for it briefly at most.
+		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := s.Checkpoint(cctx)
+		cancel()
+		if err != nil {
 			return
 		}
 	}
-	unlock, err := s.walLock(ctx, true)
+	// Only if the lock is free: Open never waits for it here.
+	tctx, cancel := context.WithCancel(ctx)
+	cancel()
+	unlock, err := s.walLock(tctx, true)
 	if err != nil {
 		return
 	}
@@ -284,8 +295,11 @@ func (s *Store) Path() string { return s.path }
 
 // Close waits for operations in flight, closes the file if it is still
 // lingering open, and marks the store closed; later calls fail with
-// ErrClosed. Other processes never depend on Close: an idle Store releases
-// the file by itself within lingerFor (2 ms).
+// ErrClosed. The last Store to close a file (in any process) first applies
+// the log to it, so that the file alone holds every message; writes still
+// running in other goroutines when Close is called may stay in the log,
+// which the next Open reads. Other processes never depend on Close: an idle
+// Store releases the file by itself within lingerFor (2 ms).
 func (s *Store) Close() error {
 	s.mu.Lock()
 	closed := s.closed

@@ -132,11 +132,7 @@ func (s *Store) walLock(ctx context.Context, exclusive bool) (func(), error) {
 func (s *Store) lockLog(ctx context.Context, exclusive bool) (func(), error) {
 	if exclusive {
 		s.walMu.Lock()
-		f, err := s.walFile(true)
-		var h heldLock
-		if err == nil && f != nil {
-			h, err = s.flockLog(ctx, f, syscall.LOCK_EX)
-		}
+		h, err := s.lockCurrentLog(ctx, syscall.LOCK_EX)
 		if err != nil {
 			s.walMu.Unlock()
 			return nil, err
@@ -149,15 +145,13 @@ func (s *Store) lockLog(ctx context.Context, exclusive bool) (func(), error) {
 	s.walMu.RLock()
 	s.shMu.Lock()
 	if s.shRefs == 0 {
-		f, err := s.walFile(true)
-		if err == nil && f != nil {
-			s.shHeld, err = s.flockLog(ctx, f, syscall.LOCK_SH)
-		}
+		h, err := s.lockCurrentLog(ctx, syscall.LOCK_SH)
 		if err != nil {
 			s.shMu.Unlock()
 			s.walMu.RUnlock()
 			return nil, err
 		}
+		s.shHeld = h
 	}
 	s.shRefs++
 	s.shMu.Unlock()
@@ -170,6 +164,29 @@ func (s *Store) lockLog(ctx context.Context, exclusive bool) (func(), error) {
 		s.shMu.Unlock()
 		s.walMu.RUnlock()
 	}, nil
+}
+
+// lockCurrentLog takes the log's flock how on the log now at the path: a log
+// moved over it while this waited (ctxstore's tools replace it holding the
+// lock) is opened and locked instead, so that nothing is written to a log
+// no longer at the path. Callers hold walMu as walFile needs.
+func (s *Store) lockCurrentLog(ctx context.Context, how int) (heldLock, error) {
+	for try := 0; ; try++ {
+		f, err := s.walFile(true)
+		if err != nil || f == nil {
+			return heldLock{}, err
+		}
+		h, err := s.flockLog(ctx, f, how)
+		if err != nil {
+			return heldLock{}, err
+		}
+		if same, err := sameFile(f, s.walPath); err != nil || same || try == 3 {
+			// Not replaced, or cannot tell, or replaced again and again:
+			// what the caller reads next says which log it has.
+			return h, nil
+		}
+		h.release()
+	}
 }
 
 // walFile returns the open log, reopening it if the log at the path is not
@@ -276,6 +293,10 @@ func (s *Store) flockLog(ctx context.Context, f *os.File, how int) (heldLock, er
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			return heldLock{}, fmt.Errorf("store %s: lock the log: %w", s.path, err)
+		}
+		if err := ctx.Err(); err != nil {
+			// Nothing to wait with (tryLog): start no attempt.
+			return heldLock{}, fmt.Errorf("store %s: waiting for the log's lock: %w", s.path, err)
 		}
 		if timer == nil {
 			timer = time.NewTimer(s.opts.LockTimeout)
