@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/pause"
 	"go.etcd.io/bbolt"
 )
 
@@ -96,9 +97,9 @@ func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
 // lock for other processes, unless no other process is waiting for it:
 // then the file stays open for lingerFor, so that a caller doing one
 // operation after another (an agent appending, then reading its view)
-// does not pay for reopening it each time. A process that starts waiting
-// during the linger waits at most lingerFor; one already waiting makes the
-// file close at once.
+// does not pay for reopening it each time. A process waiting makes the
+// file close at once, and one that starts waiting during the linger makes it
+// close within lingerLook.
 func (s *Store) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -109,17 +110,31 @@ func (s *Store) release() {
 	s.idle.Broadcast()
 	if !s.closed && !s.poisoned && !s.replaced && !othersWaiting(s.file) {
 		s.lingerGen++
-		gen := s.lingerGen
-		time.AfterFunc(lingerFor, func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.refs == 0 && s.db != nil && s.lingerGen == gen {
-				s.closeDB()
-			}
-		})
+		go s.linger(s.lingerGen)
 		return
 	}
 	s.closeDB()
+}
+
+// linger closes the file lingerFor after its last user let go, or as soon
+// as another process waits for it, unless a user came back meanwhile (a
+// new linger, gen, then started).
+func (s *Store) linger(gen int) {
+	end := time.Now().Add(lingerFor)
+	for {
+		_ = pause.For(context.Background(), min(lingerLook, time.Until(end)))
+		s.mu.Lock()
+		if s.refs != 0 || s.db == nil || s.lingerGen != gen {
+			s.mu.Unlock()
+			return
+		}
+		if !time.Now().Before(end) || othersWaiting(s.file) {
+			s.closeDB()
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+	}
 }
 
 // closeDB closes the file; s.mu is held and nobody uses it. Closing under

@@ -24,6 +24,9 @@ const (
 	// lingerFor is how long the file stays open (and locked) after the
 	// last operation when no other process is waiting for it.
 	lingerFor = 2 * time.Millisecond
+	// lingerLook is how often a lingering file looks for another process
+	// waiting for it.
+	lingerLook = 200 * time.Microsecond
 	// MaxSessionName is the longest session name, in bytes.
 	MaxSessionName = storage.MaxSessionName
 	// maxSeq is the highest seq or epoch a session may reach: far beyond
