@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"syscall"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -268,11 +267,11 @@ func (s *Store) preloadSessions(ctx context.Context, batch []*writeReq) (fileTx,
 		if err != nil {
 			return err
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			return fmt.Errorf("%s: no inode", s.path)
+		dev, ino, err := inodeOf(s.path, fi)
+		if err != nil {
+			return err
 		}
-		id = fileTx{uint64(st.Dev), uint64(st.Ino), uint64(tx.ID())}
+		id = fileTx{dev, ino, uint64(tx.ID())}
 		for _, name := range names {
 			ts, err := boltSession(tx, name)
 			if err != nil {
@@ -300,11 +299,11 @@ func (s *Store) failLog(err error) {
 // processes' syncs need no coordination of ours: the kernel merges
 // concurrent syncs of one file (ext4's journal commits the records of every
 // fdatasync that arrives during a commit in the next one), and a sync
-// flushes whatever was written before it began, whoever wrote it. Versions
-// before 0.9 announced a sync in progress in logSyncing and made other
-// appenders wait for it; the word is kept at or past logSynced, so that a
-// process of such a version sharing the file never waits for a sync nobody
-// runs.
+// flushes whatever was written before it began, whoever wrote it. Earlier
+// builds (before the first release) announced a sync in progress in
+// logSyncing and made other appenders wait for it; the word is kept at or
+// past logSynced, so that a process of such a build sharing the file never
+// waits for a sync nobody runs.
 const (
 	logGenAt     = 32
 	logSyncedAt  = 48

@@ -361,6 +361,11 @@ func fileID(path string) (dev, ino uint64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	return inodeOf(path, fi)
+}
+
+// inodeOf returns the device and inode of fi, the file at path.
+func inodeOf(path string, fi os.FileInfo) (dev, ino uint64, err error) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return 0, 0, fmt.Errorf("%s: no inode", path)
