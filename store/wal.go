@@ -28,7 +28,8 @@ import (
 //	        32 gen    uint64 LE (generation: bumped each time the log is emptied)
 //	        40 crc32c of bytes 0..40, uint32 LE
 //	        48 synced  uint64 LE: the log is on disk up to this offset
-//	        56 syncing uint64 LE: how far the sync in progress takes it
+//	        56 syncing uint64 LE: kept at or past synced (earlier builds
+//	           announced a sync in progress here)
 //	record   0 magic  uint32 LE (walRecMagic)
 //	         4 length uint32 LE of the payload
 //	         8 crc32c uint32 LE of gen (8 bytes LE) followed by the payload
