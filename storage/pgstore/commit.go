@@ -437,5 +437,5 @@ func fastArgs(r *req, now int64) []any {
 		calls[i], results[i], raws[i] = arrayLiteral(m.CallIDs()), arrayLiteral(m.ResultIDs()), m.Bytes()
 	}
 	return []any{[]byte(r.session), int64(n), tokens, size, pinned, firstUser, title, now,
-		roles, toks, counters, calls, results, raws, []byte(r.key), oneCounter(r.plain)}
+		roles, toks, counters, calls, results, raws, []byte(r.key)}
 }

@@ -70,12 +70,12 @@ func (s *Store) ImportSession(ctx context.Context, info storage.SessionInfo, ent
 			if int64(e.Epoch) != m.epoch {
 				// A new epoch: the counts of the current one start afresh.
 				m.epoch, m.epochSeq = int64(e.Epoch), int64(e.Seq)
-				m.resetCounts()
+				m.messages, m.tokens, m.bytes, m.pinned, m.firstUser = 0, 0, 0, []int64{}, 0
 				counts[m.epoch] = &storage.EpochInfo{Epoch: e.Epoch, FirstSeq: e.Seq, Started: e.Time}
 				order = append(order, m.epoch)
 			}
 			title := m.title
-			m.add(int64(e.Seq), storage.Record{Message: msg, Tokens: e.Tokens, Counter: e.Counter}, w.now)
+			m.add(int64(e.Seq), storage.Record{Message: msg, Tokens: e.Tokens}, w.now)
 			if info.Title != "" {
 				m.title = title
 			}
@@ -118,7 +118,7 @@ func (s *Store) ImportSession(ctx context.Context, info storage.SessionInfo, ent
 			all = append(all, storage.EpochInfo{Epoch: uint64(cur), FirstSeq: uint64(m.lastSeq) + 1, LastSeq: uint64(m.lastSeq), Started: unixTime(m.updated)})
 		}
 		if cur != m.epoch {
-			m.resetCounts()
+			m.messages, m.tokens, m.bytes, m.pinned, m.firstUser = 0, 0, 0, []int64{}, 0
 		}
 		last := all[len(all)-1]
 		m.epoch, m.epochSeq, m.epochStarted = int64(last.Epoch), int64(last.FirstSeq), last.Started.UnixNano()

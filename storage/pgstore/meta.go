@@ -14,7 +14,7 @@ type queries struct {
 	sessionInfo, sessions, readFwd, readBack, get                                string
 }
 
-const metaCols = `live, created, updated, epoch, epoch_seq, epoch_started, last_seq, messages, tokens, bytes, total, title, pinned, first_user, counter`
+const metaCols = `live, created, updated, epoch, epoch_seq, epoch_started, last_seq, messages, tokens, bytes, total, title, pinned, first_user`
 
 const msgCols = `session, seq, epoch, time, role, tokens, counter, call_ids, result_ids, raw`
 
@@ -29,13 +29,13 @@ func newQueries(s string) queries {
 	}
 	return queries{
 		placeholder: `INSERT INTO ` + s + `.sessions (name, ` + metaCols + `)
-			VALUES ($1, false, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, '', '{}', 0, NULL) ON CONFLICT (name) DO NOTHING`,
+			VALUES ($1, false, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, '', '{}', 0) ON CONFLICT (name) DO NOTHING`,
 		// The rows of sessions $1, locked in name order.
 		lock: `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + `
 			WHERE name = ANY($1) ORDER BY name FOR UPDATE OF s`,
 		saveMeta: `UPDATE ` + s + `.sessions SET live = $2, created = $3, updated = $4, epoch = $5, epoch_seq = $6,
 			epoch_started = $7, last_seq = $8, messages = $9, tokens = $10, bytes = $11, total = $12, title = $13,
-			pinned = $14, first_user = $15, counter = $16 WHERE name = $1`,
+			pinned = $14, first_user = $15 WHERE name = $1`,
 		insertMessages: `INSERT INTO ` + s + `.messages (` + msgCols + `, append_key)
 			SELECT $1, u.seq, u.epoch, u.time, u.role, u.tokens, u.counter, u.calls::text[], u.results::text[], u.raw,
 				CASE WHEN u.ord = 1 THEN $11::bytea END
@@ -46,10 +46,7 @@ func newQueries(s string) queries {
 					tokens = tokens + $3, bytes = bytes + $4,
 					pinned = pinned || ARRAY(SELECT last_seq + o FROM unnest($5::bigint[]) o),
 					first_user = CASE WHEN first_user = 0 AND $6::bigint > 0 THEN last_seq + $6::bigint ELSE first_user END,
-					title = CASE WHEN title = '' THEN $7 ELSE title END, updated = $8,
-					-- The epoch's one counter: $16, the append's (NULL if it
-					-- has several), unless the epoch has another.
-					counter = CASE WHEN messages = 0 THEN $16::text WHEN counter = $16::text THEN counter END
+					title = CASE WHEN title = '' THEN $7 ELSE title END, updated = $8
 				WHERE name = $1 AND live
 				RETURNING last_seq - $2 AS base, epoch
 			), m AS (
@@ -87,18 +84,14 @@ type meta struct {
 	title                          string
 	pinned                         []int64
 	firstUser                      int64
-	// counter made every count of the current epoch; nil when several
-	// did or it is not known (see the 0002 migration).
-	counter *string
-	closed  []storage.EpochInfo // epochs left by Clear
-	changed bool                // to be saved
+	closed                         []storage.EpochInfo // epochs left by Clear
+	changed                        bool                // to be saved
 }
 
 // scanArgs are the destinations of metaCols, then the closed epochs' arrays.
 func (m *meta) scanArgs(ep *epochArrays) []any {
 	return []any{&m.live, &m.created, &m.updated, &m.epoch, &m.epochSeq, &m.epochStarted, &m.lastSeq,
 		&m.messages, &m.tokens, &m.bytes, &m.total, &m.title, &m.pinned, &m.firstUser,
-		&m.counter,
 		&ep.epoch, &ep.first, &ep.last, &ep.messages, &ep.started, &ep.purged}
 }
 
@@ -120,18 +113,7 @@ func (ep *epochArrays) infos() []storage.EpochInfo {
 // saveArgs are the parameters of saveMeta.
 func (m *meta) saveArgs(name []byte) []any {
 	return []any{name, m.live, m.created, m.updated, m.epoch, m.epochSeq, m.epochStarted, m.lastSeq,
-		m.messages, m.tokens, m.bytes, m.total, m.title, m.pinned, m.firstUser, m.counter}
-}
-
-// oneCounter returns the counter that counted every record of recs, or nil
-// when several did.
-func oneCounter(recs []storage.Record) *string {
-	for _, r := range recs[1:] {
-		if r.Counter != recs[0].Counter {
-			return nil
-		}
-	}
-	return &recs[0].Counter
+		m.messages, m.tokens, m.bytes, m.total, m.title, m.pinned, m.firstUser}
 }
 
 // revive makes a tombstone a new, empty session created at now, after the
@@ -146,12 +128,6 @@ func (m *meta) revive(now int64) {
 
 // add accounts for one appended message of the current epoch.
 func (m *meta) add(seq int64, r storage.Record, now int64) {
-	switch {
-	case m.messages == 0:
-		m.counter = &r.Counter
-	case m.counter != nil && *m.counter != r.Counter:
-		m.counter = nil
-	}
 	m.lastSeq, m.updated = seq, now
 	m.messages++
 	m.total++
@@ -183,16 +159,10 @@ func (m *meta) clear(now int64) storage.EpochInfo {
 	m.epoch++
 	m.epochSeq = m.lastSeq + 1
 	m.epochStarted, m.updated = now, now
-	m.resetCounts()
-	m.changed = true
-	return old
-}
-
-// resetCounts empties the current epoch's counts: a new epoch starts.
-func (m *meta) resetCounts() {
 	m.messages, m.tokens, m.bytes = 0, 0, 0
 	m.pinned, m.firstUser = []int64{}, 0
-	m.counter = nil
+	m.changed = true
+	return old
 }
 
 // info is the public form of m; a tombstone is shown as the session a
@@ -208,9 +178,6 @@ func (m *meta) info(name string, now int64) storage.SessionInfo {
 	}
 	for _, p := range v.pinned {
 		si.PinnedSeqs = append(si.PinnedSeqs, uint64(p))
-	}
-	if v.counter != nil && v.messages > 0 {
-		si.Counters = []storage.CounterCount{{Counter: *v.counter, Messages: int(v.messages), Tokens: int(v.tokens)}}
 	}
 	si.Epochs = append(slices.Clone(v.closed), storage.EpochInfo{Epoch: uint64(v.epoch), FirstSeq: uint64(v.epochSeq),
 		LastSeq: uint64(v.lastSeq), Messages: int(v.messages), Started: unixTime(v.epochStarted)})
