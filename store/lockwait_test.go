@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,4 +147,60 @@ func logLockWaiters() int {
 		}
 	}
 	return count
+}
+
+// A log moved over the path while an append waits for the lock (as a tool
+// replacing it under the lock would): the append takes the lock on the log
+// now at the path and writes there, not into the one moved away, whose
+// records nobody would read again.
+func TestLogReplacedWhileWaiting(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "w.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	appendText(t, st, "s", "before")
+	holder, err := os.OpenFile(path+walSuffix, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, _, err := st.Append(ctx, "s", text("user", "while replaced")); done <- err }()
+	for i := 0; logLockWaiters() == 0; i++ {
+		if i == 1000 {
+			t.Fatal("the append does not wait for the log's lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The same log, byte for byte, as a new file moved over the path.
+	b, err := os.ReadFile(path + walSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "new-wal"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "new-wal"), path+walSuffix); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if got := textsOf(t, other, "s"); !slices.Equal(got, []string{"before", "while replaced"}) {
+		t.Fatalf("the file at the path holds %q", got)
+	}
 }
