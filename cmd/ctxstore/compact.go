@@ -129,14 +129,14 @@ func compactInto(ctx context.Context, src, dst string, wait time.Duration) error
 	}
 	log, err := lockLog(ctx, src, os.O_RDONLY, syscall.LOCK_SH, wait)
 	if err != nil {
-		return err
+		return interrupted(ctx, err, src, dst)
 	}
 	if log != nil {
 		defer log.Close()
 	}
 	f, err := lockPath(ctx, src, os.O_RDONLY, syscall.LOCK_SH, wait)
 	if err != nil {
-		return err
+		return interrupted(ctx, err, src, dst)
 	}
 	return copyCompacted(ctx, f, log, src, dst, false, func(tmp string) error {
 		// Link, unlike rename, fails if dst appeared meanwhile.
@@ -162,7 +162,7 @@ func compactInPlace(ctx context.Context, path string, wait time.Duration, instea
 	}
 	log, err := lockLog(ctx, path, os.O_RDWR, syscall.LOCK_EX, wait)
 	if err != nil {
-		return err
+		return interrupted(ctx, err, path, path)
 	}
 	if log != nil {
 		// Released only after the rename and the log's emptying: a
@@ -172,7 +172,7 @@ func compactInPlace(ctx context.Context, path string, wait time.Duration, instea
 	}
 	f, err := lockPath(ctx, real, os.O_RDWR, syscall.LOCK_EX, wait)
 	if err != nil {
-		return err
+		return interrupted(ctx, err, path, path)
 	}
 	// copyCompacted keeps f (and so the lock) until the rename is done.
 	return copyCompacted(ctx, f, log, real, real, true, func(tmp string) error {
@@ -188,6 +188,15 @@ func compactInPlace(ctx context.Context, path string, wait time.Duration, instea
 		}
 		return syncDir(filepath.Dir(real))
 	})
+}
+
+// interrupted returns err, the failure to lock src, as the interruption it
+// is when ctx was cancelled: nothing was written, dst is unchanged.
+func interrupted(ctx context.Context, err error, src, dst string) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
 }
 
 // copyCompacted compacts the store file src, open and locked on f, and the

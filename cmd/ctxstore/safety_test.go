@@ -222,9 +222,10 @@ func TestCompactFileFailuresAndPaths(t *testing.T) {
 		}
 	})
 
-	// Early (while it verifies the file) and late (while it copies).
-	for _, delay := range []time.Duration{30 * time.Millisecond, 150 * time.Millisecond} {
-		t.Run(fmt.Sprintf("SIGINT after %v", delay), func(t *testing.T) {
+	// Early (while it verifies the file or takes its locks) and late (once
+	// its copy has begun).
+	for _, late := range []bool{false, true} {
+		t.Run(fmt.Sprintf("SIGINT late %v", late), func(t *testing.T) {
 			before, _ := os.Stat(e.db)
 			cmd := exec.Command(binary, "compact-file")
 			cmd.Env = e.vars
@@ -233,9 +234,19 @@ func TestCompactFileFailuresAndPaths(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(delay)
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			if late {
+				for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(time.Millisecond) {
+					if temps, _ := filepath.Glob(filepath.Join(e.dir, ".*")); len(temps) > 0 || len(exited) > 0 {
+						break
+					}
+				}
+			} else {
+				time.Sleep(30 * time.Millisecond)
+			}
 			cmd.Process.Signal(syscall.SIGINT)
-			err := cmd.Wait()
+			err := <-exited
 			after, _ := os.Stat(e.db)
 			if err == nil {
 				t.Log("compact-file finished before SIGINT arrived")
