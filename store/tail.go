@@ -167,12 +167,13 @@ func (s *Store) lockLog(ctx context.Context, exclusive bool) (func(), error) {
 }
 
 // lockCurrentLog takes the log's flock how on the log now at the path: a log
-// moved over it while this waited (ctxstore's tools replace it holding the
-// lock) is opened and locked instead, so that nothing is written to a log
-// no longer at the path. Callers hold walMu as walFile needs.
+// moved over it before or while this waited (ctxstore's tools replace it
+// holding the lock) is opened and locked instead, so that nothing is written
+// to a log no longer at the path. The one check, after locking, covers a log
+// replaced before it too. Callers hold walMu as walFile needs.
 func (s *Store) lockCurrentLog(ctx context.Context, how int) (heldLock, error) {
 	for try := 0; ; try++ {
-		f, err := s.walFile(true)
+		f, err := s.walFile(try > 0)
 		if err != nil || f == nil {
 			return heldLock{}, err
 		}
@@ -189,8 +190,8 @@ func (s *Store) lockCurrentLog(ctx context.Context, how int) (heldLock, error) {
 	}
 }
 
-// walFile returns the open log, reopening it if the log at the path is not
-// the one open (removed or replaced), or nil if there is none (a read-only
+// walFile returns the open log, reopening it if check and the log at the
+// path is not the one open (removed or replaced), or nil if there is none (a read-only
 // store of a file never written by a version with a log). Callers hold walMu
 // exclusively, or shared with shMu and no shared lock taken.
 func (s *Store) walFile(check bool) (*os.File, error) {
