@@ -32,14 +32,8 @@ func TestStoppedLogHolder(t *testing.T) {
 	}
 	appendText(t, stores[0], "s", "before")
 	// The stopped process: its own descriptor of the log, holding the lock.
-	frozen, err := os.OpenFile(path+walSuffix, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer frozen.Close()
-	if err := syscall.Flock(int(frozen.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	frozen := openLog(t, path)
+	frozen.lock(t)
 	var wg sync.WaitGroup
 	for _, st := range stores {
 		for g := range 4 {
@@ -62,7 +56,7 @@ func TestStoppedLogHolder(t *testing.T) {
 	}
 	wg.Wait()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
-	_, _, err = stores[0].Append(cctx, "s", text("user", "cancelled"))
+	_, _, err := stores[0].Append(cctx, "s", text("user", "cancelled"))
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("an append whose context ends while it waits: %v, want context.DeadlineExceeded", err)
@@ -70,9 +64,7 @@ func TestStoppedLogHolder(t *testing.T) {
 	if n := logLockWaiters(); n > 2*len(stores) {
 		t.Errorf("%d threads blocked on the log's lock, want at most 2 per Store (%d)", n, 2*len(stores))
 	}
-	if err := syscall.Flock(int(frozen.Fd()), syscall.LOCK_UN); err != nil {
-		t.Fatal(err)
-	}
+	frozen.unlock(t)
 	appendText(t, stores[1], "s", "after")
 	if got := textsOf(t, stores[0], "s"); len(got) != 2 || got[0] != "before" || got[1] != "after" {
 		t.Errorf("messages %q, want [before after]", got)
@@ -97,34 +89,62 @@ func TestLogLockWaiterWakes(t *testing.T) {
 	}
 	defer st.Close()
 	appendText(t, st, "s", "before")
-	holder, err := os.OpenFile(path+walSuffix, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	holder := openLog(t, path)
 	for range 20 {
-		if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
-			t.Fatal(err)
-		}
+		holder.lock(t)
 		done := make(chan error, 1)
 		go func() { _, _, err := st.Append(ctx, "s", text("user", "x")); done <- err }()
 		// It waits in the kernel, which wakes it when the lock is free,
 		// not in a sleep between polls.
-		for i := 0; logLockWaiters() == 0; i++ {
-			if i == 1000 {
-				t.Fatal("no append waits in the kernel for the log's lock")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_UN); err != nil {
-			t.Fatal(err)
-		}
+		awaitLogWaiter(t)
+		holder.unlock(t)
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := textsOf(t, st, "s"); len(got) != 21 {
 		t.Errorf("%d messages, want 21", len(got))
+	}
+}
+
+// logHolder is another process's descriptor of a store's log, taking and
+// releasing its lock.
+type logHolder struct{ f *os.File }
+
+// openLog opens the log of the store at path; the test closes it.
+func openLog(t *testing.T, path string) logHolder {
+	t.Helper()
+	f, err := os.OpenFile(path+walSuffix, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return logHolder{f}
+}
+
+func (h logHolder) lock(t *testing.T) {
+	t.Helper()
+	if err := syscall.Flock(int(h.f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h logHolder) unlock(t *testing.T) {
+	t.Helper()
+	if err := syscall.Flock(int(h.f.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitLogWaiter waits until a goroutine waits in the kernel for the log's
+// lock.
+func awaitLogWaiter(t *testing.T) {
+	t.Helper()
+	for i := 0; logLockWaiters() == 0; i++ {
+		if i == 1000 {
+			t.Fatal("nothing waits in the kernel for the log's lock")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -162,22 +182,11 @@ func TestLogReplacedWhileWaiting(t *testing.T) {
 	}
 	defer st.Close()
 	appendText(t, st, "s", "before")
-	holder, err := os.OpenFile(path+walSuffix, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	holder := openLog(t, path)
+	holder.lock(t)
 	done := make(chan error, 1)
 	go func() { _, _, err := st.Append(ctx, "s", text("user", "while replaced")); done <- err }()
-	for i := 0; logLockWaiters() == 0; i++ {
-		if i == 1000 {
-			t.Fatal("the append does not wait for the log's lock")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitLogWaiter(t)
 	// The same log, byte for byte, as a new file moved over the path.
 	b, err := os.ReadFile(path + walSuffix)
 	if err != nil {
@@ -189,9 +198,7 @@ func TestLogReplacedWhileWaiting(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, "new-wal"), path+walSuffix); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_UN); err != nil {
-		t.Fatal(err)
-	}
+	holder.unlock(t)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,26 @@ func noTemps(t *testing.T, dir string) {
 	}
 }
 
+// interruptOnceWriting sends Ctrl-C to cmd, started, once a temporary file
+// (its output being written) appears in dir, unless it exits first, and
+// returns how it exited.
+func interruptOnceWriting(cmd *exec.Cmd, dir string) error {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		select {
+		case err := <-exited:
+			return err
+		default:
+		}
+		if temps, _ := filepath.Glob(filepath.Join(dir, ".*")); len(temps) > 0 {
+			break
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	return <-exited
+}
+
 // zeroMetaPage damages the store at path so that only salvage reads it.
 func zeroMetaPage(t *testing.T, path string, page int) {
 	t.Helper()
@@ -115,24 +135,7 @@ func TestSalvageInterrupted(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	var err error
-	deadline := time.Now().Add(time.Minute)
-wait:
-	for {
-		select {
-		case err = <-exited:
-			break wait
-		default:
-		}
-		if temps, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(temps) > 0 || time.Now().After(deadline) {
-			cmd.Process.Signal(syscall.SIGINT)
-			err = <-exited
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	err := interruptOnceWriting(cmd, filepath.Dir(out))
 	if _, serr := os.Stat(out); serr == nil {
 		// It finished before the signal: then it must be complete.
 		st, err := store.Open(out, store.Options{ReadOnly: true})
@@ -234,19 +237,14 @@ func TestCompactFileFailuresAndPaths(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
+			var err error
 			if late {
-				for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(time.Millisecond) {
-					if temps, _ := filepath.Glob(filepath.Join(e.dir, ".*")); len(temps) > 0 || len(exited) > 0 {
-						break
-					}
-				}
+				err = interruptOnceWriting(cmd, e.dir)
 			} else {
 				time.Sleep(30 * time.Millisecond)
+				cmd.Process.Signal(syscall.SIGINT)
+				err = cmd.Wait()
 			}
-			cmd.Process.Signal(syscall.SIGINT)
-			err := <-exited
 			after, _ := os.Stat(e.db)
 			if err == nil {
 				t.Log("compact-file finished before SIGINT arrived")
