@@ -112,3 +112,18 @@ type Engine interface {
 	// ErrClosed. It is idempotent.
 	Close() error
 }
+
+// CounterSplitter is implemented by engines that can split an epoch's
+// token counts by counter where the counts are kept, without handing the
+// messages back. SessionInfo.Counters is that split when it accounts for
+// every message; when it does not (an engine or a version that does not
+// keep it), a caller that needs the split asks a CounterSplitter, or
+// reads the epoch's messages.
+type CounterSplitter interface {
+	// SplitCounters splits the current epoch of info's session, as Session
+	// or Sessions described it, over its messages with seqs up to
+	// info.LastSeq: how many each counter counted and the sum of those
+	// counts, ordered by counter name. Messages appended after info was
+	// read are left out; those of an epoch purged since are gone.
+	SplitCounters(ctx context.Context, info SessionInfo) ([]CounterCount, error)
+}

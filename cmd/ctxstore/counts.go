@@ -81,7 +81,8 @@ func counterLabel(name string) string {
 
 // sessionSplit returns the split of info's current epoch. The metadata
 // holds it, except for messages written before it was kept (or by an
-// engine that does not keep it): then the epoch's messages are read.
+// engine that does not keep it): then the engine splits the counts where
+// it keeps them (PostgreSQL), or the epoch's messages are read.
 func sessionSplit(ctx context.Context, st storage.Engine, info store.SessionInfo) (splitTokens, error) {
 	known := 0
 	for _, c := range info.Counters {
@@ -89,6 +90,13 @@ func sessionSplit(ctx context.Context, st storage.Engine, info store.SessionInfo
 	}
 	if known >= info.Messages {
 		return slices.Clone(info.Counters), nil
+	}
+	if sp, ok := st.(storage.CounterSplitter); ok {
+		s, err := sp.SplitCounters(ctx, info)
+		if err != nil {
+			return nil, explainIn(st, info.Name, err)
+		}
+		return s, nil
 	}
 	var s splitTokens
 	for e, err := range st.EpochMessages(ctx, info.Name, info.Epoch, info.EpochStartSeq) {

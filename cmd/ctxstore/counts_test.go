@@ -38,8 +38,7 @@ func (e *env) openEngine() storage.Engine {
 // default counter) shows no token total in ls and stats, only each
 // counter's share and how to get an exact one; --recount gives that exact
 // total, using the counts a persistent manager kept. On PostgreSQL, whose
-// metadata does not split counts by counter, the split comes from the
-// messages.
+// metadata does not split counts by counter, the server adds the split up.
 func TestTokenTotalsNeverMixCounters(t *testing.T) {
 	for _, engine := range []string{"file", "PostgreSQL"} {
 		t.Run(engine, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 // queries are the statements, with the schema filled in.
 type queries struct {
 	placeholder, lock, saveMeta, appendFast, notifyAfter, insertMessages, recall string
-	sessionInfo, sessions, readFwd, readBack, get                                string
+	sessionInfo, sessions, readFwd, readBack, get, splitCounters                 string
 }
 
 const metaCols = `live, created, updated, epoch, epoch_seq, epoch_started, last_seq, messages, tokens, bytes, total, title, pinned, first_user`
@@ -69,6 +69,8 @@ func newQueries(s string) queries {
 		readBack: `SELECT ` + msgCols + ` FROM ` + s + `.messages
 			WHERE session = $1 AND seq < $2 AND seq >= $3 AND epoch = $4 ORDER BY seq DESC LIMIT $5`,
 		get: `SELECT ` + msgCols + ` FROM ` + s + `.messages WHERE session = $1 AND seq = ANY($2)`,
+		splitCounters: `SELECT counter, count(*), coalesce(sum(tokens), 0) FROM ` + s + `.messages
+			WHERE session = $1 AND seq >= $2 AND seq <= $3 AND epoch = $4 GROUP BY counter`,
 	}
 }
 

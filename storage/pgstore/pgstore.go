@@ -456,4 +456,7 @@ func isConnLoss(err error) bool {
 }
 
 // The PostgreSQL store is an engine.
-var _ storage.Engine = (*Store)(nil)
+var (
+	_ storage.Engine          = (*Store)(nil)
+	_ storage.CounterSplitter = (*Store)(nil)
+)

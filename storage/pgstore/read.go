@@ -6,6 +6,7 @@ import (
 	"iter"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
@@ -275,6 +276,36 @@ func (s *Store) Sessions(ctx context.Context) ([]storage.SessionInfo, error) {
 	if err != nil {
 		return nil, s.errorf("", "list sessions: %w", err)
 	}
+	return out, nil
+}
+
+// SplitCounters splits the current epoch of info's session, up to
+// info.LastSeq, by the counter that made each message's token count,
+// ordered by counter name. The server adds the counts up: no message
+// crosses the connection.
+func (s *Store) SplitCounters(ctx context.Context, info storage.SessionInfo) ([]storage.CounterCount, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	var out []storage.CounterCount
+	err := s.read(ctx, func() error {
+		rows, err := s.pool.Query(ctx, s.q.splitCounters, []byte(info.Name), int64(info.EpochStartSeq), int64(info.LastSeq), int64(info.Epoch))
+		if err == nil {
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.CounterCount, error) {
+				var c storage.CounterCount
+				var n, tokens int64
+				err := r.Scan(&c.Counter, &n, &tokens)
+				c.Messages, c.Tokens = int(n), int(tokens)
+				return c, err
+			})
+		}
+		return err
+	})
+	if err != nil {
+		return nil, s.errorf(info.Name, "split token counts by counter: %w", err)
+	}
+	// Bytewise, as Go compares: the server's order follows its collation.
+	slices.SortFunc(out, func(a, b storage.CounterCount) int { return strings.Compare(a.Counter, b.Counter) })
 	return out, nil
 }
 

@@ -35,6 +35,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 	}{
 		{"Lossless", testLossless},
 		{"Counter", testCounter},
+		{"CounterSplit", testCounterSplit},
 		{"InvalidMessage", testInvalid},
 		{"SeqNeverReused", testSeqs},
 		{"Epochs", testEpochs},
@@ -222,6 +223,51 @@ func testCounter(t *testing.T, open Opener) {
 	es := collect(t, e.Messages(context.Background(), "s", 0))
 	if es[0].Counter != "o200k_base" || es[0].Tokens != 7 || es[1].Counter != "" {
 		t.Fatalf("counters %q %q tokens %d, want o200k_base, empty, 7", es[0].Counter, es[1].Counter, es[0].Tokens)
+	}
+}
+
+// testCounterSplit: an engine that splits counts by counter itself
+// (storage.CounterSplitter) gives the split the current epoch's messages
+// give, up to the seq the SessionInfo it is handed had seen.
+func testCounterSplit(t *testing.T, open Opener) {
+	e, _ := open(t)
+	sp, ok := e.(storage.CounterSplitter)
+	if !ok {
+		t.Skip("the engine does not implement storage.CounterSplitter")
+	}
+	ctx := context.Background()
+	by := func(counter string, tokens int) storage.Record {
+		r := text("user", fmt.Sprintf("counted by %q", counter))
+		r.Counter, r.Tokens = counter, tokens
+		return r
+	}
+	split := func(info storage.SessionInfo) []storage.CounterCount {
+		t.Helper()
+		got, err := sp.SplitCounters(ctx, info)
+		if err != nil {
+			t.Fatalf("SplitCounters(%q): %v", info.Name, err)
+		}
+		return got
+	}
+	appendOK(t, e, "s", by("o200k_base", 100), by("", 1000)) // the epoch Clear ends
+	if _, err := e.Clear(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if got := split(info(t, e, "s")); len(got) != 0 {
+		t.Errorf("split of an empty epoch: %+v, want none", got)
+	}
+	// "B" sorts before "a" bytewise, after it in most collations.
+	appendOK(t, e, "s", by("a", 3), by("", 5), by("a", 7))
+	appendOK(t, e, "s", by("B", 11))
+	appendOK(t, e, "other", by("a", 17), by("c", 19)) // another session's
+	si := info(t, e, "s")
+	appendOK(t, e, "s", by("a", 13)) // after si was read
+	want := []storage.CounterCount{{Counter: "", Messages: 1, Tokens: 5}, {Counter: "B", Messages: 1, Tokens: 11}, {Counter: "a", Messages: 2, Tokens: 10}}
+	if got := split(si); !slices.Equal(got, want) {
+		t.Errorf("split %+v, want %+v", got, want)
+	}
+	if got := split(info(t, e, "s")); len(got) != 3 || got[2] != (storage.CounterCount{Counter: "a", Messages: 3, Tokens: 23}) {
+		t.Errorf("split after one more append: %+v, want a's share 3 messages, 23 tokens", got)
 	}
 }
 
