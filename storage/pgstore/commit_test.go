@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -272,4 +273,83 @@ func TestSharedCommit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// onceStream yields n user messages as an import's entries, and fails the
+// test when it is read a second time, as a stream (a file being read)
+// cannot be.
+func onceStream(t *testing.T, n int) iter.Seq2[storage.Entry, error] {
+	var started atomic.Int32
+	return func(yield func(storage.Entry, error) bool) {
+		if started.Add(1) > 1 {
+			t.Errorf("the import's entries were read again")
+			return
+		}
+		for i := range n {
+			m := ctxstore.NewMessage("user", fmt.Sprintf("m%d", i+1))
+			if !yield(storage.Entry{Seq: uint64(i + 1), Epoch: 1, Raw: m.Bytes(), Time: time.Unix(1, 0)}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// TestImportReadsEntriesOnce: an import whose transaction is run again
+// (after a connection lost before its COMMIT, or alone after a commit it
+// shared failed on another write) reads its entries once and stores every
+// message; it used to read a stream again, find it empty and store an
+// empty session while reporting success.
+func TestImportReadsEntriesOnce(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	info := storage.SessionInfo{Name: "imp", Epoch: 1, LastSeq: 3, Created: time.Unix(1, 0)}
+	check := func(t *testing.T, st *Store) {
+		t.Helper()
+		es, err := st.Tail(ctx, "imp", 10)
+		if err != nil || len(es) != 3 || string(es[2].Raw) != string(ctxstore.NewMessage("user", "m3").Bytes()) {
+			t.Fatalf("imported session: %d messages, %v; want m1..m3", len(es), err)
+		}
+	}
+	t.Run("connection lost before the COMMIT", func(t *testing.T) {
+		st := openTest(t, dsn, freshSchema(t, dsn))
+		var calls atomic.Int32
+		st.beforeCommit = func() error {
+			if calls.Add(1) == 1 {
+				return fmt.Errorf("simulated: %w", io.ErrUnexpectedEOF)
+			}
+			return nil
+		}
+		t.Cleanup(func() { st.beforeCommit = nil })
+		if err := st.ImportSession(ctx, info, onceStream(t, 3)); err != nil {
+			t.Fatal(err)
+		}
+		if calls.Load() < 2 {
+			t.Fatalf("%d commits tried, want the lost one and its retry", calls.Load())
+		}
+		check(t, st)
+	})
+	t.Run("a shared commit failed on another write", func(t *testing.T) {
+		st := openTest(t, dsn, freshSchema(t, dsn))
+		// A name purged before has a row, so its import can share a
+		// transaction (a name without one commits alone); so has "other".
+		for _, name := range []string{"imp", "other"} {
+			if _, _, err := st.Append(ctx, name, storage.Record{Message: ctxstore.NewMessage("user", "old")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Purge(ctx, "imp"); err != nil {
+			t.Fatal(err)
+		}
+		errs, _ := shareCommit(t, st, nil,
+			func() error { return st.ImportSession(ctx, info, onceStream(t, 3)) },
+			func() error {
+				_, _, err := st.AppendIf(ctx, "other", nil, storage.Record{Message: ctxstore.NewMessage("user", "bad"), Counter: "nul\x00"})
+				return err
+			},
+		)
+		if errs[0] != nil || errs[1] == nil {
+			t.Fatalf("errors %v, want only the refused append's", errs)
+		}
+		check(t, st)
+	})
 }

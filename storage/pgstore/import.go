@@ -21,6 +21,20 @@ const importBatch = 1000
 // purged before takes the export's numbers.
 func (s *Store) ImportSession(ctx context.Context, info storage.SessionInfo, entries iter.Seq2[storage.Entry, error]) error {
 	name := info.Name
+	// The write below may run more than once (again after a lost
+	// connection, or alone after a commit it shared failed), and entries
+	// may be a stream that can be read only once: it is read here, once.
+	// The transaction holds every message until it commits anyway.
+	var given []storage.Entry
+	for e, err := range entries {
+		if err != nil {
+			return s.errorf(name, "import: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return s.errorf(name, "import: %w", err)
+		}
+		given = append(given, e)
+	}
 	return s.write(ctx, name, nil, nil, func(w *wtx) error {
 		if w.m.live {
 			return reject(s.errorf(name, "import: %w: it exists", storage.ErrNotEmpty))
@@ -51,13 +65,7 @@ func (s *Store) ImportSession(ctx context.Context, info storage.SessionInfo, ent
 			w.batch.Queue(s.q.insertMessages, w.name, seqs, epochs, times, roles, tokens, counters, calls, results, raws, []byte(nil))
 			batch = nil
 		}
-		for e, err := range entries {
-			if err != nil {
-				return reject(s.errorf(name, "import: %w", err))
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+		for _, e := range given {
 			if int64(e.Seq) <= m.lastSeq || int64(e.Epoch) < m.epoch || e.Epoch == 0 {
 				return reject(s.errorf(name, "import: seq %d epoch %d after seq %d epoch %d: entries must be in order",
 					e.Seq, e.Epoch, m.lastSeq, m.epoch))
