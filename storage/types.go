@@ -213,6 +213,8 @@ type Change struct {
 // titleRunes bounds SessionInfo.Title.
 const titleRunes = 80
 
+func isTitleSpace(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
+
 // Title is the SessionInfo.Title of a session whose first user message has
 // text: whitespace collapsed, cut to about 80 characters.
 func Title(text string) string {
@@ -220,7 +222,9 @@ func Title(text string) string {
 	// more than a short one.
 	var b strings.Builder
 	n := 0 // runes in b
-	for w := range strings.FieldsFuncSeq(text, unicode.IsSpace) {
+	// Control characters (U+0000 included, which a JSON string may hold
+	// and PostgreSQL's text may not) separate words like spaces.
+	for w := range strings.FieldsFuncSeq(text, isTitleSpace) {
 		if n > titleRunes {
 			break
 		}

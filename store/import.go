@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // importBatch bounds one import transaction.
@@ -258,7 +259,7 @@ func (im *importer) add(e Entry) (envelope, error) {
 	im.lastSeq, im.lastEpoch = e.Seq, e.Epoch
 	im.scratch.add(&env, msg)
 	if im.title == "" && msg.Role() == ctxstore.RoleUser && !msg.IsToolResult() {
-		im.title = makeTitle(msg.Text())
+		im.title = storage.Title(msg.Text())
 	}
 	return env, nil
 }

@@ -4,18 +4,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.etcd.io/bbolt"
 )
-
-// titleRunes bounds SessionInfo.Title.
-const titleRunes = 80
 
 // sessionMeta is the stored form of SessionInfo (the name is the bucket key).
 type sessionMeta struct {
@@ -132,7 +127,7 @@ func (m *sessionMeta) add(env *envelope, msg ctxstore.Message) {
 			m.FirstUser = env.Seq
 		}
 		if m.Title == "" {
-			m.Title = makeTitle(msg.Text())
+			m.Title = storage.Title(msg.Text())
 		}
 	}
 }
@@ -145,16 +140,6 @@ func (m *sessionMeta) clear(now int64) {
 	m.Pinned, m.FirstUser = nil, 0
 	m.Updated = now
 	m.Epochs = append(m.Epochs, epochMeta{Epoch: m.Epoch, First: m.EpochSeq, Last: m.LastSeq, Started: now})
-}
-
-// makeTitle collapses whitespace and cuts text to about titleRunes runes.
-func makeTitle(text string) string {
-	t := strings.Join(strings.FieldsFunc(text, unicode.IsSpace), " ")
-	if utf8.RuneCountInString(t) <= titleRunes {
-		return t
-	}
-	r := []rune(t)[:titleRunes-1]
-	return strings.TrimRightFunc(string(r), unicode.IsSpace) + "…"
 }
 
 // info converts stored metadata to the public form.

@@ -71,6 +71,9 @@ func (s *Store) ImportSession(ctx context.Context, info storage.SessionInfo, ent
 					e.Seq, e.Epoch, m.lastSeq, m.epoch))
 			}
 			msg, err := ctxstore.ParseMessage(e.Raw)
+			if err == nil {
+				err = storable(msg)
+			}
 			if err != nil {
 				return reject(s.errorf(name, "import: seq %d: %w", e.Seq, err))
 			}

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"github.com/ctxstore/ctxstore/internal/pgtest"
 	"strconv"
 	"strings"
@@ -128,5 +129,29 @@ func TestSchemaExists(t *testing.T) {
 	_, err := SchemaExists(ctx, "postgres://someone:"+pw+"@127.0.0.1:1/test?connect_timeout=2", schema)
 	if err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), "127.0.0.1:1/test") {
 		t.Fatalf("unreachable server: %v; want an error naming 127.0.0.1:1/test without the password", err)
+	}
+}
+
+// TestNULInToolCallID: a tool call id holding U+0000 (valid JSON, but
+// PostgreSQL's text cannot hold it) is refused before any round trip with
+// ctxstore.ErrInvalidMessage, naming the id, by Append and by ImportSession;
+// nothing is written.
+func TestNULInToolCallID(t *testing.T) {
+	dsn := testDSN(t)
+	st := openTest(t, dsn, freshSchema(t, dsn))
+	ctx := context.Background()
+	m := ctxstore.MustParseMessage([]byte(`{"role":"assistant","content":null,"tool_calls":[{"id":"c\u0000","type":"function","function":{"name":"f","arguments":"{}"}}]}`))
+	_, _, err := st.Append(ctx, "s", storage.Record{Message: m})
+	if !errors.Is(err, ctxstore.ErrInvalidMessage) || !strings.Contains(err.Error(), `"c\x00"`) || !strings.Contains(err.Error(), `"s"`) {
+		t.Fatalf("append: %v, want ErrInvalidMessage naming the id and the session", err)
+	}
+	err = st.ImportSession(ctx, storage.SessionInfo{Name: "i", Epoch: 1, LastSeq: 1}, func(yield func(storage.Entry, error) bool) {
+		yield(storage.Entry{Seq: 1, Epoch: 1, Raw: m.Bytes()}, nil)
+	})
+	if !errors.Is(err, ctxstore.ErrInvalidMessage) {
+		t.Fatalf("import: %v, want ErrInvalidMessage", err)
+	}
+	if infos, err := st.Sessions(ctx); err != nil || len(infos) != 0 {
+		t.Fatalf("sessions after two refused writes: %+v, %v; want none", infos, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -210,6 +211,9 @@ func (w *wtx) addRecords(recs []storage.Record, key appendKey) (first, last int6
 }
 
 // arrayLiteral is the text form of a PostgreSQL text[] holding ss.
+// arrayEscaper escapes an element of a quoted array literal.
+var arrayEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+
 func arrayLiteral(ss []string) string {
 	var b strings.Builder
 	b.WriteByte('{')
@@ -218,7 +222,7 @@ func arrayLiteral(ss []string) string {
 			b.WriteByte(',')
 		}
 		b.WriteByte('"')
-		b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s))
+		b.WriteString(arrayEscaper.Replace(s))
 		b.WriteByte('"')
 	}
 	b.WriteByte('}')
@@ -233,6 +237,23 @@ func validate(s *Store, session, what string, recs []storage.Record) error {
 	for i, r := range recs {
 		if err := r.Message.Validate(); err != nil {
 			return s.errorf(session, "%s: message %d: %w", what, i, err)
+		}
+		if err := storable(r.Message); err != nil {
+			return s.errorf(session, "%s: message %d: %w", what, i, err)
+		}
+	}
+	return nil
+}
+
+// storable refuses a message whose tool call ids hold U+0000 (a JSON
+// string may, PostgreSQL's text may not): the ids are kept in text
+// columns.
+func storable(m ctxstore.Message) error {
+	for _, ids := range [2][]string{m.CallIDs(), m.ResultIDs()} {
+		for _, id := range ids {
+			if strings.IndexByte(id, 0) >= 0 {
+				return fmt.Errorf("%w: tool call id %q holds U+0000, which PostgreSQL cannot store", ctxstore.ErrInvalidMessage, id)
+			}
 		}
 	}
 	return nil
