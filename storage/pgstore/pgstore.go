@@ -145,6 +145,15 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	// Durable when a call returns, whatever the server's default.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	if _, set := cfg.ConnConfig.RuntimeParams["enable_bitmapscan"]; !set {
+		// Reads ask for a page of a session in seq order, which the
+		// primary key's index gives without reading further. Where the
+		// planner underestimates a session's rows (a table not analyzed
+		// yet, after an import; a large session missing from the
+		// statistics) it picks a bitmap scan instead, which reads every
+		// row of the session and sorts them to return a page.
+		cfg.ConnConfig.RuntimeParams["enable_bitmapscan"] = "off"
+	}
 	if opts.ReadOnly {
 		// Whatever slips past the checks, the server refuses to write.
 		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
