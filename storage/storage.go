@@ -102,8 +102,11 @@ type Engine interface {
 	// the state when it was read. The channel closes when ctx is done.
 	Watch(ctx context.Context, session string) (<-chan Change, error)
 	// Verify checks every stored record and each session's metadata
-	// against its messages and audits tool pairing. It reports, never
-	// fixes; the error is for failing to run.
+	// against its messages and audits tool pairing. It checks one
+	// consistent state: writes made while it runs, through any handle,
+	// are either wholly seen or not at all, so a healthy store being
+	// written reports nothing. It reports, never fixes; the error is for
+	// failing to run.
 	Verify(ctx context.Context) (*VerifyReport, error)
 	// Location names where the data lives, for messages: a file's path, or
 	// a server and database (never a password).

@@ -22,6 +22,8 @@
 //   - Watch listens on a dedicated connection (LISTEN/NOTIFY; payloads
 //     carry identifiers only) and survives reconnects: after a drop it
 //     listens again and rereads what it watches, so no change is missed.
+//   - Verify checks one snapshot (one read-only REPEATABLE READ
+//     transaction), so writers running meanwhile do not show as damage.
 //   - The schema is created and migrated by Open, under an advisory lock,
 //     once however many hosts start together. Options.Schema names it, so
 //     several deployments can share a database. Open reads the schema's

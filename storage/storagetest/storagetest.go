@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"Paging", testPaging},
 		{"Watch", testWatch},
 		{"Verify", testVerify},
+		{"VerifyWhileWriting", testVerifyWhileWriting},
 		{"Import", testImport},
 		{"Cancelled", testCancelled},
 		{"Closed", testClosed},
@@ -819,6 +821,83 @@ func testWatch(t *testing.T, open Opener) {
 		case <-timeout:
 			t.Fatal("watch channel not closed after cancel")
 		}
+	}
+}
+
+// testVerifyWhileWriting: Verify checks one consistent state of the store.
+// While another handle (another process, another pool) keeps appending,
+// clearing and creating sessions, Verify of the healthy store reports
+// nothing, run after run.
+func testVerifyWhileWriting(t *testing.T, open Opener) {
+	e, another := open(t)
+	b := another(t)
+	// More than a page of reads each, so Verify reads them in several.
+	var recs []storage.Record
+	for i := range 150 {
+		recs = append(recs, text("user", fmt.Sprint("q", i)), text("assistant", fmt.Sprint("a", i)))
+	}
+	appendOK(t, e, "s", recs...)
+	appendOK(t, e, "t", recs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var writes atomic.Int64
+	var werr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			var err error
+			switch {
+			case i%40 == 39:
+				_, err = b.Clear(ctx, "s")
+			case i%10 == 9:
+				_, _, err = b.Append(ctx, fmt.Sprintf("new%04d", i), text("user", "x"))
+			default:
+				_, _, err = b.Append(ctx, []string{"s", "t"}[i%2], text("user", "q"), text("assistant", "a"))
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					werr = fmt.Errorf("write %d: %w", i, err)
+				}
+				return
+			}
+			writes.Add(1)
+		}
+	}()
+	stop := func() {
+		cancel()
+		<-done
+		if werr != nil {
+			t.Fatalf("the other handle's writes failed: %v", werr)
+		}
+	}
+	defer stop()
+	// The writer is under way before the first Verify.
+	for deadline := time.Now().Add(10 * time.Second); writes.Load() < 5; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the other handle wrote nothing in 10 s")
+		}
+	}
+	// At least 8 runs, and on until 20 writes ran during them (an engine
+	// whose Verify keeps writers out lets fewer through), for at most 10 s.
+	var during int64
+	run := 0
+	for start := time.Now(); run < 8 || during < 20 && time.Since(start) < 10*time.Second; run++ {
+		before := writes.Load()
+		r, err := e.Verify(context.Background())
+		n := writes.Load() - before
+		during += n
+		if err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		if !r.OK() {
+			t.Fatalf("run %d (%d writes by the other handle meanwhile): Verify of a healthy store: %s", run, n, r)
+		}
+	}
+	stop()
+	t.Logf("%d Verify runs clean; the other handle wrote %d times during them", run, during)
+	if during == 0 {
+		t.Fatal("the other handle wrote nothing while Verify ran: the check proved nothing")
 	}
 }
 
