@@ -48,6 +48,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"Listing", testListing},
 		{"Paging", testPaging},
 		{"Watch", testWatch},
+		{"WatchEndsAtClose", testWatchEndsAtClose},
 		{"Verify", testVerify},
 		{"VerifyWhileWriting", testVerifyWhileWriting},
 		{"Import", testImport},
@@ -820,6 +821,65 @@ func testWatch(t *testing.T, open Opener) {
 			}
 		case <-timeout:
 			t.Fatal("watch channel not closed after cancel")
+		}
+	}
+}
+
+// testWatchEndsAtClose: Close releases the engine's watches. Each one's
+// channel closes soon after Close although its context is still live, also
+// one holding a change nobody has received, and Watch after Close fails
+// with ErrClosed.
+func testWatchEndsAtClose(t *testing.T, open Opener) {
+	e, another := open(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	appendOK(t, e, "s", text("user", "before"))
+	one, err := e.Watch(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.Watch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both watches are running: one reports another handle's append; all,
+	// never read, holds its change.
+	appendOK(t, another(t), "s", text("user", "from another handle"))
+	timeout := time.After(10 * time.Second)
+	for got := false; !got; {
+		select {
+		case c, ok := <-one:
+			if !ok {
+				t.Fatal("watch channel closed before Close")
+			}
+			got = c.Session == "s" && c.LastSeq >= 2
+		case <-timeout:
+			t.Fatal("no change of s to seq 2 within 10 s")
+		}
+	}
+	start := time.Now()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	took, closed := time.Since(start), time.Now()
+	const within = time.Second
+	for name, ch := range map[string]<-chan storage.Change{"s": one, "every session": all} {
+		deadline := time.After(within - time.Since(closed))
+		for open := true; open; {
+			select {
+			case _, open = <-ch:
+			case <-deadline:
+				t.Fatalf("watch of %s: channel still open %v after Close (its context is live)", name, within)
+			}
+		}
+	}
+	t.Logf("Close took %v; both watch channels closed %v after it returned", took.Round(time.Microsecond), time.Since(closed).Round(time.Microsecond))
+	if ch, err := e.Watch(ctx, "s"); !errors.Is(err, storage.ErrClosed) {
+		t.Errorf("Watch after Close: %v, want ErrClosed", err)
+		if err == nil {
+			cancel()
+			for range ch {
+			}
 		}
 	}
 }
