@@ -99,17 +99,22 @@ type Engine interface {
 	ImportSession(ctx context.Context, info SessionInfo, entries iter.Seq2[Entry, error]) error
 	// Watch reports changes to session ("" for every session) made through
 	// any handle, in any process. Changes may be coalesced; each carries
-	// the state when it was read. The channel closes when ctx is done.
+	// the state when it was read. The channel closes when ctx is done, or
+	// soon after Close, whichever comes first.
 	Watch(ctx context.Context, session string) (<-chan Change, error)
 	// Verify checks every stored record and each session's metadata
-	// against its messages and audits tool pairing. It reports, never
-	// fixes; the error is for failing to run.
+	// against its messages and audits tool pairing. It checks one
+	// consistent state: writes made while it runs, through any handle,
+	// are either wholly seen or not at all, so a healthy store being
+	// written reports nothing. It reports, never fixes; the error is for
+	// failing to run.
 	Verify(ctx context.Context) (*VerifyReport, error)
 	// Location names where the data lives, for messages: a file's path, or
 	// a server and database (never a password).
 	Location() string
-	// Close releases the engine's resources; later calls fail with
-	// ErrClosed. It is idempotent.
+	// Close releases the engine's resources, its watches included: their
+	// channels close though their contexts are live. Later calls fail
+	// with ErrClosed. It is idempotent.
 	Close() error
 }
 

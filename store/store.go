@@ -71,6 +71,10 @@ type Store struct {
 	lingerGen int  // identifies the current linger; a newer one cancels it
 	poisoned  bool // a fault hit the open db: close it, do not linger
 	replaced  bool // another file was moved to the path: close db, do not reuse it
+	// watches are the running watches: Close cancels each one's context
+	// and waits (watching) for its goroutine, which closes its channel.
+	watches  map[*context.CancelFunc]struct{}
+	watching sync.WaitGroup
 
 	qmu        sync.Mutex // guards the group-commit queue
 	queue      []*writeReq
@@ -297,7 +301,8 @@ func (s *Store) warmTail(ctx context.Context, created bool) {
 func (s *Store) Path() string { return s.path }
 
 // Close waits for operations in flight, closes the file if it is still
-// lingering open, and marks the store closed; later calls fail with
+// lingering open, ends every Watch of the Store (each channel is closed
+// before Close returns) and marks the store closed; later calls fail with
 // ErrClosed. The last Store to close a file (in any process) first applies
 // the log to it, so that the file alone holds every message; writes still
 // running in other goroutines when Close is called may stay in the log,
@@ -317,6 +322,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	for cancel := range s.watches {
+		(*cancel)()
+	}
 	for s.refs > 0 {
 		s.idle.Wait()
 	}
@@ -339,6 +347,8 @@ func (s *Store) Close() error {
 		s.walF = nil
 	}
 	s.walMu.Unlock()
+	// Each watch's goroutine ends once it sees its context cancelled.
+	s.watching.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closeErr

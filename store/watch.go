@@ -31,9 +31,61 @@ const watchRetry = 250 * time.Millisecond
 // When the path is a symlink, the directory of the file it points to is
 // watched too, since that is where writes happen.
 //
-// The channel is closed when ctx is done. Watch itself fails only if the
-// directory cannot be watched or the current state cannot be read.
+// The channel is closed when ctx is done, or when the Store is closed:
+// Close ends every watch before it returns. Watch itself fails only if the
+// Store is closed, the directory cannot be watched or the current state
+// cannot be read.
 func (s *Store) Watch(ctx context.Context, session string) (<-chan Change, error) {
+	wctx, stop, err := s.startWatch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := s.watch(wctx, session, stop)
+	if err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			// Close came while the watch was starting.
+			err = fmt.Errorf("store %s: %w", s.path, ErrClosed)
+		}
+		stop()
+		return nil, err
+	}
+	return ch, nil
+}
+
+// startWatch registers a watch with the Store: the context it returns ends
+// with ctx or at Close, whichever comes first, and stop, called once when
+// the watch has ended, unregisters it. It fails with ErrClosed once Close
+// has marked the store closed.
+func (s *Store) startWatch(ctx context.Context) (context.Context, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	key := &cancel
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		cancel()
+		return nil, nil, fmt.Errorf("store %s: %w", s.path, ErrClosed)
+	}
+	if s.watches == nil {
+		s.watches = map[*context.CancelFunc]struct{}{}
+	}
+	s.watches[key] = struct{}{}
+	s.watching.Add(1)
+	stop := func() {
+		cancel()
+		s.mu.Lock()
+		delete(s.watches, key)
+		s.mu.Unlock()
+		s.watching.Done()
+	}
+	return ctx, stop, nil
+}
+
+// watch starts a watch registered by startWatch; its goroutine calls stop
+// when it ends.
+func (s *Store) watch(ctx context.Context, session string, stop func()) (<-chan Change, error) {
 	abs, err := filepath.Abs(s.path)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: watch: %w", s.path, err)
@@ -61,7 +113,10 @@ func (s *Store) Watch(ctx context.Context, session string) (<-chan Change, error
 		return nil, err
 	}
 	ch := make(chan Change)
-	go s.watchLoop(ctx, w, files, session, last, ch)
+	go func() {
+		defer stop()
+		s.watchLoop(ctx, w, files, session, last, ch)
+	}()
 	return ch, nil
 }
 

@@ -11,7 +11,7 @@ import (
 // queries are the statements, with the schema filled in.
 type queries struct {
 	placeholder, lock, saveMeta, appendFast, notifyAfter, insertMessages, recall string
-	sessionInfo, sessions, readFwd, readBack, get, splitCounters                 string
+	sessionInfo, sessions, sessionsPage, readFwd, readBack, get, splitCounters   string
 }
 
 const metaCols = `live, created, updated, epoch, epoch_seq, epoch_started, last_seq, messages, tokens, bytes, total, title, pinned, first_user`
@@ -64,6 +64,9 @@ func newQueries(s string) queries {
 		recall:      `SELECT epoch, seq FROM ` + s + `.messages WHERE session = $1 AND append_key = $2`,
 		sessionInfo: `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE name = $1 AND live`,
 		sessions:    `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE live ORDER BY name`,
+		// The sessions after $1 ($2: from the first), $3 at most.
+		sessionsPage: `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + `
+			WHERE live AND (name > $1 OR $2) ORDER BY name LIMIT $3`,
 		readFwd: `SELECT ` + msgCols + ` FROM ` + s + `.messages
 			WHERE session = $1 AND seq >= $2 AND seq <= $3 AND epoch = $4 ORDER BY seq LIMIT $5`,
 		readBack: `SELECT ` + msgCols + ` FROM ` + s + `.messages

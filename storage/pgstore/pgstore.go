@@ -22,6 +22,9 @@
 //   - Watch listens on a dedicated connection (LISTEN/NOTIFY; payloads
 //     carry identifiers only) and survives reconnects: after a drop it
 //     listens again and rereads what it watches, so no change is missed.
+//     Close ends every watch, closing its channel and its connection.
+//   - Verify checks one snapshot (one read-only REPEATABLE READ
+//     transaction), so writers running meanwhile do not show as damage.
 //   - The schema is created and migrated by Open, under an advisory lock,
 //     once however many hosts start together. Options.Schema names it, so
 //     several deployments can share a database. Open reads the schema's
@@ -94,7 +97,7 @@ type Options struct {
 	ReadOnly bool
 	// MaxConns bounds the pool's connections (0: pgxpool's default, the
 	// larger of 4 and the number of CPUs). Watch uses one more, of its own,
-	// per call.
+	// per call, until the watch ends (its context, or Close).
 	MaxConns int32
 }
 
@@ -109,6 +112,12 @@ type Store struct {
 	readOnly bool            // Options.ReadOnly
 	channel  string          // NOTIFY channel
 	closed   atomic.Bool
+	// The running watches: Close cancels each one's context and waits
+	// for its goroutine, which closes its channel and its connection.
+	// wmu orders Watch's check of closed against Close's cancellations.
+	wmu      sync.Mutex
+	watches  map[*context.CancelFunc]struct{}
+	watching sync.WaitGroup
 	q        queries
 	// The writes waiting for a commit (see submit); committing is true
 	// while a writer leads one, lastBatch is the size of the last one, and
@@ -251,13 +260,20 @@ func (s *Store) Location() string {
 	return s.server + " schema " + s.schema
 }
 
-// Close closes the pool, waiting for operations in flight. Later calls fail
-// with storage.ErrClosed.
+// Close ends every Watch of the Store (each channel is closed and its
+// connection too) and closes the pool, waiting for operations in flight.
+// Later calls fail with storage.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.wmu.Lock()
+	for cancel := range s.watches {
+		(*cancel)()
+	}
+	s.wmu.Unlock()
 	s.pool.Close()
+	s.watching.Wait()
 	return nil
 }
 

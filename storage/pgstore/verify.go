@@ -3,9 +3,11 @@ package pgstore
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/jackc/pgx/v5"
 )
 
 // Verify reads every session and message: each message's JSON must parse
@@ -13,22 +15,69 @@ import (
 // within the session's epochs, and each session's counts must match its
 // messages; tool pairing is audited per session and epoch. It reports and
 // never fixes; the error is for failing to run.
+//
+// Everything is read in one REPEATABLE READ, READ ONLY transaction on one
+// connection, so the check sees one snapshot: writes committed meanwhile,
+// through this Store or any other, are not seen, and a healthy store under
+// load reports nothing. Sessions and messages are read a page at a time,
+// as other reads are, so memory does not grow with the store. Like any
+// long transaction, it keeps the server from vacuuming rows deleted while
+// it runs; writers are not blocked. A connection lost midway starts the
+// check again, on a new snapshot, as reads are tried again.
 func (s *Store) Verify(ctx context.Context) (*storage.VerifyReport, error) {
-	r := &storage.VerifyReport{Path: s.Location()}
-	infos, err := s.Sessions(ctx)
-	if err != nil {
+	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
-	for _, si := range infos {
-		r.Sessions++
-		if err := s.verifySession(ctx, r, si); err != nil {
-			return nil, err
-		}
+	var r *storage.VerifyReport
+	err := s.read(ctx, func() error {
+		r = &storage.VerifyReport{Path: s.Location()}
+		return s.verifySnapshot(ctx, r)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return r, nil
 }
 
-func (s *Store) verifySession(ctx context.Context, r *storage.VerifyReport, si storage.SessionInfo) error {
+// verifySnapshot checks every session into r, in one read-only snapshot.
+func (s *Store) verifySnapshot(ctx context.Context, r *storage.VerifyReport) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return s.errorf("", "verify: begin: %w", err)
+	}
+	defer func() {
+		// It wrote nothing; a cancelled ctx must not leave it open on a
+		// pooled connection (a failed rollback closes the connection).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	after, first := []byte{}, true
+	for {
+		rows, err := tx.Query(ctx, s.q.sessionsPage, after, first, pageEntries)
+		var infos []storage.SessionInfo
+		if err == nil {
+			infos, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.SessionInfo, error) { return scanInfo(r) })
+		}
+		if err != nil {
+			return s.errorf("", "verify: list sessions: %w", err)
+		}
+		for _, si := range infos {
+			r.Sessions++
+			if err := s.verifySession(ctx, tx, r, si); err != nil {
+				return err
+			}
+		}
+		if len(infos) < pageEntries {
+			return nil
+		}
+		after, first = []byte(infos[len(infos)-1].Name), false
+	}
+}
+
+// verifySession checks one session's messages, read through tx, against
+// its metadata si, read through tx too.
+func (s *Store) verifySession(ctx context.Context, tx pgx.Tx, r *storage.VerifyReport, si storage.SessionInfo) error {
 	name := si.Name
 	pairs := storage.PairingAudit{Session: name}
 	counts := map[uint64]int{}
@@ -36,8 +85,12 @@ func (s *Store) verifySession(ctx context.Context, r *storage.VerifyReport, si s
 	var total, tokens int
 	var size int64
 	for pos := uint64(0); ; {
-		page, err := s.page(ctx, `SELECT `+msgCols+` FROM `+s.schema+`.messages WHERE session = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+		rows, err := tx.Query(ctx, `SELECT `+msgCols+` FROM `+s.schema+`.messages WHERE session = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
 			[]byte(name), int64(pos), pageEntries)
+		var page []storage.Entry
+		if err == nil {
+			page, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.Entry, error) { return scanEntry(r) })
+		}
 		if err != nil {
 			return s.errorf(name, "verify: %w", err)
 		}

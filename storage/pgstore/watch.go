@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -25,24 +26,70 @@ import (
 //
 // Watch needs LISTEN: on a server that refuses it (CockroachDB, YugabyteDB)
 // it fails with an error wrapping the server's; it has no polling mode.
-// The channel is closed when ctx is done.
+// The channel is closed when ctx is done, or when the Store is closed:
+// Close ends every watch, closing its connection, before it returns.
 func (s *Store) Watch(ctx context.Context, session string) (<-chan storage.Change, error) {
-	if err := s.begin(ctx); err != nil {
-		return nil, err
-	}
-	conn, err := s.listen(ctx)
+	wctx, stop, err := s.startWatch(ctx)
 	if err != nil {
 		return nil, err
+	}
+	fail := func(err error) (<-chan storage.Change, error) {
+		stop()
+		if ctx.Err() == nil && s.closed.Load() {
+			// Close came while the watch was starting.
+			err = fmt.Errorf("pgstore %s: %w", s.server, storage.ErrClosed)
+		}
+		return nil, err
+	}
+	conn, err := s.listen(wctx)
+	if err != nil {
+		return fail(err)
 	}
 	// Read after LISTEN: a write between the two is both read and notified.
-	last, err := s.watchState(ctx, session)
+	last, err := s.watchState(wctx, session)
 	if err != nil {
-		conn.Close(context.Background())
-		return nil, err
+		closeConn(conn)
+		return fail(err)
 	}
 	ch := make(chan storage.Change)
-	go s.watchLoop(ctx, conn, session, last, ch)
+	go func() {
+		defer stop()
+		s.watchLoop(wctx, conn, session, last, ch)
+	}()
 	return ch, nil
+}
+
+// startWatch registers a watch with the Store: the context it returns ends
+// with ctx or at Close, whichever comes first, and stop, called once when
+// the watch has ended (its connection closed), unregisters it. It fails
+// with storage.ErrClosed once Close has begun.
+func (s *Store) startWatch(ctx context.Context) (context.Context, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	key := &cancel
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	// Close sets closed before it takes wmu: a watch registered here is
+	// one Close cancels and waits for.
+	if s.closed.Load() {
+		cancel()
+		return nil, nil, fmt.Errorf("pgstore %s: %w", s.server, storage.ErrClosed)
+	}
+	if s.watches == nil {
+		s.watches = map[*context.CancelFunc]struct{}{}
+	}
+	s.watches[key] = struct{}{}
+	s.watching.Add(1)
+	stop := func() {
+		cancel()
+		s.wmu.Lock()
+		delete(s.watches, key)
+		s.wmu.Unlock()
+		s.watching.Done()
+	}
+	return ctx, stop, nil
 }
 
 // listen opens a connection of its own and listens on the schema's channel.
@@ -52,10 +99,19 @@ func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
 		return nil, s.errorf("", "watch: connect: %w", err)
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
-		conn.Close(context.Background())
+		closeConn(conn)
 		return nil, s.errorf("", "watch: listen: %w", err)
 	}
 	return conn, nil
+}
+
+// closeConn closes a watch's connection. Its goodbye to the server is
+// bounded, so a server that stopped answering cannot hold up a watch's
+// end, or Close, which waits for it; the socket is closed regardless.
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	conn.Close(ctx)
 }
 
 // mark is what Watch compares between reads.
@@ -94,7 +150,7 @@ func (s *Store) watchLoop(ctx context.Context, conn *pgx.Conn, session string, l
 	defer close(ch)
 	defer func() {
 		if conn != nil {
-			conn.Close(context.Background())
+			closeConn(conn)
 		}
 	}()
 	send := func(cs []storage.Change) bool {
@@ -145,7 +201,7 @@ func (s *Store) watchLoop(ctx context.Context, conn *pgx.Conn, session string, l
 		if err != nil {
 			// The connection dropped: listen again, then reread, so what
 			// changed meanwhile is reported.
-			conn.Close(context.Background())
+			closeConn(conn)
 			for {
 				select {
 				case <-time.After(backoff):

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +48,9 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"Listing", testListing},
 		{"Paging", testPaging},
 		{"Watch", testWatch},
+		{"WatchEndsAtClose", testWatchEndsAtClose},
 		{"Verify", testVerify},
+		{"VerifyWhileWriting", testVerifyWhileWriting},
 		{"Import", testImport},
 		{"Cancelled", testCancelled},
 		{"Closed", testClosed},
@@ -830,6 +833,142 @@ func testWatch(t *testing.T, open Opener) {
 		case <-timeout:
 			t.Fatal("watch channel not closed after cancel")
 		}
+	}
+}
+
+// testWatchEndsAtClose: Close releases the engine's watches. Each one's
+// channel closes soon after Close although its context is still live, also
+// one holding a change nobody has received, and Watch after Close fails
+// with ErrClosed.
+func testWatchEndsAtClose(t *testing.T, open Opener) {
+	e, another := open(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	appendOK(t, e, "s", text("user", "before"))
+	one, err := e.Watch(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.Watch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both watches are running: one reports another handle's append; all,
+	// never read, holds its change.
+	appendOK(t, another(t), "s", text("user", "from another handle"))
+	timeout := time.After(10 * time.Second)
+	for got := false; !got; {
+		select {
+		case c, ok := <-one:
+			if !ok {
+				t.Fatal("watch channel closed before Close")
+			}
+			got = c.Session == "s" && c.LastSeq >= 2
+		case <-timeout:
+			t.Fatal("no change of s to seq 2 within 10 s")
+		}
+	}
+	start := time.Now()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	took, closed := time.Since(start), time.Now()
+	const within = time.Second
+	for name, ch := range map[string]<-chan storage.Change{"s": one, "every session": all} {
+		deadline := time.After(within - time.Since(closed))
+		for open := true; open; {
+			select {
+			case _, open = <-ch:
+			case <-deadline:
+				t.Fatalf("watch of %s: channel still open %v after Close (its context is live)", name, within)
+			}
+		}
+	}
+	t.Logf("Close took %v; both watch channels closed %v after it returned", took.Round(time.Microsecond), time.Since(closed).Round(time.Microsecond))
+	if ch, err := e.Watch(ctx, "s"); !errors.Is(err, storage.ErrClosed) {
+		t.Errorf("Watch after Close: %v, want ErrClosed", err)
+		if err == nil {
+			cancel()
+			for range ch {
+			}
+		}
+	}
+}
+
+// testVerifyWhileWriting: Verify checks one consistent state of the store.
+// While another handle (another process, another pool) keeps appending,
+// clearing and creating sessions, Verify of the healthy store reports
+// nothing, run after run.
+func testVerifyWhileWriting(t *testing.T, open Opener) {
+	e, another := open(t)
+	b := another(t)
+	// More than a page of reads each, so Verify reads them in several.
+	var recs []storage.Record
+	for i := range 150 {
+		recs = append(recs, text("user", fmt.Sprint("q", i)), text("assistant", fmt.Sprint("a", i)))
+	}
+	appendOK(t, e, "s", recs...)
+	appendOK(t, e, "t", recs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var writes atomic.Int64
+	var werr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			var err error
+			switch {
+			case i%40 == 39:
+				_, err = b.Clear(ctx, "s")
+			case i%10 == 9:
+				_, _, err = b.Append(ctx, fmt.Sprintf("new%04d", i), text("user", "x"))
+			default:
+				_, _, err = b.Append(ctx, []string{"s", "t"}[i%2], text("user", "q"), text("assistant", "a"))
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					werr = fmt.Errorf("write %d: %w", i, err)
+				}
+				return
+			}
+			writes.Add(1)
+		}
+	}()
+	stop := func() {
+		cancel()
+		<-done
+		if werr != nil {
+			t.Fatalf("the other handle's writes failed: %v", werr)
+		}
+	}
+	defer stop()
+	// The writer is under way before the first Verify.
+	for deadline := time.Now().Add(10 * time.Second); writes.Load() < 5; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the other handle wrote nothing in 10 s")
+		}
+	}
+	// At least 8 runs, and on until 20 writes ran during them (an engine
+	// whose Verify keeps writers out lets fewer through), for at most 10 s.
+	var during int64
+	run := 0
+	for start := time.Now(); run < 8 || during < 20 && time.Since(start) < 10*time.Second; run++ {
+		before := writes.Load()
+		r, err := e.Verify(context.Background())
+		n := writes.Load() - before
+		during += n
+		if err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		if !r.OK() {
+			t.Fatalf("run %d (%d writes by the other handle meanwhile): Verify of a healthy store: %s", run, n, r)
+		}
+	}
+	stop()
+	t.Logf("%d Verify runs clean; the other handle wrote %d times during them", run, during)
+	if during == 0 {
+		t.Fatal("the other handle wrote nothing while Verify ran: the check proved nothing")
 	}
 }
 
