@@ -152,8 +152,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
-	// Durable when a call returns, whatever the server's default.
-	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	// Durable when a call returns, whatever the server's default or the
+	// connection string asks.
+	setParam(cfg.ConnConfig.RuntimeParams, "synchronous_commit", "on")
 	if _, set := cfg.ConnConfig.RuntimeParams["enable_bitmapscan"]; !set {
 		// Reads ask for a page of a session in seq order, which the
 		// primary key's index gives without reading further. Where the
@@ -165,7 +166,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if opts.ReadOnly {
 		// Whatever slips past the checks, the server refuses to write.
-		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+		setParam(cfg.ConnConfig.RuntimeParams, "default_transaction_read_only", "on")
 	}
 	s := &Store{
 		connCfg:  cfg.ConnConfig,
@@ -214,6 +215,22 @@ func SchemaExists(ctx context.Context, dsn, schema string) (bool, error) {
 		return false, redactErr(fmt.Errorf("%s: look for schema %q: %w", prefix, schema, err), cfg.Password)
 	}
 	return found, nil
+}
+
+// setParam sets the server setting name for every connection, replacing
+// whatever the connection string set it to. The server takes setting names
+// in any letter case and applies a connection's parameters in the order the
+// driver sends them, which is no set order: a parameter spelled
+// differently (SYNCHRONOUS_COMMIT=off) would otherwise win at random. A -c
+// switch in the options parameter needs nothing: the server applies those
+// first, then the parameters.
+func setParam(params map[string]string, name, value string) {
+	for k := range params {
+		if strings.EqualFold(k, name) {
+			delete(params, k)
+		}
+	}
+	params[name] = value
 }
 
 // serverName is host:port/database.
