@@ -14,13 +14,14 @@ import (
 )
 
 // Watch reports changes to session ("" for every session) made through any
-// Store on the same schema, on any host. Every write notifies (NOTIFY, in
-// its transaction, so only committed writes are seen) with identifiers only:
-// the session's name, last seq and epoch. Watch listens on a connection of
-// its own; when that connection drops it reconnects with backoff, listens
-// again and rereads what it watches, so a change made while it was away is
-// still reported. It also rereads after 3 s without a notification, which
-// covers a writer that died between its COMMIT and its notification.
+// Store on the same schema, on any host. Every write notifies (NOTIFY, sent
+// after its COMMIT as a transaction of its own, so only committed writes are
+// seen) with identifiers only: the session's name, last seq and epoch.
+// Watch listens on a connection of its own; when that connection drops it
+// reconnects with backoff, listens again and rereads what it watches, so a
+// change made while it was away is still reported. It also rereads after
+// 3 s without a notification, which covers a writer that died between its
+// COMMIT and its notification.
 // Changes in quick succession may be coalesced: a Change carries the state
 // when it was read.
 //
