@@ -391,6 +391,10 @@ func (s *Store) version(ctx context.Context, q querier) (int, error) {
 			return 0, s.errorf("", "schema %s: role %q may not read it: %w (it needs USAGE on the schema and SELECT on its tables)", s.schema, s.user, err)
 		}
 	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		// No connection: nothing is known about the schema yet.
+		return 0, s.errorf("", "connect: %w", err)
+	}
 	if err != nil {
 		return 0, s.errorf("", "schema %s: read its version: %w", s.schema, err)
 	}
