@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,7 +143,8 @@ func TestVersion(t *testing.T) {
 }
 
 // TestSuggestionsKeepDB: every command line the CLI suggests acts on the
-// database the user named with --db.
+// database the user named with --db, and pastes into a shell as it is shown
+// (never within quotes of its own).
 func TestSuggestionsKeepDB(t *testing.T) {
 	e := newEnv(t)
 	db := filepath.Join(e.dir, "my files", "other.db")
@@ -159,7 +161,10 @@ func TestSuggestionsKeepDB(t *testing.T) {
 		t.Errorf("show of a cleared epoch suggests:\n%s", r.stdout)
 	}
 	e.fail(1, "", []string{"--db", db, "show", "s", "--epoch", "7"}, want+db+"' ls --json")
-	e.fail(1, "", []string{"--db", db, "purge", "s", "--epoch", "2", "--yes"}, "'"+want+db+"' clear s'")
+	r = e.fail(1, "", []string{"--db", db, "purge", "s", "--epoch", "2", "--yes"}, "first: "+want+db+"' clear s\n")
+	if got := pasted(t, suggested(t, r.stderr, "first: ")); !slices.Equal(got, []string{"ctxstore", "--db", db, "clear", "s"}) {
+		t.Errorf("purge's suggestion pastes as %q:\n%s", got, r.stderr)
+	}
 	e.fail(2, "", []string{"--db", db, "doctor"}, want+db+"' verify)")
 
 	// Import into a session that exists, or that holds an unfinished import.
@@ -168,7 +173,7 @@ func TestSuggestionsKeepDB(t *testing.T) {
 	export := e.ok("", "--db", src, "export", "s").stdout
 	exportFile := filepath.Join(e.dir, "s.jsonl")
 	writeFile(t, exportFile, export)
-	e.fail(1, "", []string{"--db", db, "import", exportFile}, "already exists", want+db+"' purge s'")
+	e.fail(1, "", []string{"--db", db, "import", exportFile}, "already exists", "first: "+want+db+"' purge s\n")
 	half := newEnv(t)
 	half.db = db
 	half.vars = append(half.vars, "CTXSTORE_DB="+db) // the last one counts
@@ -177,14 +182,14 @@ func TestSuggestionsKeepDB(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	for _, args := range [][]string{{"import", exportFile}, {"import", "--skip-existing", exportFile}} {
-		e.fail(1, "", append([]string{"--db", db}, args...), "unfinished import", want+db+"' purge s --yes'")
+		e.fail(1, "", append([]string{"--db", db}, args...), "unfinished import", "to remove it: "+want+db+"' purge s --yes\n")
 	}
 	e.ok("", "--db", db, "purge", "s", "--yes")
 
 	// A damaged file: verify and compact-file suggest commands on it; stats
 	// of a sound one suggests compact-file.
 	fillStore(t, db, "big", 6000)
-	if r := e.ok("", "--db", db, "stats"); !strings.Contains(r.stdout, want+db+"' compact-file'") {
+	if r := e.ok("", "--db", db, "stats"); !strings.Contains(r.stdout, "with: "+want+db+"' compact-file)") {
 		t.Errorf("stats suggests:\n%s", r.stdout)
 	}
 	scrambleKeys(t, db, 4)
@@ -194,12 +199,40 @@ func TestSuggestionsKeepDB(t *testing.T) {
 	e.fail(1, "", []string{"--db", db, "compact-file"}, want+db+"' verify)", want+db+"' doctor --salvage OUT.db")
 	// A missing database: the commands that create it keep --db.
 	nodb := filepath.Join(e.dir, "my files", "none.db")
-	e.fail(1, "", []string{"--db", nodb, "ls"}, want+nodb+"' add'", want+nodb+"' import'")
+	r = e.fail(1, "", []string{"--db", nodb, "ls"}, "\n  "+want+nodb+"' add SESSION < MESSAGES\n", "\n  "+want+nodb+"' import FILE\n")
+	if got := pasted(t, suggested(t, r.stderr, "\n  ")); !slices.Equal(got, []string{"ctxstore", "--db", nodb, "add", "SESSION"}) {
+		t.Errorf("the suggestion to add pastes as %q:\n%s", got, r.stderr)
+	}
 	// Without --db, suggestions name no file: they act on the default.
 	e.ok(conversation, "add", "s")
 	if r := e.ok("", "clear", "s"); !strings.Contains(r.stdout, "readable: ctxstore show s --epoch 1") {
 		t.Errorf("clear without --db suggests:\n%s", r.stdout)
 	}
+}
+
+// suggested is the command line text suggests after marker: the rest of
+// the line, without the note that a password was left out.
+func suggested(t *testing.T, text, marker string) string {
+	t.Helper()
+	_, after, ok := strings.Cut(text, marker)
+	if !ok {
+		t.Fatalf("no %q in:\n%s", marker, text)
+	}
+	line, _, _ := strings.Cut(after, "\n")
+	line, _, _ = strings.Cut(line, " (password left out")
+	return line
+}
+
+// pasted is the arguments a POSIX shell makes of the command line s, as
+// a user pasting it would run it (a redirection is left out).
+func pasted(t *testing.T, s string) []string {
+	t.Helper()
+	s, _, _ = strings.Cut(s, " < ")
+	out, err := exec.Command("sh", "-c", "set -- "+s+"; printf '%s\\0' \"$@\"").Output()
+	if err != nil {
+		t.Fatalf("sh cannot run %s: %v", s, err)
+	}
+	return strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
 }
 
 // TestCompletion: the scripts name every command and its flags, parse in

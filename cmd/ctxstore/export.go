@@ -501,7 +501,7 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 		}
 		return 0, true, importDerived(ctx, nil, lr, rec.Name)
 	case errors.Is(err, store.ErrNotEmpty):
-		return 0, false, fmt.Errorf("session %q already exists in %s: nothing of it was imported; import into a fresh file, rerun with --skip-existing, or remove it first with '%s'",
+		return 0, false, fmt.Errorf("session %q already exists in %s: nothing of it was imported; import into a fresh file, rerun with --skip-existing, or remove it first: %s",
 			rec.Name, st.Location(), opt.cli.cmdline("purge %s", shellQuote(rec.Name)))
 	case err != nil:
 		return 0, false, explainIn(st, "", fmt.Errorf("import session %q (%s around line %d): %w", rec.Name, lr.name, lr.no, err))
@@ -525,7 +525,7 @@ func unfinishedImport(ctx context.Context, st storage.Engine, rec exportSession,
 	if err != nil || !si.Importing {
 		return nil
 	}
-	return fmt.Errorf("session %q in %s holds an unfinished import (%d of the export's %d messages): it was not skipped as present; if no other import is running, remove it with '%s' and import again",
+	return fmt.Errorf("session %q in %s holds an unfinished import (%d of the export's %d messages): it was not skipped as present; if no other import is running, remove it and import again; to remove it: %s",
 		rec.Name, st.Location(), si.TotalMessages, rec.Messages, cli.cmdline("purge %s --yes", shellQuote(rec.Name)))
 }
 

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/pgstore"
 	"github.com/ctxstore/ctxstore/store"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // openMode says whether a command may create or change the database.
@@ -52,11 +55,11 @@ func (a *app) open(ctx context.Context, mode openMode) (storage.Engine, error) {
 	if mode != readWrite {
 		fi, err := os.Stat(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no database at %s (use --db FILE or $CTXSTORE_DB to pick another; '%s', '%s' or 'ctxstore demo --db %s' create one)", path, a.cmdline("add"), a.cmdline("import"), shellQuote(path))
+			return nil, fmt.Errorf("no database at %s (use --db FILE or $CTXSTORE_DB to pick another); these create one:\n  %s\n  %s\n  ctxstore demo --db %s", path, a.cmdline("add SESSION < MESSAGES"), a.cmdline("import FILE"), shellQuote(path))
 		}
 		if err == nil && fi.Size() == 0 {
 			// bbolt would initialise it, which a read-only open cannot.
-			return nil, fmt.Errorf("%s is empty (0 bytes): it holds no sessions yet; the first write ('%s', '%s') makes it a store", path, a.cmdline("add"), a.cmdline("import"))
+			return nil, fmt.Errorf("%s is empty (0 bytes): it holds no sessions yet; the first write makes it a store:\n  %s\n  %s", path, a.cmdline("add SESSION < MESSAGES"), a.cmdline("import FILE"))
 		}
 	}
 	st, err := store.Open(path, store.Options{ReadOnly: mode == readOnly, LockTimeout: a.lockTimeout})
@@ -101,9 +104,47 @@ func openServer(ctx context.Context, dsn string, mode openMode) (*pgstore.Store,
 	return st, nil
 }
 
-// unreachable adds to err, which failed to reach the server db names, where
-// that URL came from and what to check.
+// unreachable explains err, which failed to open the PostgreSQL database db
+// names. A URL the driver cannot parse is a usage error saying which part
+// is wrong. A server that cannot be reached, or does not answer, is named
+// (host:port) once, with what to check, instead of the driver's line per
+// attempt; one that refuses the login gets the server's reason. Anything
+// else keeps its message. Each says where the URL came from, never with its
+// password.
 func unreachable(err error, db string) error {
+	given := "the URL given with --db or $CTXSTORE_DB: " + redactURL(db)
+	if _, ok := errors.AsType[*pgconn.ParseConfigError](err); ok {
+		// The driver's message repeats the URL, redacted: keep what follows.
+		msg := err.Error()
+		if _, after, ok := strings.Cut(msg, "`: "); ok {
+			msg = after
+		}
+		return usagef("--db: %s is not a valid PostgreSQL URL: %s (its parameters are libpq's: https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS)",
+			redactURL(db), msg)
+	}
+	addr := "the server"
+	if cfg, perr := pgconn.ParseConfig(db); perr == nil {
+		addr = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	}
+	check := "check that PostgreSQL runs there, and the host and port in " + given
+	if dns, ok := errors.AsType[*net.DNSError](err); ok {
+		return fmt.Errorf("cannot reach the PostgreSQL server at %s: %v\n(check the host name in %s)", addr, dns, given)
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		if op, ok := errors.AsType[*net.OpError](err); ok {
+			cause := op.Err
+			if sys, ok := cause.(*os.SyscallError); ok {
+				cause = sys.Err // "connection refused", not "connect: connection refused"
+			}
+			return fmt.Errorf("cannot reach the PostgreSQL server at %s: %v\n(%s)", addr, cause, check)
+		}
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+			return fmt.Errorf("the PostgreSQL server at %s refused the connection: %s (SQLSTATE %s)\n(check the user, password and database in %s)", addr, pgErr.Message, pgErr.Code, given)
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer from the PostgreSQL server at %s in time (within connect_timeout, or %v)\n(%s)", addr, serverOpenTimeout, check)
+	}
 	return fmt.Errorf("%w\n(the database is the PostgreSQL URL given with --db or $CTXSTORE_DB: %s; check that the server runs and accepts the connection)", err, redactURL(db))
 }
 
@@ -129,8 +170,9 @@ func splitSchema(dsn string) (conn, schema string, err error) {
 	return u.String(), schema, nil
 }
 
-// redactURL is db for messages: a PostgreSQL URL with its password replaced
-// by "xxxxx"; a file path as it is.
+// redactURL is db for messages: a PostgreSQL URL with its password (after
+// the user name, or a password= parameter) replaced by "xxxxx"; a file path
+// as it is.
 func redactURL(db string) string {
 	if !isServer(db) {
 		return db
@@ -142,9 +184,54 @@ func redactURL(db string) string {
 		if at := strings.LastIndex(rest, "@"); at >= 0 {
 			rest = "xxxxx" + rest[at:]
 		}
+		if q := strings.Index(rest, "?"); q >= 0 {
+			rest = rest[:q+1] + replacePassword(rest[q+1:], "password=xxxxx")
+		}
 		return scheme + "://" + rest
 	}
+	u.RawQuery = replacePassword(u.RawQuery, "password=xxxxx")
 	return u.Redacted()
+}
+
+// replacePassword replaces each password= parameter of the query string q
+// with with ("" drops it), keeping the others in their order.
+func replacePassword(q, with string) string {
+	params := strings.Split(q, "&")
+	out := params[:0]
+	for _, p := range params {
+		k, _, _ := strings.Cut(p, "=")
+		if uk, err := url.QueryUnescape(k); err == nil {
+			k = uk
+		}
+		if strings.EqualFold(k, "password") {
+			if with == "" {
+				continue
+			}
+			p = with
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, "&")
+}
+
+// suggestedURL is db for a command suggested to the user: a PostgreSQL URL
+// without its password (hidden reports one was left out), which PGPASSWORD
+// or ~/.pgpass supplies when the command is pasted; a file path as it is.
+func suggestedURL(db string) (s string, hidden bool) {
+	if !isServer(db) {
+		return db, false
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return redactURL(db), strings.Contains(db, "@")
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User, hidden = url.User(u.User.Username()), true
+	}
+	if q := replacePassword(u.RawQuery, ""); q != u.RawQuery {
+		u.RawQuery, hidden = q, true
+	}
+	return u.String(), hidden
 }
 
 // fileOnly refuses a command that works on the bbolt file itself when the
@@ -201,15 +288,21 @@ func explain(path, session string, err error) error {
 }
 
 // cmdline is a ctxstore command line to suggest to the user: the --db they
-// gave comes first, so a pasted suggestion acts on the same file. The
-// arguments are formatted as by fmt.Sprintf; quote names with shellQuote.
-// A nil a suggests the command without --db.
+// gave comes first, so a pasted suggestion acts on the same file. A
+// PostgreSQL URL's password is left out, and a note after the command says
+// so. The arguments are formatted as by fmt.Sprintf; quote names with
+// shellQuote. A nil a suggests the command without --db. Messages show it
+// as it is, never within quotes: it quotes what the shell needs.
 func (a *app) cmdline(format string, args ...any) string {
-	db := ""
+	db, note := "", ""
 	if a != nil && a.db != "" {
-		db = "--db " + shellQuote(redactURL(a.db)) + " "
+		u, hidden := suggestedURL(a.db)
+		db = "--db " + shellQuote(u) + " "
+		if hidden {
+			note = " (password left out: set PGPASSWORD or use ~/.pgpass)"
+		}
 	}
-	return "ctxstore " + db + fmt.Sprintf(format, args...)
+	return "ctxstore " + db + fmt.Sprintf(format, args...) + note
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it, so suggested

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -215,16 +217,21 @@ func TestPostgresFileSurgeryRefused(t *testing.T) {
 	} {
 		e.fail(2, "", args, "works on a bbolt file; PostgreSQL")
 	}
-	// The check it suggests instead keeps --db.
-	e.fail(2, "", []string{"--db", db, "doctor", "--salvage", out}, "'ctxstore --db "+shellQuote(db)+" verify'")
+	// The check it suggests instead keeps --db and pastes as it is shown.
+	r := e.fail(2, "", []string{"--db", db, "doctor", "--salvage", out}, "to check it: ctxstore --db "+shellQuote(db)+" verify\n")
+	if got := pasted(t, suggested(t, r.stderr, "to check it: ")); !slices.Equal(got, []string{"ctxstore", "--db", db, "verify"}) {
+		t.Errorf("doctor's suggestion pastes as %q:\n%s", got, r.stderr)
+	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a refused command wrote %s: %v", out, err)
 	}
 	e.fail(2, "", []string{"--db", strings.Replace(db, "schema=", "x=", 1) + "&schema=", "ls"}, "the schema= parameter", "is empty")
 }
 
-// TestPostgresPasswordNeverShown: a password in the URL appears in no
-// output, error or suggestion; errors name the server instead.
+// TestPostgresPasswordNeverShown: a password in the URL (after the user
+// name, or a password= parameter) appears in no output, error or
+// suggestion; errors name the server instead. A suggested command leaves
+// the password out of its URL and says so.
 func TestPostgresPasswordNeverShown(t *testing.T) {
 	e, db := newPGEnv(t)
 	u, err := url.Parse(db)
@@ -251,14 +258,73 @@ func TestPostgresPasswordNeverShown(t *testing.T) {
 		e.run("", "--db", withPW, "show", "nope"),
 		e.run("", "--db", withPW, "compact-file"),
 		e.fail(1, "", []string{"--db", down.String(), "ls"}, "127.0.0.1:1", "xxxxx"),
+		e.fail(1, "", []string{"--db", down.String() + "&password=" + secret, "ls"}, "127.0.0.1:1", "password=xxxxx"),
+		e.fail(2, "", []string{"--db", withPW + "&sslmode=bogus", "ls"}, "xxxxx"),
+		e.fail(2, "", []string{"--db", withPW, "doctor"}, "password left out"),
 	}
 	for _, r := range runs {
 		if strings.Contains(r.stdout+r.stderr, secret) {
 			t.Errorf("the password shows:\n%s", r)
 		}
 	}
-	if !strings.Contains(runs[1].stdout, "--db '"+strings.Replace(withPW, secret, "xxxxx", 1)+"'") {
-		t.Errorf("clear's suggestion should keep the URL without its password:\n%s", runs[1])
+	noPW := *u
+	noPW.User = url.User(name)
+	const note = " (password left out: set PGPASSWORD or use ~/.pgpass)"
+	if !strings.Contains(runs[1].stdout, "readable: ctxstore --db '"+noPW.String()+"' show s --epoch 1"+note+"\n") {
+		t.Errorf("clear's suggestion should keep the URL without its password, and say so:\n%s", runs[1])
+	}
+	if got := pasted(t, suggested(t, runs[1].stdout, "readable: ")); !slices.Equal(got, []string{"ctxstore", "--db", noPW.String(), "show", "s", "--epoch", "1"}) {
+		t.Errorf("clear's suggestion pastes as %q:\n%s", got, runs[1])
+	}
+	// The user's own password= parameter is left out as well.
+	r := e.fail(2, "", []string{"--db", db + "&password=" + secret, "doctor"}, note)
+	if got := pasted(t, suggested(t, r.stderr, "to check it: ")); !slices.Equal(got, []string{"ctxstore", "--db", db, "verify"}) {
+		t.Errorf("doctor's suggestion pastes as %q:\n%s", got, r)
+	}
+}
+
+// TestPostgresUnreachable: with no server at the URL's port, the commands
+// say the server cannot be reached, naming host:port once, and what to
+// check; not that something is wrong with the schema, nor the driver's line
+// per attempt, nor the password.
+func TestPostgresUnreachable(t *testing.T) {
+	e := newEnv(t)
+	const secret = "pa55-w0rd-secret"
+	down := "postgres://someone:" + secret + "@127.0.0.1:1/test?schema=mine"
+	for _, args := range [][]string{{"ls"}, {"show", "s"}, {"clear", "s"}, {"add", "s"}, {"verify"}} {
+		r := e.fail(1, conversation, append([]string{"--db", down}, args...),
+			"ctxstore: cannot reach the PostgreSQL server at 127.0.0.1:1: connection refused\n",
+			"(check that PostgreSQL runs there, and the host and port in the URL given with --db or $CTXSTORE_DB: postgres://someone:xxxxx@127.0.0.1:1/test?schema=mine)\n")
+		if n := strings.Count(r.stderr, "\n"); n != 2 || strings.Contains(r.stderr, "schema \"") || strings.Contains(r.stderr, secret) {
+			t.Errorf("ctxstore %s: want two lines, naming no schema and not the password:\n%s", strings.Join(args, " "), r.stderr)
+		}
+	}
+	// A server that refuses the login is not called unreachable.
+	t.Run("refused", func(t *testing.T) {
+		u, err := url.Parse(pgtest.DSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/no_such_database_" + strconv.Itoa(os.Getpid())
+		e := newEnv(t)
+		e.fail(1, "", []string{"--db", u.String(), "ls"}, "refused the connection: database", "does not exist", "check the user, password and database")
+	})
+}
+
+// TestPostgresBadURL: a URL the driver cannot parse is a usage error that
+// says the URL is not valid and which part is wrong, not that the server
+// may be down.
+func TestPostgresBadURL(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct{ db, part string }{
+		{"postgres://127.0.0.1:5432/test?sslmode=bogus", "sslmode is invalid"},
+		{"postgres://127.0.0.1:5432/test?schema=s&connect_timeout=soon", "invalid connect_timeout"},
+		{"postgres://127.0.0.1:99999/test", "invalid port"},
+	} {
+		r := e.fail(2, "", []string{"--db", tc.db, "ls"}, "--db: "+tc.db+" is not a valid PostgreSQL URL: ", tc.part)
+		if strings.Contains(r.stderr, "server runs") {
+			t.Errorf("a URL that does not parse blames the server:\n%s", r.stderr)
+		}
 	}
 }
 

@@ -478,7 +478,7 @@ the current epochs exactly with the default counter.`,
 				if s.AllMessages > s.Messages {
 					note += "; earlier epochs take room too, uncounted"
 				}
-				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (%s; after purges '%s' gives free pages back)\n", s.BytesPerJSON, note, a.cmdline("compact-file"))
+				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (%s; after purges, free pages go back with: %s)\n", s.BytesPerJSON, note, a.cmdline("compact-file"))
 			}
 			return tw.Flush()
 		},

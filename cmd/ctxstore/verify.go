@@ -143,7 +143,7 @@ goes to stderr.`,
 			if _, err := a.parse(c, fs, args, 0, 0); err != nil {
 				return err
 			}
-			if err := a.fileOnly("doctor --salvage", fmt.Sprintf("has no file to salvage: check it with '%s' and restore damage from the server's backups", a.cmdline("verify"))); err != nil {
+			if err := a.fileOnly("doctor --salvage", "has no file to salvage: restore damage from the server's backups; to check it: "+a.cmdline("verify")); err != nil {
 				return err
 			}
 			if *out == "" {

@@ -240,7 +240,7 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 				err = st.Purge(ctx, name)
 			}
 			if errors.Is(err, store.ErrCurrentEpoch) {
-				return fmt.Errorf("epoch %d is the current epoch of session %q: '%s' first, or purge the whole session", *epoch, name, a.cmdline("clear %s", shellQuote(name)))
+				return fmt.Errorf("epoch %d is the current epoch of session %q: purge the whole session, or end the epoch first: %s", *epoch, name, a.cmdline("clear %s", shellQuote(name)))
 			}
 			if err != nil {
 				return explainIn(st, name, fmt.Errorf("purge %s: %w", what, err))
