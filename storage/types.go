@@ -213,7 +213,7 @@ type Change struct {
 // titleRunes bounds SessionInfo.Title.
 const titleRunes = 80
 
-func isTitleSpace(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
+func isTitleSpace(r rune) bool { return unicode.IsSpace(r) || r == 0 }
 
 // Title is the SessionInfo.Title of a session whose first user message has
 // text: whitespace collapsed, cut to about 80 characters.
@@ -222,8 +222,9 @@ func Title(text string) string {
 	// more than a short one.
 	var b strings.Builder
 	n := 0 // runes in b
-	// Control characters (U+0000 included, which a JSON string may hold
-	// and PostgreSQL's text may not) separate words like spaces.
+	// U+0000, which a JSON string may hold and PostgreSQL's text may not,
+	// separates words like a space. Other control characters stay: those
+	// who print a title escape them.
 	for w := range strings.FieldsFuncSeq(text, isTitleSpace) {
 		if n > titleRunes {
 			break

@@ -155,7 +155,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	// Durable when a call returns, whatever the server's default or the
 	// connection string asks.
 	setParam(cfg.ConnConfig.RuntimeParams, "synchronous_commit", "on")
-	if _, set := cfg.ConnConfig.RuntimeParams["enable_bitmapscan"]; !set {
+	if !hasParam(cfg.ConnConfig.RuntimeParams, "enable_bitmapscan") {
 		// Reads ask for a page of a session in seq order, which the
 		// primary key's index gives without reading further. Where the
 		// planner underestimates a session's rows (a table not analyzed
@@ -231,6 +231,16 @@ func setParam(params map[string]string, name, value string) {
 		}
 	}
 	params[name] = value
+}
+
+// hasParam reports whether params sets name, in any letter case.
+func hasParam(params map[string]string, name string) bool {
+	for k := range params {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // serverName is host:port/database.

@@ -196,15 +196,15 @@ func testLossless(t *testing.T, open Opener) {
 	}
 	check("Get", got, false)
 
-	// A JSON string may hold U+0000 and other control characters: the
-	// bytes come back as they were, and the title leaves them out.
+	// A JSON string may hold U+0000: the bytes come back as they were,
+	// and the title takes it for a space.
 	nul := `{"role":"user","content":"before\u0000after \u0007bell"}`
 	appendOK(t, e, "nul", msg(t, nul))
 	if got := collect(t, e.Messages(ctx, "nul", 0)); len(got) != 1 || string(got[0].Raw) != nul {
 		t.Errorf("a message holding U+0000: %+v, want its bytes %q", got, nul)
 	}
-	if si := info(t, e, "nul"); si.Title != "before after bell" {
-		t.Errorf("title %q, want %q", si.Title, "before after bell")
+	if si := info(t, e, "nul"); si.Title != "before after \abell" {
+		t.Errorf("title %q, want %q", si.Title, "before after \abell")
 	}
 
 	// Tool call ids are recorded with the message.
