@@ -35,8 +35,22 @@ type req struct {
 	key   appendKey
 	found func(epoch, first int64)
 	err   error
-	done  chan struct{} // closed when err is final
-	lead  chan struct{} // receives the leader role when handed over
+	// panicked, when not nil, is what fn panicked with: the write committed
+	// nothing, and its caller's goroutine raises the panic again.
+	panicked any
+	done     chan struct{} // closed when err is final
+	lead     chan struct{} // receives the leader role when handed over
+}
+
+// answer is r's outcome, once done is closed, on its caller's goroutine: a
+// panic of r's fn, recovered on the leader's goroutine, is raised again
+// here, with the same value, so that it reaches the caller whose code
+// panicked, and only that one.
+func (r *req) answer() error {
+	if r.panicked != nil {
+		panic(r.panicked)
+	}
+	return r.err
 }
 
 // submit commits r, sharing the transaction, its round trips and its WAL
@@ -46,6 +60,9 @@ type req struct {
 // There is no batching window: a writer that finds no commit in progress
 // commits at once. Writers that arrive during a commit queue up; when it
 // ends, the first of them leads the next commit, taking the whole queue.
+//
+// A panic in r's fn is raised again on the caller's goroutine, after the
+// others of its commit are answered and the queue handed on.
 func (s *Store) submit(r *req) error {
 	r.done, r.lead = make(chan struct{}), make(chan struct{}, 1)
 	s.qmu.Lock()
@@ -58,7 +75,7 @@ func (s *Store) submit(r *req) error {
 		s.qmu.Unlock()
 		select {
 		case <-r.done:
-			return r.err
+			return r.answer()
 		case <-r.lead:
 		case <-r.ctx.Done():
 			if s.leave(r) {
@@ -68,12 +85,14 @@ func (s *Store) submit(r *req) error {
 			// A commit shared with writers that all gave up is cancelled
 			// (batchContext).
 			<-r.done
-			return r.err
+			return r.answer()
 		}
 	} else {
 		s.committing = true
 		s.qmu.Unlock()
 	}
+	// However the commit ends, a panic included, the queue goes on.
+	defer s.handOver()
 	s.qmu.Lock()
 	if n := s.lastBatch; n > 1 && len(s.queue) < n {
 		// The last commit served n writers, who are now coming back with
@@ -94,16 +113,20 @@ func (s *Store) submit(r *req) error {
 	s.qmu.Unlock()
 
 	s.commit(batch)
+	<-r.done
+	return r.answer()
+}
 
+// handOver ends a leader's turn: the first writer that queued meanwhile
+// leads the next commit, or, none queued, the next writer commits at once.
+func (s *Store) handOver() {
 	s.qmu.Lock()
+	defer s.qmu.Unlock()
 	if len(s.queue) == 0 {
 		s.committing = false
 	} else {
 		s.queue[0].lead <- struct{}{}
 	}
-	s.qmu.Unlock()
-	<-r.done
-	return r.err
 }
 
 // leave takes r, whose caller gave up, out of the queue, handing the
@@ -168,23 +191,59 @@ func (s *Store) commit(batch []*req) {
 	// transactions that lock several never deadlock.
 	slices.SortStableFunc(batch, func(a, b *req) int { return strings.Compare(a.session, b.session) })
 	todo := [][]*req{batch}
+	defer func() {
+		// Every request is answered however commit ends. A panic here
+		// (a write's own panic is recovered in run) is a bug of this
+		// package: it goes on up the leader's goroutine, and the requests
+		// it left unanswered fail instead of waiting forever.
+		for i, rs := range todo {
+			for _, r := range rs {
+				r.err = errAbandoned
+				if i == 0 {
+					r.err = fmt.Errorf("%w: %w", errUnknownOutcome, errAbandoned)
+				}
+			}
+		}
+		for _, r := range batch {
+			close(r.done)
+		}
+	}()
 	for len(todo) > 0 {
 		for _, r := range s.commitOnce(ctx, todo[0]) {
 			todo = append(todo, []*req{r})
 		}
 		todo = todo[1:]
 	}
-	for _, r := range batch {
-		close(r.done)
-	}
 }
+
+// errAbandoned is the error of the writes a commit that panicked left
+// unanswered (those of its transaction at the time also have an unknown
+// outcome).
+var errAbandoned = errors.New("pgstore: the commit this write was in panicked (a bug in pgstore)")
+
+// run calls r's fn on w. A panic in it is recovered and kept in r for its
+// caller's goroutine (see answer).
+func run(r *req, w *wtx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.panicked, err = p, errPanicked
+		}
+	}()
+	return r.fn(w)
+}
+
+// errPanicked is the error of a write whose fn panicked; its caller sees the
+// panic instead.
+var errPanicked = errors.New("pgstore: the write's function panicked")
 
 // commitOnce runs batch in one transaction: appends without a check in one
 // statement each, other writes after locking their sessions' rows. It sets
 // the errors of the requests it answers and returns those to commit again,
 // alone: appends that found their session not live, requests of sessions
 // without a row when the transaction locks several, and every request when
-// the shared transaction failed on one of them (it committed nothing).
+// the shared transaction failed on one of them (it committed nothing). A
+// request whose fn panicked is answered (see run) and the transaction rolled
+// back; the others are returned.
 func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -237,7 +296,7 @@ func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 			}
 			w.batch = b
 			saved, queued := *w, b.Len()
-			if r.err = r.fn(w); r.err == nil {
+			if r.err = run(r, w); r.err == nil {
 				held = append(held, r)
 				w.written = true
 				continue
@@ -246,6 +305,13 @@ func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 			// error aborted the transaction.
 			*w = saved
 			b.QueuedQueries = b.QueuedQueries[:queued]
+			if r.panicked != nil {
+				// Answered: its caller raises the panic. Nothing of the
+				// transaction went out yet; it is rolled back, whatever
+				// state the panic left the connection in, and the others
+				// commit alone.
+				return slices.DeleteFunc(slices.Clone(batch), func(q *req) bool { return q == r })
+			}
 			if errors.Is(r.err, errAlone) {
 				again = append(again, r)
 			} else if _, ok := errors.AsType[*rejected](r.err); !ok {

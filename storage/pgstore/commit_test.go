@@ -353,3 +353,195 @@ func TestImportReadsEntriesOnce(t *testing.T) {
 		check(t, st)
 	})
 }
+
+// queueBehind runs writes, each queued in turn behind a commit (an append to
+// session "hold") that waits before its COMMIT until all of them are, so
+// that they share the next commit, led by the first. fault, if not nil, is
+// called before each later COMMIT, n counting them from 1; its error is
+// taken as the connection lost there. It returns each write's error and
+// what it panicked with, if it did; a write that has not returned 10 s after
+// the hold's commit ends fails the test.
+func queueBehind(t *testing.T, st *Store, fault func(n int64) error, writes ...func() error) (errs []error, panics []any) {
+	t.Helper()
+	ctx := context.Background()
+	hold := storage.Record{Message: ctxstore.NewMessage("user", "hold")}
+	if _, _, err := st.Append(ctx, "hold", hold); err != nil {
+		t.Fatal(err)
+	}
+	var commits atomic.Int64
+	release := make(chan struct{})
+	st.beforeCommit = func() error {
+		n := commits.Add(1) - 1
+		if n == 0 {
+			<-release
+			return nil
+		}
+		if fault != nil {
+			return fault(n)
+		}
+		return nil
+	}
+	defer func() { st.beforeCommit = nil }()
+	held := make(chan error, 1)
+	go func() {
+		_, _, err := st.Append(ctx, "hold", hold)
+		held <- err
+	}()
+	waitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
+	errs, panics = make([]error, len(writes)), make([]any, len(writes))
+	done := make(chan int, len(writes))
+	for i, w := range writes {
+		go func() {
+			defer func() {
+				panics[i] = recover()
+				done <- i
+			}()
+			errs[i] = w()
+		}()
+		waitFor(t, fmt.Sprintf("write %d to queue", i), func() bool {
+			st.qmu.Lock()
+			defer st.qmu.Unlock()
+			return len(st.queue) == i+1
+		})
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	returned := make([]bool, len(writes))
+	for range writes {
+		select {
+		case i := <-done:
+			returned[i] = true
+		case <-timeout:
+			t.Fatalf("10 s after the hold's commit, writes returned: %v (the others hang); panics so far: %v", returned, panics)
+		}
+	}
+	return errs, panics
+}
+
+// TestPanicInCheck: a check (or UpdateDerived's fn) that panics panics in
+// its own caller's goroutine, whichever goroutine led the commit; its write
+// commits nothing, the others of its commit are stored once each, and the
+// store goes on writing.
+func TestPanicInCheck(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	rec := func(text string) storage.Record { return storage.Record{Message: ctxstore.NewMessage("user", text)} }
+	boom := errors.New("check bug")
+	panicky := func(storage.SessionInfo) error { panic(boom) }
+	// writesOn: the store still writes, within 5 s.
+	writesOn := func(t *testing.T, st *Store) {
+		t.Helper()
+		short, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, _, err := st.Append(short, "after", rec("after")); err != nil {
+			t.Fatalf("append after a recovered panic: %v", err)
+		}
+		if _, err := st.Clear(short, "after"); err != nil {
+			t.Fatalf("clear after a recovered panic: %v", err)
+		}
+	}
+	// recovered runs fn and returns what it panicked with.
+	recovered := func(fn func()) (p any) {
+		defer func() { p = recover() }()
+		fn()
+		return nil
+	}
+
+	t.Run("alone", func(t *testing.T) {
+		st := openTest(t, dsn, freshSchema(t, dsn))
+		if _, _, err := st.Append(ctx, "s", rec("s1")); err != nil {
+			t.Fatal(err)
+		}
+		p := recovered(func() { st.AppendIf(ctx, "s", panicky, rec("never")) })
+		if p != boom {
+			t.Fatalf("AppendIf whose check panics: recovered %v, want the check's panic value", p)
+		}
+		writesOn(t, st)
+		p = recovered(func() {
+			st.UpdateDerived(ctx, "s", "k", "x", func([]byte, storage.SessionInfo) ([]byte, error) { panic(boom) })
+		})
+		if p != boom {
+			t.Fatalf("UpdateDerived whose fn panics: recovered %v, want the fn's panic value", p)
+		}
+		writesOn(t, st)
+		if got := texts(t, st, "s"); !slices.Equal(got, []string{"s1"}) {
+			t.Fatalf("session s holds %q, want only s1", got)
+		}
+		if _, err := st.GetDerived(ctx, "s", "k", "x"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("derived record after a panicking UpdateDerived: %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("in a shared commit led by another caller", func(t *testing.T) {
+		st := openTest(t, dsn, freshSchema(t, dsn))
+		for _, s := range []string{"a", "b"} {
+			if _, _, err := st.Append(ctx, s, rec(s+"0")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var a1, a2, b1 uint64
+		errs, panics := queueBehind(t, st, nil,
+			func() (err error) { // the leader
+				a1, _, err = st.AppendIf(ctx, "a", func(storage.SessionInfo) error { return nil }, rec("a1"))
+				return err
+			},
+			func() error {
+				_, _, err := st.AppendIf(ctx, "b", panicky, rec("never"))
+				return err
+			},
+			func() (err error) {
+				b1, _, err = st.Append(ctx, "b", rec("b1"))
+				return err
+			},
+			func() (err error) {
+				a2, _, err = st.AppendIf(ctx, "a", func(storage.SessionInfo) error { return nil }, rec("a2"))
+				return err
+			},
+		)
+		if panics[0] != nil || panics[1] != boom || panics[2] != nil || panics[3] != nil {
+			t.Fatalf("panics %v: want the check's on the second write's goroutine only", panics)
+		}
+		if errs[0] != nil || errs[2] != nil || errs[3] != nil {
+			t.Fatalf("errors %v: want the others stored", errs)
+		}
+		if got, want := texts(t, st, "a"), []string{"a0", "a1", "a2"}; !slices.Equal(got, want) || a1 != 2 || a2 != 3 {
+			t.Fatalf("session a holds %q (a1 at %d, a2 at %d), want %q", got, a1, a2, want)
+		}
+		if got, want := texts(t, st, "b"), []string{"b0", "b1"}; !slices.Equal(got, want) || b1 != 2 {
+			t.Fatalf("session b holds %q (b1 at %d), want %q", got, b1, want)
+		}
+		writesOn(t, st)
+	})
+
+	t.Run("in the commit itself", func(t *testing.T) {
+		// A panic of pgstore's own code (here a test hook before COMMIT)
+		// goes on up the leader's goroutine; the other writes of the commit
+		// fail instead of waiting forever.
+		st := openTest(t, dsn, freshSchema(t, dsn))
+		for _, s := range []string{"a", "b", "c"} {
+			if _, _, err := st.Append(ctx, s, rec(s+"0")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errs, panics := queueBehind(t, st, func(n int64) error {
+			if n == 1 {
+				panic("pgstore bug")
+			}
+			return nil
+		},
+			func() error { _, _, err := st.Append(ctx, "a", rec("a1")); return err },
+			func() error { _, _, err := st.Append(ctx, "b", rec("b1")); return err },
+			func() error { _, err := st.Clear(ctx, "c"); return err },
+		)
+		if panics[0] != "pgstore bug" || panics[1] != nil || panics[2] != nil {
+			t.Fatalf("panics %v, want the leader's only", panics)
+		}
+		if !errors.Is(errs[1], storage.ErrOutcomeUnknown) || !errors.Is(errs[2], storage.ErrOutcomeUnknown) {
+			t.Fatalf("the others' errors: %v, want their outcome unknown", errs[1:])
+		}
+		writesOn(t, st)
+	})
+}
