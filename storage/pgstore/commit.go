@@ -246,6 +246,13 @@ var errPanicked = errors.New("pgstore: the write's function panicked")
 // back; the others are returned.
 func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 	conn, err := s.pool.Acquire(ctx)
+	if err != nil && s.closed.Load() {
+		// Close ran while these writes were queued: the pool refuses.
+		for _, r := range batch {
+			r.err = storage.ErrClosed
+		}
+		return nil
+	}
 	if err != nil {
 		return s.failed(ctx, batch, err, nil, nil)
 	}

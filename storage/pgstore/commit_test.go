@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -543,5 +544,101 @@ func TestPanicInCheck(t *testing.T) {
 			t.Fatalf("the others' errors: %v, want their outcome unknown", errs[1:])
 		}
 		writesOn(t, st)
+	})
+}
+
+// TestWriteAfterClose: writes queued when Close runs, and a write waiting to
+// try again after a lost connection, fail with storage.ErrClosed, naming the
+// server and the session; the write in progress when Close ran commits.
+func TestWriteAfterClose(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	rec := func(text string) storage.Record { return storage.Record{Message: ctxstore.NewMessage("user", text)} }
+	// closing closes st once the pool refuses connections (Close waits for
+	// the commit in progress, so it runs in the background).
+	closing := func(t *testing.T, st *Store) {
+		t.Helper()
+		go st.Close()
+		waitFor(t, "the pool to close", func() bool { return st.pool.Ping(ctx) != nil })
+	}
+	closed := func(t *testing.T, st *Store, what string, err error) {
+		t.Helper()
+		if !errors.Is(err, storage.ErrClosed) || !strings.Contains(err.Error(), st.server) || !strings.Contains(err.Error(), `"a"`) {
+			t.Errorf("%s after Close: %v, want storage.ErrClosed naming %s and session a", what, err, st.server)
+		}
+	}
+
+	t.Run("queued", func(t *testing.T) {
+		st := openTest(t, dsn, freshSchema(t, dsn))
+		hold := rec("hold")
+		if _, _, err := st.Append(ctx, "hold", hold); err != nil {
+			t.Fatal(err)
+		}
+		var commits atomic.Int64
+		release := make(chan struct{})
+		st.beforeCommit = func() error {
+			if commits.Add(1) == 1 {
+				<-release
+			}
+			return nil
+		}
+		held := make(chan error, 1)
+		go func() {
+			_, _, err := st.Append(ctx, "hold", hold)
+			held <- err
+		}()
+		waitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
+		errs := make(chan error, 2)
+		go func() { _, _, err := st.Append(ctx, "a", rec("a1")); errs <- err }()
+		go func() {
+			_, _, err := st.AppendIf(ctx, "a", func(storage.SessionInfo) error { return nil }, rec("a2"))
+			errs <- err
+		}()
+		waitFor(t, "the writes to queue", func() bool {
+			st.qmu.Lock()
+			defer st.qmu.Unlock()
+			return len(st.queue) == 2
+		})
+		closing(t, st)
+		close(release)
+		if err := <-held; err != nil {
+			t.Fatalf("the write in progress when Close ran: %v", err)
+		}
+		closed(t, st, "a queued write", <-errs)
+		closed(t, st, "a queued write", <-errs)
+	})
+
+	t.Run("waiting to try again", func(t *testing.T) {
+		lost := fmt.Errorf("simulated: %w", io.ErrUnexpectedEOF)
+		for _, after := range []bool{false, true} {
+			st := openTest(t, dsn, freshSchema(t, dsn))
+			if _, _, err := st.Append(ctx, "a", rec("a0")); err != nil {
+				t.Fatal(err)
+			}
+			// The connection is "lost" before or after the COMMIT took
+			// effect, and Close runs meanwhile.
+			hook := func() error {
+				closing(t, st) // safe to call again: Close is idempotent
+				return lost
+			}
+			var once atomic.Bool
+			fault := func() error {
+				if once.Swap(true) {
+					return nil
+				}
+				return hook()
+			}
+			if after {
+				st.afterCommit = fault
+			} else {
+				st.beforeCommit = fault
+			}
+			_, _, err := st.Append(ctx, "a", rec("a1"))
+			st.beforeCommit, st.afterCommit = nil, nil
+			closed(t, st, fmt.Sprintf("an append lost (after the commit: %v)", after), err)
+			if after != errors.Is(err, storage.ErrOutcomeUnknown) {
+				t.Errorf("lost after the commit %v: %v, want the outcome unknown: %v", after, err, after)
+			}
+		}
 	})
 }

@@ -289,7 +289,8 @@ func (s *Store) Location() string {
 
 // Close ends every Watch of the Store (each channel is closed and its
 // connection too) and closes the pool, waiting for operations in flight.
-// Later calls fail with storage.ErrClosed.
+// Later calls fail with storage.ErrClosed, and so do writes still queued
+// for a commit or waiting to try again after a lost connection.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil

@@ -94,6 +94,13 @@ func (s *Store) writeWith(ctx context.Context, session string, key appendKey, fo
 		return err
 	}
 	for {
+		if s.closed.Load() {
+			// Close ran while this write waited to try again.
+			if inDoubt {
+				return s.errorf(session, "%w: %w", errUnknownOutcome, storage.ErrClosed)
+			}
+			return s.errorf(session, "%w", storage.ErrClosed)
+		}
 		var err error
 		if inDoubt {
 			// Look for the key before writing again; write again only when
