@@ -499,7 +499,17 @@ func isConnLoss(err error) bool {
 	}
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
 		// Class 57 "operator intervention" (pg_terminate_backend, shutdown)
-		// and class 08 "connection exception".
+		// and class 08 "connection exception", except 57014 query_canceled:
+		// the server cancelled the statement (statement_timeout, or
+		// pg_cancel_backend) and says so on a connection that still works;
+		// the transaction is rolled back, and trying again would only wait
+		// as long again. (When our own context ends, pgx stops reading and
+		// closes the connection, sending a cancel request on the way whose
+		// 57014 it never reads: the error is the context's, and callers
+		// check the context first.)
+		if pgErr.Code == "57014" {
+			return false
+		}
 		return strings.HasPrefix(pgErr.Code, "57") || strings.HasPrefix(pgErr.Code, "08")
 	}
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Child processes re-run this test binary with CTXSTORE_PG_CHILD naming the
@@ -424,5 +426,80 @@ func TestWatchWithoutNotification(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("a change without a notification was never reported")
+	}
+}
+
+// TestStatementTimeout: a write the server cancels (statement_timeout, set
+// on the connections, expiring while another connection holds the session's
+// row) fails at once with the server's error, its outcome known (the server
+// rolled it back) and nothing stored: it is not taken for a lost connection
+// and retried. A caller whose own deadline passes still gets its context's
+// error.
+func TestStatementTimeout(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	st := openTest(t, withParam(dsn, "statement_timeout", "300"), schema)
+	ctx := context.Background()
+	var timeout string
+	if err := st.pool.QueryRow(ctx, "SHOW statement_timeout").Scan(&timeout); err != nil || timeout != "300ms" {
+		t.Fatalf("statement_timeout on the store's connections: %q %v", timeout, err)
+	}
+	rec := storage.Record{Message: ctxstore.NewMessage("user", "x")}
+	if _, _, err := st.Append(ctx, "s", rec); err != nil {
+		t.Fatal(err)
+	}
+	// Another host's transaction holding s's row.
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{schema, "sessions"}.Sanitize()+" WHERE name = $1 FOR UPDATE", []byte("s")); err != nil {
+		t.Fatal(err)
+	}
+	writes := []struct {
+		name  string
+		write func(ctx context.Context) error
+	}{
+		{"Append", func(ctx context.Context) error { _, _, err := st.Append(ctx, "s", rec); return err }},
+		{"AppendIf", func(ctx context.Context) error {
+			_, _, err := st.AppendIf(ctx, "s", func(storage.SessionInfo) error { return nil }, rec)
+			return err
+		}},
+		{"Clear", func(ctx context.Context) error { _, err := st.Clear(ctx, "s"); return err }},
+	}
+	for _, w := range writes {
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		start := time.Now()
+		err := w.write(wctx)
+		took := time.Since(start)
+		cancel()
+		pgErr, ok := errors.AsType[*pgconn.PgError](err)
+		if !ok || pgErr.Code != "57014" || errors.Is(err, storage.ErrOutcomeUnknown) || took > 2*time.Second {
+			t.Errorf("%s on a row held past statement_timeout: %v after %v; want the server's query_canceled (57014) at once, outcome known",
+				w.name, err, took.Round(time.Millisecond))
+		}
+	}
+	// The caller's own deadline: pgx closes the connection (and asks the
+	// server to cancel); the write fails with the context's error.
+	mine := openTest(t, dsn, schema)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, _, err := mine.AppendIf(short, "s", func(storage.SessionInfo) error { return nil }, rec); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("AppendIf past its own deadline: %v, want context.DeadlineExceeded", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(t, st, "s"); len(got) != 1 {
+		t.Fatalf("session s holds %q, want the first message only", got)
+	}
+	if _, _, err := st.Append(ctx, "s", rec); err != nil {
+		t.Fatalf("append once the row is free: %v", err)
 	}
 }
