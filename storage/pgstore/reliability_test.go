@@ -503,3 +503,34 @@ func TestStatementTimeout(t *testing.T) {
 		t.Fatalf("append once the row is free: %v", err)
 	}
 }
+
+// TestInDoubtContextEnds: an append whose COMMIT was lost after it took
+// effect, and whose context ends while it waits to look its key up, says
+// the outcome is unknown, not only that the context ended.
+func TestInDoubtContextEnds(t *testing.T) {
+	dsn := testDSN(t)
+	st := openTest(t, dsn, freshSchema(t, dsn))
+	rec := storage.Record{Message: ctxstore.NewMessage("user", "x")}
+	if _, _, err := st.Append(context.Background(), "s", rec); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once atomic.Bool
+	st.afterCommit = func() error {
+		if once.Swap(true) {
+			return nil
+		}
+		// The context ends during the first backoff (20 ms).
+		time.AfterFunc(5*time.Millisecond, cancel)
+		return fmt.Errorf("simulated: %w", io.ErrUnexpectedEOF)
+	}
+	_, _, err := st.Append(ctx, "s", rec)
+	st.afterCommit = nil
+	if !errors.Is(err, storage.ErrOutcomeUnknown) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("append in doubt whose context ends: %v, want the outcome unknown and context.Canceled", err)
+	}
+	if got := texts(t, st, "s"); len(got) != 2 {
+		t.Fatalf("session s holds %q, want both appends (the lost COMMIT took effect)", got)
+	}
+}

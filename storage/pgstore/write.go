@@ -154,6 +154,9 @@ func (s *Store) writeWith(ctx context.Context, session string, key appendKey, fo
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
+			if inDoubt {
+				return s.errorf(session, "%w: %w", errUnknownOutcome, ctx.Err())
+			}
 			return s.errorf(session, "%w", ctx.Err())
 		}
 		backoff = min(2*backoff, time.Second)
