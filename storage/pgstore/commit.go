@@ -91,8 +91,6 @@ func (s *Store) submit(r *req) error {
 		s.committing = true
 		s.qmu.Unlock()
 	}
-	// However the commit ends, a panic included, the queue goes on.
-	defer s.handOver()
 	s.qmu.Lock()
 	if n := s.lastBatch; n > 1 && len(s.queue) < n {
 		// The last commit served n writers, who are now coming back with
@@ -112,7 +110,7 @@ func (s *Store) submit(r *req) error {
 	s.lastBatch = len(batch)
 	s.qmu.Unlock()
 
-	s.commit(batch)
+	s.commit(batch, r)
 	<-r.done
 	return r.answer()
 }
@@ -157,6 +155,41 @@ func (s *Store) leave(r *req) bool {
 // and a WAL flush), enough for woken goroutines to run on a busy CPU.
 const gatherWait = 100 * time.Microsecond
 
+// setLockTimeout bounds the lock waits of the transaction it runs in.
+const setLockTimeout = `SELECT set_config('lock_timeout', $1, true)`
+
+// maxSharedLockWait bounds the wait for a lock in a transaction shared by
+// writes to several sessions, when one of their callers may give up.
+const maxSharedLockWait = time.Second
+
+// lockLimit returns the lock_timeout of a transaction running batch, and
+// false when its lock waits need no bound: when batch writes one session,
+// or when none of its callers can give up.
+//
+// A shared commit goes on while any of its callers waits for it
+// (batchContext), so a caller could be held past its deadline by the lock
+// of another caller's session, which a stalled transaction elsewhere may
+// hold for as long as it likes. The bound is half the time left to the
+// nearest deadline, at most maxSharedLockWait; once it runs out the server
+// rolls the transaction back (a known outcome) and commit runs each write
+// alone, where it waits as long as its own context lets it.
+func lockLimit(batch []*req) (string, bool) {
+	if !slices.ContainsFunc(batch, func(r *req) bool { return r.session != batch[0].session }) {
+		return "", false
+	}
+	wait, bounded := maxSharedLockWait, false
+	for _, r := range batch {
+		bounded = bounded || r.ctx.Done() != nil
+		if d, ok := r.ctx.Deadline(); ok {
+			wait = min(wait, time.Until(d)/2)
+		}
+	}
+	if !bounded {
+		return "", false
+	}
+	return strconv.FormatInt(max(wait.Milliseconds(), 1), 10) + "ms", true
+}
+
 // batchContext ends when the contexts of all of batch's writers have: a
 // shared commit goes on while one of them waits for it.
 func batchContext(batch []*req) (context.Context, func()) {
@@ -182,37 +215,72 @@ func batchContext(batch []*req) (context.Context, func()) {
 	}
 }
 
-// commit runs batch, in one transaction when it can, and answers every
-// request.
-func (s *Store) commit(batch []*req) {
-	ctx, stop := batchContext(batch)
-	defer stop()
+// commit runs batch, in one transaction when it can, answers every
+// request and hands the queue on (handOver) once it is done, however it
+// ends, a panic included. It returns once own, the leader's request, is
+// answered.
+func (s *Store) commit(batch []*req, own *req) {
 	// Rows are locked in name order (a session's requests keep theirs), so
 	// transactions that lock several never deadlock.
 	slices.SortStableFunc(batch, func(a, b *req) int { return strings.Compare(a.session, b.session) })
-	todo := [][]*req{batch}
+	s.drain([][]*req{batch}, own)
+}
+
+// drain commits the batches of todo in turn, answering each request as
+// soon as its outcome is known, and then hands the queue on. A request
+// committed again alone (after a shared transaction failed, say) runs
+// under its own context and waits for nobody else's: once own is answered
+// the rest goes on on a goroutine of its own, so that own's caller is not
+// held by a write that waits for another session's lock.
+func (s *Store) drain(todo [][]*req, own *req) {
+	handed := false
 	defer func() {
-		// Every request is answered however commit ends. A panic here
-		// (a write's own panic is recovered in run) is a bug of this
-		// package: it goes on up the leader's goroutine, and the requests
-		// it left unanswered fail instead of waiting forever.
+		if handed {
+			return
+		}
+		// Every request is answered however this ends. A panic here (a
+		// write's own panic is recovered in run) is a bug of this package:
+		// it goes on up the leader's goroutine, and the requests it left
+		// unanswered fail instead of waiting forever.
 		for i, rs := range todo {
 			for _, r := range rs {
 				r.err = errAbandoned
 				if i == 0 {
 					r.err = fmt.Errorf("%w: %w", errUnknownOutcome, errAbandoned)
 				}
+				close(r.done)
 			}
 		}
-		for _, r := range batch {
-			close(r.done)
-		}
+		s.handOver()
 	}()
 	for len(todo) > 0 {
-		for _, r := range s.commitOnce(ctx, todo[0]) {
+		if own != nil && answered(own) {
+			handed = true
+			go s.drain(todo, nil)
+			return
+		}
+		ctx, stop := batchContext(todo[0])
+		again := s.commitOnce(ctx, todo[0])
+		stop()
+		for _, r := range todo[0] {
+			if !slices.Contains(again, r) {
+				close(r.done)
+			}
+		}
+		for _, r := range again {
 			todo = append(todo, []*req{r})
 		}
 		todo = todo[1:]
+	}
+}
+
+// answered reports whether r's outcome is final.
+func answered(r *req) bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -262,10 +330,14 @@ func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 	// read reads the results of b's writes and returns the requests the
 	// transaction holds.
 	var read func(br pgx.BatchResults) ([]*req, error)
+	limit, limited := lockLimit(batch)
 	if !slices.ContainsFunc(batch, func(r *req) bool { return r.plain == nil }) {
 		now := time.Now().UnixNano()
 		names := make([][]byte, len(batch))
 		b.Queue("BEGIN")
+		if limited {
+			b.Queue(setLockTimeout, limit)
+		}
 		for i, r := range batch {
 			names[i] = []byte(r.session)
 			b.Queue(s.q.appendFast, fastArgs(r, now)...)
@@ -273,6 +345,9 @@ func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 		note = &pgx.QueuedQuery{SQL: s.q.notifyAfter, Arguments: []any{s.channel, names}}
 		read = func(br pgx.BatchResults) ([]*req, error) {
 			_, err := br.Exec()
+			if err == nil && limited {
+				_, err = br.Exec()
+			}
 			for _, r := range batch {
 				if err != nil {
 					break
@@ -290,7 +365,7 @@ func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 			return slices.DeleteFunc(slices.Clone(batch), func(r *req) bool { return r.plain == nil }), err
 		}
 	} else {
-		ws, err := s.lock(ctx, conn, batch)
+		ws, err := s.lock(ctx, conn, batch, limit)
 		if err != nil {
 			return s.failed(ctx, batch, err, nil, nil)
 		}
@@ -439,10 +514,11 @@ func (s *Store) release(ctx context.Context, conn *pgxpool.Conn) {
 }
 
 // lock begins a transaction on conn and locks the rows of batch's sessions
-// in name order. A session without a row gets none in the result, unless it
-// is the batch's only one: then a placeholder row (not live) is inserted to
-// lock, one more round trip.
-func (s *Store) lock(ctx context.Context, conn *pgxpool.Conn, batch []*req) (map[string]*wtx, error) {
+// in name order, waiting for each lock at most limit (lockLimit) when it is
+// not "". A session without a row gets none in the result, unless it is the
+// batch's only one: then a placeholder row (not live) is inserted to lock,
+// one more round trip.
+func (s *Store) lock(ctx context.Context, conn *pgxpool.Conn, batch []*req, limit string) (map[string]*wtx, error) {
 	now := time.Now().UnixNano()
 	var names [][]byte
 	for i, r := range batch {
@@ -455,6 +531,9 @@ func (s *Store) lock(ctx context.Context, conn *pgxpool.Conn, batch []*req) (map
 		b := &pgx.Batch{}
 		if first {
 			b.Queue("BEGIN")
+			if limit != "" {
+				b.Queue(setLockTimeout, limit)
+			}
 		} else {
 			b.Queue(s.q.placeholder, names[0])
 		}

@@ -8,12 +8,14 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/jackc/pgx/v5"
 )
 
 // shareCommit runs writes concurrently so that they share one commit: the
@@ -80,6 +82,35 @@ func shareCommit(t *testing.T, st *Store, fault func(n int64, after bool) error,
 		<-done
 	}
 	return errs, commits.Load() - 1
+}
+
+// holdRow locks session's row of st's schema in a transaction of another
+// connection, as another host's write would, until release (or the test's
+// end) rolls it back.
+func holdRow(t *testing.T, dsn string, st *Store, session string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		other.Close(ctx)
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			tx.Rollback(ctx)
+			other.Close(ctx)
+		})
+	}
+	t.Cleanup(release)
+	if _, err := tx.Exec(ctx, "SELECT FROM "+st.schema+".sessions WHERE name = $1 FOR UPDATE", []byte(session)); err != nil {
+		t.Fatal(err)
+	}
+	return release
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -274,6 +305,39 @@ func TestSharedCommit(t *testing.T) {
 			}
 		})
 	}
+
+	// A stalled transaction elsewhere holds b's row: the write to a, whose
+	// caller has a deadline, is not held past it by the shared commit's
+	// wait for b's row; the shared transaction's lock wait is bounded,
+	// then each write commits alone. a commits while b's row is still
+	// held; b waits for the row and commits once.
+	t.Run("a write with a deadline is not held by another session's lock", func(t *testing.T) {
+		st := open(t)
+		release := holdRow(t, dsn, st, "b")
+		var heldUntilRelease atomic.Bool
+		watchdog := time.AfterFunc(20*time.Second, func() { heldUntilRelease.Store(true); release() })
+		defer watchdog.Stop()
+		var a1, b1 uint64
+		errs, _ := shareCommit(t, st, nil,
+			func() error {
+				short, cancel := context.WithTimeout(ctx, 4*time.Second)
+				defer cancel()
+				first, _, err := st.Append(short, "a", rec("a1"))
+				a1 = first
+				release() // b's row, once a is answered
+				return err
+			},
+			appendTo(st, "b", "b1", &b1),
+		)
+		if heldUntilRelease.Load() {
+			t.Fatal("the write with a deadline was held until another session's row was let go")
+		}
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("errors %v, want both committed", errs)
+		}
+		checkSeqs(t, st, "a", map[string]uint64{"a1": a1})
+		checkSeqs(t, st, "b", map[string]uint64{"b1": b1})
+	})
 }
 
 // onceStream yields n user messages as an import's entries, and fails the

@@ -16,7 +16,6 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -448,20 +447,7 @@ func TestStatementTimeout(t *testing.T) {
 	if _, _, err := st.Append(ctx, "s", rec); err != nil {
 		t.Fatal(err)
 	}
-	// Another host's transaction holding s's row.
-	other, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(ctx)
-	tx, err := other.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{schema, "sessions"}.Sanitize()+" WHERE name = $1 FOR UPDATE", []byte("s")); err != nil {
-		t.Fatal(err)
-	}
+	release := holdRow(t, dsn, st, "s") // another host's transaction
 	writes := []struct {
 		name  string
 		write func(ctx context.Context) error
@@ -493,9 +479,7 @@ func TestStatementTimeout(t *testing.T) {
 	if _, _, err := mine.AppendIf(short, "s", func(storage.SessionInfo) error { return nil }, rec); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("AppendIf past its own deadline: %v, want context.DeadlineExceeded", err)
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if got := texts(t, st, "s"); len(got) != 1 {
 		t.Fatalf("session s holds %q, want the first message only", got)
 	}
