@@ -223,7 +223,17 @@ func (s *Store) commit(batch []*req, own *req) {
 	// Rows are locked in name order (a session's requests keep theirs), so
 	// transactions that lock several never deadlock.
 	slices.SortStableFunc(batch, func(a, b *req) int { return strings.Compare(a.session, b.session) })
-	s.drain([][]*req{batch}, own)
+	todo := [][]*req{batch}
+	if s.apart {
+		todo = nil
+		for i, r := range batch {
+			if i == 0 || r.session != batch[i-1].session {
+				todo = append(todo, nil)
+			}
+			todo[len(todo)-1] = append(todo[len(todo)-1], r)
+		}
+	}
+	s.drain(todo, own)
 }
 
 // drain commits the batches of todo in turn, answering each request as

@@ -706,3 +706,44 @@ func TestWriteAfterClose(t *testing.T) {
 		}
 	})
 }
+
+// TestOneSessionPerTransaction: with Options.OneSessionPerTransaction,
+// writes queued together commit in one transaction per session (writes to
+// one session still share theirs); without it, in one transaction.
+func TestOneSessionPerTransaction(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	for _, apart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("apart=%v", apart), func(t *testing.T) {
+			st, err := Open(ctx, dsn, Options{Schema: freshSchema(t, dsn), OneSessionPerTransaction: apart})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			for _, s := range []string{"a", "b"} {
+				if _, _, err := st.Append(ctx, s, storage.Record{Message: ctxstore.NewMessage("user", s+"0")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write := func(session, text string) func() error {
+				return func() error {
+					_, _, err := st.Append(ctx, session, storage.Record{Message: ctxstore.NewMessage("user", text)})
+					return err
+				}
+			}
+			errs, commits := shareCommit(t, st, nil, write("a", "a1"), write("b", "b1"), write("a", "a2"))
+			if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+				t.Fatal(errs)
+			}
+			if want := map[bool]int64{false: 1, true: 2}[apart]; commits != want {
+				t.Errorf("writes to two sessions took %d commits, want %d", commits, want)
+			}
+			if got := texts(t, st, "a"); !slices.Equal(got, []string{"a0", "a1", "a2"}) && !slices.Equal(got, []string{"a0", "a2", "a1"}) {
+				t.Errorf("session a holds %q", got)
+			}
+			if got := texts(t, st, "b"); !slices.Equal(got, []string{"b0", "b1"}) {
+				t.Errorf("session b holds %q", got)
+			}
+		})
+	}
+}

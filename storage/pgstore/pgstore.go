@@ -99,6 +99,15 @@ type Options struct {
 	// larger of 4 and the number of CPUs). Watch uses one more, of its own,
 	// per call, until the watch ends (its context, or Close).
 	MaxConns int32
+	// OneSessionPerTransaction keeps each transaction to one session.
+	// Concurrent writes of a process to different sessions otherwise share
+	// a transaction, and its one WAL flush (group commit); on a sharded
+	// PostgreSQL (Citus, with the tables distributed by session) such a
+	// transaction spans shards, which needs a two-phase commit, and its
+	// row locks, taken with one SELECT ... FOR UPDATE over several
+	// sessions, a multi-shard locking query. Writes to one session still
+	// share commits.
+	OneSessionPerTransaction bool
 }
 
 // Store is a PostgreSQL database of sessions. It is safe for concurrent use.
@@ -110,6 +119,7 @@ type Store struct {
 	user     string          // the role logged in, for messages
 	schema   string          // quoted identifier
 	readOnly bool            // Options.ReadOnly
+	apart    bool            // Options.OneSessionPerTransaction
 	channel  string          // NOTIFY channel
 	closed   atomic.Bool
 	// The running watches: Close cancels each one's context and waits
@@ -176,6 +186,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		schema:   pgx.Identifier{opts.Schema}.Sanitize(),
 		channel:  channelName(opts.Schema),
 		readOnly: opts.ReadOnly,
+		apart:    opts.OneSessionPerTransaction,
 	}
 	s.q = newQueries(s.schema)
 	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
