@@ -251,12 +251,20 @@ func (s *Store) drain(todo [][]*req, own *req) {
 		// Every request is answered however this ends. A panic here (a
 		// write's own panic is recovered in run) is a bug of this package:
 		// it goes on up the leader's goroutine, and the requests it left
-		// unanswered fail instead of waiting forever.
+		// unanswered fail instead of waiting forever. On the goroutine the
+		// leader left the rest to, no caller's, it would end the process:
+		// there it only fails them, saying what it was.
+		abandoned := errAbandoned
+		if own == nil {
+			if p := recover(); p != nil {
+				abandoned = fmt.Errorf("%w: %v", errAbandoned, p)
+			}
+		}
 		for i, rs := range todo {
 			for _, r := range rs {
-				r.err = errAbandoned
+				r.err = abandoned
 				if i == 0 {
-					r.err = fmt.Errorf("%w: %w", errUnknownOutcome, errAbandoned)
+					r.err = fmt.Errorf("%w: %w", errUnknownOutcome, abandoned)
 				}
 				close(r.done)
 			}

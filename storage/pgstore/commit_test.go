@@ -609,6 +609,39 @@ func TestPanicInCheck(t *testing.T) {
 		}
 		writesOn(t, st)
 	})
+	t.Run("in a commit the leader left to another goroutine", func(t *testing.T) {
+		// The shared commit fails; its writes commit alone. The leader's
+		// own (a) is answered first and returns; pgstore's own panic in
+		// the next commit (b) must neither reach a caller nor end the
+		// process: b's outcome is unknown, c's write failed.
+		st := openTest(t, dsn, freshSchema(t, dsn))
+		for _, s := range []string{"a", "b", "c"} {
+			if _, _, err := st.Append(ctx, s, rec(s+"0")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errs, panics := queueBehind(t, st, func(n int64) error {
+			switch n {
+			case 1:
+				return errors.New("a write the server refuses")
+			case 3:
+				panic("pgstore bug")
+			}
+			return nil
+		},
+			func() error { _, _, err := st.Append(ctx, "a", rec("a1")); return err },
+			func() error { _, _, err := st.Append(ctx, "b", rec("b1")); return err },
+			func() error { _, err := st.Clear(ctx, "c"); return err },
+		)
+		if slices.ContainsFunc(panics, func(p any) bool { return p != nil }) {
+			t.Fatalf("panics %v, want none on a caller's goroutine", panics)
+		}
+		if errs[0] != nil || !errors.Is(errs[1], storage.ErrOutcomeUnknown) || !strings.Contains(errs[1].Error(), "pgstore bug") ||
+			errs[2] == nil || errors.Is(errs[2], storage.ErrOutcomeUnknown) {
+			t.Fatalf("errors %v; want a's none, b's outcome unknown naming the panic, c's failed", errs)
+		}
+		writesOn(t, st)
+	})
 }
 
 // TestWriteAfterClose: writes queued when Close runs, and a write waiting to
