@@ -95,7 +95,10 @@ type Engine interface {
 
 	// ImportSession restores an exported session keeping every entry's
 	// seq, epoch, time and tokens. A session of that name that exists
-	// fails with ErrNotEmpty. entries is read once, so it may be a stream.
+	// fails with ErrNotEmpty; input that ImportCheck refuses fails with
+	// ErrInvalidImport, storing nothing, and what info leaves out is
+	// worked out as ImportCheck.Layout does. entries is read once, so it
+	// may be a stream.
 	ImportSession(ctx context.Context, info SessionInfo, entries iter.Seq2[Entry, error]) error
 	// Watch reports changes to session ("" for every session) made through
 	// any handle, in any process. Changes may be coalesced; each carries

@@ -37,8 +37,9 @@ var (
 	ErrCurrentEpoch = errors.New("store: cannot purge the current epoch")
 	// ErrInvalidImport means ImportSession refused its input: metadata that
 	// contradicts itself or the entries (an epoch after the current one, a
-	// seq past the last, negative counts, seqs too large to count on).
-	// Nothing of the session was stored.
+	// seq past the last or outside its epoch, epochs out of order or
+	// overlapping, negative counts, seqs too large to count on), as
+	// ImportCheck says. Nothing of the session was stored.
 	ErrInvalidImport = errors.New("store: invalid import")
 	// ErrOutcomeUnknown means a write may or may not have taken effect: the
 	// connection to a server was lost while it committed, and the engine

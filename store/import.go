@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,8 +26,10 @@ const (
 // are recomputed from the entries.
 //
 // Entries must come in increasing seq order with non-decreasing epochs and
-// hold valid messages. A session of that name that already exists fails
-// with ErrNotEmpty.
+// hold valid messages, and agree with info as storage.ImportCheck says:
+// otherwise the import fails with ErrInvalidImport (or
+// ctxstore.ErrInvalidMessage) naming what is wrong. A session of that
+// name that already exists fails with ErrNotEmpty.
 //
 // A session of up to importBatchEntries messages (and importBatchBytes of
 // JSON) is imported in one transaction: all or nothing. A larger one is
@@ -52,15 +53,18 @@ func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries ite
 	if err := checkSession(name); err != nil {
 		return err
 	}
-	if err := checkImportInfo(info); err != nil {
-		return fmt.Errorf("store: import session %q: %w: %w", name, ErrInvalidImport, err)
+	// The metadata is checked before anything is written, each entry as
+	// it comes (add), the same way as every engine does.
+	chk, err := storage.NewImportCheck(info)
+	if err != nil {
+		return fmt.Errorf("store: import session %q: %w", name, err)
 	}
 	created := info.Created.UnixNano()
 	if info.Created.IsZero() {
 		created = time.Now().UnixNano()
 	}
-	im := importer{name: name, info: info, created: created, counts: map[uint64]*epochMeta{}, scratch: newMeta(0)}
-	err := s.importEntries(ctx, &im, entries)
+	im := importer{name: name, info: info, created: created, chk: chk, scratch: newMeta(0)}
+	err = s.importEntries(ctx, &im, entries)
 	if err != nil && im.createdSession {
 		// Best effort: the cause matters more than a failed cleanup. A
 		// session another writer has written to since is left alone: its
@@ -76,42 +80,6 @@ func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries ite
 	return err
 }
 
-// checkImportInfo checks the metadata an import restores: an export is
-// input like any other, and metadata that contradicts itself would leave a
-// session that reads as damaged. Entries are checked as they come (add).
-func checkImportInfo(info SessionInfo) error {
-	if info.Epoch > maxSeq || info.LastSeq > maxSeq || info.EpochStartSeq > maxSeq {
-		return fmt.Errorf("epoch %d, last seq %d or epoch start seq %d over %d", info.Epoch, info.LastSeq, info.EpochStartSeq, uint64(maxSeq))
-	}
-	if info.Messages < 0 || info.Tokens < 0 || info.Bytes < 0 || info.TotalMessages < 0 {
-		return fmt.Errorf("negative count (messages %d, tokens %d, bytes %d, total %d)", info.Messages, info.Tokens, info.Bytes, info.TotalMessages)
-	}
-	var prev *EpochInfo
-	for i := range info.Epochs {
-		e := &info.Epochs[i]
-		switch {
-		case e.Epoch == 0:
-			return errors.New("epoch list names epoch 0")
-		case info.Epoch != 0 && e.Epoch > info.Epoch:
-			return fmt.Errorf("epoch list names epoch %d, after the current epoch %d", e.Epoch, info.Epoch)
-		case prev != nil && e.Epoch <= prev.Epoch:
-			return fmt.Errorf("epoch list is out of order: epoch %d after epoch %d", e.Epoch, prev.Epoch)
-		case e.Messages < 0:
-			return fmt.Errorf("epoch %d: negative message count %d", e.Epoch, e.Messages)
-		case e.FirstSeq > maxSeq || e.LastSeq > maxSeq:
-			return fmt.Errorf("epoch %d: seqs %d-%d over %d", e.Epoch, e.FirstSeq, e.LastSeq, uint64(maxSeq))
-		case e.FirstSeq != 0 && e.LastSeq+1 < e.FirstSeq:
-			return fmt.Errorf("epoch %d: last seq %d before first seq %d", e.Epoch, e.LastSeq, e.FirstSeq)
-		case info.LastSeq != 0 && e.LastSeq > info.LastSeq:
-			return fmt.Errorf("epoch %d: last seq %d after the session's last seq %d", e.Epoch, e.LastSeq, info.LastSeq)
-		case prev != nil && e.FirstSeq != 0 && prev.LastSeq >= e.FirstSeq:
-			return fmt.Errorf("epoch %d starts at seq %d, inside epoch %d (up to %d)", e.Epoch, e.FirstSeq, prev.Epoch, prev.LastSeq)
-		}
-		prev = e
-	}
-	return nil
-}
-
 // unchanged reports whether m is still the metadata the last batch wrote:
 // no other writer appended, cleared or purged in between.
 func (im *importer) unchanged(m *sessionMeta) bool {
@@ -121,13 +89,12 @@ func (im *importer) unchanged(m *sessionMeta) bool {
 
 // importer accumulates what the session's metadata needs from the entries.
 type importer struct {
-	name      string
-	info      SessionInfo
-	created   int64
-	lastSeq   uint64
+	name    string
+	info    SessionInfo
+	created int64
+	// chk checks the entries and keeps their epochs.
+	chk       *storage.ImportCheck
 	lastEpoch uint64
-	counts    map[uint64]*epochMeta // per epoch: first, last, messages, started
-	order     []uint64              // epochs in order of appearance
 	total     int
 	title     string
 	// scratch is the latest epoch's counts so far, kept by the code
@@ -224,19 +191,8 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 
 // add checks e and accounts for it.
 func (im *importer) add(e Entry) (envelope, error) {
-	if e.Seq <= im.lastSeq || e.Epoch < im.lastEpoch || e.Epoch == 0 {
-		return envelope{}, fmt.Errorf("store: import session %q: %w: seq %d epoch %d after seq %d epoch %d: entries must be in order",
-			im.name, ErrInvalidImport, e.Seq, e.Epoch, im.lastSeq, im.lastEpoch)
-	}
-	switch {
-	case e.Seq > maxSeq || e.Epoch > maxSeq:
-		return envelope{}, fmt.Errorf("store: import session %q: %w: seq %d epoch %d: over %d", im.name, ErrInvalidImport, e.Seq, e.Epoch, uint64(maxSeq))
-	case im.info.Epoch != 0 && e.Epoch > im.info.Epoch:
-		return envelope{}, fmt.Errorf("store: import session %q seq %d: %w: epoch %d is after the session's current epoch %d", im.name, e.Seq, ErrInvalidImport, e.Epoch, im.info.Epoch)
-	case im.info.LastSeq != 0 && e.Seq > im.info.LastSeq:
-		return envelope{}, fmt.Errorf("store: import session %q: %w: seq %d is after the session's last seq %d", im.name, ErrInvalidImport, e.Seq, im.info.LastSeq)
-	case e.Tokens < 0:
-		return envelope{}, fmt.Errorf("store: import session %q seq %d: %w: negative token count %d", im.name, e.Seq, ErrInvalidImport, e.Tokens)
+	if err := im.chk.Entry(e); err != nil {
+		return envelope{}, fmt.Errorf("store: import session %q: %w", im.name, err)
 	}
 	msg, err := ctxstore.ParseMessage(e.Raw)
 	if err != nil {
@@ -248,15 +204,10 @@ func (im *importer) add(e Entry) (envelope, error) {
 		env.Time = 0
 	}
 	if e.Epoch != im.lastEpoch {
-		im.counts[e.Epoch] = &epochMeta{Epoch: e.Epoch, First: e.Seq, Started: env.Time}
-		im.order = append(im.order, e.Epoch)
 		im.scratch = newMeta(0)
 	}
-	em := im.counts[e.Epoch]
-	em.Last = e.Seq
-	em.Messages++
 	im.total++
-	im.lastSeq, im.lastEpoch = e.Seq, e.Epoch
+	im.lastEpoch = e.Epoch
 	im.scratch.add(&env, msg)
 	if im.title == "" && msg.Role() == ctxstore.RoleUser && !msg.IsToolResult() {
 		im.title = storage.Title(msg.Text())
@@ -274,38 +225,16 @@ func (im *importer) finish() sessionMeta {
 	if m.Title == "" {
 		m.Title = im.title
 	}
-	m.Epoch = max(info.Epoch, im.lastEpoch, 1)
-	m.LastSeq = max(info.LastSeq, im.lastSeq)
-
-	// Epochs: those info lists, with counts from the entries, plus any
-	// the entries have that info lacks, in epoch order.
-	seen := map[uint64]bool{}
-	for _, ei := range info.Epochs {
-		em := epochMeta{Epoch: ei.Epoch, First: ei.FirstSeq, Last: ei.LastSeq, Purged: ei.Purged}
+	// Epochs, the current one and the last seq, worked out as every
+	// engine does.
+	l := im.chk.Layout(unixTime(m.Updated))
+	m.Epoch, m.EpochSeq, m.LastSeq = l.Epoch, l.EpochStartSeq, l.LastSeq
+	for _, ei := range l.Epochs {
+		em := epochMeta{Epoch: ei.Epoch, First: ei.FirstSeq, Last: ei.LastSeq, Messages: ei.Messages, Purged: ei.Purged}
 		if !ei.Started.IsZero() {
 			em.Started = ei.Started.UnixNano()
 		}
-		if c := im.counts[ei.Epoch]; c != nil {
-			em.Messages = c.Messages
-			if em.First == 0 {
-				em.First, em.Last = c.First, c.Last
-			}
-		}
 		m.Epochs = append(m.Epochs, em)
-		seen[ei.Epoch] = true
-	}
-	for _, e := range im.order {
-		if !seen[e] {
-			m.Epochs = append(m.Epochs, *im.counts[e])
-		}
-	}
-	slices.SortStableFunc(m.Epochs, func(a, b epochMeta) int { return cmp.Compare(a.Epoch, b.Epoch) })
-	if len(m.Epochs) == 0 || m.Epochs[len(m.Epochs)-1].Epoch < m.Epoch {
-		m.Epochs = append(m.Epochs, epochMeta{Epoch: m.Epoch, First: m.LastSeq + 1, Last: m.LastSeq, Started: m.Updated})
-	}
-	m.EpochSeq = info.EpochStartSeq
-	if m.EpochSeq == 0 {
-		m.EpochSeq = m.current().First
 	}
 	// Counts of the current epoch, kept by the code Append uses.
 	if im.lastEpoch == m.Epoch {

@@ -635,12 +635,14 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		if err != nil {
 			return err
 		}
-		rs := SalvageSession{Name: name, MetaOK: s.meta != nil, Skipped: s.skipped}
 		entries := sv.entries(s, found)
 		info := SessionInfo{Name: name}
 		if s.meta != nil {
 			info = fitInfo(s.meta.info(name), entries)
+			entries = sv.fit(s, info, entries)
 		}
+		// After entries and fit, whose messages left out count as skipped.
+		rs := SalvageSession{Name: name, MetaOK: s.meta != nil, Skipped: s.skipped}
 		rs.Missing, rs.MissingUnknown = s.missing(entries)
 		rs.MissingUnknown = rs.MissingUnknown || sv.lostPages > 0
 		if len(entries) == 0 && s.meta == nil && len(s.derived) == 0 {
@@ -756,11 +758,14 @@ func (sv *salvaged) entries(s *salvageSession, found []seqRef) []seqRef {
 
 // fitInfo stretches the metadata found for a session, which may be an older
 // copy than its newest messages, to cover entries: the last seq and current
-// epoch, and each epoch's last seq.
+// epoch, and each epoch's last seq. When the entries have a later epoch, the
+// current one's start seq is left for the import to take from them.
 func fitInfo(info SessionInfo, entries []seqRef) SessionInfo {
 	for _, e := range entries {
 		info.LastSeq = max(info.LastSeq, e.seq)
-		info.Epoch = max(info.Epoch, e.ref.epoch)
+		if e.ref.epoch > info.Epoch {
+			info.Epoch, info.EpochStartSeq = e.ref.epoch, 0
+		}
 		for i := range info.Epochs {
 			if ep := &info.Epochs[i]; ep.Epoch == e.ref.epoch && ep.LastSeq < e.seq {
 				ep.LastSeq = e.seq
@@ -768,6 +773,26 @@ func fitInfo(info SessionInfo, entries []seqRef) SessionInfo {
 		}
 	}
 	return info
+}
+
+// fit drops the entries that contradict the session's metadata in a way
+// fitInfo does not mend (a seq before its epoch's first, one of an epoch
+// the metadata lacks inside another's seqs), so that ImportSession, which
+// would refuse the whole session for them, writes the rest.
+func (sv *salvaged) fit(s *salvageSession, info SessionInfo, entries []seqRef) []seqRef {
+	chk, err := storage.NewImportCheck(info)
+	if err != nil {
+		return entries // the import refuses the session, saying why
+	}
+	out := entries[:0]
+	for _, m := range entries {
+		if err := chk.Entry(Entry{Seq: m.seq, Epoch: m.ref.epoch}); err != nil {
+			sv.skip(s, "message contradicts the session's metadata", fmt.Sprintf("session %q: %v", s.name, err))
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // missing counts the seqs the file's own evidence says the session held but

@@ -456,3 +456,103 @@ func TestSalvageRefusesNewerFormat(t *testing.T) {
 		t.Error("the refused salvage wrote its destination")
 	}
 }
+
+// TestSalvageStaleMeta: a session's metadata older than its messages (a
+// Clear since) or contradicting them is stretched or stepped around, so
+// that the import Salvage writes with, which refuses contradictory
+// metadata, takes the session: "stale" keeps every message, in epoch 3
+// starting at seq 7; "contradicts" loses the one message its metadata
+// puts outside its epoch, and keeps the rest.
+func TestSalvageStaleMeta(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	write := func(f func(st *Store)) {
+		t.Helper()
+		st, err := Open(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(st)
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := func(f func(sessions *bbolt.Bucket) error) {
+		t.Helper()
+		db, err := bbolt.Open(path, 0o600, nil)
+		must(err)
+		must(db.Update(func(tx *bbolt.Tx) error { return f(tx.Bucket([]byte(bucketSessions))) }))
+		must(db.Close())
+	}
+	names := []string{"stale", "contradicts"}
+	write(func(st *Store) {
+		for _, s := range names {
+			_, _, err := st.Append(ctx, s, text("user", "1"), text("assistant", "2"), text("user", "3"))
+			must(err)
+			_, err = st.Clear(ctx, s)
+			must(err)
+			_, _, err = st.Append(ctx, s, text("user", "4"), text("assistant", "5"), text("user", "6"))
+			must(err)
+		}
+	})
+	old := map[string][]byte{}
+	raw(func(b *bbolt.Bucket) error {
+		for _, s := range names {
+			old[s] = slices.Clone(b.Bucket([]byte(s)).Get([]byte(keyMeta)))
+		}
+		return nil
+	})
+	write(func(st *Store) {
+		for _, s := range names {
+			_, err := st.Clear(ctx, s)
+			must(err)
+			_, _, err = st.Append(ctx, s, text("user", "7"), text("assistant", "8"))
+			must(err)
+		}
+	})
+	// Back to the metadata of before the last Clear; "contradicts" also
+	// says epoch 2 starts at seq 5, after its message 4.
+	raw(func(b *bbolt.Bucket) error {
+		m, err := decodeMeta(old["contradicts"])
+		must(err)
+		m.Epochs[0].Last, m.Epochs[1].First, m.EpochSeq = 4, 5, 5
+		if old["contradicts"], err = encodeMeta(&m); err != nil {
+			return err
+		}
+		for _, s := range names {
+			if err := b.Bucket([]byte(s)).Put([]byte(keyMeta), old[s]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	rep, err := Salvage(ctx, path, path+".salvaged")
+	must(err)
+	for _, s := range rep.Sessions {
+		if s.Error != "" {
+			t.Errorf("session %q not written: %s", s.Name, s.Error)
+		}
+	}
+	if rep.Recovered != 15 || rep.Skipped != 1 || rep.SkipReasons["message contradicts the session's metadata"] != 1 {
+		t.Errorf("recovered %d, skipped %d %v; want 15 recovered, 1 skipped for contradicting its metadata", rep.Recovered, rep.Skipped, rep.SkipReasons)
+	}
+	st, err := Open(path+".salvaged", Options{ReadOnly: true})
+	must(err)
+	defer st.Close()
+	for _, s := range names {
+		si, err := st.Session(ctx, s)
+		must(err)
+		if si.Epoch != 3 || si.EpochStartSeq != 7 || si.LastSeq != 8 || si.Messages != 2 {
+			t.Errorf("%s salvaged as %+v; want epoch 3 from seq 7 to 8, 2 messages", s, si)
+		}
+	}
+	if v, err := st.Verify(ctx); err != nil || !v.Intact() {
+		t.Fatalf("the salvaged copy: %v %v", v, err)
+	}
+}

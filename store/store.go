@@ -31,8 +31,9 @@ const (
 	MaxSessionName = storage.MaxSessionName
 	// maxSeq is the highest seq or epoch a session may reach: far beyond
 	// any real use, it leaves room to count on without overflow, and
-	// fits the signed integers of other tools reading exports.
-	maxSeq = 1<<63 - 1
+	// fits the signed integers of other tools reading exports (and of
+	// PostgreSQL).
+	maxSeq = storage.MaxSeq
 )
 
 // Options configure a Store. The zero value is the safe default.

@@ -27,8 +27,9 @@ const (
 )
 
 // An export is input like any other: each hostile one is refused as a
-// whole with an error naming the session and the line, and leaves a file
-// that verifies, lists, exports and purges as before.
+// whole with an error naming the session and the line, and leaves a store
+// (a file or PostgreSQL: the engines check an import alike) that
+// verifies, lists, exports and purges as before.
 func TestHostileImports(t *testing.T) {
 	deep := `{"type":"message","seq":1,"epoch":1,"tokens":1,"message":{"role":"user","content":"x","n":` +
 		strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}}`
@@ -53,28 +54,43 @@ func TestHostileImports(t *testing.T) {
 		{"name not UTF-8", strings.Replace(hostileExport(okSession, okMessage), `"name":"a"`, "\"name\":\"a\xff\"", 1), []string{"line 2", "not valid UTF-8"}, false},
 		{"nested too deep", strings.Replace(hostileExport(okSession, okMessage), strings.SplitAfter(hostileExport(okSession, okMessage), "\n")[2], deep+"\n", 1),
 			[]string{`"a"`, "line 3"}, false},
+		// Metadata contradicting itself or the message.
+		{"last seq before the epoch's", hostileExport(`"epoch":1,"last_seq":1,"messages":1,"epochs":[{"epoch":1,"first_seq":1,"last_seq":3,"messages":1}]`, okMessage),
+			[]string{`"a"`, "line 2", "invalid import", "epoch 1: last seq 3 after the session's last seq 1"}, false},
+		{"epochs out of order", hostileExport(`"epoch":2,"last_seq":2,"messages":1,"epochs":[{"epoch":2,"first_seq":2,"last_seq":2,"messages":0},{"epoch":1,"first_seq":1,"last_seq":1,"messages":1}]`, okMessage),
+			[]string{`"a"`, "invalid import", "out of order"}, false},
+		{"message outside its epoch", hostileExport(`"epoch":2,"last_seq":2,"messages":1,"epochs":[{"epoch":1,"first_seq":1,"last_seq":1,"messages":0},{"epoch":2,"first_seq":2,"last_seq":2,"messages":1}]`, `"seq":2,"epoch":1,"tokens":1`),
+			[]string{`"a"`, "line 3", "invalid import", "outside epoch 1's seqs 1-1"}, false},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t)
-			e.ok(conversation, "add", "keep")
-			in := filepath.Join(e.dir, "hostile.jsonl")
-			writeFile(t, in, c.export)
-			e.fail(1, "", []string{"import", in}, c.want...)
-			if c.firstKept {
-				e.ok("", "purge", "a", "--yes")
-			}
-			e.fail(1, "", []string{"import", "--skip-existing", in}, c.want...)
-			e.ok("", "verify")
-			out := e.ok("", "ls").stdout
-			if strings.Contains(out, "\na ") != c.firstKept || !strings.Contains(out, "keep") {
-				t.Errorf("ls after a refused import:\n%s", out)
-			}
-			e.ok("", "export")
-			e.ok("", "purge", "keep", "--yes")
-			e.ok("", "verify")
-		})
+	for _, engine := range []string{"file", "PostgreSQL"} {
+		for _, c := range cases {
+			t.Run(engine+"/"+c.name, func(t *testing.T) {
+				hostileImport(t, newEngineEnv(t, engine), c.export, c.want, c.firstKept)
+			})
+		}
 	}
+}
+
+// hostileImport imports export, which must fail with want, and checks that
+// the store is as before.
+func hostileImport(t *testing.T, e *env, export string, want []string, firstKept bool) {
+	t.Helper()
+	e.ok(conversation, "add", "keep")
+	in := filepath.Join(e.dir, "hostile.jsonl")
+	writeFile(t, in, export)
+	e.fail(1, "", []string{"import", in}, want...)
+	if firstKept {
+		e.ok("", "purge", "a", "--yes")
+	}
+	e.fail(1, "", []string{"import", "--skip-existing", in}, want...)
+	e.ok("", "verify")
+	out := e.ok("", "ls").stdout
+	if strings.Contains(out, "\na ") != firstKept || !strings.Contains(out, "keep") {
+		t.Errorf("ls after a refused import:\n%s", out)
+	}
+	e.ok("", "export")
+	e.ok("", "purge", "keep", "--yes")
+	e.ok("", "verify")
 }
 
 // What add accepts comes back through export and import, at the nesting

@@ -52,6 +52,8 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"Verify", testVerify},
 		{"VerifyWhileWriting", testVerifyWhileWriting},
 		{"Import", testImport},
+		{"ImportRefused", testImportRefused},
+		{"ImportShapes", testImportShapes},
 		{"Cancelled", testCancelled},
 		{"Closed", testClosed},
 	}
