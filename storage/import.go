@@ -37,7 +37,8 @@ const MaxSeq = 1<<63 - 1
 //     listed lies between the listed epochs around it; entries of the
 //     current epoch start at EpochStartSeq or after, earlier ones end
 //     before it;
-//   - counts are not negative; numbers are at most MaxSeq.
+//   - counts are not negative, token counts at most MaxTokens; numbers are
+//     at most MaxSeq.
 //
 // Counts (messages, tokens, bytes) in info are not checked against the
 // entries: engines recompute them.
@@ -156,6 +157,8 @@ func (c *ImportCheck) checkEntry(e *Entry) error {
 		return fmt.Errorf("seq %d is after the session's last seq %d", e.Seq, info.LastSeq)
 	case e.Tokens < 0:
 		return fmt.Errorf("negative token count %d", e.Tokens)
+	case e.Tokens > MaxTokens:
+		return fmt.Errorf("token count %d over %d", e.Tokens, MaxTokens)
 	case info.EpochStartSeq != 0 && e.Epoch == info.Epoch && e.Seq < info.EpochStartSeq:
 		return fmt.Errorf("a message of the current epoch before its start seq %d", info.EpochStartSeq)
 	case info.EpochStartSeq != 0 && e.Epoch < info.Epoch && e.Seq >= info.EpochStartSeq:

@@ -75,10 +75,28 @@ func CheckSession(name string) error {
 // stored with it so views never recount stored history.
 type Record struct {
 	Message ctxstore.Message
-	Tokens  int
+	// Tokens is the message's token count, 0 to MaxTokens.
+	Tokens int
 	// Counter is the name of the counter that made Tokens, empty when
 	// unknown.
 	Counter string
+}
+
+// MaxTokens is the largest token count a message may be stored with (that
+// of PostgreSQL's integer); no model reads that many.
+const MaxTokens = 1<<31 - 1
+
+// CheckTokens refuses a token count Append and ImportSession may not store:
+// a negative one, or one over MaxTokens. The error matches
+// ctxstore.ErrInvalidMessage.
+func CheckTokens(n int) error {
+	switch {
+	case n < 0:
+		return fmt.Errorf("%w: negative token count %d", ctxstore.ErrInvalidMessage, n)
+	case n > MaxTokens:
+		return fmt.Errorf("%w: token count %d over %d", ctxstore.ErrInvalidMessage, n, MaxTokens)
+	}
+	return nil
 }
 
 // Entry is one stored message with what the store recorded about it.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
 	"go.etcd.io/bbolt"
 )
 
@@ -48,8 +48,8 @@ func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, c
 		if err := r.Message.Validate(); err != nil {
 			return 0, 0, fmt.Errorf("store: append to session %q: message %d: %w", session, i, err)
 		}
-		if r.Tokens < 0 {
-			return 0, 0, fmt.Errorf("store: append to session %q: message %d: %w: negative token count %d", session, i, ctxstore.ErrInvalidMessage, r.Tokens)
+		if err := storage.CheckTokens(r.Tokens); err != nil {
+			return 0, 0, fmt.Errorf("store: append to session %q: message %d: %w", session, i, err)
 		}
 	}
 	err = s.writeReq(ctx, &writeReq{

@@ -251,6 +251,9 @@ func validate(s *Store, session, what string, recs []storage.Record) error {
 		if err := storable(r.Message); err != nil {
 			return s.errorf(session, "%s: message %d: %w", what, i, err)
 		}
+		if err := storage.CheckTokens(r.Tokens); err != nil {
+			return s.errorf(session, "%s: message %d: %w", what, i, err)
+		}
 	}
 	return nil
 }

@@ -303,6 +303,23 @@ func testInvalid(t *testing.T, open Opener) {
 	if f, l, err := e.Append(ctx, "s"); f != 0 || l != 0 || err != nil {
 		t.Fatalf("append of nothing: %d %d %v", f, l, err)
 	}
+	// Token counts run from 0 to MaxTokens; others are refused, whole.
+	for _, n := range []int{-1, storage.MaxTokens + 1} {
+		r := text("user", "counted")
+		r.Tokens = n
+		if _, _, err := e.Append(ctx, "s", text("user", "fine"), r); !errors.Is(err, ctxstore.ErrInvalidMessage) {
+			t.Errorf("append with a token count of %d: %v, want ErrInvalidMessage", n, err)
+		}
+	}
+	if _, err := e.Session(ctx, "s"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("after refused token counts the session exists: %v", err)
+	}
+	r := text("user", "counted")
+	r.Tokens = storage.MaxTokens
+	appendOK(t, e, "s", r)
+	if es := collect(t, e.Messages(ctx, "s", 0)); len(es) != 1 || es[0].Tokens != storage.MaxTokens {
+		t.Errorf("a count of MaxTokens: read back %+v", es)
+	}
 }
 
 func testSeqs(t *testing.T, open Opener) {
