@@ -74,10 +74,14 @@ func (s *Store) ImportSession(ctx context.Context, info storage.SessionInfo, ent
 		if !info.Updated.IsZero() {
 			updated = info.Updated.UnixNano()
 		}
+		// The messages go to the server a statement at a time, in the
+		// transaction (the session's row is locked), rather than queued
+		// with the COMMIT: the pipeline would hold every message's
+		// encoding at once.
 		var batch []storage.Entry
-		flush := func() {
+		flush := func() error {
 			if len(batch) == 0 {
-				return
+				return nil
 			}
 			n := len(batch)
 			seqs, epochs, times := make([]int64, n), make([]int64, n), make([]int64, n)
@@ -90,8 +94,9 @@ func (s *Store) ImportSession(ctx context.Context, info storage.SessionInfo, ent
 				}
 				calls[i], results[i] = arrayLiteral(e.CallIDs), arrayLiteral(e.ResultIDs)
 			}
-			w.batch.Queue(s.q.insertMessages, w.name, seqs, epochs, times, roles, tokens, counters, calls, results, raws, []byte(nil))
 			batch = nil
+			_, err := w.conn.Exec(w.ctx, s.q.insertMessages, w.name, seqs, epochs, times, roles, tokens, counters, calls, results, raws, []byte(nil))
+			return err
 		}
 		var epoch uint64 // of the last entry
 		for _, g := range given {
@@ -107,10 +112,14 @@ func (s *Store) ImportSession(ctx context.Context, info storage.SessionInfo, ent
 				m.title = title
 			}
 			if batch = append(batch, e); len(batch) >= importBatch {
-				flush()
+				if err := flush(); err != nil {
+					return err
+				}
 			}
 		}
-		flush()
+		if err := flush(); err != nil {
+			return err
+		}
 		if info.Title != "" {
 			m.title = info.Title
 		}
