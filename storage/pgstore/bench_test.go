@@ -142,23 +142,40 @@ func appendLoop(st *Store, session string, n int) error {
 	return nil
 }
 
+// bareLoop inserts n rows of the same ~1 KiB into the bench's bare table,
+// one INSERT per transaction (one round trip, synchronous commit): what the
+// server and the machine allow one appender without ctxstore.
+func bareLoop(st *Store, session string, n int) error {
+	raw := ctxstore.NewMessage("user", strings.Repeat("lorem ipsum ", 85)).Bytes()
+	for range n {
+		if _, err := st.pool.Exec(context.Background(), "INSERT INTO "+st.schema+".bare (session, raw) VALUES ($1, $2)", []byte(session), raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // childAppenders runs g goroutines appending n messages each to sessions
-// of their own, starting at the given Unix time (ns), and prints
-// "done <Unix ns>" when all are.
+// of their own (or inserting bare rows, mode "bare"), starting at the given
+// Unix time (ns), and prints "done <Unix ns>" when all are.
 func childAppenders(st *Store, arg string) error {
 	var g, n int
 	var start int64
-	var prefix string
-	if _, err := fmt.Sscan(arg, &g, &n, &start, &prefix); err != nil {
+	var prefix, mode string
+	if _, err := fmt.Sscan(arg, &g, &n, &start, &prefix, &mode); err != nil {
 		return fmt.Errorf("arg %q: %w", arg, err)
 	}
-	if err := appendLoop(st, prefix+"-warm", 3); err != nil {
+	loop := appendLoop
+	if mode == "bare" {
+		loop = bareLoop
+	}
+	if err := loop(st, prefix+"-warm", 3); err != nil {
 		return err
 	}
 	time.Sleep(time.Until(time.Unix(0, start)))
 	errs := make(chan error, g)
 	for i := range g {
-		go func() { errs <- appendLoop(st, fmt.Sprintf("%s-%d", prefix, i), n) }()
+		go func() { errs <- loop(st, fmt.Sprintf("%s-%d", prefix, i), n) }()
 	}
 	for range g {
 		if err := <-errs; err != nil {
@@ -171,57 +188,71 @@ func childAppenders(st *Store, arg string) error {
 
 // BenchmarkAppendersAcrossProcesses: appends per second of one appender
 // against 16 appenders in 4 processes (4 goroutines each, own pool per
-// process, a session per appender), in one run; reports the ratio. b.N is
-// the appends of each appender.
+// process, a session per appender), in one run; reports the ratio. The same
+// two phases with bare one-row INSERTs (one transaction each) give the
+// ratio the server and the machine allow without ctxstore ("bare-ratio").
+// b.N is the appends of each appender.
 func BenchmarkAppendersAcrossProcesses(b *testing.B) {
 	dsn := testDSN(b)
 	schema := freshSchema(b, dsn)
 	st := openTest(b, dsn, schema)
+	if _, err := st.pool.Exec(context.Background(), "CREATE TABLE "+st.schema+".bare (session bytea, seq bigserial, raw bytea, PRIMARY KEY (session, seq))"); err != nil {
+		b.Fatal(err)
+	}
 	n := max(b.N, 50)
-	if err := appendLoop(st, "warm", 10); err != nil {
-		b.Fatal(err)
-	}
-	t0 := time.Now()
-	if err := appendLoop(st, "alone", n); err != nil {
-		b.Fatal(err)
-	}
-	one := float64(n) / time.Since(t0).Seconds()
+	ratio := func(mode string) (one, many float64) {
+		loop := appendLoop
+		if mode == "bare" {
+			loop = bareLoop
+		}
+		if err := loop(st, mode+"-warm", 10); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := loop(st, mode+"-alone", n); err != nil {
+			b.Fatal(err)
+		}
+		one = float64(n) / time.Since(t0).Seconds()
 
-	const procs, per = 4, 4
-	start := time.Now().Add(3 * time.Second)
-	var cmds []*exec.Cmd
-	var outs []io.Reader
-	for p := range procs {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestPGChild$", "-test.v=false")
-		cmd.Env = append(os.Environ(), envChild+"=appenders", envDSN+"="+dsn, envSchema+"="+schema,
-			envArg+"="+fmt.Sprintf("%d %d %d p%d", per, n, start.UnixNano(), p))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
+		const procs, per = 4, 4
+		start := time.Now().Add(3 * time.Second)
+		var cmds []*exec.Cmd
+		var outs []io.Reader
+		for p := range procs {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestPGChild$", "-test.v=false")
+			cmd.Env = append(os.Environ(), envChild+"=appenders", envDSN+"="+dsn, envSchema+"="+schema,
+				envArg+"="+fmt.Sprintf("%d %d %d %s-p%d %s", per, n, start.UnixNano(), mode, p, mode))
+			cmd.Stderr = os.Stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			cmds, outs = append(cmds, cmd), append(outs, out)
 		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
+		var end int64
+		for i, cmd := range cmds {
+			var done int64
+			line, _ := io.ReadAll(outs[i])
+			if _, err := fmt.Sscanf(string(line), "done %d", &done); err != nil {
+				b.Fatalf("appender process %d said %q: %v", i, line, err)
+			}
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			end = max(end, done)
 		}
-		cmds, outs = append(cmds, cmd), append(outs, out)
+		if time.Now().Before(start) || end < start.UnixNano() {
+			b.Fatal("the processes did not start together")
+		}
+		return one, float64(procs*per*n) / time.Duration(end-start.UnixNano()).Seconds()
 	}
-	var end int64
-	for i, cmd := range cmds {
-		var done int64
-		line, _ := io.ReadAll(outs[i])
-		if _, err := fmt.Sscanf(string(line), "done %d", &done); err != nil {
-			b.Fatalf("appender process %d said %q: %v", i, line, err)
-		}
-		if err := cmd.Wait(); err != nil {
-			b.Fatal(err)
-		}
-		end = max(end, done)
-	}
-	if time.Now().Before(start) || end < start.UnixNano() {
-		b.Fatal("the processes did not start together")
-	}
-	many := float64(procs*per*n) / time.Duration(end-start.UnixNano()).Seconds()
+	one, many := ratio("store")
+	bareOne, bareMany := ratio("bare")
 	b.ReportMetric(one, "1-appender-appends/s")
 	b.ReportMetric(many, "16-appenders-appends/s")
 	b.ReportMetric(many/one, "ratio")
+	b.ReportMetric(bareMany/bareOne, "bare-ratio")
 }
