@@ -29,7 +29,10 @@ func (s *Store) Append(ctx context.Context, session string, recs ...Record) (fir
 // process can change the session in between: a caller that expects the
 // epoch it last saw (no Clear since) or the LastSeq it last wrote (nobody
 // else appended since) gets exactly that or an error. check may run more
-// than once and must decide from its argument alone.
+// than once and must decide from its argument alone. If check panics,
+// nothing is written and AppendIf panics with the same value, on the
+// caller's goroutine (check may have run on another writer's, whose commit
+// it shared); the other writes of that commit are not affected.
 func (s *Store) AppendIf(ctx context.Context, session string, check func(SessionInfo) error, recs ...Record) (first, last uint64, err error) {
 	if check == nil {
 		return 0, 0, fmt.Errorf("store: append to session %q: AppendIf needs a check", session)
@@ -136,7 +139,9 @@ func (s *Store) Clear(ctx context.Context, session string) (newEpoch uint64, err
 // reader ever sees the new epoch empty, and a crash leaves either the old
 // history or the new one. The old epoch stays readable with EpochMessages.
 // A session that does not exist yet is created with recs as its first
-// epoch. It returns the new epoch and the seqs of recs.
+// epoch. It returns the new epoch and the seqs of recs. A check that panics
+// is treated as AppendIf's: nothing is written and the panic goes on, with
+// its value, on the caller's goroutine.
 func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(SessionInfo) error, recs ...Record) (epoch, first, last uint64, err error) {
 	if err := checkSession(session); err != nil {
 		return 0, 0, 0, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/pause"
@@ -24,7 +25,61 @@ type writeReq struct {
 	done chan struct{} // closed when err is final
 	lead chan struct{} // receives the leader role when handed over
 	err  error
+	// panicked, when not nil, is what a callback of the caller's (a check,
+	// UpdateDerived's fn) panicked with, maybe on another caller's
+	// goroutine (the commit's leader): the write stored nothing, and its
+	// caller's goroutine raises the panic again (answer).
+	panicked any
 }
+
+// answer is r's outcome, once done is closed, on its caller's goroutine: a
+// panic of the caller's callback, recovered where it ran, is raised again
+// here, with the same value, so that it reaches the caller whose code
+// panicked, and only that one.
+func (r *writeReq) answer() error {
+	if r.panicked != nil {
+		panic(r.panicked)
+	}
+	return r.err
+}
+
+// callerPanic carries a panic of a caller's callback, recovered where the
+// callback ran, back to its request as an error (see caught). The callbacks
+// run before their write's first change, so it is returned as a rejection:
+// the transaction stays usable for the other requests.
+type callerPanic struct{ value any }
+
+func (p *callerPanic) Error() string {
+	return fmt.Sprintf("store: the write's callback panicked: %v", p.value)
+}
+
+// callCheck runs a caller's check on si; a panic in it comes back as a
+// *callerPanic.
+func callCheck(check func(SessionInfo) error, si SessionInfo) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &callerPanic{p}
+		}
+	}()
+	return check(si)
+}
+
+// caught moves a *callerPanic, r's error after its check or fn panicked,
+// to r.panicked: r is answered, and is not run again.
+func caught(r *writeReq) {
+	if p, ok := r.err.(*callerPanic); ok {
+		r.panicked, r.err = p.value, errPanicked
+	}
+}
+
+// errPanicked is the error of a write whose caller's callback panicked; its
+// caller sees the panic instead.
+var errPanicked = errors.New("store: the write's callback panicked")
+
+// errAbandoned is the error of the writes a commit left unanswered when the
+// store's own code panicked in it (a bug of this package): the panic goes
+// on up the leader's goroutine, and the others fail instead of hanging.
+var errAbandoned = errors.New("the commit this write was in panicked (a bug in store)")
 
 // rejected is a write refused by its checks, before writing anything.
 type rejected struct{ err error }
@@ -40,7 +95,13 @@ func reject(err error) error { return &rejected{err} }
 // There is no batching window: a writer that finds no commit in progress
 // commits at once. Writers that arrive during a commit queue up; when it
 // ends, the first of them leads the next commit, taking the whole queue, so
-// N concurrent writers cost about two commits instead of N.
+// N concurrent writers cost about two commits instead of N. A queued writer
+// whose ctx ends before its write is taken into a commit leaves the queue
+// and returns ctx's error.
+//
+// A panic in a caller's callback (a check, UpdateDerived's fn) is raised
+// again on that caller's goroutine, once the others of its commit are
+// answered and the queue handed on.
 func (s *Store) write(ctx context.Context, apply func(w *wtx) error) error {
 	return s.writeReq(ctx, &writeReq{apply: apply})
 }
@@ -62,13 +123,19 @@ func (s *Store) writeReq(ctx context.Context, r *writeReq) error {
 	}
 	if s.committing {
 		s.qmu.Unlock()
-		// No ctx case: once queued the write may already be in a
-		// transaction, and its caller must learn the outcome. The wait
-		// is bounded by two commits, each bounded by LockTimeout.
 		select {
 		case <-r.done:
-			return r.err
+			return r.answer()
 		case <-r.lead:
+		case <-ctx.Done():
+			if s.leave(r) {
+				return ctx.Err()
+			}
+			// Already taken into a commit: its caller must learn the
+			// outcome. The commit's lock waits are bounded by
+			// LockTimeout.
+			<-r.done
+			return r.answer()
 		}
 	} else {
 		s.committing = true
@@ -76,11 +143,48 @@ func (s *Store) writeReq(ctx context.Context, r *writeReq) error {
 	}
 	s.lead()
 	<-r.done
-	return r.err
+	return r.answer()
+}
+
+// leave takes r, whose caller gave up, out of the queue, handing the
+// leader role on if r had been given it. It reports false when r was taken
+// into a commit already.
+func (s *Store) leave(r *writeReq) bool {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	i := slices.Index(s.queue, r)
+	if i < 0 {
+		return false
+	}
+	s.queue = slices.Delete(s.queue, i, i+1)
+	select {
+	case <-r.lead:
+		s.handOverLocked()
+	default:
+	}
+	return true
+}
+
+// handOver ends a leader's turn: the first writer that queued meanwhile
+// leads the next commit, or, none queued, the next writer commits at once.
+func (s *Store) handOver() {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	s.handOverLocked()
+}
+
+// handOverLocked is handOver with qmu held.
+func (s *Store) handOverLocked() {
+	if len(s.queue) == 0 {
+		s.committing = false
+	} else {
+		s.queue[0].lead <- struct{}{}
+	}
 }
 
 // lead commits everything queued, then hands the leader role to the first
-// writer that queued meanwhile, if any.
+// writer that queued meanwhile, if any: however the commit ends, a panic
+// included.
 func (s *Store) lead() {
 	s.qmu.Lock()
 	if n := s.lastBatch; n > 1 && len(s.queue) < n {
@@ -101,15 +205,8 @@ func (s *Store) lead() {
 	s.lastBatch = len(batch)
 	s.qmu.Unlock()
 
+	defer s.handOver()
 	s.commit(batch)
-
-	s.qmu.Lock()
-	if len(s.queue) == 0 {
-		s.committing = false
-	} else {
-		s.queue[0].lead <- struct{}{}
-	}
-	s.qmu.Unlock()
 }
 
 // gatherWait bounds how long a leader waits for the writers of the last
@@ -128,13 +225,23 @@ const maxReplacedRetries = 3
 // batch committed into a file that, by the time the commit ended, had been
 // replaced at the path (another file renamed over it) is not acknowledged:
 // it is committed again into the file now at the path.
+//
+// Every request is answered however commit ends. A panic of the store's
+// own code goes on up the leader's goroutine, and the requests of the batch
+// fail with ErrOutcomeUnknown (the panic may have come after their records
+// reached the file) instead of waiting forever or reading as stored.
 func (s *Store) commit(batch []*writeReq) {
+	finished := false
 	defer func() {
 		for _, r := range batch {
+			if !finished && r.panicked == nil {
+				r.err = fmt.Errorf("store %s: commit: %w: %w", s.path, ErrOutcomeUnknown, errAbandoned)
+			}
 			close(r.done)
 		}
 	}()
 	if s.walCommit(batch) {
+		finished = true
 		return
 	}
 	for attempt := 0; s.commitOnce(batch); attempt++ {
@@ -142,9 +249,10 @@ func (s *Store) commit(batch []*writeReq) {
 			for _, r := range batch {
 				r.err = fmt.Errorf("store %s: commit: the file was replaced at its path %d times while writing; nothing acknowledged", s.path, attempt+1)
 			}
-			return
+			break
 		}
 	}
+	finished = true
 }
 
 // commitOnce is one attempt of commit. It reports whether the batch must be
@@ -191,10 +299,14 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 				return fmt.Errorf("apply the log: %w", err)
 			}
 			for _, r := range batch {
+				if r.panicked != nil {
+					continue // answered in an earlier attempt
+				}
 				r.err = r.apply(w)
 				var rj *rejected
 				if errors.As(r.err, &rj) {
 					r.err = rj.err
+					caught(r)
 				} else if r.err != nil {
 					return errPartial
 				}
@@ -259,6 +371,9 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		// One write failed half-way and the whole transaction was rolled
 		// back: commit each alone, so only the faulty one fails.
 		for _, r := range batch {
+			if r.panicked != nil {
+				continue
+			}
 			r.err = s.guard("write", func() error {
 				return db.Update(func(tx *bbolt.Tx) error {
 					w := newWtx(tx)
@@ -271,6 +386,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 			var rj *rejected
 			if errors.As(r.err, &rj) {
 				r.err = rj.err
+				caught(r)
 			}
 		}
 	case errors.Is(err, errPartial):
@@ -386,7 +502,7 @@ func (w *wtx) vet(name string, now int64, check func(SessionInfo) error) error {
 	if err != nil {
 		return reject(err)
 	}
-	if err := check(si); err != nil {
+	if err := callCheck(check, si); err != nil {
 		return reject(err)
 	}
 	return nil

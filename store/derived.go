@@ -67,7 +67,8 @@ func putDerived(w *wtx, session, kind, key string, value []byte) error {
 // error unchanged, so callers can use their own sentinels to mean "leave
 // it". fn may be called more than once (a shared commit that fails is
 // retried write by write), so it must not rely on state left by an earlier
-// call.
+// call. If fn panics, nothing is written and UpdateDerived panics with the
+// same value on the caller's goroutine, as AppendIf does for its check.
 func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn func(cur []byte, info SessionInfo) ([]byte, error)) error {
 	if err := checkDerived(session, kind, key, true); err != nil {
 		return err
@@ -87,7 +88,7 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 		} else if !errors.Is(err, ErrNotFound) {
 			return reject(err)
 		}
-		value, err := fn(cur, info)
+		value, err := callFn(fn, cur, info)
 		if err != nil {
 			return reject(err) // write hands back fn's error itself
 		}
@@ -96,6 +97,17 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 		}
 		return putDerived(w, session, kind, key, value)
 	})
+}
+
+// callFn runs UpdateDerived's fn; a panic in it comes back as a
+// *callerPanic.
+func callFn(fn func(cur []byte, info SessionInfo) ([]byte, error), cur []byte, info SessionInfo) (value []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			value, err = nil, &callerPanic{p}
+		}
+	}()
+	return fn(cur, info)
 }
 
 // deleteDerived removes one derived record inside w, if it exists.

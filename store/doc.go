@@ -120,7 +120,10 @@
 // commits at once; writers arriving during a commit share the next one: one
 // log write and one fsync, or one transaction and its pair of fsyncs. A write rejected by its
 // check (ErrNotEmpty, ErrNotFound) leaves the others in the transaction
-// alone.
+// alone, and so does a caller's check (or UpdateDerived's fn) that panics:
+// the panic is recovered where the check ran and raised again on its own
+// caller's goroutine. A queued write whose context ends before a commit
+// takes it leaves the queue and returns the context's error.
 //
 // # Files
 //

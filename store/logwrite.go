@@ -129,8 +129,9 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 			ts.meta.born(now)
 		}
 		if a.check != nil {
-			if err := a.check(ts.meta.info(a.session)); err != nil {
+			if err := callCheck(a.check, ts.meta.info(a.session)); err != nil {
 				r.err = err
+				caught(r)
 				continue
 			}
 		}
