@@ -43,6 +43,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"ReplaceEpoch", testReplaceEpoch},
 		{"ConditionalSeesOtherWriters", testConditional},
 		{"ConditionalRace", testConditionalRace},
+		{"PanicInCheck", testPanicInCheck},
 		{"Derived", testDerived},
 		{"DerivedCAS", testDerivedCAS},
 		{"Listing", testListing},
@@ -481,6 +482,69 @@ func testReplaceEpoch(t *testing.T, open Opener) {
 
 // testConditional: a conditional write through one handle sees what another
 // handle (another process) wrote.
+// testPanicInCheck: a check (or UpdateDerived's fn) that panics while
+// other goroutines write writes nothing; its caller recovers the panic with
+// its value, the others' writes are stored once each, and the engine
+// writes on.
+func testPanicInCheck(t *testing.T, open Opener) {
+	e, _ := open(t)
+	ctx := context.Background()
+	appendOK(t, e, "s", text("user", "first"))
+	type bug struct{ n int }
+	panicked := func(t *testing.T, write func()) {
+		t.Helper()
+		defer func() {
+			if p := recover(); p != (bug{7}) {
+				t.Errorf("recovered %v, want the check's own panic", p)
+			}
+		}()
+		write()
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				if _, _, err := e.Append(ctx, "s", text("user", fmt.Sprint("other ", i))); err != nil {
+					t.Errorf("append beside a panicking check: %v", err)
+				}
+				return
+			}
+			panicked(t, func() {
+				e.AppendIf(ctx, "s", func(storage.SessionInfo) error { panic(bug{7}) }, text("user", "never"))
+			})
+		}()
+	}
+	wg.Wait()
+	panicked(t, func() {
+		e.ReplaceEpoch(ctx, "s", func(storage.SessionInfo) error { panic(bug{7}) }, text("user", "never"))
+	})
+	panicked(t, func() {
+		e.UpdateDerived(ctx, "s", "k", "key", func([]byte, storage.SessionInfo) ([]byte, error) { panic(bug{7}) })
+	})
+	deadline, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, _, err := e.Append(deadline, "s", text("user", "last")); err != nil {
+		t.Fatalf("append after recovered panics: %v", err)
+	}
+	es := collect(t, e.Messages(ctx, "s", 0))
+	texts := map[string]int{}
+	for _, en := range es {
+		m, _ := en.Message()
+		texts[m.Text()]++
+	}
+	if len(es) != 6 || texts["never"] != 0 || texts["first"] != 1 || texts["last"] != 1 || texts["other 0"] != 1 || texts["other 6"] != 1 {
+		t.Errorf("session holds %v; want first, the four others once each, last", texts)
+	}
+	if si := info(t, e, "s"); si.Epoch != 1 {
+		t.Errorf("epoch %d after a ReplaceEpoch whose check panicked, want 1", si.Epoch)
+	}
+	if _, err := e.GetDerived(ctx, "s", "k", "key"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("derived record after an UpdateDerived whose fn panicked: %v, want ErrNotFound", err)
+	}
+}
+
 func testConditional(t *testing.T, open Opener) {
 	a, another := open(t)
 	b := another(t)
