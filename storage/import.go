@@ -79,46 +79,81 @@ func (c *ImportCheck) checkInfo() error {
 	if info.Epoch == 0 && (len(info.Epochs) > 0 || info.EpochStartSeq != 0) {
 		return fmt.Errorf("an epoch list of %d epochs or an epoch start seq (%d) without the current epoch (epoch 0)", len(info.Epochs), info.EpochStartSeq)
 	}
+	var first error
+	checkEpochList(info, false, func(err error) bool {
+		first = err
+		return false
+	})
+	return first
+}
+
+// checkEpochList checks info's epoch list against itself and info's
+// numbers, and calls report with each problem found, one per epoch at
+// most, until it returns false. Problems name the epoch, not the session.
+//
+// An import's info (stored false) may leave its last seq, its current
+// epoch's start seq (0) and its current epoch (unlisted) out. A stored
+// session's (stored true) may not: its numbers are checked as they are,
+// its current epoch must be listed, last, and a purged epoch must count
+// no messages.
+func checkEpochList(info *SessionInfo, stored bool, report func(error) bool) {
+	knownLast := stored || info.LastSeq != 0
+	knownStart := stored || info.EpochStartSeq != 0
+	if stored && info.Epoch == 0 {
+		report(errors.New("current epoch 0 (epochs start at 1)"))
+		return
+	}
 	var prev *EpochInfo
+	listed := false // the current epoch is
 	for i := range info.Epochs {
 		e := &info.Epochs[i]
 		current := e.Epoch == info.Epoch
+		listed = listed || current
+		var err error
 		switch {
 		case e.Epoch == 0:
-			return errors.New("epoch list names epoch 0")
+			err = errors.New("epoch list names epoch 0")
 		case e.Epoch > info.Epoch:
-			return fmt.Errorf("epoch list names epoch %d, after the current epoch %d", e.Epoch, info.Epoch)
+			err = fmt.Errorf("epoch list names epoch %d, after the current epoch %d", e.Epoch, info.Epoch)
 		case prev != nil && e.Epoch == prev.Epoch:
-			return fmt.Errorf("epoch list names epoch %d twice", e.Epoch)
+			err = fmt.Errorf("epoch list names epoch %d twice", e.Epoch)
 		case prev != nil && e.Epoch < prev.Epoch:
-			return fmt.Errorf("epoch list is out of order: epoch %d after epoch %d", e.Epoch, prev.Epoch)
+			err = fmt.Errorf("epoch list is out of order: epoch %d after epoch %d", e.Epoch, prev.Epoch)
 		case e.Messages < 0:
-			return fmt.Errorf("epoch %d: negative message count %d", e.Epoch, e.Messages)
+			err = fmt.Errorf("epoch %d: negative message count %d", e.Epoch, e.Messages)
 		case e.FirstSeq > MaxSeq || e.LastSeq > MaxSeq:
-			return fmt.Errorf("epoch %d: seqs %d-%d over %d", e.Epoch, e.FirstSeq, e.LastSeq, uint64(MaxSeq))
+			err = fmt.Errorf("epoch %d: seqs %d-%d over %d", e.Epoch, e.FirstSeq, e.LastSeq, uint64(MaxSeq))
 		case e.FirstSeq == 0:
-			return fmt.Errorf("epoch %d: first seq 0 (seqs start at 1)", e.Epoch)
+			err = fmt.Errorf("epoch %d: first seq 0 (seqs start at 1)", e.Epoch)
 		case e.LastSeq+1 < e.FirstSeq:
-			return fmt.Errorf("epoch %d: last seq %d before first seq %d", e.Epoch, e.LastSeq, e.FirstSeq)
-		case info.LastSeq != 0 && e.LastSeq > info.LastSeq:
-			return fmt.Errorf("epoch %d: last seq %d after the session's last seq %d", e.Epoch, e.LastSeq, info.LastSeq)
+			err = fmt.Errorf("epoch %d: last seq %d before first seq %d", e.Epoch, e.LastSeq, e.FirstSeq)
+		case knownLast && e.LastSeq > info.LastSeq:
+			err = fmt.Errorf("epoch %d: last seq %d after the session's last seq %d", e.Epoch, e.LastSeq, info.LastSeq)
 		case prev != nil && prev.LastSeq >= e.FirstSeq:
-			return fmt.Errorf("epoch %d starts at seq %d, inside epoch %d (up to %d)", e.Epoch, e.FirstSeq, prev.Epoch, prev.LastSeq)
+			err = fmt.Errorf("epoch %d starts at seq %d, inside epoch %d (up to %d)", e.Epoch, e.FirstSeq, prev.Epoch, prev.LastSeq)
 		case current && e.Purged:
-			return fmt.Errorf("epoch %d, the current one, is marked purged (only earlier epochs can be)", e.Epoch)
-		case current && info.EpochStartSeq != 0 && e.FirstSeq != info.EpochStartSeq:
-			return fmt.Errorf("epoch %d, the current one, starts at seq %d, not at the epoch start seq %d", e.Epoch, e.FirstSeq, info.EpochStartSeq)
-		case current && info.LastSeq != 0 && e.LastSeq != info.LastSeq:
-			return fmt.Errorf("epoch %d, the current one, ends at seq %d, not at the session's last seq %d", e.Epoch, e.LastSeq, info.LastSeq)
-		case !current && info.EpochStartSeq != 0 && e.LastSeq >= info.EpochStartSeq:
-			return fmt.Errorf("epoch %d ends at seq %d, not before the current epoch's start seq %d", e.Epoch, e.LastSeq, info.EpochStartSeq)
+			err = fmt.Errorf("epoch %d, the current one, is marked purged (only earlier epochs can be)", e.Epoch)
+		case current && knownStart && e.FirstSeq != info.EpochStartSeq:
+			err = fmt.Errorf("epoch %d, the current one, starts at seq %d, not at the epoch start seq %d", e.Epoch, e.FirstSeq, info.EpochStartSeq)
+		case current && knownLast && e.LastSeq != info.LastSeq:
+			err = fmt.Errorf("epoch %d, the current one, ends at seq %d, not at the session's last seq %d", e.Epoch, e.LastSeq, info.LastSeq)
+		case !current && knownStart && e.LastSeq >= info.EpochStartSeq:
+			err = fmt.Errorf("epoch %d ends at seq %d, not before the current epoch's start seq %d", e.Epoch, e.LastSeq, info.EpochStartSeq)
+		case stored && e.Purged && e.Messages != 0:
+			err = fmt.Errorf("epoch %d is marked purged but counts %d messages", e.Epoch, e.Messages)
+		}
+		if err != nil && !report(err) {
+			return
 		}
 		prev = e
 	}
-	if info.LastSeq != 0 && info.EpochStartSeq > info.LastSeq+1 {
-		return fmt.Errorf("the current epoch starts at seq %d, after the session's last seq %d and the next one", info.EpochStartSeq, info.LastSeq)
+	switch {
+	case stored && !listed:
+		report(fmt.Errorf("the current epoch %d is not in the epoch list", info.Epoch))
+	case !listed && knownLast && info.EpochStartSeq > info.LastSeq+1:
+		// When it is listed, its own range says so.
+		report(fmt.Errorf("the current epoch starts at seq %d, after the session's last seq %d and the next one", info.EpochStartSeq, info.LastSeq))
 	}
-	return nil
 }
 
 // Entry checks the next entry against info and the entries before it,

@@ -273,3 +273,70 @@ func (a *PairingAudit) Finish(r *VerifyReport) {
 		}
 	}
 }
+
+// EpochAudit checks one stored session's epoch list for Verify, the same
+// way in every engine: the list by itself and against the session's
+// numbers (NewEpochAudit), each stored message against the epoch it names
+// (Message), and each epoch's message count against the messages found
+// (Finish). Every problem is of kind "meta" and names the session; the
+// epoch and seqs concerned are in its detail, a message's seq in its Seq.
+//
+// A consistent list is what ImportCheck accepts, with nothing left out:
+// epochs oldest first, each once, none 0 and none after the current one;
+// each covering seqs FirstSeq..LastSeq (LastSeq = FirstSeq-1 when empty),
+// FirstSeq at least 1, ranges in increasing order without overlap, none
+// past the session's LastSeq; the current epoch listed last, not purged,
+// from EpochStartSeq to LastSeq; a purged epoch counting no messages.
+// Seqs missing inside or between epochs are not damage: PurgeEpoch and
+// imports leave such gaps.
+type EpochAudit struct {
+	info SessionInfo
+	// at indexes info.Epochs by epoch (the first listing of each).
+	at     map[uint64]int
+	counts map[uint64]int
+}
+
+// NewEpochAudit reports into r what is wrong with info's epoch list by
+// itself, and returns the audit info's stored messages go through.
+func NewEpochAudit(r *VerifyReport, info SessionInfo) *EpochAudit {
+	a := &EpochAudit{info: info, at: make(map[uint64]int, len(info.Epochs)), counts: map[uint64]int{}}
+	checkEpochList(&a.info, true, func(err error) bool {
+		r.AddProblem("meta", info.Name, 0, "%v", err)
+		return true
+	})
+	for i, e := range info.Epochs {
+		if _, ok := a.at[e.Epoch]; !ok {
+			a.at[e.Epoch] = i
+		}
+	}
+	return a
+}
+
+// Message checks one stored message, of epoch at seq: its epoch must be
+// listed, not purged, and hold seq in its range. It counts the message in
+// its epoch.
+func (a *EpochAudit) Message(r *VerifyReport, seq, epoch uint64) {
+	a.counts[epoch]++
+	i, ok := a.at[epoch]
+	if !ok {
+		r.AddProblem("meta", a.info.Name, seq, "epoch %d is not in the session's epoch list", epoch)
+		return
+	}
+	switch e := &a.info.Epochs[i]; {
+	case e.Purged:
+		r.AddProblem("meta", a.info.Name, seq, "message of epoch %d, which is marked purged", epoch)
+	case seq < e.FirstSeq || seq > e.LastSeq:
+		r.AddProblem("meta", a.info.Name, seq, "outside epoch %d's range %d..%d", epoch, e.FirstSeq, e.LastSeq)
+	}
+}
+
+// Finish reports every epoch whose message count differs from the
+// messages Message counted of it. A purged epoch's count is checked
+// against 0 by NewEpochAudit, and each message of it by Message.
+func (a *EpochAudit) Finish(r *VerifyReport) {
+	for _, e := range a.info.Epochs {
+		if n := a.counts[e.Epoch]; !e.Purged && n != e.Messages {
+			r.AddProblem("meta", a.info.Name, 0, "epoch %d holds %d messages, metadata counts %d", e.Epoch, n, e.Messages)
+		}
+	}
+}

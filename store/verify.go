@@ -15,7 +15,9 @@ import (
 
 // Verify checks the whole file: its bbolt structure, every envelope (it must decode,
 // match its key, carry valid JSON of the role it names), seq and epoch order, each
-// session's metadata against its messages, and tool pairing per session and epoch.
+// session's epoch list by itself and its metadata against its messages (the epoch
+// checks are storage.EpochAudit's, shared with the PostgreSQL engine), and tool
+// pairing per session and epoch.
 // It reports and never fixes. The error is for failing to run (lock timeout,
 // cancellation), not for damage.
 //
@@ -139,6 +141,7 @@ func verifyPages(ctx context.Context, path string, r *VerifyReport) bool {
 					r.AddProblem("meta", name, 0, "%v", err)
 				} else {
 					v.meta = &m
+					v.epochList = storage.NewEpochAudit(r, m.info(name))
 					if m.Importing {
 						r.AddProblem("import", name, 0, "an import of this session has not finished (%d messages so far): if no import is running, purge the session and import it again", m.Total)
 					}
@@ -176,14 +179,16 @@ type epochTally struct {
 
 // sessionVerifier checks one session's messages as they stream past in key order.
 type sessionVerifier struct {
-	r       *VerifyReport
-	name    string
-	meta    *sessionMeta
-	epochs  map[uint64]*epochTally
-	lastSeq uint64
-	lastEp  uint64
-	total   int
-	pairs   storage.PairingAudit
+	r    *VerifyReport
+	name string
+	meta *sessionMeta
+	// epochList checks the messages against meta's epoch list.
+	epochList *storage.EpochAudit
+	epochs    map[uint64]*epochTally
+	lastSeq   uint64
+	lastEp    uint64
+	total     int
+	pairs     storage.PairingAudit
 }
 
 func (v *sessionVerifier) message(e walkElem) {
@@ -232,15 +237,8 @@ func (v *sessionVerifier) message(e walkElem) {
 	if v.meta != nil && env.Epoch == v.meta.Epoch {
 		t.counters = countBy(t.counters, &env)
 	}
-	if v.meta != nil {
-		switch em := v.meta.epoch(env.Epoch); {
-		case em == nil:
-			r.AddProblem("meta", v.name, seq, "epoch %d is not in the session's epoch list", env.Epoch)
-		case em.Purged:
-			r.AddProblem("meta", v.name, seq, "message of epoch %d, which is marked purged", env.Epoch)
-		case seq < em.First || seq > em.Last:
-			r.AddProblem("meta", v.name, seq, "outside epoch %d's range %d..%d", env.Epoch, em.First, em.Last)
-		}
+	if v.epochList != nil {
+		v.epochList.Message(r, seq, env.Epoch)
 	}
 	v.pairs.Add(r, env.Epoch, seq, env.CallIDs, env.ResultIDs)
 }
@@ -260,15 +258,7 @@ func (v *sessionVerifier) finish() {
 	if v.total != m.Total {
 		r.AddProblem("meta", v.name, 0, "%d messages stored, metadata counts %d", v.total, m.Total)
 	}
-	for _, em := range m.Epochs {
-		n := 0
-		if t := v.epochs[em.Epoch]; t != nil {
-			n = t.messages
-		}
-		if n != em.Messages {
-			r.AddProblem("meta", v.name, 0, "epoch %d holds %d messages, metadata counts %d", em.Epoch, n, em.Messages)
-		}
-	}
+	v.epochList.Finish(r)
 	cur := v.epochs[m.Epoch]
 	if cur == nil {
 		cur = &epochTally{}

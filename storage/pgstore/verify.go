@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/ctxstore/ctxstore"
@@ -12,8 +11,10 @@ import (
 
 // Verify reads every session and message: each message's JSON must parse
 // and carry the role recorded with it, seqs and epochs must be in order and
-// within the session's epochs, and each session's counts must match its
-// messages; tool pairing is audited per session and epoch. It reports and
+// within the session's epochs, each session's epoch list must be consistent
+// by itself, and its counts must match its messages (the epoch checks are
+// storage.EpochAudit's, shared with the bbolt engine); tool pairing is
+// audited per session and epoch. It reports and
 // never fixes; the error is for failing to run.
 //
 // Everything is read in one REPEATABLE READ, READ ONLY transaction on one
@@ -80,9 +81,9 @@ func (s *Store) verifySnapshot(ctx context.Context, r *storage.VerifyReport) err
 func (s *Store) verifySession(ctx context.Context, tx pgx.Tx, r *storage.VerifyReport, si storage.SessionInfo) error {
 	name := si.Name
 	pairs := storage.PairingAudit{Session: name}
-	counts := map[uint64]int{}
+	epochs := storage.NewEpochAudit(r, si)
 	var lastSeq, lastEpoch uint64
-	var total, tokens int
+	var total, current, tokens int
 	var size int64
 	for pos := uint64(0); ; {
 		rows, err := tx.Query(ctx, `SELECT `+msgCols+` FROM `+s.schema+`.messages WHERE session = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
@@ -109,17 +110,9 @@ func (s *Store) verifySession(ctx context.Context, tx pgx.Tx, r *storage.VerifyR
 				r.AddProblem("order", name, e.Seq, "epoch %d after epoch %d", e.Epoch, lastEpoch)
 			}
 			lastSeq, lastEpoch = e.Seq, max(lastEpoch, e.Epoch)
-			i := slices.IndexFunc(si.Epochs, func(ep storage.EpochInfo) bool { return ep.Epoch == e.Epoch })
-			switch {
-			case i < 0:
-				r.AddProblem("meta", name, e.Seq, "epoch %d is not in the session's epoch list", e.Epoch)
-			case si.Epochs[i].Purged:
-				r.AddProblem("meta", name, e.Seq, "message of epoch %d, which is marked purged", e.Epoch)
-			case e.Seq < si.Epochs[i].FirstSeq || e.Seq > si.Epochs[i].LastSeq:
-				r.AddProblem("meta", name, e.Seq, "outside epoch %d's range %d..%d", e.Epoch, si.Epochs[i].FirstSeq, si.Epochs[i].LastSeq)
-			}
-			counts[e.Epoch]++
+			epochs.Message(r, e.Seq, e.Epoch)
 			if e.Epoch == si.Epoch {
+				current++
 				tokens += e.Tokens
 				size += int64(len(e.Raw))
 			}
@@ -137,14 +130,10 @@ func (s *Store) verifySession(ctx context.Context, tx pgx.Tx, r *storage.VerifyR
 	if total != si.TotalMessages {
 		r.AddProblem("meta", name, 0, "%d messages stored, metadata counts %d", total, si.TotalMessages)
 	}
-	for _, ep := range si.Epochs {
-		if counts[ep.Epoch] != ep.Messages {
-			r.AddProblem("meta", name, 0, "epoch %d holds %d messages, metadata counts %d", ep.Epoch, counts[ep.Epoch], ep.Messages)
-		}
-	}
-	if counts[si.Epoch] != si.Messages || tokens != si.Tokens || size != si.Bytes {
+	epochs.Finish(r)
+	if current != si.Messages || tokens != si.Tokens || size != si.Bytes {
 		r.AddProblem("meta", name, 0, "current epoch %d holds %d messages, %d tokens, %d bytes; metadata says %d, %d, %d",
-			si.Epoch, counts[si.Epoch], tokens, size, si.Messages, si.Tokens, si.Bytes)
+			si.Epoch, current, tokens, size, si.Messages, si.Tokens, si.Bytes)
 	}
 	return nil
 }

@@ -1,0 +1,159 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+)
+
+// TestVerifyEpochList: Verify reports nothing for healthy sessions of every
+// shape (empty epochs left by Clear, a purged epoch, a session created
+// again after Purge, an imported session with gaps), then, once epoch,
+// session and message rows are changed through SQL behind the engine's
+// back, reports an epoch list that contradicts itself or the session's
+// numbers, and messages outside their epochs, naming the session and the
+// epoch, and nothing in the sessions left alone.
+func TestVerifyEpochList(t *testing.T) {
+	dsn := testDSN(t)
+	st := openTest(t, dsn, freshSchema(t, dsn))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendN := func(s string, n int) {
+		t.Helper()
+		for i := range n {
+			_, _, err := st.Append(ctx, s, storage.Record{Message: ctxstore.NewMessage([]string{"user", "assistant"}[i%2], fmt.Sprint(s, i)), Tokens: 1})
+			must(err)
+		}
+	}
+	clear := func(s string) {
+		t.Helper()
+		_, err := st.Clear(ctx, s)
+		must(err)
+	}
+	// Healthy sessions of every shape.
+	appendN("cleared", 2)
+	clear("cleared")
+	clear("cleared")
+	appendN("cleared", 1)
+	clear("cleared")
+	appendN("purged epoch", 2)
+	clear("purged epoch")
+	appendN("purged epoch", 1)
+	must(st.PurgeEpoch(ctx, "purged epoch", 1))
+	appendN("recreated", 2)
+	must(st.Purge(ctx, "recreated"))
+	appendN("recreated", 1)
+	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	ent := func(seq, epoch uint64) storage.Entry {
+		return storage.Entry{Seq: seq, Epoch: epoch, Time: at, Role: "user", Tokens: 1, Raw: ctxstore.NewMessage("user", "m").Bytes()}
+	}
+	// Seqs 2, 4-6 and 9 missing; epoch 2 unlisted and without messages.
+	must(st.ImportSession(ctx, storage.SessionInfo{Name: "imported gaps", Epoch: 3, EpochStartSeq: 7, LastSeq: 9,
+		Epochs: []storage.EpochInfo{{Epoch: 1, FirstSeq: 1, LastSeq: 4}, {Epoch: 3, FirstSeq: 7, LastSeq: 9}}},
+		func(yield func(storage.Entry, error) bool) {
+			for _, e := range []storage.Entry{ent(1, 1), ent(3, 1), ent(7, 3), ent(8, 3)} {
+				if !yield(e, nil) {
+					return
+				}
+			}
+		}))
+
+	// The sessions to damage, and one left alone: epochs 1 (seqs 1-3),
+	// 2 (4-6), 3 (empty, 7-6) and 4 (7-8, the current one); "start" has
+	// an empty current epoch 5 (9-8) after them.
+	damaged := []string{"beyond current", "overlap", "seqs out of order", "end", "start", "backwards",
+		"purged count", "purged message", "unlisted epoch", "outside"}
+	for _, s := range append([]string{"healthy"}, damaged...) {
+		appendN(s, 3)
+		clear(s)
+		appendN(s, 3)
+		clear(s)
+		clear(s)
+		appendN(s, 2)
+	}
+	clear("start")
+	must(st.PurgeEpoch(ctx, "purged count", 1))
+	r, err := st.Verify(ctx)
+	must(err)
+	if !r.OK() {
+		t.Fatalf("healthy store:\n%s", r)
+	}
+	must(st.PurgeEpoch(ctx, "purged message", 1))
+
+	tamper := func(sql string, args ...any) {
+		t.Helper()
+		tag, err := st.pool.Exec(ctx, sql, args...)
+		if err != nil || tag.RowsAffected() != 1 {
+			t.Fatalf("%s: %v, %d rows", sql, err, tag.RowsAffected())
+		}
+	}
+	m, sess, ep := st.schema+".messages", st.schema+".sessions", st.schema+".epochs"
+	// An epoch past the current one: listed between epoch 3 and epoch 4.
+	tamper(`INSERT INTO `+ep+` VALUES ($1, 6, 9, 8, 0, 0, false)`, []byte("beyond current"))
+	// Epoch 2 starting inside epoch 1.
+	tamper(`UPDATE `+ep+` SET first_seq = 3 WHERE session = $1 AND epoch = 2`, []byte("overlap"))
+	// The empty epoch 3 moved before epoch 2's seqs.
+	tamper(`UPDATE `+ep+` SET first_seq = 4, last_seq = 3 WHERE session = $1 AND epoch = 3`, []byte("seqs out of order"))
+	// A closed row for the current epoch 4, ending before the session's
+	// last seq.
+	tamper(`INSERT INTO `+ep+` VALUES ($1, 4, 7, 7, 1, 0, false)`, []byte("end"))
+	// The empty current epoch starting past the next seq.
+	tamper(`UPDATE `+sess+` SET epoch_seq = 12 WHERE name = $1`, []byte("start"))
+	// The empty epoch 3 ending three seqs before it starts.
+	tamper(`UPDATE `+ep+` SET last_seq = 4 WHERE session = $1 AND epoch = 3`, []byte("backwards"))
+	// The purged epoch 1 still counting its messages.
+	tamper(`UPDATE `+ep+` SET messages = 3 WHERE session = $1 AND epoch = 1`, []byte("purged count"))
+	// Seq 2 back in the purged epoch 1 (copied from the healthy session).
+	tamper(`INSERT INTO `+m+` (`+msgCols+`) SELECT $1, seq, epoch, time, role, tokens, counter, call_ids, result_ids, raw
+		FROM `+m+` WHERE session = $2 AND seq = 2`, []byte("purged message"), []byte("healthy"))
+	// Seq 5 in an epoch the list lacks.
+	tamper(`UPDATE `+m+` SET epoch = 9 WHERE session = $1 AND seq = 5`, []byte("unlisted epoch"))
+	// Epoch 2 shortened to seqs 4-5: seq 6 is in no epoch.
+	tamper(`UPDATE `+ep+` SET last_seq = 5, messages = 2 WHERE session = $1 AND epoch = 2`, []byte("outside"))
+
+	r, err = st.Verify(ctx)
+	must(err)
+	want := []storage.VerifyProblem{
+		{Kind: "meta", Session: "beyond current", Detail: "epoch list names epoch 6, after the current epoch 4"},
+		{Kind: "meta", Session: "beyond current", Detail: "epoch list is out of order: epoch 4 after epoch 6"},
+		{Kind: "meta", Session: "overlap", Detail: "epoch 2 starts at seq 3, inside epoch 1 (up to 3)"},
+		{Kind: "meta", Session: "seqs out of order", Detail: "epoch 3 starts at seq 4, inside epoch 2 (up to 6)"},
+		{Kind: "meta", Session: "end", Detail: "epoch 4, the current one, ends at seq 7, not at the session's last seq 8"},
+		{Kind: "meta", Session: "end", Detail: "epoch list names epoch 4 twice"},
+		{Kind: "meta", Session: "start", Detail: "epoch 5: last seq 8 before first seq 12"},
+		{Kind: "meta", Session: "backwards", Detail: "epoch 3: last seq 4 before first seq 7"},
+		{Kind: "meta", Session: "purged count", Detail: "epoch 1 is marked purged but counts 3 messages"},
+		{Kind: "meta", Session: "purged message", Seq: 2, Detail: "message of epoch 1, which is marked purged"},
+		{Kind: "meta", Session: "unlisted epoch", Seq: 5, Detail: "epoch 9 is not in the session's epoch list"},
+		{Kind: "meta", Session: "outside", Seq: 6, Detail: "outside epoch 2's range 4..5"},
+	}
+	var missing []string
+	for _, w := range want {
+		if !slices.ContainsFunc(r.Problems, func(p storage.VerifyProblem) bool {
+			return p.Kind == w.Kind && p.Session == w.Session && p.Seq == w.Seq && strings.Contains(p.Detail, w.Detail)
+		}) {
+			missing = append(missing, w.String())
+		}
+	}
+	for _, p := range r.Problems {
+		if !slices.Contains(damaged, p.Session) {
+			t.Errorf("problem reported in a healthy session: %s", p)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("not reported:\n  %s\nreport:\n%s", strings.Join(missing, "\n  "), r)
+	}
+	t.Logf("report:\n%s", r)
+}
