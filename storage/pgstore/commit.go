@@ -406,8 +406,9 @@ func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 			*w = saved
 			b.QueuedQueries = b.QueuedQueries[:queued]
 			if r.panicked != nil {
-				// Answered: its caller raises the panic. Nothing of the
-				// transaction went out yet; it is rolled back, whatever
+				// Answered: its caller raises the panic. The transaction
+				// has not committed (what went out, an import's messages or
+				// a read, went out inside it); it is rolled back, whatever
 				// state the panic left the connection in, and the others
 				// commit alone.
 				return slices.DeleteFunc(slices.Clone(batch), func(q *req) bool { return q == r })

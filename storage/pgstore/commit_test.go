@@ -780,3 +780,40 @@ func TestOneSessionPerTransaction(t *testing.T) {
 		})
 	}
 }
+
+// TestPurgeThenImportShared: a Purge and an ImportSession of the same name
+// queued together: the import goes to a transaction of its own after the
+// Purge's (it sends its messages before the COMMIT, where the Purge's
+// DELETE, queued for the COMMIT, would remove them); every imported message
+// is stored. Both used to report success with the messages gone.
+func TestPurgeThenImportShared(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	st := openTest(t, dsn, freshSchema(t, dsn))
+	if _, _, err := st.Append(ctx, "imp", storage.Record{Message: ctxstore.NewMessage("user", "old")}); err != nil {
+		t.Fatal(err)
+	}
+	info := storage.SessionInfo{Name: "imp", Epoch: 2, EpochStartSeq: 11, LastSeq: 13, Created: time.Unix(1, 0),
+		Epochs: []storage.EpochInfo{{Epoch: 1, FirstSeq: 1, LastSeq: 10, Purged: true}, {Epoch: 2, FirstSeq: 11, LastSeq: 13}}}
+	stream := func(yield func(storage.Entry, error) bool) {
+		for i := range 3 {
+			m := ctxstore.NewMessage("user", fmt.Sprint("new ", i))
+			if !yield(storage.Entry{Seq: uint64(11 + i), Epoch: 2, Raw: m.Bytes(), Time: time.Unix(1, 0)}, nil) {
+				return
+			}
+		}
+	}
+	errs, _ := queueBehind(t, st, nil,
+		func() error { return st.Purge(ctx, "imp") },
+		func() error { return st.ImportSession(ctx, info, stream) },
+	)
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("Purge, ImportSession: %v", errs)
+	}
+	if es, err := st.Tail(ctx, "imp", 10); err != nil || len(es) != 3 || es[0].Seq != 11 {
+		t.Fatalf("imported session: %d messages, %v; want seqs 11..13", len(es), err)
+	}
+	if r, err := st.Verify(ctx); err != nil || r.ProblemCount() != 0 {
+		t.Fatalf("verify: %v %v", r, err)
+	}
+}

@@ -62,6 +62,12 @@ func (s *Store) ImportSession(ctx context.Context, info storage.SessionInfo, ent
 		given = append(given, imported{e, msg})
 	}
 	return s.write(ctx, name, nil, nil, func(w *wtx) error {
+		if w.written {
+			// It sends its messages at once, ahead of what earlier writes
+			// of the session in this transaction queued for the COMMIT (a
+			// Purge's DELETE would remove them): it goes alone.
+			return errAlone
+		}
 		if w.m.live {
 			return reject(s.errorf(name, "import: %w: it exists", storage.ErrNotEmpty))
 		}
