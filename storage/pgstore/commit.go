@@ -216,95 +216,104 @@ func batchContext(batch []*req) (context.Context, func()) {
 }
 
 // commit runs batch, in one transaction when it can, answers every
-// request and hands the queue on (handOver) once it is done, however it
-// ends, a panic included. It returns once own, the leader's request, is
-// answered.
+// request, and hands the queue on (handOver) once the leader's transaction
+// is over, however it ends, a panic included. Writes it must commit again
+// alone (after a shared transaction failed, say) commit at once, on a
+// goroutine and a connection per session, each session's in the order they
+// came, under their own contexts: none waits behind another session's wait
+// for a lock, nor holds up the next commit. With
+// Options.OneSessionPerTransaction, each session's writes are such a
+// transaction of their own; the leader's goroutine runs the one with own,
+// its own write.
 func (s *Store) commit(batch []*req, own *req) {
 	// Rows are locked in name order (a session's requests keep theirs), so
 	// transactions that lock several never deadlock.
-	slices.SortStableFunc(batch, func(a, b *req) int { return strings.Compare(a.session, b.session) })
-	todo := [][]*req{batch}
+	var units [][]*req
 	if s.apart {
-		todo = nil
-		for i, r := range batch {
-			if i == 0 || r.session != batch[i-1].session {
-				todo = append(todo, nil)
-			}
-			todo[len(todo)-1] = append(todo[len(todo)-1], r)
-		}
+		units = sessionRuns(batch)
+	} else {
+		slices.SortStableFunc(batch, func(a, b *req) int { return strings.Compare(a.session, b.session) })
+		units = [][]*req{batch}
 	}
-	s.drain(todo, own)
+	defer s.handOver()
+	mine := 0
+	for i, u := range units {
+		if slices.Contains(u, own) {
+			mine = i
+			continue
+		}
+		go func() {
+			for _, rs := range sessionRuns(s.settle(u, false)) {
+				go s.alone(rs)
+			}
+		}()
+	}
+	for _, rs := range sessionRuns(s.settle(units[mine], true)) {
+		go s.alone(rs)
+	}
 }
 
-// drain commits the batches of todo in turn, answering each request as
-// soon as its outcome is known, and then hands the queue on. A request
-// committed again alone (after a shared transaction failed, say) runs
-// under its own context and waits for nobody else's: once own is answered
-// the rest goes on on a goroutine of its own, so that own's caller is not
-// held by a write that waits for another session's lock.
-func (s *Store) drain(todo [][]*req, own *req) {
-	handed := false
+// sessionRuns splits rs into each session's requests, in the order they
+// have in rs (which it sorts by session, stably).
+func sessionRuns(rs []*req) [][]*req {
+	slices.SortStableFunc(rs, func(a, b *req) int { return strings.Compare(a.session, b.session) })
+	var runs [][]*req
+	for i, r := range rs {
+		if i == 0 || r.session != rs[i-1].session {
+			runs = append(runs, nil)
+		}
+		runs[len(runs)-1] = append(runs[len(runs)-1], r)
+	}
+	return runs
+}
+
+// alone commits rs one at a time, in order, each in a transaction of its
+// own; a request put off again goes again first.
+func (s *Store) alone(rs []*req) {
+	for len(rs) > 0 {
+		rs = append(s.settle(rs[:1:1], false), rs[1:]...)
+	}
+}
+
+// settle commits rs in one transaction, answers its requests, and returns
+// those to commit again, alone. However it ends, every request of rs is
+// answered or returned. A panic here (a write's own is recovered in run) is
+// a bug of this package: on the leader's goroutine it goes on up, and
+// elsewhere (no caller's goroutine, where it would end the process) it is
+// recovered; either way the requests it left unanswered fail, their
+// outcome unknown, naming it.
+func (s *Store) settle(rs []*req, leader bool) (again []*req) {
+	settled := false
 	defer func() {
-		if handed {
+		if settled {
 			return
 		}
-		// Every request is answered however this ends. A panic here (a
-		// write's own panic is recovered in run) is a bug of this package:
-		// it goes on up the leader's goroutine, and the requests it left
-		// unanswered fail instead of waiting forever. On the goroutine the
-		// leader left the rest to, no caller's, it would end the process:
-		// there it only fails them, saying what it was.
 		abandoned := errAbandoned
-		if own == nil {
+		if !leader {
 			if p := recover(); p != nil {
 				abandoned = fmt.Errorf("%w: %v", errAbandoned, p)
 			}
 		}
-		for i, rs := range todo {
-			for _, r := range rs {
-				r.err = abandoned
-				if i == 0 {
-					r.err = fmt.Errorf("%w: %w", errUnknownOutcome, abandoned)
-				}
-				close(r.done)
-			}
+		for _, r := range rs {
+			r.err = fmt.Errorf("%w: %w", errUnknownOutcome, abandoned)
+			close(r.done)
 		}
-		s.handOver()
+		again = nil
 	}()
-	for len(todo) > 0 {
-		if own != nil && answered(own) {
-			handed = true
-			go s.drain(todo, nil)
-			return
+	ctx, stop := batchContext(rs)
+	again = s.commitOnce(ctx, rs)
+	stop()
+	settled = true
+	for _, r := range rs {
+		if !slices.Contains(again, r) {
+			close(r.done)
 		}
-		ctx, stop := batchContext(todo[0])
-		again := s.commitOnce(ctx, todo[0])
-		stop()
-		for _, r := range todo[0] {
-			if !slices.Contains(again, r) {
-				close(r.done)
-			}
-		}
-		for _, r := range again {
-			todo = append(todo, []*req{r})
-		}
-		todo = todo[1:]
 	}
-}
-
-// answered reports whether r's outcome is final.
-func answered(r *req) bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
+	return again
 }
 
 // errAbandoned is the error of the writes a commit that panicked left
-// unanswered (those of its transaction at the time also have an unknown
-// outcome).
+// unanswered, their outcome unknown.
 var errAbandoned = errors.New("pgstore: the commit this write was in panicked (a bug in pgstore)")
 
 // run calls r's fn on w. A panic in it is recovered and kept in r for its
