@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,8 +39,16 @@ type req struct {
 	// panicked, when not nil, is what fn panicked with: the write committed
 	// nothing, and its caller's goroutine raises the panic again.
 	panicked any
-	done     chan struct{} // closed when err is final
-	lead     chan struct{} // receives the leader role when handed over
+	// exited reports that fn ended its goroutine (runtime.Goexit): the
+	// write committed nothing, and its caller's goroutine ends too.
+	exited bool
+	// state is waiting while the write waits, untried, to be committed
+	// alone, and left once its caller, giving up, took it out (await);
+	// wake tells a caller that has given up that it may.
+	state atomic.Int32
+	wake  chan struct{}
+	done  chan struct{} // closed when err is final
+	lead  chan struct{} // receives the leader role when handed over
 }
 
 // answer is r's outcome, once done is closed, on its caller's goroutine: a
@@ -49,6 +58,9 @@ type req struct {
 func (r *req) answer() error {
 	if r.panicked != nil {
 		panic(r.panicked)
+	}
+	if r.exited {
+		runtime.Goexit()
 	}
 	return r.err
 }
@@ -64,7 +76,7 @@ func (r *req) answer() error {
 // A panic in r's fn is raised again on the caller's goroutine, after the
 // others of its commit are answered and the queue handed on.
 func (s *Store) submit(r *req) error {
-	r.done, r.lead = make(chan struct{}), make(chan struct{}, 1)
+	r.done, r.lead, r.wake = make(chan struct{}), make(chan struct{}, 1), make(chan struct{}, 1)
 	s.qmu.Lock()
 	s.queue = append(s.queue, r)
 	if s.gathered != nil && len(s.queue) >= s.gatherFor {
@@ -81,11 +93,7 @@ func (s *Store) submit(r *req) error {
 			if s.leave(r) {
 				return r.ctx.Err()
 			}
-			// Already in a transaction: its caller must learn the outcome.
-			// A commit shared with writers that all gave up is cancelled
-			// (batchContext).
-			<-r.done
-			return r.answer()
+			return r.await()
 		}
 	} else {
 		s.committing = true
@@ -111,8 +119,48 @@ func (s *Store) submit(r *req) error {
 	s.qmu.Unlock()
 
 	s.commit(batch, r)
-	<-r.done
-	return r.answer()
+	return r.await()
+}
+
+// The states of a request taken into a commit (req.state).
+const (
+	running int32 = iota // in a transaction, or about to be
+	waiting              // untried, waiting to be committed alone
+	left                 // its caller gave up while it waited
+)
+
+// await returns r's outcome once r was taken into a commit. A caller whose
+// context ends meanwhile learns the outcome of a write in a transaction (a
+// commit shared with writers that all gave up is cancelled: batchContext),
+// but leaves one that waits, untried, to be committed again alone.
+func (r *req) await() error {
+	for {
+		select {
+		case <-r.done:
+			return r.answer()
+		case <-r.ctx.Done():
+			if r.state.CompareAndSwap(waiting, left) {
+				return r.ctx.Err()
+			}
+			select {
+			case <-r.done:
+				return r.answer()
+			case <-r.wake: // it now waits: leave it
+			}
+		}
+	}
+}
+
+// wait marks r as waiting, untried, to be committed alone, and wakes its
+// caller if it has given up (await).
+func (r *req) wait() {
+	if !r.state.CompareAndSwap(running, waiting) {
+		return // left, or waiting already
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }
 
 // handOver ends a leader's turn: the first writer that queued meanwhile
@@ -159,22 +207,24 @@ const gatherWait = 100 * time.Microsecond
 const setLockTimeout = `SELECT set_config('lock_timeout', $1, true)`
 
 // maxSharedLockWait bounds the wait for a lock in a transaction shared by
-// writes to several sessions, when one of their callers may give up.
+// several writes, when one of their callers may give up.
 const maxSharedLockWait = time.Second
 
 // lockLimit returns the lock_timeout of a transaction running batch, and
-// false when its lock waits need no bound: when batch writes one session,
-// or when none of its callers can give up.
+// false when its lock waits need no bound: when batch is one write (its
+// own context bounds it), or when none of its callers can give up.
 //
 // A shared commit goes on while any of its callers waits for it
-// (batchContext), so a caller could be held past its deadline by the lock
-// of another caller's session, which a stalled transaction elsewhere may
-// hold for as long as it likes. The bound is half the time left to the
-// nearest deadline, at most maxSharedLockWait; once it runs out the server
-// rolls the transaction back (a known outcome) and commit runs each write
-// alone, where it waits as long as its own context lets it.
+// (batchContext), so a caller could be held past its deadline by a lock
+// its transaction waits for, its own session's or another's, which a
+// stalled transaction elsewhere may hold for as long as it likes, while
+// another caller of the batch cannot give up. The bound is half the time
+// left to the nearest deadline, at most maxSharedLockWait; once it runs
+// out the server rolls the transaction back (a known outcome) and commit
+// runs each write alone, where it waits as long as its own context lets
+// it.
 func lockLimit(batch []*req) (string, bool) {
-	if !slices.ContainsFunc(batch, func(r *req) bool { return r.session != batch[0].session }) {
+	if len(batch) < 2 {
 		return "", false
 	}
 	wait, bounded := maxSharedLockWait, false
@@ -268,10 +318,46 @@ func sessionRuns(rs []*req) [][]*req {
 }
 
 // alone commits rs one at a time, in order, each in a transaction of its
-// own; a request put off again goes again first.
+// own; a request put off again goes again first. A request whose caller
+// gave up while it waited is left out (await).
+//
+// If a write's fn ends the goroutine (runtime.Goexit), the writes left go
+// on on another.
 func (s *Store) alone(rs []*req) {
+	for _, r := range rs {
+		r.wait()
+	}
+	defer func() {
+		var rest []*req
+		for _, r := range rs {
+			if !answered(r) && r.state.Load() != left {
+				rest = append(rest, r)
+			}
+		}
+		if len(rest) > 0 {
+			go s.alone(rest)
+		}
+	}()
 	for len(rs) > 0 {
-		rs = append(s.settle(rs[:1:1], false), rs[1:]...)
+		if !rs[0].state.CompareAndSwap(waiting, running) {
+			rs = rs[1:] // its caller gave up: nothing was tried
+			continue
+		}
+		again := s.settle(rs[:1:1], false)
+		for _, r := range again {
+			r.wait()
+		}
+		rs = append(again, rs[1:]...)
+	}
+}
+
+// answered reports whether r's outcome is final.
+func answered(r *req) bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -312,19 +398,30 @@ func (s *Store) settle(rs []*req, leader bool) (again []*req) {
 	return again
 }
 
-// errAbandoned is the error of the writes a commit that panicked left
-// unanswered, their outcome unknown.
-var errAbandoned = errors.New("pgstore: the commit this write was in panicked (a bug in pgstore)")
+// errAbandoned is the error of the writes a commit that ended abruptly
+// left unanswered (wrapped in errUnknownOutcome for those of the
+// transaction it was running).
+var errAbandoned = errors.New("pgstore: the commit this write was in ended abruptly (a panic in pgstore, or a write's function ending its goroutine)")
 
 // run calls r's fn on w. A panic in it is recovered and kept in r for its
 // caller's goroutine (see answer).
+//
+// fn may also end the goroutine (runtime.Goexit, as t.FailNow does), which
+// nothing can stop once begun: r is marked so that its caller's goroutine
+// ends too, and the defers on the way up answer the requests this
+// goroutine leaves.
 func run(r *req, w *wtx) (err error) {
+	returned := false
 	defer func() {
 		if p := recover(); p != nil {
 			r.panicked, err = p, errPanicked
+		} else if !returned {
+			r.exited = true
 		}
 	}()
-	return r.fn(w)
+	err = r.fn(w)
+	returned = true
+	return err
 }
 
 // errPanicked is the error of a write whose fn panicked; its caller sees the

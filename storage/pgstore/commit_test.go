@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -832,5 +833,89 @@ func TestPurgeThenImportShared(t *testing.T) {
 	}
 	if r, err := st.Verify(ctx); err != nil || r.ProblemCount() != 0 {
 		t.Fatalf("verify: %v %v", r, err)
+	}
+}
+
+// TestSameSessionDeadline: a write with a deadline sharing a commit with a
+// write to the same session whose caller cannot give up, the session's row
+// held by a stalled transaction elsewhere, returns by its deadline with its
+// context's error, storing nothing; the other write commits once the row
+// is let go. It used to wait as long as the row was held.
+func TestSameSessionDeadline(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	st := openTest(t, dsn, freshSchema(t, dsn))
+	rec := func(s string) storage.Record { return storage.Record{Message: ctxstore.NewMessage("user", s)} }
+	if _, _, err := st.Append(ctx, "b", rec("b0")); err != nil {
+		t.Fatal(err)
+	}
+	release := holdRow(t, dsn, st, "b")
+	var heldUntilRelease atomic.Bool
+	watchdog := time.AfterFunc(20*time.Second, func() { heldUntilRelease.Store(true); release() })
+	defer watchdog.Stop()
+	errs, _ := queueBehind(t, st, nil,
+		func() error { _, _, err := st.Append(ctx, "b", rec("patient")); return err },
+		func() error {
+			short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			_, _, err := st.Append(short, "b", rec("hurried"))
+			release() // once the hurried write is answered
+			return err
+		},
+	)
+	if heldUntilRelease.Load() {
+		t.Fatal("the write with a deadline was held until the row was let go")
+	}
+	if errs[0] != nil || !errors.Is(errs[1], context.DeadlineExceeded) {
+		t.Fatalf("errors %v; want the patient write committed, the hurried one's deadline", errs)
+	}
+	if got := texts(t, st, "b"); !slices.Equal(got, []string{"b0", "patient"}) {
+		t.Fatalf("session b holds %q, want b0 and the patient write", got)
+	}
+}
+
+// TestGoexitInCheck: a check that ends its goroutine (runtime.Goexit, as
+// t.FailNow does) while its write is committed alone after a failed shared
+// commit ends its own caller's goroutine, writes nothing, and leaves no
+// write of its session behind it unanswered: the next one commits.
+func TestGoexitInCheck(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	st := openTest(t, dsn, freshSchema(t, dsn))
+	rec := func(s string) storage.Record { return storage.Record{Message: ctxstore.NewMessage("user", s)} }
+	if _, _, err := st.Append(ctx, "a", rec("a0")); err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int64
+	var returned atomic.Bool
+	errs, panics := queueBehind(t, st, func(n int64) error {
+		if n == 1 {
+			return errors.New("a write the server refuses")
+		}
+		return nil
+	},
+		func() error {
+			_, _, err := st.AppendIf(ctx, "a", func(storage.SessionInfo) error {
+				if runs.Add(1) == 2 { // run again alone
+					runtime.Goexit()
+				}
+				return nil
+			}, rec("a1"))
+			returned.Store(true)
+			return err
+		},
+		func() error {
+			_, _, err := st.AppendIf(ctx, "a", func(storage.SessionInfo) error { return nil }, rec("a2"))
+			return err
+		},
+	)
+	if returned.Load() || panics[0] != nil {
+		t.Fatalf("the caller whose check ended its goroutine returned (%v) or panicked (%v)", errs[0], panics[0])
+	}
+	if errs[1] != nil {
+		t.Fatalf("the write after it: %v", errs[1])
+	}
+	if got := texts(t, st, "a"); !slices.Equal(got, []string{"a0", "a2"}) {
+		t.Fatalf("session a holds %q, want a0 and a2", got)
 	}
 }
