@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ctxstore/ctxstore/internal/tempfile"
+	"github.com/ctxstore/ctxstore/internal/watchset"
 	"github.com/ctxstore/ctxstore/storage"
 	"os"
 	"path/filepath"
@@ -73,9 +74,8 @@ type Store struct {
 	poisoned  bool // a fault hit the open db: close it, do not linger
 	replaced  bool // another file was moved to the path: close db, do not reuse it
 	// watches are the running watches: Close cancels each one's context
-	// and waits (watching) for its goroutine, which closes its channel.
-	watches  map[*context.CancelFunc]struct{}
-	watching sync.WaitGroup
+	// and waits for its goroutine, which closes its channel.
+	watches watchset.Set
 
 	qmu        sync.Mutex // guards the group-commit queue
 	queue      []*writeReq
@@ -323,9 +323,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	for cancel := range s.watches {
-		(*cancel)()
-	}
+	s.watches.Cancel()
 	for s.refs > 0 {
 		s.idle.Wait()
 	}
@@ -349,7 +347,7 @@ func (s *Store) Close() error {
 	}
 	s.walMu.Unlock()
 	// Each watch's goroutine ends once it sees its context cancelled.
-	s.watching.Wait()
+	s.watches.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closeErr

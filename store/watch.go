@@ -36,7 +36,10 @@ const watchRetry = 250 * time.Millisecond
 // Store is closed, the directory cannot be watched or the current state
 // cannot be read.
 func (s *Store) Watch(ctx context.Context, session string) (<-chan Change, error) {
-	wctx, stop, err := s.startWatch(ctx)
+	wctx, stop, err := s.watches.Start(ctx)
+	if errors.Is(err, ErrClosed) {
+		return nil, fmt.Errorf("store %s: %w", s.path, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -52,38 +55,7 @@ func (s *Store) Watch(ctx context.Context, session string) (<-chan Change, error
 	return ch, nil
 }
 
-// startWatch registers a watch with the Store: the context it returns ends
-// with ctx or at Close, whichever comes first, and stop, called once when
-// the watch has ended, unregisters it. It fails with ErrClosed once Close
-// has marked the store closed.
-func (s *Store) startWatch(ctx context.Context) (context.Context, func(), error) {
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	key := &cancel
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		cancel()
-		return nil, nil, fmt.Errorf("store %s: %w", s.path, ErrClosed)
-	}
-	if s.watches == nil {
-		s.watches = map[*context.CancelFunc]struct{}{}
-	}
-	s.watches[key] = struct{}{}
-	s.watching.Add(1)
-	stop := func() {
-		cancel()
-		s.mu.Lock()
-		delete(s.watches, key)
-		s.mu.Unlock()
-		s.watching.Done()
-	}
-	return ctx, stop, nil
-}
-
-// watch starts a watch registered by startWatch; its goroutine calls stop
+// watch starts a watch registered with s.watches; its goroutine calls stop
 // when it ends.
 func (s *Store) watch(ctx context.Context, session string, stop func()) (<-chan Change, error) {
 	abs, err := filepath.Abs(s.path)

@@ -168,6 +168,11 @@ func (r *req) wait() {
 func (s *Store) handOver() {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
+	s.handOverLocked()
+}
+
+// handOverLocked is handOver with qmu held.
+func (s *Store) handOverLocked() {
 	if len(s.queue) == 0 {
 		s.committing = false
 	} else {
@@ -188,11 +193,7 @@ func (s *Store) leave(r *req) bool {
 	s.queue = slices.Delete(s.queue, i, i+1)
 	select {
 	case <-r.lead:
-		if len(s.queue) > 0 {
-			s.queue[0].lead <- struct{}{}
-		} else {
-			s.committing = false
-		}
+		s.handOverLocked()
 	default:
 	}
 	return true

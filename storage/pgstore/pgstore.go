@@ -61,6 +61,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/watchset"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -124,11 +125,8 @@ type Store struct {
 	closed   atomic.Bool
 	// The running watches: Close cancels each one's context and waits
 	// for its goroutine, which closes its channel and its connection.
-	// wmu orders Watch's check of closed against Close's cancellations.
-	wmu      sync.Mutex
-	watches  map[*context.CancelFunc]struct{}
-	watching sync.WaitGroup
-	q        queries
+	watches watchset.Set
+	q       queries
 	// The writes waiting for a commit (see submit); committing is true
 	// while a writer leads one, lastBatch is the size of the last one, and
 	// gathered, when not nil, is closed once gatherFor writes are queued.
@@ -306,13 +304,9 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.wmu.Lock()
-	for cancel := range s.watches {
-		(*cancel)()
-	}
-	s.wmu.Unlock()
+	s.watches.Cancel()
 	s.pool.Close()
-	s.watching.Wait()
+	s.watches.Wait()
 	return nil
 }
 

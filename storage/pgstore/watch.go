@@ -30,13 +30,16 @@ import (
 // The channel is closed when ctx is done, or when the Store is closed:
 // Close ends every watch, closing its connection, before it returns.
 func (s *Store) Watch(ctx context.Context, session string) (<-chan storage.Change, error) {
-	wctx, stop, err := s.startWatch(ctx)
+	wctx, stop, err := s.watches.Start(ctx)
+	if errors.Is(err, storage.ErrClosed) {
+		return nil, fmt.Errorf("pgstore %s: %w", s.server, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	fail := func(err error) (<-chan storage.Change, error) {
 		stop()
-		if ctx.Err() == nil && s.closed.Load() {
+		if ctx.Err() == nil && s.watches.Closed() {
 			// Close came while the watch was starting.
 			err = fmt.Errorf("pgstore %s: %w", s.server, storage.ErrClosed)
 		}
@@ -58,39 +61,6 @@ func (s *Store) Watch(ctx context.Context, session string) (<-chan storage.Chang
 		s.watchLoop(wctx, conn, session, last, ch)
 	}()
 	return ch, nil
-}
-
-// startWatch registers a watch with the Store: the context it returns ends
-// with ctx or at Close, whichever comes first, and stop, called once when
-// the watch has ended (its connection closed), unregisters it. It fails
-// with storage.ErrClosed once Close has begun.
-func (s *Store) startWatch(ctx context.Context) (context.Context, func(), error) {
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	key := &cancel
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	// Close sets closed before it takes wmu: a watch registered here is
-	// one Close cancels and waits for.
-	if s.closed.Load() {
-		cancel()
-		return nil, nil, fmt.Errorf("pgstore %s: %w", s.server, storage.ErrClosed)
-	}
-	if s.watches == nil {
-		s.watches = map[*context.CancelFunc]struct{}{}
-	}
-	s.watches[key] = struct{}{}
-	s.watching.Add(1)
-	stop := func() {
-		cancel()
-		s.wmu.Lock()
-		delete(s.watches, key)
-		s.wmu.Unlock()
-		s.watching.Done()
-	}
-	return ctx, stop, nil
 }
 
 // listen opens a connection of its own and listens on the schema's channel.
