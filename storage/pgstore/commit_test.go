@@ -114,6 +114,28 @@ func holdRow(t *testing.T, dsn string, st *Store, session string) (release func(
 	return release
 }
 
+// stalled holds session's row like holdRow, as a stalled transaction of
+// another host would, and lets it go after 20 s at the latest; heldTooLong
+// reports whether it had to, a write having waited all that time.
+func stalled(t *testing.T, dsn string, st *Store, session string) (release func(), heldTooLong func() bool) {
+	t.Helper()
+	release = holdRow(t, dsn, st, session)
+	var late atomic.Bool
+	watchdog := time.AfterFunc(20*time.Second, func() { late.Store(true); release() })
+	t.Cleanup(func() { watchdog.Stop() })
+	return release, late.Load
+}
+
+// seed appends one message, "<name>0", to each of sessions.
+func seed(t *testing.T, st *Store, sessions ...string) {
+	t.Helper()
+	for _, name := range sessions {
+		if _, _, err := st.Append(context.Background(), name, rec(name+"0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
@@ -146,14 +168,9 @@ func texts(t *testing.T, st *Store, session string) []string {
 func TestSharedCommit(t *testing.T) {
 	dsn := testDSN(t)
 	ctx := context.Background()
-	rec := func(text string) storage.Record { return storage.Record{Message: ctxstore.NewMessage("user", text)} }
 	open := func(t *testing.T) *Store {
 		st := openTest(t, dsn, freshSchema(t, dsn))
-		for _, s := range []string{"a", "b", "c"} {
-			if _, _, err := st.Append(ctx, s, rec(s+"0")); err != nil {
-				t.Fatal(err)
-			}
-		}
+		seed(t, st, "a", "b", "c")
 		return st
 	}
 	appendTo := func(st *Store, session, text string, seq *uint64) func() error {
@@ -321,10 +338,7 @@ func TestSharedCommit(t *testing.T) {
 		t.Run(fmt.Sprintf("a write with a deadline to %s is not held by b's lock (one session per transaction: %v)", tc.other, tc.apart), func(t *testing.T) {
 			st := open(t)
 			st.apart = tc.apart
-			release := holdRow(t, dsn, st, "b")
-			var heldUntilRelease atomic.Bool
-			watchdog := time.AfterFunc(20*time.Second, func() { heldUntilRelease.Store(true); release() })
-			defer watchdog.Stop()
+			release, heldTooLong := stalled(t, dsn, st, "b")
 			var o1, b1 uint64
 			errs, _ := shareCommit(t, st, nil,
 				func() error {
@@ -337,7 +351,7 @@ func TestSharedCommit(t *testing.T) {
 				},
 				appendTo(st, "b", "b1", &b1),
 			)
-			if heldUntilRelease.Load() {
+			if heldTooLong() {
 				t.Fatal("the write with a deadline was held until another session's row was let go")
 			}
 			if errs[0] != nil || errs[1] != nil {
@@ -502,7 +516,6 @@ func queueBehind(t *testing.T, st *Store, fault func(n int64) error, writes ...f
 func TestPanicInCheck(t *testing.T) {
 	dsn := testDSN(t)
 	ctx := context.Background()
-	rec := func(text string) storage.Record { return storage.Record{Message: ctxstore.NewMessage("user", text)} }
 	boom := errors.New("check bug")
 	panicky := func(storage.SessionInfo) error { panic(boom) }
 	// writesOn: the store still writes, within 5 s.
@@ -551,11 +564,7 @@ func TestPanicInCheck(t *testing.T) {
 
 	t.Run("in a shared commit led by another caller", func(t *testing.T) {
 		st := openTest(t, dsn, freshSchema(t, dsn))
-		for _, s := range []string{"a", "b"} {
-			if _, _, err := st.Append(ctx, s, rec(s+"0")); err != nil {
-				t.Fatal(err)
-			}
-		}
+		seed(t, st, "a", "b")
 		var a1, a2, b1 uint64
 		errs, panics := queueBehind(t, st, nil,
 			func() (err error) { // the leader
@@ -595,11 +604,7 @@ func TestPanicInCheck(t *testing.T) {
 		// goes on up the leader's goroutine; the other writes of the commit
 		// fail instead of waiting forever.
 		st := openTest(t, dsn, freshSchema(t, dsn))
-		for _, s := range []string{"a", "b", "c"} {
-			if _, _, err := st.Append(ctx, s, rec(s+"0")); err != nil {
-				t.Fatal(err)
-			}
-		}
+		seed(t, st, "a", "b", "c")
 		errs, panics := queueBehind(t, st, func(n int64) error {
 			if n == 1 {
 				panic("pgstore bug")
@@ -624,11 +629,7 @@ func TestPanicInCheck(t *testing.T) {
 		// commits must neither reach a caller nor end the process: that
 		// write's outcome is unknown, naming the panic; the others commit.
 		st := openTest(t, dsn, freshSchema(t, dsn))
-		for _, s := range []string{"a", "b", "c"} {
-			if _, _, err := st.Append(ctx, s, rec(s+"0")); err != nil {
-				t.Fatal(err)
-			}
-		}
+		seed(t, st, "a", "b", "c")
 		errs, panics := queueBehind(t, st, func(n int64) error {
 			switch n {
 			case 1:
@@ -668,7 +669,6 @@ func TestPanicInCheck(t *testing.T) {
 func TestWriteAfterClose(t *testing.T) {
 	dsn := testDSN(t)
 	ctx := context.Background()
-	rec := func(text string) storage.Record { return storage.Record{Message: ctxstore.NewMessage("user", text)} }
 	// closing closes st once the pool refuses connections (Close waits for
 	// the commit in progress, so it runs in the background).
 	closing := func(t *testing.T, st *Store) {
@@ -771,11 +771,7 @@ func TestOneSessionPerTransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { st.Close() })
-			for _, s := range []string{"a", "b"} {
-				if _, _, err := st.Append(ctx, s, storage.Record{Message: ctxstore.NewMessage("user", s+"0")}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			seed(t, st, "a", "b")
 			write := func(session, text string) func() error {
 				return func() error {
 					_, _, err := st.Append(ctx, session, storage.Record{Message: ctxstore.NewMessage("user", text)})
@@ -845,14 +841,8 @@ func TestSameSessionDeadline(t *testing.T) {
 	dsn := testDSN(t)
 	ctx := context.Background()
 	st := openTest(t, dsn, freshSchema(t, dsn))
-	rec := func(s string) storage.Record { return storage.Record{Message: ctxstore.NewMessage("user", s)} }
-	if _, _, err := st.Append(ctx, "b", rec("b0")); err != nil {
-		t.Fatal(err)
-	}
-	release := holdRow(t, dsn, st, "b")
-	var heldUntilRelease atomic.Bool
-	watchdog := time.AfterFunc(20*time.Second, func() { heldUntilRelease.Store(true); release() })
-	defer watchdog.Stop()
+	seed(t, st, "b")
+	release, heldTooLong := stalled(t, dsn, st, "b")
 	errs, _ := queueBehind(t, st, nil,
 		func() error { _, _, err := st.Append(ctx, "b", rec("patient")); return err },
 		func() error {
@@ -863,7 +853,7 @@ func TestSameSessionDeadline(t *testing.T) {
 			return err
 		},
 	)
-	if heldUntilRelease.Load() {
+	if heldTooLong() {
 		t.Fatal("the write with a deadline was held until the row was let go")
 	}
 	if errs[0] != nil || !errors.Is(errs[1], context.DeadlineExceeded) {
@@ -882,10 +872,7 @@ func TestGoexitInCheck(t *testing.T) {
 	dsn := testDSN(t)
 	ctx := context.Background()
 	st := openTest(t, dsn, freshSchema(t, dsn))
-	rec := func(s string) storage.Record { return storage.Record{Message: ctxstore.NewMessage("user", s)} }
-	if _, _, err := st.Append(ctx, "a", rec("a0")); err != nil {
-		t.Fatal(err)
-	}
+	seed(t, st, "a")
 	var runs atomic.Int64
 	var returned atomic.Bool
 	errs, panics := queueBehind(t, st, func(n int64) error {

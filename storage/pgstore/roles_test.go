@@ -78,6 +78,7 @@ func emptySchema(t *testing.T, dsn string) string {
 	return schema
 }
 
+// rec is a user message of text, to append.
 func rec(text string) storage.Record {
 	return storage.Record{Message: ctxstore.NewMessage("user", text)}
 }
