@@ -2,14 +2,12 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
 	"go.etcd.io/bbolt"
 )
 
@@ -30,51 +28,10 @@ func TestVerifyEpochList(t *testing.T) {
 	}
 	st, err := Open(path, Options{NoSync: true})
 	must(err)
-	appendN := func(s string, n int) {
-		t.Helper()
-		for i := range n {
-			_, _, err := st.Append(ctx, s, text([]string{"user", "assistant"}[i%2], fmt.Sprint(s, i)))
-			must(err)
-		}
-	}
-	clear := func(s string) {
-		t.Helper()
-		_, err := st.Clear(ctx, s)
-		must(err)
-	}
-	// Healthy sessions of every shape.
-	appendN("cleared", 2)
-	clear("cleared")
-	clear("cleared")
-	appendN("cleared", 1)
-	clear("cleared")
-	appendN("purged epoch", 2)
-	clear("purged epoch")
-	appendN("purged epoch", 1)
-	must(st.PurgeEpoch(ctx, "purged epoch", 1))
-	appendN("recreated", 2)
-	must(st.Purge(ctx, "recreated"))
-	appendN("recreated", 1)
-	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
-	ent := func(seq, epoch uint64) Entry {
-		return Entry{Seq: seq, Epoch: epoch, Time: at, Role: "user", Tokens: 1, Raw: ctxstore.NewMessage("user", "m").Bytes()}
-	}
-	// Seqs 2, 4-6 and 9 missing; epoch 2 unlisted and without messages.
-	must(st.ImportSession(ctx, SessionInfo{Name: "imported gaps", Epoch: 3, EpochStartSeq: 7, LastSeq: 9,
-		Epochs: []EpochInfo{{Epoch: 1, FirstSeq: 1, LastSeq: 4}, {Epoch: 3, FirstSeq: 7, LastSeq: 9}}},
-		entriesOf([]Entry{ent(1, 1), ent(3, 1), ent(7, 3), ent(8, 3)})))
-
-	// The sessions to damage, and one left alone: epochs 1 (seqs 1-3),
-	// 2 (4-6), 3 (empty, 7-6) and 4 (7-8, the current one).
+	// The sessions to damage, and one left alone ("healthy"), beside
+	// healthy sessions of every shape.
 	damaged := []string{"order", "overlap", "beyond current", "end", "start", "backwards", "purged count", "purged message", "outside"}
-	for _, s := range append([]string{"healthy"}, damaged...) {
-		appendN(s, 3)
-		clear(s)
-		appendN(s, 3)
-		clear(s)
-		clear(s)
-		appendN(s, 2)
-	}
+	storagetest.EpochShapes(t, st, damaged...)
 	must(st.PurgeEpoch(ctx, "purged count", 1))
 	r, err := st.Verify(ctx)
 	must(err)

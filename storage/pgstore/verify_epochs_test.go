@@ -2,14 +2,13 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
 )
 
 // TestVerifyEpochList: Verify reports nothing for healthy sessions of every
@@ -30,60 +29,15 @@ func TestVerifyEpochList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	appendN := func(s string, n int) {
-		t.Helper()
-		for i := range n {
-			_, _, err := st.Append(ctx, s, storage.Record{Message: ctxstore.NewMessage([]string{"user", "assistant"}[i%2], fmt.Sprint(s, i)), Tokens: 1})
-			must(err)
-		}
-	}
-	clear := func(s string) {
-		t.Helper()
-		_, err := st.Clear(ctx, s)
-		must(err)
-	}
-	// Healthy sessions of every shape.
-	appendN("cleared", 2)
-	clear("cleared")
-	clear("cleared")
-	appendN("cleared", 1)
-	clear("cleared")
-	appendN("purged epoch", 2)
-	clear("purged epoch")
-	appendN("purged epoch", 1)
-	must(st.PurgeEpoch(ctx, "purged epoch", 1))
-	appendN("recreated", 2)
-	must(st.Purge(ctx, "recreated"))
-	appendN("recreated", 1)
-	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
-	ent := func(seq, epoch uint64) storage.Entry {
-		return storage.Entry{Seq: seq, Epoch: epoch, Time: at, Role: "user", Tokens: 1, Raw: ctxstore.NewMessage("user", "m").Bytes()}
-	}
-	// Seqs 2, 4-6 and 9 missing; epoch 2 unlisted and without messages.
-	must(st.ImportSession(ctx, storage.SessionInfo{Name: "imported gaps", Epoch: 3, EpochStartSeq: 7, LastSeq: 9,
-		Epochs: []storage.EpochInfo{{Epoch: 1, FirstSeq: 1, LastSeq: 4}, {Epoch: 3, FirstSeq: 7, LastSeq: 9}}},
-		func(yield func(storage.Entry, error) bool) {
-			for _, e := range []storage.Entry{ent(1, 1), ent(3, 1), ent(7, 3), ent(8, 3)} {
-				if !yield(e, nil) {
-					return
-				}
-			}
-		}))
-
-	// The sessions to damage, and one left alone: epochs 1 (seqs 1-3),
-	// 2 (4-6), 3 (empty, 7-6) and 4 (7-8, the current one); "start" has
-	// an empty current epoch 5 (9-8) after them.
+	// The sessions to damage, and one left alone ("healthy"), beside
+	// healthy sessions of every shape; "start" has an empty current epoch
+	// 5 (9-8) after the four.
 	damaged := []string{"beyond current", "overlap", "seqs out of order", "end", "start", "backwards",
 		"purged count", "purged message", "unlisted epoch", "outside"}
-	for _, s := range append([]string{"healthy"}, damaged...) {
-		appendN(s, 3)
-		clear(s)
-		appendN(s, 3)
-		clear(s)
-		clear(s)
-		appendN(s, 2)
+	storagetest.EpochShapes(t, st, damaged...)
+	if _, err := st.Clear(ctx, "start"); err != nil {
+		t.Fatal(err)
 	}
-	clear("start")
 	must(st.PurgeEpoch(ctx, "purged count", 1))
 	r, err := st.Verify(ctx)
 	must(err)
