@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -107,15 +106,7 @@ func TestCloseEndsWatch(t *testing.T) {
 // TestCloseEndsWatchDuringOutage: a watch retrying to reach a server that
 // is gone ends at Close too.
 func TestCloseEndsWatchDuringOutage(t *testing.T) {
-	dsn := testDSN(t)
-	schema := freshSchema(t, dsn)
-	u, err := url.Parse(dsn)
-	if err != nil || u.Host == "" {
-		t.Skip("CTXSTORE_TEST_POSTGRES is not a URL with a host; the outage test needs one")
-	}
-	p := startProxy(t, u.Host)
-	u.Host = p.ln.Addr().String()
-	st := openTest(t, u.String(), schema)
+	st, p := openProxied(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := st.Watch(ctx, "s")

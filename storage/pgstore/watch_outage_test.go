@@ -17,6 +17,22 @@ type proxy struct {
 	conns []net.Conn
 }
 
+// openProxied opens a Store on a fresh schema through a proxy the test can
+// cut (an outage of the server), skipping where the test server's DSN has
+// no host to proxy.
+func openProxied(t *testing.T) (*Store, *proxy) {
+	t.Helper()
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		t.Skip("CTXSTORE_TEST_POSTGRES is not a URL with a host; the outage test needs one")
+	}
+	p := startProxy(t, u.Host)
+	u.Host = p.ln.Addr().String()
+	return openTest(t, u.String(), schema), p
+}
+
 func startProxy(t *testing.T, target string) *proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -62,15 +78,7 @@ func (p *proxy) cut() {
 // server is unreachable closes its channel; it must not crash the process
 // (it once closed a connection it never got).
 func TestWatchEndsCleanlyDuringOutage(t *testing.T) {
-	dsn := testDSN(t)
-	schema := freshSchema(t, dsn)
-	u, err := url.Parse(dsn)
-	if err != nil || u.Host == "" {
-		t.Skip("CTXSTORE_TEST_POSTGRES is not a URL with a host; the outage test needs one")
-	}
-	p := startProxy(t, u.Host)
-	u.Host = p.ln.Addr().String()
-	st := openTest(t, u.String(), schema)
+	st, p := openProxied(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, err := st.Watch(ctx, "s")
 	if err != nil {
