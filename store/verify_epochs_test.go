@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/ctxstore/ctxstore/storage/storagetest"
@@ -101,28 +100,5 @@ func TestVerifyEpochList(t *testing.T) {
 		{Kind: "meta", Session: "purged message", Seq: 2, Detail: "message of epoch 1, which is marked purged"},
 		{Kind: "meta", Session: "outside", Seq: 6, Detail: "outside epoch 2's range 4..5"},
 	}
-	checkProblems(t, r, want, damaged)
-}
-
-// checkProblems fails unless r reports every problem of want (its detail a
-// substring) and none in a session not named in damaged.
-func checkProblems(t *testing.T, r *VerifyReport, want []VerifyProblem, damaged []string) {
-	t.Helper()
-	var missing []string
-	for _, w := range want {
-		if !slices.ContainsFunc(r.Problems, func(p VerifyProblem) bool {
-			return p.Kind == w.Kind && p.Session == w.Session && p.Seq == w.Seq && strings.Contains(p.Detail, w.Detail)
-		}) {
-			missing = append(missing, w.String())
-		}
-	}
-	for _, p := range r.Problems {
-		if !slices.Contains(damaged, p.Session) {
-			t.Errorf("problem reported in a healthy session: %s", p)
-		}
-	}
-	if len(missing) > 0 {
-		t.Fatalf("not reported:\n  %s\nreport:\n%s", strings.Join(missing, "\n  "), r)
-	}
-	t.Logf("report:\n%s", r)
+	storagetest.CheckProblems(t, r, want, damaged)
 }

@@ -2,8 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -93,21 +91,5 @@ func TestVerifyEpochList(t *testing.T) {
 		{Kind: "meta", Session: "unlisted epoch", Seq: 5, Detail: "epoch 9 is not in the session's epoch list"},
 		{Kind: "meta", Session: "outside", Seq: 6, Detail: "outside epoch 2's range 4..5"},
 	}
-	var missing []string
-	for _, w := range want {
-		if !slices.ContainsFunc(r.Problems, func(p storage.VerifyProblem) bool {
-			return p.Kind == w.Kind && p.Session == w.Session && p.Seq == w.Seq && strings.Contains(p.Detail, w.Detail)
-		}) {
-			missing = append(missing, w.String())
-		}
-	}
-	for _, p := range r.Problems {
-		if !slices.Contains(damaged, p.Session) {
-			t.Errorf("problem reported in a healthy session: %s", p)
-		}
-	}
-	if len(missing) > 0 {
-		t.Fatalf("not reported:\n  %s\nreport:\n%s", strings.Join(missing, "\n  "), r)
-	}
-	t.Logf("report:\n%s", r)
+	storagetest.CheckProblems(t, r, want, damaged)
 }

@@ -3,6 +3,8 @@ package storagetest
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +71,28 @@ func EpochShapes(t *testing.T, e storage.Engine, damaged ...string) {
 		clear(s)
 		appendN(s, 2)
 	}
+}
+
+// CheckProblems fails t unless r reports every problem of want (its Detail
+// a substring of the reported one's) and none in a session not named in
+// damaged.
+func CheckProblems(t *testing.T, r *storage.VerifyReport, want []storage.VerifyProblem, damaged []string) {
+	t.Helper()
+	var missing []string
+	for _, w := range want {
+		if !slices.ContainsFunc(r.Problems, func(p storage.VerifyProblem) bool {
+			return p.Kind == w.Kind && p.Session == w.Session && p.Seq == w.Seq && strings.Contains(p.Detail, w.Detail)
+		}) {
+			missing = append(missing, w.String())
+		}
+	}
+	for _, p := range r.Problems {
+		if !slices.Contains(damaged, p.Session) {
+			t.Errorf("problem reported in a healthy session: %s", p)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("not reported:\n  %s\nreport:\n%s", strings.Join(missing, "\n  "), r)
+	}
+	t.Logf("report:\n%s", r)
 }
