@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/pgdsn"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/pgstore"
 	"github.com/ctxstore/ctxstore/store"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // openMode says whether a command may create or change the database.
@@ -33,11 +33,9 @@ const (
 const serverOpenTimeout = 30 * time.Second
 
 // isServer reports whether db names a PostgreSQL database (a postgres:// or
-// postgresql:// URL) rather than a bbolt file.
-func isServer(db string) bool {
-	l := strings.ToLower(db)
-	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
-}
+// postgresql:// URL, or a keyword/value connection string such as
+// "host=h dbname=d") rather than a bbolt file.
+func isServer(db string) bool { return pgdsn.Is(db) }
 
 // open opens the database for a command: the bbolt file, or the PostgreSQL
 // database a postgres:// URL names. A read command opens it read-only (a
@@ -88,7 +86,7 @@ func openServer(ctx context.Context, dsn string, mode openMode) (*pgstore.Store,
 	if mode == writeExisting {
 		found, err := pgstore.SchemaExists(ctx, conn, schema)
 		if err != nil {
-			return nil, unreachable(err, dsn)
+			return nil, serverError(err, dsn)
 		}
 		if !found {
 			return nil, fmt.Errorf("no ctxstore tables in schema %q of %s (check the schema= parameter of --db or $CTXSTORE_DB; 'add', 'import' or 'demo', given the same --db, create them)", schema, redactURL(dsn))
@@ -99,139 +97,105 @@ func openServer(ctx context.Context, dsn string, mode openMode) (*pgstore.Store,
 		return nil, fmt.Errorf("%w\n(check the schema= parameter of --db or $CTXSTORE_DB: %s; 'add', 'import' or 'demo', given the same --db, create or update the tables)", err, redactURL(dsn))
 	}
 	if err != nil {
-		return nil, unreachable(err, dsn)
+		return nil, serverError(err, dsn)
 	}
 	return st, nil
 }
 
-// unreachable explains err, which failed to open the PostgreSQL database db
-// names. A URL the driver cannot parse is a usage error saying which part
-// is wrong. A server that cannot be reached, or does not answer, is named
-// (host:port) once, with what to check, instead of the driver's line per
-// attempt; one that refuses the login gets the server's reason. Anything
-// else keeps its message. Each says where the URL came from, never with its
-// password.
-func unreachable(err error, db string) error {
-	given := "the URL given with --db or $CTXSTORE_DB: " + redactURL(db)
-	if _, ok := errors.AsType[*pgconn.ParseConfigError](err); ok {
-		// The driver's message repeats the URL, redacted: keep what follows.
-		msg := err.Error()
-		if _, after, ok := strings.Cut(msg, "`: "); ok {
-			msg = after
-		}
-		return usagef("--db: %s is not a valid PostgreSQL URL: %s (its parameters are libpq's: https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS)",
-			redactURL(db), msg)
+// serverError explains err, which failed to open the PostgreSQL database
+// db names, by pgstore's typed errors. A connection string that does not
+// parse, or a schema name the server would cut short, is a usage error
+// saying what is wrong. A server that cannot be reached, or does not
+// answer, is named (host:port) once, with what to check, instead of the
+// driver's line per attempt; one that refuses the login, or has no such
+// database, says so. Anything else keeps its message. Each says where the
+// connection string came from, never with its password: pgstore's errors
+// never hold it, and the string is shown redacted.
+func serverError(err error, db string) error {
+	form := "connection string"
+	if pgdsn.IsURL(db) {
+		form = "URL"
 	}
-	addr := "the server"
-	if cfg, perr := pgconn.ParseConfig(db); perr == nil {
-		addr = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	given := "the " + form + " given with --db or $CTXSTORE_DB: " + redactURL(db)
+	if errors.Is(err, pgstore.ErrSchemaName) {
+		return usagef("--db: the schema= parameter of %s: %v", redactURL(db), err)
 	}
+	ce, ok := errors.AsType[*pgstore.ConnectError](err)
+	if !ok {
+		return fmt.Errorf("%w\n(the database is %s; check that the server runs and accepts the connection)", err, given)
+	}
+	addr := net.JoinHostPort(ce.Host, strconv.Itoa(int(ce.Port)))
 	check := "check that PostgreSQL runs there, and the host and port in " + given
-	if dns, ok := errors.AsType[*net.DNSError](err); ok {
-		return fmt.Errorf("cannot reach the PostgreSQL server at %s: %v\n(check the host name in %s)", addr, dns, given)
-	}
-	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
-		if op, ok := errors.AsType[*net.OpError](err); ok {
-			cause := op.Err
-			if sys, ok := cause.(*os.SyscallError); ok {
-				cause = sys.Err // "connection refused", not "connect: connection refused"
-			}
-			return fmt.Errorf("cannot reach the PostgreSQL server at %s: %v\n(%s)", addr, cause, check)
-		}
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-			return fmt.Errorf("the PostgreSQL server at %s refused the connection: %s (SQLSTATE %s)\n(check the user, password and database in %s)", addr, pgErr.Message, pgErr.Code, given)
-		}
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, pgstore.ErrBadDSN):
+		return usagef("--db: %s is not a valid PostgreSQL %s: %s (its parameters are libpq's: https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS)",
+			redactURL(db), form, ce.Reason)
+	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("no answer from the PostgreSQL server at %s in time (within connect_timeout, or %v)\n(%s)", addr, serverOpenTimeout, check)
+	case errors.Is(err, pgstore.ErrUnreachable):
+		return fmt.Errorf("cannot reach the PostgreSQL server at %s: %s\n(%s)", addr, ce.Reason, check)
+	case errors.Is(err, pgstore.ErrAuth):
+		return fmt.Errorf("the PostgreSQL server at %s refused the login: %s\n(check the user and password in %s; in a URL, a password holding / # ? @ : %% or spaces must be percent-encoded)", addr, ce.Reason, given)
+	case errors.Is(err, pgstore.ErrNoDatabase):
+		return fmt.Errorf("the PostgreSQL server at %s has no database %q: %s\n(check the database in %s)", addr, ce.Database, ce.Reason, given)
 	}
-	return fmt.Errorf("%w\n(the database is the PostgreSQL URL given with --db or $CTXSTORE_DB: %s; check that the server runs and accepts the connection)", err, redactURL(db))
+	return fmt.Errorf("the PostgreSQL server at %s refused the connection: %s\n(check the user, password and database in %s)", addr, ce.Reason, given)
 }
 
-// splitSchema takes the "schema" query parameter out of a postgres:// URL,
-// which the driver would otherwise send the server as a setting; without
-// one the schema is pgstore.DefaultSchema.
+// splitSchema takes the "schema" parameter out of a connection string
+// (a URL's query parameter, or a schema= pair), which the driver would
+// otherwise send the server as a setting; without one the schema is
+// pgstore.DefaultSchema. It decodes nothing but the parameters, so a
+// password the URL does not encode is left for pgstore to refuse, never
+// quoted in an error.
 func splitSchema(dsn string) (conn, schema string, err error) {
-	u, err := url.Parse(dsn)
+	conn, schema, found, err := pgdsn.Cut(dsn, "schema")
 	if err != nil {
-		return "", "", usagef("--db: %s is not a valid PostgreSQL URL (postgres://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?schema=NAME]): %v",
-			redactURL(dsn), errors.Unwrap(err))
+		return "", "", usagef("--db: the parameters of %s are not validly percent-encoded: %v", redactURL(dsn), err)
 	}
-	q := u.Query()
-	if !q.Has("schema") {
+	if !found {
 		return dsn, pgstore.DefaultSchema, nil
 	}
-	schema = q.Get("schema")
 	if schema == "" {
 		return "", "", usagef("--db: the schema= parameter of %s is empty: name a schema, or leave the parameter out for %q", redactURL(dsn), pgstore.DefaultSchema)
 	}
-	q.Del("schema")
-	u.RawQuery = q.Encode()
-	return u.String(), schema, nil
+	return conn, schema, nil
 }
 
-// redactURL is db for messages: a PostgreSQL URL with its password (after
-// the user name, or a password= parameter) replaced by "xxxxx"; a file path
-// as it is.
+// redactURL is db for messages: a PostgreSQL connection string with its
+// password (after the user name, or a password= parameter) replaced by
+// "xxxxx", whatever characters it holds; a file path as it is.
 func redactURL(db string) string {
 	if !isServer(db) {
 		return db
 	}
-	u, err := url.Parse(db)
-	if err != nil {
-		// Keep whatever sits between "://" and "@" out of the message.
-		scheme, rest, _ := strings.Cut(db, "://")
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			rest = "xxxxx" + rest[at:]
-		}
-		if q := strings.Index(rest, "?"); q >= 0 {
-			rest = rest[:q+1] + replacePassword(rest[q+1:], "password=xxxxx")
-		}
-		return scheme + "://" + rest
-	}
-	u.RawQuery = replacePassword(u.RawQuery, "password=xxxxx")
-	return u.Redacted()
+	return pgdsn.Redact(db)
 }
 
-// replacePassword replaces each password= parameter of the query string q
-// with with ("" drops it), keeping the others in their order.
-func replacePassword(q, with string) string {
-	params := strings.Split(q, "&")
-	out := params[:0]
-	for _, p := range params {
-		k, _, _ := strings.Cut(p, "=")
-		if uk, err := url.QueryUnescape(k); err == nil {
-			k = uk
-		}
-		if strings.EqualFold(k, "password") {
-			if with == "" {
-				continue
-			}
-			p = with
-		}
-		out = append(out, p)
-	}
-	return strings.Join(out, "&")
-}
-
-// suggestedURL is db for a command suggested to the user: a PostgreSQL URL
-// without its password (hidden reports one was left out), which PGPASSWORD
-// or ~/.pgpass supplies when the command is pasted; a file path as it is.
+// suggestedURL is db for a command suggested to the user: a PostgreSQL
+// connection string without its password (hidden reports one was left
+// out), which PGPASSWORD or ~/.pgpass supplies when the command is pasted;
+// a file path as it is.
 func suggestedURL(db string) (s string, hidden bool) {
 	if !isServer(db) {
 		return db, false
 	}
-	u, err := url.Parse(db)
+	s, _, hidden, err := pgdsn.Cut(db, "password")
+	if err != nil {
+		return redactURL(db), true
+	}
+	if !pgdsn.IsURL(s) {
+		return s, hidden
+	}
+	u, err := url.Parse(s)
 	if err != nil {
 		return redactURL(db), strings.Contains(db, "@")
 	}
 	if _, ok := u.User.Password(); ok {
 		u.User, hidden = url.User(u.User.Username()), true
+		s = u.String()
 	}
-	if q := replacePassword(u.RawQuery, ""); q != u.RawQuery {
-		u.RawQuery, hidden = q, true
-	}
-	return u.String(), hidden
+	return s, hidden
 }
 
 // fileOnly refuses a command that works on the bbolt file itself when the

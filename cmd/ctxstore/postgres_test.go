@@ -307,7 +307,7 @@ func TestPostgresUnreachable(t *testing.T) {
 		}
 		u.Path = "/no_such_database_" + strconv.Itoa(os.Getpid())
 		e := newEnv(t)
-		e.fail(1, "", []string{"--db", u.String(), "ls"}, "refused the connection: database", "does not exist", "check the user, password and database")
+		e.fail(1, "", []string{"--db", u.String(), "ls"}, "has no database \""+strings.TrimPrefix(u.Path, "/")+"\"", "does not exist", "check the database in")
 	})
 }
 

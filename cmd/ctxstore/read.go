@@ -393,7 +393,7 @@ func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
 			defer cancel()
 			ok, err := pgstore.SchemaExists(cctx, dsn, schema)
 			if err != nil && ctx.Err() == nil {
-				return false, unreachable(err, path)
+				return false, serverError(err, path)
 			}
 			return ok, err
 		}

@@ -22,8 +22,8 @@ func TestOpenUnreachable(t *testing.T) {
 		t.Fatal("Open succeeded")
 	}
 	msg := err.Error()
-	if !strings.HasPrefix(msg, "pgstore 127.0.0.1:1/test: connect: ") || strings.Contains(msg, "schema") {
-		t.Errorf("error %q: want it to say it could not connect to 127.0.0.1:1/test, without blaming the schema", msg)
+	if !strings.HasPrefix(msg, "pgstore 127.0.0.1:1/test: server unreachable: ") || strings.Contains(msg, "schema") || !errors.Is(err, ErrUnreachable) {
+		t.Errorf("error %q: want ErrUnreachable saying it could not connect to 127.0.0.1:1/test, without blaming the schema", msg)
 	}
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); !ok {
 		t.Errorf("error %q does not wrap the driver's *pgconn.ConnectError", msg)

@@ -61,6 +61,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/pgdsn"
 	"github.com/ctxstore/ctxstore/internal/watchset"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
@@ -88,7 +89,9 @@ var ErrNoSchema = errors.New("pgstore: schema missing or not migrated")
 // Options configure a Store. The zero value is the default.
 type Options struct {
 	// Schema is the PostgreSQL schema holding the tables, created if
-	// missing (default "ctxstore"). Any name works: it is quoted.
+	// missing (default "ctxstore"). Any name of at most MaxSchemaLen bytes
+	// works: it is quoted. A longer one fails with ErrSchemaName rather
+	// than be cut short by the server.
 	Schema string
 	// ReadOnly opens the schema for reading only: Open never creates or
 	// migrates it (it fails with ErrNoSchema instead), every write fails
@@ -117,6 +120,7 @@ type Store struct {
 	connCfg  *pgx.ConnConfig // for Watch's dedicated connections
 	server   string          // host:port/database, for messages
 	password string          // to keep out of messages
+	dsn      string          // the connection string without its password, for ConnectError
 	user     string          // the role logged in, for messages
 	schema   string          // quoted identifier
 	readOnly bool            // Options.ReadOnly
@@ -150,12 +154,15 @@ type Store struct {
 // this program (not with Options.ReadOnly), and returns the Store. ctx
 // bounds the connection and the migration.
 func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := parseDSN(dsn, pgxpool.ParseConfig, func(c *pgxpool.Config) *pgconn.Config { return &c.ConnConfig.Config })
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: parse the connection string: %w", redactErr(err, passwordOf(dsn)))
+		return nil, err
 	}
 	if opts.Schema == "" {
 		opts.Schema = DefaultSchema
+	}
+	if err := checkSchemaName(opts.Schema); err != nil {
+		return nil, fmt.Errorf("pgstore %s: %w", serverName(cfg.ConnConfig), err)
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
@@ -178,6 +185,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		connCfg:  cfg.ConnConfig,
+		dsn:      pgdsn.Redact(dsn),
 		server:   serverName(cfg.ConnConfig),
 		password: cfg.ConnConfig.Password,
 		user:     cfg.ConnConfig.User,
@@ -205,17 +213,20 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 // would create it, or wait for another process to create it. Errors name
 // the server, never the password.
 func SchemaExists(ctx context.Context, dsn, schema string) (bool, error) {
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := parseDSN(dsn, pgx.ParseConfig, func(c *pgx.ConnConfig) *pgconn.Config { return &c.Config })
 	if err != nil {
-		return false, fmt.Errorf("pgstore: parse the connection string: %w", redactErr(err, passwordOf(dsn)))
+		return false, err
 	}
 	if schema == "" {
 		schema = DefaultSchema
 	}
 	prefix := "pgstore " + serverName(cfg)
+	if err := checkSchemaName(schema); err != nil {
+		return false, fmt.Errorf("%s: %w", prefix, err)
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return false, redactErr(fmt.Errorf("%s: connect: %w", prefix, err), cfg.Password)
+		return false, connectError(err, cfg, dsn)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var found bool
@@ -255,25 +266,6 @@ func hasParam(params map[string]string, name string) bool {
 // serverName is host:port/database.
 func serverName(c *pgx.ConnConfig) string {
 	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) + "/" + c.Database
-}
-
-// passwordOf finds the password of a DSN that did not parse, to keep it
-// out of the error.
-func passwordOf(dsn string) string {
-	if i := strings.Index(dsn, "://"); i >= 0 {
-		rest := dsn[i+3:]
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 {
-				return rest[c+1 : at]
-			}
-		}
-	}
-	for _, f := range strings.Fields(dsn) {
-		if v, ok := strings.CutPrefix(f, "password="); ok {
-			return strings.Trim(v, "'")
-		}
-	}
-	return ""
 }
 
 // channelName is the NOTIFY channel of a schema: at most 63 bytes, as
@@ -409,7 +401,7 @@ func (s *Store) version(ctx context.Context, q querier) (int, error) {
 	}
 	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		// No connection: nothing is known about the schema yet.
-		return 0, s.errorf("", "connect: %w", err)
+		return 0, connectError(err, s.connCfg, s.dsn)
 	}
 	if err != nil {
 		return 0, s.errorf("", "schema %s: read its version: %w", s.schema, err)
@@ -429,7 +421,7 @@ func isDenied(err error) bool {
 func (s *Store) migrate(ctx context.Context, schema string, names []string) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return s.errorf("", "connect: %w", err)
+		return connectError(s.errorf("", "connect: %w", err), s.connCfg, s.dsn)
 	}
 	defer conn.Release()
 	lockKey := "ctxstore migrate " + schema

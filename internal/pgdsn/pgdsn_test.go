@@ -1,0 +1,89 @@
+package pgdsn
+
+import (
+	"strings"
+	"testing"
+)
+
+// secretWords are the words of the passwords below: none may show in what
+// Redact returns, however the password breaks the string's syntax.
+var secretWords = []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"}
+
+func TestRedact(t *testing.T) {
+	for _, tc := range []struct{ dsn, want string }{
+		{"postgres://u:alpha@h:5432/db", "postgres://u:xxxxx@h:5432/db"},
+		{"postgres://u:alpha/bravo#charlie?delta@h/db?sslmode=disable", "postgres://u:xxxxx@h/db?sslmode=disable"},
+		{"postgres://u:alpha@bravo@h/db", "postgres://u:xxxxx@h/db"},
+		{"postgresql://u:alpha:bravo%charlie delta@h/db", "postgresql://u:xxxxx@h/db"},
+		{"POSTGRES://u:alpha@h/db", "POSTGRES://u:xxxxx@h/db"},
+		{"postgres://u@h/db?password=alpha&schema=s", "postgres://u@h/db?password=xxxxx&schema=s"},
+		{"postgres://h/db?Password=alpha", "postgres://h/db?Password=xxxxx"},
+		{"postgres://h/db?password=alpha/bravo#charlie?delta@echo&sslmode=disable", "postgres://h/db?password=xxxxx&sslmode=disable"},
+		{"postgres://u:alpha@h/db?password=bravo@charlie&foxtrot&password=delta@echo&x=1", "postgres://u:xxxxx@h/db?password=xxxxx&password=xxxxx&x=1"},
+		{"postgres://h/db", "postgres://h/db"},
+		{"host=h password=alpha dbname=db", "host=h password=xxxxx dbname=db"},
+		{"host=h password = 'alpha bravo\\' charlie' dbname=db", "host=h password = xxxxx dbname=db"},
+		{"host=h password=alpha bravo charlie dbname=db", "host=h password=xxxxx dbname=db"},
+		{"host=h password='alpha bravo dbname=db", "host=h password=xxxxx"},
+		{"host=h password=alpha", "host=h password=xxxxx"},
+		{"host=h dbname=db", "host=h dbname=db"},
+	} {
+		got := Redact(tc.dsn)
+		if got != tc.want {
+			t.Errorf("Redact(%q) = %q, want %q", tc.dsn, got, tc.want)
+		}
+		for _, w := range secretWords {
+			if strings.Contains(got, w) {
+				t.Errorf("Redact(%q) = %q shows %q", tc.dsn, got, w)
+			}
+		}
+	}
+}
+
+func TestIs(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want bool
+	}{
+		{"postgres://h/db", true},
+		{"postgresql://h/db", true},
+		{"host=h dbname=d", true},
+		{"dbname=d", true},
+		{"  user=u password=p q", true}, // the rest is the driver's to refuse
+		{"agent.db", false},
+		{"/tmp/x=y.db", false},
+		{"mode=fast.db", false}, // not a libpq keyword
+		{"", false},
+	} {
+		if got := Is(tc.s); got != tc.want {
+			t.Errorf("Is(%q) = %v, want %v", tc.s, got, tc.want)
+		}
+	}
+}
+
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		dsn, rest, value string
+		found, fails     bool
+	}{
+		{dsn: "postgres://h/db?schema=s&sslmode=disable", rest: "postgres://h/db?sslmode=disable", value: "s", found: true},
+		{dsn: "postgres://h/db?schema=a%20b", rest: "postgres://h/db", value: "a b", found: true},
+		{dsn: "postgres://h/db?schema=a&schema=b", rest: "postgres://h/db", value: "b", found: true},
+		{dsn: "postgres://h/db", rest: "postgres://h/db"},
+		// The password is left as written, '?' and all.
+		{dsn: "postgres://u:al?pha@h/db?schema=s", rest: "postgres://u:al?pha@h/db", value: "s", found: true},
+		{dsn: "postgres://u:al?schema=x@h/db", rest: "postgres://u:al?schema=x@h/db"},
+		{dsn: "postgres://h/db?schema=%zz", fails: true},
+		{dsn: "host=h schema='my s\\'chema' dbname=db", rest: "host=h dbname=db", value: "my s'chema", found: true},
+		{dsn: "host=h dbname=db", rest: "host=h dbname=db"},
+	} {
+		rest, value, found, err := Cut(tc.dsn, "schema")
+		if (err != nil) != tc.fails {
+			t.Errorf("Cut(%q): error %v, want failure %v", tc.dsn, err, tc.fails)
+			continue
+		}
+		if !tc.fails && (rest != tc.rest || value != tc.value || found != tc.found) {
+			t.Errorf("Cut(%q) = %q, %q, %v; want %q, %q, %v", tc.dsn, rest, value, found, tc.rest, tc.value, tc.found)
+		}
+	}
+}
