@@ -415,6 +415,11 @@ func readExport(ctx context.Context, st storage.Engine, lr *lineReader, opt impo
 			if rec.Name == "" {
 				return stats, lr.errorf("session record without a name")
 			}
+			if rec.Messages < 0 {
+				// Checked before anything is written: nothing of the
+				// session is left behind.
+				return stats, lr.errorf("session record of %q counts %d messages (want 0 or more); nothing of it was imported", rec.Name, rec.Messages)
+			}
 			if !utf8.Valid(line) {
 				// JSON decoding would turn the bad bytes into U+FFFD,
 				// and two different names into one.
@@ -506,16 +511,41 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 	case err != nil:
 		return 0, false, explainIn(st, "", fmt.Errorf("import session %q (%s around line %d): %w", rec.Name, lr.name, lr.no, err))
 	case n != int64(rec.Messages):
-		return 0, false, fmt.Errorf("import session %q: the store stopped after %d of %d messages", rec.Name, n, rec.Messages)
+		return 0, false, removeImported(ctx, st, rec.Name, fmt.Errorf("import session %q: the store stopped after %d of %d messages", rec.Name, n, rec.Messages))
 	}
 	if err := importDerived(ctx, st, lr, rec.Name); err != nil {
-		// Whole or not at all: the session goes again.
-		if perr := st.Purge(context.WithoutCancel(ctx), rec.Name); perr != nil {
-			err = fmt.Errorf("%w (and removing the partly imported session failed: %v)", err, perr)
-		}
-		return 0, false, err
+		return 0, false, removeImported(ctx, st, rec.Name, err)
+	}
+	if err := moreMessages(lr, rec); err != nil {
+		return 0, false, removeImported(ctx, st, rec.Name, err)
 	}
 	return n, false, nil
+}
+
+// moreMessages fails if the next record is a message: the session record
+// before counted fewer than the export holds.
+func moreMessages(lr *lineReader, rec exportSession) error {
+	line, err := lr.next()
+	if err != nil {
+		return nil // the caller reports a missing end record
+	}
+	lr.unread(line)
+	var kind struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(line, &kind) == nil && kind.Type == "message" {
+		return fmt.Errorf("%s line %d: a message record of session %q past the %d its session record counts: the count is wrong; nothing of the session was imported", lr.name, lr.no+1, rec.Name, rec.Messages)
+	}
+	return nil
+}
+
+// removeImported removes the session an import stored before failing with
+// err (whole or not at all: the session goes again) and returns err.
+func removeImported(ctx context.Context, st storage.Engine, session string, err error) error {
+	if perr := st.Purge(context.WithoutCancel(ctx), session); perr != nil {
+		return fmt.Errorf("%w (and removing the partly imported session failed: %v)", err, perr)
+	}
+	return err
 }
 
 // unfinishedImport returns an error if the store holds rec's session from

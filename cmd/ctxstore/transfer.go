@@ -245,14 +245,24 @@ func runImport(ctx context.Context, a *app, file, session string, skip bool) err
 }
 
 // transcriptSession derives a session name from a transcript's path:
-// the session directory of the Amplifier layout, else the file name.
+// the session directory of the Amplifier layout, else the file name. The
+// directory is the one the path names from the working directory, so
+// "context-messages.jsonl" or "." run inside a session directory name the
+// session after it, not "."; "" when the path names none (the root).
 func transcriptSession(path string) string {
 	if path == "-" {
 		return ""
 	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
 	base := filepath.Base(path)
 	if base == "context-messages.jsonl" {
-		return filepath.Base(filepath.Dir(path))
+		base = filepath.Base(filepath.Dir(path))
+		if base == string(filepath.Separator) || base == "." {
+			return ""
+		}
+		return base
 	}
 	return strings.TrimSuffix(base, filepath.Ext(base))
 }
