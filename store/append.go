@@ -251,6 +251,9 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 func sessionsBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 	b := tx.Bucket([]byte(bucketSessions))
 	if b == nil {
+		if err := txLookupDamage(tx, bucketSessions); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("store: %w: no %q bucket", ErrNotFound, bucketSessions)
 	}
 	return b, nil
@@ -259,11 +262,17 @@ func sessionsBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 // getSession returns the bucket and metadata of an existing session.
 func getSession(tx *bbolt.Tx, name string) (*bbolt.Bucket, sessionMeta, error) {
 	sessions, err := sessionsBucket(tx)
+	if errors.Is(err, ErrCorrupt) {
+		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
+	}
 	if err != nil {
 		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
 	}
 	sb := sessions.Bucket([]byte(name))
 	if sb == nil {
+		if err := txLookupDamage(tx, bucketSessions, name); err != nil {
+			return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
+		}
 		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
 	}
 	meta, err := decodeMeta(sb.Get([]byte(keyMeta)))

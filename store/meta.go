@@ -193,16 +193,18 @@ type tombstone struct {
 // readTombstone returns the tombstone of a purged session name, if any.
 func readTombstone(tx *bbolt.Tx, name string) (tombstone, bool, error) {
 	var t tombstone
-	sb := tx.Bucket([]byte(bucketStore))
-	if sb == nil {
-		return t, false, nil
+	var v []byte
+	if sb := tx.Bucket([]byte(bucketStore)); sb != nil {
+		if pb := sb.Bucket([]byte(bucketPurged)); pb != nil {
+			v = pb.Get([]byte(name))
+		}
 	}
-	pb := sb.Bucket([]byte(bucketPurged))
-	if pb == nil {
-		return t, false, nil
-	}
-	v := pb.Get([]byte(name))
 	if v == nil {
+		// A name purged before must not start again at seq 1 because
+		// the pages holding its tombstone are damaged.
+		if err := txLookupDamage(tx, bucketStore, bucketPurged, name); err != nil {
+			return t, false, fmt.Errorf("store: session %q: tombstone: %w", name, err)
+		}
 		return t, false, nil
 	}
 	if err := msgpack.Unmarshal(v, &t); err != nil {

@@ -306,7 +306,11 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
 		}
 		t := v.t
 		seen := map[string]bool{}
-		if sessions, err := sessionsBucket(tx); err == nil { // else a file no writer has initialised
+		sessions, err := sessionsBucket(tx)
+		if errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		if err == nil { // else a file no writer has initialised
 			err := sessions.ForEachBucket(func(k []byte) error {
 				name := string(k)
 				seen[name] = true
@@ -323,6 +327,12 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
 			})
 			if err != nil {
 				return err
+			}
+			if len(seen) == 0 {
+				// No session in bbolt: believed only of a sound tree.
+				if err := treeDamage(tx.DB().Path(), bucketSessions); err != nil {
+					return err
+				}
 			}
 		}
 		if t != nil {

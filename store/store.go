@@ -252,6 +252,19 @@ func (s *Store) init(ctx context.Context) error {
 			return nil
 		})
 	})
+	if err == nil && !ready && !s.opts.ReadOnly {
+		// A new file, or one whose root page lost the keys: never
+		// initialised again over damage. (Read-only, the reads that
+		// would come up empty check it, so Verify can report it.)
+		err = s.guard("open", func() error {
+			return db.View(func(tx *bbolt.Tx) error {
+				if err := txLookupDamage(tx, bucketStore); err != nil {
+					return err
+				}
+				return txLookupDamage(tx, bucketSessions)
+			})
+		})
+	}
 	if err != nil || ready || s.opts.ReadOnly {
 		if err != nil {
 			return fmt.Errorf("store %s: %w", s.path, err)
