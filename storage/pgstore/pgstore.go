@@ -39,8 +39,10 @@
 //     can distribute the tables by it.
 //
 // Errors name the server (host:port/database) and the session, never the
-// password. A write the role has no privilege for fails with ErrReadOnly,
-// the server's refusal kept in the chain.
+// password, whatever characters it holds. Failing to connect, Open returns
+// a *ConnectError saying why: ErrBadDSN, ErrUnreachable, ErrAuth or
+// ErrNoDatabase. A write the role has no privilege for fails with
+// ErrReadOnly, the server's refusal kept in the chain.
 package pgstore
 
 import (
