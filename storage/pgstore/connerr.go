@@ -143,7 +143,7 @@ func connectError(err error, cfg *pgx.ConnConfig, dsn string) error {
 	}
 	ce = &ConnectError{DSN: pgdsn.Redact(dsn), Host: cfg.Host, Port: cfg.Port, Database: cfg.Database, err: redactErr(err, cfg.Password)}
 	pgErr, isPg := errors.AsType[*pgconn.PgError](err)
-	_, isConn := errors.AsType[*pgconn.ConnectError](err)
+	conn, isConn := errors.AsType[*pgconn.ConnectError](err)
 	dns, isDNS := errors.AsType[*net.DNSError](err)
 	op, isOp := errors.AsType[*net.OpError](err)
 	switch {
@@ -167,8 +167,10 @@ func connectError(err error, cfg *pgx.ConnConfig, dsn string) error {
 		ce.Kind, ce.Reason = ErrUnreachable, cause.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		ce.Kind, ce.Reason = ErrUnreachable, "no answer in time (within connect_timeout, or the caller's deadline)"
-	case isConn:
-		ce.Kind, ce.Reason = ErrUnreachable, redactErr(errors.Unwrap(err), cfg.Password).Error()
+	case isConn && conn.Unwrap() != nil:
+		// TLS refused, a protocol error: the driver's cause, without the
+		// line naming the connection it tried.
+		ce.Kind, ce.Reason = ErrUnreachable, redactErr(conn.Unwrap(), cfg.Password).Error()
 	default:
 		return err
 	}

@@ -286,7 +286,7 @@ func TestErrorsNameServerNotPassword(t *testing.T) {
 	}{
 		{"unreachable URL", "postgres://someone:" + pw + "@127.0.0.1:1/test?connect_timeout=2", "127.0.0.1"},
 		{"unreachable key=value", "host=127.0.0.1 port=1 user=someone password=" + pw + " dbname=test connect_timeout=2", "127.0.0.1"},
-		{"bad URL", "postgres://someone:" + pw + "@127.0.0.1:notaport/test", "parse"},
+		{"bad URL", "postgres://someone:" + pw + "@127.0.0.1:notaport/test", "invalid connection string: invalid port"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
