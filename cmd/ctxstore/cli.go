@@ -336,8 +336,11 @@ global flags (before or after the command):
                      postgres://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?schema=NAME]
                      (postgresql:// too; the tables live in schema NAME, default
                      "ctxstore", created on first use; other parameters such as
-                     sslmode go to the driver). Every command works on it except
-                     compact-file and doctor --salvage, which work on a file.
+                     sslmode go to the driver; percent-encode / # ? @ : % and
+                     spaces in the password, or give it with PGPASSWORD). A
+                     keyword/value string works too: "host=H dbname=D schema=NAME".
+                     Every command works on it except compact-file and
+                     doctor --salvage, which work on a file.
   --json             machine-readable output
   --lock-timeout D   wait at most D for another process holding the file (default 5s)
   --version          print the version (as 'ctxstore version')

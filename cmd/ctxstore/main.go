@@ -5,9 +5,10 @@
 // Run "ctxstore help" for the command list and "ctxstore COMMAND --help" for
 // each command's flags and an example. The database is --db, else
 // $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db (XDG_DATA_HOME
-// defaults to ~/.local/share). A postgres:// or postgresql:// URL, with an
-// optional schema=NAME parameter (default "ctxstore"), names a PostgreSQL
-// database instead of a file.
+// defaults to ~/.local/share). A postgres:// or postgresql:// URL, or a
+// keyword/value connection string ("host=H dbname=D"), with an optional
+// schema=NAME parameter (default "ctxstore"), names a PostgreSQL database
+// instead of a file.
 //
 // Exit status: 0 success, 1 an error (including "verify found problems"),
 // 2 a usage error (unknown command or flag, missing argument).
