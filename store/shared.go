@@ -49,6 +49,12 @@ type Shared struct {
 // handle on the file is open in the same process (the two then wait for
 // each other's locks, as separate processes do).
 //
+// The Store follows the path it was first opened with, as any Store
+// follows its path: a handle opened under another name of the file follows
+// it too, so re-pointing that name (a symlink swapped) while such handles
+// are open moves them along. A file renamed away, or replaced at its path,
+// is opened afresh by later opens of its new name.
+//
 // Open, by contrast, always returns a Store of its own.
 func OpenShared(path string, opts Options) (*Shared, error) {
 	if opts.LockTimeout <= 0 {
