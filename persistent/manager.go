@@ -263,8 +263,10 @@ func (m *Manager) Close() error {
 func (m *Manager) Session() string { return m.session }
 
 // Store returns the engine the manager runs over, for callers (package
-// resume, the CLI) that read derived records or other epochs. Close closes
-// it when Open opened it, not when it was given to OpenEngine.
+// resume, the CLI) that read derived records or other epochs. When Open
+// opened it, it is this manager's handle on the file's shared store
+// (store.OpenShared), which Close closes; an engine given to OpenEngine
+// stays open.
 func (m *Manager) Store() storage.Engine { return m.st }
 
 // Resumed reports whether the session already held messages when it was

@@ -122,11 +122,7 @@ func (r *sharedFiles) acquire(path string, opts Options) (*sharedFile, error) {
 			}
 			f.users++
 			r.mu.Unlock()
-			<-f.ready
-			if f.err != nil {
-				return nil, f.err
-			}
-			return f, nil
+			return f.opened()
 		}
 		f = &sharedFile{id: id, path: path, opts: opts, ready: make(chan struct{}), users: 1}
 		r.files = append(r.files, f)
@@ -136,10 +132,7 @@ func (r *sharedFiles) acquire(path string, opts Options) (*sharedFile, error) {
 			r.remove(f)
 		}
 		close(f.ready)
-		if f.err != nil {
-			return nil, f.err
-		}
-		return f, nil
+		return f.opened()
 	}
 }
 
@@ -156,25 +149,37 @@ func (r *sharedFiles) openNew(path string, opts Options) (*sharedFile, error) {
 		st.Close()
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
-	ready := make(chan struct{})
-	close(ready)
-	mine := &sharedFile{id: id, path: path, opts: opts, ready: ready, st: st, users: 1}
-	r.mu.Lock()
-	f := r.find(id, opts.ReadOnly)
-	if f == nil || f.gone != nil {
-		r.files = append(r.files, mine)
+	for {
+		r.mu.Lock()
+		f := r.find(id, opts.ReadOnly)
+		if f == nil {
+			ready := make(chan struct{})
+			close(ready)
+			f = &sharedFile{id: id, path: path, opts: opts, ready: ready, st: st, users: 1}
+			r.files = append(r.files, f)
+			r.mu.Unlock()
+			return f, nil
+		}
+		if gone := f.gone; gone != nil {
+			r.mu.Unlock()
+			<-gone
+			continue
+		}
+		err = f.agrees(path, opts)
+		if err == nil {
+			f.users++
+		}
 		r.mu.Unlock()
-		return mine, nil
+		st.Close()
+		if err != nil {
+			return nil, err
+		}
+		return f.opened()
 	}
-	err = f.agrees(path, opts)
-	if err == nil {
-		f.users++
-	}
-	r.mu.Unlock()
-	st.Close()
-	if err != nil {
-		return nil, err
-	}
+}
+
+// opened waits for f's open to finish and returns f, or the open's error.
+func (f *sharedFile) opened() (*sharedFile, error) {
 	<-f.ready
 	if f.err != nil {
 		return nil, f.err
