@@ -38,8 +38,7 @@ type Shared struct {
 //
 // Sharing makes many users in one process (a conversation each, say) cost
 // what one Store costs: their writes share the Store's group commit instead
-// of taking turns at the file's locks as separate processes would, which at
-// 64 concurrent appenders is about ten times the throughput.
+// of taking turns at the file's locks as separate processes would.
 //
 // opts must agree with those of the handles already open: a different
 // LockTimeout (0 counts as DefaultLockTimeout) or NoSync fails with

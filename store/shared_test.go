@@ -358,3 +358,35 @@ func TestOpenSharedRenamedAway(t *testing.T) {
 		t.Fatalf("moved file holds %q", got)
 	}
 }
+
+// Opens that join an open that fails (a damaged file) get its error, and
+// nothing stays registered: the next open tries the file again.
+func TestOpenSharedFailedOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ctx.db")
+	if err := os.WriteFile(path, []byte(strings.Repeat("not a store file ", 2048)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			var h *Shared
+			if h, errs[i] = OpenShared(path, Options{}); h != nil {
+				h.Close()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+			t.Fatalf("open %d: %v, want ErrCorrupt naming %s", i, err, path)
+		}
+	}
+	if u := sharedUsers(t, path, false); u != 0 {
+		t.Fatalf("%d users registered for a file that failed to open", u)
+	}
+}
