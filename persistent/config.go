@@ -27,7 +27,10 @@ type Config struct {
 	WatchMemory bool
 	// LockTimeout bounds every wait for another process's lock on the store
 	// file Open opens (store.Options.LockTimeout; 0 = the store's default
-	// of 5 s). An engine given to OpenEngine was configured by its opener.
+	// of 5 s). The managers of a process that Open one file share its
+	// store, so they must give the same LockTimeout (an Open asking for
+	// another fails with store.ErrOptionsConflict). An engine given to
+	// OpenEngine was configured by its opener.
 	LockTimeout time.Duration
 	// MemoryDebounce is how long the watcher waits after the last change
 	// of a memory file before reading it: editors write files in several

@@ -50,6 +50,14 @@
 // an assistant message that never got their results with synthetic results
 // in views, recorded as a derived record, never by rewriting the log.
 //
+// # Many conversations in one process
+//
+// A process may hold a manager per conversation, each opened with Open on
+// the same file: they share one store underneath (store.OpenShared), so
+// their appends share its commits and cost what managers over one engine
+// given to OpenEngine cost. The file is let go when the last of them
+// closes.
+//
 // # Several processes
 //
 // Several processes, on one host over a file or on several over a shared

@@ -87,12 +87,19 @@ type Manager struct {
 // it. A session whose current epoch already holds messages is resumed: its
 // history is authoritative and SetMessages will be ignored (until Clear). A
 // fresh session (new, or cleared) starts with the configured memory files.
-// The manager owns the file: Close closes it.
+//
+// Managers that Open one file in this process share one store underneath
+// (store.OpenShared), whatever the session and whichever name reaches the
+// file (a symlink, a relative path): a process holding many conversations
+// open pays for one store, and their appends share its commits. Close
+// closes the manager's handle; the file closes with the last one.
 //
 // Open fails when cfg is invalid (the error names the field), when the file
-// cannot be opened (storage.ErrCorrupt, storage.ErrLocked), or when the
-// memory files alone exceed the budget (ErrMemoryTooLarge, listing each
-// file).
+// cannot be opened (storage.ErrCorrupt, storage.ErrLocked), when the file
+// is already open in this process with another LockTimeout
+// (store.ErrOptionsConflict: give every Open of a file the same one), or
+// when the memory files alone exceed the budget (ErrMemoryTooLarge,
+// listing each file).
 func Open(path string, session string, cfg Config) (*Manager, error) {
 	if session == "" {
 		return nil, fmt.Errorf("persistent: open %s: empty session name", path)
@@ -101,7 +108,7 @@ func Open(path string, session string, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(path, store.Options{LockTimeout: cfg.LockTimeout, NoSync: cfg.noSync, ReadOnly: cfg.ReadOnly})
+	st, err := store.OpenShared(path, store.Options{LockTimeout: cfg.LockTimeout, NoSync: cfg.noSync, ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("persistent: open session %q: %w", session, err)
 	}
@@ -214,8 +221,9 @@ func (m *Manager) sessionInfo(ctx context.Context) (storage.SessionInfo, error) 
 	return info, nil
 }
 
-// Close stops the memory watcher and closes the store file Open opened (an
-// engine given to OpenEngine stays open: its caller closes it). It is
+// Close stops the memory watcher and closes the store file Open opened,
+// once no other manager of this process has it open (an engine given to
+// OpenEngine stays open: its caller closes it). It is
 // idempotent; every other method fails with ErrClosed afterwards.
 //
 // Close waits for the watcher's goroutine to end, except while that
@@ -255,8 +263,10 @@ func (m *Manager) Close() error {
 func (m *Manager) Session() string { return m.session }
 
 // Store returns the engine the manager runs over, for callers (package
-// resume, the CLI) that read derived records or other epochs. Close closes
-// it when Open opened it, not when it was given to OpenEngine.
+// resume, the CLI) that read derived records or other epochs. When Open
+// opened it, it is this manager's handle on the file's shared store
+// (store.OpenShared), which Close closes; an engine given to OpenEngine
+// stays open.
 func (m *Manager) Store() storage.Engine { return m.st }
 
 // Resumed reports whether the session already held messages when it was

@@ -210,7 +210,7 @@ func importInto(ctx context.Context, t target, cfg persistent.Config) (ImportRep
 	if err := os.MkdirAll(filepath.Dir(t.db), 0o700); err != nil {
 		return ImportReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
 	}
-	st, err := store.Open(t.db, store.Options{LockTimeout: cfg.LockTimeout})
+	st, err := store.OpenShared(t.db, store.Options{LockTimeout: cfg.LockTimeout})
 	if err != nil {
 		return ImportReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
 	}
@@ -337,7 +337,7 @@ func storeSessions(ctx context.Context, opts Options) ([]storage.SessionInfo, er
 	if _, err := os.Stat(opts.DBPath); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	st, err := store.Open(opts.DBPath, store.Options{LockTimeout: opts.Config.LockTimeout, ReadOnly: true})
+	st, err := store.OpenShared(opts.DBPath, store.Options{LockTimeout: opts.Config.LockTimeout, ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("list sessions of %s: %w", opts.DBPath, err)
 	}

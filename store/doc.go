@@ -114,6 +114,19 @@
 // Options.LockTimeout (default 5 s) and the caller's context; after it the
 // call fails with ErrLocked naming the file.
 //
+// # Many users in one process
+//
+// Each Open is a Store of its own: two Stores of one file in a process
+// take turns at its locks as two processes would. A process holding many
+// conversations open (a manager each) should share one Store instead, so
+// that their writes share its group commit: OpenShared returns a handle on
+// the one Store of the file in the process, found by the file's identity
+// (so a symlink or another path to it shares too), and closes that Store
+// with the last handle. persistent.Open, resume.Open and the ctxstore
+// command open files this way. Handles of one file agree on LockTimeout
+// and NoSync (ErrOptionsConflict otherwise); ReadOnly handles share a
+// read-only Store of their own.
+//
 // # Group commit
 //
 // Writes (Append, Clear, PutDerived, ...) go through a queue. A lone writer

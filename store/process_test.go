@@ -60,6 +60,8 @@ func TestStoreChild(t *testing.T) {
 		err = childMarkedAppender(path, arg)
 	case "bench-appender":
 		err = childBenchAppender(path, arg)
+	case "shared-presence":
+		err = childSharedPresence(path, arg)
 	default:
 		var ok bool
 		if ok, err = walChildRole(role, path, arg); !ok {

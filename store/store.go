@@ -117,6 +117,8 @@ type Store struct {
 // Open opens the store at path, creating the file (mode 0600) and any
 // missing directories (0700). It never changes the mode of an existing file
 // or directory. A damaged file fails with ErrCorrupt and is not modified.
+// Every Open returns a Store of its own; OpenShared shares one per file
+// among the users of a process.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout

@@ -126,7 +126,7 @@ func freeSession(ctx context.Context, path, base string) (string, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return base, nil
 	}
-	st, err := store.Open(path, store.Options{ReadOnly: true})
+	st, err := store.OpenShared(path, store.Options{ReadOnly: true})
 	if err != nil {
 		return "", explain(path, "", err)
 	}
@@ -407,7 +407,7 @@ func (d *demo) summary(ctx context.Context) error {
 		return d.serverSummary(ctx)
 	}
 	d.heading("The file")
-	st, err := store.Open(d.path, store.Options{ReadOnly: true, LockTimeout: d.a.lockTimeout})
+	st, err := store.OpenShared(d.path, store.Options{ReadOnly: true, LockTimeout: d.a.lockTimeout})
 	if err != nil {
 		return d.explain("", err)
 	}

@@ -60,7 +60,7 @@ func (a *app) open(ctx context.Context, mode openMode) (storage.Engine, error) {
 			return nil, fmt.Errorf("%s is empty (0 bytes): it holds no sessions yet; the first write makes it a store:\n  %s\n  %s", path, a.cmdline("add SESSION < MESSAGES"), a.cmdline("import FILE"))
 		}
 	}
-	st, err := store.Open(path, store.Options{ReadOnly: mode == readOnly, LockTimeout: a.lockTimeout})
+	st, err := store.OpenShared(path, store.Options{ReadOnly: mode == readOnly, LockTimeout: a.lockTimeout})
 	if err != nil {
 		return nil, explain(path, "", err)
 	}
@@ -215,7 +215,7 @@ func (a *app) fileOnly(what, instead string) error {
 // as explain does; a server's already name the server and the session, and
 // a missing session is told the same way as in a file.
 func explainIn(st storage.Engine, session string, err error) error {
-	if f, ok := st.(*store.Store); ok {
+	if f, ok := st.(*store.Shared); ok {
 		return explain(f.Path(), session, err)
 	}
 	return explainServer(st.Location(), session, err)

@@ -65,7 +65,7 @@ the export is complete.`,
 // exportToFile writes the export beside path and renames it into place once
 // complete, so an interrupted export never leaves a plausible-looking file.
 func exportToFile(ctx context.Context, st storage.Engine, names []string, path string) (exportStats, error) {
-	if f, ok := st.(*store.Store); ok {
+	if f, ok := st.(*store.Shared); ok {
 		if same, _ := sameFilePath(f.Path(), path); same {
 			return exportStats{}, fmt.Errorf("export: %s is the database itself: writing the export there would replace the store; pick another file", path)
 		}

@@ -60,7 +60,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 						r.Session, r.Epoch, r.AssistantSeq, r.CallID, persistent.InterruptedText)
 				}
 				if !rep.Intact() {
-					if f, file := st.(*store.Store); file { // a server has no file to salvage
+					if f, file := st.(*store.Shared); file { // a server has no file to salvage
 						fmt.Fprintf(a.stdout, "recover every readable message into a new file with: ctxstore --db %s doctor --salvage OUT.db\n", shellQuote(f.Path()))
 					}
 				} else if !rep.OK() {

@@ -161,7 +161,7 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 	log := &eventLog{}
 	cfg.Hooks = log.hook
 	var mgr *persistent.Manager
-	if f, file := st.(*store.Store); file {
+	if f, file := st.(*store.Shared); file {
 		// The manager opens the file itself, as an agent's would.
 		path := f.Path()
 		st.Close()
