@@ -296,7 +296,7 @@ func TestCompletion(t *testing.T) {
 			{"ctxstore sh", "show"},
 			{"ctxstore --db x.db pu", "purge"},
 			{"ctxstore show s --ep", "--epoch"},
-			{"ctxstore import --sk", "--skip-existing"},
+			{"ctxstore import --skip-e", "--skip-existing"},
 			{"ctxstore --js", "--json"},
 		} {
 			out, err := run(script, tc.line).CombinedOutput()
