@@ -137,14 +137,13 @@ func run(ctx context.Context, args []string, a *app) int {
 	err := cmd.run(ctx, a, cmd, rest)
 	var ue *usageError
 	var ee *exitError
-	if (a.json || wantsJSON(rest)) && err != nil && !errors.Is(err, errHelp) && !errors.As(err, &ee) {
-		return a.jsonError(cmd.name, err)
-	}
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.Is(err, syscall.EPIPE):
 		return 128 + int(syscall.SIGPIPE) // the reader went away: as a shell reports a process SIGPIPE ended
+	case (a.json || wantsJSON(rest)) && !errors.As(err, &ee):
+		return a.jsonError(cmd.name, err)
 	case errors.As(err, &ue):
 		fmt.Fprintf(a.stderr, "ctxstore %s: %s\nusage: ctxstore %s %s\n", cmd.name, ue.msg, cmd.name, cmd.usage)
 		if !strings.Contains(ue.msg, "--help") {
@@ -368,7 +367,8 @@ global flags (before or after the command):
                      "ctxstore", created on first use; other parameters such as
                      sslmode go to the driver). Every command works on it except
                      compact-file and doctor --salvage, which work on a file.
-  --json             machine-readable output
+  --json             machine-readable output; an error is one JSON object on
+                     stderr: {"error":CODE,"message":...,"exit":N}
   --lock-timeout D   wait at most D for another process holding the file (default 5s)
   --version          print the version (as 'ctxstore version')
 

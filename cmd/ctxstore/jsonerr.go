@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io/fs"
 	"strings"
-	"syscall"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
@@ -28,7 +27,7 @@ import (
 //	read_only        a write to a read-only database
 //	no_schema        no (current) ctxstore tables in the PostgreSQL schema
 //	permission       the operating system refused access
-//	interrupted      stopped by a signal, or the reader of the output went away
+//	interrupted      stopped by a signal
 //	skipped_lines    a transcript import skipped malformed lines (without --skip-bad)
 //	error            anything else
 type jsonErrorOut struct {
@@ -80,7 +79,6 @@ func errorCode(err error) string {
 		{fs.ErrPermission, "permission"},
 		{fs.ErrNotExist, "not_found"},
 		{context.Canceled, "interrupted"},
-		{syscall.EPIPE, "interrupted"},
 		{errSkippedLines, "skipped_lines"},
 	} {
 		if errors.Is(err, c.target) {

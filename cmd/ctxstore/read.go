@@ -89,10 +89,9 @@ type listed struct {
 }
 
 // listSessions is the body of commands that take no argument and read the
-// session list: ls, stats. With --recount, each session's counts are its
-// exact recount by the default counter.
-// fs is the command's flags; with *namesOnly (nil: false) the token
-// counts are not read.
+// session list: ls, stats; fs holds the command's own flags. With
+// --recount, each session's counts are its exact recount by the default
+// counter; with *namesOnly (nil: false), they are not read at all.
 func (a *app) listSessions(ctx context.Context, c *command, fs *flag.FlagSet, args []string, namesOnly *bool) (string, []listed, error) {
 	again := fs.Bool("recount", false, "count the current epochs exactly with the default counter")
 	if _, err := a.parse(c, fs, args, 0, 0); err != nil {
