@@ -97,6 +97,11 @@ func TestImportAs(t *testing.T) {
 	if ls := e.ok("", "ls", "--names").stdout; strings.Contains(ls, "x\n") {
 		t.Errorf("a refused --as imported something:\n%s%s", ls, r)
 	}
+	fresh := filepath.Join(e.dir, "fresh.db")
+	e.fail(2, "", []string{"--db", fresh, "import", all, "--as", "x"}, "--as names one session")
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Errorf("a refused --as created the database: %v", err)
+	}
 	e.ok("", "import", all, "--prefix", "bak-")
 	if got, want := e.ok("", "ls", "--names").stdout, "bak-home\nbak-work\nhome\nwork\nwork-copy\n"; got != want {
 		t.Errorf("sessions after --prefix:\n%s\nwant:\n%s", got, want)

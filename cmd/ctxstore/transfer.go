@@ -187,6 +187,12 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", label, err)
 	}
+	var rename func(string) (string, error)
+	if isExport { // before the database is opened (and perhaps created)
+		if rename, err = o.exportRename(first, label); err != nil {
+			return err
+		}
+	}
 
 	bar := a.newProgress("importing", size)
 	defer bar.finish()
@@ -197,35 +203,7 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 	defer st.Close()
 
 	if isExport {
-		rename, err := o.exportRename(first, label)
-		if err != nil {
-			return err
-		}
-		var msgs int64
-		stats, err := readExport(ctx, st, lr, importOptions{
-			skipExisting: skip,
-			rename:       rename,
-			cli:          a,
-			onMessage: func() {
-				msgs++
-				bar.update(cr.n, msgs)
-			},
-		})
-		bar.finish()
-		if err != nil {
-			if stats.Sessions > 0 {
-				err = fmt.Errorf("%w\n(%d session(s) before it were imported)", err, stats.Sessions)
-			}
-			return err
-		}
-		if a.json {
-			return writeJSON(a.stdout, stats)
-		}
-		fmt.Fprintf(a.stdout, "imported %d session(s), %d messages from %s into %s\n", stats.Sessions, stats.Messages, label, st.Location())
-		if len(stats.Skipped) > 0 {
-			fmt.Fprintf(a.stdout, "left alone (already present): %s\n", strings.Join(stats.Skipped, ", "))
-		}
-		return nil
+		return importExportFile(ctx, a, st, lr, label, importOptions{skipExisting: skip, rename: rename, cli: a}, bar, cr)
 	}
 
 	if session == "" {
@@ -260,6 +238,32 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 		return err
 	}
 	return o.checkSkipped(label, rep)
+}
+
+// importExportFile imports the export lr reads, its header read already,
+// into st, and reports what it did.
+func importExportFile(ctx context.Context, a *app, st storage.Engine, lr *lineReader, label string, opt importOptions, bar *progress, cr *countingReader) error {
+	var msgs int64
+	opt.onMessage = func() {
+		msgs++
+		bar.update(cr.n, msgs)
+	}
+	stats, err := readExport(ctx, st, lr, opt)
+	bar.finish()
+	if err != nil {
+		if stats.Sessions > 0 {
+			err = fmt.Errorf("%w\n(%d session(s) before it were imported)", err, stats.Sessions)
+		}
+		return err
+	}
+	if a.json {
+		return writeJSON(a.stdout, stats)
+	}
+	fmt.Fprintf(a.stdout, "imported %d session(s), %d messages from %s into %s\n", stats.Sessions, stats.Messages, label, st.Location())
+	if len(stats.Skipped) > 0 {
+		fmt.Fprintf(a.stdout, "left alone (already present): %s\n", strings.Join(stats.Skipped, ", "))
+	}
+	return nil
 }
 
 // transcriptSession derives a session name from a transcript's path:
