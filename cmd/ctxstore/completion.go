@@ -216,7 +216,7 @@ _ctxstore() {
                 [[ $words[i] == --db ]] && db=(--db $words[i+1])
             done
             names=(${(f)"$(ctxstore $db ls --names 2>/dev/null)"})
-            compadd -a names
+            compadd -- $names
             return
         fi
         if [[ $PREFIX != -* ]]; then

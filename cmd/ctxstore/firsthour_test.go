@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -197,45 +196,5 @@ func TestDemoBrokenPipe(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, "ctxstore-demo-*")); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
-	}
-}
-
-// TestCompletionSessionNames: bash completes a SESSION argument with the
-// session names of the database on the line (or the default one).
-func TestCompletionSessionNames(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("bash not installed")
-	}
-	e := newEnv(t)
-	for _, s := range []string{"alpha", "alpine", "beta"} {
-		e.ok(conversation, "add", s)
-	}
-	other := filepath.Join(e.dir, "other.db")
-	e.ok(conversation, "--db", other, "add", "omega")
-	script := e.ok("", "completion", "bash").stdout
-	for _, tc := range []struct{ line, want string }{
-		{"ctxstore show al", "alpha alpine"},
-		{"ctxstore view b", "beta"},
-		{"ctxstore --db " + other + " tail ", "omega"},
-		{"ctxstore show --ep", "--epoch"},
-	} {
-		words := strings.Fields(tc.line)
-		cword := len(words) - 1
-		if strings.HasSuffix(tc.line, " ") {
-			words, cword = append(words, ""), len(words)
-		}
-		quoted := make([]string, len(words))
-		for i, w := range words {
-			quoted[i] = shellQuote(w)
-			if w == "" {
-				quoted[i] = "''"
-			}
-		}
-		cmd := exec.Command("bash", "-c", script+"\nCOMP_WORDS=("+strings.Join(quoted, " ")+"); COMP_CWORD="+strconv.Itoa(cword)+"; _ctxstore; echo \"${COMPREPLY[*]}\"\n")
-		cmd.Env = append(e.vars[:len(e.vars):len(e.vars)], "PATH="+filepath.Dir(binary)+":"+os.Getenv("PATH"))
-		out, err := cmd.CombinedOutput()
-		if got := strings.TrimSpace(string(out)); err != nil || got != tc.want {
-			t.Errorf("completing %q: got %q (%v), want %q", tc.line, got, err, tc.want)
-		}
 	}
 }
