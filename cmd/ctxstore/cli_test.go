@@ -286,6 +286,14 @@ func TestCompletion(t *testing.T) {
 			return cmd
 		},
 	}
+	// Session names come from the database on the line, else the default
+	// one, through the ctxstore on PATH.
+	for _, s := range []string{"alpha", "alpine", "beta"} {
+		e.ok(conversation, "add", s)
+	}
+	other := filepath.Join(e.dir, "other.db")
+	e.ok(conversation, "--db", other, "add", "omega")
+	env := append(e.vars[:len(e.vars):len(e.vars)], "PATH="+filepath.Dir(binary)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	for shell, run := range complete {
 		if _, err := exec.LookPath(shell); err != nil {
 			t.Logf("%s not installed: completion not tried", shell)
@@ -296,10 +304,15 @@ func TestCompletion(t *testing.T) {
 			{"ctxstore sh", "show"},
 			{"ctxstore --db x.db pu", "purge"},
 			{"ctxstore show s --ep", "--epoch"},
-			{"ctxstore import --sk", "--skip-existing"},
+			{"ctxstore import --skip-e", "--skip-existing"},
 			{"ctxstore --js", "--json"},
+			{"ctxstore show al", "alpha\nalpine"},
+			{"ctxstore view b", "beta"},
+			{"ctxstore --db " + other + " tail o", "omega"},
 		} {
-			out, err := run(script, tc.line).CombinedOutput()
+			cmd := run(script, tc.line)
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
 			if err != nil || strings.TrimSpace(string(out)) != tc.want {
 				t.Errorf("%s completing %q: got %q (%v), want %q", shell, tc.line, out, err, tc.want)
 			}

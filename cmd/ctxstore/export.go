@@ -365,6 +365,9 @@ type importOptions struct {
 	onMessage    func()       // called after each message record is read (progress)
 	onSession    func(string) // called before each session is imported
 	cli          *app         // builds the commands errors suggest (nil: as without --db)
+	// rename, when set, gives the name each session is imported under
+	// (import --as, --prefix); an error refuses the session.
+	rename func(string) (string, error)
 }
 
 // importStats says what readExport did.
@@ -429,6 +432,11 @@ func readExport(ctx context.Context, st storage.Engine, lr *lineReader, opt impo
 				return stats, lr.errorf("session %q appears a second time in the export (first on line %d); nothing of the second was imported", rec.Name, first)
 			}
 			seen[rec.Name] = lr.no
+			if opt.rename != nil {
+				if rec.Name, err = opt.rename(rec.Name); err != nil {
+					return stats, lr.errorf("%v", err)
+				}
+			}
 			n, skipped, err := importSession(ctx, st, lr, rec, opt)
 			if err != nil {
 				return stats, err
@@ -506,7 +514,7 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 		}
 		return 0, true, importDerived(ctx, nil, lr, rec.Name)
 	case errors.Is(err, store.ErrNotEmpty):
-		return 0, false, fmt.Errorf("session %q already exists in %s: nothing of it was imported; import into a fresh file, rerun with --skip-existing, or remove it first: %s",
+		return 0, false, fmt.Errorf("session %q already exists in %s: nothing of it was imported; import it under another name (--as NAME, or --prefix P for every session), into a fresh file, rerun with --skip-existing, or remove it first: %s",
 			rec.Name, st.Location(), opt.cli.cmdline("purge %s", shellQuote(rec.Name)))
 	case err != nil:
 		return 0, false, explainIn(st, "", fmt.Errorf("import session %q (%s around line %d): %w", rec.Name, lr.name, lr.no, err))

@@ -456,7 +456,7 @@ func TestImportTranscript(t *testing.T) {
 	os.MkdirAll(dir, 0o700)
 	path := filepath.Join(dir, "context-messages.jsonl")
 	os.WriteFile(path, []byte(conversation+"\n"+`{"role":42}`+"\nnot json\n"), 0o600)
-	r := e.ok("", "import", path)
+	r := e.fail(1, "", []string{"import", path}, "2 malformed line(s) skipped", "--skip-bad")
 	for _, want := range []string{`imported 5 messages`, `session "abc123"`, "2 malformed line(s)", ":7: ", ":8: "} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("import said (want %q):\n%s", want, r.stdout)
@@ -470,7 +470,7 @@ func TestImportTranscript(t *testing.T) {
 		t.Errorf("second import said:\n%s", r.stdout)
 	}
 	// A session directory names its transcript.
-	e.ok("", "import", dir, "--session", "fromdir")
+	e.ok("", "import", dir, "--session", "fromdir", "--skip-bad")
 	if got := e.ok("", "show", "fromdir", "--jsonl").stdout; got != conversation {
 		t.Errorf("import DIR:\n%s", got)
 	}
