@@ -281,7 +281,7 @@ func TestCompletion(t *testing.T) {
 			return cmd
 		},
 		"fish": func(script, line string) *exec.Cmd {
-			cmd := exec.Command("fish", "-c", "source; complete -C '"+line+"' | string replace -r '\\t.*' ''")
+			cmd := exec.Command("fish", "-c", "source; complete -C '"+line+"' | sed 's/\t.*//'")
 			cmd.Stdin = strings.NewReader(script)
 			return cmd
 		},
