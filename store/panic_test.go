@@ -23,9 +23,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // queued is the number of writes waiting in st's group-commit queue.
 func queued(st *Store) int {
-	st.qmu.Lock()
-	defer st.qmu.Unlock()
-	return len(st.queue)
+	return st.commits.Len()
 }
 
 // holdCommit starts an append that is held inside its commit (after its

@@ -68,9 +68,7 @@ func shareCommit(t *testing.T, st *Store, fault func(n int64, after bool) error,
 		}()
 	}
 	waitFor(t, "the writes to queue", func() bool {
-		st.qmu.Lock()
-		defer st.qmu.Unlock()
-		return len(st.queue) == len(writes)
+		return st.commits.Len() == len(writes)
 	})
 	if fault != nil {
 		fault(0, false)
@@ -487,9 +485,7 @@ func queueBehind(t *testing.T, st *Store, fault func(n int64) error, writes ...f
 			errs[i] = w()
 		}()
 		waitFor(t, fmt.Sprintf("write %d to queue", i), func() bool {
-			st.qmu.Lock()
-			defer st.qmu.Unlock()
-			return len(st.queue) == i+1
+			return st.commits.Len() == i+1
 		})
 	}
 	close(release)
@@ -710,9 +706,7 @@ func TestWriteAfterClose(t *testing.T) {
 			errs <- err
 		}()
 		waitFor(t, "the writes to queue", func() bool {
-			st.qmu.Lock()
-			defer st.qmu.Unlock()
-			return len(st.queue) == 2
+			return st.commits.Len() == 2
 		})
 		closing(t, st)
 		close(release)
