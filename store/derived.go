@@ -75,6 +75,9 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 	if err := checkDerived(session, kind, key, true); err != nil {
 		return err
 	}
+	if fn == nil {
+		return fmt.Errorf("store: session %q: derived %s/%s: UpdateDerived needs a function", session, kind, key)
+	}
 	return s.write(ctx, func(w *wtx) error {
 		info, err := w.peek(session, time.Now().UnixNano())
 		if err != nil {

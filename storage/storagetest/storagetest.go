@@ -44,6 +44,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"ConditionalSeesOtherWriters", testConditional},
 		{"ConditionalRace", testConditionalRace},
 		{"PanicInCheck", testPanicInCheck},
+		{"NilCallbacks", testNilCallbacks},
 		{"Derived", testDerived},
 		{"DerivedCAS", testDerivedCAS},
 		{"Listing", testListing},
