@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
 )
@@ -58,7 +59,7 @@ func shareCommit(t *testing.T, st *Store, fault func(n int64, after bool) error,
 		_, _, err := st.Append(ctx, "hold", hold)
 		held <- err
 	}()
-	waitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
+	testkit.WaitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
 	errs := make([]error, len(writes))
 	done := make(chan int)
 	for i, w := range writes {
@@ -67,7 +68,7 @@ func shareCommit(t *testing.T, st *Store, fault func(n int64, after bool) error,
 			done <- i
 		}()
 	}
-	waitFor(t, "the writes to queue", func() bool {
+	testkit.WaitFor(t, "the writes to queue", func() bool {
 		return st.commits.Len() == len(writes)
 	})
 	if fault != nil {
@@ -130,15 +131,6 @@ func seed(t *testing.T, st *Store, sessions ...string) {
 	for _, name := range sessions {
 		if _, _, err := st.Append(context.Background(), name, rec(name+"0")); err != nil {
 			t.Fatal(err)
-		}
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
 		}
 	}
 }
@@ -245,7 +237,7 @@ func TestSharedCommit(t *testing.T) {
 			_, _, err := st.Append(ctx, "a", rec("a1"))
 			held <- err
 		}()
-		waitFor(t, "the first commit", func() bool { return commits.Load() == 1 })
+		testkit.WaitFor(t, "the first commit", func() bool { return commits.Load() == 1 })
 		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		if _, _, err := st.Append(short, "b", rec("b1")); !errors.Is(err, context.DeadlineExceeded) {
@@ -473,36 +465,11 @@ func queueBehind(t *testing.T, st *Store, fault func(n int64) error, writes ...f
 		_, _, err := st.Append(ctx, "hold", hold)
 		held <- err
 	}()
-	waitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
-	errs, panics = make([]error, len(writes)), make([]any, len(writes))
-	done := make(chan int, len(writes))
-	for i, w := range writes {
-		go func() {
-			defer func() {
-				panics[i] = recover()
-				done <- i
-			}()
-			errs[i] = w()
-		}()
-		waitFor(t, fmt.Sprintf("write %d to queue", i), func() bool {
-			return st.commits.Len() == i+1
-		})
-	}
-	close(release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
-	timeout := time.After(10 * time.Second)
-	returned := make([]bool, len(writes))
-	for range writes {
-		select {
-		case i := <-done:
-			returned[i] = true
-		case <-timeout:
-			t.Fatalf("10 s after the hold's commit, writes returned: %v (the others hang); panics so far: %v", returned, panics)
-		}
-	}
-	return errs, panics
+	testkit.WaitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
+	return testkit.Queue(t, st.commits.Len, func() error {
+		close(release)
+		return <-held
+	}, writes...)
 }
 
 // TestPanicInCheck: a check (or UpdateDerived's fn) that panics panics in
@@ -526,24 +493,18 @@ func TestPanicInCheck(t *testing.T) {
 			t.Fatalf("clear after a recovered panic: %v", err)
 		}
 	}
-	// recovered runs fn and returns what it panicked with.
-	recovered := func(fn func()) (p any) {
-		defer func() { p = recover() }()
-		fn()
-		return nil
-	}
 
 	t.Run("alone", func(t *testing.T) {
 		st := openTest(t, dsn, freshSchema(t, dsn))
 		if _, _, err := st.Append(ctx, "s", rec("s1")); err != nil {
 			t.Fatal(err)
 		}
-		p := recovered(func() { st.AppendIf(ctx, "s", panicky, rec("never")) })
+		p := testkit.Recovered(func() { st.AppendIf(ctx, "s", panicky, rec("never")) })
 		if p != boom {
 			t.Fatalf("AppendIf whose check panics: recovered %v, want the check's panic value", p)
 		}
 		writesOn(t, st)
-		p = recovered(func() {
+		p = testkit.Recovered(func() {
 			st.UpdateDerived(ctx, "s", "k", "x", func([]byte, storage.SessionInfo) ([]byte, error) { panic(boom) })
 		})
 		if p != boom {
@@ -670,7 +631,7 @@ func TestWriteAfterClose(t *testing.T) {
 	closing := func(t *testing.T, st *Store) {
 		t.Helper()
 		go st.Close()
-		waitFor(t, "the pool to close", func() bool { return st.pool.Ping(ctx) != nil })
+		testkit.WaitFor(t, "the pool to close", func() bool { return st.pool.Ping(ctx) != nil })
 	}
 	closed := func(t *testing.T, st *Store, what string, err error) {
 		t.Helper()
@@ -698,14 +659,14 @@ func TestWriteAfterClose(t *testing.T) {
 			_, _, err := st.Append(ctx, "hold", hold)
 			held <- err
 		}()
-		waitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
+		testkit.WaitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
 		errs := make(chan error, 2)
 		go func() { _, _, err := st.Append(ctx, "a", rec("a1")); errs <- err }()
 		go func() {
 			_, _, err := st.AppendIf(ctx, "a", func(storage.SessionInfo) error { return nil }, rec("a2"))
 			errs <- err
 		}()
-		waitFor(t, "the writes to queue", func() bool {
+		testkit.WaitFor(t, "the writes to queue", func() bool {
 			return st.commits.Len() == 2
 		})
 		closing(t, st)
