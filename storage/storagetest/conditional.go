@@ -108,17 +108,7 @@ func testUpdateDerived(t *testing.T, open Opener) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.UpdateDerived(ctx, "s", "counter", "k", func(cur []byte, _ storage.SessionInfo) ([]byte, error) {
-				v := 0
-				if cur != nil {
-					var err error
-					if v, err = strconv.Atoi(string(cur)); err != nil {
-						return nil, err
-					}
-				}
-				return []byte(strconv.Itoa(v + 1)), nil
-			})
-			if err != nil {
+			if err := s.UpdateDerived(ctx, "s", "counter", "k", increment); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -278,4 +268,17 @@ func testPurgeThenRecreate(t *testing.T, open Opener) {
 	if info, _ := s.Session(ctx, "s"); info.Epoch != 5 || info.LastSeq != 6 {
 		t.Fatalf("session created by a derived record after a purge: %+v", info)
 	}
+}
+
+// increment is an UpdateDerived fn that adds one to a decimal count (none
+// counts 0).
+func increment(cur []byte, _ storage.SessionInfo) ([]byte, error) {
+	n := 0
+	if cur != nil {
+		var err error
+		if n, err = strconv.Atoi(string(cur)); err != nil {
+			return nil, err
+		}
+	}
+	return []byte(strconv.Itoa(n + 1)), nil
 }
