@@ -17,6 +17,11 @@
 // Capabilities only some engines have (salvaging a damaged file,
 // compacting it) are not part of Engine: they are separate interfaces an
 // engine may also implement, found by type assertion.
+//
+// Open opens an engine from a path or a URL, whichever engine registered
+// the target's scheme (Register), as database/sql opens a driver's
+// database: importing an engine's package, even blank, makes it available.
+// docs/architecture.md shows how the packages fit together.
 package storage
 
 import (
