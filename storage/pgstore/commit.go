@@ -179,8 +179,8 @@ func batchContext(batch []*req) (context.Context, func()) {
 }
 
 // commit runs batch, in one transaction when it can, answers every
-// request, and hands the queue on (handOver) once the leader's transaction
-// is over, however it ends, a panic included. Writes it must commit again
+// request, and hands the queue on (groupcommit.Queue.HandOver) once the
+// leader's transaction is over, however it ends, a panic included. Writes it must commit again
 // alone (after a shared transaction failed, say) commit at once, on a
 // goroutine and a connection per session, each session's in the order they
 // came, under their own contexts: none waits behind another session's wait
