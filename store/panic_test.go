@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/testkit"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
 )
 
 // queued is the number of writes waiting in st's group-commit queue.
@@ -157,42 +158,9 @@ func TestPanicInCallback(t *testing.T) {
 
 	t.Run("in a shared commit to the log led by another caller", func(t *testing.T) {
 		st, _ := openTemp(t)
-		for _, s := range []string{"a", "b"} {
-			if _, _, err := st.Append(ctx, s, text("user", s+"0")); err != nil {
-				t.Fatal(err)
-			}
-		}
-		var a1, a2, b1 uint64
-		errs, panics := queueBehind(t, st, nil,
-			func() (err error) { // the leader
-				a1, _, err = st.AppendIf(ctx, "a", accept, text("user", "a1"))
-				return err
-			},
-			func() error {
-				_, _, err := st.AppendIf(ctx, "b", panicky, text("user", "never"))
-				return err
-			},
-			func() (err error) {
-				b1, _, err = st.Append(ctx, "b", text("user", "b1"))
-				return err
-			},
-			func() (err error) {
-				a2, _, err = st.AppendIf(ctx, "a", accept, text("user", "a2"))
-				return err
-			},
-		)
-		if panics[0] != nil || panics[1] != errBoom || panics[2] != nil || panics[3] != nil {
-			t.Fatalf("panics %v (errors %v): want the check's on the second write's goroutine only", panics, errs)
-		}
-		if errs[0] != nil || errs[2] != nil || errs[3] != nil {
-			t.Fatalf("errors %v: want the others stored", errs)
-		}
-		if got, want := textsOf(t, st, "a"), []string{"a0", "a1", "a2"}; !slices.Equal(got, want) || a1 != 2 || a2 != 3 {
-			t.Fatalf("session a holds %q (a1 at %d, a2 at %d), want %q", got, a1, a2, want)
-		}
-		if got, want := textsOf(t, st, "b"), []string{"b0", "b1"}; !slices.Equal(got, want) || b1 != 2 {
-			t.Fatalf("session b holds %q (b1 at %d), want %q", got, b1, want)
-		}
+		storagetest.PanicInSharedCommit(t, st, func(writes ...func() error) ([]error, []any) {
+			return queueBehind(t, st, nil, writes...)
+		})
 		writesOn(t, st)
 	})
 

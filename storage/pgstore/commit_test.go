@@ -17,6 +17,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -521,38 +522,9 @@ func TestPanicInCheck(t *testing.T) {
 
 	t.Run("in a shared commit led by another caller", func(t *testing.T) {
 		st := openTest(t, dsn, freshSchema(t, dsn))
-		seed(t, st, "a", "b")
-		var a1, a2, b1 uint64
-		errs, panics := queueBehind(t, st, nil,
-			func() (err error) { // the leader
-				a1, _, err = st.AppendIf(ctx, "a", func(storage.SessionInfo) error { return nil }, rec("a1"))
-				return err
-			},
-			func() error {
-				_, _, err := st.AppendIf(ctx, "b", panicky, rec("never"))
-				return err
-			},
-			func() (err error) {
-				b1, _, err = st.Append(ctx, "b", rec("b1"))
-				return err
-			},
-			func() (err error) {
-				a2, _, err = st.AppendIf(ctx, "a", func(storage.SessionInfo) error { return nil }, rec("a2"))
-				return err
-			},
-		)
-		if panics[0] != nil || panics[1] != boom || panics[2] != nil || panics[3] != nil {
-			t.Fatalf("panics %v: want the check's on the second write's goroutine only", panics)
-		}
-		if errs[0] != nil || errs[2] != nil || errs[3] != nil {
-			t.Fatalf("errors %v: want the others stored", errs)
-		}
-		if got, want := texts(t, st, "a"), []string{"a0", "a1", "a2"}; !slices.Equal(got, want) || a1 != 2 || a2 != 3 {
-			t.Fatalf("session a holds %q (a1 at %d, a2 at %d), want %q", got, a1, a2, want)
-		}
-		if got, want := texts(t, st, "b"), []string{"b0", "b1"}; !slices.Equal(got, want) || b1 != 2 {
-			t.Fatalf("session b holds %q (b1 at %d), want %q", got, b1, want)
-		}
+		storagetest.PanicInSharedCommit(t, st, func(writes ...func() error) ([]error, []any) {
+			return queueBehind(t, st, nil, writes...)
+		})
 		writesOn(t, st)
 	})
 
