@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/internal/groupcommit"
 	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/internal/watchset"
 	"github.com/ctxstore/ctxstore/storage"
@@ -77,12 +78,7 @@ type Store struct {
 	// and waits for its goroutine, which closes its channel.
 	watches watchset.Set
 
-	qmu        sync.Mutex // guards the group-commit queue
-	queue      []*writeReq
-	committing bool
-	lastBatch  int           // requests in the last commit
-	gathered   chan struct{} // closed when the queue reaches gatherFor requests
-	gatherFor  int
+	commits groupcommit.Queue[*writeReq] // the writes waiting for a commit
 
 	// The write-ahead log (wal.go, tail.go).
 	walPath string

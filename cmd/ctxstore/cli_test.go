@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxstore/ctxstore/internal/testkit"
 )
 
 // syncBuffer is a bytes.Buffer a child process writes while the test reads.
@@ -30,16 +32,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// waitFor polls cond for up to 20 s.
-func waitFor(t *testing.T, cond func() bool, what string, stderr *syncBuffer) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20 s for %s; stderr: %s", what, stderr.String())
-		}
-	}
 }
 
 // TestTailFollowWaits: tail -f started before the session, or the whole
@@ -67,7 +59,8 @@ func TestTailFollowWaits(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cmd.Process.Kill()
-			waitFor(t, func() bool { return strings.Contains(stderr.String(), tc.note) }, "tail -f to say it waits", &stderr)
+			testkit.WaitWithin(t, 20*time.Second, func() string { return "tail -f to say it waits; stderr: " + stderr.String() },
+				func() bool { return strings.Contains(stderr.String(), tc.note) })
 			first := make(chan string, 1)
 			go func() {
 				b := make([]byte, 4096)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -23,11 +24,8 @@ import (
 // as a user would, in child processes.
 var binary string
 
-// roleEnv selects a helper role when the test binary re-executes itself.
-const roleEnv = "CTXSTORE_CLI_TEST_ROLE"
-
 func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
+	if role := testkit.Role(); role != "" { // a child process (testkit.Command)
 		os.Exit(runRole(role))
 	}
 	if slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.fuzzworker") }) {
@@ -482,8 +480,7 @@ func TestImportTranscript(t *testing.T) {
 func TestLockedFile(t *testing.T) {
 	e := newEnv(t)
 	e.ok(conversation, "add", "s")
-	holder := exec.Command(os.Args[0])
-	holder.Env = append(os.Environ(), roleEnv+"=hold-lock", "CTXSTORE_DB="+e.db)
+	holder := testkit.Command("", "hold-lock", "CTXSTORE_DB="+e.db)
 	stdin, _ := holder.StdinPipe()
 	stdout, _ := holder.StdoutPipe()
 	holder.Stderr = os.Stderr
@@ -978,8 +975,7 @@ func TestExportCarriesDerivedRecords(t *testing.T) {
 func TestCompactFileBesideLongLivedWriter(t *testing.T) {
 	e := newEnv(t)
 	e.ok(longConversation(20), "add", "s")
-	w := exec.Command(os.Args[0])
-	w.Env = append(os.Environ(), roleEnv+"=append-loop", "CTXSTORE_DB="+e.db)
+	w := testkit.Command("", "append-loop", "CTXSTORE_DB="+e.db)
 	stdin, _ := w.StdinPipe()
 	stdout, _ := w.StdoutPipe()
 	w.Stderr = os.Stderr
