@@ -55,7 +55,7 @@ package store
 // Sessions and Session never read message bodies.
 const (
 	// FormatVersion is the layout version stored under "ctxstore"/"format".
-	FormatVersion = 1
+	FormatVersion = 2
 	// EnvelopeVersion is element 0 of the message envelopes this version
 	// writes; it reads every version from 1 on.
 	EnvelopeVersion = 2

@@ -59,6 +59,8 @@ func commands() []*command {
 		clearCommand(),
 		purgeCommand(),
 		compactFileCommand(),
+		backupCommand(),
+		restoreCommand(),
 		statsCommand(),
 		versionCommand(),
 		completionCommand(),

@@ -281,8 +281,12 @@ func explain(path, session string, err error) error {
 			path, err, shellQuote(path))
 	case errors.Is(err, store.ErrNotFound) && session != "":
 		return fmt.Errorf("session %q not found in %s (see: ctxstore --db %s ls)", session, path, shellQuote(path))
+	case errors.Is(err, store.ErrNewerFormat):
+		return fmt.Errorf("%s was written by a newer ctxstore: upgrade ctxstore (this is %s) to read it; nothing was changed: %w", path, buildVersion(), err)
+	case errors.Is(err, store.ErrMoved):
+		return fmt.Errorf("%s changed under this command: %w", path, err)
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("%s: permission denied (ctxstore files are private to their owner, mode 0600): %w", path, err)
+		return permissionError(path, err)
 	}
 	return err
 }

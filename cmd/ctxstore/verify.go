@@ -45,6 +45,15 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 			if err != nil {
 				return explainIn(st, "", fmt.Errorf("verify: %w", err))
 			}
+			// Logs beside the file: said on stderr with --json.
+			logsTo := a.stdout
+			if a.json {
+				logsTo = a.stderr
+			}
+			strayMissing, err := a.strayLogs(ctx, st, logsTo)
+			if err != nil {
+				return explainIn(st, "", fmt.Errorf("verify: %w", err))
+			}
 			if a.json {
 				out := struct {
 					*store.VerifyReport
@@ -67,7 +76,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 					fmt.Fprintln(a.stdout, "unpaired tool calls are not damage: a crash mid-call leaves one; views answer repaired calls with a synthetic result")
 				}
 			}
-			if !rep.Intact() || (!rep.OK() && !*damageOnly) {
+			if !rep.Intact() || (!rep.OK() && !*damageOnly) || strayMissing {
 				return &exitError{code: 1}
 			}
 			return nil
@@ -140,8 +149,12 @@ goes to stderr.`,
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
 			out := fs.String("salvage", "", "write the salvaged messages to the new file `OUT`")
+			replay := fs.String("replay-log", "", "put the messages of `LOG`, a log of this database set aside or left behind, back into it")
 			if _, err := a.parse(c, fs, args, 0, 0); err != nil {
 				return err
+			}
+			if *replay != "" || *out == "" {
+				return a.doctorLogs(ctx, *replay, *out)
 			}
 			if err := a.fileOnly("doctor --salvage", "has no file to salvage: restore damage from the server's backups; to check it: "+a.cmdline("verify")); err != nil {
 				return err
