@@ -20,8 +20,8 @@ import (
 // A symlink is followed: the log is beside the file it points to, so
 // processes naming the file directly or through symlinks share one log. Hard
 // links cannot be followed: each name of a hard-linked file would get a log
-// of its own, and appends made through one name would be lost to the other.
-// Give a database one name (symlinks to it are fine).
+// of its own, so Open refuses a file with more than one name. Give a
+// database one name (symlinks to it are fine).
 func LogPath(path string) string {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real

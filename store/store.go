@@ -122,7 +122,11 @@ type Store struct {
 
 // Open opens the store at path, creating the file (mode 0600) and any
 // missing directories (0700). It never changes the mode of an existing file
-// or directory. A damaged file fails with ErrCorrupt and is not modified.
+// or directory. A damaged file fails with ErrCorrupt and is not modified; a
+// file written by a newer ctxstore with ErrNewerFormat; a file with more
+// than one name (hard links) is refused. Symlinks in path are resolved once:
+// the Store keeps the database it opened, and fails with ErrMoved once the
+// file at the path is another one.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
