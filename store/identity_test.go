@@ -32,10 +32,11 @@ func fileIdentity(t *testing.T, path string) (walApplied, bool) {
 	return a, ok
 }
 
-// A file from before identities (format 1, no "wal" value: never written by
-// a build with a log) gets one, and the current format, in one transaction
-// when first opened for writing; a read-only open leaves it as it is.
-func TestMigrationGivesIdentity(t *testing.T) {
+// fileEdited makes a store file holding message "one" in session "s", closed,
+// changes it with edit, as another program (or version) would, and returns
+// its path.
+func fileEdited(t *testing.T, edit func(tx *bbolt.Tx) error) string {
+	t.Helper()
 	st, path := openTemp(t)
 	appendText(t, st, "s", "one")
 	if err := st.Close(); err != nil {
@@ -45,17 +46,27 @@ func TestMigrationGivesIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Update(func(tx *bbolt.Tx) error {
+	err = db.Update(edit)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A file from before identities (format 1, no "wal" value: never written by
+// a build with a log) gets one, and the current format, in one transaction
+// when first opened for writing; a read-only open leaves it as it is.
+func TestMigrationGivesIdentity(t *testing.T) {
+	path := fileEdited(t, func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(bucketStore))
 		if err := b.Delete([]byte(keyWAL)); err != nil {
 			return err
 		}
 		return b.Put([]byte(keyFormat), []byte("1"))
 	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	os.Remove(LogPath(path))
 	ro, err := Open(path, Options{ReadOnly: true})
 	if err != nil {
@@ -138,24 +149,11 @@ func TestReplayRefuses(t *testing.T) {
 // A message written by a newer ctxstore (a newer envelope) reads as such,
 // never as damage, and salvage refuses to copy the file rather than drop it.
 func TestNewerEnvelope(t *testing.T) {
-	st, path := openTemp(t)
-	appendText(t, st, "s", "one")
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bbolt.Tx) error {
+	path := fileEdited(t, func(tx *bbolt.Tx) error {
 		msgs := tx.Bucket([]byte(bucketSessions)).Bucket([]byte("s")).Bucket([]byte(bucketMsgs))
 		v := slices.Clone(msgs.Get(seqKey(1)))
 		return msgs.Put(seqKey(1), withVersion(t, v, EnvelopeVersion+1, envelopeFieldsV2+1))
 	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ro, err := Open(path, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
