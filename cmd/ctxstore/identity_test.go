@@ -440,6 +440,7 @@ func TestNewerFormatRefused(t *testing.T) {
 		if strings.Contains(r.stderr, "damaged") || strings.Contains(r.stderr, "--salvage") {
 			t.Errorf("%v: a newer file reported as damage: %s", args, r.stderr)
 		}
+		t.Logf("%v: %s", args, r.stderr)
 	}
 	out := filepath.Join(e.dir, "out.db")
 	e.fail(1, "", []string{"doctor", "--salvage", out}, "newer ctxstore", want)
@@ -530,4 +531,20 @@ func logRecords2(t *testing.T, path string) []int {
 	tmp := filepath.Join(t.TempDir(), "x")
 	copyFile(t, path, tmp+"-wal", 0o600)
 	return logRecords(t, tmp)
+}
+
+// On PostgreSQL, backup writes an export, which import reads back into
+// another schema whole; restore, which replaces a file, is refused with the
+// way to do it.
+func TestPostgresBackupIsAnExport(t *testing.T) {
+	e, db := newPGEnv(t)
+	e.ok(conversation, "add", "s")
+	out := filepath.Join(e.dir, "backup.jsonl")
+	e.ok("", "backup", out)
+	e.fail(2, "", []string{"restore", out}, "reads an export back with: ctxstore import")
+	other := newSchema(t)
+	e.ok("", "--db", other, "import", out)
+	if a, b := messageLines(e.ok("", "--db", db, "export").stdout), messageLines(e.ok("", "--db", other, "export").stdout); a != b || strings.Count(a, "\n") != 4 {
+		t.Fatalf("the backup imported elsewhere differs:\n%s\n---\n%s", a, b)
+	}
 }

@@ -282,7 +282,7 @@ func explain(path, session string, err error) error {
 	case errors.Is(err, store.ErrNotFound) && session != "":
 		return fmt.Errorf("session %q not found in %s (see: ctxstore --db %s ls)", session, path, shellQuote(path))
 	case errors.Is(err, store.ErrNewerFormat):
-		return fmt.Errorf("%s was written by a newer ctxstore: upgrade ctxstore (this is %s) to read it; nothing was changed: %w", path, buildVersion(), err)
+		return fmt.Errorf("%w; this is ctxstore %s, and nothing was changed", err, buildVersion())
 	case errors.Is(err, store.ErrMoved):
 		return fmt.Errorf("%s changed under this command: %w", path, err)
 	case errors.Is(err, fs.ErrPermission):
