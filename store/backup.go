@@ -159,6 +159,10 @@ func Restore(ctx context.Context, path, backup string) (*RestoreReport, error) {
 	return r, nil
 }
 
+// restoreLockWait bounds Restore's wait for the locks of the file it
+// replaces.
+const restoreLockWait = time.Second
+
 // lockForRestore takes the store file's lock and its log's, exclusively, and
 // checks that no Store has the file open.
 func lockForRestore(path string, exists bool) (func(), error) {
@@ -181,9 +185,19 @@ func lockForRestore(path string, exists bool) (func(), error) {
 			return nil, fmt.Errorf("restore %s: %w", path, err)
 		}
 		held = append(held, f)
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			unlock()
-			return nil, fmt.Errorf("restore %s: %w: another process is using %s; stop it first", path, ErrLocked, p)
+		// A Store lets go of the file within milliseconds of its last
+		// operation: wait that long, not for a process that holds on.
+		deadline := time.Now().Add(restoreLockWait)
+		for {
+			err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				unlock()
+				return nil, fmt.Errorf("restore %s: %w: another process is using %s; stop it first", path, ErrLocked, p)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	if exists && othersPresent(path) {

@@ -210,3 +210,36 @@ func TestMovedAndHardLinked(t *testing.T) {
 		}
 	}
 }
+
+// A watch of a file replaced by another database ends (its channel is
+// closed): the Store it belongs to no longer has a database at its path.
+func TestWatchEndsWhenAnotherDatabaseReplacesTheFile(t *testing.T) {
+	st, path := openTemp(t)
+	appendText(t, st, "s", "one")
+	ch, err := st.Watch(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(filepath.Dir(path), "other.db")
+	o, err := Open(other, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendText(t, o, "s", "other")
+	o.Close()
+	if err := os.Rename(other, path); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				return
+			}
+			t.Fatalf("a change of another database reported: %+v", c)
+		case <-timeout:
+			t.Fatal("the watch did not end within 20 s")
+		}
+	}
+}

@@ -181,7 +181,10 @@ func (s *Store) lockCurrentLog(ctx context.Context, how int) (heldLock, error) {
 		if err != nil {
 			return heldLock{}, err
 		}
-		if id, foreign := foreignLogID(f, s.id); foreign && how == syscall.LOCK_EX && s.hasID && !s.opts.ReadOnly {
+		if how != syscall.LOCK_EX || !s.hasID || s.opts.ReadOnly {
+			// Readers leave another database's log where it is, and
+			// ignore it (catchUp).
+		} else if id, foreign := foreignLogID(f, s.id); foreign {
 			// Another database's log (this file replaced a copy of it, or
 			// it was moved here without its file): never applied here.
 			// Set it aside and start this file's own.
