@@ -48,6 +48,7 @@ func (s *Store) Backup(ctx context.Context, out string) error {
 	if err := os.Link(name, out); err != nil {
 		return fmt.Errorf("backup %s: %w", s.path, err)
 	}
+	os.Remove(name) // at once: a file with two names is refused by Open
 	_ = syncDir(dir)
 	return nil
 }

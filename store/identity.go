@@ -156,7 +156,7 @@ func idString(id [walIDLen]byte) string { return hex.EncodeToString(id[:8]) }
 // hardLinkSettle is how long checkOneName waits for a second name to go
 // away: createFile links a new file into place from a temporary name, which
 // it removes a moment later.
-const hardLinkSettle = 100 * time.Millisecond
+const hardLinkSettle = 500 * time.Millisecond
 
 // checkOneName refuses a store file with more than one name (hard links):
 // the log is found by name, so each name would have a log of its own, and

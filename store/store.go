@@ -213,6 +213,9 @@ func createFile(path string) error {
 	if err := os.Link(name, path); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("store %s: create: %w", path, err)
 	}
+	// At once: until then the file has two names, which Open refuses
+	// after a short wait.
+	os.Remove(name)
 	// The new directory entry must survive a crash like the data does.
 	_ = syncDir(dir)
 	return nil

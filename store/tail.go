@@ -181,21 +181,22 @@ func (s *Store) lockCurrentLog(ctx context.Context, how int) (heldLock, error) {
 		if err != nil {
 			return heldLock{}, err
 		}
-		if how != syscall.LOCK_EX || !s.hasID || s.opts.ReadOnly {
-			// Readers leave another database's log where it is, and
-			// ignore it (catchUp).
-		} else if id, foreign := foreignLogID(f, s.id); foreign {
+		same, err := sameFile(f, s.walPath)
+		if err == nil && same && how == syscall.LOCK_EX && s.hasID && !s.opts.ReadOnly {
 			// Another database's log (this file replaced a copy of it, or
-			// it was moved here without its file): never applied here.
-			// Set it aside and start this file's own.
-			_, serr := setAsideLog(f, s.walPath, id)
-			h.release()
-			if serr != nil {
-				return heldLock{}, fmt.Errorf("store %s: %w", s.path, serr)
+			// it was moved here without its file) is never applied here:
+			// a writer sets it aside and starts this file's own. Readers
+			// leave it where it is, and ignore it (catchUp).
+			if id, foreign := foreignLogID(f, s.id); foreign {
+				_, serr := setAsideLog(f, s.walPath, id)
+				h.release()
+				if serr != nil {
+					return heldLock{}, fmt.Errorf("store %s: %w", s.path, serr)
+				}
+				continue
 			}
-			continue
 		}
-		if same, err := sameFile(f, s.walPath); err != nil || same || try == 3 {
+		if err != nil || same || try == 3 {
 			// Not replaced, or cannot tell, or replaced again and again:
 			// what the caller reads next says which log it has.
 			return h, nil
