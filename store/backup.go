@@ -114,13 +114,17 @@ type RestoreReport struct {
 // file. The restored file gets an identity of its own, so no log of the
 // backup's database applies to it either. Restore refuses while a Store in
 // any process has path open (they would go on writing to the old file), and
-// a backup written by a newer ctxstore.
+// a backup written by a newer ctxstore. A symlink at path stays; the file it
+// names is replaced.
 func Restore(ctx context.Context, path, backup string) (*RestoreReport, error) {
 	b, err := Open(backup, Options{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("restore %s: the backup: %w", path, err)
 	}
 	b.Close()
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real // a symlink stays: the file it names is replaced
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("restore %s: %w", path, err)
