@@ -39,7 +39,15 @@ On PostgreSQL, backup writes an export (see 'ctxstore export'), which
 			if _, err := os.Lstat(out); err == nil {
 				return fmt.Errorf("%s already exists: backup writes only new files; pick another name", out)
 			}
-			st, err := a.open(ctx, writeExisting)
+			db, err := a.dbPath()
+			if err != nil {
+				return err
+			}
+			mode := writeExisting // the log is applied to the file first
+			if isServer(db) {
+				mode = readOnly // an export: a role that may only read will do
+			}
+			st, err := a.open(ctx, mode)
 			if err != nil {
 				return err
 			}
@@ -50,7 +58,11 @@ On PostgreSQL, backup writes an export (see 'ctxstore export'), which
 				if err != nil {
 					return explainIn(st, "", err)
 				}
-				fmt.Fprintf(a.stderr, "exported %d session(s), %d messages to %s (read it back with: ctxstore import %s)\n", stats.Sessions, stats.Messages, out, shellQuote(out))
+				if a.json {
+					return writeJSON(a.stdout, stats)
+				}
+				fmt.Fprintf(a.stderr, "exported %d session(s), %d messages to %s (read it back with: %s)\n",
+					stats.Sessions, stats.Messages, out, a.cmdline("import %s", shellQuote(out)))
 				return nil
 			}
 			if same, _ := sameFilePath(f.Path(), out); same {
@@ -66,8 +78,8 @@ On PostgreSQL, backup writes an export (see 'ctxstore export'), which
 			if a.json {
 				return writeJSON(a.stdout, map[string]any{"file": f.Location(), "out": out, "bytes": fi.Size()})
 			}
-			fmt.Fprintf(a.stdout, "backed up %s to %s (%s); put it back with: ctxstore --db %s restore %s\n",
-				f.Location(), out, human(fi.Size()), shellQuote(f.Path()), shellQuote(out))
+			fmt.Fprintf(a.stdout, "backed up %s to %s (%s); put it back with: %s\n",
+				f.Location(), out, human(fi.Size()), a.cmdline("restore %s", shellQuote(out)))
 			return nil
 		},
 	}
