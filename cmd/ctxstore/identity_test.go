@@ -232,6 +232,10 @@ func TestMoveAfterCrash(t *testing.T) {
 	if !strings.Contains(r.stderr, aside[0]) || !strings.Contains(r.stderr, "another database") {
 		t.Errorf("ls does not report the log set aside:\n%s", r)
 	}
+	r = e.run("", "--db", archive, "doctor")
+	if r.code != 1 || !strings.Contains(r.stdout, aside[0]) || !strings.Contains(r.stdout, "doctor --replay-log") {
+		t.Fatalf("doctor does not list the archive's log: %s", r)
+	}
 	e.fail(1, "", []string{"doctor", "--replay-log", aside[0]}, "belongs to database")
 	r = e.ok("", "--db", archive, "doctor", "--replay-log", aside[0])
 	if !strings.Contains(r.stdout, "5 messages added") {
