@@ -175,6 +175,15 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 	if err != nil {
 		return fail(err)
 	}
+	if t.mode == tailOrphan {
+		// A log of this database that does not continue the file (an
+		// older copy of it was put in its place): never applied here.
+		// The batch is redone with a log of its own.
+		if err := s.setAsideOwnLog(t); err != nil {
+			return fail(err)
+		}
+		return true
+	}
 	db, err := s.acquire(actx)
 	if err != nil {
 		return fail(err)

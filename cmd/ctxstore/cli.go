@@ -60,6 +60,8 @@ func commands() []*command {
 		clearCommand(),
 		purgeCommand(),
 		compactFileCommand(),
+		backupCommand(),
+		restoreCommand(),
 		statsCommand(),
 		versionCommand(),
 		completionCommand(),

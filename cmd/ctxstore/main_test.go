@@ -116,6 +116,8 @@ func runRole(role string) int {
 			}
 		}
 		return 0 // no Close
+	case "append-kill":
+		return appendThenKill()
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2

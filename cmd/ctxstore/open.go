@@ -245,8 +245,12 @@ func explain(path, session string, err error) error {
 			path, err, shellQuote(path))
 	case errors.Is(err, store.ErrNotFound) && session != "":
 		return withSentinel(fmt.Errorf("session %q not found in %s (see: ctxstore --db %s ls)", session, path, shellQuote(path)), store.ErrNotFound)
+	case errors.Is(err, store.ErrNewerFormat):
+		return fmt.Errorf("%w; this is ctxstore %s, and nothing was changed", err, buildVersion())
+	case errors.Is(err, store.ErrMoved):
+		return fmt.Errorf("%s changed under this command: %w", path, err)
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("%s: permission denied (ctxstore files are private to their owner, mode 0600): %w", path, err)
+		return permissionError(path, err)
 	}
 	return err
 }

@@ -109,6 +109,9 @@ func (a *app) listSessions(ctx context.Context, c *command, fs *flag.FlagSet, ar
 	if err != nil {
 		return "", nil, explainIn(st, "", err)
 	}
+	if _, err := a.strayLogs(ctx, st, a.stderr); err != nil {
+		return "", nil, explainIn(st, "", err)
+	}
 	out := make([]listed, len(infos))
 	for i, info := range infos {
 		out[i].SessionInfo = info
