@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkAddMessage(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if _, _, err := st.Append(ctx, "s", store.Record{Message: msg, Tokens: 250}); err != nil {
+		if _, _, err := storage.Append(ctx, st, "s", store.Record{Message: msg, Tokens: 250}); err != nil {
 			b.Fatal(err)
 		}
 		viaManager = append(viaManager, t1.Sub(t0))

@@ -1171,7 +1171,7 @@ func checkChaos(t *testing.T, env *chaosEnv, logs []chaosLog) {
 	}
 
 	// Verify: intact, and exactly the pairing issues the messages imply.
-	rep, err := st.Verify(ctx)
+	rep, err := storage.Verify(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1367,7 +1367,7 @@ func TestChaosFoundLastHumanSearchAfterClearElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A tail of the newest message only, as a small budget reads it.
-	e, err := m.st.Tail(ctx, "s", 1)
+	e, err := storage.Tail(ctx, m.st, "s", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1602,7 +1602,7 @@ func TestChaosFoundRefusedSeedKeepsMemoryAcrossPurge(t *testing.T) {
 		// SetMessages catches up with the purge (a fresh epoch: the
 		// warning), then another process starts the session first...
 		"memory file not found": func() {
-			if _, _, err := other.Append(ctx, "s", store.Record{Message: user("other"), Tokens: 2}); err != nil {
+			if _, _, err := storage.Append(ctx, other, "s", store.Record{Message: user("other"), Tokens: 2}); err != nil {
 				t.Error(err)
 			}
 		},

@@ -43,7 +43,7 @@ func CountsKey(counter string, seq uint64) string {
 // as empty: it only costs a recount.
 func KeptCounts(ctx context.Context, eng storage.Engine, session, counter string, seq uint64) (map[uint64]int, error) {
 	b := map[uint64]int{}
-	v, err := eng.GetDerived(ctx, session, KindCounts, CountsKey(counter, seq))
+	v, err := storage.GetDerived(ctx, eng, session, KindCounts, CountsKey(counter, seq))
 	switch {
 	case err == nil:
 		_ = json.Unmarshal(v, &b)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 	"github.com/ctxstore/ctxstore/tokens"
 )
@@ -28,7 +29,7 @@ func TestStoreCountedByOldCodeIsRecounted(t *testing.T) {
 	for _, m := range msgs {
 		recs = append(recs, store.Record{Message: m, Tokens: m.Size() / 4}) // no Counter: as old code wrote
 	}
-	if _, _, err := st.Append(ctx, "s", recs...); err != nil {
+	if _, _, err := storage.Append(ctx, st, "s", recs...); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
@@ -47,7 +48,7 @@ func TestStoreCountedByOldCodeIsRecounted(t *testing.T) {
 	}
 	// New messages are stored with their counter's name.
 	addAll(t, m, []ctxstore.Message{user("a new question")})
-	e, err := m.Store().Tail(ctx, "s", 1)
+	e, err := storage.Tail(ctx, m.Store(), "s", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestHistoryTokensOfTwoCounters(t *testing.T) {
 		}
 		recs = append(recs, r)
 	}
-	if _, _, err := st.Append(ctx, "s", recs...); err != nil {
+	if _, _, err := storage.Append(ctx, st, "s", recs...); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
@@ -176,7 +177,7 @@ func TestRecountsAreKept(t *testing.T) {
 	for _, m := range conversation(300, 2000) {
 		recs = append(recs, store.Record{Message: m, Tokens: m.Size() / 4}) // untagged, as old code wrote
 	}
-	if _, _, err := st.Append(ctx, "s", recs...); err != nil {
+	if _, _, err := storage.Append(ctx, st, "s", recs...); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

@@ -28,7 +28,7 @@ func filledSession(b *testing.B, eng storage.Engine, n int) string {
 		for j, m := range batch {
 			recs[j] = storage.Record{Message: m, Tokens: est.Estimate(m)}
 		}
-		if _, _, err := eng.Append(context.Background(), session, recs...); err != nil {
+		if _, _, err := storage.Append(context.Background(), eng, session, recs...); err != nil {
 			b.Fatal(err)
 		}
 	}

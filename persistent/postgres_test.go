@@ -118,7 +118,7 @@ func TestPostgresHostsShareSession(t *testing.T) {
 	if err := b.ReportUsage(ctx, ctxstore.Usage{InputTokens: vb.Tokens * 12 / 10, View: &vb}); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := hostB.GetDerived(ctx, "s", KindUsage, usageKey)
+	raw, err := storage.GetDerived(ctx, hostB, "s", KindUsage, usageKey)
 	if err != nil {
 		t.Fatalf("usage record: %v", err)
 	}

@@ -118,7 +118,7 @@ func TestPurgedAndRecreatedElsewhere(t *testing.T) {
 	for name, recreate := range map[string]func(storage.Engine) error{
 		"appended": func(st storage.Engine) error {
 			for _, s := range newTexts {
-				if _, _, err := st.Append(context.Background(), "s", store.Record{Message: user(s), Tokens: 3}); err != nil {
+				if _, _, err := storage.Append(context.Background(), st, "s", store.Record{Message: user(s), Tokens: 3}); err != nil {
 					return err
 				}
 			}
@@ -126,7 +126,7 @@ func TestPurgedAndRecreatedElsewhere(t *testing.T) {
 		},
 		"imported": func(st storage.Engine) error {
 			info := store.SessionInfo{Name: "s", Created: time.Unix(1_700_000_000, 0), Epoch: 1, LastSeq: uint64(len(newTexts))}
-			return st.ImportSession(context.Background(), info, func(yield func(store.Entry, error) bool) {
+			return storage.ImportSession(context.Background(), st, info, func(yield func(store.Entry, error) bool) {
 				for i, s := range newTexts {
 					msg := user(s)
 					e := store.Entry{Session: "s", Seq: uint64(i + 1), Epoch: 1, Role: msg.Role(), Tokens: 3, Raw: msg.Bytes()}

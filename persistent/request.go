@@ -345,7 +345,7 @@ func (m *Manager) repairLocked(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	var rev []storage.Entry
-	for e, err := range m.st.Backward(ctx, m.session, m.w.lastSeq+1) {
+	for e, err := range storage.Backward(ctx, m.st, m.session, m.w.lastSeq+1) {
 		if err != nil {
 			return nil, fmt.Errorf("persistent: repair session %q: %w", m.session, err)
 		}

@@ -305,7 +305,7 @@ func (m *Manager) loadPinned(ctx context.Context, w *window, info storage.Sessio
 	if len(seqs) == 0 {
 		return nil
 	}
-	entries, err := m.st.Get(ctx, m.session, seqs...)
+	entries, err := storage.Get(ctx, m.st, m.session, seqs...)
 	if err != nil {
 		return fmt.Errorf("read pinned messages: %w", err)
 	}
@@ -364,7 +364,7 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 		}
 		return nil
 	}
-	for e, err := range m.st.Backward(ctx, m.session, before) {
+	for e, err := range storage.Backward(ctx, m.st, m.session, before) {
 		if err != nil {
 			return fmt.Errorf("read recent messages: %w", err)
 		}
@@ -443,7 +443,7 @@ func (m *Manager) findLastHuman(ctx context.Context) error {
 			before = idSeq(w.tail[0].ID)
 		}
 		oldest := before
-		for e, err := range m.st.Backward(ctx, m.session, before) {
+		for e, err := range storage.Backward(ctx, m.st, m.session, before) {
 			if err != nil {
 				return fmt.Errorf("find the last user message: %w", err)
 			}

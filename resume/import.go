@@ -190,7 +190,7 @@ func ImportJSONL(ctx context.Context, st storage.Engine, session string, r io.Re
 		// The newest message as of the claim: if another writer appended
 		// since, the first batch's check refuses, whatever is read here.
 		after = cl.lastSeq
-		got, err := st.Get(ctx, session, after)
+		got, err := storage.Get(ctx, st, session, after)
 		if err != nil {
 			return fail(fmt.Errorf("read the last stored message: %w", err))
 		}

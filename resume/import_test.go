@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 	"github.com/ctxstore/ctxstore/tokens"
 )
@@ -170,7 +171,7 @@ func TestImportIntoNonEmptySessionSkips(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
 	own := ctxstore.NewMessage(ctxstore.RoleUser, "already here")
-	if _, _, err := st.Append(ctx, "s", store.Record{Message: own, Tokens: 3}); err != nil {
+	if _, _, err := storage.Append(ctx, st, "s", store.Record{Message: own, Tokens: 3}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := ImportJSONL(ctx, st, "s", strings.NewReader(`{"role":"user","content":"from the file"}`+"\n"), ImportOptions{})

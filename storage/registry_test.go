@@ -49,15 +49,15 @@ func roundTrip(t *testing.T, target string) {
 	t.Helper()
 	ctx := context.Background()
 	a := openOK(t, target, storage.OpenOptions{})
-	if _, _, err := a.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", "hi"), Tokens: 1}); err != nil {
+	if _, _, err := storage.Append(ctx, a, "s", storage.Record{Message: ctxstore.NewMessage("user", "hi"), Tokens: 1}); err != nil {
 		t.Fatal(err)
 	}
 	b := openOK(t, target, storage.OpenOptions{ReadOnly: true})
-	got, err := b.Tail(ctx, "s", 1)
+	got, err := storage.Tail(ctx, b, "s", 1)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("Tail through a second handle on %s: %v, %v", target, got, err)
 	}
-	if _, _, err := b.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", "no"), Tokens: 1}); err == nil {
+	if _, _, err := storage.Append(ctx, b, "s", storage.Record{Message: ctxstore.NewMessage("user", "no"), Tokens: 1}); err == nil {
 		t.Fatalf("append through a read-only handle on %s succeeded", target)
 	}
 }

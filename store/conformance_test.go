@@ -12,7 +12,13 @@ import (
 // second handle is a second Store on the same file, as another process
 // would open it.
 func TestConformance(t *testing.T) {
-	storagetest.Run(t, func(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
+	storagetest.Run(t, fileOpener(func(st *Store) storage.Engine { return st }))
+}
+
+// fileOpener opens fresh files for storagetest.Run, each Store handed to
+// the suite as wrap makes it.
+func fileOpener(wrap func(*Store) storage.Engine) storagetest.Opener {
+	return func(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
 		path := filepath.Join(t.TempDir(), "store.db")
 		open := func(t *testing.T) storage.Engine {
 			st, err := Open(path, Options{})
@@ -20,8 +26,8 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { st.Close() })
-			return st
+			return wrap(st)
 		}
 		return open(t), open
-	})
+	}
 }

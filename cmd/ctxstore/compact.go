@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -66,7 +67,7 @@ next one.`,
 				return err
 			}
 			path := st.Location()
-			rep, err := st.Verify(ctx)
+			rep, err := storage.Verify(ctx, st)
 			st.Close()
 			if err != nil && ctx.Err() != nil {
 				return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", path, ctx.Err(), path)

@@ -62,14 +62,14 @@ func TestTokenTotalsNeverMixCounters(t *testing.T) {
 			}
 			st := e.openEngine()
 			old := func(m ctxstore.Message) store.Record { return store.Record{Message: m, Tokens: m.Size() / 4} }
-			if _, _, err := st.Append(ctx, "mixed", old(msgs[0]), old(msgs[1])); err != nil {
+			if _, _, err := storage.Append(ctx, st, "mixed", old(msgs[0]), old(msgs[1])); err != nil {
 				t.Fatal(err)
 			}
 			// A persistent manager recounted message 1 and kept the count:
 			// --recount reads it (a figure no counter would give, to see it).
 			const keptCount = 777
 			want := keptCount + counts[1] + counts[2] // the exact total
-			if err := st.PutDerived(ctx, "mixed", persistent.KindCounts, persistent.CountsKey(exact, 1), []byte(`{"1":777}`)); err != nil {
+			if err := storage.PutDerived(ctx, st, "mixed", persistent.KindCounts, persistent.CountsKey(exact, 1), []byte(`{"1":777}`)); err != nil {
 				t.Fatal(err)
 			}
 			if err := st.Close(); err != nil {

@@ -498,7 +498,7 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 			}
 		}
 	}
-	err = st.ImportSession(ctx, info, iter.Seq2[store.Entry, error](entries))
+	err = storage.ImportSession(ctx, st, info, iter.Seq2[store.Entry, error](entries))
 	switch {
 	case readErr != nil:
 		return 0, false, readErr
@@ -590,7 +590,7 @@ func importDerived(ctx context.Context, st storage.Engine, lr *lineReader, sessi
 		if d.ValueBase64 != nil {
 			value = d.ValueBase64
 		}
-		if err := st.PutDerived(ctx, session, d.Kind, d.Key, value); err != nil {
+		if err := storage.PutDerived(ctx, st, session, d.Kind, d.Key, value); err != nil {
 			return explainIn(st, "", fmt.Errorf("import session %q: derived record %s/%s (%s line %d): %w", session, d.Kind, d.Key, lr.name, lr.no, err))
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -40,7 +41,7 @@ func fillStore(tb testing.TB, path, session string, n int) {
 		}
 		recs = append(recs, store.Record{Message: m, Tokens: m.Size() / 4})
 		if len(recs) == batch || i == n-1 {
-			if _, _, err := st.Append(ctx, session, recs...); err != nil {
+			if _, _, err := storage.Append(ctx, st, session, recs...); err != nil {
 				tb.Fatal(err)
 			}
 			recs = recs[:0]

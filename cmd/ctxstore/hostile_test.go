@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -131,7 +132,7 @@ func FuzzImport(f *testing.F) {
 			return
 		}
 		stats, ierr := readExport(ctx, st, lr, importOptions{})
-		rep, err := st.Verify(ctx)
+		rep, err := storage.Verify(ctx, st)
 		if err != nil {
 			t.Fatal(err)
 		}

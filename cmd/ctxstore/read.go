@@ -294,7 +294,7 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 		// impossible.
 		watchCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		ch, err := st.Watch(watchCtx, name)
+		ch, err := storage.Watch(watchCtx, st, name)
 		if err != nil {
 			return explainIn(st, name, fmt.Errorf("watch session %q: %w", name, err))
 		}
@@ -312,7 +312,7 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 	epoch, created := info.Epoch, info.Created
 	var last uint64
 	if n > 0 {
-		entries, err := st.Tail(ctx, name, n)
+		entries, err := storage.Tail(ctx, st, name, n)
 		if err != nil {
 			return explainIn(st, name, fmt.Errorf("read session %q: %w", name, err))
 		}

@@ -37,7 +37,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 				return err
 			}
 			defer st.Close()
-			rep, err := st.Verify(ctx)
+			rep, err := storage.Verify(ctx, st)
 			if err != nil {
 				return explainIn(st, "", fmt.Errorf("verify: %w", err))
 			}

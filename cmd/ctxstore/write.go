@@ -59,7 +59,7 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 			for i, t := range view.Count(est, msgs) {
 				recs[i] = store.Record{Message: msgs[i], Tokens: t, Counter: counter}
 			}
-			first, last, err := st.Append(ctx, pos[0], recs...)
+			first, last, err := storage.Append(ctx, st, pos[0], recs...)
 			if err != nil {
 				return explainIn(st, pos[0], fmt.Errorf("add to session %q: %w", pos[0], err))
 			}
@@ -235,7 +235,7 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 				}
 			}
 			if *epoch != 0 {
-				err = st.PurgeEpoch(ctx, name, *epoch)
+				err = storage.PurgeEpoch(ctx, st, name, *epoch)
 			} else {
 				err = st.Purge(ctx, name)
 			}

@@ -36,11 +36,11 @@ func testLosslessAcrossHandles(t *testing.T, open Opener) {
 	for _, js := range tricky {
 		recs = append(recs, msg(t, js))
 	}
-	if _, _, err := s.Append(ctx, "rt", recs[:3]...); err != nil {
+	if _, _, err := storage.Append(ctx, s, "rt", recs[:3]...); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range recs[3:] {
-		if _, _, err := s.Append(ctx, "rt", r); err != nil {
+		if _, _, err := storage.Append(ctx, s, "rt", r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,7 +86,7 @@ func testLosslessAcrossHandles(t *testing.T, open Opener) {
 func testInvalidNamesField(t *testing.T, open Opener) {
 	ctx := context.Background()
 	s, _ := open(t)
-	if _, _, err := s.Append(ctx, "v", text("user", "hello")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "v", text("user", "hello")); err != nil {
 		t.Fatal(err)
 	}
 	before, err := s.Session(ctx, "v")
@@ -147,7 +147,7 @@ func testInvalidNamesField(t *testing.T, open Opener) {
 				checkField(t, err, c.field)
 			}
 			for _, session := range []string{"v", "fresh"} {
-				_, _, err := s.Append(ctx, session, text("user", "ok first"), storage.Record{Message: m})
+				_, _, err := storage.Append(ctx, s, session, text("user", "ok first"), storage.Record{Message: m})
 				if c.js == "" {
 					checkField(t, err, c.field)
 				} else if !errors.Is(err, ctxstore.ErrInvalidMessage) {
@@ -184,7 +184,7 @@ func testClearPurge(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 	}
-	must(s.Append(ctx, "e", text("system", "sys"), text("user", "one"), text("assistant", "two")))
+	must(storage.Append(ctx, s, "e", text("system", "sys"), text("user", "one"), text("assistant", "two")))
 	e2, err := s.Clear(ctx, "e")
 	if err != nil || e2 != 2 {
 		t.Fatalf("Clear = %d, %v", e2, err)
@@ -192,7 +192,7 @@ func testClearPurge(t *testing.T, open Opener) {
 	if got := collect(t, s.Messages(ctx, "e", 0)); len(got) != 0 {
 		t.Fatalf("after Clear, current epoch has %d messages", len(got))
 	}
-	must(s.Append(ctx, "e", text("user", "three")))
+	must(storage.Append(ctx, s, "e", text("user", "three")))
 	got := collect(t, s.Messages(ctx, "e", 0))
 	if !slices.Equal(seqsOf(got), []uint64{4}) || got[0].Epoch != 2 {
 		t.Fatalf("epoch 2 = %v", seqsOf(got))
@@ -223,19 +223,19 @@ func testClearPurge(t *testing.T, open Opener) {
 		t.Fatalf("pinned %v first user %d after clear", info.PinnedSeqs, info.FirstUserSeq)
 	}
 
-	if err := s.PurgeEpoch(ctx, "e", 2); !errors.Is(err, storage.ErrCurrentEpoch) {
+	if err := storage.PurgeEpoch(ctx, s, "e", 2); !errors.Is(err, storage.ErrCurrentEpoch) {
 		t.Fatalf("purge current: %v", err)
 	}
-	if err := s.PurgeEpoch(ctx, "e", 7); !errors.Is(err, storage.ErrNotFound) {
+	if err := storage.PurgeEpoch(ctx, s, "e", 7); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("purge unknown: %v", err)
 	}
-	if err := s.PurgeEpoch(ctx, "e", 1); err != nil {
+	if err := storage.PurgeEpoch(ctx, s, "e", 1); err != nil {
 		t.Fatal(err)
 	}
 	if got := collect(t, s.EpochMessages(ctx, "e", 1, 0)); len(got) != 0 {
 		t.Fatalf("purged epoch still has %v", seqsOf(got))
 	}
-	if _, err := s.Get(ctx, "e", 2); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.Get(ctx, s, "e", 2); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("Get purged seq: %v", err)
 	}
 	info, _ = s.Session(ctx, "e")
@@ -243,12 +243,12 @@ func testClearPurge(t *testing.T, open Opener) {
 		t.Fatalf("after purge epoch: %+v", info)
 	}
 	// Seqs are never reused.
-	must(s.Append(ctx, "e", text("user", "four")))
+	must(storage.Append(ctx, s, "e", text("user", "four")))
 	if got := collect(t, s.Messages(ctx, "e", 0)); !slices.Equal(seqsOf(got), []uint64{4, 5}) {
 		t.Fatalf("after purge epoch: %v", seqsOf(got))
 	}
 
-	if err := s.PutDerived(ctx, "e", "summary", "k", []byte("v")); err != nil {
+	if err := storage.PutDerived(ctx, s, "e", "summary", "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Purge(ctx, "e"); err != nil {
@@ -257,7 +257,7 @@ func testClearPurge(t *testing.T, open Opener) {
 	if _, err := s.Session(ctx, "e"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("Session after Purge: %v", err)
 	}
-	if _, err := s.GetDerived(ctx, "e", "summary", "k"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.GetDerived(ctx, s, "e", "summary", "k"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("derived after Purge: %v", err)
 	}
 	if got := collect(t, s.Messages(ctx, "e", 0)); len(got) != 0 {
@@ -274,10 +274,10 @@ func testClearPurge(t *testing.T, open Opener) {
 func testDerivedPages(t *testing.T, open Opener) {
 	ctx := context.Background()
 	s, _ := open(t)
-	if _, err := s.GetDerived(ctx, "d", "k", "x"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.GetDerived(ctx, s, "d", "k", "x"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
-	if _, _, err := s.Append(ctx, "d", text("user", "hi")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "d", text("user", "hi")); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{}
@@ -285,7 +285,7 @@ func testDerivedPages(t *testing.T, open Opener) {
 		k := fmt.Sprintf("%04d", i)
 		want[k] = "v" + k
 		if i%100 == 0 {
-			if err := s.PutDerived(ctx, "d", "decisions", k, []byte("old")); err != nil {
+			if err := storage.PutDerived(ctx, s, "d", "decisions", k, []byte("old")); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -293,17 +293,17 @@ func testDerivedPages(t *testing.T, open Opener) {
 	// Concurrent puts share commits; all must land.
 	errs := make(chan error, len(want))
 	for k, v := range want {
-		go func() { errs <- s.PutDerived(ctx, "d", "decisions", k, []byte(v)) }()
+		go func() { errs <- storage.PutDerived(ctx, s, "d", "decisions", k, []byte(v)) }()
 	}
 	for range want {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.PutDerived(ctx, "d", "summary", "0001", []byte("other kind")); err != nil {
+	if err := storage.PutDerived(ctx, s, "d", "summary", "0001", []byte("other kind")); err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.GetDerived(ctx, "d", "decisions", "0100")
+	v, err := storage.GetDerived(ctx, s, "d", "decisions", "0100")
 	if err != nil || string(v) != "v0100" {
 		t.Fatalf("get = %q, %v", v, err)
 	}
@@ -329,7 +329,7 @@ func testDerivedPages(t *testing.T, open Opener) {
 		t.Fatalf("derived changed messages: %+v", info)
 	}
 	// A derived record may come first; the session then exists, empty.
-	if err := s.PutDerived(ctx, "new", "k", "x", nil); err != nil {
+	if err := storage.PutDerived(ctx, s, "new", "k", "x", nil); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := s.Session(ctx, "new"); err != nil || info.Messages != 0 || info.Epoch != 1 {
@@ -345,13 +345,13 @@ func testTailBackwardGet(t *testing.T, open Opener) {
 	for i := range n {
 		recs = append(recs, text("user", fmt.Sprintf("m%d", i+1)))
 	}
-	if _, _, err := s.Append(ctx, "r", recs[:10]...); err != nil {
+	if _, _, err := storage.Append(ctx, s, "r", recs[:10]...); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Clear(ctx, "r"); err != nil {
 		t.Fatal(err)
 	}
-	first, last, err := s.Append(ctx, "r", recs[10:]...)
+	first, last, err := storage.Append(ctx, s, "r", recs[10:]...)
 	if err != nil || first != 11 || last != n {
 		t.Fatalf("append = %d..%d, %v", first, last, err)
 	}
@@ -363,35 +363,35 @@ func testTailBackwardGet(t *testing.T, open Opener) {
 	if len(from) != n-649 || from[0].Seq != 650 {
 		t.Fatalf("messages from 650: %d", len(from))
 	}
-	back := collect(t, s.Backward(ctx, "r", 0))
+	back := collect(t, storage.Backward(ctx, s, "r", 0))
 	if len(back) != n-10 || back[0].Seq != n || back[len(back)-1].Seq != 11 {
 		t.Fatalf("backward: %d entries", len(back))
 	}
-	if b := collect(t, s.Backward(ctx, "r", 13)); !slices.Equal(seqsOf(b), []uint64{12, 11}) {
+	if b := collect(t, storage.Backward(ctx, s, "r", 13)); !slices.Equal(seqsOf(b), []uint64{12, 11}) {
 		t.Fatalf("backward before 13 = %v (must stop at the epoch start)", seqsOf(b))
 	}
-	tail, err := s.Tail(ctx, "r", 3)
+	tail, err := storage.Tail(ctx, s, "r", 3)
 	if err != nil || !slices.Equal(seqsOf(tail), []uint64{n - 2, n - 1, n}) {
 		t.Fatalf("tail = %v, %v", seqsOf(tail), err)
 	}
-	if tail, _ := s.Tail(ctx, "r", 5000); len(tail) != n-10 || tail[0].Seq != 11 {
+	if tail, _ := storage.Tail(ctx, s, "r", 5000); len(tail) != n-10 || tail[0].Seq != 11 {
 		t.Fatalf("long tail: %d", len(tail))
 	}
-	got, err := s.Get(ctx, "r", 5, 700, 11)
+	got, err := storage.Get(ctx, s, "r", 5, 700, 11)
 	if err != nil || !slices.Equal(seqsOf(got), []uint64{5, 700, 11}) || string(got[0].Raw) != string(recs[4].Message.Bytes()) {
 		t.Fatalf("get = %v, %v", seqsOf(got), err)
 	}
-	if _, err := s.Get(ctx, "r", 701); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.Get(ctx, s, "r", 701); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("get missing: %v", err)
 	}
-	if _, err := s.Get(ctx, "nobody", 1); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.Get(ctx, s, "nobody", 1); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("get unknown session: %v", err)
 	}
 	// Unknown sessions read as empty.
-	if len(collect(t, s.Messages(ctx, "nobody", 0))) != 0 || len(collect(t, s.Backward(ctx, "nobody", 0))) != 0 {
+	if len(collect(t, s.Messages(ctx, "nobody", 0))) != 0 || len(collect(t, storage.Backward(ctx, s, "nobody", 0))) != 0 {
 		t.Fatal("unknown session yields")
 	}
-	if tail, err := s.Tail(ctx, "nobody", 3); err != nil || len(tail) != 0 {
+	if tail, err := storage.Tail(ctx, s, "nobody", 3); err != nil || len(tail) != 0 {
 		t.Fatalf("tail unknown: %v %v", tail, err)
 	}
 	if _, err := s.Session(ctx, "nobody"); !errors.Is(err, storage.ErrNotFound) {
@@ -401,7 +401,7 @@ func testTailBackwardGet(t *testing.T, open Opener) {
 	for range s.Messages(ctx, "r", 0) {
 		break
 	}
-	if _, _, err := s.Append(ctx, "r", text("user", "after break")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "r", text("user", "after break")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -410,7 +410,7 @@ func testSessionsMetadata(t *testing.T, open Opener) {
 	ctx := context.Background()
 	s, _ := open(t)
 	long := strings.Repeat("word ", 40)
-	_, _, err := s.Append(ctx, "b",
+	_, _, err := storage.Append(ctx, s, "b",
 		text("system", "be brief"),
 		msg(t, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"r"}]}`),
 		text("developer", "dev note"),
@@ -421,7 +421,7 @@ func testSessionsMetadata(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Append(ctx, "a", text("user", long)); err != nil {
+	if _, _, err := storage.Append(ctx, s, "a", text("user", long)); err != nil {
 		t.Fatal(err)
 	}
 	list, err := s.Sessions(ctx)
@@ -502,14 +502,14 @@ func testSeedsOnce(t *testing.T, open Opener) {
 func testImportRoundTrip(t *testing.T, open Opener) {
 	ctx := context.Background()
 	src, _ := open(t)
-	if _, _, err := src.Append(ctx, "s", text("system", "sys"), text("user", "hello there"), text("assistant", "hi")); err != nil {
+	if _, _, err := storage.Append(ctx, src, "s", text("system", "sys"), text("user", "hello there"), text("assistant", "hi")); err != nil {
 		t.Fatal(err)
 	}
 	src.Clear(ctx, "s")
-	src.Append(ctx, "s", text("user", "again"), msg(t, `{"role":"assistant","tool_calls":[{"id":"c9"}]}`))
+	storage.Append(ctx, src, "s", text("user", "again"), msg(t, `{"role":"assistant","tool_calls":[{"id":"c9"}]}`))
 	src.Clear(ctx, "s")
-	src.Append(ctx, "s", text("developer", "d"), text("user", "third"))
-	src.PurgeEpoch(ctx, "s", 2)
+	storage.Append(ctx, src, "s", text("developer", "d"), text("user", "third"))
+	storage.PurgeEpoch(ctx, src, "s", 2)
 	info, err := src.Session(ctx, "s")
 	if err != nil {
 		t.Fatal(err)
@@ -520,7 +520,7 @@ func testImportRoundTrip(t *testing.T, open Opener) {
 	}
 
 	dst, _ := open(t)
-	if err := dst.ImportSession(ctx, info, entriesOf(all)); err != nil {
+	if err := storage.ImportSession(ctx, dst, info, entriesOf(all)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := dst.Session(ctx, "s")
@@ -537,13 +537,13 @@ func testImportRoundTrip(t *testing.T, open Opener) {
 	if fmt.Sprintf("%+v", again) != fmt.Sprintf("%+v", all) {
 		t.Fatalf("imported entries differ")
 	}
-	if err := dst.ImportSession(ctx, info, entriesOf(all)); !errors.Is(err, storage.ErrNotEmpty) {
+	if err := storage.ImportSession(ctx, dst, info, entriesOf(all)); !errors.Is(err, storage.ErrNotEmpty) {
 		t.Fatalf("second import: %v", err)
 	}
 	// Out of order input fails and leaves nothing behind.
 	bad := []storage.Entry{all[1], all[0]}
 	info.Name = "bad"
-	if err := dst.ImportSession(ctx, info, entriesOf(bad)); err == nil {
+	if err := storage.ImportSession(ctx, dst, info, entriesOf(bad)); err == nil {
 		t.Fatal("out-of-order import accepted")
 	}
 	if _, err := dst.Session(ctx, "bad"); !errors.Is(err, storage.ErrNotFound) {
@@ -571,7 +571,7 @@ func testConcurrentAppends(t *testing.T, open Opener) {
 				for j := range n {
 					recs = append(recs, text("user", fmt.Sprintf("w%d i%d j%d", w, i, j)))
 				}
-				first, last, err := s.Append(ctx, "g", recs...)
+				first, last, err := storage.Append(ctx, s, "g", recs...)
 				if err != nil {
 					errs <- err
 					return

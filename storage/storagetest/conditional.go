@@ -114,12 +114,12 @@ func testUpdateDerived(t *testing.T, open Opener) {
 		}()
 	}
 	wg.Wait()
-	if b, err := s.GetDerived(ctx, "s", "counter", "k"); err != nil || string(b) != strconv.Itoa(n) {
+	if b, err := storage.GetDerived(ctx, s, "s", "counter", "k"); err != nil || string(b) != strconv.Itoa(n) {
 		t.Fatalf("counter = %q, %v; want %d", b, err, n)
 	}
 
 	// fn sees the session's metadata in the same transaction.
-	if _, _, err := s.Append(ctx, "s", text("user", "a"), text("assistant", "b")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "s", text("user", "a"), text("assistant", "b")); err != nil {
 		t.Fatal(err)
 	}
 	var seen storage.SessionInfo
@@ -144,7 +144,7 @@ func testUpdateDerived(t *testing.T, open Opener) {
 	if err := s.UpdateDerived(ctx, "s", "k", "k", func([]byte, storage.SessionInfo) ([]byte, error) { return nil, nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetDerived(ctx, "s", "k", "k"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.GetDerived(ctx, s, "s", "k", "k"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("record after fn returned nil: %v, want storage.ErrNotFound", err)
 	}
 	if err := s.UpdateDerived(ctx, "s", "", "k", nil); err == nil {
@@ -159,7 +159,7 @@ func testUpdateDerived(t *testing.T, open Opener) {
 func testReplaceEpochNeverEmpty(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	if _, _, err := s.Append(ctx, "s", text("user", "old 1"), text("assistant", "old 2")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "s", text("user", "old 1"), text("assistant", "old 2")); err != nil {
 		t.Fatal(err)
 	}
 	// Refused: nothing changes.
@@ -224,13 +224,13 @@ func testReplaceEpochNeverEmpty(t *testing.T, open Opener) {
 func testPurgeThenRecreate(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	if _, _, err := s.Append(ctx, "s", text("user", "a"), text("user", "b"), text("user", "c")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "s", text("user", "a"), text("user", "b"), text("user", "c")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Clear(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Append(ctx, "s", text("user", "d")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "s", text("user", "d")); err != nil {
 		t.Fatal(err)
 	}
 	for round, want := range []struct{ epoch, first uint64 }{{3, 5}, {4, 6}} {
@@ -254,7 +254,7 @@ func testPurgeThenRecreate(t *testing.T, open Opener) {
 			t.Fatalf("round %d: messages of the recreated session: %+v", round, got)
 		}
 	}
-	if rep, err := s.Verify(ctx); err != nil || !rep.OK() {
+	if rep, err := storage.Verify(ctx, s); err != nil || !rep.OK() {
 		t.Fatalf("verify after purge and recreate: %+v, %v", rep, err)
 	}
 	// Derived records of the old session are gone, and writing one creates
@@ -262,7 +262,7 @@ func testPurgeThenRecreate(t *testing.T, open Opener) {
 	if err := s.Purge(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutDerived(ctx, "s", "k", "k", []byte("v")); err != nil {
+	if err := storage.PutDerived(ctx, s, "s", "k", "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	if info, _ := s.Session(ctx, "s"); info.Epoch != 5 || info.LastSeq != 6 {

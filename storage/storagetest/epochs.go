@@ -34,7 +34,7 @@ func EpochShapes(t *testing.T, e storage.Engine, damaged ...string) {
 		for i := range n {
 			r := text([]string{"user", "assistant"}[i%2], fmt.Sprint(s, i))
 			r.Tokens = 1
-			_, _, err := e.Append(ctx, s, r)
+			_, _, err := storage.Append(ctx, e, s, r)
 			must(err)
 		}
 	}
@@ -51,7 +51,7 @@ func EpochShapes(t *testing.T, e storage.Engine, damaged ...string) {
 	appendN("purged epoch", 2)
 	clear("purged epoch")
 	appendN("purged epoch", 1)
-	must(e.PurgeEpoch(ctx, "purged epoch", 1))
+	must(storage.PurgeEpoch(ctx, e, "purged epoch", 1))
 	appendN("recreated", 2)
 	must(e.Purge(ctx, "recreated"))
 	appendN("recreated", 1)
@@ -60,7 +60,7 @@ func EpochShapes(t *testing.T, e storage.Engine, damaged ...string) {
 		return storage.Entry{Seq: seq, Epoch: epoch, Time: at, Role: "user", Tokens: 1, Raw: ctxstore.NewMessage("user", "m").Bytes()}
 	}
 	// Seqs 2, 4-6 and 9 missing; epoch 2 unlisted and without messages.
-	must(e.ImportSession(ctx, storage.SessionInfo{Name: "imported gaps", Epoch: 3, EpochStartSeq: 7, LastSeq: 9,
+	must(storage.ImportSession(ctx, e, storage.SessionInfo{Name: "imported gaps", Epoch: 3, EpochStartSeq: 7, LastSeq: 9,
 		Epochs: []storage.EpochInfo{{Epoch: 1, FirstSeq: 1, LastSeq: 4}, {Epoch: 3, FirstSeq: 7, LastSeq: 9}}},
 		entriesOf([]storage.Entry{ent(1, 1), ent(3, 1), ent(7, 3), ent(8, 3)})))
 	for _, s := range append([]string{"healthy"}, damaged...) {

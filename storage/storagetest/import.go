@@ -53,7 +53,7 @@ func checkImported(t *testing.T, got, want storage.SessionInfo) {
 // verifyIntact fails unless Verify finds no damage.
 func verifyIntact(t *testing.T, e storage.Engine, when string) {
 	t.Helper()
-	r, err := e.Verify(context.Background())
+	r, err := storage.Verify(context.Background(), e)
 	if err != nil {
 		t.Fatalf("verify %s: %v", when, err)
 	}
@@ -164,7 +164,7 @@ func testImportRefused(t *testing.T, open Opener) {
 			si, es := base()
 			es = c.change(&si, es)
 			si.Name = name
-			err := e.ImportSession(ctx, si, entriesOf(es))
+			err := storage.ImportSession(ctx, e, si, entriesOf(es))
 			want := storage.ErrInvalidImport
 			if strings.Contains(c.name, "parse") {
 				want = ctxstore.ErrInvalidMessage
@@ -187,7 +187,7 @@ func testImportRefused(t *testing.T, open Opener) {
 	}
 	// The consistent export imports, and new messages continue after it.
 	si, es := base()
-	if err := e.ImportSession(ctx, si, entriesOf(es)); err != nil {
+	if err := storage.ImportSession(ctx, e, si, entriesOf(es)); err != nil {
 		t.Fatalf("the consistent export: %v", err)
 	}
 	if f, _ := appendOK(t, e, "bad", text("user", "six")); f != 6 {
@@ -220,7 +220,7 @@ func testImportShapes(t *testing.T, open Opener) {
 		t.Helper()
 		si, es := exportOf(t, e, src)
 		si.Name = dst
-		must(e.ImportSession(ctx, si, entriesOf(es)))
+		must(storage.ImportSession(ctx, e, si, entriesOf(es)))
 		checkImported(t, info(t, e, dst), si)
 		_, got := exportOf(t, e, dst)
 		if !slices.Equal(seqsOf(got), seqsOf(es)) {
@@ -247,7 +247,7 @@ func testImportShapes(t *testing.T, open Opener) {
 		appendOK(t, e, "purged epoch", text("user", "q"), text("assistant", "a"))
 		clear("purged epoch")
 		appendOK(t, e, "purged epoch", text("user", "r"))
-		must(e.PurgeEpoch(ctx, "purged epoch", 1))
+		must(storage.PurgeEpoch(ctx, e, "purged epoch", 1))
 		roundTrip("purged epoch", "purged epoch copy")
 	})
 	t.Run("recreated after purge", func(t *testing.T) {
@@ -305,7 +305,7 @@ func testImportShapes(t *testing.T, open Opener) {
 		t.Run(c.name, func(t *testing.T) {
 			name := "shape " + c.name
 			c.info.Name = name
-			must(e.ImportSession(ctx, c.info, entriesOf(c.entries)))
+			must(storage.ImportSession(ctx, e, c.info, entriesOf(c.entries)))
 			want := c.want
 			want.Title = "m"
 			checkImported(t, info(t, e, name), want)

@@ -53,7 +53,7 @@ func testNilCallbacks(t *testing.T, open Opener) {
 	if uerr == nil {
 		t.Fatal("UpdateDerived with a nil function succeeded, want an error")
 	}
-	if _, err := e.GetDerived(ctx, "new", "k", "x"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.GetDerived(ctx, e, "new", "k", "x"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("after UpdateDerived with a nil function: GetDerived = %v, want ErrNotFound", err)
 	}
 }

@@ -38,7 +38,7 @@ func PanicInSharedCommit(t *testing.T, e storage.Engine, queue func(writes ...fu
 			return err
 		},
 		func() (err error) {
-			b1, _, err = e.Append(ctx, "b", text("user", "b1"))
+			b1, _, err = storage.Append(ctx, e, "b", text("user", "b1"))
 			return err
 		},
 		func() (err error) {

@@ -108,7 +108,7 @@ func result(id string) storage.Record {
 
 func appendOK(t *testing.T, e storage.Engine, session string, recs ...storage.Record) (uint64, uint64) {
 	t.Helper()
-	first, last, err := e.Append(context.Background(), session, recs...)
+	first, last, err := storage.Append(context.Background(), e, session, recs...)
 	if err != nil {
 		t.Fatalf("append to %q: %v", session, err)
 	}
@@ -200,14 +200,14 @@ func testLossless(t *testing.T, open Opener) {
 		}
 	}
 	check("Messages", collect(t, e.Messages(ctx, "s", 0)), false)
-	check("Backward", collect(t, e.Backward(ctx, "s", 0)), true)
+	check("Backward", collect(t, storage.Backward(ctx, e, "s", 0)), true)
 	check("EpochMessages", collect(t, e.EpochMessages(ctx, "s", 1, 0)), false)
-	tail, err := e.Tail(ctx, "s", 100)
+	tail, err := storage.Tail(ctx, e, "s", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check("Tail", tail, false)
-	got, err := e.Get(ctx, "s", span(1, uint64(len(raws)))...)
+	got, err := storage.Get(ctx, e, "s", span(1, uint64(len(raws)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,14 +226,14 @@ func testLossless(t *testing.T, open Opener) {
 
 	// Tool call ids are recorded with the message.
 	appendOK(t, e, "s", call("c1"), result("c1"))
-	got, err = e.Get(ctx, "s", last+2, last+1)
+	got, err = storage.Get(ctx, e, "s", last+2, last+1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got[0].ResultIDs, []string{"c1"}) || !slices.Equal(got[1].CallIDs, []string{"c1"}) || got[0].Seq != last+2 {
 		t.Errorf("Get(%d, %d): call ids %v %v, result ids %v %v", last+2, last+1, got[0].CallIDs, got[1].CallIDs, got[0].ResultIDs, got[1].ResultIDs)
 	}
-	if _, err := e.Get(ctx, "s", 999); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.Get(ctx, e, "s", 999); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("Get of a seq never stored: %v, want ErrNotFound", err)
 	}
 	// Session names are bytes too.
@@ -305,24 +305,24 @@ func testCounterSplit(t *testing.T, open Opener) {
 func testInvalid(t *testing.T, open Opener) {
 	e, _ := open(t)
 	ctx := context.Background()
-	_, _, err := e.Append(ctx, "s", text("user", "fine"), storage.Record{})
+	_, _, err := storage.Append(ctx, e, "s", text("user", "fine"), storage.Record{})
 	if !errors.Is(err, ctxstore.ErrInvalidMessage) {
 		t.Fatalf("append of a zero message: %v, want ErrInvalidMessage", err)
 	}
 	if _, err := e.Session(ctx, "s"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("after a failed append the session exists: %v", err)
 	}
-	if _, _, err := e.Append(ctx, "", text("user", "x")); err == nil {
+	if _, _, err := storage.Append(ctx, e, "", text("user", "x")); err == nil {
 		t.Fatal("append to an empty session name succeeded")
 	}
-	if f, l, err := e.Append(ctx, "s"); f != 0 || l != 0 || err != nil {
+	if f, l, err := storage.Append(ctx, e, "s"); f != 0 || l != 0 || err != nil {
 		t.Fatalf("append of nothing: %d %d %v", f, l, err)
 	}
 	// Token counts run from 0 to MaxTokens; others are refused, whole.
 	for _, n := range []int{-1, storage.MaxTokens + 1} {
 		r := text("user", "counted")
 		r.Tokens = n
-		if _, _, err := e.Append(ctx, "s", text("user", "fine"), r); !errors.Is(err, ctxstore.ErrInvalidMessage) {
+		if _, _, err := storage.Append(ctx, e, "s", text("user", "fine"), r); !errors.Is(err, ctxstore.ErrInvalidMessage) {
 			t.Errorf("append with a token count of %d: %v, want ErrInvalidMessage", n, err)
 		}
 	}
@@ -415,19 +415,19 @@ func testEpochs(t *testing.T, open Opener) {
 	if si.Title != "first question" || si.Messages != 1 || si.TotalMessages != 4 || si.EpochStartSeq != 4 || len(si.PinnedSeqs) != 0 || si.FirstUserSeq != 4 {
 		t.Fatalf("after Clear: %+v", si)
 	}
-	if err := e.PurgeEpoch(ctx, "s", 2); !errors.Is(err, storage.ErrCurrentEpoch) {
+	if err := storage.PurgeEpoch(ctx, e, "s", 2); !errors.Is(err, storage.ErrCurrentEpoch) {
 		t.Fatalf("PurgeEpoch(current): %v", err)
 	}
-	if err := e.PurgeEpoch(ctx, "s", 7); !errors.Is(err, storage.ErrNotFound) {
+	if err := storage.PurgeEpoch(ctx, e, "s", 7); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("PurgeEpoch(unknown): %v", err)
 	}
-	if err := e.PurgeEpoch(ctx, "s", 1); err != nil {
+	if err := storage.PurgeEpoch(ctx, e, "s", 1); err != nil {
 		t.Fatal(err)
 	}
 	if got := collect(t, e.EpochMessages(ctx, "s", 1, 0)); len(got) != 0 {
 		t.Fatalf("purged epoch yields %v", seqsOf(got))
 	}
-	if _, err := e.Get(ctx, "s", 2); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.Get(ctx, e, "s", 2); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("Get of a purged message: %v", err)
 	}
 	si = info(t, e, "s")
@@ -520,7 +520,7 @@ func testPanicInCheck(t *testing.T, open Opener) {
 		go func() {
 			defer wg.Done()
 			if i%2 == 0 {
-				if _, _, err := e.Append(ctx, "s", text("user", fmt.Sprint("other ", i))); err != nil {
+				if _, _, err := storage.Append(ctx, e, "s", text("user", fmt.Sprint("other ", i))); err != nil {
 					t.Errorf("append beside a panicking check: %v", err)
 				}
 				return
@@ -539,7 +539,7 @@ func testPanicInCheck(t *testing.T, open Opener) {
 	})
 	deadline, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, _, err := e.Append(deadline, "s", text("user", "last")); err != nil {
+	if _, _, err := storage.Append(deadline, e, "s", text("user", "last")); err != nil {
 		t.Fatalf("append after recovered panics: %v", err)
 	}
 	es := collect(t, e.Messages(ctx, "s", 0))
@@ -554,7 +554,7 @@ func testPanicInCheck(t *testing.T, open Opener) {
 	if si := info(t, e, "s"); si.Epoch != 1 {
 		t.Errorf("epoch %d after a ReplaceEpoch whose check panicked, want 1", si.Epoch)
 	}
-	if _, err := e.GetDerived(ctx, "s", "k", "key"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.GetDerived(ctx, e, "s", "k", "key"); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("derived record after an UpdateDerived whose fn panicked: %v, want ErrNotFound", err)
 	}
 }
@@ -638,20 +638,20 @@ func testConditionalRace(t *testing.T, open Opener) {
 func testDerived(t *testing.T, open Opener) {
 	e, another := open(t)
 	ctx := context.Background()
-	if _, err := e.GetDerived(ctx, "s", "k", "x"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.GetDerived(ctx, e, "s", "k", "x"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("GetDerived on nothing: %v", err)
 	}
 	value := []byte{0, 1, 0xff, '{', 0}
 	for _, key := range []string{"b", "a", "c", "a/b", "é"} {
-		if err := e.PutDerived(ctx, "s", "kind", key, append(value, key...)); err != nil {
+		if err := storage.PutDerived(ctx, e, "s", "kind", key, append(value, key...)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := e.PutDerived(ctx, "s", "other", "z", []byte("z")); err != nil {
+	if err := storage.PutDerived(ctx, e, "s", "other", "z", []byte("z")); err != nil {
 		t.Fatal(err)
 	}
 	b := another(t)
-	got, err := b.GetDerived(ctx, "s", "kind", "a")
+	got, err := storage.GetDerived(ctx, b, "s", "kind", "a")
 	if err != nil || !bytes.Equal(got, append(value, 'a')) {
 		t.Fatalf("GetDerived through another handle: %q %v", got, err)
 	}
@@ -684,7 +684,7 @@ func testDerived(t *testing.T, open Opener) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.GetDerived(ctx, "s", "kind", "a"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.GetDerived(ctx, b, "s", "kind", "a"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("deleted record: %v", err)
 	}
 	if err := e.UpdateDerived(ctx, "s", "kind", "empty", func(cur []byte, _ storage.SessionInfo) ([]byte, error) {
@@ -695,7 +695,7 @@ func testDerived(t *testing.T, open Opener) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.GetDerived(ctx, "s", "kind", "empty"); err != nil || len(got) != 0 {
+	if got, err := storage.GetDerived(ctx, e, "s", "kind", "empty"); err != nil || len(got) != 0 {
 		t.Fatalf("empty value: %q %v", got, err)
 	}
 	// Derived records never touch messages, and go with a purge.
@@ -705,7 +705,7 @@ func testDerived(t *testing.T, open Opener) {
 	if err := e.Purge(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.GetDerived(ctx, "s", "other", "z"); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.GetDerived(ctx, e, "s", "other", "z"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("derived record after Purge: %v", err)
 	}
 }
@@ -731,7 +731,7 @@ func testDerivedCAS(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 	}
-	got, err := a.GetDerived(context.Background(), "s", "count", "n")
+	got, err := storage.GetDerived(context.Background(), a, "s", "count", "n")
 	if err != nil || string(got) != strconv.Itoa(workers*rounds) {
 		t.Fatalf("counter %q %v, want %d", got, err, workers*rounds)
 	}
@@ -813,13 +813,13 @@ func testPaging(t *testing.T, open Opener) {
 	if got := seqsOf(collect(t, b.Messages(ctx, "s", 300))); !slices.Equal(got, span(300, n)) {
 		t.Fatalf("Messages from 300: %d entries", len(got))
 	}
-	back := seqsOf(collect(t, b.Backward(ctx, "s", 0)))
+	back := seqsOf(collect(t, storage.Backward(ctx, b, "s", 0)))
 	want := span(1, n)
 	slices.Reverse(want)
 	if !slices.Equal(back, want) {
 		t.Fatalf("Backward: %d entries, first %v", len(back), back[:min(3, len(back))])
 	}
-	back = seqsOf(collect(t, b.Backward(ctx, "s", 300)))
+	back = seqsOf(collect(t, storage.Backward(ctx, b, "s", 300)))
 	want = span(1, 299)
 	slices.Reverse(want)
 	if !slices.Equal(back, want) {
@@ -839,15 +839,15 @@ func testPaging(t *testing.T, open Opener) {
 			break
 		}
 	}
-	tail, err := b.Tail(ctx, "s", 10)
+	tail, err := storage.Tail(ctx, b, "s", 10)
 	if err != nil || !slices.Equal(seqsOf(tail), span(n-9, n)) {
 		t.Fatalf("Tail(10): %v %v", seqsOf(tail), err)
 	}
-	tail, err = b.Tail(ctx, "s", 5000)
+	tail, err = storage.Tail(ctx, b, "s", 5000)
 	if err != nil || len(tail) != n {
 		t.Fatalf("Tail(5000): %d %v", len(tail), err)
 	}
-	if tail, _ := b.Tail(ctx, "nope", 3); len(tail) != 0 {
+	if tail, _ := storage.Tail(ctx, b, "nope", 3); len(tail) != 0 {
 		t.Fatalf("Tail of an unknown session: %v", tail)
 	}
 	// A Clear: reads stay within the current epoch.
@@ -855,7 +855,7 @@ func testPaging(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	appendOK(t, e, "s", text("user", "new"))
-	if got := seqsOf(collect(t, b.Backward(ctx, "s", 0))); !slices.Equal(got, []uint64{n + 1}) {
+	if got := seqsOf(collect(t, storage.Backward(ctx, b, "s", 0))); !slices.Equal(got, []uint64{n + 1}) {
 		t.Fatalf("Backward after Clear: %v", got)
 	}
 }
@@ -866,11 +866,11 @@ func testWatch(t *testing.T, open Opener) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	appendOK(t, a, "s", text("user", "before"))
-	ch, err := a.Watch(ctx, "s")
+	ch, err := storage.Watch(ctx, a, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := a.Watch(ctx, "")
+	all, err := storage.Watch(ctx, a, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -933,11 +933,11 @@ func testWatchEndsAtClose(t *testing.T, open Opener) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	appendOK(t, e, "s", text("user", "before"))
-	one, err := e.Watch(ctx, "s")
+	one, err := storage.Watch(ctx, e, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := e.Watch(ctx, "")
+	all, err := storage.Watch(ctx, e, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -973,7 +973,7 @@ func testWatchEndsAtClose(t *testing.T, open Opener) {
 		}
 	}
 	t.Logf("Close took %v; both watch channels closed %v after it returned", took.Round(time.Microsecond), time.Since(closed).Round(time.Microsecond))
-	if ch, err := e.Watch(ctx, "s"); !errors.Is(err, storage.ErrClosed) {
+	if ch, err := storage.Watch(ctx, e, "s"); !errors.Is(err, storage.ErrClosed) {
 		t.Errorf("Watch after Close: %v, want ErrClosed", err)
 		if err == nil {
 			cancel()
@@ -1010,9 +1010,9 @@ func testVerifyWhileWriting(t *testing.T, open Opener) {
 			case i%40 == 39:
 				_, err = b.Clear(ctx, "s")
 			case i%10 == 9:
-				_, _, err = b.Append(ctx, fmt.Sprintf("new%04d", i), text("user", "x"))
+				_, _, err = storage.Append(ctx, b, fmt.Sprintf("new%04d", i), text("user", "x"))
 			default:
-				_, _, err = b.Append(ctx, []string{"s", "t"}[i%2], text("user", "q"), text("assistant", "a"))
+				_, _, err = storage.Append(ctx, b, []string{"s", "t"}[i%2], text("user", "q"), text("assistant", "a"))
 			}
 			if err != nil {
 				if ctx.Err() == nil {
@@ -1043,7 +1043,7 @@ func testVerifyWhileWriting(t *testing.T, open Opener) {
 	run := 0
 	for start := time.Now(); run < 8 || during < 20 && time.Since(start) < 10*time.Second; run++ {
 		before := writes.Load()
-		r, err := e.Verify(context.Background())
+		r, err := storage.Verify(context.Background(), e)
 		n := writes.Load() - before
 		during += n
 		if err != nil {
@@ -1069,7 +1069,7 @@ func testVerify(t *testing.T, open Opener) {
 	}
 	appendOK(t, e, "s", call("c2"))
 	appendOK(t, e, "t", result("c9"))
-	r, err := e.Verify(ctx)
+	r, err := storage.Verify(ctx, e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1110,7 +1110,7 @@ func testImport(t *testing.T, open Opener) {
 			}
 		}
 	}
-	if err := e.ImportSession(ctx, into, seq); err != nil {
+	if err := storage.ImportSession(ctx, e, into, seq); err != nil {
 		t.Fatal(err)
 	}
 	dst := info(t, e, "dst")
@@ -1133,7 +1133,7 @@ func testImport(t *testing.T, open Opener) {
 			t.Errorf("entry %d: %+v, want %+v", i, g, w)
 		}
 	}
-	if err := e.ImportSession(ctx, into, seq); !errors.Is(err, storage.ErrNotEmpty) {
+	if err := storage.ImportSession(ctx, e, into, seq); !errors.Is(err, storage.ErrNotEmpty) {
 		t.Fatalf("import over an existing session: %v", err)
 	}
 	// Appends continue after the imported numbers.
@@ -1155,7 +1155,7 @@ func testCancelled(t *testing.T, open Opener) {
 	appendOK(t, e, "s", text("user", "x"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := e.Append(ctx, "s", text("user", "y")); !errors.Is(err, context.Canceled) {
+	if _, _, err := storage.Append(ctx, e, "s", text("user", "y")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Append with a cancelled context: %v", err)
 	}
 	if _, err := e.Session(ctx, "s"); !errors.Is(err, context.Canceled) {
@@ -1167,7 +1167,7 @@ func testCancelled(t *testing.T, open Opener) {
 		}
 		break
 	}
-	if err := e.PutDerived(ctx, "s", "k", "v", []byte("x")); !errors.Is(err, context.Canceled) {
+	if err := storage.PutDerived(ctx, e, "s", "k", "v", []byte("x")); !errors.Is(err, context.Canceled) {
 		t.Errorf("PutDerived with a cancelled context: %v", err)
 	}
 	if si := info(t, e, "s"); si.LastSeq != 1 {
@@ -1185,7 +1185,7 @@ func testClosed(t *testing.T, open Opener) {
 		t.Fatalf("second Close: %v", err)
 	}
 	ctx := context.Background()
-	if _, _, err := e.Append(ctx, "s", text("user", "y")); !errors.Is(err, storage.ErrClosed) {
+	if _, _, err := storage.Append(ctx, e, "s", text("user", "y")); !errors.Is(err, storage.ErrClosed) {
 		t.Errorf("Append after Close: %v, want ErrClosed", err)
 	}
 	if _, err := e.Session(ctx, "s"); !errors.Is(err, storage.ErrClosed) {
