@@ -35,6 +35,13 @@ type OpenOptions struct {
 	// LockTimeout bounds a file engine's wait for another process's lock
 	// (0: the engine's default).
 	LockTimeout time.Duration
+	// MustExist refuses to create the store: a target without one fails
+	// with an error matching ErrNoStore, as it does when ReadOnly.
+	MustExist bool
+	// Scheme picks the engine of a target that has no "scheme://" prefix
+	// but is not a path, such as PostgreSQL's keyword/value connection
+	// string "host=h dbname=d" (Scheme "postgres"). Empty: by the target.
+	Scheme string
 	// NoSync skips a file engine's fsyncs: faster, and a crash of the
 	// machine may lose what was written. For tests and bulk loads.
 	NoSync bool
@@ -110,15 +117,28 @@ func validScheme(s string) bool {
 // is imported. A scheme no imported engine registered fails with an error
 // that says which are.
 func Open(ctx context.Context, target string, opts OpenOptions) (Engine, error) {
-	scheme := Scheme(target)
+	scheme := targetScheme(target, opts.Scheme)
 	drivers.RLock()
 	driver := drivers.m[scheme]
 	drivers.RUnlock()
 	if driver == nil {
-		return nil, fmt.Errorf("storage: open %s: no engine for %q targets is registered (registered: %s; import the engine's package, for PostgreSQL github.com/ctxstore/ctxstore/storage/pgstore)",
-			redact(target), scheme, strings.Join(Schemes(), ", "))
+		return nil, fmt.Errorf("storage: open %s: no engine for %q targets is registered (registered: %s)", redact(target), scheme, schemeList())
 	}
 	return driver.Open(ctx, target, opts)
+}
+
+// targetScheme is the scheme of target: scheme when given and target has
+// no "scheme://" prefix, else Scheme(target).
+func targetScheme(target, scheme string) string {
+	if scheme != "" && !strings.Contains(target, "://") {
+		return strings.ToLower(scheme)
+	}
+	return Scheme(target)
+}
+
+// schemeList is Schemes for messages, with how to register PostgreSQL's.
+func schemeList() string {
+	return strings.Join(Schemes(), ", ") + "; import the engine's package, for PostgreSQL github.com/ctxstore/ctxstore/storage/pgstore"
 }
 
 // redact is target for messages: the password of a URL's user info

@@ -14,6 +14,15 @@ import (
 // Sentinel errors. Every error an engine returns wraps at most one of these
 // and names the store, session or seq it is about; branch with errors.Is.
 var (
+	// ErrNewerFormat means the store, or a record in it, was written by a
+	// newer ctxstore, in a format this one cannot read fully: upgrade
+	// ctxstore. It is never damage, and nothing is changed.
+	ErrNewerFormat = errors.New("written by a newer ctxstore: upgrade ctxstore to read it")
+	// ErrMoved means the file at a file engine's path is no longer the
+	// database it opened: it was moved or removed, or another database (a
+	// restored backup, another copy) was put in its place. Nothing was
+	// written to either; open the path again.
+	ErrMoved = errors.New("the file at the path is no longer the database opened (moved, removed or replaced by another)")
 	// ErrCorrupt means stored data is damaged: a file that is not a store,
 	// or a record that does not decode.
 	ErrCorrupt = errors.New("store: corrupt")

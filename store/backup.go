@@ -97,17 +97,6 @@ func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 	return fmt.Errorf("%w: appends kept arriving while applying the log, %d times; try again", ErrLocked, backupTries)
 }
 
-// RestoreReport says what Restore did.
-type RestoreReport struct {
-	// Path is the store file, now a copy of Backup.
-	Path   string `json:"path"`
-	Backup string `json:"backup"`
-	// Previous is where the file that was at Path went, with its log
-	// beside it as Previous-wal (empty when there was none): nothing of it
-	// is lost, and nothing of its log is applied to the restored file.
-	Previous string `json:"previous,omitempty"`
-}
-
 // Restore puts a copy of backup (a store file: Backup's, compact-file's) at
 // path. The file that was there is kept, with its log, under
 // PATH.before-restore-TIME (and -wal): its log never applies to the restored

@@ -25,18 +25,6 @@ import (
 // its database, not its path: it resolves symlinks once at Open, and fails
 // with ErrMoved once the file at the path is another database.
 
-var (
-	// ErrNewerFormat means the file, its log or a record in it was written by
-	// a newer ctxstore, in a format this one cannot read fully: upgrade
-	// ctxstore. It is never damage, and nothing is changed.
-	ErrNewerFormat = errors.New("written by a newer ctxstore: upgrade ctxstore to read it")
-	// ErrMoved means the file at the Store's path is no longer the database
-	// the Store opened: it was moved or removed, or another database (a
-	// restored backup, another copy) was put in its place. Nothing was
-	// written to either; open the path again.
-	ErrMoved = errors.New("the file at the path is no longer the database opened (moved, removed or replaced by another)")
-)
-
 // newerFormat is the error for something written in version n of a format of
 // which this build reads up to have.
 func newerFormat(what string, n, have uint64) error {

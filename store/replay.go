@@ -64,22 +64,6 @@ func (w *wtx) putLogged(v []byte, renumber bool) error {
 // the file.
 var errNoContinue = errors.New("the log does not continue this file")
 
-// StrayLog is a log found beside a store file that is not the file's own
-// log: one set aside because it belonged to another database, or one of this
-// database left under another name (the file was moved without it).
-type StrayLog struct {
-	// Path is the log's path.
-	Path string `json:"path"`
-	// Mine says the log belongs to the database it was looked for beside:
-	// ReplayLog puts its messages back.
-	Mine bool `json:"mine"`
-	// Messages is how many messages its records hold.
-	Messages int `json:"messages"`
-	// Missing is how many of them a log of this database (Mine) holds that
-	// the file does not: acknowledged messages ReplayLog puts back.
-	Missing int `json:"missing"`
-}
-
 // StrayLogs lists the logs in the file's directory that hold messages and
 // either belong to this database but are not its log (it was moved without
 // them), or belong to another database and were found where this file's
@@ -183,16 +167,6 @@ func readLogRecords(f *os.File, path string) ([][][]byte, walHeader, error) {
 	}
 	sc, err := scanWAL(f, path, h.gen, walHeaderSize, -1, int64(synced))
 	return sc.records, h, err
-}
-
-// ReplayReport says what ReplayLog did.
-type ReplayReport struct {
-	// Log is the log replayed (removed once its messages are in the file).
-	Log string `json:"log"`
-	// Added is how many messages the file gained; Present how many it held
-	// already.
-	Added   int `json:"added"`
-	Present int `json:"present"`
 }
 
 // ReplayLog puts the messages of a log of this database that is not its

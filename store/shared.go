@@ -59,10 +59,11 @@ func OpenShared(path string, opts Options) (*Shared, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
-	if _, err := os.Stat(path); err == nil {
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
 		// A second name of a file already open here would find its Store
 		// in the registry; it is refused as Open refuses it, since another
-		// process using that name would keep a log of its own.
+		// process using that name would keep a log of its own. (A
+		// directory, whose links are its entries, Open refuses as one.)
 		if err := checkOneName(path); err != nil {
 			return nil, err
 		}

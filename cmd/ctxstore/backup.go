@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 func backupCommand() *command {
@@ -39,21 +38,15 @@ On PostgreSQL, backup writes an export (see 'ctxstore export'), which
 			if _, err := os.Lstat(out); err == nil {
 				return fmt.Errorf("%s already exists: backup writes only new files; pick another name", out)
 			}
-			db, err := a.dbPath()
+			// A read first: on an engine that cannot copy itself it is an
+			// export, which a role that may only read can write.
+			st, err := a.open(ctx, readOnly)
 			if err != nil {
 				return err
 			}
-			mode := writeExisting // the log is applied to the file first
-			if isServer(db) {
-				mode = readOnly // an export: a role that may only read will do
-			}
-			st, err := a.open(ctx, mode)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			f, ok := st.(*store.Shared)
+			f, ok := st.(backupFile)
 			if !ok {
+				defer st.Close()
 				stats, err := exportToFile(ctx, st, nil, out)
 				if err != nil {
 					return explainIn(st, "", err)
@@ -64,6 +57,15 @@ On PostgreSQL, backup writes an export (see 'ctxstore export'), which
 				fmt.Fprintf(a.stderr, "exported %d session(s), %d messages to %s (read it back with: %s)\n",
 					stats.Sessions, stats.Messages, out, a.cmdline("import %s", shellQuote(out)))
 				return nil
+			}
+			// The log is applied to the file first: open it for that.
+			st.Close()
+			if st, err = a.open(ctx, writeExisting); err != nil {
+				return err
+			}
+			defer st.Close()
+			if f, ok = st.(backupFile); !ok {
+				return fmt.Errorf("backup: %s changed engine between two opens", st.Location())
 			}
 			if same, _ := sameFilePath(f.Path(), out); same {
 				return fmt.Errorf("%s is the database itself: backup writes a new file", out)
@@ -105,7 +107,7 @@ with 'ctxstore import' instead.`,
 			if err != nil {
 				return err
 			}
-			if err := a.fileOnly("restore", "reads an export back with: ctxstore import FILE"); err != nil {
+			if err := supported[storage.Restorer](a, "restore", "reads an export back with: ctxstore import FILE"); err != nil {
 				return err
 			}
 			path, err := a.dbPath()
@@ -118,7 +120,7 @@ with 'ctxstore import' instead.`,
 			if same, _ := sameFilePath(path, pos[0]); same {
 				return fmt.Errorf("%s is the database itself: name a backup", pos[0])
 			}
-			r, err := store.Restore(ctx, path, pos[0])
+			r, err := storage.Restore(ctx, path, pos[0])
 			if err != nil {
 				return explain(path, "", err)
 			}
@@ -134,11 +136,18 @@ with 'ctxstore import' instead.`,
 	}
 }
 
+// backupFile is a file engine that copies itself.
+type backupFile interface {
+	storage.Engine
+	storage.FileEngine
+	storage.Backuper
+}
+
 // strayLogs tells about the logs beside the file that are not its log
-// (store.StrayLogs) on w, and reports whether one holds messages of this
-// database that the file lacks.
+// (storage.StrayLogLister) on w, and reports whether one holds messages of
+// this database that the file lacks.
 func (a *app) strayLogs(ctx context.Context, st storage.Engine, w io.Writer) (bool, error) {
-	f, ok := st.(*store.Shared)
+	f, ok := st.(storage.StrayLogLister)
 	if !ok {
 		return false, nil
 	}
@@ -152,12 +161,12 @@ func (a *app) strayLogs(ctx context.Context, st storage.Engine, w io.Writer) (bo
 		case l.Mine && l.Missing > 0:
 			missing = true
 			fmt.Fprintf(w, "log %s holds %d messages of this database that %s lacks (the file was moved or copied without its log); put them back with: %s\n",
-				l.Path, l.Missing, f.Location(), a.cmdline("doctor --replay-log %s", shellQuote(l.Path)))
+				l.Path, l.Missing, st.Location(), a.cmdline("doctor --replay-log %s", shellQuote(l.Path)))
 		case l.Mine:
-			fmt.Fprintf(w, "log %s holds %d messages of this database, all in %s already; it may be removed\n", l.Path, l.Messages, f.Location())
+			fmt.Fprintf(w, "log %s holds %d messages of this database, all in %s already; it may be removed\n", l.Path, l.Messages, st.Location())
 		default:
 			fmt.Fprintf(w, "log %s holds %d messages of another database, never applied to %s: replay them into the file they belong to with: ctxstore --db THAT-FILE doctor --replay-log %s\n",
-				l.Path, l.Messages, f.Location(), shellQuote(l.Path))
+				l.Path, l.Messages, st.Location(), shellQuote(l.Path))
 		}
 	}
 	return missing, nil
@@ -187,7 +196,7 @@ func (a *app) doctorLogs(ctx context.Context, replay, salvage string) error {
 	if replay != "" && salvage != "" {
 		return usagef("doctor takes --salvage OUT or --replay-log LOG, not both")
 	}
-	if err := a.fileOnly("doctor", "has no file to salvage or log to replay: restore damage from the server's backups; to check it: "+a.cmdline("verify")); err != nil {
+	if err := supported[storage.Salvager](a, "doctor", "has no file to salvage or log to replay: restore damage from the server's backups; to check it: "+a.cmdline("verify")); err != nil {
 		return err
 	}
 	mode := readOnly
@@ -199,24 +208,27 @@ func (a *app) doctorLogs(ctx context.Context, replay, salvage string) error {
 		return err
 	}
 	defer st.Close()
-	f := st.(*store.Shared)
 	if replay == "" {
 		missing, err := a.strayLogs(ctx, st, a.stdout)
 		if err != nil {
-			return explain(f.Path(), "", err)
+			return explainIn(st, "", err)
 		}
 		if missing {
 			return &exitError{code: 1}
 		}
 		return usagef("doctor needs --salvage OUT or --replay-log LOG (to check a file without changing anything: %s)", a.cmdline("verify"))
 	}
+	f, ok := st.(storage.LogReplayer)
+	if !ok {
+		return usagef("doctor --replay-log: %s keeps no log to replay", st.Location())
+	}
 	r, err := f.ReplayLog(ctx, replay)
 	if err != nil {
-		return explain(f.Path(), "", err)
+		return explainIn(st, "", err)
 	}
 	if a.json {
 		return writeJSON(a.stdout, r)
 	}
-	fmt.Fprintf(a.stdout, "replayed %s into %s: %d messages added, %d were there already; the log was removed\n", replay, f.Location(), r.Added, r.Present)
+	fmt.Fprintf(a.stdout, "replayed %s into %s: %d messages added, %d were there already; the log was removed\n", replay, st.Location(), r.Added, r.Present)
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // app is one invocation of the command: its streams, environment and the
@@ -27,6 +29,10 @@ type app struct {
 	db          string        // --db; "" means the default (see dbPath)
 	json        bool          // --json: machine-readable output where a command has it
 	lockTimeout time.Duration // --lock-timeout; 0 means the store's default
+
+	// file is the database's file engine once open has opened one (nil
+	// for a server), for commands that report on its files.
+	file storage.FileEngine
 
 	// inspect, when set, receives each command's FlagSet instead of the
 	// command running: completion uses it to learn the flags.

@@ -2,17 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/ctxstore/ctxstore/internal/tempfile"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"syscall"
-	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 func compactFileCommand() *command {
@@ -57,7 +50,7 @@ next one.`,
 			if err != nil {
 				return err
 			}
-			if err := a.fileOnly("compact-file", "gives space back itself (autovacuum; VACUUM FULL to shrink tables)"); err != nil {
+			if err := supported[storage.Compacter](a, "compact-file", "gives space back itself (autovacuum; VACUUM FULL to shrink tables)"); err != nil {
 				return err
 			}
 			// Verify first: bbolt faults fatally (not a recoverable panic)
@@ -84,16 +77,19 @@ next one.`,
 			if err != nil {
 				return err
 			}
-			var out string
+			out := path
 			if len(pos) == 1 {
 				out = pos[0]
-				err = compactInto(ctx, path, out, a.lockWait())
-			} else {
-				out = path
-				err = compactInPlace(ctx, path, a.lockWait(), a.cmdline("compact-file OUT"))
+				if _, err := os.Lstat(out); err == nil {
+					return fmt.Errorf("%s already exists: compact-file writes only new files", out)
+				}
+				if same, _ := sameFilePath(path, out); same {
+					return fmt.Errorf("%s is the database itself: compact-file OUT writes a new file", out)
+				}
 			}
+			err = storage.Compact(ctx, path, pos0(pos), storage.CompactOptions{LockTimeout: a.lockTimeout})
 			if err != nil {
-				return err
+				return explain(path, "", err)
 			}
 			after, err := os.Stat(out)
 			if err != nil {
@@ -112,131 +108,6 @@ next one.`,
 	}
 }
 
-// compactTempSuffix follows a compaction's target name (after a dot) in the
-// name of the copy being written, so a copy left by a killed compact-file
-// is recognisable and removed by the next run.
-const compactTempSuffix = ".compact-"
-
-// compactInto copies src and the records of its log into a new file dst
-// under shared locks of both (the log's first, as every store process takes
-// them): writers wait (at most their lock timeout) while the copy is made,
-// readers do not. dst appears only once the copy is complete.
-func compactInto(ctx context.Context, src, dst string, wait time.Duration) error {
-	if _, err := os.Lstat(dst); err == nil {
-		return fmt.Errorf("%s already exists: compact-file writes only new files", dst)
-	}
-	if same, _ := sameFilePath(src, dst); same {
-		return fmt.Errorf("%s is the database itself: compact-file OUT writes a new file", dst)
-	}
-	log, err := lockLog(ctx, src, os.O_RDONLY, syscall.LOCK_SH, wait)
-	if err != nil {
-		return interrupted(ctx, err, src, dst)
-	}
-	if log != nil {
-		defer log.Close()
-	}
-	f, err := lockPath(ctx, src, os.O_RDONLY, syscall.LOCK_SH, wait)
-	if err != nil {
-		return interrupted(ctx, err, src, dst)
-	}
-	return copyCompacted(ctx, f, log, src, dst, false, func(tmp string) error {
-		// Link, unlike rename, fails if dst appeared meanwhile.
-		if err := os.Link(tmp, dst); err != nil {
-			return fmt.Errorf("compact %s into %s: %w", src, dst, err)
-		}
-		return syncDir(filepath.Dir(dst))
-	})
-}
-
-// compactInPlace replaces path with a compacted copy, holding the
-// exclusive locks of its log and of the file (in that order, as every store
-// process takes them), so no other process writes in between. The copy
-// holds the log's records too, and the log is emptied to continue it. A
-// symlink is followed: its target is replaced, the link stays; the log is
-// the target's (store.LogPath). The copy keeps the file's mode and owner;
-// if it cannot, the file stays and the error suggests instead, a command
-// that compacts into a new file.
-func compactInPlace(ctx context.Context, path string, wait time.Duration, instead string) error {
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return fmt.Errorf("compact %s: %w", path, err)
-	}
-	log, err := lockLog(ctx, path, os.O_RDWR, syscall.LOCK_EX, wait)
-	if err != nil {
-		return interrupted(ctx, err, path, path)
-	}
-	if log != nil {
-		// Released only after the rename and the log's emptying: a
-		// writer waiting for it then finds the new file and a log that
-		// continues it.
-		defer log.Close()
-	}
-	f, err := lockPath(ctx, real, os.O_RDWR, syscall.LOCK_EX, wait)
-	if err != nil {
-		return interrupted(ctx, err, path, path)
-	}
-	// copyCompacted keeps f (and so the lock) until the rename is done.
-	return copyCompacted(ctx, f, log, real, real, true, func(tmp string) error {
-		fi, err := f.Stat()
-		if err != nil {
-			return fmt.Errorf("compact %s: %w", real, err)
-		}
-		if err := keepModeOwner(tmp, fi); err != nil {
-			return fmt.Errorf("compact %s: %w (the file is unchanged; compact into a new file instead: %s)", real, err, instead)
-		}
-		if err := os.Rename(tmp, real); err != nil {
-			return fmt.Errorf("compact %s: replace: %w", real, err)
-		}
-		return syncDir(filepath.Dir(real))
-	})
-}
-
-// interrupted returns err, the failure to lock src, as the interruption it
-// is when ctx was cancelled: nothing was written, dst is unchanged.
-func interrupted(ctx context.Context, err error, src, dst string) error {
-	if ctx.Err() == nil {
-		return err
-	}
-	return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
-}
-
-// copyCompacted compacts the store file src, open and locked on f, and the
-// records of its log (locked on log, or nil if there is none), into a new
-// temporary file beside dst (created with O_EXCL under a random name),
-// syncs it and hands it to finish, which puts it in place, before closing
-// src (releasing the lock). replace says finish puts it in src's place.
-// Whatever fails or is cancelled before finish ran, the temporary file is
-// removed and dst is left as it was.
-func copyCompacted(ctx context.Context, f, log *os.File, src, dst string, replace bool, finish func(tmp string) error) error {
-	tempfile.RemoveAbandoned(dst, ".compact") // also the older ".compact<digits>" names
-	tmpf, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+compactTempSuffix+"*")
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("compact %s: %w", src, err)
-	}
-	tmp := tmpf.Name()
-	tmpf.Close()
-	defer os.Remove(tmp) // gone already when finish renamed it
-	var finishErr error
-	finished := false
-	err = store.CompactFile(ctx, f, log, replace, tmp, func() error {
-		finishErr = finish(tmp)
-		finished = finishErr == nil
-		return finishErr
-	})
-	switch {
-	case err == nil:
-		return nil
-	case finishErr != nil:
-		return finishErr
-	case finished:
-		return fmt.Errorf("compact %s: %w", src, err) // in place already: nothing is "unchanged"
-	case ctx.Err() != nil:
-		return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
-	}
-	return fmt.Errorf("compact %s: %w; %s is unchanged", src, err, dst)
-}
-
 // sameFilePath reports whether a and b name the same existing file.
 func sameFilePath(a, b string) (bool, error) {
 	fa, err := os.Stat(a)
@@ -250,100 +121,10 @@ func sameFilePath(a, b string) (bool, error) {
 	return os.SameFile(fa, fb), nil
 }
 
-// lockWait is the --lock-timeout in force.
-func (a *app) lockWait() time.Duration {
-	if a.lockTimeout > 0 {
-		return a.lockTimeout
+// pos0 is the first of pos, or "".
+func pos0(pos []string) string {
+	if len(pos) == 0 {
+		return ""
 	}
-	return store.DefaultLockTimeout
-}
-
-// lockPath opens path and takes its flock, waiting at most wait; it
-// retries if the file was replaced while it waited, as the store does.
-//
-// It waits the way store processes do: a blocking flock, woken the moment
-// the holder lets go (polling would starve behind a busy appender), and an
-// announcement (see announceWaiting) so a holder does not keep the file
-// open for its next operation while someone waits.
-func lockPath(ctx context.Context, path string, flag, how int, wait time.Duration) (*os.File, error) {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		f, err := os.OpenFile(path, flag, 0)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, noFileError{path}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", path, err)
-		}
-		announceWaiting(f)
-		done := make(chan error, 1)
-		go func() { done <- flockRetry(f, how) }()
-		select {
-		case err = <-done:
-			doneWaiting(f)
-		case <-timer.C:
-			// The pending flock ends with the descriptor's last
-			// reference; this process exits right after anyway.
-			f.Close()
-			return nil, explain(path, "", fmt.Errorf("compact %s: %w: waited %v", path, store.ErrLocked, wait))
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		}
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		fi, err1 := f.Stat()
-		pi, err2 := os.Stat(path)
-		if err1 == nil && err2 == nil && os.SameFile(fi, pi) {
-			return f, nil
-		}
-		f.Close() // replaced while we waited: lock the new file
-	}
-}
-
-// lockLog opens the write-ahead log of the database at path (see
-// store.LogPath) with flag and takes its flock like lockPath, or returns
-// nil when there is no log: then nothing is waiting to be applied, and
-// none can be until the file's lock, taken next, is free (a log gets its
-// first record only after a commit to the file).
-func lockLog(ctx context.Context, path string, flag, how int, wait time.Duration) (*os.File, error) {
-	log := store.LogPath(path)
-	if _, err := os.Lstat(log); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	f, err := lockPath(ctx, log, flag, how, wait)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil // removed meanwhile
-	}
-	return f, err
-}
-
-// noFileError is lockPath's error for a path where no file is.
-type noFileError struct{ path string }
-
-func (e noFileError) Error() string { return "no database at " + e.path }
-func (e noFileError) Unwrap() error { return fs.ErrNotExist }
-
-func flockRetry(f *os.File, how int) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), how)
-		if err != syscall.EINTR {
-			return err
-		}
-	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return pos[0]
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 // Token totals as ls and stats show them. Each stored count is tagged with
@@ -21,7 +20,7 @@ import (
 
 // splitTokens is the current epoch's counts of one or more sessions, by
 // counter name, accounting for every message.
-type splitTokens []store.CounterCount
+type splitTokens []storage.CounterCount
 
 // total returns the token total and its counter's name, or false when
 // different counters made the counts.
@@ -38,9 +37,9 @@ func (s splitTokens) total() (tokens int, counter string, ok bool) {
 // add merges o into s, by counter.
 func (s splitTokens) add(o splitTokens) splitTokens {
 	for _, c := range o {
-		i, found := slices.BinarySearchFunc(s, c.Counter, func(a store.CounterCount, name string) int { return cmp.Compare(a.Counter, name) })
+		i, found := slices.BinarySearchFunc(s, c.Counter, func(a storage.CounterCount, name string) int { return cmp.Compare(a.Counter, name) })
 		if !found {
-			s = slices.Insert(s, i, store.CounterCount{Counter: c.Counter})
+			s = slices.Insert(s, i, storage.CounterCount{Counter: c.Counter})
 		}
 		s[i].Messages += c.Messages
 		s[i].Tokens += c.Tokens
@@ -83,7 +82,7 @@ func counterLabel(name string) string {
 // holds it, except for messages written before it was kept (or by an
 // engine that does not keep it): then the engine splits the counts where
 // it keeps them (PostgreSQL), or the epoch's messages are read.
-func sessionSplit(ctx context.Context, st storage.Engine, info store.SessionInfo) (splitTokens, error) {
+func sessionSplit(ctx context.Context, st storage.Engine, info storage.SessionInfo) (splitTokens, error) {
 	known := 0
 	for _, c := range info.Counters {
 		known += c.Messages
@@ -115,11 +114,11 @@ func sessionSplit(ctx context.Context, st storage.Engine, info store.SessionInfo
 // counter: the counts it made are read, so are the counts a persistent
 // manager with the same counter made again and kept, and the rest are
 // counted now, on every core.
-func recount(ctx context.Context, st storage.Engine, info store.SessionInfo) (splitTokens, error) {
+func recount(ctx context.Context, st storage.Engine, info storage.SessionInfo) (splitTokens, error) {
 	est := view.DefaultEstimator(nil)
 	name := view.CounterName(est)
 	total, n := 0, 0
-	var others []store.Entry
+	var others []storage.Entry
 	for e, err := range st.EpochMessages(ctx, info.Name, info.Epoch, info.EpochStartSeq) {
 		if err != nil {
 			return nil, explainIn(st, info.Name, fmt.Errorf("read session %q to recount its tokens: %w", info.Name, err))

@@ -23,7 +23,7 @@ func (e *env) openEngine() storage.Engine {
 	var st storage.Engine
 	var err error
 	if isServer(e.db) {
-		st, err = openServer(context.Background(), e.db, readWrite)
+		st, err = (&app{}).openAt(context.Background(), e.db, readWrite)
 	} else {
 		st, err = store.Open(e.db, store.Options{})
 	}

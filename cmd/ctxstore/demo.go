@@ -18,7 +18,6 @@ import (
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/simple"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 func demoCommand() *command {
@@ -90,19 +89,14 @@ func runDemo(ctx context.Context, a *app, budget int) error {
 	d := &demo{a: a, w: out, log: &eventLog{}, budget: budget, mem: filepath.Join(tmp, "USER.md")}
 	kept := a.db != ""
 	if kept {
-		d.path, d.server = a.db, isServer(a.db)
+		d.path = a.db
 	} else {
 		d.path = filepath.Join(tmp, "demo.db")
 	}
 	if err := os.WriteFile(d.mem, []byte("The user is Ana. She runs a home server called 'pantry' (Debian) and prefers short answers.\n"), 0o600); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	if d.server {
-		d.session, err = freeServerSession(ctx, d.path, "assistant")
-	} else {
-		d.session, err = freeSession(ctx, d.path, "assistant")
-	}
-	if err != nil {
+	if d.session, d.server, err = d.freeSession(ctx, "assistant"); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -136,27 +130,17 @@ func runDemo(ctx context.Context, a *app, budget int) error {
 }
 
 // freeSession returns base, or base-2, base-3, ... when a session of that
-// name exists already (demo --db run twice on one file).
-func freeSession(ctx context.Context, path, base string) (string, error) {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return base, nil
-	}
-	st, err := store.OpenShared(path, store.Options{ReadOnly: true})
+// name exists already (demo --db run twice on one database), and whether
+// the database is a server's (its engine keeps no file of its own).
+func (d *demo) freeSession(ctx context.Context, base string) (string, bool, error) {
+	st, err := d.a.openAt(ctx, d.path, readWrite)
 	if err != nil {
-		return "", explain(path, "", err)
+		return "", false, err
 	}
 	defer st.Close()
-	return freeName(ctx, st, base)
-}
-
-// freeServerSession is freeSession in a PostgreSQL database.
-func freeServerSession(ctx context.Context, dsn, base string) (string, error) {
-	st, err := openServer(ctx, dsn, readWrite)
-	if err != nil {
-		return "", err
-	}
-	defer st.Close()
-	return freeName(ctx, st, base)
+	_, file := st.(storage.FileEngine)
+	name, err := freeName(ctx, st, base)
+	return name, !file, err
 }
 
 // freeName is the first of base, base-2, base-3, ... that names no session
@@ -184,7 +168,7 @@ func (d *demo) open(ctx context.Context) (*persistent.Manager, error) {
 	if d.server {
 		// A pool of its own, as a restarted process would have; closed
 		// when the step ends, after its managers.
-		eng, err := openServer(ctx, d.path, readWrite)
+		eng, err := d.a.openAt(ctx, d.path, readWrite)
 		if err != nil {
 			return nil, err
 		}
@@ -422,9 +406,9 @@ func (d *demo) summary(ctx context.Context) error {
 		return d.serverSummary(ctx)
 	}
 	d.heading("The file")
-	st, err := store.OpenShared(d.path, store.Options{ReadOnly: true, LockTimeout: d.a.lockTimeout})
+	st, err := d.a.openAt(ctx, d.path, readOnly)
 	if err != nil {
-		return d.explain("", err)
+		return err
 	}
 	defer st.Close()
 	info, err := st.Session(ctx, d.session)
@@ -443,7 +427,7 @@ func (d *demo) summary(ctx context.Context) error {
 // serverSummary is summary for a PostgreSQL database.
 func (d *demo) serverSummary(ctx context.Context) error {
 	d.heading("The database")
-	st, err := openServer(ctx, d.path, readWrite)
+	st, err := d.a.openAt(ctx, d.path, readWrite)
 	if err != nil {
 		return err
 	}

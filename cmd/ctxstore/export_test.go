@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/export"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -98,11 +98,11 @@ func TestExportHeapFlat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var stats exportStats
+	var stats export.Stats
 	var exportErr error
 	start := time.Now()
 	peak := peakHeap(func() {
-		stats, exportErr = writeExport(context.Background(), st, nil, io.Discard)
+		stats, exportErr = export.Write(context.Background(), st, io.Discard, nil)
 	})
 	if exportErr != nil {
 		t.Fatal(exportErr)
@@ -129,9 +129,9 @@ func TestExportHeapFlat(t *testing.T) {
 		t.Logf("ctxstore export of %d messages: max RSS %.1f MiB (file %.1f MiB, mapped by bbolt)", n, float64(ru.Maxrss)/1024, float64(fi.Size())/(1<<20))
 	}
 
-	// Import: readExport reads one line at a time.
+	// Import: export.Read reads one line at a time.
 	var buf bytes.Buffer
-	if _, err := writeExport(context.Background(), st, nil, &buf); err != nil {
+	if _, err := export.Write(context.Background(), st, &buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	dst, err := store.Open(filepath.Join(t.TempDir(), "copy.db"), store.Options{NoSync: true})
@@ -139,12 +139,10 @@ func TestExportHeapFlat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dst.Close()
-	lr := &lineReader{br: bufio.NewReader(&buf), name: "export"}
-	lr.next() // the header
-	var imported importStats
+	var imported export.ReadStats
 	var importErr error
 	peak = peakHeap(func() {
-		imported, importErr = readExport(context.Background(), dst, lr, importOptions{})
+		imported, importErr = export.Read(context.Background(), dst, &buf, export.Options{})
 	})
 	if importErr != nil || imported.Messages != int64(n) {
 		t.Fatalf("import: %d messages, %v", imported.Messages, importErr)
@@ -170,7 +168,7 @@ func BenchmarkExport(b *testing.B) {
 	var peak uint64
 	for b.Loop() {
 		peak = max(peak, peakHeap(func() {
-			if _, err := writeExport(context.Background(), st, nil, io.Discard); err != nil {
+			if _, err := export.Write(context.Background(), st, io.Discard, nil); err != nil {
 				b.Fatal(err)
 			}
 		}))

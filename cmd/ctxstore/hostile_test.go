@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/export"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -120,18 +120,17 @@ func FuzzImport(f *testing.F) {
 	f.Add(hostileExport(`"epoch":2,"last_seq":3,"messages":1,"epochs":[{"epoch":1,"first_seq":1,"last_seq":2,"messages":2},{"epoch":2,"first_seq":3,"last_seq":3,"messages":1}]`, `"seq":3,"epoch":2,"tokens":4`))
 	f.Add(hostileExport(`"epoch":1,"last_seq":18446744073709551615,"messages":1,"epochs":[]`, `"seq":18446744073709551615,"epoch":1,"tokens":1`))
 	f.Add(hostileExport(`"epoch":1,"last_seq":1,"messages":-1,"epochs":[{"epoch":9,"first_seq":5,"last_seq":1,"messages":-5}]`, `"seq":1,"epoch":1,"tokens":-1`))
-	f.Fuzz(func(t *testing.T, export string) {
+	f.Fuzz(func(t *testing.T, exported string) {
 		ctx := context.Background()
 		st, err := store.Open(filepath.Join(t.TempDir(), "f.db"), store.Options{NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		lr := &lineReader{br: bufio.NewReader(strings.NewReader(export)), name: "fuzz"}
-		if line, err := lr.next(); err != nil || !strings.HasPrefix(string(line), `{"format"`) {
+		if !strings.HasPrefix(exported, `{"format"`) {
 			return
 		}
-		stats, ierr := readExport(ctx, st, lr, importOptions{})
+		stats, ierr := export.Read(ctx, st, strings.NewReader(exported), export.Options{Name: "fuzz"})
 		rep, err := storage.Verify(ctx, st)
 		if err != nil {
 			t.Fatal(err)

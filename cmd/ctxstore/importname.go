@@ -1,12 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore/resume"
+	"github.com/ctxstore/ctxstore/storage/export"
 )
 
 // importFlags are import's flags.
@@ -40,17 +40,16 @@ func (o importFlags) transcriptName() (string, bool, error) {
 	return name, o.skipExisting, nil
 }
 
-// exportRename returns how readExport names the sessions of the export
+// exportRename returns how export.Read names the sessions of the export
 // whose header is first: nil keeps their names. --as takes an export of
 // exactly one session (the header says how many).
-func (o importFlags) exportRename(first []byte, label string) (func(string) (string, error), error) {
+func (o importFlags) exportRename(h export.Header, label string) (func(string) (string, error), error) {
 	if o.session != "" && o.as == "" {
 		return nil, usagef("--session is for transcripts; %s is a ctxstore export, which names its sessions: rename its one session with --as NAME, or every session with --prefix P", label)
 	}
 	switch {
 	case o.as != "":
-		var h exportHeader
-		if err := json.Unmarshal(first, &h); err != nil || h.Sessions != 1 {
+		if h.Sessions != 1 {
 			return nil, usagef("--as names one session, and %s holds %d: import them under new names with --prefix P instead", label, h.Sessions)
 		}
 		used := false

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/ctxstore/ctxstore/internal/pgdsn"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/pgstore"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 // openMode says whether a command may create or change the database.
@@ -37,89 +35,80 @@ const serverOpenTimeout = 30 * time.Second
 // "host=h dbname=d") rather than a bbolt file.
 func isServer(db string) bool { return pgdsn.Is(db) }
 
-// open opens the database for a command: the bbolt file, or the PostgreSQL
-// database a postgres:// URL names. A read command opens it read-only (a
-// PostgreSQL role that may only SELECT is enough); it and a command that
-// changes a session fail on a missing file or schema with a message saying
-// how to create one, instead of leaving an empty database behind.
+// targetScheme is the engine's scheme for storage.Open when target is a
+// keyword/value connection string, which names none ("host=h dbname=d");
+// "" otherwise (the target says).
+func targetScheme(target string) string {
+	if isServer(target) && !pgdsn.IsURL(target) {
+		return "postgres"
+	}
+	return ""
+}
+
+// open opens the database for a command through the engine registered for
+// it: a file, or the PostgreSQL database a connection string names. A read
+// command opens it read-only (a PostgreSQL role that may only SELECT is
+// enough); it and a command that changes a session fail on a missing
+// database (storage.ErrNoStore) with a message saying how to create one,
+// instead of leaving an empty database behind. Connecting (and bringing a
+// schema up to date) is bounded by serverOpenTimeout.
 func (a *app) open(ctx context.Context, mode openMode) (storage.Engine, error) {
-	path, err := a.dbPath()
+	target, err := a.dbPath()
 	if err != nil {
 		return nil, err
 	}
-	if isServer(path) {
-		return openServer(ctx, path, mode)
-	}
-	if mode != readWrite {
-		fi, err := os.Stat(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no database at %s (use --db FILE or $CTXSTORE_DB to pick another); these create one:\n  %s\n  %s\n  ctxstore demo --db %s", path, a.cmdline("add SESSION < MESSAGES"), a.cmdline("import FILE"), shellQuote(path))
-		}
-		if err == nil && fi.Size() == 0 {
-			// bbolt would initialise it, which a read-only open cannot.
-			return nil, fmt.Errorf("%s is empty (0 bytes): it holds no sessions yet; the first write makes it a store:\n  %s\n  %s", path, a.cmdline("add SESSION < MESSAGES"), a.cmdline("import FILE"))
-		}
-	}
-	st, err := store.OpenShared(path, store.Options{ReadOnly: mode == readOnly, LockTimeout: a.lockTimeout})
+	return a.openAt(ctx, target, mode)
+}
+
+// openAt is open for the database at target rather than --db's.
+func (a *app) openAt(ctx context.Context, target string, mode openMode) (storage.Engine, error) {
+	octx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
+	defer cancel()
+	st, err := storage.Open(octx, target, storage.OpenOptions{
+		ReadOnly: mode == readOnly, MustExist: mode == writeExisting, LockTimeout: a.lockTimeout, Scheme: targetScheme(target),
+	})
 	if err != nil {
-		return nil, explain(path, "", err)
+		return nil, a.openError(target, err)
+	}
+	if f, ok := st.(storage.FileEngine); ok {
+		a.file = f
 	}
 	return st, nil
 }
 
-// openServer opens the PostgreSQL database dsn names. A "schema" query
-// parameter picks the schema holding ctxstore's tables (default
-// "ctxstore"), so several deployments can share one database; the other
-// parameters go to the driver as they are. A write creates (or migrates)
-// the schema on first use; a read opens it read-only (pgstore's
-// Options.ReadOnly), so it never writes and a role with nothing but SELECT
-// can run it. A read, or a change to a session, of a schema without
-// ctxstore's tables fails, as it does for a missing file, instead of
-// creating one.
-func openServer(ctx context.Context, dsn string, mode openMode) (*pgstore.Store, error) {
-	conn, schema, err := splitSchema(dsn)
-	if err != nil {
-		return nil, err
+// openError explains err, which failed to open target: a database that is
+// not there says how to create one; a server that cannot be reached or
+// refuses the login says so (serverError); the rest as explain does.
+func (a *app) openError(target string, err error) error {
+	if _, connect := errors.AsType[*pgstore.ConnectError](err); connect {
+		return serverError(err, target)
 	}
-	ctx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
-	defer cancel()
-	if mode == writeExisting {
-		found, err := pgstore.SchemaExists(ctx, conn, schema)
-		if err != nil {
-			return nil, serverError(err, dsn)
-		}
-		if !found {
-			return nil, fmt.Errorf("no ctxstore tables in schema %q of %s (check the schema= parameter of --db or $CTXSTORE_DB; 'add', 'import' or 'demo', given the same --db, create them)", schema, redactURL(dsn))
-		}
+	switch {
+	case errors.Is(err, pgstore.ErrSchemaName):
+		return usagef("--db: %v", err)
+	case errors.Is(err, storage.ErrNoStore):
+		db, _ := suggestedURL(target)
+		return fmt.Errorf("%w\n(use --db or $CTXSTORE_DB to pick another; for PostgreSQL, check the schema= parameter); these create it:\n  %s\n  %s\n  ctxstore demo --db %s",
+			err, a.cmdline("add SESSION < MESSAGES"), a.cmdline("import FILE"), shellQuote(db))
 	}
-	st, err := pgstore.Open(ctx, conn, pgstore.Options{Schema: schema, ReadOnly: mode == readOnly})
-	if errors.Is(err, pgstore.ErrNoSchema) {
-		return nil, fmt.Errorf("%w\n(check the schema= parameter of --db or $CTXSTORE_DB: %s; 'add', 'import' or 'demo', given the same --db, create or update the tables)", err, redactURL(dsn))
-	}
-	if err != nil {
-		return nil, serverError(err, dsn)
-	}
-	return st, nil
+	return explain(redactURL(target), "", err)
 }
 
 // serverError explains err, which failed to open the PostgreSQL database
 // db names, by pgstore's typed errors. A connection string that does not
-// parse, or a schema name the server would cut short, is a usage error
-// saying what is wrong. A server that cannot be reached, or does not
-// answer, is named (host:port) once, with what to check, instead of the
-// driver's line per attempt; one that refuses the login, or has no such
-// database, says so. Anything else keeps its message. Each says where the
-// connection string came from, never with its password: pgstore's errors
-// never hold it, and the string is shown redacted.
+// parse is a usage error saying what is wrong. A server that cannot be
+// reached, or does not answer, is named (host:port) once, with what to
+// check, instead of the driver's line per attempt; one that refuses the
+// login, or has no such database, says so. Anything else keeps its
+// message. Each says where the connection string came from, never with its
+// password: pgstore's errors never hold it, and the string is shown
+// redacted.
 func serverError(err error, db string) error {
 	form := "connection string"
 	if pgdsn.IsURL(db) {
 		form = "URL"
 	}
 	given := "the " + form + " given with --db or $CTXSTORE_DB: " + redactURL(db)
-	if errors.Is(err, pgstore.ErrSchemaName) {
-		return usagef("--db: the schema= parameter of %s: %v", redactURL(db), err)
-	}
 	ce, ok := errors.AsType[*pgstore.ConnectError](err)
 	if !ok {
 		return fmt.Errorf("%w\n(the database is %s; check that the server runs and accepts the connection)", err, given)
@@ -140,26 +129,6 @@ func serverError(err error, db string) error {
 		return fmt.Errorf("the PostgreSQL server at %s has no database %q: %s\n(check the database in %s)", addr, ce.Database, ce.Reason, given)
 	}
 	return fmt.Errorf("the PostgreSQL server at %s refused the connection: %s\n(check the user, password and database in %s)", addr, ce.Reason, given)
-}
-
-// splitSchema takes the "schema" parameter out of a connection string
-// (a URL's query parameter, or a schema= pair), which the driver would
-// otherwise send the server as a setting; without one the schema is
-// pgstore.DefaultSchema. It decodes nothing but the parameters, so a
-// password the URL does not encode is left for pgstore to refuse, never
-// quoted in an error.
-func splitSchema(dsn string) (conn, schema string, err error) {
-	conn, schema, found, err := pgdsn.Cut(dsn, "schema")
-	if err != nil {
-		return "", "", usagef("--db: the parameters of %s are not validly percent-encoded: %v", redactURL(dsn), err)
-	}
-	if !found {
-		return dsn, pgstore.DefaultSchema, nil
-	}
-	if schema == "" {
-		return "", "", usagef("--db: the schema= parameter of %s is empty: name a schema, or leave the parameter out for %q", redactURL(dsn), pgstore.DefaultSchema)
-	}
-	return conn, schema, nil
 }
 
 // redactURL is db for messages: a PostgreSQL connection string with its
@@ -198,15 +167,20 @@ func suggestedURL(db string) (s string, hidden bool) {
 	return s, hidden
 }
 
-// fileOnly refuses a command that works on the bbolt file itself when the
-// database is a PostgreSQL server.
-func (a *app) fileOnly(what, instead string) error {
-	path, err := a.dbPath()
+// supported refuses a command the database's engine cannot run: its
+// driver lacks the optional interface T (storage.Compacter,
+// storage.Salvager…). The message names what the engine does instead.
+func supported[T any](a *app, what, instead string) error {
+	target, err := a.dbPath()
 	if err != nil {
 		return err
 	}
-	if isServer(path) {
-		return usagef("%s works on a bbolt file; PostgreSQL (%s) %s", what, redactURL(path), instead)
+	d, err := storage.DriverOf(target, targetScheme(target))
+	if err != nil {
+		return err
+	}
+	if _, ok := d.(T); !ok {
+		return usagef("%s works on a bbolt file; PostgreSQL (%s) %s", what, redactURL(target), instead)
 	}
 	return nil
 }
@@ -215,7 +189,7 @@ func (a *app) fileOnly(what, instead string) error {
 // as explain does; a server's already name the server and the session, and
 // a missing session is told the same way as in a file.
 func explainIn(st storage.Engine, session string, err error) error {
-	if f, ok := st.(*store.Shared); ok {
+	if f, ok := st.(storage.FileEngine); ok {
 		return explain(f.Path(), session, err)
 	}
 	return explainServer(st.Location(), session, err)
@@ -237,17 +211,17 @@ func explain(path, session string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, store.ErrLocked):
+	case errors.Is(err, storage.ErrLocked):
 		return fmt.Errorf("%s is held by another process, which did not let go within the lock timeout; "+
 			"retry when that process is idle, stop it, or wait longer with --lock-timeout: %w", path, err)
-	case errors.Is(err, store.ErrCorrupt):
+	case errors.Is(err, storage.ErrCorrupt):
 		return fmt.Errorf("%s is damaged: %w\nrecover every readable message into a new file with: ctxstore --db %s doctor --salvage OUT.db",
 			path, err, shellQuote(path))
-	case errors.Is(err, store.ErrNotFound) && session != "":
-		return withSentinel(fmt.Errorf("session %q not found in %s (see: ctxstore --db %s ls)", session, path, shellQuote(path)), store.ErrNotFound)
-	case errors.Is(err, store.ErrNewerFormat):
+	case errors.Is(err, storage.ErrNotFound) && session != "":
+		return withSentinel(fmt.Errorf("session %q not found in %s (see: ctxstore --db %s ls)", session, path, shellQuote(path)), storage.ErrNotFound)
+	case errors.Is(err, storage.ErrNewerFormat):
 		return fmt.Errorf("%w; this is ctxstore %s, and nothing was changed", err, buildVersion())
-	case errors.Is(err, store.ErrMoved):
+	case errors.Is(err, storage.ErrMoved):
 		return fmt.Errorf("%s changed under this command: %w", path, err)
 	case errors.Is(err, fs.ErrPermission):
 		return permissionError(path, err)

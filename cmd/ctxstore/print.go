@@ -11,13 +11,14 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/textsafe"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/export"
 )
 
 // printEntry writes one stored message for a person: a header line with
 // seq, time, role and tokens, then the text indented, then any tool calls.
 // maxChars > 0 cuts the text (tail, ls previews); 0 prints it all.
-func printEntry(w io.Writer, e store.Entry, maxChars int) {
+func printEntry(w io.Writer, e storage.Entry, maxChars int) {
 	m, err := e.Message()
 	fmt.Fprintf(w, "#%-5d %s  %-9s %6d tok", e.Seq, e.Time.Local().Format("2006-01-02 15:04:05"), termSafe(string(e.Role), false), e.Tokens)
 	if err != nil {
@@ -133,43 +134,23 @@ type sessionJSON struct {
 	Epoch    uint64    `json:"epoch"`
 	Messages int       `json:"messages"`
 	tokensJSON
-	Bytes         int64       `json:"bytes"`
-	TotalMessages int         `json:"total_messages"`
-	LastSeq       uint64      `json:"last_seq"`
-	Epochs        []epochJSON `json:"epochs"`
+	Bytes         int64                `json:"bytes"`
+	TotalMessages int                  `json:"total_messages"`
+	LastSeq       uint64               `json:"last_seq"`
+	Epochs        []export.EpochRecord `json:"epochs"`
 }
 
-type epochJSON struct {
-	Epoch    uint64    `json:"epoch"`
-	FirstSeq uint64    `json:"first_seq"`
-	LastSeq  uint64    `json:"last_seq"`
-	Messages int       `json:"messages"`
-	Started  time.Time `json:"started"`
-	Purged   bool      `json:"purged,omitempty"`
-}
-
-func toSessionJSON(info store.SessionInfo, split splitTokens) sessionJSON {
+func toSessionJSON(info storage.SessionInfo, split splitTokens) sessionJSON {
 	s := sessionJSON{
 		Name: info.Name, Title: info.Title, Created: info.Created.UTC(), Updated: info.Updated.UTC(),
 		Epoch: info.Epoch, Messages: info.Messages, tokensJSON: split.json(), Bytes: info.Bytes,
-		TotalMessages: info.TotalMessages, LastSeq: info.LastSeq, Epochs: epochsJSON(info.Epochs),
+		TotalMessages: info.TotalMessages, LastSeq: info.LastSeq, Epochs: export.EpochRecords(info.Epochs),
 	}
 	return s
 }
 
 // epochsJSON converts epochs for --json output and exports (times in UTC,
 // so output does not depend on the local zone).
-func epochsJSON(eps []store.EpochInfo) []epochJSON {
-	out := []epochJSON{}
-	for _, ep := range eps {
-		out = append(out, epochJSON{
-			Epoch: ep.Epoch, FirstSeq: ep.FirstSeq, LastSeq: ep.LastSeq, Messages: ep.Messages,
-			Started: ep.Started.UTC(), Purged: ep.Purged,
-		})
-	}
-	return out
-}
-
 // writeJSON writes v as indented JSON. Characters a terminal would act on
 // that JSON allows raw in strings (DEL, C1 controls, bidi overrides) are
 // written as \u escapes: the same JSON, safe to print.

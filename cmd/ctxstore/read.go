@@ -14,8 +14,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/storage/pgstore"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/export"
 )
 
 func lsCommand() *command {
@@ -84,7 +83,7 @@ epochs exactly with the default counter instead.`,
 // listed is a session as ls and stats show it: its metadata and its
 // current epoch's token counts by counter.
 type listed struct {
-	store.SessionInfo
+	storage.SessionInfo
 	split splitTokens
 }
 
@@ -98,7 +97,7 @@ func (a *app) listSessions(ctx context.Context, c *command, fs *flag.FlagSet, ar
 		return "", nil, err
 	}
 	st, err := a.open(ctx, readOnly)
-	if where, empty := a.noTablesYet(ctx, err); empty {
+	if where, empty := a.noTablesYet(err); empty {
 		return where, nil, nil
 	}
 	if err != nil {
@@ -132,7 +131,7 @@ func (a *app) listSessions(ctx context.Context, c *command, fs *flag.FlagSet, ar
 
 // session returns a session's metadata, with an error that says how to
 // find the right name.
-func session(ctx context.Context, st storage.Engine, name string) (store.SessionInfo, error) {
+func session(ctx context.Context, st storage.Engine, name string) (storage.SessionInfo, error) {
 	info, err := st.Session(ctx, name)
 	if err != nil {
 		return info, explainIn(st, name, err)
@@ -141,7 +140,7 @@ func session(ctx context.Context, st storage.Engine, name string) (store.Session
 }
 
 // findEpoch returns the epoch's info, or an error listing the epochs there are.
-func (a *app) findEpoch(st storage.Engine, info store.SessionInfo, epoch uint64) (store.EpochInfo, error) {
+func (a *app) findEpoch(st storage.Engine, info storage.SessionInfo, epoch uint64) (storage.EpochInfo, error) {
 	var have []string
 	for _, ep := range info.Epochs {
 		if ep.Epoch == epoch {
@@ -152,7 +151,7 @@ func (a *app) findEpoch(st storage.Engine, info store.SessionInfo, epoch uint64)
 		}
 		have = append(have, strconv.FormatUint(ep.Epoch, 10))
 	}
-	return store.EpochInfo{}, fmt.Errorf("session %q in %s has no epoch %d (it has: %v; see: %s)", info.Name, st.Location(), epoch, have, a.cmdline("ls --json"))
+	return storage.EpochInfo{}, fmt.Errorf("session %q in %s has no epoch %d (it has: %v; see: %s)", info.Name, st.Location(), epoch, have, a.cmdline("ls --json"))
 }
 
 func showCommand() *command {
@@ -198,7 +197,7 @@ token estimate beside each message.`,
 	}
 }
 
-func showEpoch(ctx context.Context, a *app, st storage.Engine, info store.SessionInfo, ep store.EpochInfo, jsonl bool) error {
+func showEpoch(ctx context.Context, a *app, st storage.Engine, info storage.SessionInfo, ep storage.EpochInfo, jsonl bool) error {
 	w := bufio.NewWriterSize(a.stdout, 64<<10)
 	defer w.Flush()
 	switch {
@@ -222,7 +221,7 @@ func showEpoch(ctx context.Context, a *app, st storage.Engine, info store.Sessio
 					w.WriteByte(',')
 				}
 				w.WriteByte('{')
-				w.Write(appendMessageFields(nil, e, true))
+				w.Write(export.AppendMessageFields(nil, e, true))
 				w.WriteByte('}')
 			case jsonl:
 				if err := writeRawLine(w, e.Raw, a.stdoutIsTerminal()); err != nil {
@@ -280,14 +279,14 @@ starts printing when it appears.`,
 
 func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, follow, jsonl bool) error {
 	w := bufio.NewWriter(a.stdout)
-	emit := func(e store.Entry) error {
+	emit := func(e storage.Entry) error {
 		if jsonl {
 			return writeRawLine(w, e.Raw, a.stdoutIsTerminal())
 		}
 		printEntry(w, e, 2000)
 		return nil
 	}
-	var changes <-chan store.Change
+	var changes <-chan storage.Change
 	if follow {
 		// Watch before reading the tail, so nothing appended in between
 		// is missed; reading from the last seq printed makes repeats
@@ -302,7 +301,7 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 	}
 	info, err := st.Session(ctx, name)
 	switch {
-	case follow && errors.Is(err, store.ErrNotFound):
+	case follow && errors.Is(err, storage.ErrNotFound):
 		// Watched already: its first message will be a change.
 		fmt.Fprintf(a.stderr, "ctxstore tail: session %q does not exist in %s yet; waiting for it\n", name, st.Location())
 		n = 0
@@ -342,7 +341,7 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 			}
 		}
 		info, err := st.Session(ctx, name)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, storage.ErrNotFound) {
 			if !jsonl && last > 0 {
 				fmt.Fprintf(w, "--- session %q was purged ---\n", name)
 				w.Flush()
@@ -385,40 +384,37 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 	}
 }
 
-// waitForDatabase waits, like 'tail -F', until the database file exists
-// and has been initialised (is not empty), or until a PostgreSQL schema
-// holds ctxstore's tables. It reports false when ctx ended first.
+// waitForDatabase waits, like 'tail -F', until the database opens (the file
+// exists and has been initialised, a PostgreSQL schema holds ctxstore's
+// tables: storage.Open stops failing with storage.ErrNoStore). It reports
+// false when ctx ended first.
 func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
 	path, err := a.dbPath()
 	if err != nil {
 		return false, err
 	}
+	what := ""
 	ready := func() (bool, error) {
-		fi, err := os.Stat(path)
-		return err == nil && fi.Size() > 0, nil
-	}
-	what := "no database at " + path + " yet; waiting for it"
-	if isServer(path) {
-		dsn, schema, err := splitSchema(path)
+		octx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
+		defer cancel()
+		st, err := storage.Open(octx, path, storage.OpenOptions{ReadOnly: true, MustExist: true, LockTimeout: a.lockTimeout, Scheme: targetScheme(path)})
+		if errors.Is(err, storage.ErrNoStore) {
+			what = err.Error()
+			return false, nil
+		}
+		if err != nil && ctx.Err() == nil {
+			return false, a.openError(path, err)
+		}
 		if err != nil {
-			return false, err
+			return false, nil
 		}
-		ready = func() (bool, error) {
-			cctx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
-			defer cancel()
-			ok, err := pgstore.SchemaExists(cctx, dsn, schema)
-			if err != nil && ctx.Err() == nil {
-				return false, serverError(err, path)
-			}
-			return ok, err
-		}
-		what = fmt.Sprintf("no ctxstore tables in schema %q of %s yet; waiting for them", schema, redactURL(path))
+		return true, st.Close()
 	}
 	ok, err := ready()
 	if ok || err != nil {
 		return ok, err
 	}
-	fmt.Fprintf(a.stderr, "ctxstore tail: %s\n", what)
+	fmt.Fprintf(a.stderr, "ctxstore tail: %s yet; waiting for it\n", what)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -451,7 +447,7 @@ the current epochs exactly with the default counter.`,
 			if err != nil {
 				return err
 			}
-			if db, _ := a.dbPath(); isServer(db) {
+			if a.file == nil { // a server's: no file to measure
 				return serverStats(a, path, infos)
 			}
 			fi, err := os.Stat(path)
@@ -472,7 +468,7 @@ the current epochs exactly with the default counter.`,
 				BytesPerJSON *float64 `json:"bytes_per_json_byte"`
 			}
 			s.File, s.FileBytes, s.totals = path, fi.Size(), sumSessions(infos)
-			if li, err := os.Stat(store.LogPath(path)); err == nil {
+			if li, err := os.Stat(a.file.LogPath()); err == nil {
 				s.LogBytes = li.Size()
 			}
 			if s.JSONBytes > 0 && s.AllMessages == s.Messages {
@@ -486,7 +482,7 @@ the current epochs exactly with the default counter.`,
 			fmt.Fprintf(tw, "file\t%s\n", s.File)
 			fmt.Fprintf(tw, "size\t%s (%d bytes)\n", human(s.FileBytes), s.FileBytes)
 			if s.LogBytes > logHeaderBytes {
-				fmt.Fprintf(tw, "log\t%s in %s (appends not yet applied to the file)\n", human(s.LogBytes), store.LogPath(path))
+				fmt.Fprintf(tw, "log\t%s in %s (appends not yet applied to the file)\n", human(s.LogBytes), a.file.LogPath())
 			}
 			fmt.Fprintf(tw, "sessions\t%d\n", s.Sessions)
 			fmt.Fprintf(tw, "messages\t%d in current epochs, %d stored in all epochs\n", s.Messages, s.AllMessages)

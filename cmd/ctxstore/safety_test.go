@@ -217,7 +217,7 @@ func TestCompactFileFailuresAndPaths(t *testing.T) {
 	}
 
 	t.Run("stale temp from a killed run", func(t *testing.T) {
-		stale := filepath.Join(e.dir, ".test.db"+compactTempSuffix+"123")
+		stale := filepath.Join(e.dir, ".test.db"+".compact-123")
 		plantStale(t, stale)
 		e.ok("", "compact-file")
 		if _, err := os.Stat(stale); err == nil {

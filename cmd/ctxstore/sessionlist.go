@@ -2,11 +2,12 @@ package main
 
 import (
 	"bufio"
-	"context"
+
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/pgstore"
 )
 
@@ -15,24 +16,15 @@ import (
 // fresh database, which has no sessions (ls and stats say so and succeed).
 // A schema whose tables are there but older than this program's is not
 // empty, and stays an error. where names the database for the message.
-func (a *app) noTablesYet(ctx context.Context, err error) (where string, empty bool) {
-	if !errors.Is(err, pgstore.ErrNoSchema) {
+func (a *app) noTablesYet(err error) (where string, empty bool) {
+	if !errors.Is(err, pgstore.ErrNoSchema) || !errors.Is(err, storage.ErrNoStore) {
 		return "", false
 	}
 	db, derr := a.dbPath()
 	if derr != nil {
 		return "", false
 	}
-	conn, schema, serr := splitSchema(db)
-	if serr != nil {
-		return "", false
-	}
-	ctx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
-	defer cancel()
-	if found, ferr := pgstore.SchemaExists(ctx, conn, schema); ferr != nil || found {
-		return "", false
-	}
-	return fmt.Sprintf("%s (schema %q has no ctxstore tables yet; add, import or demo with this --db create them)", redactURL(db), schema), true
+	return fmt.Sprintf("%s (its schema has no ctxstore tables yet; add, import or demo with this --db create them)", redactURL(db)), true
 }
 
 // printNames is ls --names: each session's name on a line of its own, as

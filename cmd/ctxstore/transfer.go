@@ -2,17 +2,19 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/resume"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/export"
 )
 
 func exportCommand() *command {
@@ -46,8 +48,8 @@ the export is complete.`,
 			}
 			defer st.Close()
 			if *out == "" || *out == "-" {
-				_, err := writeExport(ctx, st, names, a.stdout)
-				return err
+				_, err := export.Write(ctx, st, a.stdout, names)
+				return explainExport(st, err)
 			}
 			stats, err := exportToFile(ctx, st, names, *out)
 			if err != nil {
@@ -64,10 +66,10 @@ the export is complete.`,
 
 // exportToFile writes the export beside path and renames it into place once
 // complete, so an interrupted export never leaves a plausible-looking file.
-func exportToFile(ctx context.Context, st storage.Engine, names []string, path string) (exportStats, error) {
-	if f, ok := st.(*store.Shared); ok {
+func exportToFile(ctx context.Context, st storage.Engine, names []string, path string) (export.Stats, error) {
+	if f, ok := st.(storage.FileEngine); ok {
 		if same, _ := sameFilePath(f.Path(), path); same {
-			return exportStats{}, fmt.Errorf("export: %s is the database itself: writing the export there would replace the store; pick another file", path)
+			return export.Stats{}, fmt.Errorf("export: %s is the database itself: writing the export there would replace the store; pick another file", path)
 		}
 	}
 	// An existing symlink stays: the file it points to is replaced.
@@ -77,10 +79,11 @@ func exportToFile(ctx context.Context, st storage.Engine, names []string, path s
 	tempfile.RemoveAbandoned(path, ".tmp")
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return exportStats{}, fmt.Errorf("export: %w", err)
+		return export.Stats{}, fmt.Errorf("export: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op after the rename
-	stats, err := writeExport(ctx, st, names, tmp)
+	stats, err := export.Write(ctx, st, tmp, names)
+	err = explainExport(st, err)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -94,6 +97,15 @@ func exportToFile(ctx context.Context, st storage.Engine, names []string, path s
 		return stats, fmt.Errorf("export to %s: %w; %s was not written", path, err, path)
 	}
 	return stats, nil
+}
+
+// explainExport is explainIn for an error of export.Write or export.Read,
+// naming the session it is about.
+func explainExport(st storage.Engine, err error) error {
+	if se, ok := errors.AsType[*export.SessionError](err); ok {
+		return explainIn(st, se.Session, err)
+	}
+	return explainIn(st, "", err)
 }
 
 func importCommand() *command {
@@ -166,30 +178,19 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 	}
 	cr := &countingReader{r: in}
 	br := bufio.NewReaderSize(cr, 256<<10)
-	lr := &lineReader{br: br, name: label}
 
 	// The first non-blank line tells the format.
-	var first []byte
-	for {
-		line, err := lr.next()
-		if err == io.EOF {
-			return fmt.Errorf("%s is empty: nothing to import", label)
-		}
-		if err != nil {
-			return err
-		}
-		if len(strings.TrimSpace(string(line))) > 0 {
-			first = line
-			break
-		}
+	first, read, err := firstLine(br, label)
+	if err != nil {
+		return err
 	}
-	isExport, err := isExportHeader(first)
+	h, isExport, err := export.ParseHeader(first)
 	if err != nil {
 		return fmt.Errorf("%s: %w", label, err)
 	}
 	var rename func(string) (string, error)
 	if isExport { // before the database is opened (and perhaps created)
-		if rename, err = o.exportRename(first, label); err != nil {
+		if rename, err = o.exportRename(h, label); err != nil {
 			return err
 		}
 	}
@@ -203,7 +204,9 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 	defer st.Close()
 
 	if isExport {
-		return importExportFile(ctx, a, st, lr, label, importOptions{skipExisting: skip, rename: rename, cli: a}, bar, cr)
+		// The export is read from its start: its line numbers are the file's.
+		in := io.MultiReader(bytes.NewReader(read), br)
+		return importExportFile(ctx, a, st, in, export.Options{Name: label, SkipExisting: skip, Rename: rename}, bar, cr)
 	}
 
 	if session == "" {
@@ -240,17 +243,36 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 	return o.checkSkipped(label, rep)
 }
 
-// importExportFile imports the export lr reads, its header read already,
-// into st, and reports what it did.
-func importExportFile(ctx context.Context, a *app, st storage.Engine, lr *lineReader, label string, opt importOptions, bar *progress, cr *countingReader) error {
+// firstLine reads br up to its first line that is not blank, and returns
+// that line (without its line end) and every byte read.
+func firstLine(br *bufio.Reader, label string) (first, read []byte, err error) {
+	for {
+		line, err := br.ReadBytes('\n')
+		read = append(read, line...)
+		if len(bytes.TrimSpace(line)) > 0 {
+			return bytes.TrimRight(line, "\r\n"), read, nil
+		}
+		if err == io.EOF {
+			return nil, nil, fmt.Errorf("%s is empty: nothing to import", label)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %s: %w", label, err)
+		}
+	}
+}
+
+// importExportFile imports the export in reads into st, and reports what
+// it did.
+func importExportFile(ctx context.Context, a *app, st storage.Engine, in io.Reader, opt export.Options, bar *progress, cr *countingReader) error {
 	var msgs int64
-	opt.onMessage = func() {
+	opt.OnMessage = func() {
 		msgs++
 		bar.update(cr.n, msgs)
 	}
-	stats, err := readExport(ctx, st, lr, opt)
+	stats, err := export.Read(ctx, st, in, opt)
 	bar.finish()
 	if err != nil {
+		err = a.importError(st, err)
 		if stats.Sessions > 0 {
 			err = fmt.Errorf("%w\n(%d session(s) before it were imported)", err, stats.Sessions)
 		}
@@ -259,11 +281,25 @@ func importExportFile(ctx context.Context, a *app, st storage.Engine, lr *lineRe
 	if a.json {
 		return writeJSON(a.stdout, stats)
 	}
-	fmt.Fprintf(a.stdout, "imported %d session(s), %d messages from %s into %s\n", stats.Sessions, stats.Messages, label, st.Location())
+	fmt.Fprintf(a.stdout, "imported %d session(s), %d messages from %s into %s\n", stats.Sessions, stats.Messages, opt.Name, st.Location())
 	if len(stats.Skipped) > 0 {
 		fmt.Fprintf(a.stdout, "left alone (already present): %s\n", strings.Join(stats.Skipped, ", "))
 	}
 	return nil
+}
+
+// importError says what to do about err, which failed the import of an
+// export into st: the commands that free the name of a session that is
+// there, or remove an unfinished one.
+func (a *app) importError(st storage.Engine, err error) error {
+	if e, ok := errors.AsType[*export.ExistsError](err); ok {
+		return fmt.Errorf("%v; import it under another name (--as NAME, or --prefix P for every session), into a fresh file, rerun with --skip-existing, or remove it first: %s",
+			e, a.cmdline("purge %s", shellQuote(e.Session)))
+	}
+	if e, ok := errors.AsType[*export.UnfinishedError](err); ok {
+		return fmt.Errorf("%v; to remove it: %s", e, a.cmdline("purge %s --yes", shellQuote(e.Session)))
+	}
+	return explainExport(st, err)
 }
 
 // transcriptSession derives a session name from a transcript's path:

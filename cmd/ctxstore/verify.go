@@ -8,7 +8,6 @@ import (
 
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 func verifyCommand() *command {
@@ -56,7 +55,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 			}
 			if a.json {
 				out := struct {
-					*store.VerifyReport
+					*storage.VerifyReport
 					Repaired []persistent.RepairedCall `json:"repaired,omitempty"`
 				}{rep, repaired}
 				if err := writeJSON(a.stdout, out); err != nil {
@@ -69,7 +68,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 						r.Session, r.Epoch, r.AssistantSeq, r.CallID, persistent.InterruptedText)
 				}
 				if !rep.Intact() {
-					if f, file := st.(*store.Shared); file { // a server has no file to salvage
+					if f, file := st.(storage.FileEngine); file { // a server has no file to salvage
 						fmt.Fprintf(a.stdout, "recover every readable message into a new file with: ctxstore --db %s doctor --salvage OUT.db\n", shellQuote(f.Path()))
 					}
 				} else if !rep.OK() {
@@ -87,7 +86,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 // setAsideRepaired removes from rep the calls without results that repair
 // records answer (an interrupted run, repaired on resume), and returns them:
 // they are not lost, views answer them, so they do not fail verify.
-func setAsideRepaired(ctx context.Context, st storage.Engine, rep *store.VerifyReport) ([]persistent.RepairedCall, error) {
+func setAsideRepaired(ctx context.Context, st storage.Engine, rep *storage.VerifyReport) ([]persistent.RepairedCall, error) {
 	type key struct {
 		session string
 		epoch   uint64
@@ -165,7 +164,7 @@ either flag, doctor lists such logs (so do ls, stats and verify).`,
 			if *replay != "" || *out == "" {
 				return a.doctorLogs(ctx, *replay, *out)
 			}
-			if err := a.fileOnly("doctor --salvage", "has no file to salvage: restore damage from the server's backups; to check it: "+a.cmdline("verify")); err != nil {
+			if err := supported[storage.Salvager](a, "doctor --salvage", "has no file to salvage: restore damage from the server's backups; to check it: "+a.cmdline("verify")); err != nil {
 				return err
 			}
 			if *out == "" {
@@ -181,8 +180,8 @@ either flag, doctor lists such logs (so do ls, stats and verify).`,
 			if _, err := os.Stat(*out); err == nil {
 				return fmt.Errorf("%s already exists: salvage writes only into a new file; pick another OUT", *out)
 			}
-			rep, err := store.SalvageWith(ctx, path, *out, store.SalvageOptions{LockTimeout: a.lockTimeout})
-			if errors.Is(err, store.ErrCorrupt) {
+			res, err := storage.Salvage(ctx, path, *out, storage.SalvageOptions{LockTimeout: a.lockTimeout})
+			if errors.Is(err, storage.ErrCorrupt) {
 				// explain would suggest the very command that just failed.
 				return fmt.Errorf("%s cannot be salvaged: %w", path, err)
 			}
@@ -192,23 +191,23 @@ either flag, doctor lists such logs (so do ls, stats and verify).`,
 			// With --json the verdict goes to stderr: stdout is the report.
 			verdict := a.stdout
 			if a.json {
-				if err := writeJSON(a.stdout, rep); err != nil {
+				if err := writeJSON(a.stdout, res.Report); err != nil {
 					return err
 				}
 				verdict = a.stderr
 			} else {
-				fmt.Fprint(a.stdout, termSafe(rep.String(), true))
+				fmt.Fprint(a.stdout, termSafe(res.Report.String(), true))
 			}
 			// The damaged file's log goes with it: OUT holds its messages.
 			keep := shellQuote(path)
-			if _, err := os.Stat(store.LogPath(path)); err == nil {
-				keep += " and its log " + shellQuote(store.LogPath(path))
+			if res.Log != "" {
+				keep += " and its log " + shellQuote(res.Log)
 			}
 			switch {
-			case rep.Recovered == 0:
+			case res.Recovered == 0:
 				fmt.Fprintf(verdict, "nothing could be recovered: keep %s; %s holds no messages\n", keep, shellQuote(*out))
 				return &exitError{code: 1}
-			case !rep.OK():
+			case !res.Complete:
 				fmt.Fprintf(verdict, "not everything was recovered (see the report): keep %s; check %s with: ctxstore --db %s verify\n",
 					keep, shellQuote(*out), shellQuote(*out))
 				return &exitError{code: 1}

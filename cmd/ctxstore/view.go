@@ -11,7 +11,6 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/persistent"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 func viewCommand() *command {
@@ -158,21 +157,10 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 	}
 	log := &eventLog{}
 	cfg.Hooks = log.hook
-	var mgr *persistent.Manager
-	if f, file := st.(*store.Shared); file {
-		// The manager opens the file itself, as an agent's would.
-		path := f.Path()
-		st.Close()
-		mgr, err = persistent.Open(path, name, persistent.Config{Config: cfg, LockTimeout: a.lockTimeout, ReadOnly: true})
-		if err != nil {
-			return explain(path, name, err)
-		}
-	} else {
-		defer st.Close() // after the manager's Close
-		mgr, err = persistent.OpenEngine(st, name, persistent.Config{Config: cfg, ReadOnly: true})
-		if err != nil {
-			return explainIn(st, name, err)
-		}
+	defer st.Close() // after the manager's Close
+	mgr, err := persistent.OpenEngine(st, name, persistent.Config{Config: cfg, ReadOnly: true})
+	if err != nil {
+		return explainIn(st, name, err)
 	}
 	defer mgr.Close()
 	rep, err := viewOf(ctx, mgr, log, req)

@@ -13,7 +13,6 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 // maxMessageBytes is the default Config.MaxMessageBytes: add enforces
@@ -54,10 +53,10 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 			}
 			defer st.Close()
 			est := view.DefaultEstimator(nil)
-			recs := make([]store.Record, len(msgs))
+			recs := make([]storage.Record, len(msgs))
 			counter := view.CounterName(est)
 			for i, t := range view.Count(est, msgs) {
-				recs[i] = store.Record{Message: msgs[i], Tokens: t, Counter: counter}
+				recs[i] = storage.Record{Message: msgs[i], Tokens: t, Counter: counter}
 			}
 			first, last, err := storage.Append(ctx, st, pos[0], recs...)
 			if err != nil {
@@ -239,7 +238,7 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 			} else {
 				err = st.Purge(ctx, name)
 			}
-			if errors.Is(err, store.ErrCurrentEpoch) {
+			if errors.Is(err, storage.ErrCurrentEpoch) {
 				return fmt.Errorf("epoch %d is the current epoch of session %q: purge the whole session, or end the epoch first: %s", *epoch, name, a.cmdline("clear %s", shellQuote(name)))
 			}
 			if err != nil {

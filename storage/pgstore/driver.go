@@ -3,43 +3,64 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"net/url"
 
+	"github.com/ctxstore/ctxstore/internal/pgdsn"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
 // The PostgreSQL engine opens the postgres:// and postgresql:// targets
-// of storage.Open: importing this package, even blank, makes it available.
+// of storage.Open (and keyword/value connection strings given with
+// storage.OpenOptions.Scheme "postgres"): importing this package, even
+// blank, makes it available.
 func init() {
 	for _, scheme := range []string{"postgres", "postgresql"} {
 		storage.Register(scheme, storage.DriverFunc(openTarget))
 	}
 }
 
-// openTarget opens the database a postgres:// URL names for storage.Open.
-// A "schema" query parameter picks the schema holding ctxstore's tables
-// (DefaultSchema without one); it is taken out of the URL, which the
-// driver would otherwise send the server as a setting.
+// openTarget opens the database target names for storage.Open. A "schema"
+// parameter (a URL's query parameter, or a schema= pair) picks the schema
+// holding ctxstore's tables (DefaultSchema without one); it is taken out of
+// the connection string, which the driver would otherwise send the server
+// as a setting. With MustExist, a schema without ctxstore's tables fails
+// with storage.ErrNoStore, creating nothing (a read-only open fails with
+// ErrNoSchema, which matches storage.ErrNoStore, either way).
 func openTarget(ctx context.Context, target string, opts storage.OpenOptions) (storage.Engine, error) {
-	u, err := url.Parse(target)
+	conn, schema, err := splitSchema(target)
 	if err != nil {
-		// url.Error quotes the URL, password included: say only why.
-		if e, ok := err.(*url.Error); ok {
-			err = e.Err
-		}
-		return nil, fmt.Errorf("pgstore: open: not a valid PostgreSQL URL (postgres://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?schema=NAME]): %w", err)
+		return nil, err
 	}
-	o := Options{Schema: DefaultSchema, ReadOnly: opts.ReadOnly}
-	if q := u.Query(); q.Has("schema") {
-		if o.Schema = q.Get("schema"); o.Schema == "" {
-			return nil, fmt.Errorf("pgstore: open: the schema= parameter is empty: name a schema, or leave the parameter out for %q", DefaultSchema)
+	if opts.MustExist {
+		found, err := SchemaExists(ctx, conn, schema)
+		if err != nil {
+			return nil, err
 		}
-		q.Del("schema")
-		u.RawQuery = q.Encode()
+		if !found {
+			return nil, fmt.Errorf("%w at %s: no ctxstore tables in schema %q", storage.ErrNoStore, pgdsn.Redact(target), schema)
+		}
 	}
-	st, err := Open(ctx, u.String(), o)
+	st, err := Open(ctx, conn, Options{Schema: schema, ReadOnly: opts.ReadOnly})
 	if err != nil {
 		return nil, err
 	}
 	return st, nil
+}
+
+// splitSchema takes the "schema" parameter out of a connection string;
+// without one the schema is DefaultSchema. It decodes nothing but the
+// parameters, so a password the URL does not encode is left for Open to
+// refuse, never quoted in an error. A parameter that is not validly
+// percent-encoded fails with ErrBadDSN, an empty schema with ErrSchemaName.
+func splitSchema(dsn string) (conn, schema string, err error) {
+	conn, schema, found, err := pgdsn.Cut(dsn, "schema")
+	if err != nil {
+		return "", "", fmt.Errorf("pgstore: open: the parameters of %s are not validly percent-encoded: %v: %w", pgdsn.Redact(dsn), err, ErrBadDSN)
+	}
+	if !found {
+		return dsn, DefaultSchema, nil
+	}
+	if schema == "" {
+		return "", "", fmt.Errorf("pgstore: open: the schema= parameter of %s is empty: name a schema, or leave the parameter out for %q: %w", pgdsn.Redact(dsn), DefaultSchema, ErrSchemaName)
+	}
+	return conn, schema, nil
 }

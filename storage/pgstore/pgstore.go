@@ -85,8 +85,18 @@ var ErrReadOnly = storage.ErrReadOnly
 // read-write Open brings up to date, by a role that may create in the
 // schema (in the database, while the schema does not exist). The error names
 // the server, the schema and, for an old schema, its version and the one
-// needed.
+// needed. For a schema without ctxstore's tables (not an old one) it
+// matches storage.ErrNoStore too.
 var ErrNoSchema = errors.New("pgstore: schema missing or not migrated")
+
+// noTablesError is ErrNoSchema for a schema without ctxstore's tables,
+// which is also storage.ErrNoStore.
+type noTablesError struct{}
+
+func (noTablesError) Error() string { return ErrNoSchema.Error() }
+func (noTablesError) Is(target error) bool {
+	return target == ErrNoSchema || target == storage.ErrNoStore
+}
 
 // Options configure a Store. The zero value is the default.
 type Options struct {
@@ -362,7 +372,7 @@ func (s *Store) prepare(ctx context.Context, schema string) error {
 	case have == latest:
 		return nil
 	case s.readOnly && have == 0:
-		return s.errorf("", "no ctxstore tables in schema %s (check its name; a read-write open, by a role that may create in the database, creates them): %w", s.schema, ErrNoSchema)
+		return s.errorf("", "no ctxstore tables in schema %s (check its name; a read-write open, by a role that may create in the database, creates them): %w", s.schema, noTablesError{})
 	case s.readOnly:
 		return s.errorf("", "schema %s is at version %d, this program needs %d (open it once read-write, as a role that may create in the schema, to migrate it): %w", s.schema, have, latest, ErrNoSchema)
 	}
