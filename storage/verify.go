@@ -27,15 +27,31 @@ type VerifyReport struct {
 	MorePairing int            `json:"more_pairing,omitempty"`
 }
 
+// ProblemKind says what a VerifyProblem is damage to.
+type ProblemKind string
+
+// The kinds of damage Verify reports.
+const (
+	// ProblemStructure is damage to the engine's own structures.
+	ProblemStructure ProblemKind = "structure"
+	// ProblemRecord is a stored message, or its JSON, that is damaged.
+	ProblemRecord ProblemKind = "record"
+	// ProblemOrder is seqs or epochs out of order.
+	ProblemOrder ProblemKind = "order"
+	// ProblemMeta is session metadata that disagrees with the messages.
+	ProblemMeta ProblemKind = "meta"
+	// ProblemLog is damage to a file engine's write-ahead log.
+	ProblemLog ProblemKind = "log"
+	// ProblemImport is an import of a session that did not finish.
+	ProblemImport ProblemKind = "import"
+)
+
 // VerifyProblem is one piece of damage.
 type VerifyProblem struct {
-	// Kind is "structure" (the engine's own structures), "record" (a
-	// stored message or its JSON), "order" (seqs or epochs out of order)
-	// or "meta" (session metadata).
-	Kind    string `json:"kind"`
-	Session string `json:"session,omitempty"`
-	Seq     uint64 `json:"seq,omitempty"`
-	Detail  string `json:"detail"`
+	Kind    ProblemKind `json:"kind"`
+	Session string      `json:"session,omitempty"`
+	Seq     uint64      `json:"seq,omitempty"`
+	Detail  string      `json:"detail"`
 	// Count is how many times this problem was found, when more than once:
 	// a problem that names no seq is listed once and counted.
 	Count int `json:"count,omitempty"`
@@ -53,7 +69,7 @@ func (p VerifyProblem) String() string {
 // line is the problem's kind, session, where (seqs), detail and note.
 func (p VerifyProblem) line(where, note string) string {
 	var b strings.Builder
-	b.WriteString(p.Kind)
+	b.WriteString(string(p.Kind))
 	if p.Session != "" {
 		fmt.Fprintf(&b, " session %q", p.Session)
 	}
@@ -64,19 +80,31 @@ func (p VerifyProblem) line(where, note string) string {
 	return b.String()
 }
 
+// PairingKind says what is wrong with a tool call's pairing.
+type PairingKind string
+
+// The pairing problems Verify reports.
+const (
+	// CallWithoutResult is a tool call no result in its epoch answers.
+	CallWithoutResult PairingKind = "call_without_result"
+	// ResultWithoutCall is a tool result no call in its epoch made.
+	ResultWithoutCall PairingKind = "result_without_call"
+	// DuplicateResult is a second result for one call.
+	DuplicateResult PairingKind = "duplicate_result"
+)
+
 // PairingIssue is a tool call or result without its other half in its epoch.
 type PairingIssue struct {
-	Session string `json:"session"`
-	Epoch   uint64 `json:"epoch"`
-	// Kind is "call_without_result", "result_without_call" or "duplicate_result".
-	Kind   string `json:"kind"`
-	CallID string `json:"call_id"`
-	Seq    uint64 `json:"seq"` // the message making the call or giving the result
+	Session string      `json:"session"`
+	Epoch   uint64      `json:"epoch"`
+	Kind    PairingKind `json:"kind"`
+	CallID  string      `json:"call_id"`
+	Seq     uint64      `json:"seq"` // the message making the call or giving the result
 }
 
 // String describes the issue on one line, for people.
 func (p PairingIssue) String() string {
-	return fmt.Sprintf("session %q epoch %d seq %d: %s %q", p.Session, p.Epoch, p.Seq, strings.ReplaceAll(p.Kind, "_", " "), p.CallID)
+	return fmt.Sprintf("session %q epoch %d seq %d: %s %q", p.Session, p.Epoch, p.Seq, strings.ReplaceAll(string(p.Kind), "_", " "), p.CallID)
 }
 
 // Intact reports that no damage was found (pairing aside).
@@ -146,7 +174,10 @@ type problemGroup struct {
 // groupProblems groups problems by kind, session and detail, in the order
 // each group first appears.
 func groupProblems(ps []VerifyProblem) []*problemGroup {
-	type key struct{ kind, session, detail string }
+	type key struct {
+		kind            ProblemKind
+		session, detail string
+	}
 	at := map[key]*problemGroup{}
 	var out []*problemGroup
 	for _, p := range ps {
@@ -189,7 +220,7 @@ func (g *problemGroup) String() string {
 
 // AddProblem records one piece of damage, counting it in MoreProblems once
 // MaxReported are listed.
-func (r *VerifyReport) AddProblem(kind, session string, seq uint64, format string, args ...any) {
+func (r *VerifyReport) AddProblem(kind ProblemKind, session string, seq uint64, format string, args ...any) {
 	p := VerifyProblem{Kind: kind, Session: session, Seq: seq, Detail: fmt.Sprintf(format, args...)}
 	if seq == 0 {
 		for i := range r.Problems {
@@ -247,11 +278,11 @@ func (a *PairingAudit) Add(r *VerifyReport, epoch, seq uint64, callIDs, resultID
 	for _, id := range resultIDs {
 		switch {
 		case t.answered[id]:
-			r.AddPairing(PairingIssue{Session: a.Session, Epoch: epoch, Kind: "duplicate_result", CallID: id, Seq: seq})
+			r.AddPairing(PairingIssue{Session: a.Session, Epoch: epoch, Kind: DuplicateResult, CallID: id, Seq: seq})
 		case t.calls[id] != 0:
 			t.answered[id] = true
 		default:
-			r.AddPairing(PairingIssue{Session: a.Session, Epoch: epoch, Kind: "result_without_call", CallID: id, Seq: seq})
+			r.AddPairing(PairingIssue{Session: a.Session, Epoch: epoch, Kind: ResultWithoutCall, CallID: id, Seq: seq})
 		}
 	}
 	for _, id := range callIDs {
@@ -268,7 +299,7 @@ func (a *PairingAudit) Finish(r *VerifyReport) {
 		t := a.epochs[ep]
 		for _, id := range t.callOrder {
 			if !t.answered[id] {
-				r.AddPairing(PairingIssue{Session: a.Session, Epoch: ep, Kind: "call_without_result", CallID: id, Seq: t.calls[id]})
+				r.AddPairing(PairingIssue{Session: a.Session, Epoch: ep, Kind: CallWithoutResult, CallID: id, Seq: t.calls[id]})
 			}
 		}
 	}
@@ -301,7 +332,7 @@ type EpochAudit struct {
 func NewEpochAudit(r *VerifyReport, info SessionInfo) *EpochAudit {
 	a := &EpochAudit{info: info, at: make(map[uint64]int, len(info.Epochs)), counts: map[uint64]int{}}
 	checkEpochList(&a.info, true, func(err error) bool {
-		r.AddProblem("meta", info.Name, 0, "%v", err)
+		r.AddProblem(ProblemMeta, info.Name, 0, "%v", err)
 		return true
 	})
 	for i, e := range info.Epochs {
@@ -319,14 +350,14 @@ func (a *EpochAudit) Message(r *VerifyReport, seq, epoch uint64) {
 	a.counts[epoch]++
 	i, ok := a.at[epoch]
 	if !ok {
-		r.AddProblem("meta", a.info.Name, seq, "epoch %d is not in the session's epoch list", epoch)
+		r.AddProblem(ProblemMeta, a.info.Name, seq, "epoch %d is not in the session's epoch list", epoch)
 		return
 	}
 	switch e := &a.info.Epochs[i]; {
 	case e.Purged:
-		r.AddProblem("meta", a.info.Name, seq, "message of epoch %d, which is marked purged", epoch)
+		r.AddProblem(ProblemMeta, a.info.Name, seq, "message of epoch %d, which is marked purged", epoch)
 	case seq < e.FirstSeq || seq > e.LastSeq:
-		r.AddProblem("meta", a.info.Name, seq, "outside epoch %d's range %d..%d", epoch, e.FirstSeq, e.LastSeq)
+		r.AddProblem(ProblemMeta, a.info.Name, seq, "outside epoch %d's range %d..%d", epoch, e.FirstSeq, e.LastSeq)
 	}
 }
 
@@ -336,7 +367,7 @@ func (a *EpochAudit) Message(r *VerifyReport, seq, epoch uint64) {
 func (a *EpochAudit) Finish(r *VerifyReport) {
 	for _, e := range a.info.Epochs {
 		if n := a.counts[e.Epoch]; !e.Purged && n != e.Messages {
-			r.AddProblem("meta", a.info.Name, 0, "epoch %d holds %d messages, metadata counts %d", e.Epoch, n, e.Messages)
+			r.AddProblem(ProblemMeta, a.info.Name, 0, "epoch %d holds %d messages, metadata counts %d", e.Epoch, n, e.Messages)
 		}
 	}
 }

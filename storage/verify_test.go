@@ -8,7 +8,7 @@ import (
 // String groups problems that differ only in their seq, caps what it
 // prints at 20 lines and counts the rest.
 func TestVerifyReportString(t *testing.T) {
-	same := func(n int, kind, detail string) []VerifyProblem {
+	same := func(n int, kind ProblemKind, detail string) []VerifyProblem {
 		var ps []VerifyProblem
 		for i := range n {
 			ps = append(ps, VerifyProblem{Kind: kind, Session: "s", Seq: uint64(10 + i), Detail: detail})

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,7 +100,8 @@ func run(ctx context.Context, args []string, a *app) int {
 	global.SetOutput(io.Discard)
 	a.globalFlags(global)
 	version := global.Bool("version", false, "print the version")
-	if err := global.Parse(args); err != nil {
+	rest, err := parseFlags(global, args, true)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printOverview(a.stdout, cmds)
 			return 0
@@ -113,7 +113,6 @@ func run(ctx context.Context, args []string, a *app) int {
 		fmt.Fprintf(a.stderr, "ctxstore: %v\n", err)
 		return 2
 	}
-	rest := global.Args()
 	if *version {
 		rest = []string{"version"}
 	}
@@ -142,7 +141,7 @@ func run(ctx context.Context, args []string, a *app) int {
 		fmt.Fprintf(a.stderr, "ctxstore: unknown command %q%s\nrun 'ctxstore help' for the list of commands\n", name, didYouMean(name, cmds))
 		return 2
 	}
-	err := cmd.run(ctx, a, cmd, rest)
+	err = cmd.run(ctx, a, cmd, rest)
 	var ue *usageError
 	var ee *exitError
 	switch {
@@ -236,27 +235,13 @@ func (a *app) parse(c *command, fs *flag.FlagSet, args []string, min, max int) (
 		a.inspect(c, fs)
 		return nil, errHelp
 	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				printCommandHelp(a.stdout, c, fs)
-				return nil, errHelp
-			}
-			return nil, flagError(c, fs, err)
-		}
-		consumed := len(args) - fs.NArg()
-		if consumed > 0 && args[consumed-1] == "--" {
-			// Everything after "--" is positional.
-			pos = append(pos, fs.Args()...)
-			break
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+	pos, err := parseFlags(fs, args, false)
+	if errors.Is(err, flag.ErrHelp) {
+		printCommandHelp(a.stdout, c, fs)
+		return nil, errHelp
+	}
+	if err != nil {
+		return nil, flagError(c, fs, err)
 	}
 	switch {
 	case len(pos) < min:
@@ -288,61 +273,54 @@ func (c *command) required() []string {
 	return names
 }
 
-// flagError says what is wrong with a flag in the words of this command,
-// with the fix: the flag package's own messages name flags with one dash
-// and give no hint.
+// flagError says what is wrong with a flag (a *flagProblem of parseFlags)
+// in the words of this command, with the fix.
 func flagError(c *command, fs *flag.FlagSet, err error) error {
 	where, help := "", "'ctxstore help'"
 	if c != nil {
 		where, help = fmt.Sprintf(" for 'ctxstore %s'", c.name), fmt.Sprintf("'ctxstore %s --help'", c.name)
 	}
-	msg := err.Error()
-	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+	p, ok := errors.AsType[*flagProblem](err)
+	if !ok {
+		return usagef("%v; see %s", err, help)
+	}
+	name := dashed(p.name)
+	switch p.kind {
+	case flagUnknown:
 		var flags []string
 		fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f.Name) })
-		if hint := suggest(strings.TrimLeft(name, "-"), flags, dashed); hint != "" {
-			return usagef("unknown flag %s%s%s (see %s)", dashed(name), where, hint, help)
+		if hint := suggest(p.name, flags, dashed); hint != "" {
+			return usagef("unknown flag %s%s%s (see %s)", name, where, hint, help)
 		}
-		return usagef("unknown flag %s%s; see %s", dashed(name), where, help)
+		return usagef("unknown flag %s%s; see %s", name, where, help)
+	case flagNoValue:
+		return usagef("%s needs a value; see %s", name, help)
+	case flagSyntax:
+		return usagef("bad flag syntax: %s; see %s", p.value, help)
 	}
-	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
-		return usagef("%s needs a value; see %s", dashed(name), help)
-	}
-	m := invalidFlagValue.FindStringSubmatch(msg)
-	if m == nil {
-		return usagef("%s; see %s", msg, help)
-	}
-	value, _ := strconv.Unquote(m[1] + m[2])
-	name := dashed(m[3])
 	var want string
-	if f := fs.Lookup(strings.TrimLeft(m[3], "-")); f != nil {
-		if g, ok := f.Value.(flag.Getter); ok {
-			switch g.Get().(type) {
-			case time.Duration:
-				if _, err := strconv.ParseFloat(value, 64); err == nil {
-					return usagef("%s %s needs a unit, e.g. %ss", name, value, value)
-				}
-				want = "a duration such as 500ms, 30s or 2m"
-			case int, int64:
-				want = "a whole number"
-			case uint, uint64:
-				want = "a whole number, 0 or more"
-			case float64:
-				want = "a number"
-			case bool:
-				want = "true or false"
+	if g, ok := fs.Lookup(p.name).Value.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration:
+			if _, err := strconv.ParseFloat(p.value, 64); err == nil {
+				return usagef("%s %s needs a unit, e.g. %ss", name, p.value, p.value)
 			}
+			want = "a duration such as 500ms, 30s or 2m"
+		case int, int64:
+			want = "a whole number"
+		case uint, uint64:
+			want = "a whole number, 0 or more"
+		case float64:
+			want = "a number"
+		case bool:
+			want = "true or false"
 		}
 	}
 	if want == "" {
-		return usagef("invalid value %q for %s: %s; see %s", value, name, m[4], help)
+		return usagef("invalid value %q for %s: %v; see %s", p.value, name, p.err, help)
 	}
-	return usagef("invalid value %q for %s: want %s", value, name, want)
+	return usagef("invalid value %q for %s: want %s", p.value, name, want)
 }
-
-// invalidFlagValue matches the flag package's message for a value its
-// flag does not accept.
-var invalidFlagValue = regexp.MustCompile(`^invalid (?:boolean value (".*") for|value (".*") for flag) (-[^:]+): (.*)$`)
 
 // dashed is a flag name as users type it: "-n", "--epoch".
 func dashed(name string) string {

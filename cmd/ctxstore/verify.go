@@ -95,7 +95,7 @@ func setAsideRepaired(ctx context.Context, st storage.Engine, rep *storage.Verif
 	known := map[key]persistent.RepairedCall{}
 	seen := map[string]bool{}
 	for _, p := range rep.Pairing {
-		if p.Kind != "call_without_result" || seen[p.Session] {
+		if p.Kind != storage.CallWithoutResult || seen[p.Session] {
 			continue
 		}
 		seen[p.Session] = true
@@ -110,7 +110,7 @@ func setAsideRepaired(ctx context.Context, st storage.Engine, rep *storage.Verif
 	var repaired []persistent.RepairedCall
 	kept := rep.Pairing[:0]
 	for _, p := range rep.Pairing {
-		if c, ok := known[key{p.Session, p.Epoch, p.CallID}]; ok && p.Kind == "call_without_result" {
+		if c, ok := known[key{p.Session, p.Epoch, p.CallID}]; ok && p.Kind == storage.CallWithoutResult {
 			repaired = append(repaired, c)
 			continue
 		}
