@@ -78,7 +78,7 @@ type LogReplayer interface {
 // The interfaces below are implemented by drivers (see Register) rather
 // than engines: they work on a target that is not open, because it is
 // damaged, about to be replaced, or locked by the operation itself. Salvage,
-// Restore and Compact find them.
+// Restore and Shrink find them.
 
 // SalvageOptions tune Salvage.
 type SalvageOptions struct {
@@ -134,27 +134,28 @@ type Restorer interface {
 	Restore(ctx context.Context, target, backup string) (*RestoreReport, error)
 }
 
-// CompactOptions tune Compact.
-type CompactOptions struct {
+// ShrinkOptions tune Shrink.
+type ShrinkOptions struct {
 	// LockTimeout bounds the wait for other processes' locks; 0 means the
 	// engine's default.
 	LockTimeout time.Duration
 }
 
-// Compacter is implemented by drivers that rewrite a store without the
-// space it no longer uses.
-type Compacter interface {
-	// Compact writes a tightly packed copy of the store at target, with
+// Shrinker is implemented by drivers that rewrite a store without the
+// space it no longer uses (the file engine's free pages, which it never
+// gives back to the file system otherwise).
+type Shrinker interface {
+	// Shrink writes a tightly packed copy of the store at target, with
 	// everything it holds, taking the locks it needs itself: into dst, a
 	// new file, while other processes go on using target; or, when dst is
 	// "", in target's place, holding target exclusively meanwhile. Ctrl-C
 	// or a failed write leaves target and dst as they were.
-	Compact(ctx context.Context, target, dst string, opts CompactOptions) error
+	Shrink(ctx context.Context, target, dst string, opts ShrinkOptions) error
 }
 
 // DriverOf returns the driver registered for target's scheme (see
 // Register), for asking it for an optional interface (Salvager, Restorer,
-// Compacter). scheme, when not empty, is that of a target without a
+// Shrinker). scheme, when not empty, is that of a target without a
 // "scheme://" prefix, as OpenOptions.Scheme.
 func DriverOf(target, scheme string) (Driver, error) {
 	scheme = targetScheme(target, scheme)
@@ -189,15 +190,15 @@ func Restore(ctx context.Context, target, backup string) (*RestoreReport, error)
 	return r.Restore(ctx, target, backup)
 }
 
-// Compact rewrites the store at target without the space it no longer
-// uses, into dst or ("") in place, with target's driver (Compacter). A
+// Shrink rewrites the store at target without the space it no longer
+// uses, into dst or ("") in place, with target's driver (Shrinker). A
 // driver that cannot fails with an error matching errors.ErrUnsupported.
-func Compact(ctx context.Context, target, dst string, opts CompactOptions) error {
-	c, err := driverWith[Compacter](target, "compact")
+func Shrink(ctx context.Context, target, dst string, opts ShrinkOptions) error {
+	s, err := driverWith[Shrinker](target, "shrink")
 	if err != nil {
 		return err
 	}
-	return c.Compact(ctx, target, dst, opts)
+	return s.Shrink(ctx, target, dst, opts)
 }
 
 // driverWith returns target's driver as a T, or an error matching

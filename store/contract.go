@@ -37,7 +37,7 @@ var (
 // The file engine opens the targets of storage.Open that are paths (and
 // file:// URLs): importing this package, even blank, makes it available.
 // Its driver also salvages, restores and compacts files (storage.Salvager,
-// storage.Restorer, storage.Compacter).
+// storage.Restorer, storage.Shrinker).
 func init() {
 	storage.Register(storage.FileScheme, fileDriver{})
 }
@@ -89,9 +89,9 @@ func (fileDriver) Restore(ctx context.Context, target, backup string) (*storage.
 	return Restore(ctx, filePath(target), backup)
 }
 
-// Compact is Compact for storage.Compact.
-func (fileDriver) Compact(ctx context.Context, target, dst string, opts storage.CompactOptions) error {
-	return Compact(ctx, filePath(target), dst, CompactOptions{LockTimeout: opts.LockTimeout})
+// Shrink is Shrink for storage.Shrink.
+func (fileDriver) Shrink(ctx context.Context, target, dst string, opts storage.ShrinkOptions) error {
+	return Shrink(ctx, filePath(target), dst, ShrinkOptions{LockTimeout: opts.LockTimeout})
 }
 
 // LogPath is the write-ahead log of the file (see LogPath), for

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,7 +43,8 @@ type app struct {
 // name; it parses them with a.parse, which also accepts the global flags.
 type command struct {
 	name    string
-	usage   string // arguments, e.g. "SESSION [--epoch N]"
+	aliases []string // former names, still run, never listed
+	usage   string   // arguments, e.g. "SESSION [--epoch N]"
 	summary string
 	help    string // longer explanation; may be empty
 	example string
@@ -60,11 +62,12 @@ func commands() []*command {
 		tailCommand(),
 		exportCommand(),
 		importCommand(),
+		ingestCommand(),
 		verifyCommand(),
 		doctorCommand(),
 		clearCommand(),
 		purgeCommand(),
-		compactFileCommand(),
+		shrinkCommand(),
 		backupCommand(),
 		restoreCommand(),
 		statsCommand(),
@@ -130,7 +133,7 @@ func run(ctx context.Context, args []string, a *app) int {
 	}
 	var cmd *command
 	for _, c := range cmds {
-		if c.name == name {
+		if c.name == name || slices.Contains(c.aliases, name) {
 			cmd = c
 		}
 	}
@@ -354,7 +357,7 @@ global flags (before or after the command):
                      sslmode go to the driver; percent-encode / # ? @ : % and
                      spaces in the password, or give it with PGPASSWORD). A
                      keyword/value string works too: "host=H dbname=D schema=NAME".
-                     Every command works on it except compact-file and
+                     Every command works on it except shrink and
                      doctor --salvage, which work on a file.
   --json             machine-readable output; an error is one JSON object on
                      stderr: {"error":CODE,"message":...,"exit":N}

@@ -294,7 +294,7 @@ func TestCompletion(t *testing.T) {
 		}
 		script := e.ok("", "completion", shell).stdout
 		for _, tc := range []struct{ line, want string }{
-			{"ctxstore sh", "show"},
+			{"ctxstore sh", "show\nshrink"},
 			{"ctxstore --db x.db pu", "purge"},
 			{"ctxstore show s --ep", "--epoch"},
 			{"ctxstore import --skip-e", "--skip-existing"},

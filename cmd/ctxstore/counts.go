@@ -134,18 +134,13 @@ func recount(ctx context.Context, st storage.Engine, info storage.SessionInfo) (
 		others = append(others, e)
 	}
 	var stale []ctxstore.Message
-	kept := map[string]map[uint64]int{}
+	kept := persistent.NewKeptCounter(st, info.Name, name)
 	for _, e := range others {
-		key := persistent.CountsKey(name, e.Seq)
-		b, ok := kept[key]
-		if !ok {
-			var err error
-			if b, err = persistent.KeptCounts(ctx, st, info.Name, name, e.Seq); err != nil {
-				return nil, explainIn(st, info.Name, fmt.Errorf("read the kept counts of session %q: %w", info.Name, err))
-			}
-			kept[key] = b
+		t, ok, err := kept.Count(ctx, e.Seq)
+		if err != nil {
+			return nil, explainIn(st, info.Name, fmt.Errorf("read the kept counts of session %q: %w", info.Name, err))
 		}
-		if t, ok := b[e.Seq]; ok {
+		if ok {
 			total += t
 			continue
 		}

@@ -273,8 +273,8 @@ func (d *demo) firstRun(ctx context.Context) error {
 		return d.explain(d.session, err)
 	}
 	for _, ev := range d.log.take() {
-		if ev.Name == ctxstore.EventInclude {
-			d.say("memory file %v became a system message (%s)", ev.Data["source"], ctxstore.EventInclude)
+		if inc, ok := ctxstore.IncludeOf(ev.Name, ev.Data); ok {
+			d.say("memory file %v became a system message (%s)", inc.Source, ctxstore.EventInclude)
 		}
 	}
 	if err := d.turns(ctx, m, 12); err != nil {
@@ -320,7 +320,7 @@ func (d *demo) restart(ctx context.Context) error {
 	}
 	ignored := false
 	for _, ev := range d.log.take() {
-		if ev.Name == ctxstore.EventResume && ev.Data["ignored_set_messages"] == true {
+		if r, ok := ctxstore.ResumeOf(ev.Name, ev.Data); ok && r.IgnoredSetMessages {
 			ignored = true
 		}
 	}

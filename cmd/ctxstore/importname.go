@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"unicode/utf8"
 
@@ -16,6 +17,17 @@ type importFlags struct {
 	prefix       string // --prefix: before every imported session's name
 	skipExisting bool
 	skipBad      bool
+	// transcript: the command is ingest, which reads transcripts only.
+	transcript bool
+}
+
+// define defines the flags of import and ingest on fs.
+func (o *importFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&o.session, "session", "", "session `NAME` for a transcript (as --as)")
+	fs.StringVar(&o.as, "as", "", "import into session `NAME`: an export's one session, or a transcript")
+	fs.StringVar(&o.prefix, "prefix", "", "put `P` before the name of every imported session")
+	fs.BoolVar(&o.skipExisting, "skip-existing", false, "leave sessions that already exist alone")
+	fs.BoolVar(&o.skipBad, "skip-bad", false, "succeed although malformed transcript lines were skipped")
 }
 
 // errSkippedLines means a transcript import skipped malformed lines

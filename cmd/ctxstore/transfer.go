@@ -111,11 +111,9 @@ func explainExport(st storage.Engine, err error) error {
 func importCommand() *command {
 	return &command{
 		name:    "import",
-		usage:   "FILE|DIR|- [--as NAME | --prefix P] [--skip-existing] [--skip-bad]",
-		summary: "import a ctxstore export, or an Amplifier context-messages.jsonl transcript",
-		help: `The format is recognised by the first line.
-
-A ctxstore export restores its sessions exactly (seqs, epochs, times,
+		usage:   "FILE|- [--as NAME | --prefix P] [--skip-existing]",
+		summary: "read a ctxstore export (ctxstore export's) back into the database",
+		help: `An export's sessions are restored exactly (seqs, epochs, times,
 token estimates, derived records), after checking them as strictly as
 'add' checks messages. A session that fails to import is removed again;
 one killed mid-import is left shorter and marked unfinished, which
@@ -125,25 +123,16 @@ an export of one session under another name; --prefix P puts P before
 the name of every session (import a backup beside the sessions it came
 from).
 
-Anything else is read as an Amplifier transcript, one message per line,
-into the session --as NAME (or --session NAME; default: ID for
-.../sessions/ID/context-messages.jsonl, else the file name without its
-extension, after --prefix; a DIR means DIR/context-messages.jsonl). Blank
-lines are ignored; malformed lines are skipped and reported with their
-line numbers, and the import exits 1 unless --skip-bad (the other lines
-are imported either way); the file is never modified. Importing the same file into the
-same session again does nothing, and an import cut short is continued.
+An Amplifier transcript is read with 'ctxstore ingest'; given one, import
+ingests it as ingest does, as it always has (it took both before ingest
+had a name of its own).
 
 On a terminal, long imports show a progress bar on stderr.`,
-		example: "ctxstore --db fresh.db import backup.jsonl\nctxstore import ~/.amplifier/projects/p/sessions/abc    # session \"abc\"",
+		example: "ctxstore --db fresh.db import backup.jsonl\nctxstore import --prefix restored/ backup.jsonl",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
 			var o importFlags
-			fs.StringVar(&o.session, "session", "", "session `NAME` for a transcript (as --as)")
-			fs.StringVar(&o.as, "as", "", "import into session `NAME`: an export's one session, or a transcript")
-			fs.StringVar(&o.prefix, "prefix", "", "put `P` before the name of every imported session")
-			fs.BoolVar(&o.skipExisting, "skip-existing", false, "leave sessions that already exist alone")
-			fs.BoolVar(&o.skipBad, "skip-bad", false, "succeed although malformed transcript lines were skipped")
+			o.define(fs)
 			pos, err := a.parse(c, fs, args, 1, 1)
 			if err != nil {
 				return err
@@ -187,6 +176,9 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 	h, isExport, err := export.ParseHeader(first)
 	if err != nil {
 		return fmt.Errorf("%s: %w", label, err)
+	}
+	if isExport && o.transcript {
+		return usagef("%s is a ctxstore export, not a transcript: read it back with: %s", label, a.cmdline("import %s", shellQuote(file)))
 	}
 	var rename func(string) (string, error)
 	if isExport { // before the database is opened (and perhaps created)
@@ -237,7 +229,11 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 	if err != nil {
 		return explainIn(st, "", fmt.Errorf("import %s into session %q: %w", label, session, err))
 	}
-	if err := reportTranscript(a, label, st.Location(), rep); err != nil {
+	verb := "imported"
+	if o.transcript {
+		verb = "ingested"
+	}
+	if err := reportTranscript(a, label, st.Location(), rep, verb); err != nil {
 		return err
 	}
 	return o.checkSkipped(label, rep)
@@ -325,15 +321,17 @@ func transcriptSession(path string) string {
 	return strings.TrimSuffix(base, filepath.Ext(base))
 }
 
-func reportTranscript(a *app, label, db string, rep resume.ImportReport) error {
+// reportTranscript says what reading a transcript did, verb saying how it
+// was read ("ingested", or "imported" by the command's former name).
+func reportTranscript(a *app, label, db string, rep resume.ImportReport, verb string) error {
 	if a.json {
 		return writeJSON(a.stdout, rep)
 	}
 	if rep.Skipped != "" {
-		fmt.Fprintf(a.stdout, "nothing imported into session %q in %s: %s\n", rep.Session, db, rep.Skipped)
+		fmt.Fprintf(a.stdout, "nothing %s into session %q in %s: %s\n", verb, rep.Session, db, rep.Skipped)
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "imported %d messages from %s into session %q in %s", rep.Imported, label, rep.Session, db)
+	fmt.Fprintf(a.stdout, "%s %d messages from %s into session %q in %s", verb, rep.Imported, label, rep.Session, db)
 	if rep.Continued > 0 {
 		fmt.Fprintf(a.stdout, " (continuing an interrupted import that had stored %d)", rep.Continued)
 	}

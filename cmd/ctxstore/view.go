@@ -213,8 +213,8 @@ func viewOf(ctx context.Context, mgr *persistent.Manager, log *eventLog, req ctx
 func printViewReport(w io.Writer, rep viewReport, full bool) {
 	var warnings []string
 	for _, ev := range rep.Events {
-		if ev.Name == ctxstore.EventWarning {
-			warnings = append(warnings, fmt.Sprint(ev.Data["message"]))
+		if wa, ok := ctxstore.WarningOf(ev.Name, ev.Data); ok {
+			warnings = append(warnings, wa.Message)
 		}
 	}
 	io.WriteString(w, rep.view.Report(ctxstore.ReportOptions{Full: full, Warnings: warnings}))

@@ -194,7 +194,7 @@ session goes (every epoch, its derived records), leaving only a tombstone of
 its name with its last seq and epoch, so that a session later created under
 that name continues after them; with --epoch N only that earlier epoch's
 messages (the current epoch cannot be purged: 'clear' it first). The space
-is reused by later writes; 'ctxstore compact-file' shrinks the file. Asks
+is reused by later writes; 'ctxstore shrink' shrinks the file. Asks
 for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 		example: "ctxstore purge scratch --yes\nctxstore purge work --epoch 1 --yes",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {

@@ -8,19 +8,21 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 )
 
-func compactFileCommand() *command {
+func shrinkCommand() *command {
 	return &command{
-		name:    "compact-file",
+		name:    "shrink",
+		aliases: []string{"compact-file"},
 		usage:   "[OUT]",
 		summary: "rewrite the file without its free pages (after purges), in place or into OUT",
 		help: `bbolt never gives freed pages back to the file system: after 'purge' the
-file keeps its size and reuses the space. compact-file copies every
-bucket into a new, tightly packed file. It verifies the file first and
-refuses a damaged one (see 'ctxstore doctor').
+file keeps its size and reuses the space. shrink copies every bucket into
+a new, tightly packed file. It verifies the file first and refuses a
+damaged one (see 'ctxstore doctor'). It was called compact-file, which
+still runs it: compaction is what a view does to a conversation.
 
 The copy holds every message: also the appends still in the file's
 write-ahead log (FILE-wal, beside it), which the file alone does not
-hold until they are applied to it. compact-file holds the log's lock as
+hold until they are applied to it. shrink holds the log's lock as
 well as the file's, so no append lands in between.
 
 With OUT, the copy goes to OUT (which must not exist) and the database and
@@ -28,7 +30,7 @@ its log are left as they are; OUT alone is a complete copy. Other
 processes may keep using the database meanwhile (their writes wait until
 the copy is made).
 
-Without OUT, the copy replaces the database: compact-file takes the
+Without OUT, the copy replaces the database: shrink takes the
 exclusive locks of the log and of the file (waiting at most
 --lock-timeout, 5 s by default, for other processes, which only hold
 them for the length of one operation), writes the copy beside it, syncs it
@@ -37,20 +39,20 @@ empties the log, whose records are in the copy: afterwards the file alone
 holds every message, until the next append. A process
 that was waiting for the lock notices the file was replaced and locks the
 new one, so no write lands in the old copy. A process that keeps the file
-open the whole time (not ctxstore's way) makes compact-file fail with a
+open the whole time (not ctxstore's way) makes shrink fail with a
 "held by another process" error instead. A symlinked database has its
 target replaced; the copy keeps the file's mode and owner.
 
 Ctrl-C or a failed write (a full disk) leaves the database and OUT as they
 were, with exit status 1; a copy left by a killed run is removed by the
 next one.`,
-		example: "ctxstore compact-file\nctxstore compact-file /tmp/smaller.db",
+		example: "ctxstore shrink\nctxstore shrink /tmp/smaller.db",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			pos, err := a.parse(c, a.flags(c), args, 0, 1)
 			if err != nil {
 				return err
 			}
-			if err := supported[storage.Compacter](a, "compact-file", "gives space back itself (autovacuum; VACUUM FULL to shrink tables)"); err != nil {
+			if err := supported[storage.Shrinker](a, "shrink", "gives space back itself (autovacuum; VACUUM FULL to shrink tables)"); err != nil {
 				return err
 			}
 			// Verify first: bbolt faults fatally (not a recoverable panic)
@@ -63,13 +65,13 @@ next one.`,
 			rep, err := storage.Verify(ctx, st)
 			st.Close()
 			if err != nil && ctx.Err() != nil {
-				return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", path, ctx.Err(), path)
+				return fmt.Errorf("shrink %s: interrupted (%w); %s is unchanged", path, ctx.Err(), path)
 			}
 			if err != nil {
-				return explain(path, "", fmt.Errorf("compact-file: verify first: %w", err))
+				return explain(path, "", fmt.Errorf("shrink: verify first: %w", err))
 			}
 			if !rep.Intact() {
-				return fmt.Errorf("%s is damaged (%d problems; see: ctxstore --db %s verify): compact-file copies only sound files; recover what is readable with: ctxstore --db %s doctor --salvage OUT.db",
+				return fmt.Errorf("%s is damaged (%d problems; see: ctxstore --db %s verify): shrink copies only sound files; recover what is readable with: ctxstore --db %s doctor --salvage OUT.db",
 					path, rep.ProblemCount(), shellQuote(path), shellQuote(path))
 			}
 
@@ -81,13 +83,13 @@ next one.`,
 			if len(pos) == 1 {
 				out = pos[0]
 				if _, err := os.Lstat(out); err == nil {
-					return fmt.Errorf("%s already exists: compact-file writes only new files", out)
+					return fmt.Errorf("%s already exists: shrink writes only new files", out)
 				}
 				if same, _ := sameFilePath(path, out); same {
-					return fmt.Errorf("%s is the database itself: compact-file OUT writes a new file", out)
+					return fmt.Errorf("%s is the database itself: shrink OUT writes a new file", out)
 				}
 			}
-			err = storage.Compact(ctx, path, pos0(pos), storage.CompactOptions{LockTimeout: a.lockTimeout})
+			err = storage.Shrink(ctx, path, pos0(pos), storage.ShrinkOptions{LockTimeout: a.lockTimeout})
 			if err != nil {
 				return explain(path, "", err)
 			}
@@ -98,7 +100,7 @@ next one.`,
 			if a.json {
 				return writeJSON(a.stdout, map[string]any{"file": path, "out": out, "bytes_before": before.Size(), "bytes_after": after.Size()})
 			}
-			fmt.Fprintf(a.stdout, "compacted %s: %s -> %s", path, human(before.Size()), human(after.Size()))
+			fmt.Fprintf(a.stdout, "shrank %s: %s -> %s", path, human(before.Size()), human(after.Size()))
 			if out != path {
 				fmt.Fprintf(a.stdout, " (written to %s; the original is unchanged)", out)
 			}

@@ -13,20 +13,21 @@ import (
 	"github.com/ctxstore/ctxstore/internal/tempfile"
 )
 
-// CompactOptions tune Compact.
-type CompactOptions struct {
+// ShrinkOptions tune Shrink.
+type ShrinkOptions struct {
 	// LockTimeout bounds the wait for other processes' locks; 0 means
 	// DefaultLockTimeout.
 	LockTimeout time.Duration
 }
 
 // compactTempSuffix follows a compaction's target name (after a dot) in the
-// name of the copy being written, so a copy left by a killed Compact is
+// name of the copy being written, so a copy left by a killed Shrink is
 // recognisable and removed by the next one.
 const compactTempSuffix = ".compact-"
 
-// Compact writes a tightly packed copy of the store file at path, its log's
-// appends included (see CompactFile), taking the locks of the log and of
+// Shrink writes a tightly packed copy of the store file at path, without
+// the pages purges freed (bbolt never gives them back to the file system),
+// its log's appends included (see CompactFile), taking the locks of the log and of
 // the file itself (the log's first, as every Store takes them).
 //
 // With dst, the copy goes to dst, a new file (it fails if dst exists), under
@@ -41,23 +42,23 @@ const compactTempSuffix = ".compact-"
 //
 // Whatever fails or is cancelled before the copy is in place, path and dst
 // are left as they were ("unchanged" in the error), and the partial copy
-// is removed (a copy left by a killed process, by the next Compact).
-func Compact(ctx context.Context, path, dst string, opts CompactOptions) error {
+// is removed (a copy left by a killed process, by the next Shrink).
+func Shrink(ctx context.Context, path, dst string, opts ShrinkOptions) error {
 	wait := opts.LockTimeout
 	if wait <= 0 {
 		wait = DefaultLockTimeout
 	}
 	if dst == "" {
-		return compactInPlace(ctx, path, wait)
+		return shrinkInPlace(ctx, path, wait)
 	}
-	return compactInto(ctx, path, dst, wait)
+	return shrinkInto(ctx, path, dst, wait)
 }
 
-// compactInto copies src and the records of its log into a new file dst
+// shrinkInto copies src and the records of its log into a new file dst
 // under shared locks of both. dst must not exist (src itself, for one).
-func compactInto(ctx context.Context, src, dst string, wait time.Duration) error {
+func shrinkInto(ctx context.Context, src, dst string, wait time.Duration) error {
 	if _, err := os.Lstat(dst); err == nil {
-		return fmt.Errorf("%s already exists: compaction writes only new files", dst)
+		return fmt.Errorf("%s already exists: shrink writes only new files", dst)
 	}
 	log, err := lockLogWaiting(ctx, src, os.O_RDONLY, syscall.LOCK_SH, wait)
 	if err != nil {
@@ -70,22 +71,22 @@ func compactInto(ctx context.Context, src, dst string, wait time.Duration) error
 	if err != nil {
 		return interrupted(ctx, err, src, dst)
 	}
-	return copyCompacted(ctx, f, log, src, dst, false, func(tmp string) error {
+	return copyShrunk(ctx, f, log, src, dst, false, func(tmp string) error {
 		// Link, unlike rename, fails if dst appeared meanwhile.
 		if err := os.Link(tmp, dst); err != nil {
-			return fmt.Errorf("compact %s into %s: %w", src, dst, err)
+			return fmt.Errorf("shrink %s into %s: %w", src, dst, err)
 		}
 		return syncDir(filepath.Dir(dst))
 	})
 }
 
-// compactInPlace replaces path with a compacted copy, holding the
+// shrinkInPlace replaces path with a compacted copy, holding the
 // exclusive locks of its log and of the file, so no other process writes
 // in between. The log is the symlink target's (LogPath).
-func compactInPlace(ctx context.Context, path string, wait time.Duration) error {
+func shrinkInPlace(ctx context.Context, path string, wait time.Duration) error {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return fmt.Errorf("compact %s: %w", path, err)
+		return fmt.Errorf("shrink %s: %w", path, err)
 	}
 	log, err := lockLogWaiting(ctx, path, os.O_RDWR, syscall.LOCK_EX, wait)
 	if err != nil {
@@ -101,17 +102,17 @@ func compactInPlace(ctx context.Context, path string, wait time.Duration) error 
 	if err != nil {
 		return interrupted(ctx, err, path, path)
 	}
-	// copyCompacted keeps f (and so the lock) until the rename is done.
-	return copyCompacted(ctx, f, log, real, real, true, func(tmp string) error {
+	// copyShrunk keeps f (and so the lock) until the rename is done.
+	return copyShrunk(ctx, f, log, real, real, true, func(tmp string) error {
 		fi, err := f.Stat()
 		if err != nil {
-			return fmt.Errorf("compact %s: %w", real, err)
+			return fmt.Errorf("shrink %s: %w", real, err)
 		}
 		if err := keepModeOwner(tmp, fi); err != nil {
-			return fmt.Errorf("compact %s: %w (the file is unchanged; compact it into a new file instead)", real, err)
+			return fmt.Errorf("shrink %s: %w (the file is unchanged; shrink it into a new file instead)", real, err)
 		}
 		if err := os.Rename(tmp, real); err != nil {
-			return fmt.Errorf("compact %s: replace: %w", real, err)
+			return fmt.Errorf("shrink %s: replace: %w", real, err)
 		}
 		return syncDir(filepath.Dir(real))
 	})
@@ -123,22 +124,22 @@ func interrupted(ctx context.Context, err error, src, dst string) error {
 	if ctx.Err() == nil {
 		return err
 	}
-	return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
+	return fmt.Errorf("shrink %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
 }
 
-// copyCompacted compacts the store file src, open and locked on f, and the
+// copyShrunk writes a compacted copy of the store file src, open and locked on f, and the
 // records of its log (locked on log, or nil if there is none), into a new
 // temporary file beside dst (created with O_EXCL under a random name),
 // syncs it and hands it to finish, which puts it in place, before closing
 // src (releasing the lock). replace says finish puts it in src's place.
 // Whatever fails or is cancelled before finish ran, the temporary file is
 // removed and dst is left as it was.
-func copyCompacted(ctx context.Context, f, log *os.File, src, dst string, replace bool, finish func(tmp string) error) error {
+func copyShrunk(ctx context.Context, f, log *os.File, src, dst string, replace bool, finish func(tmp string) error) error {
 	tempfile.RemoveAbandoned(dst, ".compact") // also the older ".compact<digits>" names
 	tmpf, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+compactTempSuffix+"*")
 	if err != nil {
 		f.Close()
-		return fmt.Errorf("compact %s: %w", src, err)
+		return fmt.Errorf("shrink %s: %w", src, err)
 	}
 	tmp := tmpf.Name()
 	tmpf.Close()
@@ -156,11 +157,11 @@ func copyCompacted(ctx context.Context, f, log *os.File, src, dst string, replac
 	case finishErr != nil:
 		return finishErr
 	case finished:
-		return fmt.Errorf("compact %s: %w", src, err) // in place already: nothing is "unchanged"
+		return fmt.Errorf("shrink %s: %w", src, err) // in place already: nothing is "unchanged"
 	case ctx.Err() != nil:
-		return fmt.Errorf("compact %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
+		return fmt.Errorf("shrink %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
 	}
-	return fmt.Errorf("compact %s: %w; %s is unchanged", src, err, dst)
+	return fmt.Errorf("shrink %s: %w; %s is unchanged", src, err, dst)
 }
 
 // lockPathWaiting opens path and takes its flock, waiting at most wait; it
@@ -189,7 +190,7 @@ func lockPathWaiting(ctx context.Context, path string, flag, how int, wait time.
 			// The pending flock ends with the descriptor's last
 			// reference; the caller's process exits soon after.
 			f.Close()
-			return nil, fmt.Errorf("compact %s: %w: waited %v", path, ErrLocked, wait)
+			return nil, fmt.Errorf("shrink %s: %w: waited %v", path, ErrLocked, wait)
 		case <-ctx.Done():
 			f.Close()
 			return nil, ctx.Err()
