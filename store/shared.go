@@ -59,7 +59,7 @@ func OpenShared(path string, opts Options) (*Shared, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
-	if _, err := os.Stat(path); err == nil {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
 		// A second name of a file already open here would find its Store
 		// in the registry; it is refused as Open refuses it, since another
 		// process using that name would keep a log of its own.
