@@ -8,7 +8,8 @@
 #   -rounds N       runs of each build, alternating base/new (default 6; 12+ for a note
 #                   on a busy machine); benchstat wants at least 6 for its intervals
 #   -benchtime D    go test -benchtime per benchmark (default 300ms)
-#   -bench REGEXP   which hot-path benchmarks (default HotPath: all of them)
+#   -bench REGEXP   which hot-path benchmarks, as go test -bench reads it (default HotPath: all
+#                   of them; HotPath/^Append$ or 'HotPath/(Request|Resume)' for some)
 #   -out DIR        keep the raw results (base.txt, new.txt) and benchstat's table there
 #
 # The hot-path benchmarks are the files named hotpath_bench_test.go (today
@@ -21,9 +22,11 @@
 #
 # Each round runs the base's test binaries and the working tree's one after
 # the other, in alternating order, so the load of a shared machine falls on
-# both alike. The default takes about three minutes on two cores.
+# both alike. The default takes about four minutes on an idle two-core
+# machine, twice that or more when other builds load it.
 set -euo pipefail
 
+command="$0 $*"
 base="" rounds=6 benchtime=300ms bench=HotPath out=""
 # benchstat's version: one known to work (see go.mod's Go version).
 benchstat_mod=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
@@ -92,6 +95,7 @@ run() {
 	done
 }
 
+echo "command: $command" >&2
 echo "base $base ($(git rev-parse --short "$base_rev")) vs the working tree ($(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ', with uncommitted changes')); $rounds rounds, -benchtime $benchtime, -bench $bench" >&2
 for r in $(seq "$rounds"); do
 	echo "round $r/$rounds (load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?'))" >&2
