@@ -196,7 +196,7 @@ func TestRoundTripProperty(t *testing.T) {
 	}
 }
 
-func openSession(t *testing.T, db, name string) *amplifier.Session {
+func openSession(t testing.TB, db, name string) *amplifier.Session {
 	t.Helper()
 	s, err := amplifier.OpenSession(amplifier.SessionConfig{DB: db, Session: name})
 	if err != nil {

@@ -62,6 +62,8 @@ type Server struct {
 
 	mu sync.RWMutex
 	m  ctxstore.Manager
+
+	protos protoCache
 }
 
 // Options configure a Server. The zero Options are valid.
@@ -196,7 +198,7 @@ func (s *Server) GetMessages(ctx context.Context, _ *pb.Empty) (*pb.GetMessagesR
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("get messages: %w", err))
 	}
-	return response(ms), nil
+	return s.response(ms), nil
 }
 
 // GetMessagesForRequest returns the view for one model request. A
@@ -220,7 +222,7 @@ func (s *Server) GetMessagesForRequest(ctx context.Context, req *pb.GetMessagesF
 	if err != nil {
 		return nil, toStatus(fmt.Errorf("get messages for request: %w", err))
 	}
-	return response(ms), nil
+	return s.response(ms), nil
 }
 
 // SetMessages replaces the history; a resumed persistent session ignores
@@ -255,10 +257,10 @@ func (s *Server) Clear(ctx context.Context, _ *pb.Empty) (*pb.Empty, error) {
 	return &pb.Empty{}, nil
 }
 
-func response(ms []ctxstore.Message) *pb.GetMessagesResponse {
+func (s *Server) response(ms []ctxstore.Message) *pb.GetMessagesResponse {
 	out := &pb.GetMessagesResponse{Messages: make([]*pb.Message, len(ms))}
 	for i, m := range ms {
-		out.Messages[i] = ToProto(m)
+		out.Messages[i] = s.protos.get(m)
 	}
 	return out
 }

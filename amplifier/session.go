@@ -38,9 +38,10 @@ type SessionConfig struct {
 	// Persistent configures the manager (compaction, memory files…). Its
 	// Estimator is set by Counter and the request's provider.
 	Persistent persistent.Config
-	// Counter is the token counter of requests naming no provider, or a
-	// provider ProviderCounters does not list: "o200k_base" (default),
-	// "cl100k_base" or "heuristic".
+	// Counter is the token counter the session opens with, and the one
+	// of providers neither ProviderCounters nor the built-in table lists:
+	// "o200k_base" (default), "cl100k_base" or "heuristic". A request
+	// naming no provider keeps the counter in use.
 	Counter string
 	// ProviderCounters maps provider names (as a request's provider_name
 	// gives them) to counter names, over the built-in "openai" and
