@@ -45,6 +45,12 @@ func benchResult(i int) *pb.Message {
 	return &pb.Message{Role: pb.Role_ROLE_TOOL, ToolCallId: fmt.Sprintf("call_%d", i), Content: &pb.Message_TextContent{TextContent: strings.Repeat("drwxr-xr-x 2 root root 4096 file\n", 10)}}
 }
 
+// median returns the median of d in microseconds.
+func median(d []time.Duration) float64 {
+	slices.Sort(d)
+	return float64(d[len(d)/2].Nanoseconds()) / 1e3
+}
+
 // floor times the cheapest call of the same connection (GetModuleInfo:
 // nothing to read, convert or store), the round trip every call pays.
 func (p pair) floor(b *testing.B) time.Duration {
@@ -59,12 +65,8 @@ func (p pair) floor(b *testing.B) time.Duration {
 // of an empty round trip on the same connection, and the ratio of the
 // gRPC p50 to its target, 2× the in-process p50 + 100 µs (≤ 1 meets it).
 func report(b *testing.B, local, remote, floor []time.Duration) {
-	p50 := func(d []time.Duration) float64 {
-		slices.Sort(d)
-		return float64(d[len(d)/2].Nanoseconds()) / 1e3
-	}
-	l, r := p50(local), p50(remote)
-	b.ReportMetric(p50(floor), "roundtrip-p50-µs")
+	l, r := median(local), median(remote)
+	b.ReportMetric(median(floor), "roundtrip-p50-µs")
 	b.ReportMetric(l, "inproc-p50-µs")
 	b.ReportMetric(r, "grpc-p50-µs")
 	b.ReportMetric(r/(2*l+100), "grpc/target")

@@ -21,12 +21,23 @@ import (
 // serve serves srv on a loopback port and returns a connection to it.
 func serve(t testing.TB, srv *amplifier.Server) *grpc.ClientConn {
 	t.Helper()
+	return serveWith(t, srv.Register)
+}
+
+// serveContext serves a bare ContextService.
+func serveContext(t testing.TB, cs pb.ContextServiceServer) *grpc.ClientConn {
+	t.Helper()
+	return serveWith(t, func(g grpc.ServiceRegistrar) { pb.RegisterContextServiceServer(g, cs) })
+}
+
+func serveWith(t testing.TB, register func(grpc.ServiceRegistrar)) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	srv.Register(g)
+	register(g)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
