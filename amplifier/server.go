@@ -60,8 +60,9 @@ type Server struct {
 	info   *pb.ModuleInfo
 	logger *slog.Logger
 
-	mu sync.RWMutex
-	m  ctxstore.Manager
+	mounting sync.Mutex // serializes Mount, Cleanup and Close
+	mu       sync.RWMutex
+	m        ctxstore.Manager
 
 	protos protoCache
 }
@@ -70,8 +71,9 @@ type Server struct {
 type Options struct {
 	// Info is what GetModuleInfo returns; nil = ctxstore's own.
 	Info *pb.ModuleInfo
-	// Logger receives what the server reports beside its replies (a
-	// manager that failed to close); nil = silent.
+	// Logger receives the failures the host cannot fix by changing its
+	// request (UNAVAILABLE, DATA_LOSS, INTERNAL), for the operator; nil =
+	// silent.
 	Logger *slog.Logger
 }
 
@@ -104,6 +106,8 @@ func (s *Server) Manager() ctxstore.Manager {
 // It is what Cleanup does, for a host process stopping on its own (a
 // signal), and it is idempotent.
 func (s *Server) Close() error {
+	s.mounting.Lock()
+	defer s.mounting.Unlock()
 	s.mu.Lock()
 	m := s.m
 	s.m = nil
@@ -117,23 +121,25 @@ func (s *Server) Close() error {
 // Mount opens the manager. A second Mount without Cleanup in between is
 // refused: one server serves one session.
 func (s *Server) Mount(ctx context.Context, req *pb.MountRequest) (*pb.MountResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m != nil {
+	s.mounting.Lock()
+	defer s.mounting.Unlock()
+	if s.Manager() != nil {
 		return nil, status.Error(codes.FailedPrecondition, "already mounted: one module process serves one session; call Cleanup before mounting again")
 	}
 	m, err := s.mount(ctx, req)
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("mount: %w", err))
+		return nil, s.fail(fmt.Errorf("mount: %w", err))
 	}
+	s.mu.Lock()
 	s.m = m
+	s.mu.Unlock()
 	return &pb.MountResponse{Success: true, Status: pb.HealthStatus_HEALTH_STATUS_SERVING}, nil
 }
 
 // Cleanup closes the mounted manager (nothing to do before Mount).
 func (s *Server) Cleanup(ctx context.Context, _ *pb.Empty) (*pb.Empty, error) {
 	if err := s.Close(); err != nil {
-		return nil, toStatus(fmt.Errorf("cleanup: %w", err))
+		return nil, s.fail(fmt.Errorf("cleanup: %w", err))
 	}
 	return &pb.Empty{}, nil
 }
@@ -180,10 +186,10 @@ func (s *Server) AddMessage(ctx context.Context, req *pb.AddMessageRequest) (*pb
 	}
 	msg, err := ProtoToMessage(req.GetMessage())
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("add message: %w", err))
+		return nil, s.fail(fmt.Errorf("add message: %w", err))
 	}
 	if err := m.AddMessage(ctx, msg); err != nil {
-		return nil, toStatus(fmt.Errorf("add message: %w", err))
+		return nil, s.fail(fmt.Errorf("add message: %w", err))
 	}
 	return &pb.Empty{}, nil
 }
@@ -196,7 +202,7 @@ func (s *Server) GetMessages(ctx context.Context, _ *pb.Empty) (*pb.GetMessagesR
 	}
 	ms, err := m.GetMessages(ctx)
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("get messages: %w", err))
+		return nil, s.fail(fmt.Errorf("get messages: %w", err))
 	}
 	return s.response(ms), nil
 }
@@ -215,12 +221,12 @@ func (s *Server) GetMessagesForRequest(ctx context.Context, req *pb.GetMessagesF
 	}
 	if ps, ok := m.(ProviderSelector); ok && req.GetProviderName() != "" {
 		if err := ps.UseProvider(ctx, req.GetProviderName()); err != nil {
-			return nil, toStatus(fmt.Errorf("get messages for request: provider %q: %w", req.GetProviderName(), err))
+			return nil, s.fail(fmt.Errorf("get messages for request: provider %q: %w", req.GetProviderName(), err))
 		}
 	}
 	ms, err := m.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: int(req.GetTokenBudget())})
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("get messages for request: %w", err))
+		return nil, s.fail(fmt.Errorf("get messages for request: %w", err))
 	}
 	return s.response(ms), nil
 }
@@ -235,11 +241,11 @@ func (s *Server) SetMessages(ctx context.Context, req *pb.SetMessagesRequest) (*
 	ms := make([]ctxstore.Message, len(req.GetMessages()))
 	for i, p := range req.GetMessages() {
 		if ms[i], err = ProtoToMessage(p); err != nil {
-			return nil, toStatus(fmt.Errorf("set messages: messages[%d]: %w", i, err))
+			return nil, s.fail(fmt.Errorf("set messages: messages[%d]: %w", i, err))
 		}
 	}
 	if err := m.SetMessages(ctx, ms); err != nil {
-		return nil, toStatus(fmt.Errorf("set messages: %w", err))
+		return nil, s.fail(fmt.Errorf("set messages: %w", err))
 	}
 	return &pb.Empty{}, nil
 }
@@ -252,7 +258,7 @@ func (s *Server) Clear(ctx context.Context, _ *pb.Empty) (*pb.Empty, error) {
 		return nil, err
 	}
 	if err := m.Clear(ctx); err != nil {
-		return nil, toStatus(fmt.Errorf("clear: %w", err))
+		return nil, s.fail(fmt.Errorf("clear: %w", err))
 	}
 	return &pb.Empty{}, nil
 }
@@ -263,6 +269,17 @@ func (s *Server) response(ms []ctxstore.Message) *pb.GetMessagesResponse {
 		out.Messages[i] = s.protos.get(m)
 	}
 	return out
+}
+
+// fail turns err into the status the host gets, logging the failures the
+// host cannot fix by changing its request.
+func (s *Server) fail(err error) error {
+	st := toStatus(err)
+	switch status.Code(st) {
+	case codes.Unavailable, codes.DataLoss, codes.Internal:
+		s.logger.Error("request failed", "code", status.Code(st).String(), "err", err)
+	}
+	return st
 }
 
 // toStatus gives err the gRPC code a host can act on: INVALID_ARGUMENT for

@@ -374,3 +374,18 @@ func TestHostSeveralSessions(t *testing.T) {
 	a.stop(t)
 	b.stop(t)
 }
+
+// TestHostLargeMessage: a 6 MiB message (over gRPC's default 4 MiB, under
+// ctxstore's 8 MiB limit) is stored and read back whole.
+func TestHostLargeMessage(t *testing.T) {
+	m := spawn(t)
+	m.mount(t, map[string]string{"db": filepath.Join(t.TempDir(), "big.db"), "session": "big"})
+	big := text(pb.Role_ROLE_TOOL, strings.Repeat("x", 6<<20))
+	big.ToolCallId = "call_big"
+	m.add(t, big)
+	resp, err := m.ctx.GetMessages(context.Background(), &pb.Empty{}, grpc.MaxCallRecvMsgSize(64<<20))
+	if err != nil || len(resp.GetMessages()) != 1 || !proto.Equal(resp.GetMessages()[0], big) {
+		t.Fatalf("6 MiB message: %d messages back, %v", len(resp.GetMessages()), err)
+	}
+	m.stop(t)
+}

@@ -47,6 +47,11 @@ func main() {
 // stopGrace bounds how long a stop waits for calls in flight.
 const stopGrace = 10 * time.Second
 
+// maxRequest is the largest request the server reads: gRPC's default of
+// 4 MiB would refuse a message ctxstore accepts (up to 8 MiB by default),
+// and SetMessages carries a whole transcript.
+const maxRequest = 64 << 20
+
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := flag.NewFlagSet("ctxstore-amplifier", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -68,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 1
 	}
 	srv := newServer(logger, getenv)
-	g := grpc.NewServer()
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(maxRequest))
 	srv.Register(g)
 
 	stop := make(chan os.Signal, 1)
