@@ -342,16 +342,67 @@ func TestHostErrors(t *testing.T) {
 	m.stop(t)
 }
 
-// TestHostDatabaseFromEnvironment: without a db key the module uses
-// $CTXSTORE_DB.
-func TestHostDatabaseFromEnvironment(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "env.db")
-	m := spawn(t, "CTXSTORE_DB="+db)
-	m.mount(t, map[string]string{"session": "e"})
-	m.add(t, text(pb.Role_ROLE_USER, "hi"))
+// TestHostDatabaseDefault: without a db key the module uses
+// $CTXSTORE_DB, else the XDG data directory, as the ctxstore command does.
+func TestHostDatabaseDefault(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"CTXSTORE_DB", []string{"CTXSTORE_DB=" + filepath.Join(dir, "env.db")}, filepath.Join(dir, "env.db")},
+		{"XDG_DATA_HOME", []string{"CTXSTORE_DB=", "XDG_DATA_HOME=" + filepath.Join(dir, "xdg")}, filepath.Join(dir, "xdg", "ctxstore", "ctxstore.db")},
+		{"HOME", []string{"CTXSTORE_DB=", "XDG_DATA_HOME=", "HOME=" + filepath.Join(dir, "home")}, filepath.Join(dir, "home", ".local", "share", "ctxstore", "ctxstore.db")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := spawn(t, tt.env...)
+			m.mount(t, map[string]string{"session": "e"})
+			m.add(t, text(pb.Role_ROLE_USER, "hi"))
+			m.stop(t)
+			if _, err := os.Stat(tt.want); err != nil {
+				t.Fatalf("database not at %s: %v", tt.want, err)
+			}
+		})
+	}
+}
+
+// TestHostMemoryFiles: a Mount config key reaches the session's config:
+// a fresh session starts with its memory file.
+func TestHostMemoryFiles(t *testing.T) {
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "NOTES.md")
+	if err := os.WriteFile(notes, []byte("The user prefers metric units."), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := spawn(t)
+	m.mount(t, map[string]string{"db": filepath.Join(dir, "ctx.db"), "session": "mem", "memory_files": `["` + notes + `"]`})
+	got := m.messages(t)
+	if len(got) != 1 || got[0].GetRole() != pb.Role_ROLE_SYSTEM || !strings.Contains(got[0].GetTextContent(), "metric units") {
+		t.Fatalf("fresh session with a memory file: %v", got)
+	}
 	m.stop(t)
-	if _, err := os.Stat(db); err != nil {
-		t.Fatalf("$CTXSTORE_DB not used: %v", err)
+}
+
+// TestListenAndUsage: --listen ADDR serves and reports the port; bad
+// flags exit 2 with a message.
+func TestListenAndUsage(t *testing.T) {
+	cmd := exec.Command(binary(t), "--listen", "127.0.0.1:0")
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if !strings.HasPrefix(line, "READY:") || strings.TrimSpace(line) == "READY:0" {
+		t.Fatalf("--listen 127.0.0.1:0: first line %q, want READY:<port>", line)
+	}
+	for _, args := range [][]string{{}, {"--port", "1", "--listen", "x:1"}, {"--port", "70000"}, {"--port", "1", "extra"}} {
+		out, err := exec.Command(binary(t), args...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--port") {
+			t.Errorf("%q: %v, output %q; want exit 2 with usage", args, err, out)
+		}
 	}
 }
 

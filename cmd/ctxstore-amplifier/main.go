@@ -44,6 +44,16 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 }
 
+const usage = `usage: ctxstore-amplifier --port N | --listen ADDR
+
+  --port N       listen on 127.0.0.1:N and print READY:<port> on standard output
+                 (how an Amplifier host spawns a module; 0 picks a free port)
+  --listen ADDR  listen on ADDR (host:port) and print READY:<port>
+
+The host's Mount call names the database and session (config keys db, session,
+strategy, max_tokens, memory_files, counter...; GetModuleInfo lists them).
+`
+
 // stopGrace bounds how long a stop waits for calls in flight.
 const stopGrace = 10 * time.Second
 
@@ -55,9 +65,13 @@ const maxRequest = 64 << 20
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := flag.NewFlagSet("ctxstore-amplifier", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	port := fs.Int("port", -1, "listen on 127.0.0.1:`N` and print READY:<port> (the host's sidecar handshake; 0 picks a free port)")
-	listen := fs.String("listen", "", "listen on `ADDR` (host:port) and print READY:<port>")
+	port := fs.Int("port", -1, "")
+	listen := fs.String("listen", "", "")
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	addr, err := address(*port, *listen, fs.NArg())
