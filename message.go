@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/ctxstore/ctxstore/internal/jsonscan"
 	"github.com/ctxstore/ctxstore/internal/notice"
+	"slices"
 	"strings"
 )
 
@@ -49,8 +50,8 @@ func invalid(field, format string, args ...any) error {
 }
 
 // ToolCall is one tool invocation requested by an assistant message, from
-// either an OpenAI-style "tool_calls" entry or an Anthropic-style "tool_use"
-// content block.
+// an OpenAI-style "tool_calls" entry, an Anthropic-style "tool_use" content
+// block or an Amplifier-style "tool_call" content block.
 type ToolCall struct {
 	ID   string
 	Name string
@@ -337,8 +338,16 @@ func (m *Message) parseContent() error {
 			if id := jsonscan.StringMember(b, "id"); id != "" {
 				m.calls = append(m.calls, ToolCall{ID: id, Name: jsonscan.StringMember(b, "name"), Arguments: jsonscan.Member(b, "input")})
 			}
+		case "tool_call": // Amplifier's native block
+			if id := jsonscan.StringMember(b, "id"); id != "" {
+				m.calls = append(m.calls, ToolCall{ID: id, Name: jsonscan.StringMember(b, "name"), Arguments: jsonscan.Member(b, "input")})
+			}
 		case "tool_result":
 			if id := jsonscan.StringMember(b, "tool_use_id"); id != "" {
+				m.resultIDs = append(m.resultIDs, id)
+			} else if id := jsonscan.StringMember(b, "tool_call_id"); id != "" && !slices.Contains(m.resultIDs, id) {
+				// Amplifier's native block, usually inside a tool message
+				// that names the same call.
 				m.resultIDs = append(m.resultIDs, id)
 			}
 		}
@@ -411,7 +420,8 @@ func (m Message) Size() int { return len(m.raw) }
 func (m Message) ToolCallID() string { return m.toolCallID }
 
 // ToolCalls returns the calls this message makes: "tool_calls" entries and
-// Anthropic-style "tool_use" content blocks, in order.
+// "tool_use" (Anthropic) or "tool_call" (Amplifier) content blocks, in
+// order.
 func (m Message) ToolCalls() []ToolCall {
 	if len(m.calls) == 0 {
 		return nil
@@ -437,7 +447,8 @@ func (m Message) CallIDs() []string {
 }
 
 // ResultIDs returns the call ids this message answers: its "tool_call_id"
-// and the "tool_use_id" of any Anthropic-style "tool_result" content blocks.
+// and the ids of any "tool_result" content blocks ("tool_use_id" in
+// Anthropic's, "tool_call_id" in Amplifier's), each once.
 func (m Message) ResultIDs() []string {
 	if len(m.resultIDs) == 0 {
 		return nil
