@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,6 +56,11 @@ func TestOpenSharedSymlinkSwap(t *testing.T) {
 			if _, _, err := viaFile.Append(ctx, "s", text("user", "to a after the swap")); err != nil {
 				t.Fatal(err)
 			}
+			// a.db is still open in this process: a new open of it shares
+			// that Store, not a second one.
+			if again := openShared(t, a, Options{}); again.st != viaFile.st {
+				t.Errorf("an open of a.db after the swap got a Store of its own while a.db's is open")
+			}
 			if err := viaFile.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -79,5 +85,31 @@ func TestOpenSharedSymlinkSwap(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A handle opened by a relative path stays with its file when the process
+// changes its working directory, and a later open of the same relative
+// name there reaches the file of that directory.
+func TestOpenSharedRelativePathChdir(t *testing.T) {
+	dir1, dir2 := t.TempDir(), t.TempDir()
+	t.Chdir(dir1)
+	h := openShared(t, "ctx.db", Options{})
+	if _, _, err := h.Append(ctx, "s", text("user", "in dir1")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir2)
+	if _, _, err := h.Append(ctx, "s", text("user", "in dir1 too")); err != nil {
+		t.Fatalf("append after chdir: %v", err)
+	}
+	other := openShared(t, "ctx.db", Options{})
+	if other.st == h.st {
+		t.Fatal("ctx.db of dir2 shares the Store of dir1's")
+	}
+	if _, err := other.Session(ctx, "s"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("dir2's ctx.db: session s: %v, want ErrNotFound", err)
+	}
+	if got := textsOf(t, h.st, "s"); !slices.Equal(got, []string{"in dir1", "in dir1 too"}) {
+		t.Fatalf("dir1's ctx.db holds %q", got)
 	}
 }
