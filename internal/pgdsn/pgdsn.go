@@ -31,12 +31,25 @@ func Redact(dsn string) string { return redact(dsn, true) }
 // sslpassword as it parses), never for a message.
 func RedactPassword(dsn string) string { return redact(dsn, false) }
 
+// RedactURL is Redact for a URL of any scheme (a target no engine took:
+// a mistyped postgres://, say), which is read as a postgres:// URL is.
+func RedactURL(target string) string {
+	if !strings.Contains(target, "://") {
+		return target
+	}
+	return redactURL(target, true)
+}
+
 // redact is Redact, hiding an sslpassword too if ssl.
 func redact(dsn string, ssl bool) string {
-	l := strings.ToLower(dsn)
-	if !strings.HasPrefix(l, "postgres://") && !strings.HasPrefix(l, "postgresql://") {
+	if !IsURL(dsn) {
 		return redactKeywords(dsn, ssl)
 	}
+	return redactURL(dsn, ssl)
+}
+
+// redactURL is redact for a URL.
+func redactURL(dsn string, ssl bool) string {
 	scheme, rest, _ := strings.Cut(dsn, "://")
 	// The query's passwords first, so that a '@' in one is not taken for
 	// the end of the user information.
