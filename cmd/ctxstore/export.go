@@ -481,6 +481,7 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 		}
 	}
 	var readErr error // the iterator's own failure, with its line number
+	var derived []derivedLine
 	entries := func(yield func(store.Entry, error) bool) {
 		for range rec.Messages {
 			e, err := readMessageLine(lr, rec.Name)
@@ -496,6 +497,18 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 			if !yield(e, nil) {
 				return
 			}
+		}
+		// What follows the messages is read before the import commits:
+		// a bad count or a derived record that cannot be read fails the
+		// import while nothing of it is stored, rather than after the
+		// session is visible to other writers.
+		var err error
+		if derived, err = readDerived(lr); err == nil {
+			err = moreMessages(lr, rec)
+		}
+		if err != nil {
+			readErr = err
+			yield(store.Entry{}, err)
 		}
 	}
 	err = st.ImportSession(ctx, info, iter.Seq2[store.Entry, error](entries))
@@ -519,13 +532,10 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 	case err != nil:
 		return 0, false, explainIn(st, "", fmt.Errorf("import session %q (%s around line %d): %w", rec.Name, lr.name, lr.no, err))
 	case n != int64(rec.Messages):
-		return 0, false, removeImported(ctx, st, rec.Name, fmt.Errorf("import session %q: the store stopped after %d of %d messages", rec.Name, n, rec.Messages))
+		return 0, false, removeImported(ctx, st, info, n, fmt.Errorf("import session %q: the store stopped after %d of %d messages", rec.Name, n, rec.Messages))
 	}
-	if err := importDerived(ctx, st, lr, rec.Name); err != nil {
-		return 0, false, removeImported(ctx, st, rec.Name, err)
-	}
-	if err := moreMessages(lr, rec); err != nil {
-		return 0, false, removeImported(ctx, st, rec.Name, err)
+	if err := putDerived(ctx, st, lr, rec.Name, derived); err != nil {
+		return 0, false, removeImported(ctx, st, info, n, err)
 	}
 	return n, false, nil
 }
@@ -547,10 +557,24 @@ func moreMessages(lr *lineReader, rec exportSession) error {
 	return nil
 }
 
-// removeImported removes the session an import stored before failing with
-// err (whole or not at all: the session goes again) and returns err.
-func removeImported(ctx context.Context, st storage.Engine, session string, err error) error {
-	if perr := st.Purge(context.WithoutCancel(ctx), session); perr != nil {
+// removeImported removes the session info an import stored (n messages)
+// before failing with err (whole or not at all: the session goes again)
+// and returns err. A session another writer has appended to, cleared or
+// purged since is left alone: its messages are not the import's to delete.
+// (The look and the Purge are two steps: a write landing between them is
+// not seen. The failures that lead here come after the import committed,
+// which only the store failing or an interrupt cause.)
+func removeImported(ctx context.Context, st storage.Engine, info store.SessionInfo, n int64, err error) error {
+	ctx = context.WithoutCancel(ctx)
+	now, serr := st.Session(ctx, info.Name)
+	if serr != nil {
+		return fmt.Errorf("%w (and removing the partly imported session failed: %v)", err, serr)
+	}
+	if int64(now.TotalMessages) != n || now.LastSeq != info.LastSeq || now.Epoch != info.Epoch {
+		return fmt.Errorf("%w (the imported session %q was left in %s: another writer has changed it since (it now holds seq %d in epoch %d), and its messages are not the import's to remove)",
+			err, info.Name, st.Location(), now.LastSeq, now.Epoch)
+	}
+	if perr := st.Purge(ctx, info.Name); perr != nil {
 		return fmt.Errorf("%w (and removing the partly imported session failed: %v)", err, perr)
 	}
 	return err
@@ -570,30 +594,51 @@ func unfinishedImport(ctx context.Context, st storage.Engine, rec exportSession,
 // importDerived stores the derived records that follow a session's
 // messages (st nil: reads past them).
 func importDerived(ctx context.Context, st storage.Engine, lr *lineReader, session string) error {
+	derived, err := readDerived(lr)
+	if err != nil || st == nil {
+		return err
+	}
+	return putDerived(ctx, st, lr, session, derived)
+}
+
+// derivedLine is a derived record of an export and its line number.
+type derivedLine struct {
+	exportDerived
+	no int
+}
+
+// readDerived reads the derived records that follow a session's messages.
+func readDerived(lr *lineReader) ([]derivedLine, error) {
+	var out []derivedLine
 	for {
 		line, err := lr.next()
 		if err == io.EOF {
-			return nil // the caller reports the missing end record
+			return out, nil // the caller reports the missing end record
 		}
 		if err != nil {
-			return err
+			return out, err
 		}
 		var d exportDerived
 		if json.Unmarshal(line, &d) != nil || d.Type != "derived" {
 			lr.unread(line)
-			return nil
+			return out, nil
 		}
-		if st == nil {
-			continue
-		}
+		out = append(out, derivedLine{d, lr.no})
+	}
+}
+
+// putDerived stores a session's derived records.
+func putDerived(ctx context.Context, st storage.Engine, lr *lineReader, session string, derived []derivedLine) error {
+	for _, d := range derived {
 		value := []byte(d.Value)
 		if d.ValueBase64 != nil {
 			value = d.ValueBase64
 		}
 		if err := st.PutDerived(ctx, session, d.Kind, d.Key, value); err != nil {
-			return explainIn(st, "", fmt.Errorf("import session %q: derived record %s/%s (%s line %d): %w", session, d.Kind, d.Key, lr.name, lr.no, err))
+			return explainIn(st, "", fmt.Errorf("import session %q: derived record %s/%s (%s line %d): %w", session, d.Kind, d.Key, lr.name, d.no, err))
 		}
 	}
+	return nil
 }
 
 func cutShort(lr *lineReader, session string, err error) error {

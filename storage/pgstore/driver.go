@@ -3,8 +3,8 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"net/url"
 
+	"github.com/ctxstore/ctxstore/internal/pgdsn"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -19,25 +19,21 @@ func init() {
 // openTarget opens the database a postgres:// URL names for storage.Open.
 // A "schema" query parameter picks the schema holding ctxstore's tables
 // (DefaultSchema without one); it is taken out of the URL, which the
-// driver would otherwise send the server as a setting.
+// driver would otherwise send the server as a setting. Only that parameter
+// is decoded here: the rest, password included, goes to Open as written,
+// whose errors never show the password.
 func openTarget(ctx context.Context, target string, opts storage.OpenOptions) (storage.Engine, error) {
-	u, err := url.Parse(target)
+	conn, schema, found, err := pgdsn.Cut(target, "schema")
 	if err != nil {
-		// url.Error quotes the URL, password included: say only why.
-		if e, ok := err.(*url.Error); ok {
-			err = e.Err
-		}
-		return nil, fmt.Errorf("pgstore: open: not a valid PostgreSQL URL (postgres://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?schema=NAME]): %w", err)
+		return nil, fmt.Errorf("pgstore: open %s: the schema= parameter is not validly percent-encoded: %w", pgdsn.Redact(target), err)
 	}
 	o := Options{Schema: DefaultSchema, ReadOnly: opts.ReadOnly}
-	if q := u.Query(); q.Has("schema") {
-		if o.Schema = q.Get("schema"); o.Schema == "" {
+	if found {
+		if o.Schema = schema; o.Schema == "" {
 			return nil, fmt.Errorf("pgstore: open: the schema= parameter is empty: name a schema, or leave the parameter out for %q", DefaultSchema)
 		}
-		q.Del("schema")
-		u.RawQuery = q.Encode()
 	}
-	st, err := Open(ctx, u.String(), o)
+	st, err := Open(ctx, conn, o)
 	if err != nil {
 		return nil, err
 	}
