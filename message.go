@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ctxstore/ctxstore/internal/jsonscan"
+	"github.com/ctxstore/ctxstore/internal/notice"
+	"slices"
 	"strings"
 )
 
@@ -48,8 +50,8 @@ func invalid(field, format string, args ...any) error {
 }
 
 // ToolCall is one tool invocation requested by an assistant message, from
-// either an OpenAI-style "tool_calls" entry or an Anthropic-style "tool_use"
-// content block.
+// an OpenAI-style "tool_calls" entry, an Anthropic-style "tool_use" content
+// block or an Amplifier-style "tool_call" content block.
 type ToolCall struct {
 	ID   string
 	Name string
@@ -72,8 +74,21 @@ type Message struct {
 	resultIDs  []string
 	content    span // value of "content" within raw; zero when absent
 	metadata   span // value of "metadata" within raw; zero when absent
+	added      added
 	err        error
 }
+
+// added says which of the messages views add a user message is, decided
+// once when it is parsed: every request asks, for every message of the
+// view, and must not decode the content to answer.
+type added uint8
+
+const (
+	addedNone added = iota
+	addedNotice
+	addedSummary
+	addedRepair
+)
 
 // span is a half-open byte range of raw.
 type span struct{ start, end int }
@@ -235,7 +250,35 @@ func parseFields(b []byte, checkSyntax bool) (Message, error) {
 	if err := m.parseContent(); err != nil {
 		return m, err
 	}
+	m.added = m.classify()
 	return m, nil
+}
+
+// classify tells a user message that a view added (and a host stored
+// back) from a person's: by metadata.source, or by its text. A notice's
+// text must be a notice word for word; a summary's begins with
+// SummaryPrefix (the rest is the summarizer's). The text is decoded only
+// when the raw content holds the phrase, so a parse costs a byte search.
+func (m *Message) classify() added {
+	if m.role != RoleUser || len(m.resultIDs) > 0 {
+		return addedNone
+	}
+	switch m.Source() {
+	case SourceNotice:
+		return addedNotice
+	case SourceSummary:
+		return addedSummary
+	case SourceRepair:
+		return addedRepair
+	}
+	c := m.content.of(m.raw)
+	switch {
+	case bytes.Contains(c, []byte(SummaryPrefix)) && strings.HasPrefix(m.Text(), SummaryPrefix):
+		return addedSummary
+	case bytes.Contains(c, []byte(NoticePrefix[1:])) && notice.Is(m.Text()):
+		return addedNotice
+	}
+	return addedNone
 }
 
 func (m *Message) parseToolCalls(raw []byte) error {
@@ -295,8 +338,16 @@ func (m *Message) parseContent() error {
 			if id := jsonscan.StringMember(b, "id"); id != "" {
 				m.calls = append(m.calls, ToolCall{ID: id, Name: jsonscan.StringMember(b, "name"), Arguments: jsonscan.Member(b, "input")})
 			}
+		case "tool_call": // Amplifier's native block
+			if id := jsonscan.StringMember(b, "id"); id != "" {
+				m.calls = append(m.calls, ToolCall{ID: id, Name: jsonscan.StringMember(b, "name"), Arguments: jsonscan.Member(b, "input")})
+			}
 		case "tool_result":
 			if id := jsonscan.StringMember(b, "tool_use_id"); id != "" {
+				m.resultIDs = append(m.resultIDs, id)
+			} else if id := jsonscan.StringMember(b, "tool_call_id"); id != "" && !slices.Contains(m.resultIDs, id) {
+				// Amplifier's native block, usually inside a tool message
+				// that names the same call.
 				m.resultIDs = append(m.resultIDs, id)
 			}
 		}
@@ -369,7 +420,8 @@ func (m Message) Size() int { return len(m.raw) }
 func (m Message) ToolCallID() string { return m.toolCallID }
 
 // ToolCalls returns the calls this message makes: "tool_calls" entries and
-// Anthropic-style "tool_use" content blocks, in order.
+// "tool_use" (Anthropic) or "tool_call" (Amplifier) content blocks, in
+// order.
 func (m Message) ToolCalls() []ToolCall {
 	if len(m.calls) == 0 {
 		return nil
@@ -395,7 +447,8 @@ func (m Message) CallIDs() []string {
 }
 
 // ResultIDs returns the call ids this message answers: its "tool_call_id"
-// and the "tool_use_id" of any Anthropic-style "tool_result" content blocks.
+// and the ids of any "tool_result" content blocks ("tool_use_id" in
+// Anthropic's, "tool_call_id" in Amplifier's), each once.
 func (m Message) ResultIDs() []string {
 	if len(m.resultIDs) == 0 {
 		return nil
@@ -459,18 +512,23 @@ const (
 )
 
 // IsHuman reports whether m is a message a person wrote: role user, no
-// tool results, and not a notice, summary or repair ctxstore added.
+// tool results, and not a notice, summary or repair ctxstore added (see
+// IsNotice and IsSummary). Like every accessor it costs nothing: the
+// message was classified when it was parsed.
 func (m Message) IsHuman() bool {
-	if m.role != RoleUser || len(m.resultIDs) > 0 {
-		return false
-	}
-	switch m.Source() {
-	case SourceNotice, SourceRepair, SourceSummary:
-		return false
-	}
-	c := m.content.of(m.raw)
-	return !jsonscan.HasStringPrefix(c, NoticePrefix) && !jsonscan.HasStringPrefix(c, SummaryPrefix)
+	return m.role == RoleUser && len(m.resultIDs) == 0 && m.added == addedNone
 }
+
+// IsNotice reports whether m is the compaction notice a view ends with, as
+// a host may store it back: a user message whose metadata.source is
+// SourceNotice, or whose text is word for word a notice ctxstore writes. A
+// person's message that merely begins with NoticePrefix is not one.
+func (m Message) IsNotice() bool { return m.added == addedNotice }
+
+// IsSummary reports whether m is a summary a view added, as a host may
+// store it back: a user message whose metadata.source is SourceSummary,
+// or whose text begins with SummaryPrefix.
+func (m Message) IsSummary() bool { return m.added == addedSummary }
 
 // Equal reports whether m and o hold the same JSON bytes.
 func (m Message) Equal(o Message) bool { return bytes.Equal(m.raw, o.raw) }

@@ -12,6 +12,8 @@ import (
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/storage"
 	_ "github.com/ctxstore/ctxstore/store" // the file engine, the default
+
+	"github.com/ctxstore/ctxstore/internal/pgdsn"
 )
 
 // Compile-time checks that Manager implements the contract and its
@@ -105,7 +107,7 @@ type Manager struct {
 // listing each file).
 func Open(path string, session string, cfg Config) (*Manager, error) {
 	if session == "" {
-		return nil, fmt.Errorf("persistent: open %s: empty session name", path)
+		return nil, fmt.Errorf("persistent: open %s: empty session name", pgdsn.RedactURL(path))
 	}
 	cfg, vcfg, mem, err := cfg.prepare()
 	if err != nil {

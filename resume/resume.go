@@ -16,6 +16,8 @@ import (
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 	_ "github.com/ctxstore/ctxstore/store" // the file engine, the default
+
+	"github.com/ctxstore/ctxstore/internal/pgdsn"
 )
 
 // LatestSession is the Options.Session value that picks the most recently
@@ -50,7 +52,7 @@ type Options struct {
 type Report struct {
 	Session string `json:"session"`           // the session id, also its name in the store
 	Project string `json:"project,omitempty"` // the Amplifier project slug, when known
-	DBPath  string `json:"db"`                // the store file
+	DBPath  string `json:"db"`                // the store file, or URL without its password
 	Source  string `json:"source,omitempty"`  // the legacy JSONL considered for import ("" when none)
 	// Resumed is true when the session held messages once opened (from an
 	// earlier run or this import): its history is authoritative and the
@@ -131,7 +133,7 @@ func Open(ctx context.Context, opts Options) (*persistent.Manager, *Report, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	rep := &Report{Session: t.id, Project: t.project, DBPath: t.db, Source: t.jsonl}
+	rep := &Report{Session: t.id, Project: t.project, DBPath: pgdsn.RedactURL(t.db), Source: t.jsonl}
 	// A read-only resume inspects what is stored: no import, no repair.
 	if t.jsonl != "" && !opts.Config.ReadOnly {
 		ir, err := importInto(ctx, t, opts.Config)
@@ -272,7 +274,7 @@ func resolve(ctx context.Context, opts Options) (target, error) {
 				return t, errors.Join(err, serr)
 			}
 			if !ok {
-				return t, fmt.Errorf("%w; nor is it in %s", err, opts.DBPath)
+				return t, fmt.Errorf("%w; nor is it in %s", err, pgdsn.RedactURL(opts.DBPath))
 			}
 			t.id = opts.Session
 		default:
@@ -329,7 +331,7 @@ func latestSession(ctx context.Context, opts Options) (target, error) {
 			return target{}, err
 		}
 		if opts.DBPath != "" && opts.Project == "" {
-			where += " or in " + opts.DBPath
+			where += " or in " + pgdsn.RedactURL(opts.DBPath)
 		}
 		return target{}, fmt.Errorf("resume the latest session under %s: %w", where, ErrNoSession)
 	}
@@ -345,12 +347,12 @@ func storeSessions(ctx context.Context, opts Options) ([]storage.SessionInfo, er
 	}
 	st, err := storage.Open(ctx, opts.DBPath, storage.OpenOptions{LockTimeout: opts.Config.LockTimeout, ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("list sessions of %s: %w", opts.DBPath, err)
+		return nil, fmt.Errorf("list sessions of %s: %w", pgdsn.RedactURL(opts.DBPath), err)
 	}
 	defer st.Close()
 	infos, err := st.Sessions(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list sessions of %s: %w", opts.DBPath, err)
+		return nil, fmt.Errorf("list sessions of %s: %w", pgdsn.RedactURL(opts.DBPath), err)
 	}
 	return infos, nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ctxstore/ctxstore/internal/pgdsn"
 )
 
 // A Driver opens the engines of one kind: a file engine opens a path, a
@@ -141,21 +143,7 @@ func schemeList() string {
 	return strings.Join(Schemes(), ", ") + "; import the engine's package, for PostgreSQL github.com/ctxstore/ctxstore/storage/pgstore"
 }
 
-// redact is target for messages: the password of a URL's user info
-// replaced by "xxxxx".
-func redact(target string) string {
-	i := strings.Index(target, "://")
-	if i < 0 {
-		return target
-	}
-	rest := target[i+3:]
-	at := strings.IndexByte(rest, '@')
-	if slash := strings.IndexByte(rest, '/'); at < 0 || slash >= 0 && slash < at {
-		return target
-	}
-	colon := strings.IndexByte(rest[:at], ':')
-	if colon < 0 {
-		return target
-	}
-	return target[:i+3] + rest[:colon+1] + "xxxxx" + rest[at:]
-}
+// redact is target for messages: a URL's password (in its user
+// information or a password= parameter) replaced by "xxxxx", whatever
+// characters it holds.
+func redact(target string) string { return pgdsn.RedactURL(target) }

@@ -111,6 +111,22 @@ func TestOpenUnknownScheme(t *testing.T) {
 	if strings.Contains(err.Error(), "secret") {
 		t.Errorf("error %q shows the password", err)
 	}
+	// A mistyped scheme, with a password the URL does not percent-encode:
+	// no piece of it shows either.
+	for _, target := range []string{
+		"postgress://me:alpha/bravo#charlie?delta@echo:foxtrot%golf hotel@h/db",
+		"postgre://me:alpha@bravo@h/db?password=charlie/delta&sslmode=disable",
+	} {
+		_, err := storage.Open(context.Background(), target, storage.OpenOptions{})
+		if err == nil {
+			t.Fatalf("Open of %s succeeded", target)
+		}
+		for _, w := range []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"} {
+			if strings.Contains(err.Error(), w) {
+				t.Errorf("error %q shows %q, a piece of the password", err, w)
+			}
+		}
+	}
 }
 
 // TestRegisterTwice: registering a scheme twice is a programming error.

@@ -61,6 +61,8 @@ func playStoreRole(role string) error {
 		err = childBenchAppender(path, arg)
 	case "shared-presence":
 		err = childSharedPresence(path, arg)
+	case "bbolt-churn":
+		err = childBoltChurn(path, arg)
 	default:
 		var ok bool
 		if ok, err = walChildRole(role, path, arg); !ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -48,22 +49,22 @@ type Shared struct {
 // handle on the file is open in the same process (the two then wait for
 // each other's locks, as separate processes do).
 //
-// The Store follows the path it was first opened with, as any Store
-// follows its path: a handle opened under another name of the file follows
-// it too, so re-pointing that name (a symlink swapped) while such handles
-// are open moves them along. A file renamed away, or replaced at its path,
-// is opened afresh by later opens of its new name.
+// The shared Store is opened by the file's own name: the absolute path
+// with every symlink resolved at the first open. Re-pointing a symlink (ln
+// -sfn) while handles are open leaves them with the file they opened,
+// whichever name each came through; later opens through the link reach its
+// new target. A file renamed away, or replaced at its path, is opened
+// afresh by later opens of its new name.
 //
 // Open, by contrast, always returns a Store of its own.
 func OpenShared(path string, opts Options) (*Shared, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
-	if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
 		// A second name of a file already open here would find its Store
 		// in the registry; it is refused as Open refuses it, since another
-		// process using that name would keep a log of its own. (A
-		// directory, whose links are its entries, Open refuses as one.)
+		// process using that name would keep a log of its own.
 		if err := checkOneName(path); err != nil {
 			return nil, err
 		}
@@ -109,11 +110,12 @@ type sharedFile struct {
 // for, then the file is opened afresh: a new user never gets a Store that
 // is closing, and a file never has two shared Stores at once.
 func (r *sharedFiles) acquire(path string, opts Options) (*sharedFile, error) {
+	real := ownName(path)
 	for {
-		id, err := os.Stat(path)
+		id, err := os.Stat(real)
 		if err != nil || id.IsDir() {
 			// Missing (Open creates it), or an error Open reports.
-			return r.openNew(path, opts)
+			return r.openNew(path, real, opts)
 		}
 		r.mu.Lock()
 		f := r.find(id, opts.ReadOnly)
@@ -132,10 +134,10 @@ func (r *sharedFiles) acquire(path string, opts Options) (*sharedFile, error) {
 			r.mu.Unlock()
 			return f.opened()
 		}
-		f = &sharedFile{id: id, path: path, opts: opts, ready: make(chan struct{}), users: 1}
+		f = &sharedFile{id: id, path: real, opts: opts, ready: make(chan struct{}), users: 1}
 		r.files = append(r.files, f)
 		r.mu.Unlock()
-		f.st, f.err = Open(path, opts)
+		f.st, f.err = Open(real, opts)
 		if f.err != nil {
 			r.remove(f)
 		}
@@ -144,15 +146,16 @@ func (r *sharedFiles) acquire(path string, opts Options) (*sharedFile, error) {
 	}
 }
 
-// openNew opens a file that did not exist (Open creates it) and registers
-// its Store, unless another goroutine created and registered the file
-// meanwhile: then that Store is shared and this one closed.
-func (r *sharedFiles) openNew(path string, opts Options) (*sharedFile, error) {
-	st, err := Open(path, opts)
+// openNew opens a file that did not exist at real, path's own name (Open
+// creates it), and registers its Store, unless another goroutine created
+// and registered the file meanwhile: then that Store is shared and this one
+// closed.
+func (r *sharedFiles) openNew(path, real string, opts Options) (*sharedFile, error) {
+	st, err := Open(real, opts)
 	if err != nil {
 		return nil, err
 	}
-	id, err := os.Stat(path)
+	id, err := os.Stat(real)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("store %s: %w", path, err)
@@ -163,7 +166,7 @@ func (r *sharedFiles) openNew(path string, opts Options) (*sharedFile, error) {
 		if f == nil {
 			ready := make(chan struct{})
 			close(ready)
-			f = &sharedFile{id: id, path: path, opts: opts, ready: ready, st: st, users: 1}
+			f = &sharedFile{id: id, path: real, opts: opts, ready: ready, st: st, users: 1}
 			r.files = append(r.files, f)
 			r.mu.Unlock()
 			return f, nil
@@ -184,6 +187,29 @@ func (r *sharedFiles) openNew(path string, opts Options) (*sharedFile, error) {
 		}
 		return f.opened()
 	}
+}
+
+// ownName is the name the shared Store of the file at path opens it by:
+// absolute, so a later chdir of the process changes nothing, with every
+// symlink resolved, so re-pointing one does not move the Store and the
+// other users of the file with it to another file. A path that does not
+// resolve (a file not created yet) is only made absolute; Open reports
+// what is wrong with it.
+func ownName(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	if _, err := os.Lstat(abs); errors.Is(err, os.ErrNotExist) {
+		// Not created yet: its directory's own name.
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+			return filepath.Join(dir, filepath.Base(abs))
+		}
+	}
+	return abs
 }
 
 // opened waits for f's open to finish and returns f, or the open's error.

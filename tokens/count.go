@@ -89,7 +89,7 @@ func block(t textCounter, b []byte) int {
 		return t.count(text(field(b, "refusal")))
 	case "thinking":
 		return t.count(text(field(b, "thinking")))
-	case "tool_use", "server_tool_use":
+	case "tool_use", "server_tool_use", "tool_call": // tool_call: Amplifier's
 		n := PerToolCall
 		fields(b, func(k string, v []byte) {
 			switch k {
@@ -100,8 +100,15 @@ func block(t textCounter, b []byte) int {
 			}
 		})
 		return n
-	case "tool_result":
-		return PerToolCall + t.count(text(field(b, "tool_use_id"))) + content(t, field(b, "content"))
+	case "tool_result": // Anthropic's (tool_use_id, content) or Amplifier's (tool_call_id, output)
+		n := PerToolCall + t.count(text(field(b, "tool_use_id"))) + content(t, field(b, "content"))
+		n += t.count(text(field(b, "tool_call_id")))
+		if out := trim(field(b, "output")); isString(out) {
+			n += t.count(text(out))
+		} else {
+			n += t.count(out) // JSON output, as stored
+		}
+		return n
 	case "image_url", "input_image":
 		return openAIImage(b)
 	case "image":

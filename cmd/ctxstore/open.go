@@ -87,7 +87,7 @@ func (a *app) openError(target string, err error) error {
 	case errors.Is(err, pgstore.ErrSchemaName):
 		return usagef("--db: %v", err)
 	case errors.Is(err, storage.ErrNoStore):
-		db, _ := suggestedURL(target)
+		db, _, _ := suggestedURL(target)
 		return fmt.Errorf("%w\n(use --db or $CTXSTORE_DB to pick another; for PostgreSQL, check the schema= parameter); these create it:\n  %s\n  %s\n  ctxstore demo --db %s",
 			err, a.cmdline("add SESSION < MESSAGES"), a.cmdline("import FILE"), shellQuote(db))
 	}
@@ -143,12 +143,22 @@ func redactURL(db string) string {
 
 // suggestedURL is db for a command suggested to the user: a PostgreSQL
 // connection string without its password (hidden reports one was left
-// out), which PGPASSWORD or ~/.pgpass supplies when the command is pasted;
-// a file path as it is.
-func suggestedURL(db string) (s string, hidden bool) {
+// out), which PGPASSWORD or ~/.pgpass supplies when the command is pasted,
+// nor the sslpassword of its TLS key (sslHidden); a file path as it is.
+func suggestedURL(db string) (s string, hidden, sslHidden bool) {
 	if !isServer(db) {
-		return db, false
+		return db, false, false
 	}
+	s, _, sslHidden, err := pgdsn.Cut(db, "sslpassword")
+	if err != nil {
+		return redactURL(db), true, true
+	}
+	s, hidden = withoutPassword(s)
+	return s, hidden, sslHidden
+}
+
+// withoutPassword is suggestedURL's password part.
+func withoutPassword(db string) (s string, hidden bool) {
 	s, _, hidden, err := pgdsn.Cut(db, "password")
 	if err != nil {
 		return redactURL(db), true
@@ -238,10 +248,15 @@ func explain(path, session string, err error) error {
 func (a *app) cmdline(format string, args ...any) string {
 	db, note := "", ""
 	if a != nil && a.db != "" {
-		u, hidden := suggestedURL(a.db)
+		u, hidden, sslHidden := suggestedURL(a.db)
 		db = "--db " + shellQuote(u) + " "
-		if hidden {
+		switch {
+		case hidden && sslHidden:
+			note = " (password left out: set PGPASSWORD or use ~/.pgpass; sslpassword left out: add it back)"
+		case hidden:
 			note = " (password left out: set PGPASSWORD or use ~/.pgpass)"
+		case sslHidden:
+			note = " (sslpassword left out: add it back)"
 		}
 	}
 	return "ctxstore " + db + fmt.Sprintf(format, args...) + note

@@ -63,6 +63,9 @@ func TestPostgresPasswordAnyCharacters(t *testing.T) {
 		{"keyword/value, no such database", kv(me, port, noDB, quoted), 1, "has no database \"" + noDB + "\""},
 		{"keyword/value, not quoted", kv(me, port, db, pgSecret), 2, "quote it"},
 		{"keyword/value, quote not closed", kv(me, port, db, "'"+pgSecret), 2, "is not a valid PostgreSQL connection string"},
+		// sslpassword unlocks the client's TLS key: a secret too.
+		{"URL, sslpassword", urlOf(me, port, db) + "?sslmode=require&sslkey=/nonexistent&sslcert=/nonexistent&sslpassword=" + url.QueryEscape(pgSecret), 2, "unable to read sslkey"},
+		{"keyword/value, sslpassword", kv(me, port, db, quoted) + " sslmode=require sslkey=/nonexistent sslcert=/nonexistent sslpassword=" + quoted, 2, "unable to read sslkey"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,5 +109,27 @@ func TestPostgresLongSchemaRefused(t *testing.T) {
 	e.ok(conversation, "--db", schemaURL(t, dsn, prefix), "add", "s")
 	if r := e.ok("", "--db", schemaURL(t, dsn, prefix), "ls"); !strings.Contains(r.stdout, "s ") {
 		t.Errorf("the 63-byte schema's session is not listed:\n%s", r.stdout)
+	}
+}
+
+// TestSuggestedCommandsHideSecrets: a command suggested to paste, for a
+// --db holding a password and the sslpassword of a TLS key, shows neither
+// and says what was left out.
+func TestSuggestedCommandsHideSecrets(t *testing.T) {
+	q := url.QueryEscape(pgSecret)
+	for _, tc := range []struct{ db, note string }{
+		{"postgres://u:" + url.PathEscape(pgSecret) + "@h/db?sslkey=k&sslpassword=" + q, "password left out: set PGPASSWORD or use ~/.pgpass; sslpassword left out"},
+		{"postgres://u@h/db?sslpassword=" + q + "&sslmode=require", "(sslpassword left out: add it back)"},
+		{"host=h user=u password='" + pgSecret + "' sslpassword='" + pgSecret + "' sslkey=k", "sslpassword left out"},
+	} {
+		got := (&app{db: tc.db}).cmdline("ls")
+		if !strings.Contains(got, tc.note) {
+			t.Errorf("for %s the suggestion %q lacks %q", tc.db, got, tc.note)
+		}
+		for _, w := range pgSecretWords {
+			if strings.Contains(got, w) {
+				t.Errorf("the suggestion %q shows %q, a piece of a password", got, w)
+			}
+		}
 	}
 }

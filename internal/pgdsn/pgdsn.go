@@ -14,24 +14,46 @@ import (
 // Hidden replaces a password in the strings Redact returns.
 const Hidden = "xxxxx"
 
-// Redact is dsn with its password replaced by Hidden, whatever characters
-// the password holds, even where they break the string's syntax. In a URL,
-// password= parameters are hidden first, each up to the next "&NAME=";
+// Redact is dsn with its password (and the sslpassword of the client's TLS
+// key) replaced by Hidden, whatever characters the password holds, even
+// where they break the string's syntax. In a URL, password= and
+// sslpassword= parameters are hidden first, each up to the next "&NAME=";
 // then the user information runs to the last '@' left (the password from
 // its first ':'), so a password holding '@', '/', '#', '?', ':', '%' or
 // spaces is hidden whole. (A user-information password holding the text
 // "?password=" itself would be read as a parameter: only its start shows.)
 // In keyword/value form a password's value is hidden up to the next
 // keyword=, quoted or not.
-func Redact(dsn string) string {
-	l := strings.ToLower(dsn)
-	if !strings.HasPrefix(l, "postgres://") && !strings.HasPrefix(l, "postgresql://") {
-		return redactKeywords(dsn)
+func Redact(dsn string) string { return redact(dsn, true) }
+
+// RedactPassword is Redact leaving an sslpassword as it is: for a string
+// the driver is still to parse (it decrypts the TLS key with the
+// sslpassword as it parses), never for a message.
+func RedactPassword(dsn string) string { return redact(dsn, false) }
+
+// RedactURL is Redact for a URL of any scheme (a target no engine took:
+// a mistyped postgres://, say), which is read as a postgres:// URL is.
+func RedactURL(target string) string {
+	if !strings.Contains(target, "://") {
+		return target
 	}
+	return redactURL(target, true)
+}
+
+// redact is Redact, hiding an sslpassword too if ssl.
+func redact(dsn string, ssl bool) string {
+	if !IsURL(dsn) {
+		return redactKeywords(dsn, ssl)
+	}
+	return redactURL(dsn, ssl)
+}
+
+// redactURL is redact for a URL.
+func redactURL(dsn string, ssl bool) string {
 	scheme, rest, _ := strings.Cut(dsn, "://")
 	// The query's passwords first, so that a '@' in one is not taken for
 	// the end of the user information.
-	rest = redactParams(rest)
+	rest = redactParams(rest, ssl)
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
 		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
 			rest = user + ":" + Hidden + rest[at:]
@@ -40,9 +62,10 @@ func Redact(dsn string) string {
 	return scheme + "://" + rest
 }
 
-// redactParams hides the value of each password= parameter of s (after a
-// '?' or '&'): up to the next "&NAME=", whatever it holds.
-func redactParams(s string) string {
+// redactParams hides the value of each password= (and if ssl,
+// sslpassword=) parameter of s (after a '?' or '&'): up to the next
+// "&NAME=", whatever it holds.
+func redactParams(s string, ssl bool) string {
 	const key = "password="
 	lower := strings.ToLower(s)
 	var b strings.Builder
@@ -54,6 +77,9 @@ func redactParams(s string) string {
 		}
 		j += i
 		v := j + len(key)
+		if ssl && strings.HasSuffix(lower[:j], "ssl") {
+			j -= len("ssl") // sslpassword=: as secret
+		}
 		if j == 0 || (s[j-1] != '?' && s[j-1] != '&') {
 			b.WriteString(s[i:v])
 			i = v
@@ -77,8 +103,8 @@ func isParamStart(s string, i int) bool {
 	return j > i+1 && j < len(s) && s[j] == '='
 }
 
-// redactKeywords is Redact for a keyword/value string.
-func redactKeywords(dsn string) string {
+// redactKeywords is redact for a keyword/value string.
+func redactKeywords(dsn string, ssl bool) string {
 	var b strings.Builder
 	i := 0
 	for i < len(dsn) {
@@ -87,7 +113,7 @@ func redactKeywords(dsn string) string {
 			b.WriteString(dsn[i:])
 			break
 		}
-		if k != "password" {
+		if k != "password" && (!ssl || k != "sslpassword") {
 			b.WriteString(dsn[i:end])
 			i = end
 			continue

@@ -27,6 +27,11 @@ func TestRedact(t *testing.T) {
 		{"host=h password='alpha bravo dbname=db", "host=h password=xxxxx"},
 		{"host=h password=alpha", "host=h password=xxxxx"},
 		{"host=h dbname=db", "host=h dbname=db"},
+		// sslpassword unlocks the client's TLS key: as secret.
+		{"postgres://u@h/db?sslkey=k&sslpassword=alpha/bravo#charlie&sslmode=require", "postgres://u@h/db?sslkey=k&sslpassword=xxxxx&sslmode=require"},
+		{"postgres://u:alpha@h/db?SSLPassword=bravo@charlie", "postgres://u:xxxxx@h/db?SSLPassword=xxxxx"},
+		{"host=h sslpassword='alpha bravo' sslkey=k", "host=h sslpassword=xxxxx sslkey=k"},
+		{"host=h sslpassword=alpha password=bravo", "host=h sslpassword=xxxxx password=xxxxx"},
 	} {
 		got := Redact(tc.dsn)
 		if got != tc.want {
@@ -84,6 +89,19 @@ func TestCut(t *testing.T) {
 		}
 		if !tc.fails && (rest != tc.rest || value != tc.value || found != tc.found) {
 			t.Errorf("Cut(%q) = %q, %q, %v; want %q, %q, %v", tc.dsn, rest, value, found, tc.rest, tc.value, tc.found)
+		}
+	}
+}
+
+// RedactPassword leaves the sslpassword for the driver to decrypt the TLS
+// key with, and hides the password as Redact does.
+func TestRedactPassword(t *testing.T) {
+	for _, tc := range []struct{ dsn, want string }{
+		{"postgres://u:alpha@h/db?sslpassword=k&password=bravo", "postgres://u:xxxxx@h/db?sslpassword=k&password=xxxxx"},
+		{"host=h password=alpha sslpassword=k", "host=h password=xxxxx sslpassword=k"},
+	} {
+		if got := RedactPassword(tc.dsn); got != tc.want {
+			t.Errorf("RedactPassword(%q) = %q, want %q", tc.dsn, got, tc.want)
 		}
 	}
 }

@@ -254,6 +254,7 @@ func importSession(ctx context.Context, e storage.Engine, lr *lineReader, rec se
 		}
 	}
 	var readErr error // the iterator's own failure, with its line number
+	var derived []derivedLine
 	entries := func(yield func(storage.Entry, error) bool) {
 		for range rec.Messages {
 			ent, err := readMessageLine(lr, rec.Name)
@@ -270,8 +271,21 @@ func importSession(ctx context.Context, e storage.Engine, lr *lineReader, rec se
 				return
 			}
 		}
+		// What follows the messages is read before the import commits:
+		// a bad count or a derived record that cannot be read fails the
+		// import while nothing of it is stored, rather than after the
+		// session is visible to other writers.
+		var err error
+		if derived, err = readDerived(lr); err == nil {
+			err = moreMessages(lr, rec)
+		}
+		if err != nil {
+			readErr = err
+			yield(storage.Entry{}, err)
+		}
 	}
-	err = storage.ImportSession(ctx, e, sessionInfo(rec), iter.Seq2[storage.Entry, error](entries))
+	info := sessionInfo(rec)
+	err = storage.ImportSession(ctx, e, info, iter.Seq2[storage.Entry, error](entries))
 	switch {
 	case readErr != nil:
 		return 0, false, readErr
@@ -286,13 +300,10 @@ func importSession(ctx context.Context, e storage.Engine, lr *lineReader, rec se
 	case err != nil:
 		return 0, false, fmt.Errorf("import session %q (%s around line %d): %w", rec.Name, lr.name, lr.no, err)
 	case n != int64(rec.Messages):
-		return 0, false, removeImported(ctx, e, rec.Name, fmt.Errorf("import session %q: the store stopped after %d of %d messages", rec.Name, n, rec.Messages))
+		return 0, false, removeImported(ctx, e, info, n, fmt.Errorf("import session %q: the store stopped after %d of %d messages", rec.Name, n, rec.Messages))
 	}
-	if err := importDerived(ctx, e, lr, rec.Name); err != nil {
-		return 0, false, removeImported(ctx, e, rec.Name, err)
-	}
-	if err := moreMessages(lr, rec); err != nil {
-		return 0, false, removeImported(ctx, e, rec.Name, err)
+	if err := putDerived(ctx, e, lr, rec.Name, derived); err != nil {
+		return 0, false, removeImported(ctx, e, info, n, err)
 	}
 	return n, false, nil
 }
@@ -305,7 +316,8 @@ func skipSession(lr *lineReader, rec sessionRecord, read int64) error {
 			return cutShort(lr, rec.Name, err)
 		}
 	}
-	return importDerived(context.Background(), nil, lr, rec.Name)
+	_, err := readDerived(lr)
+	return err
 }
 
 // moreMessages fails if the next record is a message: the session record
@@ -325,10 +337,24 @@ func moreMessages(lr *lineReader, rec sessionRecord) error {
 	return nil
 }
 
-// removeImported removes the session an import stored before failing with
-// err (whole or not at all: the session goes again) and returns err.
-func removeImported(ctx context.Context, e storage.Engine, session string, err error) error {
-	if perr := e.Purge(context.WithoutCancel(ctx), session); perr != nil {
+// removeImported removes the session info an import stored (n messages)
+// before failing with err (whole or not at all: the session goes again)
+// and returns err. A session another writer has appended to, cleared or
+// purged since is left alone: its messages are not the import's to delete.
+// (The look and the Purge are two steps: a write landing between them is
+// not seen. The failures that lead here come after the import committed,
+// which only the store failing or an interrupt cause.)
+func removeImported(ctx context.Context, e storage.Engine, info storage.SessionInfo, n int64, err error) error {
+	ctx = context.WithoutCancel(ctx)
+	now, serr := e.Session(ctx, info.Name)
+	if serr != nil {
+		return fmt.Errorf("%w (and removing the partly imported session failed: %v)", err, serr)
+	}
+	if int64(now.TotalMessages) != n || now.LastSeq != info.LastSeq || now.Epoch != info.Epoch {
+		return fmt.Errorf("%w (the imported session %q was left in %s: another writer has changed it since (it now holds seq %d in epoch %d), and its messages are not the import's to remove)",
+			err, info.Name, e.Location(), now.LastSeq, now.Epoch)
+	}
+	if perr := e.Purge(ctx, info.Name); perr != nil {
 		return fmt.Errorf("%w (and removing the partly imported session failed: %v)", err, perr)
 	}
 	return err
@@ -344,33 +370,44 @@ func unfinishedImport(ctx context.Context, e storage.Engine, rec sessionRecord) 
 	return &UnfinishedError{Session: rec.Name, Location: e.Location(), Have: si.TotalMessages, Want: rec.Messages}
 }
 
-// importDerived stores the derived records that follow a session's
-// messages (e nil: reads past them).
-func importDerived(ctx context.Context, e storage.Engine, lr *lineReader, session string) error {
+// derivedLine is a derived record of an export and its line number.
+type derivedLine struct {
+	derivedRecord
+	no int
+}
+
+// readDerived reads the derived records that follow a session's messages.
+func readDerived(lr *lineReader) ([]derivedLine, error) {
+	var out []derivedLine
 	for {
 		line, err := lr.next()
 		if err == io.EOF {
-			return nil // the caller reports the missing end record
+			return out, nil // the caller reports the missing end record
 		}
 		if err != nil {
-			return err
+			return out, err
 		}
 		var d derivedRecord
 		if json.Unmarshal(line, &d) != nil || d.Type != "derived" {
 			lr.unread(line)
-			return nil
+			return out, nil
 		}
-		if e == nil {
-			continue
-		}
+		out = append(out, derivedLine{d, lr.no})
+	}
+}
+
+// putDerived stores a session's derived records.
+func putDerived(ctx context.Context, e storage.Engine, lr *lineReader, session string, derived []derivedLine) error {
+	for _, d := range derived {
 		value := []byte(d.Value)
 		if d.ValueBase64 != nil {
 			value = d.ValueBase64
 		}
 		if err := storage.PutDerived(ctx, e, session, d.Kind, d.Key, value); err != nil {
-			return fmt.Errorf("import session %q: derived record %s/%s (%s line %d): %w", session, d.Kind, d.Key, lr.name, lr.no, err)
+			return fmt.Errorf("import session %q: derived record %s/%s (%s line %d): %w", session, d.Kind, d.Key, lr.name, d.no, err)
 		}
 	}
+	return nil
 }
 
 func cutShort(lr *lineReader, session string, err error) error {

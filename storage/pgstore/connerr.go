@@ -94,9 +94,11 @@ func (e *ConnectError) Unwrap() []error {
 // without the password.
 func parseDSN[C any](dsn string, parse func(string) (C, error), conn func(C) *pgconn.Config) (C, error) {
 	var zero C
-	clean := pgdsn.Redact(dsn)
-	ce := &ConnectError{Kind: ErrBadDSN, DSN: clean}
-	safe, err := parse(clean)
+	ce := &ConnectError{Kind: ErrBadDSN, DSN: pgdsn.Redact(dsn)}
+	// Parsed without its password, but with the sslpassword: the driver
+	// decrypts the TLS key as it parses. The driver's messages never quote
+	// the string's parameters (parseReason drops the string they repeat).
+	safe, err := parse(pgdsn.RedactPassword(dsn))
 	if err != nil {
 		// What is wrong lies outside the password: say what.
 		ce.Reason = parseReason(err)

@@ -54,13 +54,13 @@ func openTarget(ctx context.Context, target string, opts storage.OpenOptions) (s
 func splitSchema(dsn string) (conn, schema string, err error) {
 	conn, schema, found, err := pgdsn.Cut(dsn, "schema")
 	if err != nil {
-		return "", "", fmt.Errorf("pgstore: open: the parameters of %s are not validly percent-encoded: %v: %w", pgdsn.Redact(dsn), err, ErrBadDSN)
+		return "", "", fmt.Errorf("pgstore: open %s: the schema= parameter is not validly percent-encoded: %v: %w", pgdsn.Redact(dsn), err, ErrBadDSN)
 	}
 	if !found {
 		return dsn, DefaultSchema, nil
 	}
 	if schema == "" {
-		return "", "", fmt.Errorf("pgstore: open: the schema= parameter of %s is empty: name a schema, or leave the parameter out for %q: %w", pgdsn.Redact(dsn), DefaultSchema, ErrSchemaName)
+		return "", "", fmt.Errorf("pgstore: open %s: the schema= parameter is empty: name a schema, or leave the parameter out for %q: %w", pgdsn.Redact(dsn), DefaultSchema, ErrSchemaName)
 	}
 	return conn, schema, nil
 }
