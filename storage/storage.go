@@ -14,9 +14,13 @@
 // share memory across machines. Package storage/storagetest checks that an
 // engine keeps this contract.
 //
-// Capabilities only some engines have (salvaging a damaged file,
-// compacting it) are not part of Engine: they are separate interfaces an
-// engine may also implement, found by type assertion.
+// Engine holds what every engine must do itself. What composes from it is
+// a function of this package (Append, Tail, Get, …), which uses the
+// engine's own faster method when it has one; what only some engines can
+// do (salvaging a damaged file, shrinking it, backing it up) is an
+// optional interface an engine or its driver implements, found by type
+// assertion, as io/fs's are. Package storage/export writes and reads
+// ctxstore's export format through any engine.
 //
 // Open opens an engine from a path or a URL, whichever engine registered
 // the target's scheme (Register), as database/sql opens a driver's

@@ -96,16 +96,6 @@ func (l *eventLog) take() []event {
 	return ev
 }
 
-// last returns the data of the newest event called name (nil if none).
-func last(events []event, name string) map[string]any {
-	for i := len(events) - 1; i >= 0; i-- {
-		if events[i].Name == name {
-			return events[i].Data
-		}
-	}
-	return nil
-}
-
 // viewReport is the typed explanation of one view; --json prints it as is.
 type viewReport struct {
 	Session      string `json:"session"`
