@@ -45,9 +45,12 @@ type ExistsError struct {
 	Location string // the engine's
 }
 
+// Error names the session and the engine.
 func (e *ExistsError) Error() string {
 	return fmt.Sprintf("session %q already exists in %s: nothing of it was imported", e.Session, e.Location)
 }
+
+// Unwrap is storage.ErrNotEmpty.
 func (e *ExistsError) Unwrap() error { return storage.ErrNotEmpty }
 
 // UnfinishedError means the engine holds a session of the export from an
@@ -60,6 +63,7 @@ type UnfinishedError struct {
 	Have, Want int
 }
 
+// Error names the session and says what to do.
 func (e *UnfinishedError) Error() string {
 	return fmt.Sprintf("session %q in %s holds an unfinished import (%d of the export's %d messages): it was not skipped as present; if no other import is running, remove it and import again",
 		e.Session, e.Location, e.Have, e.Want)

@@ -133,11 +133,14 @@ type Stats struct {
 // the engine, or storing it), for callers that explain it: a session that
 // is not there matches storage.ErrNotFound.
 type SessionError struct {
-	Session string
-	Err     error
+	Session string // the session's name
+	Err     error  // what went wrong
 }
 
+// Error is Err's message.
 func (e *SessionError) Error() string { return e.Err.Error() }
+
+// Unwrap is Err.
 func (e *SessionError) Unwrap() error { return e.Err }
 
 // Write streams the named sessions of e (all sessions when names is empty;
