@@ -104,10 +104,11 @@ func TestUsageErrorsSayWhatToDo(t *testing.T) {
 		{"bad bool", []string{"purge", "s", "--yes=maybe"}, []string{`invalid value "maybe" for --yes: want true or false`}, "parse error"},
 		{"flag without value", []string{"show", "s", "--epoch"}, []string{"--epoch needs a value; see 'ctxstore show --help'"}, "flag needs"},
 		{"missing session", []string{"show"}, []string{"ctxstore show: missing SESSION", "usage: ctxstore show SESSION"}, "missing argument"},
-		{"missing file", []string{"import"}, []string{"ctxstore import: missing FILE|DIR|-"}, "missing argument"},
+		{"missing file", []string{"import"}, []string{"ctxstore import: missing FILE|-"}, "missing argument"},
 		{"missing shell", []string{"completion"}, []string{"missing SHELL"}, "missing argument"},
 		{"typo", []string{"sow", "s"}, []string{`unknown command "sow"; did you mean 'show'?`}, ""},
-		{"prefix", []string{"comp"}, []string{"did you mean 'compact-file' or 'completion'?"}, ""},
+		{"prefix", []string{"comp"}, []string{"did you mean 'completion'?"}, ""},
+		{"missing transcript", []string{"ingest"}, []string{"ctxstore ingest: missing FILE|DIR|-"}, "missing argument"},
 		{"far off", []string{"frobnicate"}, []string{`unknown command "frobnicate"`}, "did you mean"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
