@@ -55,6 +55,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"Import", testImport},
 		{"ImportRefused", testImportRefused},
 		{"ImportShapes", testImportShapes},
+		{"BulkImport", testBulkImport},
 		{"Cancelled", testCancelled},
 		{"Closed", testClosed},
 	}
