@@ -59,6 +59,13 @@ type View struct {
 	// HistoryMessages and HistoryTokens describe the whole current history.
 	HistoryMessages int
 	HistoryTokens   int
+	// Epoch is the session's current epoch (0 for an in-memory manager).
+	// FirstSeq and LastSeq are the seqs of the history's first and last
+	// stored messages, 0 when none is stored yet; an epoch's seqs are
+	// contiguous, so the history is every seq between them.
+	Epoch    uint64
+	FirstSeq uint64
+	LastSeq  uint64
 
 	// Level is the highest compaction level in effect: 0 nothing
 	// compacted, 1 tool results truncated, 2 messages removed, 3 user

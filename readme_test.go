@@ -13,17 +13,7 @@ import (
 // with imports of ctxstore and persistent only (and context), as a new
 // user would paste it into an agent loop.
 func TestReadmeEmbeddingExampleCompiles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a package with the go command")
-	}
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH")
-	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	goCmd, readme := readmeAndGo(t)
 	text := string(readme)
 	at := strings.Index(text, "## Embedding it in an agent loop")
 	if at < 0 {
@@ -34,7 +24,7 @@ func TestReadmeEmbeddingExampleCompiles(t *testing.T) {
 		t.Fatal("the embedding section has no Go example")
 	}
 	body := text[at+start+len("```go\n"):]
-	body = body[:strings.Index(body, "```")]
+	_, body = splitImports(body[:strings.Index(body, "```")])
 	src := `package readmeexample
 
 import (

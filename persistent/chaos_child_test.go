@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ctxstore/ctxstore/internal/testkit"
 )
 
 // The process variant of the chaos test: the writers are child processes
@@ -20,7 +21,6 @@ import (
 // memory files meanwhile and runs one writer of its own.
 
 const (
-	chaosChildEnv = "CTXSTORE_CHAOS_CHILD" // set: this process is a chaos writer
 	chaosDBEnv    = "CTXSTORE_CHAOS_DB"
 	chaosFilesEnv = "CTXSTORE_CHAOS_FILES" // memory files, os.PathListSeparator between
 	chaosArgsEnv  = "CTXSTORE_CHAOS_ARGS"  // "writer ops seed"
@@ -29,35 +29,33 @@ const (
 
 // TestChaosChild is not a test: it is the body of a chaos writer process.
 func TestChaosChild(t *testing.T) {
-	if os.Getenv(chaosChildEnv) == "" {
-		t.Skip("chaos writer process; run by TestChaosProcesses")
-	}
-	var id, ops int
-	var seed uint64
-	if _, err := fmt.Sscan(os.Getenv(chaosArgsEnv), &id, &ops, &seed); err != nil {
-		t.Fatalf("%s=%q: %v", chaosArgsEnv, os.Getenv(chaosArgsEnv), err)
-	}
-	// No clock shared with the parent, and the parent makes the edits.
-	env := &chaosEnv{db: os.Getenv(chaosDBEnv), files: filepath.SplitList(os.Getenv(chaosFilesEnv))}
-	log := newChaosWriter(env, id, ops, seed).run(context.Background())
-	b, err := json.Marshal(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(os.Getenv(chaosOutEnv), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testkit.Child(t, func(string) error {
+		var id, ops int
+		var seed uint64
+		if _, err := fmt.Sscan(os.Getenv(chaosArgsEnv), &id, &ops, &seed); err != nil {
+			return fmt.Errorf("%s=%q: %v", chaosArgsEnv, os.Getenv(chaosArgsEnv), err)
+		}
+		// No clock shared with the parent, and the parent makes the edits.
+		env := &chaosEnv{db: os.Getenv(chaosDBEnv), files: filepath.SplitList(os.Getenv(chaosFilesEnv))}
+		log := newChaosWriter(env, id, ops, seed).run(context.Background())
+		b, err := json.Marshal(log)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(os.Getenv(chaosOutEnv), b, 0o600)
+	})
 }
+
+// chaosRole is the role of a chaos writer process, which TestChaosChild
+// plays (TestMain leaves it to the test).
+const chaosRole = "chaos-writer"
 
 // runChaosChild runs writer id as a child process and returns its log.
 func runChaosChild(env *chaosEnv, dir string, id, ops int, seed uint64) (chaosLog, error) {
 	out := filepath.Join(dir, fmt.Sprintf("writer%d.json", id))
-	cmd := exec.Command(os.Args[0], "-test.run=^TestChaosChild$", "-test.count=1")
-	// A -race child otherwise sleeps a second at exit.
-	cmd.Env = append(os.Environ(), chaosChildEnv+"=1", chaosDBEnv+"="+env.db,
+	cmd := testkit.Command("TestChaosChild", chaosRole, chaosDBEnv+"="+env.db,
 		chaosFilesEnv+"="+strings.Join(env.files, string(os.PathListSeparator)),
-		chaosArgsEnv+"="+fmt.Sprintf("%d %d %d", id, ops, seed), chaosOutEnv+"="+out,
-		"GORACE=atexit_sleep_ms=0")
+		chaosArgsEnv+"="+fmt.Sprintf("%d %d %d", id, ops, seed), chaosOutEnv+"="+out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return chaosLog{}, fmt.Errorf("writer %d: %v\n%s", id, err, b)
 	}

@@ -12,10 +12,8 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 )
-
-// childEnv selects the role a re-executed test binary plays.
-const childEnv = "CTXSTORE_PERSISTENT_CHILD"
 
 // childReport is what a child prints on stdout.
 type childReport struct {
@@ -89,9 +87,7 @@ func child(t *testing.T, role, path, session string, env ...string) childReport 
 
 // runRole is child for goroutines, which must not call t.Fatal.
 func runRole(role, path, session string, env ...string) (childReport, error) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+role, "CHILD_DB="+path, "CHILD_SESSION="+session)
-	cmd.Env = append(cmd.Env, env...)
+	cmd := testkit.Command("", role, append([]string{"CHILD_DB=" + path, "CHILD_SESSION=" + session}, env...)...)
 	out, err := cmd.Output()
 	if err != nil {
 		stderr := ""

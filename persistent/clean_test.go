@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/ctxstoretest"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 )
 
 // TestViewsCarryOnlyStoredKeys: in every state a view can be in — memory
@@ -105,7 +106,7 @@ func TestEditedPendingMemoryFileShownAsEdited(t *testing.T) {
 		t.Fatalf("fresh view %q %+v", texts(v.Messages), v.Origins)
 	}
 	writeFile(t, notes, "code 2222")
-	waitFor(t, "the edit", func() bool {
+	testkit.WaitFor(t, "the edit", func() bool {
 		h := history(t, m)
 		return len(h) == 1 && strings.HasSuffix(h[0].Text(), "code 2222")
 	})

@@ -10,14 +10,16 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 	"github.com/ctxstore/ctxstore/store"
 )
 
-// TestMain lets the test binary play a child process: tests re-exec
-// os.Args[0] with childEnv set to a role (see runChild).
+// TestMain lets the test binary play a child process in a role
+// (testkit.Command; see runChild), but for the chaos writers', which
+// TestChaosChild plays.
 func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
+	if role := testkit.Role(); role != "" && role != chaosRole {
 		os.Exit(runChild(role))
 	}
 	code := m.Run()

@@ -11,7 +11,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/hooklog"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	_ "github.com/ctxstore/ctxstore/store" // the file engine, the default
 )
 
 // Compile-time checks that Manager implements the contract and its
@@ -94,6 +94,9 @@ type Manager struct {
 // open pays for one store, and their appends share its commits. Close
 // closes the manager's handle; the file closes with the last one.
 //
+// path may also be any target storage.Open accepts, such as a postgres://
+// URL in a program that imports the PostgreSQL engine (storage/pgstore).
+//
 // Open fails when cfg is invalid (the error names the field), when the file
 // cannot be opened (storage.ErrCorrupt, storage.ErrLocked), when the file
 // is already open in this process with another LockTimeout
@@ -108,7 +111,7 @@ func Open(path string, session string, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.OpenShared(path, store.Options{LockTimeout: cfg.LockTimeout, NoSync: cfg.noSync, ReadOnly: cfg.ReadOnly})
+	st, err := storage.Open(context.Background(), path, storage.OpenOptions{LockTimeout: cfg.LockTimeout, NoSync: cfg.noSync, ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("persistent: open session %q: %w", session, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/simple"
 )
 
@@ -64,7 +65,7 @@ func TestWatchedMemoryEditStoredOnceByThreeWatchers(t *testing.T) {
 	for i := 1; i <= rounds; i++ {
 		content := fmt.Sprintf("v%d", i)
 		writeFile(t, notes, content)
-		waitFor(t, "every view to show "+content, func() bool {
+		testkit.WaitFor(t, "every view to show "+content, func() bool {
 			for _, m := range ms {
 				if !viewShows(t, m, content) {
 					return false

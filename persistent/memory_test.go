@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/simple"
 )
 
@@ -112,19 +113,6 @@ func TestMemoryFilesOverBudgetFailOpen(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes: the watcher
-// is asynchronous.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestWatchedMemoryFileEditAddsVersion(t *testing.T) {
 	dir := t.TempDir()
 	notes := filepath.Join(dir, "notes.md")
@@ -143,14 +131,14 @@ func TestWatchedMemoryFileEditAddsVersion(t *testing.T) {
 	addAll(t, m, []ctxstore.Message{user("first question")})
 
 	writeFile(t, notes, "version two")
-	waitFor(t, "the edited file to be appended", func() bool { return len(history(t, m)) == 4 })
+	testkit.WaitFor(t, "the edited file to be appended", func() bool { return len(history(t, m)) == 4 })
 	// Editors save in steps: a rename over the file counts as an edit too.
 	tmp := filepath.Join(dir, ".notes.md.swp")
 	writeFile(t, tmp, "version three")
 	if err := os.Rename(tmp, notes); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the renamed file to be appended", func() bool { return len(history(t, m)) == 5 })
+	testkit.WaitFor(t, "the renamed file to be appended", func() bool { return len(history(t, m)) == 5 })
 	addAll(t, m, []ctxstore.Message{user("second question")})
 
 	wantHistory := []string{
@@ -200,7 +188,7 @@ func TestWatchedMemoryEditBeforeFirstWrite(t *testing.T) {
 	cfg := Config{MemoryFiles: []string{notes}, WatchMemory: true, MemoryDebounce: 20 * time.Millisecond}
 	m := open(t, dbPath(t), "s", cfg)
 	writeFile(t, notes, "final")
-	waitFor(t, "the pending memory message to follow the edit", func() bool {
+	testkit.WaitFor(t, "the pending memory message to follow the edit", func() bool {
 		h := history(t, m)
 		return len(h) == 1 && strings.HasSuffix(h[0].Text(), "final")
 	})
@@ -246,7 +234,7 @@ func TestCloseStopsWatcher(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "goroutines to end after Close", func() bool { return runtime.NumGoroutine() <= before })
+	testkit.WaitFor(t, "goroutines to end after Close", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 // Edits arriving while other goroutines add and view (run with -race).
@@ -275,7 +263,7 @@ func TestWatchedMemoryUnderConcurrentUse(t *testing.T) {
 		time.Sleep(15 * time.Millisecond)
 	}
 	wg.Wait()
-	waitFor(t, "the last edit", func() bool {
+	testkit.WaitFor(t, "the last edit", func() bool {
 		v := viewOf(t, m, 5000)
 		return len(v) > 0 && strings.HasSuffix(v[0].Text(), "v5")
 	})

@@ -77,6 +77,7 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 	// Memory messages of a fresh session are not stored yet: they have no
 	// seq until the first write.
 	pending := len(m.w.pending) > 0
+	stored, lastSeq := m.w.count, m.w.lastSeq
 	events := m.takeEvents()
 	m.mu.Unlock()
 	if err != nil {
@@ -109,7 +110,10 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 		m.mu.Unlock()
 	}
 	v := m.drv.Explain(plan, res)
-	v.Session = m.session
+	v.Session, v.Epoch = m.session, epoch
+	if stored > 0 {
+		v.FirstSeq, v.LastSeq = lastSeq-uint64(stored)+1, lastSeq
+	}
 	for i := range v.Origins {
 		o := &v.Origins[i]
 		if o.Form == ctxstore.FormNotice || o.Form == ctxstore.FormRepair || pending {

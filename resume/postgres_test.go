@@ -2,7 +2,11 @@ package resume
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +14,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/pgtest"
 	"github.com/ctxstore/ctxstore/internal/pgtest/pgopen"
 	"github.com/ctxstore/ctxstore/storage"
+	_ "github.com/ctxstore/ctxstore/storage/pgstore" // postgres:// DBPaths
 )
 
 // TestImportJSONLPostgresOnce: two hosts (two pgstore pools) importing the
@@ -57,5 +62,41 @@ func TestImportJSONLPostgresOnce(t *testing.T) {
 		if err != nil || again.Imported != 0 || again.Skipped == "" {
 			t.Fatalf("round %d: a third import: %+v, %v; want skipped", round, again, err)
 		}
+	}
+}
+
+// TestOpenOnPostgres: a postgres:// DBPath resumes through the PostgreSQL
+// engine (storage.Open picks it by the URL's scheme): the JSONL is imported
+// there once, nothing is created beside the session's files, the session is
+// found there by id alone, and a second Open resumes without importing.
+func TestOpenOnPostgres(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("schema", pgtest.Schema(t, dsn))
+	u.RawQuery = q.Encode()
+	db := u.String()
+	root := fakeHome(t)
+
+	m, rep := openSession(t, Options{Path: jsonlPath(root, idNotes), DBPath: db})
+	if rep.Session != idNotes || rep.DBPath != db || rep.Migrated != 4 {
+		t.Fatalf("first open on PostgreSQL: %+v", rep)
+	}
+	first := history(t, m)
+	m.Close()
+	if _, err := os.Stat(filepath.Join(filepath.Dir(jsonlPath(root, idNotes)), DBName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a file database beside the session with a postgres:// DBPath: %v", err)
+	}
+	m2, rep2 := openSession(t, Options{Root: root, Session: idNotes, DBPath: db})
+	if !rep2.Resumed || rep2.Migrated != 0 || !equalBytes(history(t, m2), first) {
+		t.Fatalf("second open on PostgreSQL: %+v, history %d messages, want %d resumed", rep2, len(history(t, m2)), len(first))
+	}
+	st := pgopen.Open(t, dsn, q.Get("schema"))
+	if info, err := st.Session(ctx, idNotes); err != nil || info.LastSeq != uint64(len(first)) {
+		t.Fatalf("session in PostgreSQL: %+v, %v", info, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/store"
 )
@@ -20,13 +21,12 @@ import (
 // itself): import the JSONL and print the report as JSON, or die by SIGKILL
 // right after the first batch is stored.
 const (
-	envChild  = "RESUME_TEST_CHILD" // "import" or "crash"
 	envDB     = "RESUME_TEST_DB"
 	envSource = "RESUME_TEST_SRC"
 )
 
 func TestChildProcess(t *testing.T) {
-	role := os.Getenv(envChild)
+	role := testkit.Role() // "import" or "crash"
 	if role == "" {
 		t.Skip("child process role; run by other tests")
 	}
@@ -51,8 +51,7 @@ func TestChildProcess(t *testing.T) {
 
 func child(t *testing.T, role, db, src string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestChildProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envChild+"="+role, envDB+"="+db, envSource+"="+src)
+	cmd := testkit.Command("TestChildProcess", role, envDB+"="+db, envSource+"="+src)
 	cmd.Stderr = os.Stderr
 	return cmd
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/hooklog"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	_ "github.com/ctxstore/ctxstore/store" // the file engine, the default
 )
 
 // LatestSession is the Options.Session value that picks the most recently
@@ -35,10 +35,12 @@ type Options struct {
 	// replaces the search under Root. The session id is Session when set,
 	// else the name of the directory (of the file's directory for a file).
 	Path string
-	// DBPath is the store file. "" means ctxstore.db in the session
-	// directory. With a DBPath, a session id found only in the store (not
-	// under Root) is opened too, and "latest" (without a Project) also
-	// considers the store's sessions by their last update.
+	// DBPath is the store file, or any target storage.Open accepts (a
+	// postgres:// URL in a program that imports storage/pgstore). "" means
+	// ctxstore.db in the session directory. With a DBPath, a session id
+	// found only in the store (not under Root) is opened too, and "latest"
+	// (without a Project) also considers the store's sessions by their last
+	// update.
 	DBPath string
 	// Config configures the manager, as for persistent.Open.
 	Config persistent.Config
@@ -207,10 +209,12 @@ func importInto(ctx context.Context, t target, cfg persistent.Config) (ImportRep
 	if err != nil {
 		return ImportReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(t.db), 0o700); err != nil {
-		return ImportReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
+	if storage.Scheme(t.db) == storage.FileScheme {
+		if err := os.MkdirAll(filepath.Dir(t.db), 0o700); err != nil {
+			return ImportReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
+		}
 	}
-	st, err := store.OpenShared(t.db, store.Options{LockTimeout: cfg.LockTimeout})
+	st, err := storage.Open(ctx, t.db, storage.OpenOptions{LockTimeout: cfg.LockTimeout})
 	if err != nil {
 		return ImportReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
 	}
@@ -334,10 +338,12 @@ func latestSession(ctx context.Context, opts Options) (target, error) {
 
 // storeSessions lists the sessions of opts.DBPath; a missing file has none.
 func storeSessions(ctx context.Context, opts Options) ([]storage.SessionInfo, error) {
-	if _, err := os.Stat(opts.DBPath); errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	if storage.Scheme(opts.DBPath) == storage.FileScheme {
+		if _, err := os.Stat(opts.DBPath); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
 	}
-	st, err := store.OpenShared(opts.DBPath, store.Options{LockTimeout: opts.Config.LockTimeout, ReadOnly: true})
+	st, err := storage.Open(ctx, opts.DBPath, storage.OpenOptions{LockTimeout: opts.Config.LockTimeout, ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("list sessions of %s: %w", opts.DBPath, err)
 	}

@@ -103,7 +103,11 @@ func (m *Manager) explain(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 		return ctxstore.View{}, events, fmt.Errorf("simple: %w", err)
 	}
 	m.dec = res.Decisions
-	return m.drv.Explain(plan, res), append(events, res.Events...), nil
+	v := m.drv.Explain(plan, res)
+	if v.HistoryMessages > 0 { // seqs are positions in the history, from 1
+		v.FirstSeq, v.LastSeq = 1, uint64(v.HistoryMessages)
+	}
+	return v, append(events, res.Events...), nil
 }
 
 // Explain returns the view for r with the facts of how it was made: where

@@ -17,6 +17,11 @@
 // Capabilities only some engines have (salvaging a damaged file,
 // compacting it) are not part of Engine: they are separate interfaces an
 // engine may also implement, found by type assertion.
+//
+// Open opens an engine from a path or a URL, whichever engine registered
+// the target's scheme (Register), as database/sql opens a driver's
+// database: importing an engine's package, even blank, makes it available.
+// docs/architecture.md shows how the packages fit together.
 package storage
 
 import (
@@ -37,7 +42,8 @@ type Engine interface {
 	Append(ctx context.Context, session string, recs ...Record) (first, last uint64, err error)
 	// AppendIf is Append, but only if check accepts the session as the
 	// write transaction itself sees it; otherwise nothing is written and
-	// check's error comes back unchanged. A session that does not exist is
+	// check's error comes back unchanged. A nil check accepts anything:
+	// AppendIf is then Append. A session that does not exist is
 	// shown as it would be created (empty; epoch 1, or after a purged
 	// predecessor's epoch and seq). check may run more than once. A check
 	// that panics writes nothing; the panic comes back, with its value, on
@@ -89,7 +95,8 @@ type Engine interface {
 	// returns, fn seeing the current value (nil when none) and the session
 	// as the same write transaction sees them: a compare-and-swap. A nil
 	// value deletes the record; an error from fn writes nothing and comes
-	// back unchanged. fn may run more than once.
+	// back unchanged. fn may run more than once. A nil fn is refused with
+	// an error, storing nothing.
 	UpdateDerived(ctx context.Context, session, kind, key string, fn func(cur []byte, info SessionInfo) ([]byte, error)) error
 	// GetDerived returns the value under (kind, key), or ErrNotFound.
 	GetDerived(ctx context.Context, session, kind, key string) ([]byte, error)

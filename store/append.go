@@ -32,11 +32,9 @@ func (s *Store) Append(ctx context.Context, session string, recs ...Record) (fir
 // than once and must decide from its argument alone. If check panics,
 // nothing is written and AppendIf panics with the same value, on the
 // caller's goroutine (check may have run on another writer's, whose commit
-// it shared); the other writes of that commit are not affected.
+// it shared); the other writes of that commit are not affected. A nil check
+// accepts anything: AppendIf is then Append.
 func (s *Store) AppendIf(ctx context.Context, session string, check func(SessionInfo) error, recs ...Record) (first, last uint64, err error) {
-	if check == nil {
-		return 0, 0, fmt.Errorf("store: append to session %q: AppendIf needs a check", session)
-	}
 	return s.appendRecs(ctx, session, recs, check)
 }
 

@@ -340,9 +340,7 @@ func BenchmarkAppendProcesses(b *testing.B) {
 			if own {
 				session = fmt.Sprintf("own-%d", p)
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^TestStoreChild$", "-test.bench=^$")
-			cmd.Env = append(os.Environ(), envChild+"=bench-appender", envPath+"="+path, envArg+"="+fmt.Sprintf("%s %d", session, perProc))
-			cmd.Stderr = os.Stderr
+			cmd := child(b, "bench-appender", path, fmt.Sprintf("%s %d", session, perProc))
 			in, err := cmd.StdinPipe()
 			if err != nil {
 				b.Fatal(err)

@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"time"
 
-	"github.com/ctxstore/ctxstore/internal/pause"
+	"github.com/ctxstore/ctxstore/internal/groupcommit"
 	"go.etcd.io/bbolt"
 )
 
 // writeReq is one caller's write waiting for a commit.
 type writeReq struct {
+	// Slot is the write's place in the group-commit queue, and the relay
+	// of a panic of its caller's callback (a check, UpdateDerived's fn),
+	// recovered maybe on another caller's goroutine (the commit's
+	// leader): such a write stores nothing, and its caller's goroutine
+	// raises the panic again (answer).
+	groupcommit.Slot
 	// apply does the write inside tx. It must make every check before its
 	// first write and report a failed check as a *rejected, which leaves
 	// the transaction usable for the other requests. It may run twice
@@ -20,61 +24,26 @@ type writeReq struct {
 	apply func(w *wtx) error
 	// wal, set for an append, lets the write go to the log instead of
 	// bbolt (walCommit); apply is its bbolt form.
-	wal  *walAppend
-	ctx  context.Context
-	done chan struct{} // closed when err is final
-	lead chan struct{} // receives the leader role when handed over
-	err  error
-	// panicked, when not nil, is what a callback of the caller's (a check,
-	// UpdateDerived's fn) panicked with, maybe on another caller's
-	// goroutine (the commit's leader): the write stored nothing, and its
-	// caller's goroutine raises the panic again (answer).
-	panicked any
+	wal *walAppend
+	ctx context.Context
+	err error
 }
 
-// answer is r's outcome, once done is closed, on its caller's goroutine: a
-// panic of the caller's callback, recovered where it ran, is raised again
-// here, with the same value, so that it reaches the caller whose code
-// panicked, and only that one.
-func (r *writeReq) answer() error {
-	if r.panicked != nil {
-		panic(r.panicked)
-	}
-	return r.err
-}
-
-// callerPanic carries a panic of a caller's callback, recovered where the
-// callback ran, back to its request as an error (see caught). The callbacks
-// run before their write's first change, so it is returned as a rejection:
-// the transaction stays usable for the other requests.
-type callerPanic struct{ value any }
-
-func (p *callerPanic) Error() string {
-	return fmt.Sprintf("store: the write's callback panicked: %v", p.value)
-}
+// answer is r's outcome, once it is answered, on its caller's goroutine (see
+// groupcommit.Slot.Answer).
+func (r *writeReq) answer() error { return r.Answer(r.err) }
 
 // callCheck runs a caller's check on si; a panic in it comes back as a
-// *callerPanic.
-func callCheck(check func(SessionInfo) error, si SessionInfo) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &callerPanic{p}
-		}
-	}()
-	return check(si)
+// *groupcommit.Panic. The callbacks run before their write's first change,
+// so it is returned as a rejection: the transaction stays usable for the
+// other requests.
+func callCheck(check func(SessionInfo) error, si SessionInfo) error {
+	return groupcommit.Call(func() error { return check(si) })
 }
 
-// caught moves a *callerPanic, r's error after its check or fn panicked,
-// to r.panicked: r is answered, and is not run again.
-func caught(r *writeReq) {
-	if p, ok := r.err.(*callerPanic); ok {
-		r.panicked, r.err = p.value, errPanicked
-	}
-}
-
-// errPanicked is the error of a write whose caller's callback panicked; its
-// caller sees the panic instead.
-var errPanicked = errors.New("store: the write's callback panicked")
+// caught moves a *groupcommit.Panic, r's error after its check or fn
+// panicked, into r's slot: r is answered, and is not run again.
+func caught(r *writeReq) { r.err = r.Keep(r.err) }
 
 // errAbandoned is the error of the writes a commit left unanswered when the
 // store's own code panicked in it (a bug of this package): the panic goes
@@ -114,105 +83,31 @@ func (s *Store) writeReq(ctx context.Context, r *writeReq) error {
 	if s.opts.ReadOnly {
 		return fmt.Errorf("store %s: write refused, the file was opened read-only: %w", s.path, ErrReadOnly)
 	}
-	r.ctx, r.done, r.lead = ctx, make(chan struct{}), make(chan struct{}, 1)
-	s.qmu.Lock()
-	s.queue = append(s.queue, r)
-	if s.gathered != nil && len(s.queue) >= s.gatherFor {
-		close(s.gathered)
-		s.gathered = nil
-	}
-	if s.committing {
-		s.qmu.Unlock()
-		select {
-		case <-r.done:
-			return r.answer()
-		case <-r.lead:
-		case <-ctx.Done():
-			if s.leave(r) {
-				return ctx.Err()
-			}
-			// Already taken into a commit: its caller must learn the
-			// outcome. The commit's lock waits are bounded by
-			// LockTimeout.
-			<-r.done
-			return r.answer()
-		}
-	} else {
-		s.committing = true
-		s.qmu.Unlock()
+	r.ctx = ctx
+	switch s.commits.Join(ctx, r) {
+	case groupcommit.Answered:
+		return r.answer()
+	case groupcommit.Left:
+		return ctx.Err()
+	case groupcommit.Taken:
+		// Its caller must learn the outcome. The commit's lock waits
+		// are bounded by LockTimeout.
+		<-r.Done()
+		return r.answer()
 	}
 	s.lead()
-	<-r.done
+	<-r.Done()
 	return r.answer()
-}
-
-// leave takes r, whose caller gave up, out of the queue, handing the
-// leader role on if r had been given it. It reports false when r was taken
-// into a commit already.
-func (s *Store) leave(r *writeReq) bool {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	i := slices.Index(s.queue, r)
-	if i < 0 {
-		return false
-	}
-	s.queue = slices.Delete(s.queue, i, i+1)
-	select {
-	case <-r.lead:
-		s.handOverLocked()
-	default:
-	}
-	return true
-}
-
-// handOver ends a leader's turn: the first writer that queued meanwhile
-// leads the next commit, or, none queued, the next writer commits at once.
-func (s *Store) handOver() {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	s.handOverLocked()
-}
-
-// handOverLocked is handOver with qmu held.
-func (s *Store) handOverLocked() {
-	if len(s.queue) == 0 {
-		s.committing = false
-	} else {
-		s.queue[0].lead <- struct{}{}
-	}
 }
 
 // lead commits everything queued, then hands the leader role to the first
 // writer that queued meanwhile, if any: however the commit ends, a panic
 // included.
 func (s *Store) lead() {
-	s.qmu.Lock()
-	if n := s.lastBatch; n > 1 && len(s.queue) < n {
-		// The last commit served n writers, who are now coming back
-		// with their next writes; without this wait the first of them
-		// would commit alone and the rest would queue for the commit
-		// after it, so every other commit would carry one write. A
-		// lone writer (lastBatch 1) never waits.
-		gathered := make(chan struct{})
-		s.gathered, s.gatherFor = gathered, n
-		s.qmu.Unlock()
-		pause.Until(gathered, gatherWait)
-		s.qmu.Lock()
-		s.gathered = nil
-	}
-	batch := s.queue
-	s.queue = nil
-	s.lastBatch = len(batch)
-	s.qmu.Unlock()
-
-	defer s.handOver()
+	batch := s.commits.Take()
+	defer s.commits.HandOver()
 	s.commit(batch)
 }
-
-// gatherWait bounds how long a leader waits for the writers of the last
-// commit to queue their next writes: much less than a commit (two fsyncs,
-// several hundred µs), enough for woken goroutines to run on a busy CPU.
-const gatherWait = 100 * time.Microsecond
 
 // errPartial aborts a shared transaction after a write failed half-way.
 var errPartial = errors.New("write failed after it began")
@@ -234,10 +129,10 @@ func (s *Store) commit(batch []*writeReq) {
 	finished := false
 	defer func() {
 		for _, r := range batch {
-			if !finished && r.panicked == nil {
+			if !finished && !r.Caught() {
 				r.err = fmt.Errorf("store %s: commit: %w: %w", s.path, ErrOutcomeUnknown, errAbandoned)
 			}
-			close(r.done)
+			r.Finish()
 		}
 	}()
 	if s.walCommit(batch) {
@@ -280,6 +175,15 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 	if err != nil {
 		return fail(err)
 	}
+	if t.mode == tailOrphan {
+		// A log of this database that does not continue the file (an
+		// older copy of it was put in its place): never applied here.
+		// The batch is redone with a log of its own.
+		if err := s.setAsideOwnLog(t); err != nil {
+			return fail(err)
+		}
+		return true
+	}
 	db, err := s.acquire(actx)
 	if err != nil {
 		return fail(err)
@@ -299,7 +203,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 				return fmt.Errorf("apply the log: %w", err)
 			}
 			for _, r := range batch {
-				if r.panicked != nil {
+				if r.Caught() {
 					continue // answered in an earlier attempt
 				}
 				r.err = r.apply(w)
@@ -371,7 +275,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		// One write failed half-way and the whole transaction was rolled
 		// back: commit each alone, so only the faulty one fails.
 		for _, r := range batch {
-			if r.panicked != nil {
+			if r.Caught() {
 				continue
 			}
 			r.err = s.guard("write", func() error {

@@ -20,8 +20,8 @@ import (
 // A symlink is followed: the log is beside the file it points to, so
 // processes naming the file directly or through symlinks share one log. Hard
 // links cannot be followed: each name of a hard-linked file would get a log
-// of its own, and appends made through one name would be lost to the other.
-// Give a database one name (symlinks to it are fine).
+// of its own, so Open refuses a file with more than one name. Give a
+// database one name (symlinks to it are fine).
 func LogPath(path string) string {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
@@ -80,6 +80,17 @@ func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst strin
 			err = fmt.Errorf("close %s: %w", src.Name(), cerr)
 		}
 	}()
+	var st fileState
+	if err := db.View(func(tx *bbolt.Tx) (err error) { st, err = readFileState(tx); return err }); err != nil {
+		return fmt.Errorf("%s: %w", src.Name(), err)
+	}
+	if st.hasID {
+		if _, foreign := foreignLogID(log, st.id); log != nil && foreign {
+			// Another database's log: it stays out of the copy and is
+			// left as it is (a Store sets it aside).
+			log = nil
+		}
+	}
 	// The copy keeps the source's page size (Open picks it for packing,
 	// not the OS page size bbolt would default to). bbolt initialises the
 	// empty file.
@@ -111,6 +122,13 @@ func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst strin
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
+	}
+	if !replace {
+		// A copy beside the file is a database of its own: a log of
+		// the original never applies to it, wherever it is put.
+		if err := giveNewIdentity(dst); err != nil {
+			return err
+		}
 	}
 	if err := finish(); err != nil {
 		return err

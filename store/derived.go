@@ -8,6 +8,8 @@ import (
 	"iter"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/groupcommit"
+	"github.com/ctxstore/ctxstore/internal/paging"
 	"go.etcd.io/bbolt"
 )
 
@@ -73,6 +75,9 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 	if err := checkDerived(session, kind, key, true); err != nil {
 		return err
 	}
+	if fn == nil {
+		return fmt.Errorf("store: session %q: derived %s/%s: UpdateDerived needs a function", session, kind, key)
+	}
 	return s.write(ctx, func(w *wtx) error {
 		info, err := w.peek(session, time.Now().UnixNano())
 		if err != nil {
@@ -100,14 +105,13 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 }
 
 // callFn runs UpdateDerived's fn; a panic in it comes back as a
-// *callerPanic.
+// *groupcommit.Panic.
 func callFn(fn func(cur []byte, info SessionInfo) ([]byte, error), cur []byte, info SessionInfo) (value []byte, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			value, err = nil, &callerPanic{p}
-		}
-	}()
-	return fn(cur, info)
+	err = groupcommit.Call(func() (err error) {
+		value, err = fn(cur, info)
+		return err
+	})
+	return value, err
 }
 
 // deleteDerived removes one derived record inside w, if it exists.
@@ -178,8 +182,7 @@ func (s *Store) ListDerived(ctx context.Context, session, kind string) iter.Seq2
 			yield(Derived{}, err)
 			return
 		}
-		var after []byte
-		for started := false; ; started = true {
+		paging.Pages(pageEntries, yield, func(last *Derived) ([]Derived, error) {
 			var page []Derived
 			err := s.view(ctx, func(tx *bbolt.Tx) error {
 				kb, err := derivedBucket(tx, session, kind)
@@ -191,7 +194,8 @@ func (s *Store) ListDerived(ctx context.Context, session, kind string) iter.Seq2
 				}
 				c := kb.Cursor()
 				k, v := c.First()
-				if started {
+				if last != nil {
+					after := []byte(last.Key)
 					k, v = c.Seek(after)
 					if k != nil && bytes.Equal(k, after) {
 						k, v = c.Next()
@@ -202,19 +206,7 @@ func (s *Store) ListDerived(ctx context.Context, session, kind string) iter.Seq2
 				}
 				return nil
 			})
-			if err != nil {
-				yield(Derived{}, err)
-				return
-			}
-			for _, d := range page {
-				if !yield(d, nil) {
-					return
-				}
-			}
-			if len(page) < pageEntries {
-				return
-			}
-			after = []byte(page[len(page)-1].Key)
-		}
+			return page, err
+		})
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -100,7 +101,7 @@ func firstErr(errs ...error) error {
 func decodeEnvelope(b []byte) (envelope, error) {
 	var e envelope
 	if err := decodeEnvelopeInto(b, &e); err != nil {
-		return envelope{}, fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)
+		return envelope{}, envelopeError(err)
 	}
 	return e, nil
 }
@@ -114,7 +115,7 @@ func decodeEnvelopeHead(b []byte) (seq, epoch uint64, err error) {
 	dec.Reset(r)
 	var e envelope
 	if _, _, err := decodeHead(dec, r, b, &e); err != nil {
-		return 0, 0, fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)
+		return 0, 0, envelopeError(err)
 	}
 	return e.Seq, e.Epoch, nil
 }
@@ -134,7 +135,10 @@ func decodeHead(dec *msgpack.Decoder, r *bytes.Reader, b []byte, e *envelope) (n
 	if version, err = dec.DecodeUint64(); err != nil {
 		return 0, 0, fmt.Errorf("version: %v", err)
 	}
-	if version < 1 || version > EnvelopeVersion {
+	if version > EnvelopeVersion {
+		return 0, 0, newerFormat("message envelope", version, EnvelopeVersion)
+	}
+	if version < 1 {
 		return 0, 0, fmt.Errorf("unsupported version %d", version)
 	}
 	if e.Seq, err = dec.DecodeUint64(); err != nil {
@@ -229,4 +233,13 @@ func decodeStrings(dec *msgpack.Decoder, r *bytes.Reader) ([]string, error) {
 		}
 	}
 	return ss, nil
+}
+
+// envelopeError is a decoding error as callers see it: a newer envelope
+// says so (ErrNewerFormat), anything else is damage (ErrCorrupt).
+func envelopeError(err error) error {
+	if errors.Is(err, ErrNewerFormat) {
+		return fmt.Errorf("envelope: %w", err)
+	}
+	return fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)
 }

@@ -18,14 +18,14 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	bolt "go.etcd.io/bbolt"
 )
 
-// Child processes: a test re-executes the test binary with childRoleEnv set, so that a
+// Child processes: a test re-executes the test binary in a role (testkit.Command), so that a
 // bbolt fault (which kills a process outright) shows up as a failed child, not as a
 // dead test run.
 const (
-	childRoleEnv = "CTXSTORE_STORE_DAMAGE_CHILD"
 	childPathEnv = "CTXSTORE_STORE_DAMAGE_PATH"
 	childArgEnv  = "CTXSTORE_STORE_DAMAGE_ARG"
 	childResult  = "RESULT "
@@ -33,12 +33,10 @@ const (
 
 // TestDamageChild is the child process entry point; it does nothing in a normal run.
 func TestDamageChild(t *testing.T) {
-	role := os.Getenv(childRoleEnv)
-	if role == "" {
-		t.Skip("child process role only")
-	}
-	fmt.Printf("%s%s\n", childResult, runChildRole(role, os.Getenv(childPathEnv)))
-	os.Exit(0)
+	testkit.Child(t, func(role string) error {
+		fmt.Printf("%s%s\n", childResult, runChildRole(role, os.Getenv(childPathEnv)))
+		return nil
+	})
 }
 
 // runChildRole does what role says with the file at path and returns the outcome
@@ -122,10 +120,7 @@ func readAllFaultSafe(db *bolt.DB) (n int, err error) {
 
 // childCmd is the command running role on path in a child process.
 func childCmd(role, path string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDamageChild$", "-test.count=1")
-	// A -race binary sleeps a second at exit by default; there are many children.
-	cmd.Env = append(os.Environ(), childRoleEnv+"="+role, childPathEnv+"="+path, "GORACE=atexit_sleep_ms=0")
-	return cmd
+	return testkit.Command("TestDamageChild", role, childPathEnv+"="+path)
 }
 
 // runChild runs role on path in a child process and returns its outcome line. A

@@ -1,6 +1,13 @@
 package store
 
-// File layout (format version 1).
+// File layout (format version 2).
+//
+// Version 2 is version 1 with the write-ahead log (wal.go) and the identity
+// binding the two: a file of version 2 may hold acknowledged appends in its
+// log that version 1 readers cannot see, so they refuse it (their check of
+// the version). A file of version 1 is migrated by the first open that may
+// write: the new version and, if it has none, an identity, in one
+// transaction.
 //
 // One bbolt file holds many sessions. Keys of message buckets are 8-byte
 // big-endian sequence numbers, so bbolt's byte order is numeric order and an
@@ -8,6 +15,8 @@ package store
 //
 //	"ctxstore"                          top-level bucket: store-wide values
 //	    "format"  -> format version as decimal text (FormatVersion)
+//	    "wal"     -> the database's identity and how far its log is applied
+//	              (id, generation, offset; see wal.go)
 //	    "purged"  bucket: <session name bytes> -> msgpack tombstone
 //	              (last seq and epoch of a purged session, nothing else)
 //	"sessions"                          top-level bucket: one sub-bucket per session
@@ -55,7 +64,9 @@ package store
 // Sessions and Session never read message bodies.
 const (
 	// FormatVersion is the layout version stored under "ctxstore"/"format".
-	FormatVersion = 1
+	// A file of a newer version is refused with ErrNewerFormat; one of an
+	// older version is migrated when opened for writing.
+	FormatVersion = 2
 	// EnvelopeVersion is element 0 of the message envelopes this version
 	// writes; it reads every version from 1 on.
 	EnvelopeVersion = 2

@@ -9,23 +9,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// waitFor polls cond every millisecond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-	}
-}
+	"github.com/ctxstore/ctxstore/internal/testkit"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
+)
 
 // queued is the number of writes waiting in st's group-commit queue.
 func queued(st *Store) int {
-	st.qmu.Lock()
-	defer st.qmu.Unlock()
-	return len(st.queue)
+	return st.commits.Len()
 }
 
 // holdCommit starts an append that is held inside its commit (after its
@@ -80,32 +71,7 @@ func queueBehind(t *testing.T, st *Store, fault func(n int64), writes ...func() 
 	t.Helper()
 	release := holdCommit(t, st, fault)
 	defer func() { st.synced = nil }() // every commit that calls it has returned
-	errs, panics = make([]error, len(writes)), make([]any, len(writes))
-	done := make(chan int, len(writes))
-	for i, w := range writes {
-		go func() {
-			defer func() {
-				panics[i] = recover()
-				done <- i
-			}()
-			errs[i] = w()
-		}()
-		waitFor(t, fmt.Sprintf("write %d to queue", i), func() bool { return queued(st) == i+1 })
-	}
-	if err := release(); err != nil {
-		t.Fatal(err)
-	}
-	timeout := time.After(10 * time.Second)
-	returned := make([]bool, len(writes))
-	for range writes {
-		select {
-		case i := <-done:
-			returned[i] = true
-		case <-timeout:
-			t.Fatalf("10 s after the held commit, writes returned: %v (the others hang); panics so far: %v", returned, panics)
-		}
-	}
-	return errs, panics
+	return testkit.Queue(t, func() int { return queued(st) }, release, writes...)
 }
 
 // writesOn checks that st still writes: an append and a clear, each with a
@@ -136,13 +102,6 @@ func writesOn(t *testing.T, st *Store) {
 	}
 }
 
-// recovered runs fn and returns what it panicked with.
-func recovered(fn func()) (p any) {
-	defer func() { p = recover() }()
-	fn()
-	return nil
-}
-
 var errBoom = errors.New("check bug")
 
 func panicky(SessionInfo) error { panic(errBoom) }
@@ -160,7 +119,7 @@ func TestPanicInCallback(t *testing.T) {
 		// check on both paths.
 		st.logMessages = 0
 		var err error
-		if p := recovered(func() { _, _, err = st.AppendIf(ctx, "s", panicky, text("user", "never")) }); p != errBoom {
+		if p := testkit.Recovered(func() { _, _, err = st.AppendIf(ctx, "s", panicky, text("user", "never")) }); p != errBoom {
 			t.Fatalf("AppendIf (to bbolt) whose check panics: recovered %v (error %v), want the check's panic value", p, err)
 		}
 		st.logMessages = walMaxMessages
@@ -168,15 +127,15 @@ func TestPanicInCallback(t *testing.T) {
 		if _, _, err := st.Append(ctx, "s", text("user", "s1")); err != nil {
 			t.Fatal(err)
 		}
-		if p := recovered(func() { st.AppendIf(ctx, "s", panicky, text("user", "never")) }); p != errBoom {
+		if p := testkit.Recovered(func() { st.AppendIf(ctx, "s", panicky, text("user", "never")) }); p != errBoom {
 			t.Fatalf("AppendIf (to the log) whose check panics: recovered %v, want the check's panic value", p)
 		}
 		writesOn(t, st)
-		if p := recovered(func() { _, _, _, err = st.ReplaceEpoch(ctx, "s", panicky, text("user", "never")) }); p != errBoom {
+		if p := testkit.Recovered(func() { _, _, _, err = st.ReplaceEpoch(ctx, "s", panicky, text("user", "never")) }); p != errBoom {
 			t.Fatalf("ReplaceEpoch whose check panics: recovered %v (error %v), want the check's panic value", p, err)
 		}
 		writesOn(t, st)
-		p := recovered(func() {
+		p := testkit.Recovered(func() {
 			err = st.UpdateDerived(ctx, "s", "k", "x", func([]byte, SessionInfo) ([]byte, error) { panic(errBoom) })
 		})
 		if p != errBoom {
@@ -199,42 +158,9 @@ func TestPanicInCallback(t *testing.T) {
 
 	t.Run("in a shared commit to the log led by another caller", func(t *testing.T) {
 		st, _ := openTemp(t)
-		for _, s := range []string{"a", "b"} {
-			if _, _, err := st.Append(ctx, s, text("user", s+"0")); err != nil {
-				t.Fatal(err)
-			}
-		}
-		var a1, a2, b1 uint64
-		errs, panics := queueBehind(t, st, nil,
-			func() (err error) { // the leader
-				a1, _, err = st.AppendIf(ctx, "a", accept, text("user", "a1"))
-				return err
-			},
-			func() error {
-				_, _, err := st.AppendIf(ctx, "b", panicky, text("user", "never"))
-				return err
-			},
-			func() (err error) {
-				b1, _, err = st.Append(ctx, "b", text("user", "b1"))
-				return err
-			},
-			func() (err error) {
-				a2, _, err = st.AppendIf(ctx, "a", accept, text("user", "a2"))
-				return err
-			},
-		)
-		if panics[0] != nil || panics[1] != errBoom || panics[2] != nil || panics[3] != nil {
-			t.Fatalf("panics %v (errors %v): want the check's on the second write's goroutine only", panics, errs)
-		}
-		if errs[0] != nil || errs[2] != nil || errs[3] != nil {
-			t.Fatalf("errors %v: want the others stored", errs)
-		}
-		if got, want := textsOf(t, st, "a"), []string{"a0", "a1", "a2"}; !slices.Equal(got, want) || a1 != 2 || a2 != 3 {
-			t.Fatalf("session a holds %q (a1 at %d, a2 at %d), want %q", got, a1, a2, want)
-		}
-		if got, want := textsOf(t, st, "b"), []string{"b0", "b1"}; !slices.Equal(got, want) || b1 != 2 {
-			t.Fatalf("session b holds %q (b1 at %d), want %q", got, b1, want)
-		}
+		storagetest.PanicInSharedCommit(t, st, func(writes ...func() error) ([]error, []any) {
+			return queueBehind(t, st, nil, writes...)
+		})
 		writesOn(t, st)
 	})
 
@@ -343,7 +269,7 @@ func TestQueuedWriteHonoursContext(t *testing.T) {
 			_, _, err := st.AppendIf(ctx, "q", accept, text("user", what))
 			out <- result{err, time.Since(t0)}
 		}()
-		waitFor(t, what+" to queue", func() bool { return queued(st) == i })
+		testkit.WaitFor(t, what+" to queue", func() bool { return queued(st) == i })
 		return out
 	}
 	// First in line: it would lead the next commit.
@@ -408,7 +334,7 @@ func TestQueuedWriteTakenIntoCommit(t *testing.T) {
 		_, _, err := st.Append(ctx, "q", text("user", "lead"))
 		lead <- err
 	}()
-	waitFor(t, "the leader to queue", func() bool { return queued(st) == 1 })
+	testkit.WaitFor(t, "the leader to queue", func() bool { return queued(st) == 1 })
 	cctx, cancel := context.WithCancel(ctx)
 	var seq uint64
 	taken := make(chan error, 1)
@@ -417,7 +343,7 @@ func TestQueuedWriteTakenIntoCommit(t *testing.T) {
 		seq, _, err = st.AppendIf(cctx, "q", accept, text("user", "taken"))
 		taken <- err
 	}()
-	waitFor(t, "the write to queue", func() bool { return queued(st) == 2 })
+	testkit.WaitFor(t, "the write to queue", func() bool { return queued(st) == 2 })
 	if err := release(); err != nil {
 		t.Fatal(err)
 	}
@@ -454,13 +380,13 @@ func TestQueuedWriteGivesUpRacingCommit(t *testing.T) {
 			_, _, err := st.Append(cctx, "r", text("user", fmt.Sprintf("maybe %d", i)))
 			gave <- err
 		}()
-		waitFor(t, "the write to queue", func() bool { return queued(st) == 1 })
+		testkit.WaitFor(t, "the write to queue", func() bool { return queued(st) == 1 })
 		kept := make(chan error, 1)
 		go func() {
 			_, _, err := st.Append(ctx, "r", text("user", fmt.Sprintf("kept %d", i)))
 			kept <- err
 		}()
-		waitFor(t, "the write to queue", func() bool { return queued(st) == 2 })
+		testkit.WaitFor(t, "the write to queue", func() bool { return queued(st) == 2 })
 		go cancel()
 		if err := release(); err != nil {
 			t.Fatal(err)

@@ -18,33 +18,32 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"go.etcd.io/bbolt"
 )
 
-// Child processes re-run this test binary with CTXSTORE_STORE_CHILD naming
-// the role; TestStoreChild runs it and exits.
+// Child processes re-run this test binary (testkit.Command) in a role, on
+// the file envPath names, with envArg; TestStoreChild plays it and exits.
 const (
-	envChild = "CTXSTORE_STORE_CHILD"
-	envPath  = "CTXSTORE_STORE_PATH"
-	envArg   = "CTXSTORE_STORE_ARG"
+	envPath = "CTXSTORE_STORE_PATH"
+	envArg  = "CTXSTORE_STORE_ARG"
 )
 
 // child starts this test binary in role, on path, with arg.
-func child(t *testing.T, role, path, arg string) *exec.Cmd {
+func child(t testing.TB, role, path, arg string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestStoreChild$", "-test.v=false")
-	// A -race child otherwise sleeps a second at exit (GORACE atexit_sleep_ms).
-	cmd.Env = append(os.Environ(), envChild+"="+role, envPath+"="+path, envArg+"="+arg, "GORACE=atexit_sleep_ms=0")
+	cmd := testkit.Command("TestStoreChild", role, envPath+"="+path, envArg+"="+arg)
 	cmd.Stderr = os.Stderr
 	return cmd
 }
 
 // TestStoreChild is not a test: it is the body of the child processes.
 func TestStoreChild(t *testing.T) {
-	role := os.Getenv(envChild)
-	if role == "" {
-		t.Skip("child process role; run by the process tests")
-	}
+	testkit.Child(t, playStoreRole)
+}
+
+// playStoreRole plays role in a child process.
+func playStoreRole(role string) error {
 	path, arg := os.Getenv(envPath), os.Getenv(envArg)
 	var err error
 	switch role {
@@ -68,11 +67,7 @@ func TestStoreChild(t *testing.T) {
 			err = fmt.Errorf("unknown role %q", role)
 		}
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	return err
 }
 
 // childAppender appends batches of 1-3 messages forever and prints

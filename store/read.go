@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ctxstore/ctxstore/internal/paging"
 	"go.etcd.io/bbolt"
 )
 
@@ -219,23 +220,9 @@ func (st *scanState) visit(k, v []byte, backward bool) bool {
 // first. It reads from the end of the log, so its cost depends on n, not on
 // the length of the session. A session that does not exist gives none.
 func (s *Store) Tail(ctx context.Context, session string, n int) ([]Entry, error) {
-	var out []Entry
-	if n <= 0 {
-		return nil, nil
-	}
 	// Pages of n entries: a short tail reads, decodes and copies only
 	// what it returns.
-	for e, err := range s.backward(ctx, session, 0, min(n, pageEntries)) {
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-		if len(out) == n {
-			break
-		}
-	}
-	slices.Reverse(out)
-	return out, nil
+	return paging.Newest(s.backward(ctx, session, 0, min(n, pageEntries)), n)
 }
 
 // Get returns the messages of session with the given seqs, in the order

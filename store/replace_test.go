@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,10 +45,10 @@ func childMarkedAppender(path, arg string) error {
 	return nil
 }
 
-// A file renamed over the store's path while another process appends back
-// to back (the step doctor --salvage advises: mv rescued.db agent.db): every
-// append that began after the rename is in the file at the path, not in the
-// unlinked old file the appender had open.
+// A copy of the same database renamed over the store's path while another
+// process appends back to back (the step doctor --salvage advises: mv
+// rescued.db agent.db): every append that began after the rename is in the
+// file at the path, not in the unlinked old file the appender had open.
 func TestFileReplacedUnderWriter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
@@ -56,7 +57,7 @@ func TestFileReplacedUnderWriter(t *testing.T) {
 	path := filepath.Join(dir, "agent.db")
 	rescued := filepath.Join(dir, "rescued.db")
 	marker := filepath.Join(dir, "renamed")
-	r, err := Open(rescued, Options{})
+	r, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +66,11 @@ func TestFileReplacedUnderWriter(t *testing.T) {
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
+	}
+	// A copy of the same database (as a salvage makes one): the Stores
+	// that have it open go on in it.
+	if out, err := exec.Command("cp", path, rescued).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
 	}
 
 	const n = 600
@@ -147,12 +153,13 @@ func TestFileReplacedUnderGroupCommit(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "agent.db")
 	rescued := filepath.Join(dir, "rescued.db")
-	for _, p := range []string{path, rescued} {
-		s, err := Open(p, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
+	s0, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0.Close()
+	if out, err := exec.Command("cp", path, rescued).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
 	}
 	s, err := Open(path, Options{})
 	if err != nil {

@@ -253,6 +253,11 @@ func SalvageWith(ctx context.Context, src, dst string, opts SalvageOptions) (*Sa
 			return r, incomplete(src, dst, err)
 		}
 	}
+	if sv.newer != nil {
+		// Copied into this program's format, such records would be
+		// dropped: refuse, as for a newer file format.
+		return r, fmt.Errorf("salvage %s: %w: salvage it with a newer ctxstore; nothing was written", src, sv.newer)
+	}
 	if opts.afterWalk != nil {
 		opts.afterWalk()
 	}
@@ -264,7 +269,7 @@ func SalvageWith(ctx context.Context, src, dst string, opts SalvageOptions) (*Sa
 
 // incomplete describes a salvage that stopped before dst was written.
 func incomplete(src, dst string, err error) error {
-	if errors.Is(err, ErrCorrupt) {
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNewerFormat) {
 		return err
 	}
 	return fmt.Errorf("salvage %s incomplete, %s not written (run it again): %w", src, dst, err)
@@ -314,6 +319,16 @@ type salvaged struct {
 	log        *salvageLog    // what the log holds beyond the file, if read
 	logSkipped map[string]int // log messages not written, by session ("": none named)
 	logLost    bool           // damage in the log may have hit messages
+	// newer is the first record found written by a newer ctxstore: the
+	// salvage refuses rather than drop it.
+	newer error
+}
+
+// newerRecord notes err if it says a record was written by a newer ctxstore.
+func (sv *salvaged) newerRecord(err error) {
+	if sv.newer == nil && errors.Is(err, ErrNewerFormat) {
+		sv.newer = err
+	}
 }
 
 type salvageSession struct {
@@ -364,6 +379,7 @@ func (sv *salvaged) message(s *salvageSession, e walkElem) bool {
 func (sv *salvaged) record(s *salvageSession, where string, k, v []byte) (envelope, bool) {
 	env, err := decodeAt(where, k, v)
 	if err != nil {
+		sv.newerRecord(err)
 		sv.skip(s, "record does not decode", err.Error())
 		return envelope{}, false
 	}
@@ -425,7 +441,7 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 		if n, ok := fileFormat(bf, bucketRoot{page: bf.meta.root}); ok && n > FormatVersion {
 			// Copied into this program's format, its records would be
 			// misread or dropped: refuse, as Open does.
-			return sv, fmt.Errorf("salvage %s: format version %d is newer than this program's %d: salvage it with a ctxstore that reads format %d", src, n, FormatVersion, n)
+			return sv, fmt.Errorf("salvage %s: %w: salvage it with a ctxstore that reads format %d; nothing was written", src, newerFormat("file format", n, FormatVersion), n)
 		}
 		if a, ok, err := decodeWALApplied(storeValue(bf, bucketRoot{page: bf.meta.root}, keyWAL)); ok && err == nil {
 			sv.applied, sv.hasApplied = a, true
@@ -717,6 +733,9 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 	}
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := sv.keepIdentity(tmp); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -21,6 +21,11 @@ import (
 type salvageLog struct {
 	path string
 	msgs []salvageLogMsg // in log order
+	// own says the log is the file's (its id), read in generation gen up
+	// to offset end: the salvaged copy continues it from there.
+	own bool
+	gen uint64
+	end int64
 }
 
 // salvageLogMsg is one message of the log, checked like a message of the
@@ -73,10 +78,13 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 		// The file holds the records before applied.off.
 		start = max(sv.applied.off, walHeaderSize)
 		gens = []uint64{hdr.gen}
+	case sv.hasApplied && hdr.id != sv.applied.id:
+		// Another database's log: none of its messages belong here.
+		sv.notes = append(sv.notes, fmt.Sprintf("the log %s belongs to another database (%s): left out of the copy, and left as it is", path, idString(hdr.id)))
+		return lg, nil
 	default:
 		// The next generation (every record is new), or a log the file
-		// has no record of (another file's, or the file's record is
-		// lost): every record.
+		// has no record of (the file's record is lost): every record.
 		gens = []uint64{hdr.gen}
 	}
 	var gen uint64
@@ -128,6 +136,7 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 		sv.logLost = true
 		pos = next
 	}
+	lg.own, lg.gen, lg.end = herr == nil && sv.hasApplied && hdr.id == sv.applied.id, gen, pos
 	return lg, nil
 }
 
@@ -143,6 +152,7 @@ func (sv *salvaged) logDamage(r *SalvageReport, format string, args ...any) {
 func (sv *salvaged) logMessage(lg *salvageLog, v []byte) {
 	env, err := decodeEnvelope(v)
 	if err != nil {
+		sv.newerRecord(err)
 		sv.skip(nil, "record does not decode", fmt.Sprintf("log %s: %v", lg.path, err))
 		sv.logSkipped[""]++
 		return
@@ -180,7 +190,7 @@ func (lg *salvageLog) write(ctx context.Context, st *Store, failed map[string]bo
 			} else if !errors.Is(err, ErrNotFound) {
 				return err
 			}
-			if err := w.adopt(m.val); err != nil {
+			if err := w.putLogged(m.val, true); err != nil {
 				return err
 			}
 			if ws, err = w.session(m.session); err != nil {
@@ -251,4 +261,20 @@ func mapKeysInt(a, b map[string]int) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// keepIdentity gives the salvaged copy at tmp the source's identity, with
+// its log applied as far as the salvage read it: the copy is the same
+// database, so Stores that have the source open go on in it once it is moved
+// over the source, and appends made to the log after the salvage read it
+// continue the copy. A source without an identity leaves the copy its own.
+func (sv *salvaged) keepIdentity(tmp string) error {
+	if !sv.hasApplied {
+		return nil
+	}
+	a := sv.applied
+	if lg := sv.log; lg != nil && lg.own && lg.gen >= a.gen {
+		a.gen, a.off = lg.gen, lg.end
+	}
+	return setApplied(tmp, a)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -449,7 +450,7 @@ func TestSalvageRefusesNewerFormat(t *testing.T) {
 	}
 	dst := filepath.Join(dir, "out.db")
 	rep, err := Salvage(t.Context(), src, dst)
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("format version %d is newer", FormatVersion+1)) {
+	if err == nil || !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("file format version %d", FormatVersion+1)) {
 		t.Fatalf("Salvage of a format %d file: %v, report %+v", FormatVersion+1, err, rep)
 	}
 	if _, err := os.Stat(dst); err == nil {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/internal/groupcommit"
 	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/internal/watchset"
 	"github.com/ctxstore/ctxstore/storage"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,8 +57,15 @@ type Options struct {
 // is open (and locked) only while operations are in flight, and for at most
 // 2 ms after them when no other process is waiting.
 type Store struct {
-	path string
+	path string // the file, symlinks resolved once at Open
+	name string // the path as given to Open
 	opts Options
+	// id is the identity of the database opened (the "wal" value's id):
+	// a file found at the path with another one is not this database,
+	// and a log with another one is not its log. hasID is false only for
+	// a read-only store of a file from before identities.
+	id    [walIDLen]byte
+	hasID bool
 
 	mu        sync.Mutex // guards the fields below
 	idle      sync.Cond  // signalled when refs drops to 0
@@ -77,12 +84,7 @@ type Store struct {
 	// and waits for its goroutine, which closes its channel.
 	watches watchset.Set
 
-	qmu        sync.Mutex // guards the group-commit queue
-	queue      []*writeReq
-	committing bool
-	lastBatch  int           // requests in the last commit
-	gathered   chan struct{} // closed when the queue reaches gatherFor requests
-	gatherFor  int
+	commits groupcommit.Queue[*writeReq] // the writes waiting for a commit
 
 	// The write-ahead log (wal.go, tail.go).
 	walPath string
@@ -116,14 +118,18 @@ type Store struct {
 
 // Open opens the store at path, creating the file (mode 0600) and any
 // missing directories (0700). It never changes the mode of an existing file
-// or directory. A damaged file fails with ErrCorrupt and is not modified.
+// or directory. A damaged file fails with ErrCorrupt and is not modified; a
+// file written by a newer ctxstore with ErrNewerFormat; a file with more
+// than one name (hard links) is refused. Symlinks in path are resolved once:
+// the Store keeps the database it opened, and fails with ErrMoved once the
+// file at the path is another one.
 // Every Open returns a Store of its own; OpenShared shares one per file
 // among the users of a process.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
-	s := &Store{path: path, opts: opts, logBytes: walCheckpoint, logMessages: walMaxMessages}
+	s := &Store{path: path, name: path, opts: opts, logBytes: walCheckpoint, logMessages: walMaxMessages}
 	s.idle.L = &s.mu
 
 	fi, statErr := os.Stat(path)
@@ -149,8 +155,16 @@ func Open(path string, opts Options) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("store %s: %w", path, statErr)
 	}
-	// Once the file exists: a symlink's target's log, shared by every name.
-	s.walPath = LogPath(path)
+	// Once the file exists, it is bound for the Store's life: a symlink
+	// retargeted later does not move it to another file, and the log is
+	// the one beside the file, shared by every name that leads to it.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		s.path = real
+	}
+	if err := checkOneName(s.path); err != nil {
+		return nil, err
+	}
+	s.walPath = s.path + walSuffix
 	if err := s.init(context.Background()); err != nil {
 		return nil, err
 	}
@@ -187,7 +201,7 @@ func createFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("store %s: create: %w", path, err)
 	}
-	err = db.Update(createBuckets)
+	err = db.Update(initStore)
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -197,6 +211,9 @@ func createFile(path string) error {
 	if err := os.Link(name, path); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("store %s: create: %w", path, err)
 	}
+	// At once: until then the file has two names, which Open refuses
+	// after a short wait.
+	os.Remove(name)
 	// The new directory entry must survive a crash like the data does.
 	_ = syncDir(dir)
 	return nil
@@ -213,48 +230,22 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-func createBuckets(tx *bbolt.Tx) error {
-	b, err := tx.CreateBucketIfNotExists([]byte(bucketStore))
-	if err != nil {
-		return err
-	}
-	if b.Get([]byte(keyFormat)) == nil {
-		if err := b.Put([]byte(keyFormat), []byte(strconv.Itoa(FormatVersion))); err != nil {
-			return err
-		}
-	}
-	_, err = tx.CreateBucketIfNotExists([]byte(bucketSessions))
-	return err
-}
-
-// init creates the top-level buckets of a new file and checks the format
-// version of an existing one.
+// init checks the format version of the file, migrates a file of an older
+// version and gives it an identity (initStore), and learns the identity.
 func (s *Store) init(ctx context.Context) error {
 	db, err := s.acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.release()
-	ready := false
+	var st fileState
 	err = s.guard("open", func() error {
 		return db.View(func(tx *bbolt.Tx) error {
-			b := tx.Bucket([]byte(bucketStore))
-			if b == nil {
-				return nil
-			}
-			v := b.Get([]byte(keyFormat))
-			n, err := strconv.ParseUint(string(v), 10, 64)
-			if err != nil {
-				return fmt.Errorf("%w: format version %q", ErrCorrupt, v)
-			}
-			if n > FormatVersion {
-				return fmt.Errorf("format version %d is newer than this program's %d", n, FormatVersion)
-			}
-			ready = tx.Bucket([]byte(bucketSessions)) != nil
-			return nil
+			st, err = readFileState(tx)
+			return err
 		})
 	})
-	if err == nil && !ready && !s.opts.ReadOnly {
+	if err == nil && (!st.sessions || st.format == 0) && !s.opts.ReadOnly {
 		// A new file, or one whose root page lost the keys: never
 		// initialised again over damage. (Read-only, the reads that
 		// would come up empty check it, so Verify can report it.)
@@ -267,16 +258,30 @@ func (s *Store) init(ctx context.Context) error {
 			})
 		})
 	}
-	if err != nil || ready || s.opts.ReadOnly {
+	if err == nil && st.current() && st.hasID {
+		s.id, s.hasID = st.id, true
+		return nil
+	}
+	if err != nil || s.opts.ReadOnly {
 		if err != nil {
 			return fmt.Errorf("store %s: %w", s.path, err)
 		}
+		s.id, s.hasID = st.id, st.hasID
 		return nil
 	}
-	err = s.guard("initialise", func() error { return db.Update(createBuckets) })
+	err = s.guard("initialise", func() error {
+		return db.Update(func(tx *bbolt.Tx) error {
+			if err := initStore(tx); err != nil {
+				return err
+			}
+			st, err = readFileState(tx)
+			return err
+		})
+	})
 	if err != nil {
 		return fmt.Errorf("store %s: initialise: %w", s.path, err)
 	}
+	s.id, s.hasID = st.id, st.hasID
 	return nil
 }
 
@@ -314,7 +319,7 @@ func (s *Store) warmTail(ctx context.Context, created bool) {
 }
 
 // Path returns the file's path as given to Open.
-func (s *Store) Path() string { return s.path }
+func (s *Store) Path() string { return s.name }
 
 // Close waits for operations in flight, closes the file if it is still
 // lingering open, ends every Watch of the Store (each channel is closed

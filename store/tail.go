@@ -31,7 +31,7 @@ type tailMode int
 const (
 	tailEmpty  tailMode = iota // no log yet (or one never written): nothing beyond bbolt
 	tailNormal                 // the log continues the bbolt file
-	tailOrphan                 // the log belongs to another file: a writer adopts its records
+	tailOrphan                 // the log does not continue the file: a writer sets it aside
 	// tailStale: an older generation of this file's log, every record of
 	// it applied (a power cut kept a header that later checkpoints had
 	// replaced, unsynced): nothing beyond bbolt; a writer empties it.
@@ -56,7 +56,7 @@ type tailState struct {
 	// sessions holds every session the log touches, as bbolt plus the log
 	// make it, and sessions loaded from bbolt to check a write against.
 	sessions map[string]*tailSession
-	orphan   [][][]byte // tailOrphan: the records to adopt
+	orphan   [][][]byte // tailOrphan: the records set aside
 	messages int
 	bytes    int64
 }
@@ -181,7 +181,22 @@ func (s *Store) lockCurrentLog(ctx context.Context, how int) (heldLock, error) {
 		if err != nil {
 			return heldLock{}, err
 		}
-		if same, err := sameFile(f, s.walPath); err != nil || same || try == 3 {
+		same, err := sameFile(f, s.walPath)
+		if err == nil && same && how == syscall.LOCK_EX && s.hasID && !s.opts.ReadOnly {
+			// Another database's log (this file replaced a copy of it, or
+			// it was moved here without its file) is never applied here:
+			// a writer sets it aside and starts this file's own. Readers
+			// leave it where it is, and ignore it (catchUp).
+			if id, foreign := foreignLogID(f, s.id); foreign {
+				_, serr := setAsideLog(f, s.walPath, id)
+				h.release()
+				if serr != nil {
+					return heldLock{}, fmt.Errorf("store %s: %w", s.path, serr)
+				}
+				continue
+			}
+		}
+		if err != nil || same || try == 3 {
 			// Not replaced, or cannot tell, or replaced again and again:
 			// what the caller reads next says which log it has.
 			return h, nil
@@ -221,6 +236,12 @@ func (s *Store) walFile(check bool) (*os.File, error) {
 	f, err := os.OpenFile(s.walPath, flag&^os.O_CREATE|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, os.ErrNotExist) && !s.opts.ReadOnly {
 		f, err = os.OpenFile(s.walPath, flag|os.O_EXCL|syscall.O_NOFOLLOW, s.walMode())
+		if err == nil {
+			if oerr := matchOwner(f, s.path); oerr != nil {
+				f.Close()
+				return nil, fmt.Errorf("store %s: log: %w", s.path, oerr)
+			}
+		}
 		if errors.Is(err, os.ErrExist) {
 			// Another process created it meanwhile.
 			f, err = os.OpenFile(s.walPath, flag&^os.O_CREATE|syscall.O_NOFOLLOW, 0)
@@ -540,6 +561,10 @@ func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr walH
 	if err != nil {
 		return nil, err
 	}
+	if s.hasID && (!t.hasApplied || t.applied.id != s.id) {
+		return nil, fmt.Errorf("store %s: %w: it holds database %s, this Store opened %s; open the path again to use the file now there",
+			s.path, ErrMoved, idString(t.applied.id), idString(s.id))
+	}
 	switch {
 	case !hasHdr:
 		t.mode = tailEmpty
@@ -685,14 +710,11 @@ func (w *wtx) applyLog(t *tailState) (walHeader, error) {
 			return walHeader{}, fmt.Errorf("log id: %w", err)
 		}
 	}
-	if t.hasHdr && t.mode != tailStale {
-		// The file now holds this log's records up to t.off, adopted
-		// ones included: it takes the log's identity, so a crash before
-		// the log is emptied never applies (or adopts) them twice.
-		applied = walApplied{id: t.hdr.id, gen: t.hdr.gen, off: t.off}
-	}
 	switch t.mode {
 	case tailNormal:
+		// The file now holds this log's records up to t.off: a crash
+		// before the log is emptied never applies them twice.
+		applied = walApplied{id: t.hdr.id, gen: t.hdr.gen, off: t.off}
 		for _, name := range slices.Sorted(mapKeys(t.sessions)) {
 			ts := t.sessions[name]
 			if len(ts.recs) == 0 {
@@ -703,13 +725,8 @@ func (w *wtx) applyLog(t *tailState) (walHeader, error) {
 			}
 		}
 	case tailOrphan:
-		for _, rec := range t.orphan {
-			for _, v := range rec {
-				if err := w.adopt(v); err != nil {
-					return walHeader{}, err
-				}
-			}
-		}
+		// Set aside by the commit before it began: never applied.
+		return walHeader{}, fmt.Errorf("%w: the log does not continue the file", ErrCorrupt)
 	}
 	if err := b.Put([]byte(keyWAL), applied.encode()); err != nil {
 		return walHeader{}, err
@@ -747,38 +764,6 @@ func (w *wtx) applySession(name string, ts *tailSession) error {
 		}
 	}
 	ws.meta = ts.meta.clone()
-	ws.dirty = true
-	return nil
-}
-
-// adopt appends one message of another file's log to its session, unless
-// the file already holds it under the same seq.
-func (w *wtx) adopt(v []byte) error {
-	env, err := decodeEnvelope(v)
-	if err != nil || env.Session == "" || checkSession(env.Session) != nil {
-		return nil // not a message this log could have held: nothing to keep
-	}
-	ws, err := w.openSession(env.Session, env.Time)
-	if err != nil {
-		return err
-	}
-	msgs, err := msgsBucket(ws.bucket, true)
-	if err != nil {
-		return err
-	}
-	if cur := msgs.Get(seqKey(env.Seq)); cur != nil {
-		if have, err := decodeEnvelope(cur); err == nil && string(have.Raw) == string(env.Raw) {
-			return nil
-		}
-	}
-	if ws.meta.LastSeq >= maxSeq {
-		return fmt.Errorf("store: session %q: seq %d is the last a session may hold", env.Session, maxSeq)
-	}
-	env.Seq, env.Epoch = ws.meta.LastSeq+1, ws.meta.Epoch
-	if err := putEnvelope(msgs, &env); err != nil {
-		return fmt.Errorf("store: session %q: %w", env.Session, err)
-	}
-	ws.meta.add(&env, metaMessage(&ws.meta, &env))
 	ws.dirty = true
 	return nil
 }

@@ -71,7 +71,12 @@ func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
 			return fmt.Errorf("store %s: verify: %w", s.path, err)
 		}
 		defer func() { _ = tx.Rollback() }()
-		if !verifyPages(ctx, s.path, r) {
+		sound, newer := verifyPages(ctx, s.path, r)
+		if newer != nil {
+			// Not damage: this build cannot judge what a newer one wrote.
+			return fmt.Errorf("store %s: verify: %w", s.path, newer)
+		}
+		if !sound {
 			return nil
 		}
 		// tx.Check runs on a goroutine of its own, which no guard covers:
@@ -110,12 +115,13 @@ func verifyTombstones(tx *bbolt.Tx, r *VerifyReport) {
 }
 
 // verifyPages walks the file behind path and checks every session. It reports
-// whether the page structure was sound.
-func verifyPages(ctx context.Context, path string, r *VerifyReport) bool {
+// whether the page structure was sound, and the first record it found written
+// by a newer ctxstore (ErrNewerFormat), if any.
+func verifyPages(ctx context.Context, path string, r *VerifyReport) (sound bool, newer error) {
 	bf, err := openBoltFile(path)
 	if bf == nil {
 		r.AddProblem("structure", "", 0, "%v", err)
-		return false
+		return false, nil
 	}
 	defer bf.close()
 	if err == nil {
@@ -126,12 +132,12 @@ func verifyPages(ctx context.Context, path string, r *VerifyReport) bool {
 	}
 	if err != nil {
 		r.AddProblem("structure", "", 0, "%v", err)
-		return false
+		return false, nil
 	}
 	w := newBoltWalker(bf)
 	walkSessions(ctx, w, bucketRoot{page: bf.meta.root}, func(name string, root bucketRoot) {
 		r.Sessions++
-		v := sessionVerifier{r: r, name: name, epochs: map[uint64]*epochTally{}, pairs: storage.PairingAudit{Session: name}}
+		v := sessionVerifier{r: r, name: name, epochs: map[uint64]*epochTally{}, pairs: storage.PairingAudit{Session: name}, newer: &newer}
 		path := []string{bucketSessions, name}
 		w.forEach(path, root, func(e walkElem) bool {
 			switch {
@@ -163,7 +169,7 @@ func verifyPages(ctx context.Context, path string, r *VerifyReport) bool {
 	for _, is := range w.issues {
 		r.AddProblem("structure", "", 0, "%s", is)
 	}
-	return len(w.issues) == 0
+	return len(w.issues) == 0, newer
 }
 
 // implausibleSeq is a seq no session reaches (a million appends a second
@@ -189,6 +195,7 @@ type sessionVerifier struct {
 	lastEp    uint64
 	total     int
 	pairs     storage.PairingAudit
+	newer     *error // set to the first record written by a newer ctxstore
 }
 
 func (v *sessionVerifier) message(e walkElem) {
@@ -200,6 +207,12 @@ func (v *sessionVerifier) message(e walkElem) {
 	r.Messages++
 	seq, ok := keySeq(e.key)
 	env, err := decodeAt(v.name, e.key, e.value)
+	if errors.Is(err, ErrNewerFormat) {
+		if *v.newer == nil {
+			*v.newer = err
+		}
+		return
+	}
 	if err != nil {
 		if !ok || seq == 0 || (v.meta != nil && seq > v.meta.LastSeq) || seq > implausibleSeq {
 			// Its key is damaged too: the number it reads as is no seq.

@@ -24,7 +24,7 @@ import (
 // Layout: a 64-byte header, then records.
 //
 //	header   0 magic "ctxstore-wal\x00\x00\x00\x01" (16 bytes)
-//	        16 id     (16 bytes: names the bbolt file the log belongs to)
+//	        16 id     (16 bytes: the identity of the database the log belongs to)
 //	        32 gen    uint64 LE (generation: bumped each time the log is emptied)
 //	        40 crc32c of bytes 0..40, uint32 LE
 //	        48 synced  uint64 LE: the log is on disk up to this offset
@@ -46,11 +46,12 @@ import (
 // The generation in every record's checksum makes records left over from an
 // earlier generation (a truncation not yet on disk at a crash) invalid.
 //
-// The bbolt file records how far the log has been applied under
-// "ctxstore"/"wal": id, gen and the offset after the last applied record.
-// A log whose id or generation does not match the file at the path belongs to
-// another file (a copy renamed over the path): its records are appended to
-// the file at the path, skipping those it already holds (adoption).
+// The bbolt file records its identity and how far the log has been applied
+// under "ctxstore"/"wal": id (the database's, written when the file is
+// created), gen and the offset after the last applied record. A log whose
+// id is not the file's belongs to another database, and one whose
+// generation or records do not continue the file belongs to another copy of
+// it: neither is ever applied. A writer sets it aside (identity.go).
 const (
 	walSuffix      = "-wal"
 	walMagic       = "ctxstore-wal\x00\x00\x00\x01"

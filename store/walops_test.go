@@ -310,10 +310,9 @@ func TestCompactFileTakesTheLog(t *testing.T) {
 	checkSame(t, "compacted copy", allMessages(t, c), want)
 	c.Close()
 
-	// Another file moved over the path: the log is not its own, so a
-	// writer would adopt its records. In-place compaction adopts them
-	// into the copy and leaves an empty log of the new file's, so they are
-	// never adopted twice.
+	// Another database moved over the path: the log is not its own.
+	// In-place compaction leaves it out of the copy and as it is; the
+	// first write sets it aside, and nothing of it reaches the new file.
 	other := filepath.Join(dir, "other.db")
 	o, err := Open(other, Options{})
 	if err != nil {
@@ -329,28 +328,27 @@ func TestCompactFileTakesTheLog(t *testing.T) {
 	if err := compactWithLocks(t, path, path, true); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(logRecordOffsets(t, path)); n != 0 {
-		t.Errorf("in place: %d records left in the log", n)
+	if n := len(logRecordOffsets(t, path)); n != 7 {
+		t.Errorf("in place over another database: its log has %d records, want the 7 left as they were", n)
 	}
-	// The store still open on the path reads the new file and its log:
-	// the other file's message and the 7 the log held.
-	got := allMessages(t, st)
-	if len(got) != 8 || got[msgKey{"only-in-log", 3}].Raw == nil {
-		t.Errorf("after in-place compaction over a moved file: %d messages, want 8", len(got))
+	// The store still open on the path had the first database open.
+	if _, err := st.Sessions(ctx); !errors.Is(err, ErrMoved) {
+		t.Errorf("the store of the moved-over database read the new one: %v", err)
 	}
-	if _, _, err := st.Append(ctx, "a", text("user", "after the compaction")); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	st.Close()
 	re, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer re.Close()
-	if got := allMessages(t, re); len(got) != 9 {
-		t.Errorf("reopened: %d messages, want 9", len(got))
+	if _, _, err := re.Append(ctx, "a", text("user", "after the compaction")); err != nil {
+		t.Fatal(err)
+	}
+	if got := allMessages(t, re); len(got) != 2 {
+		t.Errorf("reopened: %d messages, want the other file's and the new one", len(got))
+	}
+	if aside, _ := filepath.Glob(LogPath(path) + orphanInfix + "*"); len(aside) != 1 {
+		t.Errorf("set-aside logs: %q", aside)
 	}
 	if rep, err := re.Verify(ctx); err != nil || !rep.OK() {
 		t.Errorf("verify: %v\n%v", err, rep)
@@ -519,11 +517,10 @@ func TestSymlinkSharesTheLog(t *testing.T) {
 	}
 }
 
-// TestSalvageAdoptsForeignLog: a log the file has no record of (another
-// file's, or a file whose record of it is lost) is read whole; its messages
-// that the copy holds already (same bytes at the same seq) are not added
-// twice, the others are appended.
-func TestSalvageAdoptsForeignLog(t *testing.T) {
+// TestSalvageLeavesForeignLog: a log of another database found beside the
+// file gives the salvaged copy nothing: none of its messages are the file's.
+// It is left as it is, and the report says so.
+func TestSalvageLeavesForeignLog(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "src.db")
 	st, err := Open(path, Options{})
@@ -564,20 +561,18 @@ func TestSalvageAdoptsForeignLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.OK() || rep.FromLog != 1 {
-		t.Errorf("want 1 message from the log, the others recognised; report:\n%s", rep)
+	if !rep.OK() || rep.FromLog != 0 || !strings.Contains(strings.Join(rep.Notes, "\n"), "belongs to another database") {
+		t.Errorf("want nothing from the foreign log and a note saying why; report:\n%s", rep)
 	}
 	out, err := Open(dst, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	got := allMessages(t, out)
-	if len(got) != len(want)+1 || string(got[msgKey{"keep", 4}].Raw) != string(extra) {
-		t.Errorf("salvaged %d messages (want %d), seq 4: %s", len(got), len(want)+1, got[msgKey{"keep", 4}].Raw)
+	checkSame(t, "salvaged copy", allMessages(t, out), want)
+	if left, err := os.ReadFile(LogPath(path)); err != nil || string(left) != string(old) {
+		t.Errorf("the foreign log was changed (%v)", err)
 	}
-	delete(got, msgKey{"keep", 4})
-	checkSame(t, "salvaged copy", got, want)
 }
 
 // A session whose messages are all still in the log shows the same creation
@@ -629,10 +624,12 @@ func TestLogSessionCreatedOnce(t *testing.T) {
 	}
 }
 
-// A log adopted by another file (one moved over its own) is adopted once:
-// if the log is found again as it was (its emptying never reached the disk
-// before a crash), its messages are not appended a second time.
-func TestAdoptionIsNotRepeated(t *testing.T) {
+// A log of another database (its file was replaced by another database
+// renamed over it) is never applied: the first write sets it aside under a
+// name that says whose it is, the file keeps its own messages only, and the
+// set-aside log, found again as it was after a crash, is set aside again,
+// never applied.
+func TestForeignLogSetAside(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.db")
 	a, err := Open(path, Options{})
@@ -648,13 +645,11 @@ func TestAdoptionIsNotRepeated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another store file, with a session of its own, moved over the path.
 	other := filepath.Join(dir, "other.db")
 	o, err := Open(other, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two messages: the log's seqs are taken, so adopted messages get new ones.
 	if _, _, err := o.Append(ctx, "s", text("user", "other's own"), text("user", "other's second")); err != nil {
 		t.Fatal(err)
 	}
@@ -664,29 +659,34 @@ func TestAdoptionIsNotRepeated(t *testing.T) {
 	if err := os.Rename(other, path); err != nil {
 		t.Fatal(err)
 	}
-	count := func() int {
-		t.Helper()
+	// The store that had a.db open: another database is at its path.
+	if _, err := a.Sessions(ctx); !errors.Is(err, ErrMoved) {
+		t.Fatalf("the old store read the file now at its path: %v", err)
+	}
+	for round := range 2 {
 		st, err := Open(path, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer st.Close()
-		si, err := st.Session(ctx, "s")
-		if err != nil {
+		if _, _, err := st.Append(ctx, "s", text("user", "third of other")); err != nil {
 			t.Fatal(err)
 		}
-		return si.Messages
+		got := textsOf(t, st, "s")
+		if want := []string{"other's own", "other's second", "third of other"}; round == 0 && !slices.Equal(got, want) {
+			t.Fatalf("round %d: %q, want %q (nothing of the other log)", round, got, want)
+		}
+		if slices.Contains(got, "one") {
+			t.Fatalf("round %d: the other database's log was applied: %q", round, got)
+		}
+		st.Close()
+		aside, _ := filepath.Glob(path + walSuffix + orphanInfix + "*")
+		if len(aside) != round+1 {
+			t.Fatalf("round %d: set-aside logs %q", round, aside)
+		}
+		// As if the set-aside never reached the disk: the log is back.
+		if err := os.WriteFile(path+walSuffix, saved, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	first := count()
-	if first < 3 {
-		t.Fatalf("after adoption %d messages, want the other file's one plus the log's", first)
-	}
-	// The log as it was before it was emptied: a crash right after the
-	// adopting commit.
-	if err := os.WriteFile(path+walSuffix, saved, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if again := count(); again != first {
-		t.Fatalf("the log was adopted twice: %d messages, then %d", first, again)
-	}
+	a.Close()
 }

@@ -23,7 +23,8 @@ const watchRetry = 250 * time.Millisecond
 
 // Watch reports changes to session ("" for every session) made by this or any other
 // process. It watches the file's directory, not the file, so it keeps working when
-// the file is replaced (a salvaged copy renamed over it); after a burst of writes
+// the file is replaced by a copy of the same database (a salvaged or compacted
+// copy renamed over it); after a burst of writes
 // settles it reads the sessions' metadata (a short read; no message bodies) and
 // sends one Change per session whose last seq or epoch moved. Changes in quick
 // succession may be coalesced: a Change carries the state when it was read.
@@ -31,7 +32,8 @@ const watchRetry = 250 * time.Millisecond
 // When the path is a symlink, the directory of the file it points to is
 // watched too, since that is where writes happen.
 //
-// The channel is closed when ctx is done, or when the Store is closed:
+// The channel is closed when ctx is done, when the file at the path is no
+// longer the Store's database (see ErrMoved), or when the Store is closed:
 // Close ends every watch before it returns. Watch itself fails only if the
 // Store is closed, the directory cannot be watched or the current state
 // cannot be read.
@@ -157,6 +159,9 @@ func (s *Store) watchLoop(ctx context.Context, w *fsnotify.Watcher, files []stri
 		case <-timer.C:
 			pending = false
 			now, err := s.watchState(ctx, session)
+			if errors.Is(err, ErrMoved) {
+				return // another database is at the path now
+			}
 			if err != nil {
 				// Locked for long (another process's long write), or
 				// damaged: try again soon, not only on the next write,

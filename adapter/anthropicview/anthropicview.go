@@ -1,6 +1,13 @@
 // Package anthropicview turns a ctxstore view into the request types of
-// the official Anthropic Go SDK (github.com/anthropics/anthropic-sdk-go), so
-// an agent sends one turn with
+// the official Anthropic Go SDK, version 2, whose module path ends in /v2:
+//
+//	import (
+//		"github.com/anthropics/anthropic-sdk-go/v2" // package anthropic
+//		"github.com/ctxstore/ctxstore/adapter/anthropicview"
+//	)
+//
+// (the v1 path, github.com/anthropics/anthropic-sdk-go, is another module
+// whose types these functions do not take). An agent sends one turn with
 //
 //	params, err := anthropicview.Params(view, anthropic.ModelClaudeSonnet4_5, 4096)
 //	…

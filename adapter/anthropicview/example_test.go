@@ -15,7 +15,9 @@ import (
 
 // One agent turn: the manager's view goes to the Messages API as it is,
 // the reply comes back into the manager through Reply, and its usage
-// through Usage. A local server stands in for api.anthropic.com.
+// through Usage. A local server stands in for api.anthropic.com. The SDK
+// is imported as "github.com/anthropics/anthropic-sdk-go/v2" and
+// "github.com/anthropics/anthropic-sdk-go/v2/option" (note the /v2).
 func Example() {
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

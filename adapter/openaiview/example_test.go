@@ -17,7 +17,8 @@ import (
 // the reply comes back into the manager through ChatReply, and its usage
 // through ChatUsage (ResponseParams, ResponseReply and ResponseUsage do
 // the same with the Responses API). A local server stands in for
-// api.openai.com.
+// api.openai.com. The SDK is imported as "github.com/openai/openai-go/v3"
+// and "github.com/openai/openai-go/v3/option" (note the /v3).
 func Example() {
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

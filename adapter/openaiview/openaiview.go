@@ -1,6 +1,14 @@
 // Package openaiview turns a ctxstore view into the request types of the
-// official OpenAI Go SDK (github.com/openai/openai-go), for the Chat
-// Completions API and the Responses API, so an agent sends one turn with
+// official OpenAI Go SDK, version 3, whose module path ends in /v3:
+//
+//	import (
+//		"github.com/ctxstore/ctxstore/adapter/openaiview"
+//		"github.com/openai/openai-go/v3" // package openai
+//	)
+//
+// (the v1 path, github.com/openai/openai-go, is another module whose types
+// these functions do not take). For the Chat Completions API and the
+// Responses API, an agent sends one turn with
 //
 //	params, err := openaiview.ChatParams(view, openai.ChatModelGPT4o)
 //	…

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -59,14 +60,17 @@ func commands() []*command {
 		clearCommand(),
 		purgeCommand(),
 		compactFileCommand(),
+		backupCommand(),
+		restoreCommand(),
 		statsCommand(),
 		versionCommand(),
 		completionCommand(),
 	}
 }
 
-// usageError is a mistake in the command line: exit status 2.
-type usageError struct{ msg string }
+// usageError is a mistake in the command line: exit status 2. code is
+// its --json error code ("" means "usage").
+type usageError struct{ code, msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
@@ -96,7 +100,11 @@ func run(ctx context.Context, args []string, a *app) int {
 			printOverview(a.stdout, cmds)
 			return 0
 		}
-		fmt.Fprintf(a.stderr, "ctxstore: %v\n", flagError(nil, global, err))
+		err = flagError(nil, global, err)
+		if wantsJSON(args) {
+			return a.jsonError("", err)
+		}
+		fmt.Fprintf(a.stderr, "ctxstore: %v\n", err)
 		return 2
 	}
 	rest := global.Args()
@@ -122,6 +130,9 @@ func run(ctx context.Context, args []string, a *app) int {
 		}
 	}
 	if cmd == nil {
+		if a.json || wantsJSON(rest) {
+			return a.jsonError("", &usageError{code: "unknown_command", msg: fmt.Sprintf("unknown command %q%s", name, didYouMean(name, cmds))})
+		}
 		fmt.Fprintf(a.stderr, "ctxstore: unknown command %q%s\nrun 'ctxstore help' for the list of commands\n", name, didYouMean(name, cmds))
 		return 2
 	}
@@ -131,6 +142,10 @@ func run(ctx context.Context, args []string, a *app) int {
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
+	case errors.Is(err, syscall.EPIPE):
+		return 128 + int(syscall.SIGPIPE) // the reader went away: as a shell reports a process SIGPIPE ended
+	case (a.json || wantsJSON(rest)) && !errors.As(err, &ee):
+		return a.jsonError(cmd.name, err)
 	case errors.As(err, &ue):
 		fmt.Fprintf(a.stderr, "ctxstore %s: %s\nusage: ctxstore %s %s\n", cmd.name, ue.msg, cmd.name, cmd.usage)
 		if !strings.Contains(ue.msg, "--help") {
@@ -145,13 +160,24 @@ func run(ctx context.Context, args []string, a *app) int {
 	}
 }
 
-// didYouMean suggests the commands closest to a mistyped name (within two
-// edits, or of which it is a prefix), as "; did you mean 'show'?".
+// didYouMean suggests the commands closest to a mistyped name, as
+// "; did you mean 'show'?".
 func didYouMean(name string, cmds []*command) string {
-	var close []string
+	var names []string
 	for _, c := range cmds {
-		if d := editDistance(name, c.name); d <= 2 && d < len(c.name) || len(name) >= 2 && strings.HasPrefix(c.name, name) {
-			close = append(close, "'"+c.name+"'")
+		names = append(names, c.name)
+	}
+	return suggest(name, names, func(n string) string { return "'" + n + "'" })
+}
+
+// suggest names the candidates closest to a mistyped name (within two
+// edits, or of which it is a prefix), each as show writes it, as
+// "; did you mean X or Y?"; "" when none is close.
+func suggest(name string, candidates []string, show func(string) string) string {
+	var close []string
+	for _, c := range candidates {
+		if d := editDistance(name, c); d <= 2 && d < len(c) || len(name) >= 2 && strings.HasPrefix(c, name) {
+			close = append(close, show(c))
 		}
 	}
 	if len(close) == 0 {
@@ -266,6 +292,11 @@ func flagError(c *command, fs *flag.FlagSet, err error) error {
 	}
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		var flags []string
+		fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f.Name) })
+		if hint := suggest(strings.TrimLeft(name, "-"), flags, dashed); hint != "" {
+			return usagef("unknown flag %s%s%s (see %s)", dashed(name), where, hint, help)
+		}
 		return usagef("unknown flag %s%s; see %s", dashed(name), where, help)
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
@@ -341,7 +372,8 @@ global flags (before or after the command):
                      keyword/value string works too: "host=H dbname=D schema=NAME".
                      Every command works on it except compact-file and
                      doctor --salvage, which work on a file.
-  --json             machine-readable output
+  --json             machine-readable output; an error is one JSON object on
+                     stderr: {"error":CODE,"message":...,"exit":N}
   --lock-timeout D   wait at most D for another process holding the file (default 5s)
   --version          print the version (as 'ctxstore version')
 

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxstore/ctxstore/internal/testkit"
 )
 
 // syncBuffer is a bytes.Buffer a child process writes while the test reads.
@@ -30,16 +32,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// waitFor polls cond for up to 20 s.
-func waitFor(t *testing.T, cond func() bool, what string, stderr *syncBuffer) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20 s for %s; stderr: %s", what, stderr.String())
-		}
-	}
 }
 
 // TestTailFollowWaits: tail -f started before the session, or the whole
@@ -67,7 +59,8 @@ func TestTailFollowWaits(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cmd.Process.Kill()
-			waitFor(t, func() bool { return strings.Contains(stderr.String(), tc.note) }, "tail -f to say it waits", &stderr)
+			testkit.WaitWithin(t, 20*time.Second, func() string { return "tail -f to say it waits; stderr: " + stderr.String() },
+				func() bool { return strings.Contains(stderr.String(), tc.note) })
 			first := make(chan string, 1)
 			go func() {
 				b := make([]byte, 4096)
@@ -281,11 +274,19 @@ func TestCompletion(t *testing.T) {
 			return cmd
 		},
 		"fish": func(script, line string) *exec.Cmd {
-			cmd := exec.Command("fish", "-c", "source; complete -C '"+line+"' | string replace -r '\\t.*' ''")
+			cmd := exec.Command("fish", "-c", "source; complete -C '"+line+"' | sed 's/\t.*//'")
 			cmd.Stdin = strings.NewReader(script)
 			return cmd
 		},
 	}
+	// Session names come from the database on the line, else the default
+	// one, through the ctxstore on PATH.
+	for _, s := range []string{"alpha", "alpine", "beta"} {
+		e.ok(conversation, "add", s)
+	}
+	other := filepath.Join(e.dir, "other.db")
+	e.ok(conversation, "--db", other, "add", "omega")
+	env := append(e.vars[:len(e.vars):len(e.vars)], "PATH="+filepath.Dir(binary)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	for shell, run := range complete {
 		if _, err := exec.LookPath(shell); err != nil {
 			t.Logf("%s not installed: completion not tried", shell)
@@ -296,10 +297,15 @@ func TestCompletion(t *testing.T) {
 			{"ctxstore sh", "show"},
 			{"ctxstore --db x.db pu", "purge"},
 			{"ctxstore show s --ep", "--epoch"},
-			{"ctxstore import --sk", "--skip-existing"},
+			{"ctxstore import --skip-e", "--skip-existing"},
 			{"ctxstore --js", "--json"},
+			{"ctxstore show al", "alpha\nalpine"},
+			{"ctxstore view b", "beta"},
+			{"ctxstore --db " + other + " tail o", "omega"},
 		} {
-			out, err := run(script, tc.line).CombinedOutput()
+			cmd := run(script, tc.line)
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
 			if err != nil || strings.TrimSpace(string(out)) != tc.want {
 				t.Errorf("%s completing %q: got %q (%v), want %q", shell, tc.line, out, err, tc.want)
 			}

@@ -12,9 +12,11 @@ func completionCommand() *command {
 	return &command{
 		name:    "completion",
 		usage:   "SHELL (bash, zsh or fish)",
-		summary: "print a shell completion script for command and flag names",
-		help: `Prints a script that completes ctxstore's commands, their flags, and file
-names after --db, -o and --salvage. Load it in the shell's startup file.`,
+		summary: "print a shell completion script for commands, flags and session names",
+		help: `Prints a script that completes ctxstore's commands, their flags, file
+names after --db, -o and --salvage, and the session names of the database
+(the --db on the line, else the default) where a command takes a SESSION,
+asking 'ctxstore ls --names'. Load it in the shell's startup file.`,
 		example: `ctxstore completion bash > ~/.local/share/bash-completion/completions/ctxstore
 ctxstore completion zsh > "${fpath[1]}/_ctxstore"   # then start a new zsh
 ctxstore completion fish > ~/.config/fish/completions/ctxstore.fish
@@ -55,6 +57,7 @@ func (f flagSpec) dashed() string { return dashed(f.name) }
 type cmdSpec struct {
 	name, summary string
 	flags         []flagSpec
+	sessions      bool // its arguments are session names
 }
 
 // completionSpecs asks every command for its flags without running it, and
@@ -66,7 +69,7 @@ func completionSpecs(ctx context.Context, a *app) []cmdSpec {
 	fs.VisitAll(func(f *flag.Flag) { global = append(global, toFlagSpec(f)) })
 	specs := []cmdSpec{{flags: global}}
 	probe := &app{inspect: func(c *command, fs *flag.FlagSet) {
-		spec := cmdSpec{name: c.name, summary: c.summary}
+		spec := cmdSpec{name: c.name, summary: c.summary, sessions: strings.Contains(c.usage, "SESSION")}
 		fs.VisitAll(func(f *flag.Flag) {
 			if f.Name != "db" && f.Name != "json" && f.Name != "lock-timeout" {
 				spec.flags = append(spec.flags, toFlagSpec(f))
@@ -135,14 +138,26 @@ _ctxstore() {
             *) cmd=${COMP_WORDS[i]}; break ;;
         esac
     done
-    local words
+    local words sessions=""
     case $cmd in
         "") words="%s %s" ;;
 `, valueFlags(specs, true), valueFlags(specs, false), valueFlags(specs[:1], false), strings.Join(names, " "), flagWords(specs[0].flags))
 	for _, s := range specs[1:] {
-		fmt.Fprintf(w, "        %s) words=%q ;;\n", s.name, flagWords(append(s.flags, specs[0].flags[2:]...)))
+		more := ""
+		if s.sessions {
+			more = " sessions=1"
+		}
+		fmt.Fprintf(w, "        %s) words=%q%s ;;\n", s.name, flagWords(append(s.flags, specs[0].flags[2:]...)), more)
 	}
 	fmt.Fprint(w, `    esac
+    if [[ -n $sessions && $cur != -* ]]; then
+        local db=() IFS=$'\n'
+        for ((i = 1; i < COMP_CWORD; i++)); do
+            [[ ${COMP_WORDS[i]} == --db ]] && db=(--db "${COMP_WORDS[i+1]}")
+        done
+        COMPREPLY=($(compgen -W "$(ctxstore "${db[@]}" ls --names 2>/dev/null)" -- "$cur"))
+        return
+    fi
     COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }
 complete -o default -F _ctxstore ctxstore
@@ -170,6 +185,7 @@ _ctxstore() {
         esac
     done
     local -a flags
+    local sessions=""
     if [[ -z $cmd ]]; then
         if [[ $PREFIX != -* ]]; then
             local -a cmds
@@ -187,9 +203,22 @@ _ctxstore() {
         case $cmd in
 `, flagWords(specs[0].flags))
 	for _, s := range specs[1:] {
-		fmt.Fprintf(w, "            %s) flags=(%s) ;;\n", s.name, flagWords(append(s.flags, specs[0].flags[2:]...)))
+		more := ""
+		if s.sessions {
+			more = "; sessions=1"
+		}
+		fmt.Fprintf(w, "            %s) flags=(%s)%s ;;\n", s.name, flagWords(append(s.flags, specs[0].flags[2:]...)), more)
 	}
 	fmt.Fprint(w, `        esac
+        if [[ $PREFIX != -* && -n $sessions ]]; then
+            local -a db names
+            for (( i = 2; i < CURRENT; i++ )); do
+                [[ $words[i] == --db ]] && db=(--db $words[i+1])
+            done
+            names=(${(f)"$(ctxstore $db ls --names 2>/dev/null)"})
+            compadd -- $names
+            return
+        fi
         if [[ $PREFIX != -* ]]; then
             _files
             return
@@ -238,6 +267,17 @@ function __ctxstore_using
     test "$cmd" = "$argv[1]"
 end
 
+# __ctxstore_sessions prints the session names of the database the line
+# names with --db, else the default one.
+function __ctxstore_sessions
+    set -l words (commandline -opc)
+    set -l db
+    if set -l i (contains -i -- --db $words)
+        set db --db $words[(math $i + 1)]
+    end
+    ctxstore $db ls --names 2>/dev/null
+end
+
 complete -c ctxstore -f
 `, strings.ReplaceAll(valueFlags(specs[:1], false), "|", " "))
 	fishFlags := func(cond string, flags []flagSpec) {
@@ -260,5 +300,8 @@ complete -c ctxstore -f
 	for _, s := range specs[1:] {
 		fmt.Fprintf(w, "complete -c ctxstore -n 'not __ctxstore_cmd' -a %s -d %s\n", s.name, fishQuote(s.summary))
 		fishFlags(" -n "+fishQuote("__ctxstore_using "+s.name), s.flags)
+		if s.sessions {
+			fmt.Fprintf(w, "complete -c ctxstore -n %s -a '(__ctxstore_sessions)'\n", fishQuote("__ctxstore_using "+s.name))
+		}
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ctxstore/ctxstore"
@@ -71,9 +73,19 @@ func runDemo(ctx context.Context, a *app, budget int) error {
 		return fmt.Errorf("demo: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	// Every line fits the terminal: prose wraps, the view's one-line
-	// message rows are cut.
-	out := &fitWriter{w: a.stdout, width: width(a.stdout), cut: func(l string) bool { return strings.HasPrefix(l, "#") }}
+	// A reader that goes away (demo | head -1) makes writes fail with
+	// EPIPE instead of killing the process, so the directory above is
+	// removed; the demo then stops.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
+	// On a terminal every line fits its width: prose wraps, the view's
+	// one-line message rows are cut. Piped output keeps its lines whole.
+	cols := 0
+	if a.stdoutIsTerminal() {
+		cols = width(a.stdout)
+	}
+	out := &fitWriter{w: a.stdout, width: cols, cut: func(l string) bool { return strings.HasPrefix(l, "#") }}
 	defer out.Flush()
 	d := &demo{a: a, w: out, log: &eventLog{}, budget: budget, mem: filepath.Join(tmp, "USER.md")}
 	kept := a.db != ""
@@ -109,6 +121,9 @@ func runDemo(ctx context.Context, a *app, budget int) error {
 		d.closeEngines()
 		if err != nil {
 			return err
+		}
+		if out.err != nil {
+			return fmt.Errorf("demo: %w", out.err) // the reader went away
 		}
 	}
 	fmt.Fprintf(d.w, "\ndemo done in %v\n", time.Since(start).Round(10*time.Millisecond))

@@ -365,6 +365,9 @@ type importOptions struct {
 	onMessage    func()       // called after each message record is read (progress)
 	onSession    func(string) // called before each session is imported
 	cli          *app         // builds the commands errors suggest (nil: as without --db)
+	// rename, when set, gives the name each session is imported under
+	// (import --as, --prefix); an error refuses the session.
+	rename func(string) (string, error)
 }
 
 // importStats says what readExport did.
@@ -446,6 +449,11 @@ func readRecords(ctx context.Context, st storage.Engine, lr *lineReader, opt imp
 				return lr.errorf("session %q appears a second time in the export (first on line %d); nothing of the second was imported", rec.Name, first)
 			}
 			seen[rec.Name] = lr.no
+			if opt.rename != nil {
+				if rec.Name, err = opt.rename(rec.Name); err != nil {
+					return lr.errorf("%v", err)
+				}
+			}
 			info, skipped, err := sessionToImport(ctx, st, lr, rec, opt)
 			if err != nil {
 				return err
@@ -565,7 +573,7 @@ func importRefused(ctx context.Context, st storage.Engine, rec exportSession, op
 	case errors.Is(err, store.ErrNotEmpty) && unfinishedImport(ctx, st, rec, opt.cli) != nil:
 		return unfinishedImport(ctx, st, rec, opt.cli)
 	case errors.Is(err, store.ErrNotEmpty):
-		return fmt.Errorf("session %q already exists in %s: nothing of it was imported; import into a fresh file, rerun with --skip-existing, or remove it first: %s",
+		return fmt.Errorf("session %q already exists in %s: nothing of it was imported; import it under another name (--as NAME, or --prefix P for every session), into a fresh file, rerun with --skip-existing, or remove it first: %s",
 			rec.Name, st.Location(), opt.cli.cmdline("purge %s", shellQuote(rec.Name)))
 	}
 	return explainIn(st, "", fmt.Errorf("import session %q (%s): %w", rec.Name, where, err))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -23,11 +24,8 @@ import (
 // as a user would, in child processes.
 var binary string
 
-// roleEnv selects a helper role when the test binary re-executes itself.
-const roleEnv = "CTXSTORE_CLI_TEST_ROLE"
-
 func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
+	if role := testkit.Role(); role != "" { // a child process (testkit.Command)
 		os.Exit(runRole(role))
 	}
 	if slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "-test.fuzzworker") }) {
@@ -118,6 +116,8 @@ func runRole(role string) int {
 			}
 		}
 		return 0 // no Close
+	case "append-kill":
+		return appendThenKill()
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2
@@ -456,7 +456,7 @@ func TestImportTranscript(t *testing.T) {
 	os.MkdirAll(dir, 0o700)
 	path := filepath.Join(dir, "context-messages.jsonl")
 	os.WriteFile(path, []byte(conversation+"\n"+`{"role":42}`+"\nnot json\n"), 0o600)
-	r := e.ok("", "import", path)
+	r := e.fail(1, "", []string{"import", path}, "2 malformed line(s) skipped", "--skip-bad")
 	for _, want := range []string{`imported 5 messages`, `session "abc123"`, "2 malformed line(s)", ":7: ", ":8: "} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("import said (want %q):\n%s", want, r.stdout)
@@ -470,7 +470,7 @@ func TestImportTranscript(t *testing.T) {
 		t.Errorf("second import said:\n%s", r.stdout)
 	}
 	// A session directory names its transcript.
-	e.ok("", "import", dir, "--session", "fromdir")
+	e.ok("", "import", dir, "--session", "fromdir", "--skip-bad")
 	if got := e.ok("", "show", "fromdir", "--jsonl").stdout; got != conversation {
 		t.Errorf("import DIR:\n%s", got)
 	}
@@ -482,8 +482,7 @@ func TestImportTranscript(t *testing.T) {
 func TestLockedFile(t *testing.T) {
 	e := newEnv(t)
 	e.ok(conversation, "add", "s")
-	holder := exec.Command(os.Args[0])
-	holder.Env = append(os.Environ(), roleEnv+"=hold-lock", "CTXSTORE_DB="+e.db)
+	holder := testkit.Command("", "hold-lock", "CTXSTORE_DB="+e.db)
 	stdin, _ := holder.StdinPipe()
 	stdout, _ := holder.StdoutPipe()
 	holder.Stderr = os.Stderr
@@ -978,8 +977,7 @@ func TestExportCarriesDerivedRecords(t *testing.T) {
 func TestCompactFileBesideLongLivedWriter(t *testing.T) {
 	e := newEnv(t)
 	e.ok(longConversation(20), "add", "s")
-	w := exec.Command(os.Args[0])
-	w.Env = append(os.Environ(), roleEnv+"=append-loop", "CTXSTORE_DB="+e.db)
+	w := testkit.Command("", "append-loop", "CTXSTORE_DB="+e.db)
 	stdin, _ := w.StdinPipe()
 	stdout, _ := w.StdoutPipe()
 	w.Stderr = os.Stderr

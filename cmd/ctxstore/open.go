@@ -225,7 +225,7 @@ func explainIn(st storage.Engine, session string, err error) error {
 // (never with its password).
 func explainServer(where, session string, err error) error {
 	if err != nil && session != "" && errors.Is(err, storage.ErrNotFound) {
-		return fmt.Errorf("session %q not found in %s (see: ctxstore ls, with the same --db)", session, where)
+		return withSentinel(fmt.Errorf("session %q not found in %s (see: ctxstore ls, with the same --db)", session, where), storage.ErrNotFound)
 	}
 	return err
 }
@@ -244,9 +244,13 @@ func explain(path, session string, err error) error {
 		return fmt.Errorf("%s is damaged: %w\nrecover every readable message into a new file with: ctxstore --db %s doctor --salvage OUT.db",
 			path, err, shellQuote(path))
 	case errors.Is(err, store.ErrNotFound) && session != "":
-		return fmt.Errorf("session %q not found in %s (see: ctxstore --db %s ls)", session, path, shellQuote(path))
+		return withSentinel(fmt.Errorf("session %q not found in %s (see: ctxstore --db %s ls)", session, path, shellQuote(path)), store.ErrNotFound)
+	case errors.Is(err, store.ErrNewerFormat):
+		return fmt.Errorf("%w; this is ctxstore %s, and nothing was changed", err, buildVersion())
+	case errors.Is(err, store.ErrMoved):
+		return fmt.Errorf("%s changed under this command: %w", path, err)
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("%s: permission denied (ctxstore files are private to their owner, mode 0600): %w", path, err)
+		return permissionError(path, err)
 	}
 	return err
 }

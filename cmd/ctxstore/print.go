@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/textsafe"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -40,59 +40,13 @@ func printEntry(w io.Writer, e store.Entry, maxChars int) {
 		fmt.Fprintf(w, "    [%s]\n", termSafe(others, false))
 	}
 	for _, call := range m.ToolCalls() {
-		args := compactJSON(call.Arguments)
+		args := textsafe.CompactJSON(call.Arguments)
 		fmt.Fprintf(w, "    → %s %s  [%s]\n", termSafe(call.Name, false), termSafe(cut(args, 200), false), termSafe(call.ID, false))
 	}
 }
 
-// termSafe makes stored text safe to print on a terminal: every control
-// character (C0, DEL, C1), bidirectional override or isolate, and invalid
-// UTF-8 byte is written visibly as a Go-style escape (\x1b, \u202e) instead
-// of reaching the terminal, where it could retitle the window, clear the
-// screen, write the clipboard (OSC 52) or reorder what the reader sees.
-// multiline keeps newlines and tabs, for text printed over several lines;
-// otherwise they are escaped too, for one-line fields.
-func termSafe(s string, multiline bool) string {
-	var b strings.Builder
-	done := 0 // s[:done] is in b
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		invalid := r == utf8.RuneError && size == 1
-		if !invalid && !unsafeRune(r, multiline) {
-			i += size
-			continue
-		}
-		b.WriteString(s[done:i])
-		switch {
-		case invalid:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r < 0x80:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		}
-		i += size
-		done = i
-	}
-	if done == 0 {
-		return s
-	}
-	b.WriteString(s[done:])
-	return b.String()
-}
-
-// unsafeRune reports whether r must not reach a terminal raw.
-func unsafeRune(r rune, multiline bool) bool {
-	switch {
-	case r == '\n' || r == '\t':
-		return !multiline
-	case r < 0x20, r >= 0x7f && r < 0xa0:
-		return true
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
-		return true // bidi embeddings, overrides, isolates and marks
-	}
-	return false
-}
+// termSafe makes stored text safe to print on a terminal (textsafe.Escape).
+func termSafe(s string, multiline bool) string { return textsafe.Escape(s, multiline) }
 
 // otherBlocks names the content blocks Text does not show (images,
 // documents, ...), e.g. "image, 2 document"; tool blocks are shown apart.
@@ -130,49 +84,22 @@ func otherBlocks(m ctxstore.Message) string {
 	return strings.Join(parts, ", ")
 }
 
-// cut shortens s to about max characters (max <= 0: no limit), saying how
-// much was left out.
-func cut(s string, max int) string {
-	if max <= 0 || len(s) <= max {
-		return s
-	}
-	r := []rune(s)
-	if len(r) <= max {
-		return s
-	}
-	return fmt.Sprintf("%s… (+%d chars)", string(r[:max]), len(r)-max)
-}
+// cut shortens s to about max characters (textsafe.Cut).
+func cut(s string, max int) string { return textsafe.Cut(s, max) }
 
-// compactJSON returns raw JSON on one line; a JSON string value (OpenAI
-// sends arguments as a string of JSON) is unquoted first.
-func compactJSON(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		raw = json.RawMessage(s)
-	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return string(raw)
-	}
-	return buf.String()
-}
-
-// oneLine is a message's text on one line, cut to max characters and
-// safe for a terminal: for tables of messages (view).
+// oneLine is a message's text (or its tool calls) on one line, cut to max
+// characters and safe for a terminal.
 func oneLine(m ctxstore.Message, max int) string {
-	text := m.Text()
-	if text == "" && m.HasToolCalls() {
-		var parts []string
-		for _, c := range m.ToolCalls() {
-			parts = append(parts, "→ "+c.Name+" "+compactJSON(c.Arguments))
-		}
-		text = strings.Join(parts, "; ")
+	return textsafe.Line(m.Text(), toolCalls(m), max)
+}
+
+// toolCalls are m's tool calls for textsafe.Line.
+func toolCalls(m ctxstore.Message) []textsafe.Call {
+	var calls []textsafe.Call
+	for _, c := range m.ToolCalls() {
+		calls = append(calls, textsafe.Call{Name: c.Name, Args: c.Arguments})
 	}
-	text = strings.Join(strings.Fields(text), " ")
-	return termSafe(cut(text, max), false)
+	return calls
 }
 
 // writeRawLine writes a message's JSON on one line: the exact bytes, unless
@@ -263,12 +190,12 @@ func writeJSON(w io.Writer, v any) error {
 // termSafeJSON escapes in JSON text what termSafe escapes that JSON may
 // hold raw; they can only be inside strings, where \u escapes mean the same.
 func termSafeJSON(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return r >= 0x7f && unsafeRune(r, true) }) {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r >= 0x7f && textsafe.Unsafe(r, true) }) {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range s {
-		if r >= 0x7f && unsafeRune(r, true) {
+		if r >= 0x7f && textsafe.Unsafe(r, true) {
 			fmt.Fprintf(&b, `\u%04x`, r)
 		} else {
 			b.WriteRune(r)

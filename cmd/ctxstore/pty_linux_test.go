@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -160,7 +161,8 @@ func TestAddHintsOnATerminal(t *testing.T) {
 }
 
 // TestDemoFitsTheTerminal: no line of the demo is wider than the terminal
-// it prints on, or than 80 columns when it prints to a pipe.
+// it prints on; printed to a pipe, its lines are whole (an event's JSON
+// on its line, never wrapped mid-key).
 func TestDemoFitsTheTerminal(t *testing.T) {
 	for _, cols := range []uint16{0, 60, 100} {
 		t.Run(fmt.Sprint(cols), func(t *testing.T) {
@@ -175,6 +177,21 @@ func TestDemoFitsTheTerminal(t *testing.T) {
 			}
 			if r.code != 0 || !strings.Contains(r.stdout, "demo done") {
 				t.Fatalf("demo: %s", r)
+			}
+			if cols == 0 {
+				events := 0
+				for _, l := range strings.Split(r.stdout, "\n") {
+					if rest, ok := strings.CutPrefix(l, "   event "); ok {
+						_, data, _ := strings.Cut(rest, " ")
+						if events++; !json.Valid([]byte(data)) {
+							t.Errorf("piped event line is not whole: %q", l)
+						}
+					}
+				}
+				if events == 0 {
+					t.Errorf("piped demo shows no events:\n%s", r.stdout)
+				}
+				return
 			}
 			widest := 0
 			for _, l := range strings.Split(r.stdout, "\n") {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,11 +31,16 @@ count the current epoch; TOTAL counts every stored epoch. TOKENS is a
 total only when one counter (COUNTER) made every count; counts of
 different counters are not added up, and --recount counts the current
 epochs exactly with the default counter instead.`,
-		example: "ctxstore ls\nctxstore ls --recount\nctxstore --db agent.db ls --json | jq '.[].name'",
+		example: "ctxstore ls\nctxstore ls --recount\nctxstore --db agent.db ls --json | jq '.[].name'\nctxstore ls --names",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
-			path, sessions, err := a.listSessions(ctx, c, args)
+			fs := a.flags(c)
+			names := fs.Bool("names", false, "print only the session names, one a line (for scripts and shell completion)")
+			path, sessions, err := a.listSessions(ctx, c, fs, args, names)
 			if err != nil {
 				return err
+			}
+			if *names {
+				return a.printNames(sessions)
 			}
 			if a.json {
 				out := make([]sessionJSON, 0, len(sessions))
@@ -83,15 +89,18 @@ type listed struct {
 }
 
 // listSessions is the body of commands that take no argument and read the
-// session list: ls, stats. With --recount, each session's counts are its
-// exact recount by the default counter.
-func (a *app) listSessions(ctx context.Context, c *command, args []string) (string, []listed, error) {
-	fs := a.flags(c)
+// session list: ls, stats; fs holds the command's own flags. With
+// --recount, each session's counts are its exact recount by the default
+// counter; with *namesOnly (nil: false), they are not read at all.
+func (a *app) listSessions(ctx context.Context, c *command, fs *flag.FlagSet, args []string, namesOnly *bool) (string, []listed, error) {
 	again := fs.Bool("recount", false, "count the current epochs exactly with the default counter")
 	if _, err := a.parse(c, fs, args, 0, 0); err != nil {
 		return "", nil, err
 	}
 	st, err := a.open(ctx, readOnly)
+	if where, empty := a.noTablesYet(ctx, err); empty {
+		return where, nil, nil
+	}
 	if err != nil {
 		return "", nil, err
 	}
@@ -100,9 +109,15 @@ func (a *app) listSessions(ctx context.Context, c *command, args []string) (stri
 	if err != nil {
 		return "", nil, explainIn(st, "", err)
 	}
+	if _, err := a.strayLogs(ctx, st, a.stderr); err != nil {
+		return "", nil, explainIn(st, "", err)
+	}
 	out := make([]listed, len(infos))
 	for i, info := range infos {
 		out[i].SessionInfo = info
+		if namesOnly != nil && *namesOnly {
+			continue
+		}
 		if *again {
 			out[i].split, err = recount(ctx, st, info)
 		} else {
@@ -432,7 +447,7 @@ epochs; otherwise stats lists each counter's share, and --recount counts
 the current epochs exactly with the default counter.`,
 		example: "ctxstore stats\nctxstore stats --recount\nctxstore stats --json",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
-			path, infos, err := a.listSessions(ctx, c, args)
+			path, infos, err := a.listSessions(ctx, c, a.flags(c), args, nil)
 			if err != nil {
 				return err
 			}
@@ -451,14 +466,18 @@ the current epochs exactly with the default counter.`,
 				// applied to the file; 0 without one.
 				LogBytes int64 `json:"log_bytes"`
 				totals
-				BytesPerJSON float64 `json:"bytes_per_json_byte"`
+				// BytesPerJSON is null when it would mislead: no JSON,
+				// or earlier epochs whose JSON is not counted (after a
+				// clear).
+				BytesPerJSON *float64 `json:"bytes_per_json_byte"`
 			}
 			s.File, s.FileBytes, s.totals = path, fi.Size(), sumSessions(infos)
 			if li, err := os.Stat(store.LogPath(path)); err == nil {
 				s.LogBytes = li.Size()
 			}
-			if s.JSONBytes > 0 {
-				s.BytesPerJSON = float64(s.FileBytes) / float64(s.JSONBytes)
+			if s.JSONBytes > 0 && s.AllMessages == s.Messages {
+				r := float64(s.FileBytes) / float64(s.JSONBytes)
+				s.BytesPerJSON = &r
 			}
 			if a.json {
 				return writeJSON(a.stdout, s)
@@ -473,12 +492,12 @@ the current epochs exactly with the default counter.`,
 			fmt.Fprintf(tw, "messages\t%d in current epochs, %d stored in all epochs\n", s.Messages, s.AllMessages)
 			a.printTokens(tw, s.split)
 			fmt.Fprintf(tw, "JSON\t%s in current epochs\n", human(s.JSONBytes))
-			if s.JSONBytes > 0 {
-				note := "file size over the current epochs' JSON"
-				if s.AllMessages > s.Messages {
-					note += "; earlier epochs take room too, uncounted"
-				}
-				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (%s; after purges, free pages go back with: %s)\n", s.BytesPerJSON, note, a.cmdline("compact-file"))
+			switch {
+			case s.BytesPerJSON != nil:
+				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (file size over the messages' JSON; after purges, free pages go back with: %s)\n", *s.BytesPerJSON, a.cmdline("compact-file"))
+			case s.AllMessages > s.Messages:
+				fmt.Fprintf(tw, "bytes/JSON byte\tn/a (earlier epochs hold %d %s whose JSON is not counted; to reclaim their room: %s, then %s)\n",
+					s.AllMessages-s.Messages, plural(s.AllMessages-s.Messages, "message", "messages"), a.cmdline("purge SESSION --epoch N --yes"), a.cmdline("compact-file"))
 			}
 			return tw.Flush()
 		},

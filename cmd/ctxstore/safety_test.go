@@ -296,18 +296,25 @@ func TestCompactFileFailuresAndPaths(t *testing.T) {
 	})
 
 	t.Run("OUT is the database", func(t *testing.T) {
+		e.fail(1, "", []string{"compact-file", e.db}, "exists")
 		link := filepath.Join(e.dir, "other-name.db")
 		if err := os.Link(e.db, link); err != nil {
 			t.Fatal(err)
 		}
-		e.fail(1, "", []string{"compact-file", e.db}, "exists")
-		e.fail(1, "", []string{"compact-file", link}, "exists")
+		// A second name for the database is refused before anything
+		// is read or written: each name would get a log of its own.
+		e.fail(1, "", []string{"compact-file", link}, "2 names (hard links)")
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
+		}
+		e.ok("", "verify")
 	})
 }
 
 // Paths that are not plain files: a directory as --db is a clear error for
 // every command, never a panic; a symlinked --db is followed by tail -f;
-// export -o never writes over the database, under any of its names, and
+// export -o never writes over the database, under any of its names (a hard
+// link is refused as a second name), and
 // `export s s` writes s once.
 func TestUnusualPaths(t *testing.T) {
 	e := newEnv(t)
@@ -350,7 +357,13 @@ func TestUnusualPaths(t *testing.T) {
 		if err := os.Link(e.db, hard); err != nil {
 			t.Fatal(err)
 		}
-		for _, target := range []string{e.db, link, hard} {
+		// A second name for the database: refused before anything is
+		// read or written (each name would get a log of its own).
+		e.fail(1, "", []string{"export", "-o", hard}, "2 names (hard links)")
+		if err := os.Remove(hard); err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range []string{e.db, link} {
 			e.fail(1, "", []string{"export", "-o", target}, "database itself")
 		}
 		e.ok("", "verify")

@@ -99,7 +99,7 @@ func exportToFile(ctx context.Context, st storage.Engine, names []string, path s
 func importCommand() *command {
 	return &command{
 		name:    "import",
-		usage:   "FILE|DIR|- [--session NAME] [--skip-existing]",
+		usage:   "FILE|DIR|- [--as NAME | --prefix P] [--skip-existing] [--skip-bad]",
 		summary: "import a ctxstore export, or an Amplifier context-messages.jsonl transcript",
 		help: `The format is recognised by the first line.
 
@@ -108,32 +108,44 @@ token estimates, derived records), after checking them as strictly as
 'add' checks messages. A session that fails to import is removed again;
 one killed mid-import is left shorter and marked unfinished, which
 --skip-existing and verify report (purge it and import again). A session
-that already exists is an error unless --skip-existing.
+that already exists is an error unless --skip-existing. --as NAME imports
+an export of one session under another name; --prefix P puts P before
+the name of every session (import a backup beside the sessions it came
+from).
 
 Anything else is read as an Amplifier transcript, one message per line,
-into the session --session NAME (default: ID for
+into the session --as NAME (or --session NAME; default: ID for
 .../sessions/ID/context-messages.jsonl, else the file name without its
-extension; a DIR means DIR/context-messages.jsonl). Blank lines are
-ignored; malformed lines are skipped and reported with their line
-numbers; the file is never modified. Importing the same file into the
+extension, after --prefix; a DIR means DIR/context-messages.jsonl). Blank
+lines are ignored; malformed lines are skipped and reported with their
+line numbers, and the import exits 1 unless --skip-bad (the other lines
+are imported either way); the file is never modified. Importing the same file into the
 same session again does nothing, and an import cut short is continued.
 
 On a terminal, long imports show a progress bar on stderr.`,
 		example: "ctxstore --db fresh.db import backup.jsonl\nctxstore import ~/.amplifier/projects/p/sessions/abc    # session \"abc\"",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
-			name := fs.String("session", "", "session `NAME` for a transcript (not used for exports)")
-			skip := fs.Bool("skip-existing", false, "leave sessions that already exist alone")
+			var o importFlags
+			fs.StringVar(&o.session, "session", "", "session `NAME` for a transcript (as --as)")
+			fs.StringVar(&o.as, "as", "", "import into session `NAME`: an export's one session, or a transcript")
+			fs.StringVar(&o.prefix, "prefix", "", "put `P` before the name of every imported session")
+			fs.BoolVar(&o.skipExisting, "skip-existing", false, "leave sessions that already exist alone")
+			fs.BoolVar(&o.skipBad, "skip-bad", false, "succeed although malformed transcript lines were skipped")
 			pos, err := a.parse(c, fs, args, 1, 1)
 			if err != nil {
 				return err
 			}
-			return runImport(ctx, a, pos[0], *name, *skip)
+			return runImport(ctx, a, pos[0], o)
 		},
 	}
 }
 
-func runImport(ctx context.Context, a *app, file, session string, skip bool) error {
+func runImport(ctx context.Context, a *app, file string, o importFlags) error {
+	session, skip, err := o.transcriptName()
+	if err != nil {
+		return err
+	}
 	in := interruptible(ctx, a.stdin)
 	var size int64
 	label := "stdin"
@@ -175,6 +187,12 @@ func runImport(ctx context.Context, a *app, file, session string, skip bool) err
 	if err != nil {
 		return fmt.Errorf("%s: %w", label, err)
 	}
+	var rename func(string) (string, error)
+	if isExport { // before the database is opened (and perhaps created)
+		if rename, err = o.exportRename(first, label); err != nil {
+			return err
+		}
+	}
 
 	bar := a.newProgress("importing", size)
 	defer bar.finish()
@@ -185,40 +203,15 @@ func runImport(ctx context.Context, a *app, file, session string, skip bool) err
 	defer st.Close()
 
 	if isExport {
-		if session != "" {
-			return usagef("--session is for transcripts; %s is a ctxstore export, which names its sessions", label)
-		}
-		var msgs int64
-		stats, err := readExport(ctx, st, lr, importOptions{
-			skipExisting: skip,
-			cli:          a,
-			onMessage: func() {
-				msgs++
-				bar.update(cr.n, msgs)
-			},
-		})
-		bar.finish()
-		if err != nil {
-			if stats.Sessions > 0 {
-				err = fmt.Errorf("%w\n(%d session(s) before it were imported)", err, stats.Sessions)
-			}
-			return err
-		}
-		if a.json {
-			return writeJSON(a.stdout, stats)
-		}
-		fmt.Fprintf(a.stdout, "imported %d session(s), %d messages from %s into %s\n", stats.Sessions, stats.Messages, label, st.Location())
-		if len(stats.Skipped) > 0 {
-			fmt.Fprintf(a.stdout, "left alone (already present): %s\n", strings.Join(stats.Skipped, ", "))
-		}
-		return nil
+		return importExportFile(ctx, a, st, lr, label, importOptions{skipExisting: skip, rename: rename, cli: a}, bar, cr)
 	}
 
 	if session == "" {
 		session = transcriptSession(file)
 		if session == "" {
-			return usagef("name the session to import %s into with --session NAME", label)
+			return usagef("name the session to import %s into with --as NAME (or --session NAME)", label)
 		}
+		session = o.prefix + session
 	}
 	if skip {
 		if _, err := st.Session(ctx, session); err == nil {
@@ -241,7 +234,36 @@ func runImport(ctx context.Context, a *app, file, session string, skip bool) err
 	if err != nil {
 		return explainIn(st, "", fmt.Errorf("import %s into session %q: %w", label, session, err))
 	}
-	return reportTranscript(a, label, st.Location(), rep)
+	if err := reportTranscript(a, label, st.Location(), rep); err != nil {
+		return err
+	}
+	return o.checkSkipped(label, rep)
+}
+
+// importExportFile imports the export lr reads, its header read already,
+// into st, and reports what it did.
+func importExportFile(ctx context.Context, a *app, st storage.Engine, lr *lineReader, label string, opt importOptions, bar *progress, cr *countingReader) error {
+	var msgs int64
+	opt.onMessage = func() {
+		msgs++
+		bar.update(cr.n, msgs)
+	}
+	stats, err := readExport(ctx, st, lr, opt)
+	bar.finish()
+	if err != nil {
+		if stats.Sessions > 0 {
+			err = fmt.Errorf("%w\n(%d session(s) before it were imported)", err, stats.Sessions)
+		}
+		return err
+	}
+	if a.json {
+		return writeJSON(a.stdout, stats)
+	}
+	fmt.Fprintf(a.stdout, "imported %d session(s), %d messages from %s into %s\n", stats.Sessions, stats.Messages, label, st.Location())
+	if len(stats.Skipped) > 0 {
+		fmt.Fprintf(a.stdout, "left alone (already present): %s\n", strings.Join(stats.Skipped, ", "))
+	}
+	return nil
 }
 
 // transcriptSession derives a session name from a transcript's path:

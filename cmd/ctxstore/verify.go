@@ -45,6 +45,15 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 			if err != nil {
 				return explainIn(st, "", fmt.Errorf("verify: %w", err))
 			}
+			// Logs beside the file: said on stderr with --json.
+			logsTo := a.stdout
+			if a.json {
+				logsTo = a.stderr
+			}
+			strayMissing, err := a.strayLogs(ctx, st, logsTo)
+			if err != nil {
+				return explainIn(st, "", fmt.Errorf("verify: %w", err))
+			}
 			if a.json {
 				out := struct {
 					*store.VerifyReport
@@ -67,7 +76,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 					fmt.Fprintln(a.stdout, "unpaired tool calls are not damage: a crash mid-call leaves one; views answer repaired calls with a synthetic result")
 				}
 			}
-			if !rep.Intact() || (!rep.OK() && !*damageOnly) {
+			if !rep.Intact() || (!rep.OK() && !*damageOnly) || strayMissing {
 				return &exitError{code: 1}
 			}
 			return nil
@@ -115,8 +124,8 @@ func setAsideRepaired(ctx context.Context, st storage.Engine, rep *store.VerifyR
 func doctorCommand() *command {
 	return &command{
 		name:    "doctor",
-		usage:   "--salvage OUT",
-		summary: "copy every readable message of a damaged file into a new file OUT",
+		usage:   "--salvage OUT | --replay-log LOG",
+		summary: "copy every readable message of a damaged file into a new file OUT; put a stray log's messages back",
 		help: `Salvage reads the file with its own bounds-checked page walk, not through
 bbolt, so it works on files bbolt cannot open (cut short, broken meta
 pages, garbage pages). It never modifies the original. Every intact
@@ -135,13 +144,26 @@ FILE-wal aside (OUT holds the log's messages: a log left beside it would
 be taken for one of OUT's) and move OUT into its place. Exit status 1 when anything was skipped or
 missing, or nothing could be recovered (OUT is written all the same when
 it holds messages: check it before using it); with --json the verdict
-goes to stderr.`,
+goes to stderr. A file of a newer format (written by a newer ctxstore) is
+refused, never copied into this one's.
+
+--replay-log LOG puts the messages of a log of this database that is not
+its log back into it: one set aside (FILE-wal.orphan-ID-TIME) or one left
+behind when the file was moved without it. Each message the file lacks is
+appended, in one transaction, where it continues its session; a log of
+another database, or one the file has moved on from, is refused and nothing
+is written. The log is removed once its messages are in the file. Without
+either flag, doctor lists such logs (so do ls, stats and verify).`,
 		example: "ctxstore doctor --salvage rescued.db\nctxstore --db rescued.db verify",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
 			out := fs.String("salvage", "", "write the salvaged messages to the new file `OUT`")
+			replay := fs.String("replay-log", "", "put the messages of `LOG`, a log of this database set aside or left behind, back into it")
 			if _, err := a.parse(c, fs, args, 0, 0); err != nil {
 				return err
+			}
+			if *replay != "" || *out == "" {
+				return a.doctorLogs(ctx, *replay, *out)
 			}
 			if err := a.fileOnly("doctor --salvage", "has no file to salvage: restore damage from the server's backups; to check it: "+a.cmdline("verify")); err != nil {
 				return err

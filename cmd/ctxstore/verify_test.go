@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/store"
 )
@@ -225,8 +225,7 @@ func TestVerifyOutputOfGarbage(t *testing.T) {
 // and waits for its first line (want).
 func (e *env) startRole(role, want string) (stop func() string) {
 	e.t.Helper()
-	c := exec.Command(os.Args[0])
-	c.Env = append(os.Environ(), roleEnv+"="+role, "CTXSTORE_DB="+e.db)
+	c := testkit.Command("", role, "CTXSTORE_DB="+e.db)
 	stdin, _ := c.StdinPipe()
 	stdout, _ := c.StdoutPipe()
 	c.Stderr = os.Stderr

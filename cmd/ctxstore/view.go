@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/ctxstore/ctxstore"
@@ -137,6 +135,7 @@ type viewReport struct {
 	NotSent      [][2]uint64 `json:"not_sent_verbatim"` // seq ranges of stored messages absent from the view as they are
 	Events       []event     `json:"events"`
 	Messages     []viewLine  `json:"messages"`
+	view         ctxstore.View
 }
 
 // viewLine is one message of the view with where it came from.
@@ -145,7 +144,6 @@ type viewLine struct {
 	Form    ctxstore.Form   `json:"form"`
 	Tokens  int             `json:"tokens"`
 	Message json.RawMessage `json:"message"`
-	msg     ctxstore.Message
 }
 
 func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg ctxstore.Config, full, payload bool) error {
@@ -207,121 +205,29 @@ func viewOf(ctx context.Context, mgr *persistent.Manager, log *eventLog, req ctx
 	if err != nil {
 		return viewReport{}, explain(mgr.Store().Location(), name, fmt.Errorf("view of session %q: %w", name, err))
 	}
-	info, err := mgr.Info(ctx)
-	if err != nil {
-		return viewReport{}, explain(mgr.Store().Location(), name, err)
-	}
 	rep := viewReport{
-		Session: name, Epoch: info.Epoch, Budget: v.Budget, BudgetSource: v.BudgetSource, Counter: v.Counter,
+		Session: name, Epoch: v.Epoch, Budget: v.Budget, BudgetSource: v.BudgetSource, Counter: v.Counter,
 		Fits: !v.OverBudget, Level: v.Level, Removed: v.Removed, Truncated: v.Truncated, Stubbed: v.Stubbed,
 		Summarized: v.Summarized, Escalated: v.Escalated, Reused: v.Reused, OverBudget: v.OverBudget,
-		StablePrefix: v.StablePrefix, Events: log.take(),
+		StablePrefix: v.StablePrefix, NotSent: v.NotSent(), Events: log.take(), view: v,
 	}
 	rep.History.Messages, rep.History.Tokens = v.HistoryMessages, v.HistoryTokens
 	rep.View.Messages, rep.View.Tokens = len(v.Messages), v.Tokens
-	var sent []uint64
 	for i, m := range v.Messages {
 		o := v.Origins[i]
-		rep.Messages = append(rep.Messages, viewLine{Seq: o.Seq, Form: o.Form, Tokens: o.Tokens, Message: m.Bytes(), msg: m})
-		if o.Seq > 0 && (o.Form == ctxstore.FormWhole || o.Form == ctxstore.FormMemory) {
-			sent = append(sent, o.Seq)
-		}
-	}
-	if info.Messages > 0 {
-		rep.NotSent = notSent(sent, info.LastSeq-uint64(info.Messages)+1, info.LastSeq)
+		rep.Messages = append(rep.Messages, viewLine{Seq: o.Seq, Form: o.Form, Tokens: o.Tokens, Message: m.Bytes()})
 	}
 	return rep, nil
 }
 
-// notSent returns the seq ranges of [first, last] (an epoch's seqs are
-// contiguous) that are not among sent.
-func notSent(sent []uint64, first, last uint64) [][2]uint64 {
-	slices.Sort(sent)
-	var out [][2]uint64
-	next := first
-	for _, k := range append(sent, last+1) {
-		if k > next {
-			out = append(out, [2]uint64{next, k - 1})
-		}
-		next = max(next, k+1)
-	}
-	return out
-}
-
+// printViewReport prints the view's explanation (ctxstore.View.Report),
+// with the warnings the request emitted.
 func printViewReport(w io.Writer, rep viewReport, full bool) {
-	fmt.Fprintf(w, "session %q, epoch %d: full history %d messages, %d tokens (%s)\n", rep.Session, rep.Epoch, rep.History.Messages, rep.History.Tokens, rep.Counter)
-	fmt.Fprintf(w, "budget %d tokens (%s): view %d messages, %d tokens", rep.Budget, rep.BudgetSource, rep.View.Messages, rep.View.Tokens)
-	switch {
-	case rep.OverBudget:
-		fmt.Fprintf(w, ": OVER BUDGET, the floor alone does not fit (system messages, last user message, trailing tool group)\n")
-	case rep.Level == view.LevelNone:
-		fmt.Fprintf(w, " (fits: nothing compacted)\n")
-	default:
-		fmt.Fprintln(w)
-	}
-	if rep.Level != view.LevelNone {
-		fmt.Fprintf(w, "compaction level %d (%s): removed %d, truncated %d, stubbed %d, summarized %d\n",
-			rep.Level, levelName(rep.Level), rep.Removed, rep.Truncated, rep.Stubbed, rep.Summarized)
-	}
-	switch {
-	case rep.Escalated:
-		if c := last(rep.Events, ctxstore.EventCompaction); c != nil {
-			fmt.Fprintf(w, "this request escalated: tokens %v -> %v, messages %v -> %v (target %v)\n",
-				c["tokens_before"], c["tokens_after"], c["messages_before"], c["messages_after"], c["target"])
-		}
-	case rep.Reused:
-		fmt.Fprintf(w, "saved compaction decisions reused\n")
-	}
+	var warnings []string
 	for _, ev := range rep.Events {
 		if ev.Name == ctxstore.EventWarning {
-			fmt.Fprintf(w, "warning: %s\n", termSafe(fmt.Sprint(ev.Data["message"]), false))
+			warnings = append(warnings, fmt.Sprint(ev.Data["message"]))
 		}
 	}
-	if len(rep.NotSent) > 0 {
-		var parts []string
-		n := uint64(0)
-		for _, r := range rep.NotSent {
-			n += r[1] - r[0] + 1
-			if len(parts) < 12 {
-				if r[0] == r[1] {
-					parts = append(parts, fmt.Sprintf("#%d", r[0]))
-				} else {
-					parts = append(parts, fmt.Sprintf("#%d-#%d", r[0], r[1]))
-				}
-			}
-		}
-		more := ""
-		if len(rep.NotSent) > len(parts) {
-			more = ", ..."
-		}
-		fmt.Fprintf(w, "not sent as stored (removed, truncated, stubbed or summarized): %d messages: %s%s\n", n, strings.Join(parts, ", "), more)
-	}
-	fmt.Fprintln(w)
-	for _, l := range rep.Messages {
-		seq := "-"
-		if l.Seq > 0 {
-			seq = fmt.Sprintf("#%d", l.Seq)
-		}
-		if full {
-			fmt.Fprintf(w, "%-7s %-9s %-9s %6d tok\n%s\n", seq, l.Form, l.msg.Role(), l.Tokens, indent(termSafe(l.msg.Text(), true), "    "))
-			continue
-		}
-		fmt.Fprintf(w, "%-7s %-9s %-9s %6d tok  %s\n", seq, l.Form, l.msg.Role(), l.Tokens, oneLine(l.msg, 90))
-	}
-}
-
-func levelName(level int) string {
-	switch level {
-	case view.LevelNone:
-		return "none"
-	case view.LevelTruncate:
-		return "old tool results truncated"
-	case view.LevelRemove:
-		return "old messages removed"
-	case view.LevelStub:
-		return "long user messages stubbed"
-	case view.LevelLastResort:
-		return "protected messages cut to fit, last resort"
-	}
-	return "?"
+	io.WriteString(w, rep.view.Report(ctxstore.ReportOptions{Full: full, Warnings: warnings}))
 }

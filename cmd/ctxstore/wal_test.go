@@ -4,11 +4,11 @@ import (
 	"bytes"
 	bin "encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/store"
 )
 
@@ -19,8 +19,7 @@ import (
 // "pending" and exits without closing its store.
 func (e *env) appendNoClose() {
 	e.t.Helper()
-	c := exec.Command(os.Args[0])
-	c.Env = append(os.Environ(), roleEnv+"=append-no-close", "CTXSTORE_DB="+e.db)
+	c := testkit.Command("", "append-no-close", "CTXSTORE_DB="+e.db)
 	if out, err := c.CombinedOutput(); err != nil {
 		e.t.Fatalf("appender: %v: %s", err, out)
 	}

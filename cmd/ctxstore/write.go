@@ -143,7 +143,7 @@ func problemsError(problems []string) error {
 	if len(problems) > show {
 		msg += fmt.Sprintf("\n  ... and %d more", len(problems)-show)
 	}
-	return fmt.Errorf("%d invalid message(s); nothing was added:\n  %s", len(problems), msg)
+	return withSentinel(fmt.Errorf("%d invalid message(s); nothing was added:\n  %s", len(problems), msg), ctxstore.ErrInvalidMessage)
 }
 
 func clearCommand() *command {

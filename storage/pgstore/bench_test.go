@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -219,10 +218,7 @@ func BenchmarkAppendersAcrossProcesses(b *testing.B) {
 		var cmds []*exec.Cmd
 		var outs []io.Reader
 		for p := range procs {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestPGChild$", "-test.v=false")
-			cmd.Env = append(os.Environ(), envChild+"=appenders", envDSN+"="+dsn, envSchema+"="+schema,
-				envArg+"="+fmt.Sprintf("%d %d %d %s-p%d %s", per, n, start.UnixNano(), mode, p, mode))
-			cmd.Stderr = os.Stderr
+			cmd := child(b, "appenders", dsn, schema, fmt.Sprintf("%d %d %d %s-p%d %s", per, n, start.UnixNano(), mode, p, mode))
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				b.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/internal/pause"
+	"github.com/ctxstore/ctxstore/internal/groupcommit"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,6 +23,11 @@ import (
 // req is one attempt of a write, waiting for a commit it may share with the
 // other writes this process has queued meanwhile.
 type req struct {
+	// Slot is the write's place in the group-commit queue, and the relay
+	// of a panic (or runtime.Goexit) of fn, recovered on the leader's
+	// goroutine: such a write commits nothing, and its caller's goroutine
+	// raises the panic again (or ends too).
+	groupcommit.Slot
 	ctx     context.Context
 	session string
 	// fn does the write on its session, locked. It must make its checks
@@ -36,34 +40,16 @@ type req struct {
 	key   appendKey
 	found func(epoch, first int64)
 	err   error
-	// panicked, when not nil, is what fn panicked with: the write committed
-	// nothing, and its caller's goroutine raises the panic again.
-	panicked any
-	// exited reports that fn ended its goroutine (runtime.Goexit): the
-	// write committed nothing, and its caller's goroutine ends too.
-	exited bool
 	// state is waiting while the write waits, untried, to be committed
 	// alone, and left once its caller, giving up, took it out (await);
 	// wake tells a caller that has given up that it may.
 	state atomic.Int32
 	wake  chan struct{}
-	done  chan struct{} // closed when err is final
-	lead  chan struct{} // receives the leader role when handed over
 }
 
-// answer is r's outcome, once done is closed, on its caller's goroutine: a
-// panic of r's fn, recovered on the leader's goroutine, is raised again
-// here, with the same value, so that it reaches the caller whose code
-// panicked, and only that one.
-func (r *req) answer() error {
-	if r.panicked != nil {
-		panic(r.panicked)
-	}
-	if r.exited {
-		runtime.Goexit()
-	}
-	return r.err
-}
+// answer is r's outcome, once it is answered, on its caller's goroutine (see
+// groupcommit.Slot.Answer).
+func (r *req) answer() error { return r.Answer(r.err) }
 
 // submit commits r, sharing the transaction, its round trips and its WAL
 // flush with whatever other writes this process queued meanwhile (group
@@ -76,49 +62,16 @@ func (r *req) answer() error {
 // A panic in r's fn is raised again on the caller's goroutine, after the
 // others of its commit are answered and the queue handed on.
 func (s *Store) submit(r *req) error {
-	r.done, r.lead, r.wake = make(chan struct{}), make(chan struct{}, 1), make(chan struct{}, 1)
-	s.qmu.Lock()
-	s.queue = append(s.queue, r)
-	if s.gathered != nil && len(s.queue) >= s.gatherFor {
-		close(s.gathered)
-		s.gathered = nil
+	r.wake = make(chan struct{}, 1)
+	switch s.commits.Join(r.ctx, r) {
+	case groupcommit.Answered:
+		return r.answer()
+	case groupcommit.Left:
+		return r.ctx.Err()
+	case groupcommit.Taken:
+		return r.await()
 	}
-	if s.committing {
-		s.qmu.Unlock()
-		select {
-		case <-r.done:
-			return r.answer()
-		case <-r.lead:
-		case <-r.ctx.Done():
-			if s.leave(r) {
-				return r.ctx.Err()
-			}
-			return r.await()
-		}
-	} else {
-		s.committing = true
-		s.qmu.Unlock()
-	}
-	s.qmu.Lock()
-	if n := s.lastBatch; n > 1 && len(s.queue) < n {
-		// The last commit served n writers, who are now coming back with
-		// their next writes; without this wait the first of them would
-		// commit alone and the rest would queue for the commit after it,
-		// so every other commit would carry one write. A lone writer
-		// (lastBatch 1) never waits.
-		gathered := make(chan struct{})
-		s.gathered, s.gatherFor = gathered, n
-		s.qmu.Unlock()
-		pause.Until(gathered, gatherWait)
-		s.qmu.Lock()
-		s.gathered = nil
-	}
-	batch := s.queue
-	s.queue = nil
-	s.lastBatch = len(batch)
-	s.qmu.Unlock()
-
-	s.commit(batch, r)
+	s.commit(s.commits.Take(), r)
 	return r.await()
 }
 
@@ -136,14 +89,14 @@ const (
 func (r *req) await() error {
 	for {
 		select {
-		case <-r.done:
+		case <-r.Done():
 			return r.answer()
 		case <-r.ctx.Done():
 			if r.state.CompareAndSwap(waiting, left) {
 				return r.ctx.Err()
 			}
 			select {
-			case <-r.done:
+			case <-r.Done():
 				return r.answer()
 			case <-r.wake: // it now waits: leave it
 			}
@@ -162,47 +115,6 @@ func (r *req) wait() {
 	default:
 	}
 }
-
-// handOver ends a leader's turn: the first writer that queued meanwhile
-// leads the next commit, or, none queued, the next writer commits at once.
-func (s *Store) handOver() {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	s.handOverLocked()
-}
-
-// handOverLocked is handOver with qmu held.
-func (s *Store) handOverLocked() {
-	if len(s.queue) == 0 {
-		s.committing = false
-	} else {
-		s.queue[0].lead <- struct{}{}
-	}
-}
-
-// leave takes r, whose caller gave up, out of the queue, handing the
-// leader role on if r had it. It reports false when r was taken into a
-// commit already.
-func (s *Store) leave(r *req) bool {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	i := slices.Index(s.queue, r)
-	if i < 0 {
-		return false
-	}
-	s.queue = slices.Delete(s.queue, i, i+1)
-	select {
-	case <-r.lead:
-		s.handOverLocked()
-	default:
-	}
-	return true
-}
-
-// gatherWait bounds how long a leader waits for the writers of the last
-// commit to queue their next writes: much less than a commit (a round trip
-// and a WAL flush), enough for woken goroutines to run on a busy CPU.
-const gatherWait = 100 * time.Microsecond
 
 // setLockTimeout bounds the lock waits of the transaction it runs in.
 const setLockTimeout = `SELECT set_config('lock_timeout', $1, true)`
@@ -267,8 +179,8 @@ func batchContext(batch []*req) (context.Context, func()) {
 }
 
 // commit runs batch, in one transaction when it can, answers every
-// request, and hands the queue on (handOver) once the leader's transaction
-// is over, however it ends, a panic included. Writes it must commit again
+// request, and hands the queue on (groupcommit.Queue.HandOver) once the
+// leader's transaction is over, however it ends, a panic included. Writes it must commit again
 // alone (after a shared transaction failed, say) commit at once, on a
 // goroutine and a connection per session, each session's in the order they
 // came, under their own contexts: none waits behind another session's wait
@@ -286,7 +198,7 @@ func (s *Store) commit(batch []*req, own *req) {
 		slices.SortStableFunc(batch, func(a, b *req) int { return strings.Compare(a.session, b.session) })
 		units = [][]*req{batch}
 	}
-	defer s.handOver()
+	defer s.commits.HandOver()
 	mine := 0
 	for i, u := range units {
 		if slices.Contains(u, own) {
@@ -331,7 +243,7 @@ func (s *Store) alone(rs []*req) {
 	defer func() {
 		var rest []*req
 		for _, r := range rs {
-			if !answered(r) && r.state.Load() != left {
+			if !r.Answered() && r.state.Load() != left {
 				rest = append(rest, r)
 			}
 		}
@@ -352,19 +264,9 @@ func (s *Store) alone(rs []*req) {
 	}
 }
 
-// answered reports whether r's outcome is final.
-func answered(r *req) bool {
-	select {
-	case <-r.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // settle commits rs in one transaction, answers its requests, and returns
 // those to commit again, alone. However it ends, every request of rs is
-// answered or returned. A panic here (a write's own is recovered in run) is
+// answered or returned. A panic here (a write's own is recovered in Slot.Run) is
 // a bug of this package: on the leader's goroutine it goes on up, and
 // elsewhere (no caller's goroutine, where it would end the process) it is
 // recovered; either way the requests it left unanswered fail, their
@@ -383,7 +285,7 @@ func (s *Store) settle(rs []*req, leader bool) (again []*req) {
 		}
 		for _, r := range rs {
 			r.err = fmt.Errorf("%w: %w", errUnknownOutcome, abandoned)
-			close(r.done)
+			r.Finish()
 		}
 		again = nil
 	}()
@@ -393,7 +295,7 @@ func (s *Store) settle(rs []*req, leader bool) (again []*req) {
 	settled = true
 	for _, r := range rs {
 		if !slices.Contains(again, r) {
-			close(r.done)
+			r.Finish()
 		}
 	}
 	return again
@@ -404,38 +306,13 @@ func (s *Store) settle(rs []*req, leader bool) (again []*req) {
 // transaction it was running).
 var errAbandoned = errors.New("pgstore: the commit this write was in ended abruptly (a panic in pgstore, or a write's function ending its goroutine)")
 
-// run calls r's fn on w. A panic in it is recovered and kept in r for its
-// caller's goroutine (see answer).
-//
-// fn may also end the goroutine (runtime.Goexit, as t.FailNow does), which
-// nothing can stop once begun: r is marked so that its caller's goroutine
-// ends too, and the defers on the way up answer the requests this
-// goroutine leaves.
-func run(r *req, w *wtx) (err error) {
-	returned := false
-	defer func() {
-		if p := recover(); p != nil {
-			r.panicked, err = p, errPanicked
-		} else if !returned {
-			r.exited = true
-		}
-	}()
-	err = r.fn(w)
-	returned = true
-	return err
-}
-
-// errPanicked is the error of a write whose fn panicked; its caller sees the
-// panic instead.
-var errPanicked = errors.New("pgstore: the write's function panicked")
-
 // commitOnce runs batch in one transaction: appends without a check in one
 // statement each, other writes after locking their sessions' rows. It sets
 // the errors of the requests it answers and returns those to commit again,
 // alone: appends that found their session not live, requests of sessions
 // without a row when the transaction locks several, and every request when
 // the shared transaction failed on one of them (it committed nothing). A
-// request whose fn panicked is answered (see run) and the transaction rolled
+// request whose fn panicked is answered (see groupcommit.Slot.Run) and the transaction rolled
 // back; the others are returned.
 func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 	conn, err := s.pool.Acquire(ctx)
@@ -503,7 +380,7 @@ func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 			}
 			w.batch = b
 			saved, queued := *w, b.Len()
-			if r.err = run(r, w); r.err == nil {
+			if r.err = r.Run(func() error { return r.fn(w) }); r.err == nil {
 				held = append(held, r)
 				w.written = true
 				continue
@@ -512,7 +389,7 @@ func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 			// error aborted the transaction.
 			*w = saved
 			b.QueuedQueries = b.QueuedQueries[:queued]
-			if r.panicked != nil {
+			if r.Caught() {
 				// Answered: its caller raises the panic. The transaction
 				// has not committed (what went out, an import's messages or
 				// a read, went out inside it); it is rolled back, whatever

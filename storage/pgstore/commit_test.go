@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -58,7 +60,7 @@ func shareCommit(t *testing.T, st *Store, fault func(n int64, after bool) error,
 		_, _, err := st.Append(ctx, "hold", hold)
 		held <- err
 	}()
-	waitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
+	testkit.WaitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
 	errs := make([]error, len(writes))
 	done := make(chan int)
 	for i, w := range writes {
@@ -67,10 +69,8 @@ func shareCommit(t *testing.T, st *Store, fault func(n int64, after bool) error,
 			done <- i
 		}()
 	}
-	waitFor(t, "the writes to queue", func() bool {
-		st.qmu.Lock()
-		defer st.qmu.Unlock()
-		return len(st.queue) == len(writes)
+	testkit.WaitFor(t, "the writes to queue", func() bool {
+		return st.commits.Len() == len(writes)
 	})
 	if fault != nil {
 		fault(0, false)
@@ -132,15 +132,6 @@ func seed(t *testing.T, st *Store, sessions ...string) {
 	for _, name := range sessions {
 		if _, _, err := st.Append(context.Background(), name, rec(name+"0")); err != nil {
 			t.Fatal(err)
-		}
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
 		}
 	}
 }
@@ -247,7 +238,7 @@ func TestSharedCommit(t *testing.T) {
 			_, _, err := st.Append(ctx, "a", rec("a1"))
 			held <- err
 		}()
-		waitFor(t, "the first commit", func() bool { return commits.Load() == 1 })
+		testkit.WaitFor(t, "the first commit", func() bool { return commits.Load() == 1 })
 		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		if _, _, err := st.Append(short, "b", rec("b1")); !errors.Is(err, context.DeadlineExceeded) {
@@ -475,38 +466,11 @@ func queueBehind(t *testing.T, st *Store, fault func(n int64) error, writes ...f
 		_, _, err := st.Append(ctx, "hold", hold)
 		held <- err
 	}()
-	waitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
-	errs, panics = make([]error, len(writes)), make([]any, len(writes))
-	done := make(chan int, len(writes))
-	for i, w := range writes {
-		go func() {
-			defer func() {
-				panics[i] = recover()
-				done <- i
-			}()
-			errs[i] = w()
-		}()
-		waitFor(t, fmt.Sprintf("write %d to queue", i), func() bool {
-			st.qmu.Lock()
-			defer st.qmu.Unlock()
-			return len(st.queue) == i+1
-		})
-	}
-	close(release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
-	timeout := time.After(10 * time.Second)
-	returned := make([]bool, len(writes))
-	for range writes {
-		select {
-		case i := <-done:
-			returned[i] = true
-		case <-timeout:
-			t.Fatalf("10 s after the hold's commit, writes returned: %v (the others hang); panics so far: %v", returned, panics)
-		}
-	}
-	return errs, panics
+	testkit.WaitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
+	return testkit.Queue(t, st.commits.Len, func() error {
+		close(release)
+		return <-held
+	}, writes...)
 }
 
 // TestPanicInCheck: a check (or UpdateDerived's fn) that panics panics in
@@ -530,24 +494,18 @@ func TestPanicInCheck(t *testing.T) {
 			t.Fatalf("clear after a recovered panic: %v", err)
 		}
 	}
-	// recovered runs fn and returns what it panicked with.
-	recovered := func(fn func()) (p any) {
-		defer func() { p = recover() }()
-		fn()
-		return nil
-	}
 
 	t.Run("alone", func(t *testing.T) {
 		st := openTest(t, dsn, freshSchema(t, dsn))
 		if _, _, err := st.Append(ctx, "s", rec("s1")); err != nil {
 			t.Fatal(err)
 		}
-		p := recovered(func() { st.AppendIf(ctx, "s", panicky, rec("never")) })
+		p := testkit.Recovered(func() { st.AppendIf(ctx, "s", panicky, rec("never")) })
 		if p != boom {
 			t.Fatalf("AppendIf whose check panics: recovered %v, want the check's panic value", p)
 		}
 		writesOn(t, st)
-		p = recovered(func() {
+		p = testkit.Recovered(func() {
 			st.UpdateDerived(ctx, "s", "k", "x", func([]byte, storage.SessionInfo) ([]byte, error) { panic(boom) })
 		})
 		if p != boom {
@@ -564,38 +522,9 @@ func TestPanicInCheck(t *testing.T) {
 
 	t.Run("in a shared commit led by another caller", func(t *testing.T) {
 		st := openTest(t, dsn, freshSchema(t, dsn))
-		seed(t, st, "a", "b")
-		var a1, a2, b1 uint64
-		errs, panics := queueBehind(t, st, nil,
-			func() (err error) { // the leader
-				a1, _, err = st.AppendIf(ctx, "a", func(storage.SessionInfo) error { return nil }, rec("a1"))
-				return err
-			},
-			func() error {
-				_, _, err := st.AppendIf(ctx, "b", panicky, rec("never"))
-				return err
-			},
-			func() (err error) {
-				b1, _, err = st.Append(ctx, "b", rec("b1"))
-				return err
-			},
-			func() (err error) {
-				a2, _, err = st.AppendIf(ctx, "a", func(storage.SessionInfo) error { return nil }, rec("a2"))
-				return err
-			},
-		)
-		if panics[0] != nil || panics[1] != boom || panics[2] != nil || panics[3] != nil {
-			t.Fatalf("panics %v: want the check's on the second write's goroutine only", panics)
-		}
-		if errs[0] != nil || errs[2] != nil || errs[3] != nil {
-			t.Fatalf("errors %v: want the others stored", errs)
-		}
-		if got, want := texts(t, st, "a"), []string{"a0", "a1", "a2"}; !slices.Equal(got, want) || a1 != 2 || a2 != 3 {
-			t.Fatalf("session a holds %q (a1 at %d, a2 at %d), want %q", got, a1, a2, want)
-		}
-		if got, want := texts(t, st, "b"), []string{"b0", "b1"}; !slices.Equal(got, want) || b1 != 2 {
-			t.Fatalf("session b holds %q (b1 at %d), want %q", got, b1, want)
-		}
+		storagetest.PanicInSharedCommit(t, st, func(writes ...func() error) ([]error, []any) {
+			return queueBehind(t, st, nil, writes...)
+		})
 		writesOn(t, st)
 	})
 
@@ -674,7 +603,7 @@ func TestWriteAfterClose(t *testing.T) {
 	closing := func(t *testing.T, st *Store) {
 		t.Helper()
 		go st.Close()
-		waitFor(t, "the pool to close", func() bool { return st.pool.Ping(ctx) != nil })
+		testkit.WaitFor(t, "the pool to close", func() bool { return st.pool.Ping(ctx) != nil })
 	}
 	closed := func(t *testing.T, st *Store, what string, err error) {
 		t.Helper()
@@ -702,17 +631,15 @@ func TestWriteAfterClose(t *testing.T) {
 			_, _, err := st.Append(ctx, "hold", hold)
 			held <- err
 		}()
-		waitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
+		testkit.WaitFor(t, "the hold's commit", func() bool { return commits.Load() == 1 })
 		errs := make(chan error, 2)
 		go func() { _, _, err := st.Append(ctx, "a", rec("a1")); errs <- err }()
 		go func() {
 			_, _, err := st.AppendIf(ctx, "a", func(storage.SessionInfo) error { return nil }, rec("a2"))
 			errs <- err
 		}()
-		waitFor(t, "the writes to queue", func() bool {
-			st.qmu.Lock()
-			defer st.qmu.Unlock()
-			return len(st.queue) == 2
+		testkit.WaitFor(t, "the writes to queue", func() bool {
+			return st.commits.Len() == 2
 		})
 		closing(t, st)
 		close(release)

@@ -59,10 +59,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/groupcommit"
 	"github.com/ctxstore/ctxstore/internal/pgdsn"
 	"github.com/ctxstore/ctxstore/internal/watchset"
 	"github.com/ctxstore/ctxstore/storage"
@@ -133,15 +133,7 @@ type Store struct {
 	// for its goroutine, which closes its channel and its connection.
 	watches watchset.Set
 	q       queries
-	// The writes waiting for a commit (see submit); committing is true
-	// while a writer leads one, lastBatch is the size of the last one, and
-	// gathered, when not nil, is closed once gatherFor writes are queued.
-	qmu        sync.Mutex
-	queue      []*req
-	committing bool
-	lastBatch  int
-	gathered   chan struct{}
-	gatherFor  int
+	commits groupcommit.Queue[*req] // the writes waiting for a commit (see submit)
 	// beforeCommit and afterCommit, when set (by tests), run around each
 	// write's COMMIT; an error from them is taken as the connection lost
 	// at that moment.

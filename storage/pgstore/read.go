@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/paging"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
 )
@@ -78,23 +79,13 @@ func (s *Store) read(ctx context.Context, fn func() error) error {
 // pages yields the entries of the pages fetch returns, given the last
 // entry of the page before (nil for the first), until a short page.
 func (s *Store) pages(session string, pageMax int, yield func(storage.Entry, error) bool, fetch func(last *storage.Entry) ([]storage.Entry, error)) {
-	var last *storage.Entry
-	for {
+	paging.Pages(pageMax, yield, func(last *storage.Entry) ([]storage.Entry, error) {
 		page, err := fetch(last)
 		if err != nil {
-			yield(storage.Entry{}, s.errorf(session, "read: %w", err))
-			return
+			return nil, s.errorf(session, "read: %w", err)
 		}
-		for _, e := range page {
-			if !yield(e, nil) {
-				return
-			}
-		}
-		if len(page) < pageMax {
-			return
-		}
-		last = &page[len(page)-1]
-	}
+		return page, nil
+	})
 }
 
 // errSeq yields one error.
@@ -179,21 +170,7 @@ func (s *Store) backward(ctx context.Context, session string, before uint64, pag
 // Tail returns the last n messages of the current epoch, oldest first. Its
 // cost depends on n, not on the length of the session.
 func (s *Store) Tail(ctx context.Context, session string, n int) ([]storage.Entry, error) {
-	if n <= 0 {
-		return nil, nil
-	}
-	var out []storage.Entry
-	for e, err := range s.backward(ctx, session, 0, min(n, pageEntries)) {
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-		if len(out) == n {
-			break
-		}
-	}
-	slices.Reverse(out)
-	return out, nil
+	return paging.Newest(s.backward(ctx, session, 0, min(n, pageEntries)), n)
 }
 
 // Get returns the messages with the given seqs, in the order asked, from
@@ -345,11 +322,14 @@ func (s *Store) ListDerived(ctx context.Context, session, kind string) iter.Seq2
 			yield(storage.Derived{}, err)
 			return
 		}
-		after := []byte{}
-		for first := true; ; first = false {
+		paging.Pages(pageEntries, yield, func(last *storage.Derived) ([]storage.Derived, error) {
+			after := []byte{}
+			if last != nil {
+				after = []byte(last.Key)
+			}
 			rows, err := s.pool.Query(ctx, `SELECT key, value FROM `+s.schema+`.derived
 				WHERE session = $1 AND kind = $2 AND (key > $3 OR $4) ORDER BY key LIMIT $5`,
-				[]byte(session), []byte(kind), after, first, pageEntries)
+				[]byte(session), []byte(kind), after, last == nil, pageEntries)
 			var page []storage.Derived
 			if err == nil {
 				page, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (storage.Derived, error) {
@@ -359,18 +339,9 @@ func (s *Store) ListDerived(ctx context.Context, session, kind string) iter.Seq2
 				})
 			}
 			if err != nil {
-				yield(storage.Derived{}, s.errorf(session, "list derived %s: %w", kind, err))
-				return
+				return nil, s.errorf(session, "list derived %s: %w", kind, err)
 			}
-			for _, d := range page {
-				if !yield(d, nil) {
-					return
-				}
-			}
-			if len(page) < pageEntries {
-				return
-			}
-			after = []byte(page[len(page)-1].Key)
-		}
+			return page, nil
+		})
 	}
 }

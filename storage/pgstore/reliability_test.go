@@ -15,34 +15,35 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Child processes re-run this test binary with CTXSTORE_PG_CHILD naming the
-// role; TestPGChild runs it and exits.
+// Child processes re-run this test binary (testkit.Command) in a role, on
+// the server and schema envDSN and envSchema name, with envArg; TestPGChild
+// plays it and exits.
 const (
-	envChild  = "CTXSTORE_PG_CHILD"
 	envDSN    = "CTXSTORE_PG_DSN"
 	envSchema = "CTXSTORE_PG_SCHEMA"
 	envArg    = "CTXSTORE_PG_ARG"
 )
 
 // child starts this test binary in role on schema, with arg.
-func child(t *testing.T, role, dsn, schema, arg string) *exec.Cmd {
+func child(t testing.TB, role, dsn, schema, arg string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPGChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), envChild+"="+role, envDSN+"="+dsn, envSchema+"="+schema, envArg+"="+arg, "GORACE=atexit_sleep_ms=0")
+	cmd := testkit.Command("TestPGChild", role, envDSN+"="+dsn, envSchema+"="+schema, envArg+"="+arg)
 	cmd.Stderr = os.Stderr
 	return cmd
 }
 
 // TestPGChild is not a test: it is the body of the child processes.
 func TestPGChild(t *testing.T) {
-	role := os.Getenv(envChild)
-	if role == "" {
-		t.Skip("child process role; run by the process tests")
-	}
+	testkit.Child(t, playPGRole)
+}
+
+// playPGRole plays role in a child process.
+func playPGRole(role string) error {
 	ctx := context.Background()
 	st, err := Open(ctx, os.Getenv(envDSN), Options{Schema: os.Getenv(envSchema)})
 	if err == nil {
@@ -59,11 +60,7 @@ func TestPGChild(t *testing.T) {
 		}
 		st.Close()
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
+	return err
 }
 
 // withParam adds a connection parameter to a URL DSN.

@@ -450,6 +450,9 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 	if err := checkDerived(session, kind, key, true); err != nil {
 		return err
 	}
+	if fn == nil {
+		return s.errorf(session, "derived %s/%s: UpdateDerived needs a function", kind, key)
+	}
 	return s.write(ctx, session, nil, nil, func(w *wtx) error {
 		var cur []byte
 		if w.written {

@@ -44,6 +44,20 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"ConditionalSeesOtherWriters", testConditional},
 		{"ConditionalRace", testConditionalRace},
 		{"PanicInCheck", testPanicInCheck},
+		{"NilCallbacks", testNilCallbacks},
+		{"AppendIf", testAppendIf},
+		{"UpdateDerived", testUpdateDerived},
+		{"ReplaceEpochNeverEmpty", testReplaceEpochNeverEmpty},
+		{"PurgeThenRecreate", testPurgeThenRecreate},
+		{"LosslessAcrossHandles", testLosslessAcrossHandles},
+		{"InvalidNamesField", testInvalidNamesField},
+		{"ClearPurge", testClearPurge},
+		{"DerivedPages", testDerivedPages},
+		{"TailBackwardGet", testTailBackwardGet},
+		{"SessionsMetadata", testSessionsMetadata},
+		{"SeedsOnce", testSeedsOnce},
+		{"ImportRoundTrip", testImportRoundTrip},
+		{"ConcurrentAppends", testConcurrentAppends},
 		{"Derived", testDerived},
 		{"DerivedCAS", testDerivedCAS},
 		{"Listing", testListing},
@@ -707,16 +721,7 @@ func testDerivedCAS(t *testing.T, open Opener) {
 	for i := range workers {
 		wg.Go(func() {
 			for range rounds {
-				errs <- handles[i%2].UpdateDerived(context.Background(), "s", "count", "n", func(cur []byte, _ storage.SessionInfo) ([]byte, error) {
-					n := 0
-					if cur != nil {
-						var err error
-						if n, err = strconv.Atoi(string(cur)); err != nil {
-							return nil, err
-						}
-					}
-					return []byte(strconv.Itoa(n + 1)), nil
-				})
+				errs <- handles[i%2].UpdateDerived(context.Background(), "s", "count", "n", increment)
 			}
 		})
 	}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ctxstore/ctxstore/storage/pgstore"
+)
+
+// noTablesYet reports whether err, from opening the database read-only,
+// only says that the PostgreSQL schema holds no ctxstore tables yet: a
+// fresh database, which has no sessions (ls and stats say so and succeed).
+// A schema whose tables are there but older than this program's is not
+// empty, and stays an error. where names the database for the message.
+func (a *app) noTablesYet(ctx context.Context, err error) (where string, empty bool) {
+	if !errors.Is(err, pgstore.ErrNoSchema) {
+		return "", false
+	}
+	db, derr := a.dbPath()
+	if derr != nil {
+		return "", false
+	}
+	conn, schema, serr := splitSchema(db)
+	if serr != nil {
+		return "", false
+	}
+	ctx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
+	defer cancel()
+	if found, ferr := pgstore.SchemaExists(ctx, conn, schema); ferr != nil || found {
+		return "", false
+	}
+	return fmt.Sprintf("%s (schema %q has no ctxstore tables yet; add, import or demo with this --db create them)", redactURL(db), schema), true
+}
+
+// printNames is ls --names: each session's name on a line of its own, as
+// stored (escaped only on a terminal); a name holding a line break cannot
+// be one line and is left out.
+func (a *app) printNames(sessions []listed) error {
+	w := bufio.NewWriter(a.stdout)
+	for _, s := range sessions {
+		name := s.Name
+		if strings.ContainsAny(name, "\r\n") {
+			continue
+		}
+		if a.stdoutIsTerminal() {
+			name = termSafe(name, false)
+		}
+		fmt.Fprintln(w, name)
+	}
+	return w.Flush()
+}
