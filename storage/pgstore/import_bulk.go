@@ -2,8 +2,8 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"

@@ -12,6 +12,8 @@ import (
 type queries struct {
 	placeholder, lock, saveMeta, appendFast, notifyAfter, insertMessages, insertMany, recall string
 	sessionInfo, sessions, sessionsPage, readFwd, readBack, get, splitCounters               string
+	// list are ListSessions' queries, by order.
+	list [len(listColumn)]string
 }
 
 const metaCols = `live, created, updated, epoch, epoch_seq, epoch_started, last_seq, messages, tokens, bytes, total, title, pinned, first_user`
@@ -27,7 +29,7 @@ func newQueries(s string) queries {
 			coalesce(array_agg(e.purged ORDER BY e.epoch), '{}')
 			FROM ` + s + `.epochs e WHERE e.session = ` + ses + `) ep ON true`
 	}
-	return queries{
+	q := queries{
 		placeholder: `INSERT INTO ` + s + `.sessions (name, ` + metaCols + `)
 			VALUES ($1, false, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, '', '{}', 0) ON CONFLICT (name) DO NOTHING`,
 		// The rows of sessions $1, locked in name order.
@@ -80,6 +82,10 @@ func newQueries(s string) queries {
 		splitCounters: `SELECT counter, count(*), coalesce(sum(tokens), 0) FROM ` + s + `.messages
 			WHERE session = $1 AND seq >= $2 AND seq <= $3 AND epoch = $4 GROUP BY counter`,
 	}
+	for o := range q.list {
+		q.list[o] = listQuery(s, epochs("s.name"), storage.ListOrder(o))
+	}
+	return q
 }
 
 // meta is a session's row. A row that is not live is a tombstone (or the
