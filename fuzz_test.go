@@ -39,7 +39,8 @@ func FuzzParseMessage(f *testing.F) {
 			}
 			if st.Role() != m.Role() || st.ToolCallID() != m.ToolCallID() || st.Text() != m.Text() ||
 				st.Source() != m.Source() || !slices.Equal(st.CallIDs(), m.CallIDs()) ||
-				!slices.Equal(st.ResultIDs(), m.ResultIDs()) || !bytes.Equal(st.Content(), m.Content()) {
+				!slices.Equal(st.ResultIDs(), m.ResultIDs()) || !bytes.Equal(st.Content(), m.Content()) ||
+				st.IsHuman() != m.IsHuman() || st.IsNotice() != m.IsNotice() || st.IsSummary() != m.IsSummary() {
 				t.Fatalf("ParseStored and ParseMessage disagree on %q", in)
 			}
 		}
@@ -94,7 +95,8 @@ func FuzzParseMessage(f *testing.F) {
 		}
 		if again.Role() != m.Role() || again.ToolCallID() != m.ToolCallID() ||
 			!slices.Equal(again.CallIDs(), m.CallIDs()) || !slices.Equal(again.ResultIDs(), m.ResultIDs()) ||
-			again.Text() != m.Text() || again.Source() != m.Source() {
+			again.Text() != m.Text() || again.Source() != m.Source() ||
+			again.IsHuman() != m.IsHuman() || again.IsNotice() != m.IsNotice() || again.IsSummary() != m.IsSummary() {
 			t.Fatalf("re-parse differs: %s vs %s", again, m)
 		}
 		// Through encoding/json the message survives, compacted.

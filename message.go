@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ctxstore/ctxstore/internal/jsonscan"
+	"github.com/ctxstore/ctxstore/internal/notice"
 	"strings"
 )
 
@@ -72,8 +73,21 @@ type Message struct {
 	resultIDs  []string
 	content    span // value of "content" within raw; zero when absent
 	metadata   span // value of "metadata" within raw; zero when absent
+	added      added
 	err        error
 }
+
+// added says which of the messages views add a user message is, decided
+// once when it is parsed: every request asks, for every message of the
+// view, and must not decode the content to answer.
+type added uint8
+
+const (
+	addedNone added = iota
+	addedNotice
+	addedSummary
+	addedRepair
+)
 
 // span is a half-open byte range of raw.
 type span struct{ start, end int }
@@ -235,7 +249,35 @@ func parseFields(b []byte, checkSyntax bool) (Message, error) {
 	if err := m.parseContent(); err != nil {
 		return m, err
 	}
+	m.added = m.classify()
 	return m, nil
+}
+
+// classify tells a user message that a view added (and a host stored
+// back) from a person's: by metadata.source, or by its text. A notice's
+// text must be a notice word for word; a summary's begins with
+// SummaryPrefix (the rest is the summarizer's). The text is decoded only
+// when the raw content holds the phrase, so a parse costs a byte search.
+func (m *Message) classify() added {
+	if m.role != RoleUser || len(m.resultIDs) > 0 {
+		return addedNone
+	}
+	switch m.Source() {
+	case SourceNotice:
+		return addedNotice
+	case SourceSummary:
+		return addedSummary
+	case SourceRepair:
+		return addedRepair
+	}
+	c := m.content.of(m.raw)
+	switch {
+	case bytes.Contains(c, []byte(SummaryPrefix)) && strings.HasPrefix(m.Text(), SummaryPrefix):
+		return addedSummary
+	case bytes.Contains(c, []byte(NoticePrefix[1:])) && notice.Is(m.Text()):
+		return addedNotice
+	}
+	return addedNone
 }
 
 func (m *Message) parseToolCalls(raw []byte) error {
@@ -459,18 +501,23 @@ const (
 )
 
 // IsHuman reports whether m is a message a person wrote: role user, no
-// tool results, and not a notice, summary or repair ctxstore added.
+// tool results, and not a notice, summary or repair ctxstore added (see
+// IsNotice and IsSummary). Like every accessor it costs nothing: the
+// message was classified when it was parsed.
 func (m Message) IsHuman() bool {
-	if m.role != RoleUser || len(m.resultIDs) > 0 {
-		return false
-	}
-	switch m.Source() {
-	case SourceNotice, SourceRepair, SourceSummary:
-		return false
-	}
-	c := m.content.of(m.raw)
-	return !jsonscan.HasStringPrefix(c, NoticePrefix) && !jsonscan.HasStringPrefix(c, SummaryPrefix)
+	return m.role == RoleUser && len(m.resultIDs) == 0 && m.added == addedNone
 }
+
+// IsNotice reports whether m is the compaction notice a view ends with, as
+// a host may store it back: a user message whose metadata.source is
+// SourceNotice, or whose text is word for word a notice ctxstore writes. A
+// person's message that merely begins with NoticePrefix is not one.
+func (m Message) IsNotice() bool { return m.added == addedNotice }
+
+// IsSummary reports whether m is a summary a view added, as a host may
+// store it back: a user message whose metadata.source is SourceSummary,
+// or whose text begins with SummaryPrefix.
+func (m Message) IsSummary() bool { return m.added == addedSummary }
 
 // Equal reports whether m and o hold the same JSON bytes.
 func (m Message) Equal(o Message) bool { return bytes.Equal(m.raw, o.raw) }

@@ -544,21 +544,54 @@ func TestEstimatorFunc(t *testing.T) {
 
 // TestAddedMessagesAreNotHuman: a notice or summary a host stored back
 // into its history, without metadata, is still not taken for a person's
-// message.
+// message; a person's message that merely begins like a notice is theirs.
 func TestAddedMessagesAreNotHuman(t *testing.T) {
+	notice := "[Context compaction: to fit the context window, 3 earlier messages were omitted, " +
+		"1 tool result was truncated. The full history is kept; call tools again if you need details that are missing.]"
+	noticeJSON, _ := json.Marshal(notice)
+	const (
+		human = iota
+		isNotice
+		isSummary
+		neither // not a person's, not added by a view
+	)
 	for _, tt := range []struct {
+		name string
 		m    ctxstore.Message
-		want bool
+		want int
 	}{
-		{ctxstore.NewMessage("user", "what is in the logs?"), true},
-		{ctxstore.NewMessage("user", ctxstore.NoticePrefix+"to fit the context window, 3 earlier messages were omitted.]"), false},
-		{ctxstore.NewMessage("user", ctxstore.SummaryPrefix+"they talked"), false},
-		{ctxstore.MustParseMessage([]byte(`{"role":"user","content":"x","metadata":{"source":"context-summary"}}`)), false},
-		{ctxstore.NewToolResult("c1", "ok"), false},
-		{ctxstore.NewMessage("assistant", "hi"), false},
+		{"question", ctxstore.NewMessage("user", "what is in the logs?"), human},
+		{"notice stored back", ctxstore.NewMessage("user", notice), isNotice},
+		{"notice as a text block", ctxstore.MustParseMessage([]byte(`{"role":"user","content":[{"type":"text","text":` + string(noticeJSON) + `}]}`)), isNotice},
+		{"notice with an escaped bracket", ctxstore.MustParseMessage([]byte(`{"role":"user","content":"\u005b` + string(noticeJSON[2:]) + `}`)), isNotice},
+		{"notice of nothing", ctxstore.NewMessage("user", "[Context compaction: to fit the context window, nothing was changed. The full history is kept; call tools again if you need details that are missing.]"), isNotice},
+		{"notice by metadata", ctxstore.MustParseMessage([]byte(`{"role":"user","content":"x","metadata":{"source":"context-compaction"}}`)), isNotice},
+		{"begins like a notice", ctxstore.NewMessage("user", ctxstore.NoticePrefix+"what does this mean? you dropped my file"), human},
+		{"a notice's head, another tail", ctxstore.NewMessage("user", ctxstore.NoticePrefix+"to fit the context window, 3 earlier messages were omitted.]"), human},
+		{"a notice quoted in a question", ctxstore.NewMessage("user", "why did I get this?\n"+notice), human},
+		{"a notice with a count of zero", ctxstore.NewMessage("user", strings.Replace(notice, "3 earlier", "0 earlier", 1)), human},
+		{"a notice with its parts swapped", ctxstore.NewMessage("user", strings.Replace(notice, "3 earlier messages were omitted, 1 tool result was truncated", "1 tool result was truncated, 3 earlier messages were omitted", 1)), human},
+		{"summary stored back", ctxstore.NewMessage("user", ctxstore.SummaryPrefix+"they talked"), isSummary},
+		{"summary by metadata", ctxstore.MustParseMessage([]byte(`{"role":"user","content":"x","metadata":{"source":"context-summary"}}`)), isSummary},
+		{"repair by metadata", ctxstore.MustParseMessage([]byte(`{"role":"user","content":"x","metadata":{"source":"interrupted-tail-repair"}}`)), neither},
+		{"tool result", ctxstore.NewToolResult("c1", notice), neither},
+		{"assistant", ctxstore.NewMessage("assistant", notice), neither},
 	} {
-		if got := tt.m.IsHuman(); got != tt.want {
-			t.Errorf("%s: IsHuman = %v, want %v", tt.m, got, tt.want)
+		got := neither
+		switch {
+		case tt.m.IsHuman():
+			got = human
+		case tt.m.IsNotice():
+			got = isNotice
+		case tt.m.IsSummary():
+			got = isSummary
+		}
+		if got != tt.want || tt.m.IsHuman() && (tt.m.IsNotice() || tt.m.IsSummary()) {
+			t.Errorf("%s: IsHuman %v, IsNotice %v, IsSummary %v; want kind %d", tt.name, tt.m.IsHuman(), tt.m.IsNotice(), tt.m.IsSummary(), tt.want)
+		}
+		// Read back from a store, or from JSON, it is the same.
+		if back, err := ctxstore.ParseStored(tt.m.Bytes()); err != nil || back.IsHuman() != tt.m.IsHuman() || back.IsNotice() != tt.m.IsNotice() || back.IsSummary() != tt.m.IsSummary() {
+			t.Errorf("%s: read back classified otherwise (%v)", tt.name, err)
 		}
 	}
 }

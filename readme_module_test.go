@@ -21,6 +21,7 @@ var readmeSnippets = []readmeSnippet{
 	{"pgstore.Open(", "ctx context.Context", "_ = m\n\treturn err"},
 	{"ExtraTokens: toolSchemaTokens", "ctx context.Context, m *persistent.Manager, model *ctxstore.ModelInfo, toolSchemaTokens int, callModel func(context.Context, []ctxstore.Message) struct{ Usage struct{ InputTokens int } }", "return nil"},
 	{"anthropicview.Params(", "ctx context.Context, m *persistent.Manager, model *ctxstore.ModelInfo, client anthropic.Client", "return err"},
+	{"wg.Go(func() { converse(ctx, m) })", "ctx context.Context, chats []string, converse func(context.Context, *persistent.Manager)", "return nil"},
 	{"openaiview.ChatParams(", "ctx context.Context, m *persistent.Manager, model *ctxstore.ModelInfo, client openai.Client", "return err"},
 }
 

@@ -559,7 +559,7 @@ func basicViewCheck(v []ctxstore.Message) error {
 	var conv []ctxstore.Message
 	for i, m := range v {
 		if m.Role() == ctxstore.RoleSystem || m.Role() == ctxstore.RoleDeveloper {
-			if len(conv) > 0 && !view.IsSummary(m) {
+			if len(conv) > 0 && !m.IsSummary() {
 				return fmt.Errorf("view[%d]: system message after the conversation started", i)
 			}
 			continue

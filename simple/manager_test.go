@@ -232,7 +232,7 @@ func TestUnansweredCallKeepsItsAssistant(t *testing.T) {
 		t.Fatalf("pending group not kept whole at the tail: %q", texts(v))
 	}
 	for _, msg := range v {
-		if view.IsNotice(msg) {
+		if msg.IsNotice() {
 			t.Errorf("notice inserted while a tool call is pending")
 		}
 	}
@@ -284,13 +284,13 @@ func TestTailNotice(t *testing.T) {
 		user("now read it"), calls("r1"))
 	budget := 1500
 	v := request(t, m, budget)
-	if last := v[len(v)-1]; view.IsNotice(last) {
+	if last := v[len(v)-1]; last.IsNotice() {
 		t.Fatalf("notice while the call is pending")
 	}
 	add(t, m, ctxstore.NewToolResult("r1", "contents"))
 	v = request(t, m, budget)
 	last := v[len(v)-1]
-	if !view.IsNotice(last) || last.Role() != "user" {
+	if !last.IsNotice() || last.Role() != "user" {
 		t.Fatalf("compacted view does not end with the notice: %q", texts(v))
 	}
 	if !strings.Contains(last.Text(), "omitted") && !strings.Contains(last.Text(), "shortened") {
@@ -301,7 +301,7 @@ func TestTailNotice(t *testing.T) {
 	}
 	all, _ := m.GetMessages(ctx)
 	for _, msg := range all {
-		if view.IsNotice(msg) {
+		if msg.IsNotice() {
 			t.Errorf("notice was stored")
 		}
 	}
@@ -312,7 +312,7 @@ func TestTailNotice(t *testing.T) {
 	m2 := newManager(t, simple.Config{DisableNotice: true})
 	add(t, m2, all...)
 	for _, msg := range request(t, m2, budget) {
-		if view.IsNotice(msg) {
+		if msg.IsNotice() {
 			t.Errorf("notice despite DisableNotice")
 		}
 	}

@@ -59,6 +59,14 @@ func OpenShared(path string, opts Options) (*Shared, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		// A second name of a file already open here would find its Store
+		// in the registry; it is refused as Open refuses it, since another
+		// process using that name would keep a log of its own.
+		if err := checkOneName(path); err != nil {
+			return nil, err
+		}
+	}
 	f, err := openFiles.acquire(path, opts)
 	if err != nil {
 		return nil, err

@@ -179,3 +179,27 @@ func failed[T any](err error) iter.Seq2[T, error] {
 }
 
 var _ storage.Engine = (*Shared)(nil)
+
+// Backup is Store.Backup.
+func (h *Shared) Backup(ctx context.Context, out string) error {
+	if err := h.check(); err != nil {
+		return err
+	}
+	return h.st.Backup(ctx, out)
+}
+
+// StrayLogs is Store.StrayLogs.
+func (h *Shared) StrayLogs(ctx context.Context) ([]StrayLog, error) {
+	if err := h.check(); err != nil {
+		return nil, err
+	}
+	return h.st.StrayLogs(ctx)
+}
+
+// ReplayLog is Store.ReplayLog.
+func (h *Shared) ReplayLog(ctx context.Context, log string) (*ReplayReport, error) {
+	if err := h.check(); err != nil {
+		return nil, err
+	}
+	return h.st.ReplayLog(ctx, log)
+}

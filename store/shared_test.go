@@ -80,13 +80,6 @@ func TestOpenSharedOneStore(t *testing.T) {
 			t.Chdir(dir)
 			return filepath.Base(path)
 		}},
-		{"hard link", func(t *testing.T, dir, path string) string {
-			link := filepath.Join(dir, "hard.db")
-			if err := os.Link(path, link); err != nil {
-				t.Fatal(err)
-			}
-			return link
-		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -388,5 +381,28 @@ func TestOpenSharedFailedOpen(t *testing.T) {
 	}
 	if u := sharedUsers(t, path, false); u != 0 {
 		t.Fatalf("%d users registered for a file that failed to open", u)
+	}
+}
+
+// TestOpenSharedHardLinkRefused: a second name made for an open file (a hard
+// link) is refused, as Open refuses it (each name would have its own log),
+// and the handle already open goes on working.
+func TestOpenSharedHardLinkRefused(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ctx.db")
+	a := openShared(t, path, Options{})
+	link := filepath.Join(dir, "hard.db")
+	if err := os.Link(path, link); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := OpenShared(link, Options{}); err == nil {
+		b.Close()
+		t.Fatalf("OpenShared(%s), a second name of an open file: no error", link)
+	} else if !strings.Contains(err.Error(), "hard links") {
+		t.Fatalf("OpenShared(%s): %v, want the hard-link refusal", link, err)
+	}
+	if _, _, err := a.Append(ctx, "s", text("user", "still here")); err != nil {
+		t.Fatalf("the handle open before the link: %v", err)
 	}
 }

@@ -52,7 +52,7 @@ On PostgreSQL, backup writes an export (see 'ctxstore export'), which
 				return err
 			}
 			defer st.Close()
-			f, ok := st.(*store.Store)
+			f, ok := st.(*store.Shared)
 			if !ok {
 				stats, err := exportToFile(ctx, st, nil, out)
 				if err != nil {
@@ -138,7 +138,7 @@ with 'ctxstore import' instead.`,
 // (store.StrayLogs) on w, and reports whether one holds messages of this
 // database that the file lacks.
 func (a *app) strayLogs(ctx context.Context, st storage.Engine, w io.Writer) (bool, error) {
-	f, ok := st.(*store.Store)
+	f, ok := st.(*store.Shared)
 	if !ok {
 		return false, nil
 	}
@@ -199,7 +199,7 @@ func (a *app) doctorLogs(ctx context.Context, replay, salvage string) error {
 		return err
 	}
 	defer st.Close()
-	f := st.(*store.Store)
+	f := st.(*store.Shared)
 	if replay == "" {
 		missing, err := a.strayLogs(ctx, st, a.stdout)
 		if err != nil {

@@ -164,13 +164,6 @@ func Unquote(v []byte) string {
 	return s
 }
 
-// HasStringPrefix reports whether v is a JSON string whose text begins with
-// prefix (plain ASCII), without decoding it.
-func HasStringPrefix(v []byte, prefix string) bool {
-	v = v[Space(v, 0):]
-	return len(v) > len(prefix) && v[0] == '"' && string(v[1:1+len(prefix)]) == prefix
-}
-
 // Member returns the value of key in obj (nil when absent). With duplicate
 // keys the last wins, as in encoding/json.
 func Member(obj []byte, key string) []byte {

@@ -297,7 +297,7 @@ func (e *engine) buildRegion(from uint64, sticky bool) {
 	})
 	for ; i < len(t); i++ {
 		it := t[i]
-		if it.Msg.IsPinned() || e.hidden(it.ID) || IsNotice(it.Msg) {
+		if it.Msg.IsPinned() || e.hidden(it.ID) || it.Msg.IsNotice() {
 			continue
 		}
 		e.ents = append(e.ents, e.newEntry(&t[i]))

@@ -159,7 +159,7 @@ func TestPropertySession(t *testing.T) {
 				!viewtest.PendingAtTail(prev) && prevStats.FloorTokens < prevStats.Trigger && res.Stats.FloorTokens < res.Stats.Trigger &&
 				!prevStats.Tripped && !res.Stats.Tripped {
 				base := prev
-				if n := len(base); n > 0 && view.IsNotice(base[n-1]) {
+				if n := len(base); n > 0 && base[n-1].IsNotice() {
 					base = base[:n-1]
 				}
 				if !strings.HasPrefix(messages(res.View), messages(base)) {

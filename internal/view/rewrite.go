@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"github.com/ctxstore/ctxstore/internal/jsonscan"
+	"github.com/ctxstore/ctxstore/internal/notice"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore"
@@ -389,16 +389,6 @@ func SummaryMessage(text string, annotate bool) ctxstore.Message {
 	return addedMessage(ctxstore.RoleUser, SummaryPrefix+text, SummarySource, annotate)
 }
 
-// IsSummary reports whether m is a view's summary message.
-func IsSummary(m ctxstore.Message) bool {
-	return m.Role() == ctxstore.RoleUser && (m.Source() == SummarySource || strings.HasPrefix(m.Text(), SummaryPrefix))
-}
-
-// IsNotice reports whether m is a view's compaction notice.
-func IsNotice(m ctxstore.Message) bool {
-	return m.Role() == ctxstore.RoleUser && (m.Source() == NoticeSource || strings.HasPrefix(m.Text(), NoticePrefix))
-}
-
 // withoutMetadata is m with only its role and content: how a memory-file
 // message, stored with identifying metadata, is shown.
 func withoutMetadata(m ctxstore.Message) ctxstore.Message {
@@ -415,33 +405,7 @@ func withoutMetadata(m ctxstore.Message) ctxstore.Message {
 
 // NoticeText tells the model what compaction did.
 func NoticeText(removed, truncated, stubbed, summarized int) string {
-	var buf bytes.Buffer
-	buf.WriteString(NoticePrefix + "to fit the context window, ")
-	parts := 0
-	add := func(n int, one, many string) {
-		if n <= 0 {
-			return
-		}
-		if parts > 0 {
-			buf.WriteString(", ")
-		}
-		parts++
-		buf.WriteString(strconv.Itoa(n))
-		if n == 1 {
-			buf.WriteString(one)
-		} else {
-			buf.WriteString(many)
-		}
-	}
-	add(summarized, " earlier message was summarized", " earlier messages were summarized")
-	add(removed, " earlier message was omitted", " earlier messages were omitted")
-	add(truncated, " tool result was truncated", " tool results were truncated")
-	add(stubbed, " user message was shortened", " user messages were shortened")
-	if parts == 0 {
-		buf.WriteString("nothing was changed")
-	}
-	buf.WriteString(". The full history is kept; call tools again if you need details that are missing.]")
-	return buf.String()
+	return notice.Text(removed, truncated, stubbed, summarized)
 }
 
 // NoticeMessage is the ephemeral tail notice, a user message (with

@@ -190,10 +190,6 @@ func Items(ms []ctxstore.Message, est ctxstore.Estimator) []view.Item {
 	return out
 }
 
-// isHuman is Message.IsHuman for view messages too: a clean notice carries
-// no metadata saying what it is.
-func isHuman(m ctxstore.Message) bool { return m.IsHuman() && !view.IsNotice(m) }
-
 // Load builds the engine input the way a persistent manager does: pinned
 // messages, the first and last human messages, and a tail read backwards
 // until need is covered.
@@ -208,12 +204,12 @@ func Load(items []view.Item, need view.Need) view.History {
 		if it.Msg.IsPinned() {
 			h.Pinned = append(h.Pinned, it)
 		}
-		if isHuman(it.Msg) && h.FirstUser == nil {
+		if it.Msg.IsHuman() && h.FirstUser == nil {
 			h.FirstUser = &items[i]
 		}
 	}
 	for i := len(items) - 1; i >= 0; i-- {
-		if isHuman(items[i].Msg) {
+		if items[i].Msg.IsHuman() {
 			if i < start {
 				h.LastHuman = &items[i]
 			}
@@ -233,7 +229,7 @@ func Floor(history []ctxstore.Message) []int {
 		}
 	}
 	for i := len(history) - 1; i >= 0; i-- {
-		if isHuman(history[i]) {
+		if history[i].IsHuman() {
 			idx = append(idx, i)
 			break
 		}
@@ -318,18 +314,18 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 	rest := v[len(sys):]
 	// At most one summary, a user-role message standing where its span
 	// stood (never a system message: that would break prompt caches).
-	if i := slices.IndexFunc(rest, view.IsSummary); i >= 0 {
+	if i := slices.IndexFunc(rest, ctxstore.Message.IsSummary); i >= 0 {
 		if rest[i].Role() != ctxstore.RoleUser || !strings.HasPrefix(rest[i].Text(), view.SummaryPrefix) {
 			return fmt.Errorf("bad summary message %.100s", rest[i])
 		}
 		rest = slices.Delete(slices.Clone(rest), i, i+1)
-		if slices.ContainsFunc(rest, view.IsSummary) {
+		if slices.ContainsFunc(rest, ctxstore.Message.IsSummary) {
 			return fmt.Errorf("more than one summary in the view")
 		}
 	}
 	// Notice: last, ephemeral user message.
 	for i, m := range rest {
-		if view.IsNotice(m) {
+		if m.IsNotice() {
 			if i != len(rest)-1 || m.Role() != ctxstore.RoleUser {
 				return fmt.Errorf("notice at %d of %d is not the last message", i, len(rest))
 			}
@@ -385,7 +381,7 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 	}
 	// The last human message is kept whole.
 	for i := len(history) - 1; i >= 0; i-- {
-		if isHuman(history[i]) {
+		if history[i].IsHuman() {
 			if !slices.ContainsFunc(rest, func(m ctxstore.Message) bool { return same(m, history[i]) }) {
 				return fmt.Errorf("last human message %.80s missing or changed", history[i])
 			}
@@ -401,7 +397,7 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 	// progressive keeps the first human message (maybe stubbed)
 	// when it fits with the floor (checked with the default threshold and
 	// room for the notice).
-	if first := slices.IndexFunc(history, isHuman); strategy == view.StrategyProgressive && first >= 0 &&
+	if first := slices.IndexFunc(history, ctxstore.Message.IsHuman); strategy == view.StrategyProgressive && first >= 0 &&
 		!slices.Contains(floor, first) && ft+est.Estimate(history[first]) <= budget*92/100-100 {
 		if !slices.ContainsFunc(rest, func(m ctxstore.Message) bool { return matches(history[first], m) }) {
 			return fmt.Errorf("progressive dropped the first user message although it fits with the floor")
@@ -481,7 +477,7 @@ func matches(h, v ctxstore.Message) bool {
 	if h.IsToolResult() {
 		return strings.Contains(v.String(), "[truncated: ~")
 	}
-	if isHuman(h) && strings.HasPrefix(v.Text(), "[User message compacted") {
+	if h.IsHuman() && strings.HasPrefix(v.Text(), "[User message compacted") {
 		p := []rune(h.Text())
 		if len(p) > 50 {
 			p = p[:50]
