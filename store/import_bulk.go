@@ -11,8 +11,8 @@ import (
 // or on error none. A name given twice in batch, or one that exists in the
 // store, fails the batch naming it; so does anything ImportSession refuses.
 // Each session is imported whole (never marked as importing): the batch is
-// held in memory, so callers bound it (the CLI's import sends up to 1,000
-// small sessions at a time, and imports a large session by itself).
+// held in memory, so callers bound it, and import a large session by
+// itself with ImportSession, which streams.
 func (s *Store) ImportSessions(ctx context.Context, batch []storage.SessionImport) error {
 	if err := storage.CheckBatch(batch); err != nil {
 		return err

@@ -16,9 +16,8 @@ import (
 // ImportSessions imports every session of batch as ImportSession would,
 // with its derived records, in one transaction: all of them, or on error
 // none. Whatever the batch's size, the transaction sends a handful of
-// statements (each carrying every session's rows as arrays), so 10,000
-// small sessions import in about a second rather than one commit each. A
-// name given twice in batch, or one that exists, fails the batch naming it;
+// statements, each carrying every session's rows as arrays, and commits
+// once. A name given twice in batch, or one that exists, fails the batch naming it;
 // so does anything ImportSession refuses, before anything is sent.
 //
 // A store opened with Options.OneSessionPerTransaction (a sharded server)
