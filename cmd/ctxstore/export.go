@@ -380,16 +380,30 @@ type importStats struct {
 // readExport imports an export whose header lr has already read, session
 // by session, with seqs, epochs and times as exported; a failure leaves
 // earlier sessions imported and the failing one absent.
+//
+// Small sessions go to an engine that takes many at once in batches, one
+// durable commit each (bulkImport); a failure imports the sessions
+// gathered before it first.
 func readExport(ctx context.Context, st storage.Engine, lr *lineReader, opt importOptions) (importStats, error) {
 	var stats importStats
+	bulk := newBulkImport(st, opt)
+	err := readRecords(ctx, st, lr, opt, bulk, &stats)
+	if ferr := bulk.flush(ctx, &stats); ferr != nil {
+		return stats, ferr
+	}
+	return stats, err
+}
+
+// readRecords reads the records after the header up to the end record.
+func readRecords(ctx context.Context, st storage.Engine, lr *lineReader, opt importOptions, bulk *bulkImport, stats *importStats) error {
 	seen := map[string]int{} // session name -> line of its record
 	for {
 		line, err := lr.next()
 		if err == io.EOF {
-			return stats, fmt.Errorf("%s: the export is cut short after line %d (no end record); nothing after the last complete session was imported", lr.name, lr.no)
+			return fmt.Errorf("%s: the export is cut short after line %d (no end record); nothing after the last complete session was imported", lr.name, lr.no)
 		}
 		if err != nil {
-			return stats, err
+			return err
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
@@ -398,48 +412,68 @@ func readExport(ctx context.Context, st storage.Engine, lr *lineReader, opt impo
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(line, &kind); err != nil {
-			return stats, lr.errorf("not a JSON object: %v", err)
+			return lr.errorf("not a JSON object: %v", err)
 		}
 		switch kind.Type {
 		case "end":
 			var end exportEnd
 			if err := json.Unmarshal(line, &end); err != nil {
-				return stats, lr.errorf("bad end record: %v", err)
+				return lr.errorf("bad end record: %v", err)
+			}
+			if err := bulk.flush(ctx, stats); err != nil {
+				return err
 			}
 			if got := stats.Sessions + len(stats.Skipped); end.Sessions != got {
-				return stats, lr.errorf("the end record counts %d sessions, the file held %d", end.Sessions, got)
+				return lr.errorf("the end record counts %d sessions, the file held %d", end.Sessions, got)
 			}
-			return stats, nil
+			return nil
 		case "session":
 			var rec exportSession
 			if err := json.Unmarshal(line, &rec); err != nil {
-				return stats, lr.errorf("bad session record: %v", err)
+				return lr.errorf("bad session record: %v", err)
 			}
 			if rec.Name == "" {
-				return stats, lr.errorf("session record without a name")
+				return lr.errorf("session record without a name")
 			}
 			if rec.Messages < 0 {
 				// Checked before anything is written: nothing of the
 				// session is left behind.
-				return stats, lr.errorf("session record of %q counts %d messages (want 0 or more); nothing of it was imported", rec.Name, rec.Messages)
+				return lr.errorf("session record of %q counts %d messages (want 0 or more); nothing of it was imported", rec.Name, rec.Messages)
 			}
 			if !utf8.Valid(line) {
 				// JSON decoding would turn the bad bytes into U+FFFD,
 				// and two different names into one.
-				return stats, lr.errorf("session record of %q is not valid UTF-8; session names and titles must be", rec.Name)
+				return lr.errorf("session record of %q is not valid UTF-8; session names and titles must be", rec.Name)
 			}
 			if first, dup := seen[rec.Name]; dup {
-				return stats, lr.errorf("session %q appears a second time in the export (first on line %d); nothing of the second was imported", rec.Name, first)
+				return lr.errorf("session %q appears a second time in the export (first on line %d); nothing of the second was imported", rec.Name, first)
 			}
 			seen[rec.Name] = lr.no
 			if opt.rename != nil {
 				if rec.Name, err = opt.rename(rec.Name); err != nil {
-					return stats, lr.errorf("%v", err)
+					return lr.errorf("%v", err)
 				}
 			}
-			n, skipped, err := importSession(ctx, st, lr, rec, opt)
+			info, skipped, err := sessionToImport(ctx, st, lr, rec, opt)
 			if err != nil {
-				return stats, err
+				return err
+			}
+			if skipped {
+				stats.Skipped = append(stats.Skipped, rec.Name)
+				continue
+			}
+			if bulk.takes(rec) {
+				if err := bulk.read(ctx, lr, rec, info, stats); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := bulk.flush(ctx, stats); err != nil {
+				return err
+			}
+			n, skipped, err := importSession(ctx, st, lr, rec, info, opt)
+			if err != nil {
+				return err
 			}
 			if skipped {
 				stats.Skipped = append(stats.Skipped, rec.Name)
@@ -448,16 +482,18 @@ func readExport(ctx context.Context, st storage.Engine, lr *lineReader, opt impo
 			stats.Sessions++
 			stats.Messages += n
 		default:
-			return stats, lr.errorf("unexpected record type %q (want session or end)", kind.Type)
+			return lr.errorf("unexpected record type %q (want session or end)", kind.Type)
 		}
 	}
 }
 
-func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec exportSession, opt importOptions) (n int64, skipped bool, err error) {
+// sessionToImport is what the store is given of rec, or skipped when
+// opt.skipExisting and the store has it (its records are read past).
+func sessionToImport(ctx context.Context, st storage.Engine, lr *lineReader, rec exportSession, opt importOptions) (info store.SessionInfo, skipped bool, err error) {
 	if opt.onSession != nil {
 		opt.onSession(rec.Name)
 	}
-	info := store.SessionInfo{
+	info = store.SessionInfo{
 		Name: rec.Name, Created: rec.Created, Updated: rec.Updated,
 		Epoch: rec.Epoch, LastSeq: rec.LastSeq, Title: rec.Title,
 	}
@@ -468,18 +504,23 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 	}
 	if opt.skipExisting {
 		if err := unfinishedImport(ctx, st, rec, opt.cli); err != nil {
-			return 0, false, err
+			return info, false, err
 		}
 		if _, err := st.Session(ctx, rec.Name); err == nil {
 			for range rec.Messages {
 				if _, err := lr.next(); err != nil {
-					return 0, true, cutShort(lr, rec.Name, err)
+					return info, true, cutShort(lr, rec.Name, err)
 				}
 			}
 			err := importDerived(ctx, nil, lr, rec.Name)
-			return 0, true, err
+			return info, true, err
 		}
 	}
+	return info, false, nil
+}
+
+// importSession imports rec's session, info, streaming its messages.
+func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec exportSession, info store.SessionInfo, opt importOptions) (n int64, skipped bool, err error) {
 	var readErr error // the iterator's own failure, with its line number
 	var derived []derivedLine
 	entries := func(yield func(store.Entry, error) bool) {
@@ -515,9 +556,7 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 	switch {
 	case readErr != nil:
 		return 0, false, readErr
-	case errors.Is(err, store.ErrNotEmpty) && unfinishedImport(ctx, st, rec, opt.cli) != nil:
-		return 0, false, unfinishedImport(ctx, st, rec, opt.cli)
-	case errors.Is(err, store.ErrNotEmpty) && opt.skipExisting:
+	case errors.Is(err, store.ErrNotEmpty) && opt.skipExisting && unfinishedImport(ctx, st, rec, opt.cli) == nil:
 		// Another writer created the session after the check above:
 		// nothing of ours was written; skip the rest of it the same way.
 		for range int64(rec.Messages) - n {
@@ -526,11 +565,8 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 			}
 		}
 		return 0, true, importDerived(ctx, nil, lr, rec.Name)
-	case errors.Is(err, store.ErrNotEmpty):
-		return 0, false, fmt.Errorf("session %q already exists in %s: nothing of it was imported; import it under another name (--as NAME, or --prefix P for every session), into a fresh file, rerun with --skip-existing, or remove it first: %s",
-			rec.Name, st.Location(), opt.cli.cmdline("purge %s", shellQuote(rec.Name)))
 	case err != nil:
-		return 0, false, explainIn(st, "", fmt.Errorf("import session %q (%s around line %d): %w", rec.Name, lr.name, lr.no, err))
+		return 0, false, importRefused(ctx, st, rec, opt, fmt.Sprintf("%s around line %d", lr.name, lr.no), err)
 	case n != int64(rec.Messages):
 		return 0, false, removeImported(ctx, st, info, n, fmt.Errorf("import session %q: the store stopped after %d of %d messages", rec.Name, n, rec.Messages))
 	}
@@ -538,6 +574,19 @@ func importSession(ctx context.Context, st storage.Engine, lr *lineReader, rec e
 		return 0, false, removeImported(ctx, st, info, n, err)
 	}
 	return n, false, nil
+}
+
+// importRefused is the error of rec's session, which the store refused
+// with err; where says where in the export it is.
+func importRefused(ctx context.Context, st storage.Engine, rec exportSession, opt importOptions, where string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotEmpty) && unfinishedImport(ctx, st, rec, opt.cli) != nil:
+		return unfinishedImport(ctx, st, rec, opt.cli)
+	case errors.Is(err, store.ErrNotEmpty):
+		return fmt.Errorf("session %q already exists in %s: nothing of it was imported; import it under another name (--as NAME, or --prefix P for every session), into a fresh file, rerun with --skip-existing, or remove it first: %s",
+			rec.Name, st.Location(), opt.cli.cmdline("purge %s", shellQuote(rec.Name)))
+	}
+	return explainIn(st, "", fmt.Errorf("import session %q (%s): %w", rec.Name, where, err))
 }
 
 // moreMessages fails if the next record is a message: the session record
@@ -603,7 +652,7 @@ func importDerived(ctx context.Context, st storage.Engine, lr *lineReader, sessi
 
 // derivedLine is a derived record of an export and its line number.
 type derivedLine struct {
-	exportDerived
+	storage.Derived
 	no int
 }
 
@@ -611,17 +660,9 @@ type derivedLine struct {
 func readDerived(lr *lineReader) ([]derivedLine, error) {
 	var out []derivedLine
 	for {
-		line, err := lr.next()
-		if err == io.EOF {
-			return out, nil // the caller reports the missing end record
-		}
-		if err != nil {
+		d, ok, err := nextDerived(lr)
+		if !ok || err != nil {
 			return out, err
-		}
-		var d exportDerived
-		if json.Unmarshal(line, &d) != nil || d.Type != "derived" {
-			lr.unread(line)
-			return out, nil
 		}
 		out = append(out, derivedLine{d, lr.no})
 	}
@@ -630,15 +671,34 @@ func readDerived(lr *lineReader) ([]derivedLine, error) {
 // putDerived stores a session's derived records.
 func putDerived(ctx context.Context, st storage.Engine, lr *lineReader, session string, derived []derivedLine) error {
 	for _, d := range derived {
-		value := []byte(d.Value)
-		if d.ValueBase64 != nil {
-			value = d.ValueBase64
-		}
-		if err := st.PutDerived(ctx, session, d.Kind, d.Key, value); err != nil {
+		if err := st.PutDerived(ctx, session, d.Kind, d.Key, d.Value); err != nil {
 			return explainIn(st, "", fmt.Errorf("import session %q: derived record %s/%s (%s line %d): %w", session, d.Kind, d.Key, lr.name, d.no, err))
 		}
 	}
 	return nil
+}
+
+// nextDerived reads the next record if it is a derived one (ok); otherwise
+// it leaves the line to be read again. The end of the file is not an error
+// here: the caller reports the missing end record.
+func nextDerived(lr *lineReader) (d storage.Derived, ok bool, err error) {
+	line, err := lr.next()
+	if err == io.EOF {
+		return d, false, nil
+	}
+	if err != nil {
+		return d, false, err
+	}
+	var rec exportDerived
+	if json.Unmarshal(line, &rec) != nil || rec.Type != "derived" {
+		lr.unread(line)
+		return d, false, nil
+	}
+	value := []byte(rec.Value)
+	if rec.ValueBase64 != nil {
+		value = rec.ValueBase64
+	}
+	return storage.Derived{Kind: rec.Kind, Key: rec.Key, Value: value}, true, nil
 }
 
 func cutShort(lr *lineReader, session string, err error) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 
 	"github.com/ctxstore/ctxstore/storage/pgstore"
@@ -38,9 +39,13 @@ func (a *app) noTablesYet(ctx context.Context, err error) (where string, empty b
 // printNames is ls --names: each session's name on a line of its own, as
 // stored (escaped only on a terminal); a name holding a line break cannot
 // be one line and is left out.
-func (a *app) printNames(sessions []listed) error {
+func (a *app) printNames(sessions iter.Seq2[listed, error]) error {
 	w := bufio.NewWriter(a.stdout)
-	for _, s := range sessions {
+	for s, err := range sessions {
+		if err != nil {
+			w.Flush()
+			return err
+		}
 		name := s.Name
 		if strings.ContainsAny(name, "\r\n") {
 			continue
