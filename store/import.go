@@ -50,21 +50,11 @@ const (
 // restoring an export is the point.
 func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries iter.Seq2[Entry, error]) error {
 	name := info.Name
-	if err := checkSession(name); err != nil {
+	im, err := newImporter(info)
+	if err != nil {
 		return err
 	}
-	// The metadata is checked before anything is written, each entry as
-	// it comes (add), the same way as every engine does.
-	chk, err := storage.NewImportCheck(info)
-	if err != nil {
-		return fmt.Errorf("store: import session %q: %w", name, err)
-	}
-	created := info.Created.UnixNano()
-	if info.Created.IsZero() {
-		created = time.Now().UnixNano()
-	}
-	im := importer{name: name, info: info, created: created, chk: chk, scratch: newMeta(0)}
-	err = s.importEntries(ctx, &im, entries)
+	err = s.importEntries(ctx, im, entries)
 	if err != nil && im.createdSession {
 		// Best effort: the cause matters more than a failed cleanup. A
 		// session another writer has written to since is left alone: its
@@ -78,6 +68,24 @@ func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries ite
 		})
 	}
 	return err
+}
+
+// newImporter checks info before anything is written (each entry is
+// checked as it comes, by add), the same way as every engine does.
+func newImporter(info SessionInfo) (*importer, error) {
+	name := info.Name
+	if err := checkSession(name); err != nil {
+		return nil, err
+	}
+	chk, err := storage.NewImportCheck(info)
+	if err != nil {
+		return nil, fmt.Errorf("store: import session %q: %w", name, err)
+	}
+	created := info.Created.UnixNano()
+	if info.Created.IsZero() {
+		created = time.Now().UnixNano()
+	}
+	return &importer{name: name, info: info, created: created, chk: chk, scratch: newMeta(0)}, nil
 }
 
 // unchanged reports whether m is still the metadata the last batch wrote:
@@ -121,17 +129,10 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 		err := s.write(ctx, func(w *wtx) error {
 			var ws *wsession
 			if create {
-				old, err := w.session(im.name)
-				if err == nil && old.meta.Importing {
-					return reject(fmt.Errorf("store: import session %q: %w: it holds an unfinished import (%d messages so far); if no other import of it is running, purge it and import it again",
-						im.name, ErrNotEmpty, old.meta.Total))
+				if err := im.absent(w); err != nil {
+					return err
 				}
-				if err == nil {
-					return reject(fmt.Errorf("store: import session %q: %w: it exists", im.name, ErrNotEmpty))
-				}
-				if !errors.Is(err, ErrNotFound) {
-					return reject(err)
-				}
+				var err error
 				if ws, err = w.openSession(im.name, im.created); err != nil {
 					return err
 				}
@@ -148,16 +149,8 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 						im.name, ErrConflict, ws.meta.LastSeq, ws.meta.Epoch))
 				}
 			}
-			if len(b) > 0 {
-				msgs, err := msgsBucket(ws.bucket, true)
-				if err != nil {
-					return err
-				}
-				for i := range b {
-					if err := putEnvelope(msgs, &b[i]); err != nil {
-						return fmt.Errorf("store: import session %q: %w", im.name, err)
-					}
-				}
+			if err := im.put(ws, b); err != nil {
+				return err
 			}
 			ws.meta, ws.dirty = meta, true
 			return nil
@@ -187,6 +180,39 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 		}
 	}
 	return flush(true)
+}
+
+// absent rejects the import unless w has no session of its name.
+func (im *importer) absent(w *wtx) error {
+	old, err := w.session(im.name)
+	if err == nil && old.meta.Importing {
+		return reject(fmt.Errorf("store: import session %q: %w: it holds an unfinished import (%d messages so far); if no other import of it is running, purge it and import it again",
+			im.name, ErrNotEmpty, old.meta.Total))
+	}
+	if err == nil {
+		return reject(fmt.Errorf("store: import session %q: %w: it exists", im.name, ErrNotEmpty))
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return reject(err)
+	}
+	return nil
+}
+
+// put stores envs in ws's messages.
+func (im *importer) put(ws *wsession, envs []envelope) error {
+	if len(envs) == 0 {
+		return nil
+	}
+	msgs, err := msgsBucket(ws.bucket, true)
+	if err != nil {
+		return err
+	}
+	for i := range envs {
+		if err := putEnvelope(msgs, &envs[i]); err != nil {
+			return fmt.Errorf("store: import session %q: %w", im.name, err)
+		}
+	}
+	return nil
 }
 
 // add checks e and accounts for it.

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 	"sort"
-	"strings"
 
 	"github.com/ctxstore/ctxstore/internal/paging"
 	"go.etcd.io/bbolt"
@@ -285,56 +283,10 @@ func (s *Store) Session(ctx context.Context, session string) (SessionInfo, error
 // Sessions lists every session's metadata, ordered by name. It reads no
 // message bodies.
 func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
-	var out []SessionInfo
-	err := s.readView(ctx, func(v *rview) error {
-		tx, err := v.bolt()
-		if err != nil {
-			return err
-		}
-		t := v.t
-		seen := map[string]bool{}
-		sessions, err := sessionsBucket(tx)
-		if errors.Is(err, ErrCorrupt) {
-			return err
-		}
-		if err == nil { // else a file no writer has initialised
-			err := sessions.ForEachBucket(func(k []byte) error {
-				name := string(k)
-				seen[name] = true
-				if ts := t.session(name); ts != nil && ts.exists {
-					out = append(out, ts.meta.info(name))
-					return nil
-				}
-				meta, err := decodeMeta(sessions.Bucket(k).Get([]byte(keyMeta)))
-				if err != nil {
-					return fmt.Errorf("store: session %q: %w", k, err)
-				}
-				out = append(out, meta.info(name))
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			if len(seen) == 0 {
-				// No session in bbolt: believed only of a sound tree.
-				if err := treeDamage(tx.DB().Path(), bucketSessions); err != nil {
-					return err
-				}
-			}
-		}
-		if t != nil {
-			for name, ts := range t.sessions {
-				if ts.exists && !seen[name] {
-					out = append(out, ts.meta.info(name))
-				}
-			}
-		}
-		return nil
-	})
+	out, _, err := s.sessionPage(ctx, "", "", true, 0)
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b SessionInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

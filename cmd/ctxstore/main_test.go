@@ -226,7 +226,7 @@ func TestUsageAndHelp(t *testing.T) {
 		{"unknown flag", []string{"ls", "--nope"}, 2, "unknown flag --nope for 'ctxstore ls'"},
 		{"unknown global flag", []string{"--nope", "ls"}, 2, "unknown flag --nope; see 'ctxstore help'"},
 		{"missing argument", []string{"show"}, 2, "missing SESSION\nusage: ctxstore show SESSION"},
-		{"extra argument", []string{"ls", "x"}, 2, `unexpected argument "x"`},
+		{"extra argument", []string{"ls", "x", "y"}, 2, `unexpected argument "y"`},
 		{"bad number", []string{"tail", "-n", "many", "s"}, 2, "invalid value"},
 		{"purge without --yes", []string{"purge", "s"}, 1, "no database"}, // no file: the clear error comes first
 	} {

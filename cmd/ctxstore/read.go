@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"strconv"
 	"strings"
@@ -20,7 +20,7 @@ import (
 func lsCommand() *command {
 	return &command{
 		name:    "ls",
-		usage:   "[--json] [--recount]",
+		usage:   "[PATTERN] [--limit N] [--sort name|updated|messages|tokens] [--json] [--recount]",
 		summary: "list the sessions: messages, tokens, epoch, last change, title",
 		help: `Reads session metadata, not message bodies, so it is fast on any file;
 the exceptions are sessions holding messages written before the metadata
@@ -29,55 +29,95 @@ PostgreSQL): their current epoch is read to learn it. MESSAGES and TOKENS
 count the current epoch; TOTAL counts every stored epoch. TOKENS is a
 total only when one counter (COUNTER) made every count; counts of
 different counters are not added up, and --recount counts the current
-epochs exactly with the default counter instead.`,
-		example: "ctxstore ls\nctxstore ls --recount\nctxstore --db agent.db ls --json | jq '.[].name'\nctxstore ls --names",
+epochs exactly with the default counter instead.
+
+PATTERN keeps the sessions whose names start with it, or, if it holds *
+(any characters, / included) or ? (one character), whose names match it
+whole: the names before the first * or ? are found in the store's index
+without reading the others. --sort updated puts the latest changed first;
+messages and tokens (of the current epoch) put the largest first; ties go
+by name. The list is read as it is printed, so memory holds no more than
+what is printed (and, sorted other than by name, the --limit first).`,
+		example: "ctxstore ls\nctxstore ls --sort updated --limit 20\nctxstore ls 'chat-2026-*' --sort tokens\nctxstore ls --recount\nctxstore --db agent.db ls --json | jq '.[].name'\nctxstore ls --names",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
 			names := fs.Bool("names", false, "print only the session names, one a line (for scripts and shell completion)")
-			path, sessions, err := a.listSessions(ctx, c, fs, args, names)
+			again := fs.Bool("recount", false, "count the current epochs exactly with the default counter")
+			lf := addListFlags(fs)
+			pos, err := a.parse(c, fs, args, 0, 1)
 			if err != nil {
 				return err
 			}
-			if *names {
-				return a.printNames(sessions)
+			pattern := ""
+			if len(pos) == 1 {
+				pattern = pos[0]
 			}
-			if a.json {
-				out := make([]sessionJSON, 0, len(sessions))
-				for _, s := range sessions {
-					out = append(out, toSessionJSON(s.SessionInfo, s.split))
-				}
-				return writeJSON(a.stdout, out)
-			}
-			if len(sessions) == 0 {
-				fmt.Fprintf(a.stdout, "no sessions in %s\n", path)
-				return nil
-			}
-			now := time.Now()
-			var notes []string
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "SESSION\tMESSAGES\tTOKENS\tCOUNTER\tEPOCH\tTOTAL\tUPDATED\tTITLE")
-			for _, s := range sessions {
-				tokens, counter := "-", "mixed"
-				if t, name, ok := s.split.total(); ok {
-					tokens, counter = strconv.Itoa(t), counterLabel(name)
-				} else {
-					notes = append(notes, fmt.Sprintf("%s: %s; not added up", termSafe(s.Name, false), s.split.describe()))
-				}
-				if s.Messages == 0 {
-					counter = "-"
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", termSafe(s.Name, false), s.Messages, tokens, counter,
-					s.Epoch, s.TotalMessages, ago(s.Updated, now), termSafe(cut(s.Title, 50), false))
-			}
-			if err := tw.Flush(); err != nil {
+			opts, err := lf.options(pattern)
+			if err != nil {
 				return err
 			}
-			if len(notes) > 0 {
-				fmt.Fprintf(a.stdout, "\nTOKENS of different counters:\n  %s\nexact totals: %s\n", strings.Join(notes, "\n  "), a.cmdline("ls --recount"))
-			}
-			return nil
+			return a.eachListed(ctx, opts, *again, *names, func(where string, sessions iter.Seq2[listed, error]) error {
+				switch {
+				case *names:
+					return a.printNames(sessions)
+				case a.json:
+					arr := &jsonArray{w: a.stdout}
+					for s, err := range sessions {
+						if err != nil {
+							return err
+						}
+						if err := arr.add(toSessionJSON(s.SessionInfo, s.split)); err != nil {
+							return err
+						}
+					}
+					return arr.close()
+				}
+				return a.printSessions(where, pattern, sessions)
+			})
 		},
 	}
+}
+
+// printSessions is ls's table.
+func (a *app) printSessions(where, pattern string, sessions iter.Seq2[listed, error]) error {
+	now := time.Now()
+	var notes []string
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	n := 0
+	for s, err := range sessions {
+		if err != nil {
+			return err
+		}
+		if n++; n == 1 {
+			fmt.Fprintln(tw, "SESSION\tMESSAGES\tTOKENS\tCOUNTER\tEPOCH\tTOTAL\tUPDATED\tTITLE")
+		}
+		tokens, counter := "-", "mixed"
+		if t, name, ok := s.split.total(); ok {
+			tokens, counter = strconv.Itoa(t), counterLabel(name)
+		} else {
+			notes = append(notes, fmt.Sprintf("%s: %s; not added up", termSafe(s.Name, false), s.split.describe()))
+		}
+		if s.Messages == 0 {
+			counter = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", termSafe(s.Name, false), s.Messages, tokens, counter,
+			s.Epoch, s.TotalMessages, ago(s.Updated, now), termSafe(cut(s.Title, 50), false))
+	}
+	if n == 0 {
+		if pattern != "" {
+			fmt.Fprintf(a.stdout, "no sessions matching %q in %s\n", termSafe(pattern, false), where)
+			return nil
+		}
+		fmt.Fprintf(a.stdout, "no sessions in %s\n", where)
+		return nil
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(a.stdout, "\nTOKENS of different counters:\n  %s\nexact totals: %s\n", strings.Join(notes, "\n  "), a.cmdline("ls --recount"))
+	}
+	return nil
 }
 
 // listed is a session as ls and stats show it: its metadata and its
@@ -85,48 +125,6 @@ epochs exactly with the default counter instead.`,
 type listed struct {
 	storage.SessionInfo
 	split splitTokens
-}
-
-// listSessions is the body of commands that take no argument and read the
-// session list: ls, stats; fs holds the command's own flags. With
-// --recount, each session's counts are its exact recount by the default
-// counter; with *namesOnly (nil: false), they are not read at all.
-func (a *app) listSessions(ctx context.Context, c *command, fs *flag.FlagSet, args []string, namesOnly *bool) (string, []listed, error) {
-	again := fs.Bool("recount", false, "count the current epochs exactly with the default counter")
-	if _, err := a.parse(c, fs, args, 0, 0); err != nil {
-		return "", nil, err
-	}
-	st, err := a.open(ctx, readOnly)
-	if where, empty := a.noTablesYet(err); empty {
-		return where, nil, nil
-	}
-	if err != nil {
-		return "", nil, err
-	}
-	defer st.Close()
-	infos, err := st.Sessions(ctx)
-	if err != nil {
-		return "", nil, explainIn(st, "", err)
-	}
-	if _, err := a.strayLogs(ctx, st, a.stderr); err != nil {
-		return "", nil, explainIn(st, "", err)
-	}
-	out := make([]listed, len(infos))
-	for i, info := range infos {
-		out[i].SessionInfo = info
-		if namesOnly != nil && *namesOnly {
-			continue
-		}
-		if *again {
-			out[i].split, err = recount(ctx, st, info)
-		} else {
-			out[i].split, err = sessionSplit(ctx, st, info)
-		}
-		if err != nil {
-			return "", nil, err
-		}
-	}
-	return st.Location(), out, nil
 }
 
 // session returns a session's metadata, with an error that says how to
@@ -443,12 +441,24 @@ epochs; otherwise stats lists each counter's share, and --recount counts
 the current epochs exactly with the default counter.`,
 		example: "ctxstore stats\nctxstore stats --recount\nctxstore stats --json",
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
-			path, infos, err := a.listSessions(ctx, c, a.flags(c), args, nil)
+			fs := a.flags(c)
+			again := fs.Bool("recount", false, "count the current epochs exactly with the default counter")
+			if _, err := a.parse(c, fs, args, 0, 0); err != nil {
+				return err
+			}
+			var path string
+			var sum totals
+			err := a.eachListed(ctx, storage.ListOptions{}, *again, false, func(where string, sessions iter.Seq2[listed, error]) error {
+				path = where
+				var err error
+				sum, err = sumSessions(sessions)
+				return err
+			})
 			if err != nil {
 				return err
 			}
 			if a.file == nil { // a server's: no file to measure
-				return serverStats(a, path, infos)
+				return serverStats(a, path, sum)
 			}
 			fi, err := os.Stat(path)
 			if err != nil {
@@ -467,7 +477,7 @@ the current epochs exactly with the default counter.`,
 				// clear).
 				BytesPerJSON *float64 `json:"bytes_per_json_byte"`
 			}
-			s.File, s.FileBytes, s.totals = path, fi.Size(), sumSessions(infos)
+			s.File, s.FileBytes, s.totals = path, fi.Size(), sum
 			if li, err := os.Stat(a.file.LogPath()); err == nil {
 				s.LogBytes = li.Size()
 			}
@@ -514,16 +524,20 @@ type totals struct {
 	split     splitTokens
 }
 
-func sumSessions(sessions []listed) totals {
-	t := totals{Sessions: len(sessions)}
-	for _, s := range sessions {
+func sumSessions(sessions iter.Seq2[listed, error]) (totals, error) {
+	var t totals
+	for s, err := range sessions {
+		if err != nil {
+			return t, err
+		}
+		t.Sessions++
 		t.Messages += s.Messages
 		t.AllMessages += s.TotalMessages
 		t.split = t.split.add(s.split)
 		t.JSONBytes += s.Bytes
 	}
 	t.tokensJSON = t.split.json()
-	return t
+	return t, nil
 }
 
 // printTokens is stats' tokens line: the total when one counter made every
@@ -547,11 +561,11 @@ func (a *app) printTokens(w io.Writer, s splitTokens) {
 // serverStats is stats for a PostgreSQL database: what the sessions hold.
 // The server's disk use is not the command's to measure (the tables may
 // share a database with others); psql's \dt+ shows it.
-func serverStats(a *app, where string, sessions []listed) error {
+func serverStats(a *app, where string, sum totals) error {
 	s := struct {
 		Database string `json:"database"`
 		totals
-	}{where, sumSessions(sessions)}
+	}{where, sum}
 	if a.json {
 		return writeJSON(a.stdout, s)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 
 	"github.com/ctxstore/ctxstore/storage"
@@ -30,9 +31,13 @@ func (a *app) noTablesYet(err error) (where string, empty bool) {
 // printNames is ls --names: each session's name on a line of its own, as
 // stored (escaped only on a terminal); a name holding a line break cannot
 // be one line and is left out.
-func (a *app) printNames(sessions []listed) error {
+func (a *app) printNames(sessions iter.Seq2[listed, error]) error {
 	w := bufio.NewWriter(a.stdout)
-	for _, s := range sessions {
+	for s, err := range sessions {
+		if err != nil {
+			w.Flush()
+			return err
+		}
 		name := s.Name
 		if strings.ContainsAny(name, "\r\n") {
 			continue

@@ -146,17 +146,30 @@ func (lr *lineReader) errorf(format string, args ...any) error {
 	return fmt.Errorf("%s line %d: %s", lr.name, lr.no, msg)
 }
 
-// readSessions imports the records after the header, up to the end record.
+// readSessions imports the records after the header, up to the end
+// record. Small sessions go to an engine that takes many at once
+// (storage.BulkImporter) in batches, one durable commit each; a failure
+// imports the sessions gathered before it first.
 func readSessions(ctx context.Context, e storage.Engine, lr *lineReader, opt Options) (ReadStats, error) {
 	var stats ReadStats
+	bulk := newBulkImport(e, opt)
+	err := readRecords(ctx, e, lr, opt, bulk, &stats)
+	if ferr := bulk.flush(ctx, &stats); ferr != nil {
+		return stats, ferr
+	}
+	return stats, err
+}
+
+// readRecords reads the records after the header up to the end record.
+func readRecords(ctx context.Context, e storage.Engine, lr *lineReader, opt Options, bulk *bulkImport, stats *ReadStats) error {
 	seen := map[string]int{} // session name -> line of its record
 	for {
 		line, err := lr.next()
 		if err == io.EOF {
-			return stats, fmt.Errorf("%s: the export is cut short after line %d (no end record); nothing after the last complete session was imported", lr.name, lr.no)
+			return fmt.Errorf("%s: the export is cut short after line %d (no end record); nothing after the last complete session was imported", lr.name, lr.no)
 		}
 		if err != nil {
-			return stats, err
+			return err
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
@@ -165,35 +178,27 @@ func readSessions(ctx context.Context, e storage.Engine, lr *lineReader, opt Opt
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(line, &kind); err != nil {
-			return stats, lr.errorf("not a JSON object: %v", err)
+			return lr.errorf("not a JSON object: %v", err)
 		}
 		switch kind.Type {
 		case "end":
 			var end endRecord
 			if err := json.Unmarshal(line, &end); err != nil {
-				return stats, lr.errorf("bad end record: %v", err)
+				return lr.errorf("bad end record: %v", err)
+			}
+			if err := bulk.flush(ctx, stats); err != nil {
+				return err
 			}
 			if got := stats.Sessions + len(stats.Skipped); end.Sessions != got {
-				return stats, lr.errorf("the end record counts %d sessions, the file held %d", end.Sessions, got)
+				return lr.errorf("the end record counts %d sessions, the file held %d", end.Sessions, got)
 			}
-			return stats, nil
+			return nil
 		case "session":
-			rec, err := sessionLine(lr, line, seen, opt)
-			if err != nil {
-				return stats, err
+			if err := readSession(ctx, e, lr, line, seen, opt, bulk, stats); err != nil {
+				return err
 			}
-			n, skipped, err := importSession(ctx, e, lr, rec, opt)
-			if err != nil {
-				return stats, err
-			}
-			if skipped {
-				stats.Skipped = append(stats.Skipped, rec.Name)
-				continue
-			}
-			stats.Sessions++
-			stats.Messages += n
 		default:
-			return stats, lr.errorf("unexpected record type %q (want session or end)", kind.Type)
+			return lr.errorf("unexpected record type %q (want session or end)", kind.Type)
 		}
 	}
 }
@@ -231,6 +236,58 @@ func sessionLine(lr *lineReader, line []byte, seen map[string]int, opt Options) 
 	return rec, nil
 }
 
+// readSession imports the session whose record is line: into the batch
+// when it is small, else by itself (the batch gathered so far first).
+func readSession(ctx context.Context, e storage.Engine, lr *lineReader, line []byte, seen map[string]int, opt Options, bulk *bulkImport, stats *ReadStats) error {
+	rec, err := sessionLine(lr, line, seen, opt)
+	if err != nil {
+		return err
+	}
+	if opt.OnSession != nil {
+		opt.OnSession(rec.Name)
+	}
+	info := sessionInfo(rec)
+	if skipped, err := skipExisting(ctx, e, lr, rec, opt); err != nil || skipped {
+		if skipped {
+			stats.Skipped = append(stats.Skipped, rec.Name)
+		}
+		return err
+	}
+	if bulk.takes(rec) {
+		return bulk.read(ctx, lr, rec, info, stats)
+	}
+	if err := bulk.flush(ctx, stats); err != nil {
+		return err
+	}
+	n, skipped, err := importSession(ctx, e, lr, rec, info, opt)
+	if err != nil {
+		return err
+	}
+	if skipped {
+		stats.Skipped = append(stats.Skipped, rec.Name)
+		return nil
+	}
+	stats.Sessions++
+	stats.Messages += n
+	return nil
+}
+
+// skipExisting reads past rec's session and reports true when
+// Options.SkipExisting and e has it already; an unfinished import of it is
+// an *UnfinishedError.
+func skipExisting(ctx context.Context, e storage.Engine, lr *lineReader, rec sessionRecord, opt Options) (bool, error) {
+	if !opt.SkipExisting {
+		return false, nil
+	}
+	if err := unfinishedImport(ctx, e, rec); err != nil {
+		return false, err
+	}
+	if _, err := e.Session(ctx, rec.Name); err != nil {
+		return false, nil
+	}
+	return true, skipSession(lr, rec, 0)
+}
+
 // sessionInfo is the metadata rec carries.
 func sessionInfo(rec sessionRecord) storage.SessionInfo {
 	info := storage.SessionInfo{
@@ -245,18 +302,8 @@ func sessionInfo(rec sessionRecord) storage.SessionInfo {
 	return info
 }
 
-func importSession(ctx context.Context, e storage.Engine, lr *lineReader, rec sessionRecord, opt Options) (n int64, skipped bool, err error) {
-	if opt.OnSession != nil {
-		opt.OnSession(rec.Name)
-	}
-	if opt.SkipExisting {
-		if err := unfinishedImport(ctx, e, rec); err != nil {
-			return 0, false, err
-		}
-		if _, err := e.Session(ctx, rec.Name); err == nil {
-			return 0, true, skipSession(lr, rec, 0)
-		}
-	}
+// importSession imports rec's session, info, streaming its messages.
+func importSession(ctx context.Context, e storage.Engine, lr *lineReader, rec sessionRecord, info storage.SessionInfo, opt Options) (n int64, skipped bool, err error) {
 	var readErr error // the iterator's own failure, with its line number
 	var derived []derivedLine
 	entries := func(yield func(storage.Entry, error) bool) {
@@ -288,21 +335,16 @@ func importSession(ctx context.Context, e storage.Engine, lr *lineReader, rec se
 			yield(storage.Entry{}, err)
 		}
 	}
-	info := sessionInfo(rec)
 	err = storage.ImportSession(ctx, e, info, iter.Seq2[storage.Entry, error](entries))
 	switch {
 	case readErr != nil:
 		return 0, false, readErr
-	case errors.Is(err, storage.ErrNotEmpty) && unfinishedImport(ctx, e, rec) != nil:
-		return 0, false, unfinishedImport(ctx, e, rec)
-	case errors.Is(err, storage.ErrNotEmpty) && opt.SkipExisting:
+	case errors.Is(err, storage.ErrNotEmpty) && opt.SkipExisting && unfinishedImport(ctx, e, rec) == nil:
 		// Another writer created the session after the check above:
 		// nothing of ours was written; skip the rest of it the same way.
 		return 0, true, skipSession(lr, rec, n)
-	case errors.Is(err, storage.ErrNotEmpty):
-		return 0, false, &ExistsError{Session: rec.Name, Location: e.Location()}
 	case err != nil:
-		return 0, false, fmt.Errorf("import session %q (%s around line %d): %w", rec.Name, lr.name, lr.no, err)
+		return 0, false, importRefused(ctx, e, rec, fmt.Sprintf("%s around line %d", lr.name, lr.no), err)
 	case n != int64(rec.Messages):
 		return 0, false, removeImported(ctx, e, info, n, fmt.Errorf("import session %q: the store stopped after %d of %d messages", rec.Name, n, rec.Messages))
 	}
@@ -310,6 +352,18 @@ func importSession(ctx context.Context, e storage.Engine, lr *lineReader, rec se
 		return 0, false, removeImported(ctx, e, info, n, err)
 	}
 	return n, false, nil
+}
+
+// importRefused is the error of rec's session, which e refused with err;
+// where says where in the export it is.
+func importRefused(ctx context.Context, e storage.Engine, rec sessionRecord, where string, err error) error {
+	switch {
+	case errors.Is(err, storage.ErrNotEmpty) && unfinishedImport(ctx, e, rec) != nil:
+		return unfinishedImport(ctx, e, rec)
+	case errors.Is(err, storage.ErrNotEmpty):
+		return &ExistsError{Session: rec.Name, Location: e.Location()}
+	}
+	return fmt.Errorf("import session %q (%s): %w", rec.Name, where, err)
 }
 
 // skipSession reads past the rest of rec's session, read bar its first
@@ -376,7 +430,7 @@ func unfinishedImport(ctx context.Context, e storage.Engine, rec sessionRecord) 
 
 // derivedLine is a derived record of an export and its line number.
 type derivedLine struct {
-	derivedRecord
+	storage.Derived
 	no int
 }
 
@@ -384,30 +438,41 @@ type derivedLine struct {
 func readDerived(lr *lineReader) ([]derivedLine, error) {
 	var out []derivedLine
 	for {
-		line, err := lr.next()
-		if err == io.EOF {
-			return out, nil // the caller reports the missing end record
-		}
-		if err != nil {
+		d, ok, err := nextDerived(lr)
+		if !ok || err != nil {
 			return out, err
-		}
-		var d derivedRecord
-		if json.Unmarshal(line, &d) != nil || d.Type != "derived" {
-			lr.unread(line)
-			return out, nil
 		}
 		out = append(out, derivedLine{d, lr.no})
 	}
 }
 
+// nextDerived reads the next record if it is a derived one (ok); otherwise
+// it leaves the line to be read again. The end of the file is not an error
+// here: the caller reports the missing end record.
+func nextDerived(lr *lineReader) (d storage.Derived, ok bool, err error) {
+	line, err := lr.next()
+	if err == io.EOF {
+		return d, false, nil
+	}
+	if err != nil {
+		return d, false, err
+	}
+	var rec derivedRecord
+	if json.Unmarshal(line, &rec) != nil || rec.Type != "derived" {
+		lr.unread(line)
+		return d, false, nil
+	}
+	value := []byte(rec.Value)
+	if rec.ValueBase64 != nil {
+		value = rec.ValueBase64
+	}
+	return storage.Derived{Kind: rec.Kind, Key: rec.Key, Value: value}, true, nil
+}
+
 // putDerived stores a session's derived records.
 func putDerived(ctx context.Context, e storage.Engine, lr *lineReader, session string, derived []derivedLine) error {
 	for _, d := range derived {
-		value := []byte(d.Value)
-		if d.ValueBase64 != nil {
-			value = d.ValueBase64
-		}
-		if err := storage.PutDerived(ctx, e, session, d.Kind, d.Key, value); err != nil {
+		if err := storage.PutDerived(ctx, e, session, d.Kind, d.Key, d.Value); err != nil {
 			return fmt.Errorf("import session %q: derived record %s/%s (%s line %d): %w", session, d.Kind, d.Key, lr.name, d.no, err)
 		}
 	}

@@ -10,8 +10,10 @@ import (
 
 // queries are the statements, with the schema filled in.
 type queries struct {
-	placeholder, lock, saveMeta, appendFast, notifyAfter, insertMessages, recall string
-	sessionInfo, sessions, sessionsPage, readFwd, readBack, get, splitCounters   string
+	placeholder, lock, saveMeta, appendFast, notifyAfter, insertMessages, insertMany, recall string
+	sessionInfo, sessions, sessionsPage, readFwd, readBack, get, splitCounters               string
+	// list are ListSessions' queries, by order.
+	list [len(listColumn)]string
 }
 
 const metaCols = `live, created, updated, epoch, epoch_seq, epoch_started, last_seq, messages, tokens, bytes, total, title, pinned, first_user`
@@ -27,7 +29,7 @@ func newQueries(s string) queries {
 			coalesce(array_agg(e.purged ORDER BY e.epoch), '{}')
 			FROM ` + s + `.epochs e WHERE e.session = ` + ses + `) ep ON true`
 	}
-	return queries{
+	q := queries{
 		placeholder: `INSERT INTO ` + s + `.sessions (name, ` + metaCols + `)
 			VALUES ($1, false, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, '', '{}', 0) ON CONFLICT (name) DO NOTHING`,
 		// The rows of sessions $1, locked in name order.
@@ -41,6 +43,11 @@ func newQueries(s string) queries {
 				CASE WHEN u.ord = 1 THEN $11::bytea END
 			FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::text[], $10::bytea[])
 				WITH ORDINALITY AS u(seq, epoch, time, role, tokens, counter, calls, results, raw, ord)`,
+		// Messages of any sessions, without append keys.
+		insertMany: `INSERT INTO ` + s + `.messages (` + msgCols + `)
+			SELECT u.session, u.seq, u.epoch, u.time, u.role, u.tokens, u.counter, u.calls::text[], u.results::text[], u.raw
+			FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::text[], $10::bytea[])
+				AS u(session, seq, epoch, time, role, tokens, counter, calls, results, raw)`,
 		appendFast: `WITH s AS (
 				UPDATE ` + s + `.sessions SET last_seq = last_seq + $2, messages = messages + $2, total = total + $2,
 					tokens = tokens + $3, bytes = bytes + $4,
@@ -75,6 +82,10 @@ func newQueries(s string) queries {
 		splitCounters: `SELECT counter, count(*), coalesce(sum(tokens), 0) FROM ` + s + `.messages
 			WHERE session = $1 AND seq >= $2 AND seq <= $3 AND epoch = $4 GROUP BY counter`,
 	}
+	for o := range q.list {
+		q.list[o] = listQuery(s, epochs("s.name"), storage.ListOrder(o))
+	}
+	return q
 }
 
 // meta is a session's row. A row that is not live is a tombstone (or the

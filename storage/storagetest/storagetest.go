@@ -62,6 +62,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"DerivedCAS", testDerivedCAS},
 		{"Listing", testListing},
 		{"Paging", testPaging},
+		{"ListSessions", testListSessions},
 		{"Watch", testWatch},
 		{"WatchEndsAtClose", testWatchEndsAtClose},
 		{"Verify", testVerify},
@@ -69,6 +70,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"Import", testImport},
 		{"ImportRefused", testImportRefused},
 		{"ImportShapes", testImportShapes},
+		{"BulkImport", testBulkImport},
 		{"Cancelled", testCancelled},
 		{"Closed", testClosed},
 	}
