@@ -11,6 +11,8 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/pgtest"
+	"github.com/ctxstore/ctxstore/persistent"
+	"github.com/ctxstore/ctxstore/resume"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/export"
 	_ "github.com/ctxstore/ctxstore/storage/pgstore"
@@ -185,5 +187,22 @@ func TestWriteNamesMissing(t *testing.T) {
 	se, ok := errors.AsType[*export.SessionError](err)
 	if !ok || se.Session != "nobody" || !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("Write: %v", err)
+	}
+}
+
+// TestKindsAreTheManagers': the kinds an export carries are those the
+// packages that write derived records name.
+func TestKindsAreTheManagers(t *testing.T) {
+	for _, tc := range []struct{ export, owner string }{
+		{export.KindImport, resume.KindImport},
+		{export.KindRepair, persistent.KindRepair},
+		{export.KindView, persistent.KindView},
+	} {
+		if tc.export != tc.owner {
+			t.Errorf("export carries kind %q, its owner names it %q", tc.export, tc.owner)
+		}
+	}
+	if len(export.Kinds()) != 3 {
+		t.Errorf("Kinds() = %q", export.Kinds())
 	}
 }
