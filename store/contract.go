@@ -101,3 +101,27 @@ func (h *Shared) LogPath() string { return LogPath(h.path) }
 // LogPath is the write-ahead log of the file (see LogPath), for
 // storage.FileEngine.
 func (s *Store) LogPath() string { return LogPath(s.path) }
+
+// The optional interfaces of package storage the file engine implements.
+var (
+	_ interface {
+		storage.FileEngine
+		storage.Backuper
+		storage.StrayLogLister
+		storage.LogReplayer
+		storage.Importer
+		storage.Watcher
+		storage.Verifier
+		storage.EpochPurger
+		storage.Tailer
+		storage.Getter
+		storage.Backwarder
+		storage.DerivedGetter
+		storage.DerivedPutter
+	} = (*Shared)(nil)
+	_ interface {
+		storage.Salvager
+		storage.Restorer
+		storage.Shrinker
+	} = fileDriver{}
+)
