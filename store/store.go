@@ -76,6 +76,7 @@ type Store struct {
 	// watches are the running watches: Close cancels each one's context
 	// and waits for its goroutine, which closes its channel.
 	watches watchset.Set
+	search  searchState // the search index (search.go)
 
 	qmu        sync.Mutex // guards the group-commit queue
 	queue      []*writeReq
@@ -329,6 +330,7 @@ func (s *Store) Close() error {
 	if closed {
 		return nil
 	}
+	s.closeSearch()
 	s.checkpointOnClose()
 	s.mu.Lock()
 	if s.closed {
