@@ -39,7 +39,9 @@ func TestSearchIndexFile(t *testing.T) {
 		{"missing", func(t *testing.T, path string) { must(t, os.Remove(path)) }},
 		{"truncated", func(t *testing.T, path string) { must(t, os.Truncate(path, 20)) }},
 		{"empty", func(t *testing.T, path string) { must(t, os.Truncate(path, 0)) }},
-		{"garbage", func(t *testing.T, path string) { must(t, os.WriteFile(path, []byte(strings.Repeat("garbage!", 100)), 0o600)) }},
+		{"garbage", func(t *testing.T, path string) {
+			must(t, os.WriteFile(path, []byte(strings.Repeat("garbage!", 100)), 0o600))
+		}},
 		{"flipped byte", func(t *testing.T, path string) {
 			b, err := os.ReadFile(path)
 			must(t, err)

@@ -3,8 +3,8 @@ package search
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"fmt"
+	"io/fs"
 	"strings"
 	"sync"
 
