@@ -100,7 +100,7 @@ func dedupe(terms []string) []string {
 }
 
 // Terms returns every term the query's required clauses name, once each.
-func (q Query) terms() []string {
+func (q Query) Terms() []string {
 	var all []string
 	for _, c := range q.Must {
 		all = append(all, c.Terms...)
@@ -125,9 +125,9 @@ func (q Query) matches(norm string) bool {
 	return true
 }
 
-// needsText reports whether matching needs the message's text, beyond its
+// NeedsText reports whether matching needs the message's text, beyond its
 // terms.
-func (q Query) needsText() bool {
+func (q Query) NeedsText() bool {
 	for _, c := range append(q.Must[:len(q.Must):len(q.Must)], q.Not...) {
 		if c.Exact != "" {
 			return true

@@ -58,7 +58,7 @@ func (ix *Index) Search(ctx context.Context, eng storage.Engine, req storage.Sea
 	if err != nil {
 		return storage.SearchResult{}, err
 	}
-	offset, err := decodeCursor(req)
+	offset, err := CursorOffset(req)
 	if err != nil {
 		return storage.SearchResult{}, err
 	}
@@ -69,13 +69,13 @@ func (ix *Index) Search(ctx context.Context, eng storage.Engine, req storage.Sea
 	cands := ix.st.candidates(q, req)
 	hits := ix.st.hits(cands)
 	ix.mu.RUnlock()
-	page, more, err := pick(ctx, eng, q, hits, offset, limit)
+	page, more, err := Page(ctx, eng, q, hits, offset, limit)
 	if err != nil {
 		return storage.SearchResult{}, err
 	}
 	res := storage.SearchResult{Hits: page}
 	if more {
-		res.Next = encodeCursor(req, offset+len(page))
+		res.Next = CursorAt(req, offset+len(page))
 	}
 	return res, nil
 }
@@ -83,7 +83,7 @@ func (ix *Index) Search(ctx context.Context, eng storage.Engine, req storage.Sea
 // candidates returns the live docs that hold every required term, pass
 // req's filters and hold no excluded single term, scored, best first.
 func (s *state) candidates(q Query, req storage.SearchRequest) []candidate {
-	terms := q.terms()
+	terms := q.Terms()
 	lists := make([][]posting, 0, len(terms)+1)
 	for _, t := range terms {
 		p := s.post[t]
@@ -224,12 +224,13 @@ func (s *state) hits(cands []candidate) []storage.Hit {
 	return out
 }
 
-// pick returns the page of limit hits from offset on, with snippets, and
-// whether more follow. When q has phrases or words of several parts, the
+// Page returns the page of limit hits from offset on, from ranked hits
+// (best first, without snippets), with snippets, and whether more follow.
+// An engine that ranks hits itself hands them to Page for the rest. When q has phrases or words of several parts, the
 // messages are read best first and those whose text does not match are
 // passed over.
-func pick(ctx context.Context, eng storage.Engine, q Query, hits []storage.Hit, offset, limit int) ([]storage.Hit, bool, error) {
-	if !q.needsText() {
+func Page(ctx context.Context, eng storage.Engine, q Query, hits []storage.Hit, offset, limit int) ([]storage.Hit, bool, error) {
+	if !q.NeedsText() {
 		start := min(offset, len(hits))
 		end := min(start+limit, len(hits))
 		page, err := withSnippets(ctx, eng, q, hits[start:end], false)
@@ -299,14 +300,16 @@ func documents(ctx context.Context, eng storage.Engine, hits []storage.Hit) ([]*
 	return out, nil
 }
 
-// encodeCursor makes the cursor of the page starting at offset: the
-// offset and a hash of the request, so a cursor is refused by another
-// search.
-func encodeCursor(req storage.SearchRequest, offset int) string {
+// CursorAt makes the cursor of req's page starting at offset: the offset
+// and a hash of the request, so that another search refuses it.
+func CursorAt(req storage.SearchRequest, offset int) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(offset) + ":" + strconv.FormatUint(requestHash(req), 36)))
 }
 
-func decodeCursor(req storage.SearchRequest) (int, error) {
+// CursorOffset returns the offset req.Cursor continues from (0 when it has
+// none), or an error matching storage.ErrBadQuery for a cursor of another
+// search.
+func CursorOffset(req storage.SearchRequest) (int, error) {
 	if req.Cursor == "" {
 		return 0, nil
 	}

@@ -19,7 +19,7 @@ const (
 // ranges in it that matched.
 func Snippet(text string, q Query) (string, []storage.Span) {
 	want := make(map[string]bool)
-	for _, t := range q.terms() {
+	for _, t := range q.Terms() {
 		want[t] = true
 	}
 	var marks []storage.Span
