@@ -49,6 +49,7 @@ func commands() []*command {
 		demoCommand(),
 		lsCommand(),
 		showCommand(),
+		searchCommand(),
 		viewCommand(),
 		addCommand(),
 		tailCommand(),

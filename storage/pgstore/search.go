@@ -89,10 +89,10 @@ func (s *Store) ranked(ctx context.Context, q search.Query, req storage.SearchRe
 		where = append(where, "d.epoch = "+arg(int64(req.Epoch)))
 	}
 	if !req.Since.IsZero() {
-		where = append(where, "d.time >= "+arg(req.Since.UnixNano()))
+		where = append(where, "d.time >= "+arg(search.UnixNano(req.Since, 0)))
 	}
 	if !req.Until.IsZero() {
-		where = append(where, "d.time < "+arg(req.Until.UnixNano()))
+		where = append(where, "d.time < "+arg(search.UnixNano(req.Until, 0)))
 	}
 	sql := `SELECT d.session, d.seq, d.epoch, d.role, d.time, ts_rank(d.terms, $1::tsquery, 1)::float8 AS score
 		FROM ` + s.schema + `.search_docs d WHERE ` + strings.Join(where, " AND ") + `

@@ -170,18 +170,27 @@ func (s *state) filter(req storage.SearchRequest) func(uint32) bool {
 			}
 		}
 	}
-	since, until := int64(math.MinInt64), int64(math.MaxInt64)
-	if !req.Since.IsZero() {
-		since = req.Since.UnixNano()
-	}
-	if !req.Until.IsZero() {
-		until = req.Until.UnixNano()
-	}
+	since, until := UnixNano(req.Since, math.MinInt64), UnixNano(req.Until, math.MaxInt64)
 	return func(id uint32) bool {
 		d := &s.docs[id]
 		return !d.dead && (sids == nil || sids[d.sid]) && (role < 0 || int(d.role) == role) &&
 			(req.Epoch == 0 || d.epoch == req.Epoch) && d.time >= since && d.time < until
 	}
+}
+
+// UnixNano returns t as Unix nanoseconds, clamped to what an int64 holds
+// (years 1678 to 2262); the zero time gives zero, the value for an open
+// end.
+func UnixNano(t time.Time, zero int64) int64 {
+	switch {
+	case t.IsZero():
+		return zero
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }
 
 // intersect calls f with each doc present in every list (each sorted by
