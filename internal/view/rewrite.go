@@ -413,8 +413,9 @@ func withoutMetadata(m ctxstore.Message) ctxstore.Message {
 	return out
 }
 
-// NoticeText tells the model what compaction did.
-func NoticeText(removed, truncated, stubbed, summarized int) string {
+// NoticeText tells the model what compaction did, and, when recallTool
+// names the host's recall tool, that it can get back what was left out.
+func NoticeText(removed, truncated, stubbed, summarized int, recallTool ...string) string {
 	var buf bytes.Buffer
 	buf.WriteString(NoticePrefix + "to fit the context window, ")
 	parts := 0
@@ -440,6 +441,10 @@ func NoticeText(removed, truncated, stubbed, summarized int) string {
 	if parts == 0 {
 		buf.WriteString("nothing was changed")
 	}
+	if len(recallTool) > 0 && recallTool[0] != "" {
+		buf.WriteString(". The full history is kept: call the " + recallTool[0] + " tool with words you remember to get back any detail that was omitted.]")
+		return buf.String()
+	}
 	buf.WriteString(". The full history is kept; call tools again if you need details that are missing.]")
 	return buf.String()
 }
@@ -447,8 +452,8 @@ func NoticeText(removed, truncated, stubbed, summarized int) string {
 // NoticeMessage is the ephemeral tail notice, a user message (with
 // metadata.source = "context-compaction" when annotate is set). It is
 // never stored.
-func NoticeMessage(removed, truncated, stubbed, summarized int, annotate bool) ctxstore.Message {
-	return addedMessage(ctxstore.RoleUser, NoticeText(removed, truncated, stubbed, summarized), NoticeSource, annotate)
+func NoticeMessage(removed, truncated, stubbed, summarized int, annotate bool, recallTool ...string) ctxstore.Message {
+	return addedMessage(ctxstore.RoleUser, NoticeText(removed, truncated, stubbed, summarized, recallTool...), NoticeSource, annotate)
 }
 
 // textPrefix returns the first n runes of m's text and whether the text
