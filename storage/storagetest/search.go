@@ -31,6 +31,7 @@ func RunSearch(t *testing.T, open Opener) {
 		{"BadQuery", testSearchBadQuery},
 		{"AppendsDuringSearches", testSearchConcurrent},
 		{"Rebuild", testSearchRebuild},
+		{"CorpusRecall", testSearchCorpus},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
