@@ -30,8 +30,35 @@ type searchState struct {
 }
 
 func (s *Store) searchIndex() *search.Index {
-	s.search.once.Do(func() { s.search.ix = search.Open(SearchPath(s.path)) })
+	s.search.once.Do(func() {
+		s.search.ix = search.Open(SearchPath(s.path))
+		s.search.ix.SetChangeToken(s.logToken)
+	})
 	return s.search.ix
+}
+
+// logToken identifies what a reader sees of the store: the bbolt file (its
+// identity and last transaction) and the log beyond it (its generation and
+// the offset read to). Every write, by any process, changes one of them.
+type logToken struct {
+	dev, ino, txid uint64
+	hdr            walHeader
+	hasHdr, torn   bool
+	off            int64
+	mode           tailMode
+}
+
+// logToken returns the store's logToken, or nil when the log is not this
+// file's (it then tells nothing).
+func (s *Store) logToken(ctx context.Context) (any, error) {
+	var tok any
+	err := s.readView(ctx, func(v *rview) error {
+		if t := v.t; t != nil {
+			tok = logToken{t.dbDev, t.dbIno, t.txid, t.hdr, t.hasHdr, t.torn, t.off, t.mode}
+		}
+		return nil
+	})
+	return tok, err
 }
 
 // Search finds the messages that match req in every session of the store,

@@ -30,6 +30,21 @@ type Index struct {
 	// loadErr is why the file could not be read (nil when it was, or
 	// when there was none).
 	loadErr error
+	// token, when set, says cheaply whether the log changed: a catch-up
+	// whose token equals the last one's reads nothing (see SetChangeToken).
+	token   func(context.Context) (any, error)
+	lastTok any // the token of the last complete catch-up; nil: none
+}
+
+// SetChangeToken gives the index a way to tell that the log did not change
+// since its last catch-up without listing the sessions: f returns a
+// comparable value that changes whenever anything is written to the log
+// (by any process), or nil when it cannot tell. An engine that keeps an
+// index calls it once, before the first search.
+func (ix *Index) SetChangeToken(f func(context.Context) (any, error)) {
+	ix.syncMu.Lock()
+	defer ix.syncMu.Unlock()
+	ix.token = f
 }
 
 // state is the index proper; its zero value is an empty index.
@@ -60,6 +75,7 @@ type sessionState struct {
 	mark    uint64 // every message up to this seq is indexed
 	created int64  // SessionInfo.Created of the session indexed
 	docs    []uint32
+	purged  int // purged epochs when last checked; -1: not checked
 }
 
 // toolPrefix leads the terms that record the tools a message calls: no
@@ -115,7 +131,7 @@ func (s *state) roleID(role string) uint8 {
 func (s *state) session(name string) *sessionState {
 	ss := s.sessions[name]
 	if ss == nil {
-		ss = &sessionState{id: uint32(len(s.names))}
+		ss = &sessionState{id: uint32(len(s.names)), purged: -1}
 		s.names = append(s.names, name)
 		s.sessions[name] = ss
 	}
@@ -166,6 +182,17 @@ func (s *state) forget(ss *sessionState, keep func(epoch uint64) bool) {
 func (ix *Index) Sync(ctx context.Context, eng storage.Engine) error {
 	ix.syncMu.Lock()
 	defer ix.syncMu.Unlock()
+	var tok any
+	if ix.token != nil {
+		// Read before the listing: a write between the two makes the next
+		// catch-up look again.
+		if t, err := ix.token(ctx); err == nil && t != nil {
+			if t == ix.lastTok {
+				return nil
+			}
+			tok = t
+		}
+	}
 	infos, err := eng.Sessions(ctx)
 	if err != nil {
 		return fmt.Errorf("search: listing sessions: %w", err)
@@ -179,6 +206,7 @@ func (ix *Index) Sync(ctx context.Context, eng storage.Engine) error {
 			return err
 		}
 	}
+	ix.lastTok = tok
 	return nil
 }
 
@@ -198,8 +226,11 @@ func (ix *Index) dropGone(infos []storage.SessionInfo) {
 			ss.mark, ss.created = 0, info.Created.UnixNano()
 			continue
 		}
-		live := liveEpochs(info)
-		s.forget(ss, func(e uint64) bool { return live[e] })
+		live, purged := liveEpochs(info)
+		if purged != ss.purged {
+			s.forget(ss, func(e uint64) bool { return live[e] })
+			ss.purged = purged
+		}
 	}
 	for name, ss := range s.sessions {
 		if !seen[name] {
@@ -209,14 +240,15 @@ func (ix *Index) dropGone(infos []storage.SessionInfo) {
 	}
 }
 
-func liveEpochs(info storage.SessionInfo) map[uint64]bool {
+// liveEpochs returns the epochs of info not purged, and how many were.
+func liveEpochs(info storage.SessionInfo) (map[uint64]bool, int) {
 	live := make(map[uint64]bool, len(info.Epochs))
 	for _, e := range info.Epochs {
 		if !e.Purged {
 			live[e.Epoch] = true
 		}
 	}
-	return live
+	return live, len(info.Epochs) - len(live)
 }
 
 // catchUpBatch bounds the messages read before they are added, so that

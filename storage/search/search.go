@@ -291,20 +291,44 @@ func withSnippets(ctx context.Context, eng storage.Engine, q Query, hits []stora
 // saw it (purged meanwhile) gives nil.
 func documents(ctx context.Context, eng storage.Engine, hits []storage.Hit) ([]*Document, error) {
 	out := make([]*Document, len(hits))
+	// One read per session; a session whose read fails (a message purged
+	// since the index saw it) is read message by message.
+	bySession := map[string][]int{}
 	for i, h := range hits {
-		es, err := eng.Get(ctx, h.Session, h.Seq)
-		if err != nil {
-			if errors.Is(err, storage.ErrNotFound) {
+		bySession[h.Session] = append(bySession[h.Session], i)
+	}
+	for session, idx := range bySession {
+		seqs := make([]uint64, len(idx))
+		for j, i := range idx {
+			seqs[j] = hits[i].Seq
+		}
+		es, err := eng.Get(ctx, session, seqs...)
+		if errors.Is(err, storage.ErrNotFound) && len(seqs) > 1 {
+			es = make([]storage.Entry, len(seqs))
+			for j, seq := range seqs {
+				one, err := eng.Get(ctx, session, seq)
+				if err == nil {
+					es[j] = one[0]
+				} else if !errors.Is(err, storage.ErrNotFound) {
+					return nil, fmt.Errorf("search: reading session %q seq %d: %w", session, seq, err)
+				}
+			}
+		} else if errors.Is(err, storage.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("search: reading session %q: %w", session, err)
+		}
+		for j, e := range es {
+			if e.Raw == nil {
 				continue
 			}
-			return nil, fmt.Errorf("search: reading session %q seq %d: %w", h.Session, h.Seq, err)
+			m, err := e.Message()
+			if err != nil {
+				return nil, fmt.Errorf("search: %w", err)
+			}
+			d := DocumentOf(m)
+			out[idx[j]] = &d
 		}
-		m, err := es[0].Message()
-		if err != nil {
-			return nil, fmt.Errorf("search: %w", err)
-		}
-		d := DocumentOf(m)
-		out[i] = &d
 	}
 	return out, nil
 }

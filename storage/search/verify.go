@@ -22,7 +22,7 @@ func (ix *Index) Rebuild(ctx context.Context, eng storage.Engine) error {
 	ix.syncMu.Lock()
 	ix.mu.Lock()
 	ix.st = state{}
-	ix.loadErr = nil
+	ix.loadErr, ix.lastTok = nil, nil
 	ix.mu.Unlock()
 	ix.syncMu.Unlock()
 	return ix.Sync(ctx, eng)
