@@ -135,7 +135,10 @@ func tsquery(q search.Query) string {
 }
 
 func lexeme(t string) string {
-	return "'" + strings.NewReplacer(`'`, `''`, `\`, `\\`).Replace(t) + "'"
+	if strings.ContainsAny(t, `'\`) { // never from package search's terms
+		t = strings.ReplaceAll(strings.ReplaceAll(t, `\`, `\\`), `'`, `''`)
+	}
+	return "'" + t + "'"
 }
 
 // tsvector writes the terms of text as a tsvector with positions (at most
