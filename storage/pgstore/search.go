@@ -69,8 +69,10 @@ func (s *Store) Search(ctx context.Context, req storage.SearchRequest) (storage.
 // holding every required term and no excluded one, within req's filters.
 func (s *Store) ranked(ctx context.Context, q search.Query, req storage.SearchRequest, n int) ([]storage.Hit, error) {
 	args := []any{tsquery(q)}
-	where := []string{"d.terms @@ $1::tsquery",
-		"EXISTS (SELECT FROM " + s.schema + ".messages m WHERE m.session = d.session AND m.seq = d.seq)"}
+	// Purge and PurgeEpoch delete the rows they delete here too; a row
+	// that a catch-up racing them left behind names a message that Page
+	// no longer finds, and passes over.
+	where := []string{"d.terms @@ $1::tsquery"}
 	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
 	if len(req.Sessions) > 0 {
 		names := make([][]byte, len(req.Sessions))
@@ -99,19 +101,29 @@ func (s *Store) ranked(ctx context.Context, q search.Query, req storage.SearchRe
 		ORDER BY score DESC, d.session, d.seq LIMIT ` + arg(n)
 	var out []storage.Hit
 	err := s.read(ctx, func() error {
-		rows, err := s.pool.Query(ctx, sql, args...)
-		if err != nil {
+		// The GIN index is read by bitmap scans, which the pool's
+		// connections leave off for paged reads (see Open).
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SET LOCAL enable_bitmapscan = on"); err != nil {
+				return err
+			}
+			// The simple protocol sends the values within the
+			// statement, so that the planner sees the query's terms: a
+			// generic plan cannot tell a rare term from a common one.
+			rows, err := tx.Query(ctx, sql, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+			if err != nil {
+				return err
+			}
+			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.Hit, error) {
+				var h storage.Hit
+				var name []byte
+				var seq, epoch, t int64
+				err := r.Scan(&name, &seq, &epoch, &h.Role, &t, &h.Score)
+				h.Session, h.Seq, h.Epoch, h.Time = string(name), uint64(seq), uint64(epoch), unixTime(t)
+				return h, err
+			})
 			return err
-		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.Hit, error) {
-			var h storage.Hit
-			var name []byte
-			var seq, epoch, t int64
-			err := r.Scan(&name, &seq, &epoch, &h.Role, &t, &h.Score)
-			h.Session, h.Seq, h.Epoch, h.Time = string(name), uint64(seq), uint64(epoch), unixTime(t)
-			return h, err
 		})
-		return err
 	})
 	if err != nil {
 		return nil, s.errorf("", "search: %w", err)
@@ -205,17 +217,29 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 	if err != nil {
 		return s.errorf("", "search: catching up: %w", err)
 	}
+	indexed := int64(0)
 	for _, l := range lags {
 		for l.mark < l.last {
 			next, err := s.indexBatch(ctx, l.name, l.mark, l.last)
 			if err != nil {
 				return s.errorf(string(l.name), "search: indexing: %w", err)
 			}
+			indexed += next - l.mark
 			l.mark = next
 		}
 	}
+	if indexed >= analyzeAfter {
+		// Fresh statistics: the planner then knows a rare term's few rows
+		// from a common term's many. A login that may not ANALYZE gets a
+		// warning, and autovacuum does it later.
+		_, _ = s.pool.Exec(ctx, `ANALYZE `+s.schema+`.search_docs`)
+	}
 	return nil
 }
+
+// analyzeAfter is how many messages a catch-up indexes before it updates
+// the planner's statistics.
+const analyzeAfter = 5000
 
 // indexBatch indexes up to searchBatch messages of session with seqs in
 // (mark, last] and moves the mark past them; it returns the new mark.
