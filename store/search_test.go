@@ -12,18 +12,7 @@ import (
 )
 
 func TestSearchConformance(t *testing.T) {
-	storagetest.RunSearch(t, func(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
-		path := filepath.Join(t.TempDir(), "store.db")
-		open := func(t *testing.T) storage.Engine {
-			st, err := Open(path, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			return st
-		}
-		return open(t), open
-	})
+	storagetest.RunSearch(t, fileOpener)
 }
 
 // TestSearchIndexFile: the index file written at Close is read by the next

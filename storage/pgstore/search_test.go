@@ -13,12 +13,7 @@ import (
 // TestSearchConformance runs the search conformance suite, each subtest in
 // a schema of its own.
 func TestSearchConformance(t *testing.T) {
-	dsn := testDSN(t)
-	storagetest.RunSearch(t, func(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
-		schema := freshSchema(t, dsn)
-		another := func(t *testing.T) storage.Engine { return openTest(t, dsn, schema) }
-		return another(t), another
-	})
+	storagetest.RunSearch(t, schemaOpener(testDSN(t)))
 }
 
 // TestSearchIndexDamage: rows of the index deleted or emptied by an
