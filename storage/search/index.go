@@ -138,18 +138,22 @@ func (s *state) session(name string) *sessionState {
 	return ss
 }
 
-// add indexes one message.
-func (s *state) add(ss *sessionState, e storage.Entry, d Document) {
+// add indexes one message; tf is scratch space, empty.
+func (s *state) add(ss *sessionState, e storage.Entry, d Document, tf map[string]uint32) {
 	id := uint32(len(s.docs))
-	tf := make(map[string]uint32)
 	n := uint32(0)
 	eachTerm(d.Text, func(t string, _, _ int) { tf[t]++; n++ })
 	for _, t := range d.Tools {
 		tf[toolPrefix+strings.ToLower(t)]++
 	}
 	for t, c := range tf {
-		s.post[t] = append(s.post[t], posting{id, c})
+		p, ok := s.post[t]
+		if !ok {
+			t = strings.Clone(t) // not the message's text, which t is cut from
+		}
+		s.post[t] = append(p, posting{id, c})
 	}
+	clear(tf)
 	s.docs = append(s.docs, doc{sid: ss.id, role: s.roleID(e.Role), length: n, seq: e.Seq, epoch: e.Epoch, time: e.Time.UnixNano()})
 	ss.docs = append(ss.docs, id)
 	s.totalLen += int64(n)
@@ -273,8 +277,9 @@ func (ix *Index) catchUp(ctx context.Context, eng storage.Engine, info storage.S
 		ix.mu.Lock()
 		ss := ix.st.session(info.Name)
 		ss.created = info.Created.UnixNano()
+		tf := make(map[string]uint32)
 		for i, e := range batch {
-			ix.st.add(ss, e, docs[i])
+			ix.st.add(ss, e, docs[i], tf)
 		}
 		ix.added += len(batch)
 		ss.mark = upTo

@@ -21,11 +21,13 @@ type Document struct {
 // ctxstore's own envelope ("role", "type", ids).
 func DocumentOf(m ctxstore.Message) Document {
 	var w textWriter
-	var content any
-	if c := m.Content(); len(c) > 0 {
+	if c := m.Content(); len(c) > 0 && c[0] == '"' {
+		w.add(m.Text()) // a string: no need to decode it as JSON
+	} else if len(c) > 0 {
+		var content any
 		_ = json.Unmarshal(c, &content)
+		w.content(content)
 	}
-	w.content(content)
 	var tools []string
 	for _, c := range m.ToolCalls() {
 		if c.Name != "" {

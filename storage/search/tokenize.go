@@ -40,7 +40,7 @@ func eachTerm(text string, f func(term string, start, end int)) {
 			continue
 		}
 		cjkPrev = -1
-		if unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) {
+		if isWordRune(r) {
 			if start < 0 {
 				start = i
 			}
@@ -54,6 +54,15 @@ func eachTerm(text string, f func(term string, start, end int)) {
 	if start >= 0 {
 		splitWord(text[start:], start, f)
 	}
+}
+
+// isWordRune reports whether r belongs in a term: a letter, a digit or a
+// combining mark.
+func isWordRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+	}
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)
 }
 
 // splitWord splits a run of letters and digits at case changes and between
@@ -123,6 +132,9 @@ func cut(t string) string {
 // isCJK reports whether r belongs to a script written without spaces
 // between words.
 func isCJK(r rune) bool {
+	if r < 0x1100 { // below Hangul Jamo: no such script
+		return false
+	}
 	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }
 
