@@ -122,7 +122,12 @@ func (s *state) roleID(role string) uint8 {
 		}
 	}
 	if len(s.roles) >= 255 {
-		return 255 // too many distinct roles: the rest share one id
+		// Too many distinct roles: the rest share the last id, and a
+		// role filter can no longer tell them apart.
+		if len(s.roles) == 255 {
+			s.roles = append(s.roles, "")
+		}
+		return 255
 	}
 	s.roles = append(s.roles, role)
 	return uint8(len(s.roles) - 1)

@@ -2,6 +2,7 @@ package search
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"testing"
 
@@ -58,5 +59,32 @@ func TestSnippet(t *testing.T) {
 	s, marks = Snippet(text, q)
 	if got := (storage.Hit{Snippet: s, Marks: marks}).Marked("[", "]"); got != "a long preamble then [ErrQuokkaLocked] happened" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestManyRoles: past 255 distinct roles, messages still index and come
+// back.
+func TestManyRoles(t *testing.T) {
+	var s state
+	s.init()
+	ss := s.session("s")
+	tf := map[string]uint32{}
+	for i := range 300 {
+		s.add(ss, storage.Entry{Seq: uint64(i + 1), Role: "r" + string(rune('a'+i%26)) + string(rune(i)), Epoch: 1}, Document{Text: "walrus"}, tf)
+	}
+	q, _ := Parse("walrus")
+	if hits := s.hits(s.candidates(q, storage.SearchRequest{})); len(hits) != 300 {
+		t.Fatalf("%d hits", len(hits))
+	}
+	if _, err := load("/nonexistent"); err == nil {
+		t.Fatal("load of nothing")
+	}
+	path := t.TempDir() + "/ix"
+	if err := os.WriteFile(path, s.encode(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := load(path)
+	if err != nil || len(st.docs) != 300 {
+		t.Fatalf("round trip: %v %d", err, len(st.docs))
 	}
 }
