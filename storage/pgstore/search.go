@@ -20,13 +20,18 @@ import (
 // in the schema's search_docs table. Before it answers, it indexes what
 // was appended since the last search by any host, so it sees every append
 // that returned before it began. A store opened read-only cannot write the
-// index: it searches the log through an index built in memory instead.
+// index: it uses it when it is up to date with the log, and otherwise
+// searches the log through an index built in memory.
 func (s *Store) Search(ctx context.Context, req storage.SearchRequest) (storage.SearchResult, error) {
 	if err := s.begin(ctx); err != nil {
 		return storage.SearchResult{}, err
 	}
 	if s.readOnly {
-		return search.Open("").Search(ctx, s, req)
+		// The index cannot be written: when hosts left it behind the
+		// log, search the log itself, through an index in memory.
+		if lags, err := s.searchLags(ctx); err != nil || len(lags) > 0 {
+			return search.Open("").Search(ctx, s, req)
+		}
 	}
 	q, err := search.Parse(req.Query)
 	if err != nil {
@@ -40,8 +45,10 @@ func (s *Store) Search(ctx context.Context, req storage.SearchRequest) (storage.
 	if err != nil {
 		return storage.SearchResult{}, err
 	}
-	if err := s.catchUpSearch(ctx); err != nil {
-		return storage.SearchResult{}, err
+	if !s.readOnly {
+		if err := s.catchUpSearch(ctx); err != nil {
+			return storage.SearchResult{}, err
+		}
 	}
 	// Phrases and words of several parts are checked against the text of
 	// the best-ranked candidates, up to maxChecked of them.
@@ -196,26 +203,9 @@ const searchBatch = 1000
 
 // catchUpSearch indexes every session's messages past its search mark.
 func (s *Store) catchUpSearch(ctx context.Context) error {
-	type lag struct {
-		name       []byte
-		mark, last int64
-	}
-	var lags []lag
-	err := s.read(ctx, func() error {
-		rows, err := s.pool.Query(ctx, `SELECT s.name, coalesce(k.seq, 0), s.last_seq FROM `+s.schema+`.sessions s
-			LEFT JOIN `+s.schema+`.search_marks k ON k.session = s.name
-			WHERE s.live AND s.last_seq > coalesce(k.seq, 0)`)
-		if err != nil {
-			return err
-		}
-		lags, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (lag, error) {
-			var l lag
-			return l, r.Scan(&l.name, &l.mark, &l.last)
-		})
-		return err
-	})
+	lags, err := s.searchLags(ctx)
 	if err != nil {
-		return s.errorf("", "search: catching up: %w", err)
+		return err
 	}
 	indexed := int64(0)
 	for _, l := range lags {
@@ -235,6 +225,34 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 		_, _ = s.pool.Exec(ctx, `ANALYZE `+s.schema+`.search_docs`)
 	}
 	return nil
+}
+
+// lag is a session with messages past its search mark.
+type lag struct {
+	name       []byte
+	mark, last int64
+}
+
+// searchLags lists the sessions with messages the index lacks.
+func (s *Store) searchLags(ctx context.Context) ([]lag, error) {
+	var lags []lag
+	err := s.read(ctx, func() error {
+		rows, err := s.pool.Query(ctx, `SELECT s.name, coalesce(k.seq, 0), s.last_seq FROM `+s.schema+`.sessions s
+			LEFT JOIN `+s.schema+`.search_marks k ON k.session = s.name
+			WHERE s.live AND s.last_seq > coalesce(k.seq, 0)`)
+		if err != nil {
+			return err
+		}
+		lags, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (lag, error) {
+			var l lag
+			return l, r.Scan(&l.name, &l.mark, &l.last)
+		})
+		return err
+	})
+	if err != nil {
+		return nil, s.errorf("", "search: catching up: %w", err)
+	}
+	return lags, nil
 }
 
 // analyzeAfter is how many messages a catch-up indexes before it updates

@@ -68,7 +68,15 @@ func TestSearchIndexDamage(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ro.Close()
-		pgSearchN(t, ro, "jaguar", 1)
+		pgSearchN(t, ro, "jaguar", 1) // the index is behind: the log is searched
+		pgSearchN(t, st, "jaguar", 1) // a writer catches the index up
+		if _, err := st.pool.Exec(ctx, `UPDATE `+st.schema+`.search_docs SET role = 'marked'`); err != nil {
+			t.Fatal(err)
+		}
+		res, err := ro.Search(ctx, storage.SearchRequest{Query: "jaguar"})
+		if err != nil || len(res.Hits) != 1 || res.Hits[0].Role != "marked" {
+			t.Fatalf("a read-only store with the index up to date uses it: %+v %v", res.Hits, err)
+		}
 	})
 }
 
