@@ -137,14 +137,19 @@ func setupCtxstore(b *testing.B, c *searchcorpus.Corpus) (finder, string) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "s.db")
 	st := loadStore(b, c, path)
-	// Catch-up: the store's index built from the whole log (and written
-	// to its file).
+	// Catch-up: an index built from the whole log, in memory.
 	start := time.Now()
-	if err := st.RebuildSearch(ctx); err != nil {
+	if err := search.Open("").Sync(ctx, st); err != nil {
 		b.Fatal(err)
 	}
 	rate := float64(c.Sessions*c.PerSession) / time.Since(start).Seconds()
 	b.ReportMetric(rate, "catchup-msgs/s")
+	// The store's own index, built again and written to its file.
+	start = time.Now()
+	if err := st.RebuildSearch(ctx); err != nil {
+		b.Fatal(err)
+	}
+	rebuilt := time.Since(start)
 	logBytes, ixBytes := fileBytes(path, store.LogPath(path)), fileBytes(store.SearchPath(path))
 	b.ReportMetric(float64(ixBytes)/float64(logBytes), "index/log-bytes")
 	start = time.Now()
@@ -152,8 +157,8 @@ func setupCtxstore(b *testing.B, c *searchcorpus.Corpus) (finder, string) {
 	if err := reopened.Sync(ctx, st); err != nil {
 		b.Fatal(err)
 	}
-	note := fmt.Sprintf("log %d bytes, index file %d bytes; catch-up %.0f msgs/s; reopening the index file and checking it against the log took %v",
-		logBytes, ixBytes, rate, time.Since(start).Round(time.Millisecond))
+	note := fmt.Sprintf("log %d bytes, index file %d bytes; catch-up %.0f msgs/s; rebuild and write the file %v; reopening the index file and checking it against the log %v",
+		logBytes, ixBytes, rate, rebuilt.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	return func(ctx context.Context, q string, k int) ([]storage.Hit, error) {
 		res, err := st.Search(ctx, storage.SearchRequest{Query: q, Limit: k})
 		return res.Hits, err
