@@ -21,8 +21,6 @@ const (
 
 var errIndexFile = errors.New("search: index file unreadable")
 
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
 // Save writes the index to its file (an index without a path has none),
 // replacing the old one atomically. Dead docs are left out.
 func (ix *Index) Save() error {
@@ -112,7 +110,7 @@ func (s *state) encode() []byte {
 		}
 	}
 	b = append(b, 0) // no more terms: a term is never empty
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
 }
 
 func appendString(b []byte, s string) []byte {
@@ -130,7 +128,7 @@ func load(path string) (state, error) {
 		return state{}, errIndexFile
 	}
 	body := b[:len(b)-4]
-	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+	if crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		return state{}, errIndexFile
 	}
 	r := reader{b: body[len(fileMagic)+1:]}
@@ -147,8 +145,9 @@ type reader struct {
 	bad bool
 }
 
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
+// decode reads one varint with f (binary.Uvarint or binary.Varint).
+func decode[T uint64 | int64](r *reader, f func([]byte) (T, int)) T {
+	v, n := f(r.b)
 	if n <= 0 {
 		r.bad, r.b = true, nil
 		return 0
@@ -157,15 +156,9 @@ func (r *reader) uvarint() uint64 {
 	return v
 }
 
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *reader) uvarint() uint64 { return decode(r, binary.Uvarint) }
+
+func (r *reader) varint() int64 { return decode(r, binary.Varint) }
 
 func (r *reader) string() string {
 	n := r.uvarint()
