@@ -76,7 +76,7 @@ func Parse(q string) (Query, error) {
 // clause makes the clause of one word or phrase; ok is false when it has
 // no term (punctuation only).
 func clause(text string, phrase bool) (Clause, bool) {
-	terms := Terms(text)
+	terms := partTerms(text)
 	if len(terms) == 0 {
 		return Clause{}, false
 	}

@@ -22,14 +22,28 @@ func Terms(text string) []string {
 	return out
 }
 
+// partTerms is Terms without the whole of a word of several parts: what a
+// query word must match, so that ErrQuokka finds ErrQuokkaLocked (the
+// text is then checked to hold the word as written).
+func partTerms(text string) []string {
+	var out []string
+	eachTermOf(text, false, func(t string, _, _ int) { out = append(out, t) })
+	return out
+}
+
 // eachTerm calls f with each term of text and the byte range it came from.
-func eachTerm(text string, f func(term string, start, end int)) {
+func eachTerm(text string, f func(term string, start, end int)) { eachTermOf(text, true, f) }
+
+// eachTermOf is eachTerm; wholes says whether a word of several parts also
+// gives itself whole.
+func eachTermOf(text string, wholes bool, f func(term string, start, end int)) {
+	split := func(w string, off int) { splitWord(w, off, wholes, f) }
 	start := -1 // start of the current alphanumeric run
 	cjkPrev := rune(-1)
 	for i, r := range text {
 		if isCJK(r) {
 			if start >= 0 {
-				splitWord(text[start:i], start, f)
+				split(text[start:i], start)
 				start = -1
 			}
 			if cjkPrev >= 0 {
@@ -47,12 +61,12 @@ func eachTerm(text string, f func(term string, start, end int)) {
 			continue
 		}
 		if start >= 0 {
-			splitWord(text[start:i], start, f)
+			split(text[start:i], start)
 			start = -1
 		}
 	}
 	if start >= 0 {
-		splitWord(text[start:], start, f)
+		split(text[start:], start)
 	}
 }
 
@@ -68,14 +82,14 @@ func isWordRune(r rune) bool {
 // splitWord splits a run of letters and digits at case changes and between
 // letters and digits, lower-casing each part.
 // off is w's offset in the text.
-func splitWord(w string, off int, f func(string, int, int)) {
+func splitWord(w string, off int, wholes bool, f func(string, int, int)) {
 	if isLowerASCII(w) {
 		f(cut(w), off, off+len(w))
 		return
 	}
 	// A word of several parts is also a term whole, as it may be typed
 	// in lower case.
-	whole := false
+	whole := !wholes // true: given already, or not wanted
 	start := 0
 	var prev rune = -1
 	for i, r := range w {

@@ -59,7 +59,7 @@ var searchCases = []struct {
 	queries []string
 }{
 	{"identifier", `{"role":"assistant","content":"the call failed with ErrQuokkaLocked after a while"}`,
-		[]string{"ErrQuokkaLocked", "errquokkalocked", "quokka", "Quokka locked"}},
+		[]string{"ErrQuokkaLocked", "errquokkalocked", "quokka", "Quokka locked", "ErrQuokka"}},
 	{"snake", `{"role":"user","content":"set max_retries_zebra=5 in the config"}`,
 		[]string{"max_retries_zebra", "retries zebra"}},
 	{"qualified", `{"role":"assistant","content":"see walrusPkg.OpenFunc for details"}`,
@@ -83,7 +83,7 @@ var searchCases = []struct {
 	{"japanese", `{"role":"user","content":"東京の天気はどうですか"}`,
 		[]string{"天気", "東京"}},
 	{"phrase", `{"role":"user","content":"the blue heron landed near the old mill"}`,
-		[]string{`"blue heron"`, `"Old Mill"`, "heron -flamingo"}},
+		[]string{`"blue heron"`, `"Old Mill"`, "heron -flamingo", `heron -"mill old"`}},
 }
 
 func testSearchFound(t *testing.T, open Opener) {
@@ -109,7 +109,7 @@ func testSearchFound(t *testing.T, open Opener) {
 		}
 	}
 	// Phrases and exclusions refuse what they should.
-	for _, q := range []string{`"heron blue"`, "heron -mill", `"old heron"`, "quokkalocked"} {
+	for _, q := range []string{`"heron blue"`, "heron -mill", `heron -"old mill"`, `"old heron"`, "quokkalocked", "ErrQuokka -ErrQuokkaLocked"} {
 		if hits := find(t, e, storage.SearchRequest{Query: q, Sessions: []string{"found"}}); len(hits) != 0 {
 			t.Errorf("query %q found %+v, want nothing", q, hits)
 		}
