@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -207,16 +208,41 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	indexed := int64(0)
-	for _, l := range lags {
-		for l.mark < l.last {
-			next, err := s.indexBatch(ctx, l.name, l.mark, l.last)
-			if err != nil {
-				return s.errorf(string(l.name), "search: indexing: %w", err)
+	// Sessions are indexed by catchUpWorkers connections at once: the
+	// server's work (parsing, GIN inserts) dominates, and overlaps.
+	var (
+		mu      sync.Mutex
+		indexed int64
+		first   error
+		wg      sync.WaitGroup
+	)
+	work := make(chan lag)
+	for range min(catchUpWorkers, len(lags)) {
+		wg.Go(func() {
+			for l := range work {
+				for l.mark < l.last {
+					next, err := s.indexBatch(ctx, l.name, l.mark, l.last)
+					mu.Lock()
+					if err != nil && first == nil {
+						first = s.errorf(string(l.name), "search: indexing: %w", err)
+					}
+					indexed += next - l.mark
+					mu.Unlock()
+					if err != nil {
+						break
+					}
+					l.mark = next
+				}
 			}
-			indexed += next - l.mark
-			l.mark = next
-		}
+		})
+	}
+	for _, l := range lags {
+		work <- l
+	}
+	close(work)
+	wg.Wait()
+	if first != nil {
+		return first
 	}
 	if indexed >= analyzeAfter {
 		// Fresh statistics: the planner then knows a rare term's few rows
@@ -254,6 +280,9 @@ func (s *Store) searchLags(ctx context.Context) ([]lag, error) {
 	}
 	return lags, nil
 }
+
+// catchUpWorkers is how many sessions a catch-up indexes at once.
+const catchUpWorkers = 2
 
 // analyzeAfter is how many messages a catch-up indexes before it updates
 // the planner's statistics.
