@@ -100,6 +100,12 @@ type Config struct {
 	// DisableNotice turns off the note at the end of a compacted view that
 	// tells the model what was compacted.
 	DisableNotice bool
+	// RecallTool is the name of the tool the host offers the model to
+	// search the whole history (package recall's tool, "recall" by
+	// default); when set, the note at the end of a compacted view tells
+	// the model to call it for what was omitted. Empty: the host offers
+	// none.
+	RecallTool string
 	// Annotations marks the messages a view adds (notice, summary,
 	// repaired tool results, memory files) with "metadata":{"source":…}.
 	// Off by default: most providers reject keys they do not know. The

@@ -12,16 +12,19 @@ import (
 // second handle is a second Store on the same file, as another process
 // would open it.
 func TestConformance(t *testing.T) {
-	storagetest.Run(t, func(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
-		path := filepath.Join(t.TempDir(), "store.db")
-		open := func(t *testing.T) storage.Engine {
-			st, err := Open(path, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			return st
+	storagetest.Run(t, fileOpener)
+}
+
+// fileOpener opens a store on a new file, and other handles on it.
+func fileOpener(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
+	path := filepath.Join(t.TempDir(), "store.db")
+	open := func(t *testing.T) storage.Engine {
+		st, err := Open(path, Options{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return open(t), open
-	})
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	return open(t), open
 }

@@ -50,6 +50,7 @@ func commands() []*command {
 		demoCommand(),
 		lsCommand(),
 		showCommand(),
+		searchCommand(),
 		viewCommand(),
 		addCommand(),
 		tailCommand(),

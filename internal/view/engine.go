@@ -580,7 +580,7 @@ func (e *engine) reserveFor() int {
 	if !e.cfg.Notice || e.pending {
 		return 0
 	}
-	return e.est.Estimate(NoticeMessage(999999, 999999, 999999, 999999, e.cfg.Annotations))
+	return e.est.Estimate(NoticeMessage(999999, 999999, 999999, 999999, e.cfg.Annotations, e.cfg.RecallTool))
 }
 
 // counts returns what the current layout omits or changes.
@@ -634,7 +634,7 @@ func (e *engine) noticeTokens() int {
 		return 0
 	}
 	r, t, s, sum, _ := e.counts()
-	return e.est.Estimate(NoticeMessage(r, t, s, sum, e.cfg.Annotations))
+	return e.est.Estimate(NoticeMessage(r, t, s, sum, e.cfg.Annotations, e.cfg.RecallTool))
 }
 
 // fits reports whether the layout plus the notice reserve is within goal.

@@ -432,7 +432,7 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 	total := e.total
 	notice := false
 	if compacted && e.cfg.Notice && !e.pending {
-		nm := NoticeMessage(removed, truncated, stubbed, summarized, e.cfg.Annotations)
+		nm := NoticeMessage(removed, truncated, stubbed, summarized, e.cfg.Annotations, e.cfg.RecallTool)
 		if nt := e.est.Estimate(nm); total+nt <= e.budget.Tokens {
 			view = append(view, nm)
 			origins = append(origins, ctxstore.Origin{Form: ctxstore.FormNotice, Tokens: nt})

@@ -403,16 +403,17 @@ func withoutMetadata(m ctxstore.Message) ctxstore.Message {
 	return out
 }
 
-// NoticeText tells the model what compaction did.
-func NoticeText(removed, truncated, stubbed, summarized int) string {
-	return notice.Text(removed, truncated, stubbed, summarized)
+// NoticeText tells the model what compaction did, and, when recallTool
+// names the host's recall tool, that it can get back what was left out.
+func NoticeText(removed, truncated, stubbed, summarized int, recallTool ...string) string {
+	return notice.Text(removed, truncated, stubbed, summarized, recallTool...)
 }
 
 // NoticeMessage is the ephemeral tail notice, a user message (with
 // metadata.source = "context-compaction" when annotate is set). It is
 // never stored.
-func NoticeMessage(removed, truncated, stubbed, summarized int, annotate bool) ctxstore.Message {
-	return addedMessage(ctxstore.RoleUser, NoticeText(removed, truncated, stubbed, summarized), NoticeSource, annotate)
+func NoticeMessage(removed, truncated, stubbed, summarized int, annotate bool, recallTool ...string) ctxstore.Message {
+	return addedMessage(ctxstore.RoleUser, NoticeText(removed, truncated, stubbed, summarized, recallTool...), NoticeSource, annotate)
 }
 
 // textPrefix returns the first n runes of m's text and whether the text

@@ -59,6 +59,7 @@ type Config struct {
 	TruncateChars        int     // characters a truncated tool result keeps
 	KeepRecent           int     // truncate strategy: conversation messages kept
 	Notice               bool    // append the tail notice to compacted views
+	RecallTool           string  // the host's recall tool, named by the notice
 	Annotations          bool    // mark added messages with metadata.source
 	UsageBelowCount      bool    // reported usage may lower the ratio below 1
 	// Estimator estimates modified messages (truncated, stubbed, summary,
