@@ -84,19 +84,24 @@ func (e *engine) lastResort(hard int) {
 	}
 }
 
-// shortenResults shortens the tool results sel picks outside the floor,
-// oldest first, until the view fits goal: first each whole result once,
-// its output omitted when the assistant has since said what it showed,
-// else truncated; then, if that is not enough, the truncated ones
-// omitted too. One pass per result keeps what an escalation changes
-// next to where the previous one stopped, so a provider's cache of the
-// view up to there stays useful.
+// shortenResults shortens the tool results sel picks outside the floor
+// until the view fits goal (see shorten).
 func (e *engine) shortenResults(goal int, sel func(*entry) bool, level int) bool {
+	return e.shorten(sel, level, func() bool { return e.fits(goal) })
+}
+
+// shorten shortens the tool results sel picks outside the floor, oldest
+// first, until done: first each whole result once, its output omitted when
+// the assistant has since said what it showed, else truncated; then, if
+// that is not enough, the truncated ones omitted too. One pass per result
+// keeps what an escalation changes next to where the previous one
+// stopped, so a provider's cache of the view up to there stays useful.
+func (e *engine) shorten(sel func(*entry) bool, level int, done func() bool) bool {
+	if done() {
+		return true
+	}
 	for _, pass := range []int{0, 1} {
 		for i := range e.ents {
-			if e.fits(goal) {
-				return true
-			}
 			en := &e.ents[i]
 			u := e.units[en.unit]
 			if !en.result || u.floor || u.removed || !sel(en) || pass == 0 && en.form != formOriginal {
@@ -110,10 +115,13 @@ func (e *engine) shortenResults(goal int, sel func(*entry) bool, level int) bool
 			}
 			if shortened {
 				e.raise(level)
+				if done() {
+					return true
+				}
 			}
 		}
 	}
-	return e.fits(goal)
+	return false
 }
 
 // shortenWorkingSet shortens the newest ProtectedToolResults results,
@@ -122,35 +130,26 @@ func (e *engine) shortenResults(goal int, sel func(*entry) bool, level int) bool
 // the last resort would shorten them anyway, and conversation text must
 // not go first for room they would take.
 func (e *engine) shortenWorkingSet(goal, hard int) bool {
-	keep := e.floorWithFirst() + e.reserve
+	base := e.floorWithFirst() + e.reserve
 	if e.summary != nil {
-		keep += e.summaryTok
+		base += e.summaryTok
 	}
 	working := func(en *entry) bool {
 		u := e.units[en.unit]
 		return en.result && en.protected && !u.floor && !u.removed
 	}
-	for i := range e.ents {
-		if working(&e.ents[i]) {
-			keep += e.ents[i].tokens
-		}
-	}
-	for _, omit := range []bool{false, true} {
+	// Checked after each result shortened: at most two per protected
+	// result, so the sum costs O(ProtectedToolResults × region).
+	fitsHard := func() bool {
+		keep := base
 		for i := range e.ents {
-			if keep <= hard || e.fits(goal) {
-				return e.fits(goal)
-			}
-			en := &e.ents[i]
-			if !working(en) {
-				continue
-			}
-			before := en.tokens
-			if (!omit && e.truncate(i)) || (omit && e.omit(i)) {
-				keep -= before - en.tokens
-				e.raise(LevelTruncate)
+			if working(&e.ents[i]) {
+				keep += e.ents[i].tokens
 			}
 		}
+		return keep <= hard
 	}
+	e.shorten(working, LevelTruncate, func() bool { return e.fits(goal) || fitsHard() })
 	return e.fits(goal)
 }
 
