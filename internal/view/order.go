@@ -41,13 +41,12 @@ func (e *engine) ladder(goal, hard int) {
 	old := func(en *entry) bool { return !en.protected }
 	concluded := func(en *entry) bool { return en.concluded }
 	all := len(e.ents)
-	switch {
-	case e.shortenResults(goal, old, LevelTruncate),
-		e.removeUnits(goal, all, classQuiet, false, false),
-		e.shortenResults(goal, concluded, LevelTruncate),
-		e.removeUnits(goal, all, classQuiet, false, true),
-		e.shortenWorkingSet(goal, hard),
-		e.removeRelaxing(goal, classLong, classAny):
+	if e.shortenResults(goal, old, LevelTruncate) ||
+		e.removeUnits(goal, all, classQuiet, false, false) ||
+		e.shortenResults(goal, concluded, LevelTruncate) ||
+		e.removeUnits(goal, all, classQuiet, false, true) ||
+		e.shortenWorkingSet(goal, hard) ||
+		e.removeRelaxing(goal, classLong, classAny) {
 		return
 	}
 	// Stub long user messages, oldest first, never the last one.
