@@ -428,20 +428,27 @@ func has(ids []uint64, id uint64) bool {
 }
 
 // markProtection marks the newest ProtectedToolResults results, which
-// stay whole while older output can go, and the results the conversation
-// has concluded about (an assistant message with text follows them).
+// stay whole while older output can go.
 func (e *engine) markProtection() {
 	left := e.cfg.ProtectedToolResults
+	for i := len(e.ents) - 1; i >= 0 && left > 0; i-- {
+		if e.ents[i].result && !e.units[e.ents[i].unit].invalid {
+			e.ents[i].protected = true
+			left--
+		}
+	}
+}
+
+// markConcluded marks the results the conversation has concluded about
+// (an assistant message with text follows them). Only an escalation needs
+// it: a request that reuses the decisions does not read the region's text.
+func (e *engine) markConcluded() {
 	concluded := false
 	for i := len(e.ents) - 1; i >= 0; i-- {
 		en := &e.ents[i]
-		if en.result && !e.units[en.unit].invalid {
+		if en.result {
 			en.concluded = concluded
-			if left > 0 {
-				en.protected = true
-				left--
-			}
-		} else if en.item.Msg.Role() == ctxstore.RoleAssistant && hasText(en.item.Msg) {
+		} else if !concluded && en.item.Msg.Role() == ctxstore.RoleAssistant && hasText(en.item.Msg) {
 			concluded = true
 		}
 	}

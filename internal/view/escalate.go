@@ -30,6 +30,7 @@ func (e *engine) escalate(fresh bool) {
 	// or remove it, and is stubbed at once if it cannot fit whole.
 	e.restoreFirstUser()
 	e.settleFirstUser()
+	e.markConcluded()
 
 	hard := e.trig - 1 // the largest estimate that does not trigger again
 	e.reserve = e.reserveFor()

@@ -278,7 +278,7 @@ type memoVal struct {
 }
 
 // memoLimit bounds a Memo; it is cleared when full (it only saves work).
-const memoLimit = 4096
+const memoLimit = 1 << 14
 
 // NewMemo returns an empty Memo.
 func NewMemo() *Memo { return &Memo{m: make(map[memoKey]memoVal)} }
