@@ -9,9 +9,11 @@ import (
 
 // Strategies accepted in Config.Strategy.
 const (
-	// StrategyProgressive (the default) truncates old tool results, then
-	// removes the oldest messages (tool calls with their results), then
-	// shortens long user messages, stopping as soon as the view fits.
+	// StrategyProgressive (the default) gives up raw tool output first
+	// (omitted or truncated, each call still answered), then tool calls
+	// left with nothing to say, then long messages, then the oldest
+	// conversation text, stopping as soon as the view fits; the first
+	// user message stays whole whenever it fits with the floor.
 	StrategyProgressive = "progressive"
 	// StrategyTruncate keeps the system messages and the newest
 	// Config.KeepRecent conversation messages.
@@ -81,12 +83,13 @@ type Config struct {
 	// TargetUsage: an escalation aims for this fraction of the budget; in
 	// (0, CompactThreshold], default 0.50.
 	TargetUsage float64
-	// ProtectedRecent: the newest fraction of the considered messages that
-	// removal spares (relaxing to 0.6× and 0.3× of it); in [0, 1], default
-	// 0.30, negative = none.
+	// ProtectedRecent: the newest fraction of the considered messages
+	// whose conversation text removal spares (relaxing to 0.6× and 0.3×
+	// of it); in [0, 1], default 0.30, negative = none.
 	ProtectedRecent float64
-	// ProtectedToolResults: the newest tool results kept whole; default 5,
-	// negative = none.
+	// ProtectedToolResults: the newest tool results, kept whole while
+	// older output can go instead (and, until the assistant has said what
+	// they showed, while they fit); default 5, negative = none.
 	ProtectedToolResults int
 	// TruncateChars: characters a truncated tool result keeps; default
 	// 250, negative = none.
@@ -100,6 +103,12 @@ type Config struct {
 	// DisableNotice turns off the note at the end of a compacted view that
 	// tells the model what was compacted.
 	DisableNotice bool
+	// RecallTool is the name of the tool the host offers the model to
+	// search the whole history (package recall's tool, "recall" by
+	// default); when set, the note at the end of a compacted view tells
+	// the model to call it for what was omitted. Empty: the host offers
+	// none.
+	RecallTool string
 	// Annotations marks the messages a view adds (notice, summary,
 	// repaired tool results, memory files) with "metadata":{"source":…}.
 	// Off by default: most providers reject keys they do not know. The

@@ -21,6 +21,7 @@ type history struct {
 	byCallID   map[string][]int // tool call id -> indices of the calling messages (ids can be reused)
 	byResultID map[string][]int // tool call id -> indices of the messages answering it
 	systems    []int            // indices of system messages, in order
+	firstHuman int              // first real user message (the original task), -1 if none
 	lastHuman  int              // last real user message, -1 if none
 	trailing   []int            // the trailing tool group: calling message + its results
 	pending    map[string]bool  // calls of the trailing group that have no result yet
@@ -34,6 +35,7 @@ func analyze(msgs []ctxstore.Message) *history {
 		byBytes:    map[string][]int{},
 		byCallID:   map[string][]int{},
 		byResultID: map[string][]int{},
+		firstHuman: -1,
 		lastHuman:  -1,
 		pending:    map[string]bool{},
 		orphans:    map[int]bool{},
@@ -47,6 +49,9 @@ func analyze(msgs []ctxstore.Message) *history {
 		}
 		if m.IsHuman() {
 			h.lastHuman = i
+			if h.firstHuman < 0 {
+				h.firstHuman = i
+			}
 		}
 		switch {
 		case m.HasToolCalls():
@@ -66,15 +71,18 @@ func analyze(msgs []ctxstore.Message) *history {
 		}
 	}
 	// The trailing group: the last calling message when only its results
-	// follow it.
+	// follow it (system messages after it do not count: a view moves them
+	// to the front).
 	end := len(msgs)
 	j := end - 1
-	for j >= 0 && msgs[j].IsResultOnly() && !h.orphans[j] {
+	for j >= 0 && (msgs[j].IsPinned() || msgs[j].IsResultOnly() && !h.orphans[j]) {
 		j--
 	}
 	if j >= 0 && msgs[j].HasToolCalls() {
 		for i := j; i < end; i++ {
-			h.trailing = append(h.trailing, i)
+			if !msgs[i].IsPinned() {
+				h.trailing = append(h.trailing, i)
+			}
 		}
 		for _, id := range msgs[j].CallIDs() {
 			h.pending[id] = true
@@ -265,6 +273,7 @@ func (h *history) check(view []ctxstore.Message, budget int, est ctxstore.Estima
 
 	errs = append(errs, h.checkTools(view)...)
 	errs = append(errs, h.checkKeys(view, idx)...)
+	errs = append(errs, h.checkShortened(view, idx, exact)...)
 
 	// The last human message whole.
 	if i := h.lastHuman; i >= 0 {

@@ -38,7 +38,11 @@
 //     nothing else fits; identical requests give identical views; the whole
 //     history when it fits; no message carries a key its stored message
 //     lacks, and a message the manager adds (notice, summary, repaired
-//     result) carries only role, content, tool_call_id and tool_calls.
+//     result) carries only role, content, tool_call_id and tool_calls; a
+//     tool result shown changed (truncated, or a stub for omitted output)
+//     answers exactly the calls its stored message answered; with
+//     Options.KeepsFirstUser, the first user message whole whenever it
+//     fits with the floor, also at budgets the floor nearly fills.
 //   - Budget: an explicit TokenBudget wins over Model; a Model's window
 //     limits the view; nonsensical requests do not panic.
 //   - Concurrent, ConcurrentChaos: every operation from many goroutines (run
@@ -90,6 +94,16 @@ type Options struct {
 	// default of 8 MiB, negative means no limit (the oversize check is
 	// skipped).
 	MaxMessageBytes int
+	// KeepsFirstUser says the manager keeps the first user message (the
+	// original task) unchanged whenever it fits the budget together with
+	// the floor, as ctxstore's progressive strategy does; the suite then
+	// checks that in every view (with Estimator set).
+	KeepsFirstUser bool
+	// ShortensToolResults says the manager makes room by shortening tool
+	// results (truncating their output or replacing it with a stub) rather
+	// than only dropping whole tool groups; the suite then requires such
+	// results in the views of tool-heavy conversations at tight budgets.
+	ShortensToolResults bool
 }
 
 // TestManager runs the contract suite against managers made by newManager,
@@ -127,6 +141,8 @@ func TestManagerWith(t *testing.T, opts Options, newManager func(t *testing.T) c
 		t.Run("OrphanToolResult", s.testOrphan)
 		t.Run("UnansweredCallMidHistory", s.testUnansweredCall)
 		t.Run("RandomIrregularHistories", s.testRandom)
+		t.Run("ShortenedToolResults", s.testShortenedResults)
+		t.Run("FirstUserWhenTheFloorIsMostOfTheBudget", s.testFirstUser)
 	})
 	t.Run("Budget", func(t *testing.T) {
 		t.Run("ExplicitWinsOverModel", s.testExplicitWins)
@@ -231,7 +247,7 @@ func wantHistory(t *testing.T, m ctxstore.Manager, want []ctxstore.Message, when
 // checkView runs every view invariant and reports each violation.
 func (s *suite) checkView(t *testing.T, h *history, v []ctxstore.Message, budget int) {
 	t.Helper()
-	errs := h.check(v, budget, s.checkEst)
+	errs := s.errors(h, v, budget)
 	for _, e := range errs {
 		t.Errorf("budget %d: %s", budget, e)
 	}
@@ -703,7 +719,7 @@ func (s *suite) testRandom(t *testing.T) {
 		m := s.fresh(t, msgs)
 		for _, b := range []int{1, floor, floor + 1 + g.r.IntN(300), floor + g.r.IntN(total+1), s.roomy(msgs)} {
 			v := view(t, m, ctxstore.Request{TokenBudget: b})
-			if errs := h.check(v, b, s.checkEst); len(errs) > 0 {
+			if errs := s.errors(h, v, b); len(errs) > 0 {
 				t.Errorf("seed %d, budget %d (floor %d, history %d):\n  %s\nhistory:\n%sview:\n%s",
 					1000+seed, b, floor, total, strings.Join(errs, "\n  "), dump(msgs), dump(v))
 			}
@@ -730,7 +746,7 @@ func (s *suite) randomLoop(t *testing.T, g *gen, seed uint64, msgs []ctxstore.Me
 			b = budget/2 + g.r.IntN(budget/2+1)
 		}
 		v := view(t, m, ctxstore.Request{TokenBudget: b})
-		if errs := h.check(v, b, s.checkEst); len(errs) > 0 {
+		if errs := s.errors(h, v, b); len(errs) > 0 {
 			t.Errorf("seed %d, after message %d, budget %d:\n  %s\nhistory:\n%sview:\n%s",
 				seed, i, b, strings.Join(errs, "\n  "), dump(msgs[:i+1]), dump(v))
 			return

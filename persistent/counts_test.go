@@ -152,8 +152,8 @@ type countingCounter struct {
 
 func (c countingCounter) Estimate(m ctxstore.Message) int {
 	// Only stored messages: the view also counts what it rewrites
-	// (truncated results, stubs, the notice).
-	if txt := m.Text(); !strings.HasPrefix(txt, "[truncated:") && !strings.HasPrefix(txt, "[User message compacted") &&
+	// (truncated and omitted results, stubs, the notice).
+	if txt := m.Text(); !strings.HasPrefix(txt, "[truncated:") && !strings.HasPrefix(txt, "[omitted:") && !strings.HasPrefix(txt, "[User message compacted") &&
 		!strings.HasPrefix(txt, ctxstore.NoticePrefix) {
 		c.calls.Add(1)
 	}

@@ -33,7 +33,7 @@ func openEngine(t testing.TB, eng storage.Engine, session string, cfg Config) *M
 // PostgreSQL, each in a schema of its own.
 func TestConformancePostgres(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	ctxstoretest.TestManagerWith(t, ctxstoretest.Options{Estimator: tokens.O200k()}, func(t *testing.T) ctxstore.Manager {
+	ctxstoretest.TestManagerWith(t, ctxstoretest.Options{Estimator: tokens.O200k(), KeepsFirstUser: true, ShortensToolResults: true}, func(t *testing.T) ctxstore.Manager {
 		return openEngine(t, pgopen.Open(t, dsn, pgtest.Schema(t, dsn)), "conformance", Config{})
 	})
 }

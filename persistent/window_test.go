@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/simple"
+	"github.com/ctxstore/ctxstore/tokens"
 )
 
 // A manager keeps a bounded window, not the history: appending far more
@@ -73,25 +75,42 @@ func TestLastHumanBeyondHorizon(t *testing.T) {
 }
 
 // A resumed session with saved decisions reads the tail only back to their
-// cutoff — about the view — not the whole horizon (4 × budget tokens),
-// and gives the view it gave before the restart.
+// cutoff — the oldest message the view shows after the first user
+// message — not the whole horizon (4 × budget tokens), and gives the view
+// it gave before the restart.
 func TestResumeReadsBackToTheCutoff(t *testing.T) {
 	path := dbPath(t)
 	cfg := Config{noSync: true}
 	m := open(t, path, "s", cfg)
-	addAll(t, m, conversation(4000, 400))
+	msgs := conversation(4000, 400)
+	addAll(t, m, msgs)
 	want := viewOf(t, m, 20_000)
 	_ = m.Close()
 
 	r := open(t, path, "s", cfg)
-	got := viewOf(t, r, 20_000)
-	if d := diff(got, want); d != "" {
+	v, err := r.Explain(context.Background(), ctxstore.Request{TokenBudget: 20_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(v.Messages, want); d != "" {
 		t.Fatalf("view after reopen differs: %s", d)
+	}
+	oldest := uint64(len(msgs))
+	for _, o := range v.Origins[1:] { // after the first user message
+		if o.Seq > 0 {
+			oldest = min(oldest, o.Seq)
+		}
+	}
+	span := len(msgs) - int(oldest) + 1 // messages from the cutoff on
+	horizon, sum := 0, 0
+	for i := len(msgs) - 1; i >= 0 && sum < view.HorizonFactor*20_000; i-- {
+		sum += tokens.O200k().Estimate(msgs[i])
+		horizon++
 	}
 	r.mu.Lock()
 	loaded := len(r.w.tail)
 	r.mu.Unlock()
-	if loaded > len(got)+4 {
-		t.Fatalf("resume read %d messages for a view of %d", loaded, len(got))
+	if loaded > span+4 || loaded >= horizon {
+		t.Fatalf("resume read %d messages; the view (%d messages) reaches back %d, the horizon %d", loaded, len(v.Messages), span, horizon)
 	}
 }

@@ -44,7 +44,11 @@ func TestConformance(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ctxstoretest.TestManagerWith(t, ctxstoretest.Options{Estimator: tokens.O200k()}, func(t *testing.T) ctxstore.Manager {
+			// progressive keeps the first user message whenever it fits
+			// with the floor; every strategy shortens tool output.
+			opts := ctxstoretest.Options{Estimator: tokens.O200k(), ShortensToolResults: true,
+				KeepsFirstUser: c.cfg.Strategy == "" || c.cfg.Strategy == ctxstore.StrategyProgressive}
+			ctxstoretest.TestManagerWith(t, opts, func(t *testing.T) ctxstore.Manager {
 				m, err := simple.New(c.cfg)
 				if err != nil {
 					t.Fatalf("simple.New: %v", err)
@@ -69,15 +73,18 @@ func TestAnnotationsFailCleanKeys(t *testing.T) {
 		return ctxstore.MustParseMessage(fmt.Appendf(nil, format, args...))
 	}
 	hist := []ctxstore.Message{
-		p(`{"role":"user","content":"the task: %s","metadata":{"turn":-1}}`, strings.Repeat("a long description ", 600)),
-		p(`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{}"}}],"metadata":{"turn":-1}}`),
-		p(`{"role":"tool","tool_call_id":"c1","content":"%s","metadata":{"turn":-1}}`, strings.Repeat("file contents ", 2000)),
+		p(`{"role":"user","content":"the task: %s","metadata":{"turn":-1}}`, strings.Repeat("a long description ", 2000)),
 	}
 	for i := range 30 {
 		hist = append(hist,
 			p(`{"role":"user","content":"question %d: %s","metadata":{"turn":%d}}`, i, strings.Repeat("words ", 40), i),
 			p(`{"role":"assistant","content":"answer %d: %s","metadata":{"turn":%d}}`, i, strings.Repeat("more words ", 40), i))
 	}
+	hist = append(hist,
+		p(`{"role":"assistant","content":"Reading it.","tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{}"}}],"metadata":{"turn":30}}`),
+		p(`{"role":"tool","tool_call_id":"c1","content":"%s","metadata":{"turn":30}}`, strings.Repeat("file contents ", 2000)),
+		p(`{"role":"assistant","content":"The file holds the contents.","metadata":{"turn":30}}`),
+		p(`{"role":"user","content":"thanks","metadata":{"turn":31}}`))
 	summarize := func(context.Context, []ctxstore.Message) (string, error) { return "they talked", nil }
 	cases := []struct {
 		name  string

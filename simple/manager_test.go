@@ -156,41 +156,60 @@ func TestBudgetEventOnFirstRequestAndChange(t *testing.T) {
 	}
 }
 
+// TestTruncationAndStubFormats: a tool result the assistant has since
+// spoken about shows a stub in place of its output, one it has not (the
+// agent is still working on it) its first characters; a long first user
+// message that cannot fit whole is stubbed.
 func TestTruncationAndStubFormats(t *testing.T) {
-	m := newManager(t, simple.Config{ProtectedToolResults: -1, ProtectedRecent: -1, DisableNotice: true})
 	long := strings.Repeat("0123456789", 400) // 4000 chars
 	first := "Please refactor the storage layer so that every write goes through one commit path and stays durable. " +
 		strings.Repeat("Details follow. ", 30)
-	add(t, m, system("sys"), user(first), calls("c1"), ctxstore.NewToolResult("c1", long),
-		assistant("done"), user(strings.Repeat("second request ", 10)), assistant("ok"), user("last"))
-	var tool, stub string
-	for _, msg := range request(t, m, 1000) {
-		if msg.Role() == "tool" {
-			tool = msg.Text()
-		}
-	}
-	v := request(t, m, 100) // a new budget: recomputed, down to the stub
-	for _, msg := range v {
-		if strings.HasPrefix(msg.Text(), "[User message compacted") {
-			stub = msg.Text()
-		}
-	}
 	est := tokens.O200k().Estimate(ctxstore.NewToolResult("c1", long))
-	wantTool := fmt.Sprintf("[truncated: ~%d tokens - call tool again if needed] %s...", est, long[:250])
-	if tool != wantTool {
-		t.Errorf("truncated tool result:\n got %q\nwant %q", tool, wantTool)
-	}
-	if want := `[User message compacted - original: "` + first[:50] + `..."]`; stub != want {
-		t.Errorf("stub:\n got %q\nwant %q (view %q)", stub, want, texts(v))
-	}
-	if last := v[len(v)-1]; last.Text() != "last" {
-		t.Errorf("last message %q, want the last user message whole", last.Text())
+	for _, tc := range []struct {
+		name      string
+		concluded bool
+		wantTool  string
+	}{
+		{"concluded", true, fmt.Sprintf("[omitted: ~%d tokens of tool output - call tool again if needed]", est)},
+		{"working", false, fmt.Sprintf("[truncated: ~%d tokens - call tool again if needed] %s...", est, long[:250])},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newManager(t, simple.Config{ProtectedToolResults: -1, ProtectedRecent: -1, DisableNotice: true})
+			add(t, m, system("sys"), user(first), calls("c1"), ctxstore.NewToolResult("c1", long))
+			if tc.concluded {
+				add(t, m, assistant("done"))
+			}
+			add(t, m, user(strings.Repeat("second request ", 10)), user("last"))
+			var tool, stub string
+			for _, msg := range request(t, m, 1000) {
+				if msg.Role() == "tool" {
+					tool = msg.Text()
+				}
+			}
+			v := request(t, m, 100) // a new budget: recomputed, down to the stub
+			for _, msg := range v {
+				if strings.HasPrefix(msg.Text(), "[User message compacted") {
+					stub = msg.Text()
+				}
+			}
+			if tool != tc.wantTool {
+				t.Errorf("tool result:\n got %q\nwant %q", tool, tc.wantTool)
+			}
+			if want := `[User message compacted - original: "` + first[:50] + `..."]`; stub != want {
+				t.Errorf("stub:\n got %q\nwant %q (view %q)", stub, want, texts(v))
+			}
+			if last := v[len(v)-1]; last.Text() != "last" {
+				t.Errorf("last message %q, want the last user message whole", last.Text())
+			}
+		})
 	}
 }
 
 func TestProtectedToolResults(t *testing.T) {
-	// Each result is ~2000 tokens; each budget holds the protected ones
-	// whole but needs the others truncated to reach its target.
+	// Each result is ~2700 tokens; each budget holds the protected ones
+	// whole but needs the others shortened to fit. The agent is still
+	// working (no assistant text says what the results showed), so the
+	// protected ones stay whole as long as anything else can go.
 	for _, tt := range []struct {
 		setting int
 		whole   int // results kept whole
@@ -201,14 +220,14 @@ func TestProtectedToolResults(t *testing.T) {
 			add(t, m, system("sys"), user("start"))
 			for i := range 8 {
 				id := fmt.Sprintf("c%d", i)
-				add(t, m, calls(id), ctxstore.NewToolResult(id, strings.Repeat(fmt.Sprint(i), 8000)), assistant("next"))
+				add(t, m, calls(id), ctxstore.NewToolResult(id, strings.Repeat(fmt.Sprint(i), 8000)))
 			}
 			add(t, m, user("go on"))
 			v := request(t, m, tt.budget)
 			whole, truncated := 0, 0
 			for _, msg := range v {
 				if msg.Role() == "tool" {
-					if strings.HasPrefix(msg.Text(), "[truncated:") {
+					if strings.HasPrefix(msg.Text(), "[truncated:") || strings.HasPrefix(msg.Text(), "[omitted:") {
 						truncated++
 					} else {
 						whole++
@@ -272,7 +291,10 @@ func TestTruncateStrategyDeduplicatesMessages(t *testing.T) {
 	}
 	add(t, m, user("final question"))
 	v := request(t, m, 2000)
-	want := []string{"sys", "continue", "working on it", "final question"}
+	// The old message is within KeepRecent once duplicates are dropped;
+	// over the target, the ladder then stubs it (a long message goes
+	// before short ones).
+	want := []string{"sys", view.StubText(strings.Repeat("old ", 3000)), "continue", "working on it", "final question"}
 	if got := texts(v); !slices.Equal(got, want) {
 		t.Errorf("view %q, want %q (duplicates of role+text dropped, newest kept)", got, want)
 	}

@@ -23,7 +23,7 @@ type composedOnly struct {
 // package storage composed over the required Engine alone, so the
 // composed paths keep the contract the engines' own methods keep.
 func TestConformanceComposed(t *testing.T) {
-	storagetest.Run(t, fileOpener(func(st *Store) storage.Engine {
+	storagetest.Run(t, wrappedOpener(func(st *Store) storage.Engine {
 		return composedOnly{st, st, st, st, st}
 	}))
 }

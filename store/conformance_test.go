@@ -12,12 +12,17 @@ import (
 // second handle is a second Store on the same file, as another process
 // would open it.
 func TestConformance(t *testing.T) {
-	storagetest.Run(t, fileOpener(func(st *Store) storage.Engine { return st }))
+	storagetest.Run(t, fileOpener)
 }
 
-// fileOpener opens fresh files for storagetest.Run, each Store handed to
-// the suite as wrap makes it.
-func fileOpener(wrap func(*Store) storage.Engine) storagetest.Opener {
+// fileOpener opens a store on a new file, and other handles on it.
+func fileOpener(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
+	return wrappedOpener(func(st *Store) storage.Engine { return st })(t)
+}
+
+// wrappedOpener is fileOpener with each Store handed to the suite as wrap
+// makes it.
+func wrappedOpener(wrap func(*Store) storage.Engine) storagetest.Opener {
 	return func(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
 		path := filepath.Join(t.TempDir(), "store.db")
 		open := func(t *testing.T) storage.Engine {

@@ -83,6 +83,7 @@ type Store struct {
 	// watches are the running watches: Close cancels each one's context
 	// and waits for its goroutine, which closes its channel.
 	watches watchset.Set
+	search  searchState // the search index (search.go)
 
 	commits groupcommit.Queue[*writeReq] // the writes waiting for a commit
 
@@ -336,6 +337,7 @@ func (s *Store) Close() error {
 	if closed {
 		return nil
 	}
+	s.closeSearch()
 	s.checkpointOnClose()
 	s.mu.Lock()
 	if s.closed {

@@ -314,6 +314,14 @@ func TestParamsContent(t *testing.T) {
 			want: []string{`{"cache_control":{"type":"ephemeral"},"content":[{"text":"migrated 3 tables","type":"text"}],"tool_use_id":"toolu_9","type":"tool_result"},{"text":"[Context compacted:`},
 			not:  []string{"metadata"},
 		},
+		"omitted tool output": {
+			// Stub results still answer their calls, in both formats.
+			want: []string{
+				`"text":"[omitted: ~2807 tokens of tool output - call tool again if needed]","type":"text"}],"tool_use_id":"call_o1","type":"tool_result"}`,
+				`"text":"[omitted: ~2651 tokens of tool output - call tool again if needed]","type":"text"}],"tool_use_id":"toolu_o2","type":"tool_result"}`,
+			},
+			not: []string{"INSERT INTO"},
+		},
 		"starts with an assistant turn": {
 			want: []string{`"messages":[{"content":[{"text":"` + anthropicview.StartText + `","type":"text"}],"role":"user"},{"content":[{"text":"Hello`},
 		},

@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,9 +192,14 @@ func (a *agent) assistant() (ctxstore.Message, []string) {
 // TestCacheReplay replays a 2,000-request agent conversation through a
 // progressive manager at a 30,000-token budget and checks that each
 // request reads from the cache at least 90 % of the tokens it shares with
-// the request before it. Measured: 100.0 % over all requests, 99.3 % over
-// the 99 requests whose view compaction changed; with the breakpoints
-// capped at three (no compacted-part end) the latter falls to 34.9 %.
+// the request before it. Measured: 100.0 % over all requests, 99.2 % over
+// the 97 requests whose view compaction changed.
+//
+// It also checks the views' stability: a view that extends the previous
+// one (its notice aside) keeps the provider's prefix exactly; only an
+// escalation may break it. Measured: 97 escalations, 0.951 of the views
+// extending the previous one; the check holds them to the figures from
+// before tool output was omitted first (99 and 0.950).
 func TestCacheReplay(t *testing.T) {
 	ctx := context.Background()
 	m, err := simple.New(ctxstore.Config{Strategy: "progressive"})
@@ -213,6 +219,7 @@ func TestCacheReplay(t *testing.T) {
 	if testing.Short() {
 		requests = 300
 	}
+	var stable stability
 	for sent := 0; sent < requests; {
 		add(ctxstore.NewMessage(ctxstore.RoleUser, a.text(30, 400)))
 		for steps := 1 + a.rng.IntN(8); sent < requests; steps-- {
@@ -220,6 +227,7 @@ func TestCacheReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			stable.add(v)
 			p, err := anthropicview.Params(v, anthropic.ModelClaudeSonnet4_5, 4096)
 			if err != nil {
 				t.Fatal(err)
@@ -245,4 +253,31 @@ func TestCacheReplay(t *testing.T) {
 	if ratio < 0.90 {
 		t.Errorf("cache reads %.1f %% of the shared prefix, want ≥ 90 %%", 100*ratio)
 	}
+	exact := float64(stable.extended) / float64(max(1, stable.views-1))
+	t.Logf("%d requests: %d escalations; %.3f of the views extend the previous one exactly", stable.views, stable.escalations, exact)
+	if requests == 2000 && (stable.escalations > 99 || exact < 0.950) {
+		t.Errorf("%d escalations and %.3f exact-prefix stability, want at most 99 and at least 0.950", stable.escalations, exact)
+	}
+}
+
+// stability counts escalations and the views that extend the previous
+// view exactly (its trailing notice aside).
+type stability struct {
+	prev                         []ctxstore.Message
+	views, escalations, extended int
+}
+
+func (s *stability) add(v ctxstore.View) {
+	s.views++
+	if v.Escalated {
+		s.escalations++
+	}
+	base := s.prev
+	if n := len(base); n > 0 && strings.HasPrefix(base[n-1].Text(), ctxstore.NoticePrefix) {
+		base = base[:n-1]
+	}
+	if s.prev != nil && len(v.Messages) >= len(base) && slices.EqualFunc(base, v.Messages[:len(base)], ctxstore.Message.Equal) {
+		s.extended++
+	}
+	s.prev = v.Messages
 }

@@ -339,6 +339,16 @@ func TestConversion(t *testing.T) {
 			chat:      []string{`{"content":"` + viewcases.Interrupted + `","tool_call_id":"call_l","role":"tool"}`},
 			responses: []string{`{"output":"` + viewcases.Interrupted + `","call_id":"call_l","type":"function_call_output"}`},
 		},
+		"omitted tool output": {
+			chat: []string{
+				`{"content":"[omitted: ~2807 tokens of tool output - call tool again if needed]","tool_call_id":"call_o1","role":"tool"}`,
+				`{"content":[{"text":"[omitted: ~2651 tokens of tool output - call tool again if needed]","type":"text"}],"tool_call_id":"toolu_o2","role":"tool"}`,
+			},
+			responses: []string{
+				`{"output":"[omitted: ~2807 tokens of tool output - call tool again if needed]","call_id":"call_o1","type":"function_call_output"}`,
+				`{"output":[{"text":"[omitted: ~2651 tokens of tool output - call tool again if needed]","type":"input_text"}],"call_id":"toolu_o2","type":"function_call_output"}`,
+			},
+		},
 	}
 	for _, tc := range viewcases.Cases() {
 		want, ok := cases[tc.Name]

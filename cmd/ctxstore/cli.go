@@ -57,6 +57,7 @@ func commands() []*command {
 		demoCommand(),
 		lsCommand(),
 		showCommand(),
+		searchCommand(),
 		viewCommand(),
 		addCommand(),
 		tailCommand(),

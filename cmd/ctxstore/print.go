@@ -303,3 +303,10 @@ func fitLine(s string, width int, cut bool) []string {
 	}
 	return append(lines, string(r))
 }
+
+// writeJSONLine writes v as one line of JSON, with <, > and & as they are.
+func writeJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w) // Encode ends the line
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

@@ -53,11 +53,19 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 			if err != nil {
 				return explainIn(st, "", fmt.Errorf("verify: %w", err))
 			}
+			var searchProblems []string // checked on an intact log only
+			if rep.Intact() {
+				searchProblems, err = verifySearch(ctx, st)
+			}
+			if err != nil {
+				return explainIn(st, "", fmt.Errorf("verify: %w", err))
+			}
 			if a.json {
 				out := struct {
 					*storage.VerifyReport
 					Repaired []persistent.RepairedCall `json:"repaired,omitempty"`
-				}{rep, repaired}
+					Search   []string                  `json:"search_index,omitempty"`
+				}{rep, repaired, searchProblems}
 				if err := writeJSON(a.stdout, out); err != nil {
 					return err
 				}
@@ -67,6 +75,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 					fmt.Fprintf(a.stdout, "  repaired: session %q epoch %d seq %d: call %q was interrupted; views answer it with %q\n",
 						r.Session, r.Epoch, r.AssistantSeq, r.CallID, persistent.InterruptedText)
 				}
+				printSearchProblems(a.stdout, searchProblems)
 				if !rep.Intact() {
 					if f, file := st.(storage.FileEngine); file { // a server has no file to salvage
 						fmt.Fprintf(a.stdout, "recover every readable message into a new file with: ctxstore --db %s doctor --salvage OUT.db\n", shellQuote(f.Path()))
@@ -75,7 +84,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 					fmt.Fprintln(a.stdout, "unpaired tool calls are not damage: a crash mid-call leaves one; views answer repaired calls with a synthetic result")
 				}
 			}
-			if !rep.Intact() || (!rep.OK() && !*damageOnly) || strayMissing {
+			if !rep.Intact() || (!rep.OK() || len(searchProblems) > 0) && !*damageOnly || strayMissing {
 				return &exitError{code: 1}
 			}
 			return nil

@@ -14,9 +14,12 @@ import (
 const Prefix = "[Context compaction: "
 
 const (
-	head    = Prefix + "to fit the context window, "
-	tail    = ". The full history is kept; call tools again if you need details that are missing.]"
-	nothing = "nothing was changed"
+	head = Prefix + "to fit the context window, "
+	tail = ". The full history is kept; call tools again if you need details that are missing.]"
+	// With a recall tool, the tail names it between these two.
+	recallHead = ". The full history is kept: call the "
+	recallTail = " tool with words you remember to get back any detail that was omitted.]"
+	nothing    = "nothing was changed"
 )
 
 // Kinds of change a notice counts, in the order it names them.
@@ -51,7 +54,7 @@ func pick(one bool, a, b string) string {
 }
 
 // Text tells the model what compaction did; counts <= 0 are left out.
-func Text(removedN, truncatedN, stubbedN, summarizedN int) string {
+func Text(removedN, truncatedN, stubbedN, summarizedN int, recallTool ...string) string {
 	var b strings.Builder
 	b.WriteString(head)
 	parts := 0
@@ -69,6 +72,10 @@ func Text(removedN, truncatedN, stubbedN, summarizedN int) string {
 	if parts == 0 {
 		b.WriteString(nothing)
 	}
+	if len(recallTool) > 0 && recallTool[0] != "" {
+		b.WriteString(recallHead + recallTool[0] + recallTail)
+		return b.String()
+	}
 	b.WriteString(tail)
 	return b.String()
 }
@@ -80,7 +87,7 @@ func Is(s string) bool {
 	if !ok {
 		return false
 	}
-	if body, ok = strings.CutSuffix(body, tail); !ok {
+	if body, ok = cutTail(body); !ok {
 		return false
 	}
 	if body == nothing {
@@ -103,4 +110,25 @@ func Is(s string) bool {
 		next = k + 1
 	}
 	return true
+}
+
+// cutTail takes the notice's closing sentence off body: the plain one, or
+// the one naming a recall tool (a name without spaces or brackets).
+func cutTail(body string) (string, bool) {
+	if rest, ok := strings.CutSuffix(body, tail); ok {
+		return rest, true
+	}
+	rest, ok := strings.CutSuffix(body, recallTail)
+	if !ok {
+		return body, false
+	}
+	i := strings.LastIndex(rest, recallHead)
+	if i < 0 {
+		return body, false
+	}
+	tool := rest[i+len(recallHead):]
+	if tool == "" || strings.ContainsAny(tool, " []\n") {
+		return body, false
+	}
+	return rest[:i], true
 }

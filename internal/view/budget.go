@@ -112,9 +112,13 @@ func (n Need) Start(items []Item) int {
 }
 
 // active reports whether saved decisions apply to a request with budget.
+// Decisions of version 1 (written before tool outputs could be omitted)
+// hold nothing version 2 reads differently, so they stay in force.
 func active(d Decisions, budget int, cfg Config) bool {
-	return d.Version == decisionsVersion && d.Budget == budget && d.Budget > 0 &&
+	return (d.Version == decisionsVersion || d.Version == 1) && d.Budget == budget && d.Budget > 0 &&
 		d.Strategy == cfg.Strategy
 }
 
-const decisionsVersion = 1
+// decisionsVersion 2 added Omitted: a binary that does not know it would
+// show those tool outputs whole, so it must start from scratch instead.
+const decisionsVersion = 2

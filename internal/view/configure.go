@@ -32,6 +32,7 @@ func Configure(c ctxstore.Config) (ctxstore.Config, Config, error) {
 		TruncateChars:        none(c.TruncateChars),
 		KeepRecent:           none(c.KeepRecent),
 		Notice:               !c.DisableNotice,
+		RecallTool:           c.RecallTool,
 		Annotations:          c.Annotations,
 		UsageBelowCount:      c.UsageBelowCount,
 		Estimator:            c.Estimator,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/tokens"
@@ -16,7 +17,8 @@ const (
 	formOriginal form = iota
 	formTruncated
 	formStubbed
-	formClean // a memory-file message without its metadata
+	formClean   // a memory-file message without its metadata
+	formOmitted // a tool result whose output is replaced by a stub
 )
 
 // entry is one conversation message of the region the engine works on.
@@ -29,6 +31,9 @@ type entry struct {
 	human  bool // role user, not a result, not a notice
 	// protected: one of the newest ProtectedToolResults results.
 	protected bool
+	// concluded: a tool result an assistant message with text follows,
+	// so the conversation says what it showed.
+	concluded bool
 	unit      int
 }
 
@@ -43,7 +48,6 @@ type unit struct {
 	floor     bool // part of the floor: never removed
 	firstUser bool // the first human message (progressive keeps it)
 	special   bool // first user / last human older than the cutoff
-	vetoed    bool // holds one of the newest ProtectedToolResults results
 }
 
 // engine holds one Compute call's working state.
@@ -71,11 +75,11 @@ type engine struct {
 	lastHumanID uint64
 	firstUserID uint64
 
-	events     []Event
-	warnings   []Event
-	level      int
-	escalating bool // a new escalation: a removed first user message may return
-	tripped    bool // the view is the floor because the breaker holds
+	events    []Event
+	warnings  []Event
+	level     int
+	firstBack bool // a new escalation or the breaker's floor view: a removed first user message may return
+	tripped   bool // the view is the floor because the breaker holds
 }
 
 func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Config) Result {
@@ -104,6 +108,7 @@ func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Conf
 			Summaries: slices.Clone(saved.Summaries)}
 	} else {
 		e.d = cloneDecisions(saved)
+		e.d.Version = decisionsVersion
 	}
 	e.collectPinned()
 	e.locateHumans()
@@ -126,14 +131,18 @@ func (e *engine) run(fresh bool) Result {
 	if !fresh {
 		e.buildRegion(e.d.Cutoff, true)
 		if e.d.Tripped {
-			if e.floorTokens()+e.reserveFor() >= e.trig {
+			if e.floorWithFirst()+e.reserveFor() >= e.trig {
+				if _, _, need := e.firstUserNeed(); need && !e.d.KeepFirstUser {
+					e.firstBack = true // it may lie below the cutoff
+					e.buildRegion(e.d.Cutoff, true)
+				}
 				e.keepOnlyFloor()
 				e.tripped = true
 				return e.finish(false, e.total)
 			}
 			e.d.Tripped, e.d.Ineffective = false, 0
 		}
-		if e.total+e.noticeTokens() < e.trig && !e.firstUserReturns() {
+		if e.total+e.noticeTokens() < e.trig && !e.firstUserShort() {
 			return e.finish(false, e.total)
 		}
 	}
@@ -144,36 +153,6 @@ func (e *engine) run(fresh bool) Result {
 	}
 	e.escalate(fresh)
 	return e.finish(true, before)
-}
-
-// firstUserReturns reports whether progressive removed the first human
-// message at an earlier escalation (the floor was large then) although it
-// now fits with the floor. progressive keeps the original task whenever
-// it fits, so it comes back; that takes a new escalation (after which it
-// stays, so this cannot repeat).
-func (e *engine) firstUserReturns() bool {
-	if e.cfg.Strategy != StrategyProgressive || e.firstUserID == 0 || e.firstUserID == e.lastHumanID {
-		return false
-	}
-	for _, u := range e.units {
-		if u.firstUser {
-			if !u.removed || u.invalid {
-				return false
-			}
-			break
-		}
-	}
-	it, ok := e.findItem(e.firstUserID, e.h.FirstUser)
-	if !ok {
-		return false
-	}
-	t := it.Tokens
-	if stubbable(it.Msg) {
-		if _, st, ok := e.rewrite(it, formStubbed); ok {
-			t = min(t, st)
-		}
-	}
-	return e.floorTokens()+t+e.reserveFor() < e.trig
 }
 
 // collectPinned gathers system/developer messages in history order.
@@ -266,7 +245,7 @@ func (e *engine) buildRegion(from uint64, sticky bool) {
 	if sticky && e.d.Summary != nil {
 		e.setSummary(e.d.Summary)
 	}
-	keepFirst := e.cfg.Strategy == StrategyProgressive && (!sticky || e.d.KeepFirstUser || e.escalating)
+	keepFirst := e.cfg.Strategy == StrategyProgressive && (!sticky || e.d.KeepFirstUser || e.firstBack)
 	if e.firstUserID != 0 && e.firstUserID < from && keepFirst && e.firstUserID != e.lastHumanID {
 		if it, ok := e.findItem(e.firstUserID, e.h.FirstUser); ok {
 			e.addSpecial(it, true)
@@ -435,6 +414,8 @@ func (e *engine) applySaved() {
 		}
 		if has(e.d.Truncated, id) && en.result {
 			e.truncate(i)
+		} else if has(e.d.Omitted, id) && en.result {
+			e.omit(i)
 		} else if has(e.d.Stubbed, id) && en.human && id != e.lastHumanID {
 			e.stub(i)
 		}
@@ -446,19 +427,35 @@ func has(ids []uint64, id uint64) bool {
 	return ok
 }
 
-// markProtection marks groups holding one of the newest
-// ProtectedToolResults results: they are neither truncated nor removed
-// before the last resort.
+// markProtection marks the newest ProtectedToolResults results, which
+// stay whole while older output can go.
 func (e *engine) markProtection() {
 	left := e.cfg.ProtectedToolResults
 	for i := len(e.ents) - 1; i >= 0 && left > 0; i-- {
 		if e.ents[i].result && !e.units[e.ents[i].unit].invalid {
-			e.units[e.ents[i].unit].vetoed = true
 			e.ents[i].protected = true
 			left--
 		}
 	}
 }
+
+// markConcluded marks the results the conversation has concluded about
+// (an assistant message with text follows them). Only an escalation needs
+// it: a request that reuses the decisions does not read the region's text.
+func (e *engine) markConcluded() {
+	concluded := false
+	for i := len(e.ents) - 1; i >= 0; i-- {
+		en := &e.ents[i]
+		if en.result {
+			en.concluded = concluded
+		} else if !concluded && en.item.Msg.Role() == ctxstore.RoleAssistant && hasText(en.item.Msg) {
+			concluded = true
+		}
+	}
+}
+
+// hasText reports whether m says anything in text (beyond whitespace).
+func hasText(m ctxstore.Message) bool { return strings.TrimSpace(m.Text()) != "" }
 
 func (e *engine) setSummary(s *Summary) {
 	c := *s
@@ -502,14 +499,22 @@ func (e *engine) truncate(i int) bool {
 	return e.ents[i].result && e.reform(i, formTruncated)
 }
 
+// omit shows entry i (a tool result) with a stub in place of its output,
+// when that is smaller.
+func (e *engine) omit(i int) bool {
+	return e.ents[i].result && e.reform(i, formOmitted)
+}
+
 // stub shows entry i (a human message over 80 characters) as a stub.
 func (e *engine) stub(i int) bool {
 	return e.ents[i].human && stubbable(e.ents[i].item.Msg) && e.reform(i, formStubbed)
 }
 
+// reform shows entry i in form f, when that is smaller than what it
+// shows; a truncated result may still be omitted.
 func (e *engine) reform(i int, f form) bool {
 	en := &e.ents[i]
-	if en.form != formOriginal {
+	if en.form != formOriginal && (en.form != formTruncated || f != formOmitted) {
 		return false
 	}
 	nm, nt, ok := e.rewrite(*en.item, f)
@@ -541,6 +546,8 @@ func (e *engine) rewrite(it Item, f form) (ctxstore.Message, int, bool) {
 	switch f {
 	case formTruncated:
 		nm, ok = truncateResult(it.Msg, it.Tokens, e.cfg.TruncateChars)
+	case formOmitted:
+		nm, ok = omitResult(it.Msg, it.Tokens)
 	default:
 		nm, ok = stubMessage(it.Msg)
 	}
@@ -565,22 +572,12 @@ func (e *engine) floorTokens() int {
 	return t
 }
 
-func (e *engine) keepOnlyFloor() {
-	e.summary = nil
-	for k, u := range e.units {
-		if !u.floor {
-			e.units[k].removed = true
-		}
-	}
-	e.recount()
-}
-
 // reserveFor is the notice's worst-case size, kept free while compacting.
 func (e *engine) reserveFor() int {
 	if !e.cfg.Notice || e.pending {
 		return 0
 	}
-	return e.est.Estimate(NoticeMessage(999999, 999999, 999999, 999999, e.cfg.Annotations))
+	return e.est.Estimate(NoticeMessage(999999, 999999, 999999, 999999, e.cfg.Annotations, e.cfg.RecallTool))
 }
 
 // counts returns what the current layout omits or changes.
@@ -596,7 +593,7 @@ func (e *engine) counts() (removed, truncated, stubbed, summarized, shown int) {
 		for k := u.lo; k < u.hi; k++ {
 			shown++
 			switch e.ents[k].form {
-			case formTruncated:
+			case formTruncated, formOmitted:
 				truncated++
 			case formStubbed:
 				stubbed++
@@ -634,7 +631,7 @@ func (e *engine) noticeTokens() int {
 		return 0
 	}
 	r, t, s, sum, _ := e.counts()
-	return e.est.Estimate(NoticeMessage(r, t, s, sum, e.cfg.Annotations))
+	return e.est.Estimate(NoticeMessage(r, t, s, sum, e.cfg.Annotations, e.cfg.RecallTool))
 }
 
 // fits reports whether the layout plus the notice reserve is within goal.

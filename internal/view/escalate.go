@@ -23,19 +23,14 @@ func (e *engine) escalate(fresh bool) {
 		// Chain summaries: the next span starts where the last one ended.
 		from = e.d.Cutoff
 	}
-	e.escalating = true
+	e.firstBack = true
 	e.buildRegion(from, !fresh)
-	if e.cfg.Strategy == StrategyProgressive {
-		// progressive keeps the original task when it can: the first user
-		// message competes again, even if an earlier escalation had to
-		// remove it.
-		for k, u := range e.units {
-			if u.firstUser && u.removed && !u.invalid {
-				e.units[k].removed = false
-				e.total += e.unitTokens(u)
-			}
-		}
-	}
+	// progressive keeps the original task when it can: the first user
+	// message competes again, even if an earlier escalation had to stub
+	// or remove it, and is stubbed at once if it cannot fit whole.
+	e.restoreFirstUser()
+	e.settleFirstUser()
+	e.markConcluded()
 
 	hard := e.trig - 1 // the largest estimate that does not trigger again
 	e.reserve = e.reserveFor()
@@ -45,9 +40,12 @@ func (e *engine) escalate(fresh bool) {
 			"system messages take %d tokens, over the compaction target of %d (budget %d); compacting only as far as needed",
 			e.pinnedTok, e.target, e.budget.Tokens))
 	}
-	if base := e.pinnedTok + e.reserve; base >= goal {
-		// Aim halfway between the system messages and the trigger so the
-		// next escalation is not one message away (compaction storm).
+	if base := e.floorWithFirst() + e.reserve; base >= goal {
+		// Aim halfway between what no escalation can remove (the system
+		// messages, a large trailing tool group) and the trigger, so the
+		// next escalation is not one message away (compaction storm) and
+		// a floor that is large for a moment does not take the rest of
+		// the conversation with it.
 		goal = base + (e.trig-base)/2
 	}
 	goal = min(goal, hard)
@@ -59,115 +57,13 @@ func (e *engine) escalate(fresh bool) {
 		e.summarize()
 	}
 	if !e.fits(goal) {
-		e.ladder(goal)
+		e.ladder(goal, hard)
 	}
 	e.lastResort(hard)
 	e.record(from)
 }
 
 func (e *engine) raise(level int) { e.level = max(e.level, level) }
-
-// ladder is the progressive strategy's levels 1-3.
-func (e *engine) ladder(goal int) {
-	// Level 1: truncate old tool results, oldest first, sparing the
-	// newest ProtectedToolResults and the floor.
-	for i := range e.ents {
-		if e.fits(goal) {
-			return
-		}
-		en := e.ents[i]
-		if en.result && !en.protected && !e.units[en.unit].floor && !e.units[en.unit].removed && e.truncate(i) {
-			e.raise(LevelTruncate)
-		}
-	}
-	// Level 2: remove the oldest unprotected messages, tool groups whole.
-	// The newest ProtectedRecent fraction of the considered messages is
-	// spared, relaxing to 0.6× and 0.3× of it.
-	n := 0
-	for _, u := range e.units {
-		if !u.special {
-			n += u.hi - u.lo
-		}
-	}
-	for _, f := range []float64{1, 0.6, 0.3} {
-		keep := int(math.Ceil(e.cfg.ProtectedRecent * f * float64(n)))
-		protFrom := len(e.ents) - keep
-		for k, u := range e.units {
-			if e.fits(goal) {
-				return
-			}
-			if u.removed || u.floor || u.vetoed || u.hi > protFrom {
-				continue
-			}
-			if u.firstUser && e.cfg.Strategy == StrategyProgressive {
-				continue // the original task stays while it can
-			}
-			e.remove(k)
-			e.raise(LevelRemove)
-		}
-	}
-	// Level 3: stub long user messages, oldest first, never the last one.
-	for i := range e.ents {
-		if e.fits(goal) {
-			return
-		}
-		en := e.ents[i]
-		if e.cfg.Strategy == StrategyProgressive && e.units[en.unit].firstUser &&
-			e.floorTokens()+en.tokens+e.reserve < e.trig {
-			continue // the original task stays whole while the floor and it fit
-		}
-		if en.human && en.item.ID != e.lastHumanID && !e.units[en.unit].removed && e.stub(i) {
-			e.raise(LevelStub)
-		}
-	}
-}
-
-// lastResort makes the view fit under the trigger whenever the floor
-// does: protected tool results are truncated, then anything outside
-// the floor is removed, oldest first, then the summary goes.
-func (e *engine) lastResort(hard int) {
-	if e.fits(hard) {
-		return
-	}
-	for i := range e.ents {
-		en := e.ents[i]
-		if en.result && !e.units[en.unit].floor && !e.units[en.unit].removed && e.truncate(i) {
-			e.raise(LevelLastResort)
-			if e.fits(hard) {
-				return
-			}
-		}
-	}
-	// The first human message goes last, after everything else
-	// outside the floor.
-	for _, first := range []bool{false, true} {
-		for k, u := range e.units {
-			if !u.removed && !u.floor && u.firstUser == first {
-				if first && e.cfg.Strategy == StrategyProgressive {
-					// Stubbed before it goes: the task's gist may still fit.
-					for i := u.lo; i < u.hi; i++ {
-						if e.stub(i) {
-							e.raise(LevelLastResort)
-						}
-					}
-					if e.fits(hard) {
-						return
-					}
-				}
-				e.remove(k)
-				e.raise(LevelLastResort)
-				if e.fits(hard) {
-					return
-				}
-			}
-		}
-	}
-	if e.summary != nil {
-		e.total -= e.summaryTok
-		e.summary = nil
-		e.raise(LevelLastResort)
-	}
-}
 
 // keepRecent is the truncate strategy: the last KeepRecent conversation
 // messages (tool groups whole), older duplicates of non-tool messages
@@ -320,7 +216,7 @@ func (e *engine) record(from uint64) {
 		cut = last + 1
 	}
 	d.Cutoff = cut
-	d.Removed, d.Truncated, d.Stubbed, d.Held = nil, nil, nil, nil
+	d.Removed, d.Truncated, d.Omitted, d.Stubbed, d.Held = nil, nil, nil, nil, nil
 	d.KeepFirstUser = false
 	for _, u := range e.units {
 		for i := u.lo; i < u.hi; i++ {
@@ -340,6 +236,8 @@ func (e *engine) record(from uint64) {
 				}
 			case en.form == formTruncated:
 				d.Truncated = append(d.Truncated, id)
+			case en.form == formOmitted:
+				d.Omitted = append(d.Omitted, id)
 			case en.form == formStubbed:
 				d.Stubbed = append(d.Stubbed, id)
 			}
@@ -413,7 +311,7 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 			en := &e.ents[i]
 			o := ctxstore.Origin{Form: ctxstore.FormWhole, Seq: en.item.ID, Tokens: en.tokens}
 			switch {
-			case en.form == formTruncated:
+			case en.form == formTruncated || en.form == formOmitted:
 				o.Form = ctxstore.FormTruncated
 			case en.form == formStubbed:
 				o.Form = ctxstore.FormStubbed
@@ -432,7 +330,7 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 	total := e.total
 	notice := false
 	if compacted && e.cfg.Notice && !e.pending {
-		nm := NoticeMessage(removed, truncated, stubbed, summarized, e.cfg.Annotations)
+		nm := NoticeMessage(removed, truncated, stubbed, summarized, e.cfg.Annotations, e.cfg.RecallTool)
 		if nt := e.est.Estimate(nm); total+nt <= e.budget.Tokens {
 			view = append(view, nm)
 			origins = append(origins, ctxstore.Origin{Form: ctxstore.FormNotice, Tokens: nt})
@@ -486,6 +384,7 @@ func cloneDecisions(d Decisions) Decisions {
 	c := d
 	c.Removed = slices.Clone(d.Removed)
 	c.Truncated = slices.Clone(d.Truncated)
+	c.Omitted = slices.Clone(d.Omitted)
 	c.Stubbed = slices.Clone(d.Stubbed)
 	c.Summaries = slices.Clone(d.Summaries)
 	c.Warned = slices.Clone(d.Warned)
@@ -505,7 +404,7 @@ func equalDecisions(a, b Decisions) bool {
 	return a.Version == b.Version && a.Strategy == b.Strategy && a.Budget == b.Budget &&
 		a.Cutoff == b.Cutoff && a.KeepFirstUser == b.KeepFirstUser && a.Level == b.Level &&
 		a.Escalations == b.Escalations && a.Ineffective == b.Ineffective && a.Tripped == b.Tripped &&
-		slices.Equal(a.Removed, b.Removed) && slices.Equal(a.Truncated, b.Truncated) &&
+		slices.Equal(a.Removed, b.Removed) && slices.Equal(a.Truncated, b.Truncated) && slices.Equal(a.Omitted, b.Omitted) &&
 		slices.Equal(a.Stubbed, b.Stubbed) && slices.Equal(a.Summaries, b.Summaries) &&
 		slices.Equal(a.Warned, b.Warned) && slices.EqualFunc(a.Held, b.Held, func(x, y Item) bool {
 		return x.ID == y.ID && x.Tokens == y.Tokens && x.Msg.String() == y.Msg.String()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,6 +87,7 @@ func TestPropertyOneShot(t *testing.T) {
 		total := viewtest.Sum(msgs, est)
 		memo := view.NewMemo()
 		budgets := []int{1, 50, 300, 2000, total/20 + 1, total/5 + 1, total/2 + 1, total + total/10 + 1, r.IntN(total+1) + 1}
+		budgets = append(budgets, firstUserBudgets(r, msgs, est)...)
 		for _, s := range strategies {
 			cfg := defaultConfig(s)
 			for _, b := range budgets {
@@ -103,6 +105,23 @@ func TestPropertyOneShot(t *testing.T) {
 			}
 		}
 	}
+}
+
+// firstUserBudgets are tight budgets around what progressive needs to keep
+// the first user message: the floor plus it (whole or stubbed), a token
+// less and a little more, where the floor alone is most of the budget.
+func firstUserBudgets(r *rand.Rand, msgs []ctxstore.Message, est ctxstore.Estimator) []int {
+	first := slices.IndexFunc(msgs, ctxstore.Message.IsHuman)
+	if first < 0 {
+		return nil
+	}
+	ft, f := viewtest.FloorTokens(msgs, est), est.Estimate(msgs[first])
+	out := []int{ft + f, ft + f - 1, ft + f + 1 + r.IntN(200), ft + f/2}
+	if stub, ok := view.Stubbed(msgs[first]); ok {
+		s := est.Estimate(stub)
+		out = append(out, ft+s, ft+s-1, ft+s+1+r.IntN(50))
+	}
+	return slices.DeleteFunc(out, func(b int) bool { return b < 1 })
 }
 
 // TestPropertySession grows conversations message by message, asking for a
@@ -127,6 +146,9 @@ func TestPropertySession(t *testing.T) {
 		items := viewtest.Items(msgs, est)
 		total := viewtest.Sum(msgs, est)
 		b := total/(2+r.IntN(8)) + 100
+		if bs := firstUserBudgets(r, msgs, est); c%4 == 3 && len(bs) > 0 {
+			b = bs[r.IntN(len(bs))] // the floor is most of the budget
+		}
 		s := strategies[c%len(strategies)]
 		cfg := defaultConfig(s)
 		var d view.Decisions

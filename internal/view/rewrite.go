@@ -293,14 +293,40 @@ func stubbable(m ctxstore.Message) bool {
 	return longer
 }
 
+// OmittedText is the text a tool result whose output is omitted shows:
+// `[omitted: ~N tokens of tool output - call tool again if needed]`.
+func OmittedText(tokens int) string {
+	return "[omitted: ~" + strconv.Itoa(tokens) + " tokens of tool output - call tool again if needed]"
+}
+
 // truncateResult builds the truncated form of a tool-result carrier: a
 // "tool" message gets string content; a user message with tool_result
 // blocks gets each block's content truncated (other blocks kept).
 func truncateResult(m ctxstore.Message, tokens, chars int) (ctxstore.Message, bool) {
+	return shortenResult(m, tokens, func(prefix func(n int) string, t int) string {
+		return truncatedText(prefix(chars), t)
+	})
+}
+
+// omitResult builds the form of a tool-result carrier whose output is
+// omitted: each result's content becomes a stub saying how much was left
+// out, so the result still answers its call (ids and other keys kept).
+func omitResult(m ctxstore.Message, tokens int) (ctxstore.Message, bool) {
+	return shortenResult(m, tokens, func(_ func(int) string, t int) string { return OmittedText(t) })
+}
+
+// shortenResult replaces the content of a tool-result carrier by what
+// short returns, given the first runes of the content's text (prefix) and
+// its tokens: a "tool" message's whole content (its stored tokens), or
+// each tool_result block's content (its size at about four bytes a token).
+func shortenResult(m ctxstore.Message, tokens int, short func(prefix func(n int) string, t int) string) (ctxstore.Message, bool) {
 	c := m.Content()
 	if len(c) == 0 || c[0] != '[' || m.Role() == ctxstore.RoleTool {
-		p, _ := contentPrefix(m, c, chars)
-		return replaceContent(m, encodeString(truncatedText(p, tokens)))
+		prefix := func(n int) string {
+			p, _ := contentPrefix(m, c, n)
+			return p
+		}
+		return replaceContent(m, encodeString(short(prefix, tokens)))
 	}
 	var blocks []json.RawMessage
 	if json.Unmarshal(c, &blocks) != nil {
@@ -320,8 +346,11 @@ func truncateResult(m ctxstore.Message, tokens, chars int) (ctxstore.Message, bo
 			buf.Write(b)
 			continue
 		}
-		bt := (len(blk.Content) + 3) / 4
-		nb, err := withField(b, "content", encodeString(TruncatedText(blockText(blk.Content), bt, chars)))
+		prefix := func(n int) string {
+			p, _ := prefixRunes(blockText(blk.Content), n)
+			return p
+		}
+		nb, err := withField(b, "content", encodeString(short(prefix, (len(blk.Content)+3)/4)))
 		if err != nil {
 			buf.Write(b)
 			continue
@@ -358,6 +387,16 @@ func blockText(c json.RawMessage) string {
 		}
 	}
 	return buf.String()
+}
+
+// Stubbed returns what a stubbed human message shows (its content
+// replaced by StubText, its other keys kept), and false for a message too
+// short to stub (80 characters or less).
+func Stubbed(m ctxstore.Message) (ctxstore.Message, bool) {
+	if !stubbable(m) {
+		return m, false
+	}
+	return stubMessage(m)
 }
 
 // stubMessage builds the stubbed form of a human message.
@@ -403,16 +442,17 @@ func withoutMetadata(m ctxstore.Message) ctxstore.Message {
 	return out
 }
 
-// NoticeText tells the model what compaction did.
-func NoticeText(removed, truncated, stubbed, summarized int) string {
-	return notice.Text(removed, truncated, stubbed, summarized)
+// NoticeText tells the model what compaction did, and, when recallTool
+// names the host's recall tool, that it can get back what was left out.
+func NoticeText(removed, truncated, stubbed, summarized int, recallTool ...string) string {
+	return notice.Text(removed, truncated, stubbed, summarized, recallTool...)
 }
 
 // NoticeMessage is the ephemeral tail notice, a user message (with
 // metadata.source = "context-compaction" when annotate is set). It is
 // never stored.
-func NoticeMessage(removed, truncated, stubbed, summarized int, annotate bool) ctxstore.Message {
-	return addedMessage(ctxstore.RoleUser, NoticeText(removed, truncated, stubbed, summarized), NoticeSource, annotate)
+func NoticeMessage(removed, truncated, stubbed, summarized int, annotate bool, recallTool ...string) ctxstore.Message {
+	return addedMessage(ctxstore.RoleUser, NoticeText(removed, truncated, stubbed, summarized, recallTool...), NoticeSource, annotate)
 }
 
 // textPrefix returns the first n runes of m's text and whether the text

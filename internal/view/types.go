@@ -59,6 +59,7 @@ type Config struct {
 	TruncateChars        int     // characters a truncated tool result keeps
 	KeepRecent           int     // truncate strategy: conversation messages kept
 	Notice               bool    // append the tail notice to compacted views
+	RecallTool           string  // the host's recall tool, named by the notice
 	Annotations          bool    // mark added messages with metadata.source
 	UsageBelowCount      bool    // reported usage may lower the ratio below 1
 	// Estimator estimates modified messages (truncated, stubbed, summary,
@@ -144,10 +145,12 @@ type Decisions struct {
 	Cutoff uint64 `json:"cutoff,omitempty"`
 	// KeepFirstUser: progressive keeps the first human message.
 	KeepFirstUser bool `json:"keep_first_user,omitempty"`
-	// Removed, Truncated and Stubbed hold IDs >= Cutoff (Stubbed may hold
-	// the first user message's ID), ascending.
+	// Removed, Truncated, Omitted and Stubbed hold IDs >= Cutoff (Stubbed
+	// may hold the first user message's ID), ascending. Omitted tool
+	// results show a stub result in place of their output.
 	Removed   []uint64 `json:"removed,omitempty"`
 	Truncated []uint64 `json:"truncated,omitempty"`
+	Omitted   []uint64 `json:"omitted,omitempty"`
 	Stubbed   []uint64 `json:"stubbed,omitempty"`
 	// Held are messages below Cutoff that stay in the view: a human
 	// message that was the last one when the cutoff passed it. They are
@@ -200,7 +203,7 @@ type Event struct {
 // Ladder levels reported in Stats.Level and post_compact's "level".
 const (
 	LevelNone       = 0 // nothing compacted
-	LevelTruncate   = 1 // tool results truncated
+	LevelTruncate   = 1 // tool results truncated or omitted
 	LevelRemove     = 2 // messages removed (or the truncate strategy's cut)
 	LevelStub       = 3 // user messages stubbed
 	LevelLastResort = 4 // protected content truncated/removed to fit the budget
@@ -219,7 +222,7 @@ type Stats struct {
 	FloorTokens    int // Σ estimate of the floor
 
 	Removed    int // history messages not in the view (out-of-horizon included)
-	Truncated  int // tool results truncated in the view
+	Truncated  int // tool results truncated or omitted in the view
 	Stubbed    int // user messages stubbed in the view
 	Summarized int // messages represented by the summary
 
@@ -276,7 +279,7 @@ type memoVal struct {
 }
 
 // memoLimit bounds a Memo; it is cleared when full (it only saves work).
-const memoLimit = 4096
+const memoLimit = 1 << 14
 
 // NewMemo returns an empty Memo.
 func NewMemo() *Memo { return &Memo{m: make(map[memoKey]memoVal)} }

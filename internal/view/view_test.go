@@ -65,45 +65,57 @@ func TestDecisionsJSONRoundTrip(t *testing.T) {
 	}
 }
 
+// TestProtectedResultVetoesGroupRemoval: a group holding one of the
+// newest results stays whole while newer conversation text goes, as long
+// as no assistant text has said what the result showed (the agent is
+// still working on it). Once the assistant has, the output goes before
+// the conversation text does.
 func TestProtectedResultVetoesGroupRemoval(t *testing.T) {
 	est := tokens.O200k()
-	msgs := []ctxstore.Message{
-		ctxstore.NewMessage("system", "sys"),
-		ctxstore.NewMessage("user", "first task"),
-		msg(`{"role":"assistant","content":null,"tool_calls":[{"id":"a1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"a2","type":"function","function":{"name":"f","arguments":"{}"}}]}`),
-		ctxstore.NewToolResult("a1", strings.Repeat("big ", 1000)),
-		ctxstore.NewToolResult("a2", "small"),
-		ctxstore.NewMessage("user", strings.Repeat("middle ", 200)),
-		ctxstore.NewMessage("assistant", strings.Repeat("reply ", 200)),
-		ctxstore.NewMessage("user", "last"),
-	}
-	items := viewtest.Items(msgs, est)
-	cfg := defaultConfig(view.StrategyProgressive)
-	cfg.ProtectedToolResults = 1 // a2 is the newest result
-	cfg.ProtectedRecent = 0
-	cfg.Notice = false
-	seen := 0
-	total := viewtest.Sum(msgs, est)
-	// Budgets whose horizon (HorizonFactor × budget) covers the history:
-	// older messages leave the view wholesale, protected or not.
-	for b := 2000; b*view.HorizonFactor >= total; b -= 10 {
-		res := compute(items, b, view.Decisions{}, cfg, nil)
-		if res.Stats.Level >= view.LevelLastResort {
-			continue
-		}
-		has := func(m ctxstore.Message) bool {
-			return slices.ContainsFunc(res.View, func(v ctxstore.Message) bool { return v.String() == m.String() })
-		}
-		if has(msgs[5]) { // the newer middle message was not removed
-			continue
-		}
-		seen++
-		if !has(msgs[2]) || !has(msgs[4]) || !slices.ContainsFunc(res.View, func(v ctxstore.Message) bool { return v.ToolCallID() == "a1" }) {
-			t.Fatalf("budget %d: newer messages were removed but the group with a protected result is not whole: %v", b, res.View)
-		}
-	}
-	if seen == 0 {
-		t.Fatal("no budget removed the middle message before the last resort")
+	call := msg(`{"role":"assistant","content":null,"tool_calls":[{"id":"a1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"a2","type":"function","function":{"name":"f","arguments":"{}"}}]}`)
+	big := ctxstore.NewToolResult("a1", strings.Repeat("big ", 1000))
+	middle := ctxstore.NewMessage("user", strings.Repeat("middle ", 200))
+	for _, tc := range []struct {
+		name      string
+		concluded bool
+	}{{"working", false}, {"concluded", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := []ctxstore.Message{ctxstore.NewMessage("system", "sys"), ctxstore.NewMessage("user", "first task"),
+				call, big, ctxstore.NewToolResult("a2", "small"), middle}
+			if tc.concluded {
+				msgs = append(msgs, ctxstore.NewMessage("assistant", strings.Repeat("reply ", 200)))
+			}
+			msgs = append(msgs, ctxstore.NewMessage("user", "last"))
+			items := viewtest.Items(msgs, est)
+			cfg := defaultConfig(view.StrategyProgressive)
+			cfg.ProtectedToolResults = 1 // a2 is the newest result
+			cfg.ProtectedRecent = 0
+			cfg.Notice = false
+			seen := 0
+			total := viewtest.Sum(msgs, est)
+			// Budgets whose horizon (HorizonFactor × budget) covers the history:
+			// older messages leave the view wholesale, protected or not.
+			for b := 2000; b*view.HorizonFactor >= total; b -= 10 {
+				res := compute(items, b, view.Decisions{}, cfg, nil)
+				has := func(m ctxstore.Message) bool {
+					return slices.ContainsFunc(res.View, func(v ctxstore.Message) bool { return v.String() == m.String() })
+				}
+				if res.Stats.Level >= view.LevelLastResort || has(middle) {
+					continue // the newer middle message was not removed
+				}
+				seen++
+				whole := has(call) && has(msgs[4]) && slices.ContainsFunc(res.View, func(v ctxstore.Message) bool { return v.ToolCallID() == "a1" })
+				switch {
+				case !tc.concluded && !whole:
+					t.Fatalf("budget %d: newer messages were removed but the group with a protected result is not whole: %v", b, res.View)
+				case tc.concluded && has(big):
+					t.Fatalf("budget %d: conversation text was removed but concluded tool output is whole: %v", b, res.View)
+				}
+			}
+			if seen == 0 {
+				t.Fatal("no budget removed the middle message before the last resort")
+			}
+		})
 	}
 }
 

@@ -38,12 +38,16 @@ func openTest(t testing.TB, dsn, schema string) *Store {
 // TestConformance runs the engine conformance suite, each subtest in a
 // schema of its own; the second handle is a second Store (its own pool).
 func TestConformance(t *testing.T) {
-	dsn := testDSN(t)
-	storagetest.Run(t, func(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
+	storagetest.Run(t, schemaOpener(testDSN(t)))
+}
+
+// schemaOpener opens a Store on a fresh schema, and other handles on it.
+func schemaOpener(dsn string) storagetest.Opener {
+	return func(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
 		schema := freshSchema(t, dsn)
 		another := func(t *testing.T) storage.Engine { return openTest(t, dsn, schema) }
 		return another(t), another
-	})
+	}
 }
 
 // TestDurableSettings: the pool's connections commit synchronously, also

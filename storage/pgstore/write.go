@@ -373,7 +373,7 @@ func (s *Store) Purge(ctx context.Context, session string) error {
 		if !w.m.live {
 			return w.notFound()
 		}
-		for _, table := range []string{"messages", "epochs", "derived"} {
+		for _, table := range []string{"messages", "epochs", "derived", "search_docs", "search_marks"} {
 			w.batch.Queue(`DELETE FROM `+s.schema+`.`+table+` WHERE session = $1`, w.name)
 		}
 		w.m.live, w.m.changed, w.notify, w.purged = false, true, true, true
@@ -397,6 +397,8 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 				continue
 			}
 			w.batch.Queue(`DELETE FROM `+s.schema+`.messages WHERE session = $1 AND seq >= $2 AND seq <= $3`,
+				w.name, int64(em.FirstSeq), int64(em.LastSeq))
+			w.batch.Queue(`DELETE FROM `+s.schema+`.search_docs WHERE session = $1 AND seq >= $2 AND seq <= $3`,
 				w.name, int64(em.FirstSeq), int64(em.LastSeq))
 			w.batch.Queue(`UPDATE `+s.schema+`.epochs SET messages = 0, purged = true WHERE session = $1 AND epoch = $2`,
 				w.name, int64(epoch))

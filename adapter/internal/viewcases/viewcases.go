@@ -131,5 +131,6 @@ func Cases() []Case {
 			whole(`{"role":"assistant","content":"Hello, what shall we build?"}`),
 			whole(`{"role":"user","content":"A parser."}`),
 		)},
+		omittedOutput(),
 	}
 }

@@ -394,13 +394,9 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 	for _, i := range floor {
 		ft += est.Estimate(history[i])
 	}
-	// progressive keeps the first human message (maybe stubbed)
-	// when it fits with the floor (checked with the default threshold and
-	// room for the notice).
-	if first := slices.IndexFunc(history, ctxstore.Message.IsHuman); strategy == view.StrategyProgressive && first >= 0 &&
-		!slices.Contains(floor, first) && ft+est.Estimate(history[first]) <= budget*92/100-100 {
-		if !slices.ContainsFunc(rest, func(m ctxstore.Message) bool { return matches(history[first], m) }) {
-			return fmt.Errorf("progressive dropped the first user message although it fits with the floor")
+	if strategy == view.StrategyProgressive {
+		if err := checkFirstUser(history, rest, floor, ft, budget, est); err != nil {
+			return err
 		}
 	}
 	total := Sum(v, est)
@@ -410,6 +406,31 @@ func Check(history, v []ctxstore.Message, budget int, est ctxstore.Estimator, st
 	for _, i := range floor {
 		if !slices.ContainsFunc(v, func(m ctxstore.Message) bool { return same(m, history[i]) }) {
 			return fmt.Errorf("floor message %d (%.80s) missing", i, history[i])
+		}
+	}
+	return nil
+}
+
+// checkFirstUser checks what progressive promises about the first human
+// message, the original task: whole whenever the floor (ft tokens) and it
+// fit the budget, else at least its stub whenever the floor and the stub
+// fit.
+func checkFirstUser(history, conv []ctxstore.Message, floor []int, ft, budget int, est ctxstore.Estimator) error {
+	first := slices.IndexFunc(history, ctxstore.Message.IsHuman)
+	if first < 0 || slices.Contains(floor, first) {
+		return nil
+	}
+	m := history[first]
+	switch stub, ok := view.Stubbed(m); {
+	case ft+est.Estimate(m) <= budget:
+		if !slices.ContainsFunc(conv, func(v ctxstore.Message) bool { return same(v, m) }) {
+			return fmt.Errorf("the first user message (%d tokens) is not whole although the floor (%d) and it fit the budget %d",
+				est.Estimate(m), ft, budget)
+		}
+	case ok && ft+est.Estimate(stub) <= budget:
+		if !slices.ContainsFunc(conv, func(v ctxstore.Message) bool { return matches(m, v) }) {
+			return fmt.Errorf("the first user message is missing although the floor (%d) and its stub (%d tokens) fit the budget %d",
+				ft, est.Estimate(stub), budget)
 		}
 	}
 	return nil
@@ -475,7 +496,8 @@ func matches(h, v ctxstore.Message) bool {
 		return false
 	}
 	if h.IsToolResult() {
-		return strings.Contains(v.String(), "[truncated: ~")
+		// Truncated, or omitted: a stub result answering the same calls.
+		return strings.Contains(v.String(), "[truncated: ~") || strings.Contains(v.String(), "[omitted: ~")
 	}
 	if h.IsHuman() && strings.HasPrefix(v.Text(), "[User message compacted") {
 		p := []rune(h.Text())

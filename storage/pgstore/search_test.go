@@ -1,0 +1,92 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
+)
+
+// TestSearchConformance runs the search conformance suite, each subtest in
+// a schema of its own.
+func TestSearchConformance(t *testing.T) {
+	storagetest.RunSearch(t, schemaOpener(testDSN(t)))
+}
+
+// TestSearchIndexDamage: rows of the index deleted or emptied by an
+// operator are reported by VerifySearch and rebuilt; a read-only store
+// searches without writing the index.
+func TestSearchIndexDamage(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	cases := []struct {
+		name    string
+		sql     string
+		problem bool
+	}{
+		{"docs deleted", `DELETE FROM %s.search_docs WHERE seq = 2`, true},
+		{"everything deleted", `DELETE FROM %[1]s.search_docs; DELETE FROM %[1]s.search_marks`, false},
+		{"marks deleted", `DELETE FROM %s.search_marks`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			schema := freshSchema(t, dsn)
+			st := openTest(t, dsn, schema)
+			for _, w := range []string{"first jaguar", "second jaguar", "third jaguar"} {
+				if _, _, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", w)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pgSearchN(t, st, "jaguar", 3)
+			if _, err := st.pool.Exec(ctx, fmt.Sprintf(c.sql, st.schema)); err != nil {
+				t.Fatal(err)
+			}
+			problems, err := st.VerifySearch(ctx)
+			if err != nil || (len(problems) > 0) != c.problem {
+				t.Fatalf("verify: %q %v, want a problem: %v", problems, err, c.problem)
+			}
+			if err := st.RebuildSearch(ctx); err != nil {
+				t.Fatal(err)
+			}
+			pgSearchN(t, st, "jaguar", 3)
+			if problems, err := st.VerifySearch(ctx); err != nil || len(problems) > 0 {
+				t.Fatalf("verify after rebuild: %q %v", problems, err)
+			}
+		})
+	}
+	t.Run("read-only", func(t *testing.T) {
+		schema := freshSchema(t, dsn)
+		st := openTest(t, dsn, schema)
+		if _, _, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", "lonely jaguar")}); err != nil {
+			t.Fatal(err)
+		}
+		ro, err := Open(ctx, dsn, Options{Schema: schema, ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ro.Close()
+		pgSearchN(t, ro, "jaguar", 1) // the index is behind: the log is searched
+		pgSearchN(t, st, "jaguar", 1) // a writer catches the index up
+		if _, err := st.pool.Exec(ctx, `UPDATE `+st.schema+`.search_docs SET role = 'marked'`); err != nil {
+			t.Fatal(err)
+		}
+		res, err := ro.Search(ctx, storage.SearchRequest{Query: "jaguar"})
+		if err != nil || len(res.Hits) != 1 || res.Hits[0].Role != "marked" {
+			t.Fatalf("a read-only store with the index up to date uses it: %+v %v", res.Hits, err)
+		}
+	})
+}
+
+func pgSearchN(t *testing.T, st *Store, q string, n int) {
+	t.Helper()
+	res, err := st.Search(context.Background(), storage.SearchRequest{Query: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) != n {
+		t.Fatalf("search %q: %d hits, want %d", q, len(res.Hits), n)
+	}
+}

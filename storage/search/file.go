@@ -1,0 +1,238 @@
+package search
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// The index file: magic, version, then sessions, roles, docs and terms
+// with delta-coded postings, all as varints, then a CRC-32C of what
+// precedes it. A file that fails any check is not read: the index is
+// built again from the log.
+const (
+	fileMagic   = "ctxsearch"
+	fileVersion = 1
+)
+
+var errIndexFile = errors.New("search: index file unreadable")
+
+// Save writes the index to its file (an index without a path has none),
+// replacing the old one atomically. Dead docs are left out.
+func (ix *Index) Save() error {
+	if ix.path == "" {
+		return nil
+	}
+	ix.mu.RLock()
+	b := ix.st.encode()
+	ix.mu.RUnlock()
+	dir, base := filepath.Split(ix.path)
+	f, err := os.CreateTemp(dir, base+".tmp*")
+	if err != nil {
+		return fmt.Errorf("search: saving the index: %w", err)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), ix.path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("search: saving the index to %s: %w", ix.path, err)
+	}
+	ix.mu.Lock()
+	ix.added = 0
+	ix.mu.Unlock()
+	return nil
+}
+
+// Path returns the file the index is kept in ("" for none).
+func (ix *Index) Path() string { return ix.path }
+
+func (s *state) encode() []byte {
+	b := append([]byte(fileMagic), fileVersion)
+	b = binary.AppendUvarint(b, uint64(len(s.names)))
+	for _, name := range s.names {
+		ss := s.sessions[name]
+		b = appendString(b, name)
+		b = binary.AppendUvarint(b, ss.mark)
+		b = binary.AppendVarint(b, ss.created)
+	}
+	b = binary.AppendUvarint(b, uint64(len(s.roles)))
+	for _, r := range s.roles {
+		b = appendString(b, r)
+	}
+	remap := make([]uint32, len(s.docs))
+	b = binary.AppendUvarint(b, uint64(s.live))
+	n := uint32(0)
+	for i, d := range s.docs {
+		if d.dead {
+			continue
+		}
+		remap[i] = n
+		n++
+		b = binary.AppendUvarint(b, uint64(d.sid))
+		b = append(b, d.role)
+		b = binary.AppendUvarint(b, uint64(d.length))
+		b = binary.AppendUvarint(b, d.seq)
+		b = binary.AppendUvarint(b, d.epoch)
+		b = binary.AppendVarint(b, d.time)
+	}
+	terms := make([]string, 0, len(s.post))
+	for t := range s.post {
+		terms = append(terms, t)
+	}
+	slices.Sort(terms)
+	var live []posting
+	for _, t := range terms {
+		live = live[:0]
+		for _, p := range s.post[t] {
+			if !s.docs[p.doc].dead {
+				live = append(live, posting{remap[p.doc], p.tf})
+			}
+		}
+		if len(live) == 0 {
+			continue
+		}
+		b = appendString(b, t)
+		b = binary.AppendUvarint(b, uint64(len(live)))
+		prev := uint32(0)
+		for _, p := range live {
+			b = binary.AppendUvarint(b, uint64(p.doc-prev))
+			b = binary.AppendUvarint(b, uint64(p.tf))
+			prev = p.doc
+		}
+	}
+	b = append(b, 0) // no more terms: a term is never empty
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// load reads an index file.
+func load(path string) (state, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return state{}, err
+	}
+	if len(b) < len(fileMagic)+5 || string(b[:len(fileMagic)]) != fileMagic || b[len(fileMagic)] != fileVersion {
+		return state{}, errIndexFile
+	}
+	body := b[:len(b)-4]
+	if crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+		return state{}, errIndexFile
+	}
+	r := reader{b: body[len(fileMagic)+1:]}
+	s, err := r.state()
+	if err == nil && len(r.b) != 0 {
+		err = errIndexFile
+	}
+	return s, err
+}
+
+// reader decodes an index file; its first failure sticks.
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+// decode reads one varint with f (binary.Uvarint or binary.Varint).
+func decode[T uint64 | int64](r *reader, f func([]byte) (T, int)) T {
+	v, n := f(r.b)
+	if n <= 0 {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) uvarint() uint64 { return decode(r, binary.Uvarint) }
+
+func (r *reader) varint() int64 { return decode(r, binary.Varint) }
+
+func (r *reader) string() string {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.bad, r.b = true, nil
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *reader) byte() byte {
+	if len(r.b) == 0 {
+		r.bad = true
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+// count reads a count, refusing one larger than the bytes left could hold.
+func (r *reader) count() int {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	return int(n)
+}
+
+func (r *reader) state() (state, error) {
+	var s state
+	s.init()
+	for range r.count() {
+		ss := s.session(r.string())
+		ss.mark, ss.created = r.uvarint(), r.varint()
+	}
+	for range r.count() {
+		s.roles = append(s.roles, r.string())
+	}
+	nd := r.count()
+	s.docs = make([]doc, 0, nd)
+	for range nd {
+		d := doc{sid: uint32(r.uvarint()), role: r.byte(), length: uint32(r.uvarint()), seq: r.uvarint(), epoch: r.uvarint(), time: r.varint()}
+		if int(d.sid) >= len(s.names) || int(d.role) >= max(len(s.roles), 1) || r.bad {
+			return state{}, errIndexFile
+		}
+		id := uint32(len(s.docs))
+		s.docs = append(s.docs, d)
+		s.sessions[s.names[d.sid]].docs = append(s.sessions[s.names[d.sid]].docs, id)
+		s.totalLen += int64(d.length)
+	}
+	s.live = len(s.docs)
+	for !r.bad {
+		t := r.string()
+		if t == "" {
+			break
+		}
+		n := r.count()
+		ps := make([]posting, n)
+		prev := uint64(0)
+		for i := range ps {
+			prev += r.uvarint()
+			ps[i] = posting{uint32(prev), uint32(r.uvarint())}
+			if prev >= uint64(len(s.docs)) || (i > 0 && ps[i].doc <= ps[i-1].doc) {
+				return state{}, errIndexFile
+			}
+		}
+		s.post[t] = ps
+	}
+	if r.bad {
+		return state{}, errIndexFile
+	}
+	return s, nil
+}
