@@ -102,22 +102,14 @@ func (h *Shared) LogPath() string { return LogPath(h.path) }
 // storage.FileEngine.
 func (s *Store) LogPath() string { return LogPath(s.path) }
 
-// The optional interfaces of package storage the file engine implements.
+// The file engine's own optional interfaces of package storage (those
+// both engines have are held by the conformance suites).
 var (
 	_ interface {
 		storage.FileEngine
 		storage.Backuper
 		storage.StrayLogLister
 		storage.LogReplayer
-		storage.Importer
-		storage.Watcher
-		storage.Verifier
-		storage.EpochPurger
-		storage.Tailer
-		storage.Getter
-		storage.Backwarder
-		storage.DerivedGetter
-		storage.DerivedPutter
 	} = (*Shared)(nil)
 	_ interface {
 		storage.Salvager

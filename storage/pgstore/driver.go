@@ -65,17 +65,5 @@ func splitSchema(dsn string) (conn, schema string, err error) {
 	return conn, schema, nil
 }
 
-// The optional interfaces of package storage the PostgreSQL engine
-// implements.
-var _ interface {
-	storage.Importer
-	storage.Watcher
-	storage.Verifier
-	storage.EpochPurger
-	storage.Tailer
-	storage.Getter
-	storage.Backwarder
-	storage.DerivedGetter
-	storage.DerivedPutter
-	storage.CounterSplitter
-} = (*Store)(nil)
+// The PostgreSQL engine's own optional interface of package storage.
+var _ storage.CounterSplitter = (*Store)(nil)
