@@ -181,21 +181,13 @@ func (s *Store) lockCurrentLog(ctx context.Context, how int) (heldLock, error) {
 		if err != nil {
 			return heldLock{}, err
 		}
+		// Another database's log found here is not judged yet: only once
+		// catchUp has seen that the file at the path is still the
+		// database this Store opened does a writer set it aside (it
+		// reads as tailOrphan). A Store whose file was replaced must not
+		// set aside the log of the database now there, which holds
+		// appends acknowledged to that database's users.
 		same, err := sameFile(f, s.walPath)
-		if err == nil && same && how == syscall.LOCK_EX && s.hasID && !s.opts.ReadOnly {
-			// Another database's log (this file replaced a copy of it, or
-			// it was moved here without its file) is never applied here:
-			// a writer sets it aside and starts this file's own. Readers
-			// leave it where it is, and ignore it (catchUp).
-			if id, foreign := foreignLogID(f, s.id); foreign {
-				_, serr := setAsideLog(f, s.walPath, id)
-				h.release()
-				if serr != nil {
-					return heldLock{}, fmt.Errorf("store %s: %w", s.path, serr)
-				}
-				continue
-			}
-		}
 		if err != nil || same || try == 3 {
 			// Not replaced, or cannot tell, or replaced again and again:
 			// what the caller reads next says which log it has.

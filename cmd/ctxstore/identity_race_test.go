@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
+	"github.com/ctxstore/ctxstore/store"
+)
+
+// Two processes' Stores on one path while the operator moves files under
+// them: what one process does to the path never takes away what another
+// process was told is stored.
+
+// scriptedAgent is an agent whose steps the test gives on stdin, one a
+// line, on the one Store it opened at start: "append SESSION TEXT" prints
+// "ok SEQ" or "err MESSAGE"; "count SESSION" prints how many messages it
+// sees in the session. It exits at the end of stdin without closing the
+// Store, as a killed agent would.
+func scriptedAgent() int {
+	st, err := store.Open(os.Getenv("CTXSTORE_DB"), store.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("started")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		f := strings.SplitN(in.Text(), " ", 3)
+		ctx := context.Background()
+		switch f[0] {
+		case "append":
+			m := ctxstore.NewMessage(ctxstore.RoleUser, f[2])
+			if _, last, err := st.Append(ctx, f[1], store.Record{Message: m, Tokens: 3}); err != nil {
+				fmt.Println("err", strings.ReplaceAll(err.Error(), "\n", " "))
+			} else {
+				fmt.Println("ok", last)
+			}
+		case "count":
+			n := 0
+			for _, err := range st.Messages(ctx, f[1], 0) {
+				if err != nil {
+					fmt.Println("err", err)
+					n = -1
+					break
+				}
+				n++
+			}
+			if n >= 0 {
+				fmt.Println(n)
+			}
+		}
+	}
+	return 0
+}
+
+// agent is a running scriptedAgent.
+type agent struct {
+	t   *testing.T
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+// startAgent starts a scriptedAgent on db.
+func (e *env) startAgent(db string) *agent {
+	e.t.Helper()
+	c := testkit.Command("", "agent", "CTXSTORE_DB="+db)
+	in, _ := c.StdinPipe()
+	out, _ := c.StdoutPipe()
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { in.Close(); c.Wait() })
+	a := &agent{t: e.t, in: in, out: bufio.NewReader(out)}
+	if l := a.line(); l != "started" {
+		e.t.Fatalf("agent on %s: %q", db, l)
+	}
+	return a
+}
+
+func (a *agent) line() string {
+	a.t.Helper()
+	l, err := a.out.ReadString('\n')
+	if err != nil {
+		a.t.Fatalf("agent: %v (read %q)", err, l)
+	}
+	return strings.TrimSuffix(l, "\n")
+}
+
+// do gives the agent one step and returns its answer.
+func (a *agent) do(step string) string {
+	a.t.Helper()
+	if _, err := fmt.Fprintln(a.in, step); err != nil {
+		a.t.Fatal(err)
+	}
+	return a.line()
+}
+
+// An agent still running on a file that was replaced at its path (a backup
+// moved over it) must not touch the log of the database now there: another
+// agent's acknowledged appends in that log stay where that agent and every
+// reader see them.
+func TestStaleAgentLeavesTheNewFilesLogAlone(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	old := e.startAgent(e.db)
+	if r := old.do("append b before"); !strings.HasPrefix(r, "ok ") {
+		t.Fatalf("old agent: %s", r)
+	}
+	backup := filepath.Join(e.dir, "backup.db")
+	e.ok("", "backup", backup)
+	e.sh("mv", backup, e.db)
+
+	fresh := e.startAgent(e.db)
+	for i := range 4 {
+		if r := fresh.do(fmt.Sprintf("append a a%d", i)); !strings.HasPrefix(r, "ok ") {
+			t.Fatalf("new agent, append %d: %s", i, r)
+		}
+	}
+	// The old agent writes once more: its file is gone from the path.
+	if r := old.do("append b after"); !strings.Contains(r, "no longer the database opened") {
+		t.Fatalf("old agent's append after the file was replaced: %q, want a refusal (moved)", r)
+	}
+	if n := fresh.do("count a"); n != "4" {
+		t.Errorf("the new agent sees %s of its 4 acknowledged messages after the old agent's append", n)
+	}
+	if got := e.messages(e.db); len(got["a"]) != 4 {
+		t.Errorf("the file holds %d of the new agent's 4 acknowledged messages: %q; logs set aside: %q", len(got["a"]), got, logsAside(t, e.db))
+	}
+	if r := fresh.do("append a a4"); r != "ok 5" {
+		t.Errorf("the new agent's next append: %q, want ok 5", r)
+	}
+}
