@@ -83,7 +83,10 @@ type StrayLog struct {
 // StrayLogs lists the logs in the file's directory that hold messages and
 // either belong to this database but are not its log (it was moved without
 // them), or belong to another database and were found where this file's
-// log belongs (set aside by the first write, or about to be).
+// log belongs (set aside by the first write, or about to be). A log
+// FILE-wal beside an existing FILE is that file's (a cp of a database keeps
+// its identity and gets a log of its own) and is not listed; only this
+// file's directory is looked in.
 func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 	dir := filepath.Dir(s.path)
 	ents, err := os.ReadDir(dir)
@@ -110,6 +113,10 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 			// Another database's, not yet set aside: a write does that.
 		case !l.Mine && !strings.HasPrefix(name, own+orphanInfix):
 			continue // another database's log, beside its own file
+		case logOfAnotherFile(path) != "":
+			// The log of a file beside this one: a copy of this
+			// database (cp keeps the identity) has a log of its own.
+			continue
 		}
 		if l.Mine {
 			if l.Missing, err = s.missingFrom(ctx, envs); err != nil {
@@ -200,14 +207,19 @@ type ReplayReport struct {
 // each message the file does not hold is appended, in one transaction, when
 // it continues its session exactly. A log of another database, or one the
 // file moved on from (its sessions have other messages at those seqs), is
-// refused and nothing is written. The log is removed once its messages are
-// in the file.
+// refused and nothing is written, as is the log FILE-wal of a FILE that
+// exists (a copy's log). The log is removed once its messages are in the
+// file.
 func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error) {
 	if s.opts.ReadOnly {
 		return nil, fmt.Errorf("store %s: replay %s: %w", s.path, log, ErrReadOnly)
 	}
 	if same, _ := filepath.Abs(log); same == s.walPath {
 		return nil, fmt.Errorf("store %s: %s is its own log, applied by every write", s.path, log)
+	}
+	if file := logOfAnotherFile(log); file != "" {
+		return nil, fmt.Errorf("store %s: replay: %s is the log of %s, which holds its messages (a copy of a database keeps its identity, and has a log of its own): open %s to read them; to replay the log of a file that is not its database, move that file away first",
+			s.path, log, file, file)
 	}
 	f, err := os.OpenFile(log, os.O_RDWR|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -249,6 +261,22 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	}
 	_ = syncDir(filepath.Dir(log))
 	return r, nil
+}
+
+// logOfAnotherFile returns the store file whose log log is, by its name
+// (FILE-wal), when that file exists: such a log is that file's, whatever
+// identity it carries, and is never another file's to replay. It returns ""
+// for a set-aside log and for a log whose file is gone (moved away without
+// it).
+func logOfAnotherFile(log string) string {
+	if !strings.HasSuffix(log, walSuffix) {
+		return ""
+	}
+	file := strings.TrimSuffix(log, walSuffix)
+	if fi, err := os.Stat(file); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return file
 }
 
 // lastSeqs sums the last seqs of the sessions the transaction touched: it

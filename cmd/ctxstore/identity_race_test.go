@@ -139,3 +139,31 @@ func TestStaleAgentLeavesTheNewFilesLogAlone(t *testing.T) {
 		t.Errorf("the new agent's next append: %q, want ok 5", r)
 	}
 }
+
+// A cp of a database (same identity) used beside the original: the copy's
+// log is the copy's. The original never reports it as its own missing
+// messages, and a replay of it into the original is refused: it would move
+// the copy's acknowledged messages into another database and take them
+// from the copy.
+func TestCopyBesideTheOriginalKeepsItsLog(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	cp := filepath.Join(e.dir, "copy.db")
+	e.sh("cp", e.db, cp)
+	e.ok(`{"role":"user","content":"copy only"}`, "--db", cp, "add", "c")
+	e.crashAgent(cp) // 5 appends to the copy, in copy.db-wal only
+
+	for _, args := range [][]string{{"ls"}, {"verify"}} {
+		r := e.ok("", args...)
+		if strings.Contains(r.stdout+r.stderr, "copy.db-wal") {
+			t.Errorf("%s on the original reports the copy's log:\n%s", args[0], r)
+		}
+	}
+	e.fail(1, "", []string{"doctor", "--replay-log", cp + "-wal"}, "copy.db")
+	if got := e.messages(e.db); len(got["pending"]) != 0 {
+		t.Errorf("the copy's messages went into the original: %q", got["pending"])
+	}
+	if got := e.messages(cp); len(got["pending"]) != 5 || len(got["s"]) != 5 || len(got["c"]) != 1 {
+		t.Errorf("the copy holds %q, want s, c and its 5 pending", got)
+	}
+}
