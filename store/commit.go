@@ -184,6 +184,9 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		}
 		return true
 	}
+	if s.beforeCommitOpen != nil {
+		s.beforeCommitOpen()
+	}
 	db, err := s.acquire(actx)
 	if err != nil {
 		return fail(err)
@@ -191,6 +194,15 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 	defer s.release()
 	// Whatever happens below, the log and bbolt are read afresh next time.
 	defer s.forgetTail()
+	if same, err := s.holdsTailFile(t); err != nil {
+		return fail(err)
+	} else if !same {
+		// Another file was moved to the path since the log was read
+		// against the one there: the log is never applied to it. Redo,
+		// reading the log against the file now there (which fails with
+		// ErrMoved if it is another database).
+		return true
+	}
 
 	// The transaction reads pages through bbolt's mmap: a damaged page must
 	// fail the batch with ErrCorrupt, not kill the process.
@@ -303,6 +315,23 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		}
 	}
 	return false
+}
+
+// holdsTailFile reports whether the file the Store holds open (acquired by
+// the caller) is the one t was read against.
+func (s *Store) holdsTailFile(t *tailState) (bool, error) {
+	s.mu.Lock()
+	f := s.file
+	s.mu.Unlock()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("store %s: %w", s.path, err)
+	}
+	dev, ino, err := inodeOf(s.path, fi)
+	if err != nil {
+		return false, fmt.Errorf("store %s: %w", s.path, err)
+	}
+	return dev == t.dbDev && ino == t.dbIno, nil
 }
 
 // wtx is the write transaction shared by the requests of one commit. It

@@ -114,6 +114,9 @@ type Store struct {
 	// syncFault, if set (by tests), makes a successful sync of the log
 	// fail with its error, as a disk that lost the writes would.
 	syncFault func() error
+	// beforeCommitOpen, if set (by tests), runs in a commit after the log
+	// was read against the file and before the file is opened.
+	beforeCommitOpen func()
 }
 
 // Open opens the store at path, creating the file (mode 0600) and any
