@@ -167,3 +167,25 @@ func TestCopyBesideTheOriginalKeepsItsLog(t *testing.T) {
 		t.Errorf("the copy holds %q, want s, c and its 5 pending", got)
 	}
 }
+
+// restore of a backup whose own log holds acknowledged messages (a database
+// an agent crashed on, used as the backup): the restored file holds them
+// too, and the backup and its log are left as they were.
+func TestRestoreBackupWithItsOwnLog(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	b := filepath.Join(e.dir, "other.db")
+	e.ok(conversation, "--db", b, "add", "t")
+	e.crashAgent(b)
+	e.ok("", "restore", b)
+	if got := e.messages(e.db); len(got) != 2 || len(got["t"]) != 5 || len(got["pending"]) != 5 || got["pending"][4] != "pending 4" {
+		t.Fatalf("restored file: %q, want t and the 5 pending of the backup's log", got)
+	}
+	e.ok("", "verify")
+	if n := len(logRecords(t, b)); n != 5 {
+		t.Errorf("the backup's log holds %d records after the restore, want its 5", n)
+	}
+	if r := e.ok("", "ls"); strings.Contains(r.stderr, "log ") {
+		t.Errorf("ls after the restore reports logs:\n%s", r)
+	}
+}
