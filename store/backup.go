@@ -57,9 +57,9 @@ func (s *Store) Backup(ctx context.Context, out string) error {
 // holds nothing the file does not: it applies the log, then copies under the
 // log's shared lock (no append lands meanwhile) if nothing came in between.
 //
-// A read-only Store cannot apply its log to its file: the file and the log
-// are copied together, as of one moment, and the copy of the log is applied
-// to the copy of the file, leaving both originals as they were.
+// A read-only Store cannot apply its log to its file: the log is applied to
+// the copy instead, copied with the file as of one moment, and both
+// originals are left as they were.
 func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 	for range backupTries {
 		if !s.opts.ReadOnly {
@@ -67,7 +67,7 @@ func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 				return err
 			}
 		}
-		done, withLog := false, false
+		done := false
 		err := s.readView(ctx, func(v *rview) error {
 			if v.t.records() && !s.opts.ReadOnly {
 				return nil // appended since: apply again
@@ -86,19 +86,13 @@ func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 				return err
 			}
 			if v.t.records() {
-				// Under the log's shared lock: no append or checkpoint
+				// Under the log's shared lock, no append or checkpoint
 				// changes the log or the file meanwhile.
-				if err := copyLog(s.walF, f.Name()+walSuffix); err != nil {
-					return err
-				}
-				withLog = true
+				_, err = applyLogToCopy(ctx, s.walF, f.Name())
 			}
-			done = true
-			return nil
+			done = err == nil
+			return err
 		})
-		if err == nil && withLog {
-			err = applyCopiedLog(ctx, f.Name(), s.opts.LockTimeout)
-		}
 		if err != nil {
 			return err
 		}
@@ -107,46 +101,6 @@ func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 		}
 	}
 	return fmt.Errorf("%w: appends kept arriving while applying the log, %d times; try again", ErrLocked, backupTries)
-}
-
-// copyLog copies the log open on from to the new file to.
-func copyLog(from *os.File, to string) error {
-	fi, err := from.Stat()
-	if err != nil {
-		return fmt.Errorf("copy the log: %w", err)
-	}
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, fileMode)
-	if err != nil {
-		return fmt.Errorf("copy the log: %w", err)
-	}
-	_, err = io.Copy(out, io.NewSectionReader(from, 0, fi.Size()))
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(to)
-		return fmt.Errorf("copy the log to %s: %w", to, err)
-	}
-	return nil
-}
-
-// applyCopiedLog applies the copy of a log, path-wal, to the copy of its
-// file at path (the same database, which no other process knows of), then
-// removes it.
-func applyCopiedLog(ctx context.Context, path string, wait time.Duration) error {
-	defer os.Remove(path + walSuffix)
-	c, err := Open(path, Options{LockTimeout: wait})
-	if err != nil {
-		return fmt.Errorf("apply the copy of the log: %w", err)
-	}
-	err = c.Checkpoint(ctx)
-	if cerr := c.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("apply the copy of the log: %w", err)
-	}
-	return nil
 }
 
 // RestoreReport says what Restore did.
