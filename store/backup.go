@@ -36,6 +36,9 @@ func (s *Store) Backup(ctx context.Context, out string) error {
 	name := tmp.Name()
 	defer os.Remove(name)
 	err = s.copyApplied(ctx, tmp)
+	if err == nil {
+		err = matchOwner(tmp, s.path)
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
