@@ -50,3 +50,56 @@ func TestCommitNeverAppliesTheLogToAFileMovedInMeanwhile(t *testing.T) {
 		t.Errorf("the file moved in holds %q, want its 5 messages and none of the log's", got)
 	}
 }
+
+// Another database's log, damaged, found where the file's log belongs: it is
+// never read (damage in it is its own database's to salvage), so the file
+// reads and writes as usual, and a writer sets the log aside untouched.
+func TestDamagedForeignLogSetAsideUnread(t *testing.T) {
+	dir := t.TempDir()
+	a, err := Open(filepath.Join(dir, "a.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for i := range 3 {
+		appendText(t, a, "s", fmt.Sprintf("a%d", i))
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "a.db") + walSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) < walHeaderSize+20 {
+		t.Fatalf("a's log holds %d bytes, want records", len(log))
+	}
+	copy(log[walHeaderSize+16:], "XXXX") // inside the first record, before synced
+	path := filepath.Join(dir, "b.db")
+	b, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendText(t, b, "s", "b0")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+walSuffix, log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got := textsOf(t, b, "s"); len(got) != 1 || got[0] != "b0" {
+		t.Errorf("b reads %q beside a's damaged log, want [b0]", got)
+	}
+	if _, _, err := b.Append(ctx, "s", text("user", "b1")); err != nil {
+		t.Errorf("append to b beside a's damaged log: %v", err)
+	}
+	aside, _ := filepath.Glob(path + walSuffix + orphanInfix + "*")
+	if len(aside) != 1 {
+		t.Fatalf("logs set aside: %q", aside)
+	}
+	if got, _ := os.ReadFile(aside[0]); string(got) != string(log) {
+		t.Errorf("the log set aside is not a's log as it was (%d bytes, want %d)", len(got), len(log))
+	}
+}

@@ -475,7 +475,7 @@ func (s *Store) readView(ctx context.Context, fn func(v *rview) error) error {
 	if err != nil {
 		return err
 	}
-	if t.mode == tailOrphan && len(t.orphan) > 0 && !s.opts.ReadOnly {
+	if t.mode == tailOrphan && (len(t.orphan) > 0 || t.foreign) && !s.opts.ReadOnly {
 		unlock()
 		unlock = func() {}
 		if err := s.write(ctx, func(*wtx) error { return nil }); err != nil {

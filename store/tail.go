@@ -57,6 +57,10 @@ type tailState struct {
 	// make it, and sessions loaded from bbolt to check a write against.
 	sessions map[string]*tailSession
 	orphan   [][][]byte // tailOrphan: the records set aside
+	// foreign (tailOrphan) says the log is another database's: it is
+	// never read, so damage in it (its own database's to salvage) is not
+	// this file's; a writer sets it aside.
+	foreign  bool
 	messages int
 	bytes    int64
 }
@@ -486,7 +490,7 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 			return nil, err
 		}
 	}
-	if !hasHdr || f == nil || t.mode == tailStale {
+	if !hasHdr || f == nil || t.mode == tailStale || t.foreign {
 		return t, nil
 	}
 	gen := hdr.gen
@@ -568,6 +572,7 @@ func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr walH
 		t.mode, t.off = tailStale, walHeaderSize
 	default:
 		t.mode, t.off = tailOrphan, walHeaderSize
+		t.foreign = !t.hasApplied || hdr.id != t.applied.id
 	}
 	return t, nil
 }
