@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	binenc "encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -187,5 +189,38 @@ func TestRestoreBackupWithItsOwnLog(t *testing.T) {
 	}
 	if r := e.ok("", "ls"); strings.Contains(r.stderr, "log ") {
 		t.Errorf("ls after the restore reports logs:\n%s", r)
+	}
+}
+
+// A log written by a newer ctxstore (a newer version in its header's magic)
+// is refused by every command as written by a newer ctxstore, never
+// reported as damage, and salvage does not copy around it.
+func TestNewerLogRefused(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	e.crashAgent(e.db)
+	log := store.LogPath(e.db)
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[15] = 2 // the log format's version, the magic's last byte
+	binenc.LittleEndian.PutUint32(b[40:], crc32.Checksum(b[:40], crc32.MakeTable(crc32.Castagnoli)))
+	if err := os.WriteFile(log, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"ls"}, {"add", "s"}, {"verify"}, {"export"}} {
+		r := e.fail(1, conversation, args, "written by a newer ctxstore", "log format version 2")
+		if strings.Contains(r.stderr, "damaged") || strings.Contains(r.stderr, "--salvage") {
+			t.Errorf("%v: a newer log reported as damage: %s", args, r.stderr)
+		}
+	}
+	out := filepath.Join(e.dir, "out.db")
+	e.fail(1, "", []string{"doctor", "--salvage", out}, "newer ctxstore")
+	if _, err := os.Stat(out); err == nil {
+		t.Error("salvage wrote a copy without the newer log's messages")
+	}
+	if got, _ := os.ReadFile(log); string(got) != string(b) {
+		t.Error("the newer log was changed")
 	}
 }
