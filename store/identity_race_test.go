@@ -4,8 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"go.etcd.io/bbolt"
 )
 
 // Another database moved over the Store's path between the moment a commit
@@ -101,5 +105,53 @@ func TestDamagedForeignLogSetAsideUnread(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(aside[0]); string(got) != string(log) {
 		t.Errorf("the log set aside is not a's log as it was (%d bytes, want %d)", len(got), len(log))
+	}
+}
+
+// Processes that open a file of format 1 without an identity at once (its
+// agents restarted on a new build together): the file is migrated once, gets
+// one identity, and every append each process was told is stored is there;
+// no log is set aside.
+func TestConcurrentMigration(t *testing.T) {
+	const procs, each = 4, 20
+	path := fileEdited(t, func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(bucketStore))
+		if err := b.Delete([]byte(keyWAL)); err != nil {
+			return err
+		}
+		return b.Put([]byte(keyFormat), []byte("1"))
+	})
+	os.Remove(LogPath(path))
+	var cmds []*exec.Cmd
+	for i := range procs {
+		c := child(t, "writer", path, fmt.Sprintf("%d %d", i, each))
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	if aside, _ := filepath.Glob(LogPath(path) + orphanInfix + "*"); len(aside) != 0 {
+		t.Errorf("logs set aside: %q", aside)
+	}
+	st, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	got := textsOf(t, st, "shared")
+	for i := range procs {
+		for j := range each {
+			if !slices.Contains(got, fmt.Sprintf("w%d-%d", i, j)) {
+				t.Errorf("w%d-%d acknowledged, not in the file (%d messages)", i, j, len(got))
+			}
+		}
+	}
+	if a, ok := fileIdentity(t, path); !ok || a.id == ([walIDLen]byte{}) {
+		t.Errorf("no identity after the migration")
 	}
 }
