@@ -184,8 +184,8 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		}
 		return true
 	}
-	if s.beforeCommitOpen != nil {
-		s.beforeCommitOpen()
+	if s.beforeOpen != nil {
+		s.beforeOpen("commit")
 	}
 	db, err := s.acquire(actx)
 	if err != nil {
@@ -315,6 +315,27 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		}
 	}
 	return false
+}
+
+// errReplacedMidway is the failure of an operation that read the log
+// against one file and found another at the path when it opened the file.
+var errReplacedMidway = fmt.Errorf("%w: the file at the path was replaced during the operation", ErrMoved)
+
+// checkTailFile fails with errReplacedMidway unless the file the Store holds
+// open (acquired by the caller) is the one t, if any, was read against: the
+// log's records are never shown over, or checked against, another file.
+func (s *Store) checkTailFile(t *tailState) error {
+	if t == nil {
+		return nil
+	}
+	same, err := s.holdsTailFile(t)
+	if err != nil {
+		return err
+	}
+	if !same {
+		return fmt.Errorf("store %s: %w", s.path, errReplacedMidway)
+	}
+	return nil
 }
 
 // holdsTailFile reports whether the file the Store holds open (acquired by

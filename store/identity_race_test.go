@@ -31,8 +31,8 @@ func TestCommitNeverAppliesTheLogToAFileMovedInMeanwhile(t *testing.T) {
 	theirs, _ := fileIdentity(t, backup)
 	appendText(t, st, "s", "m5") // in the log: seq 6, continuing the backup too
 	appendText(t, st, "s", "m6")
-	st.beforeCommitOpen = func() {
-		st.beforeCommitOpen = nil
+	st.beforeOpen = func(string) {
+		st.beforeOpen = nil
 		if err := os.Rename(backup, path); err != nil {
 			t.Error(err)
 		}
@@ -153,5 +153,42 @@ func TestConcurrentMigration(t *testing.T) {
 	}
 	if a, ok := fileIdentity(t, path); !ok || a.id == ([walIDLen]byte{}) {
 		t.Errorf("no identity after the migration")
+	}
+}
+
+// The same for a read: the log read against one file is never shown over
+// another moved to the path before the read opened it.
+func TestReadNeverShowsTheLogOverAFileMovedInMeanwhile(t *testing.T) {
+	st, path := openTemp(t)
+	defer st.Close()
+	for i := range 5 {
+		appendText(t, st, "s", fmt.Sprintf("m%d", i))
+	}
+	backup := filepath.Join(filepath.Dir(path), "backup.db")
+	if err := st.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	appendText(t, st, "s", "m5") // in the log
+	appendText(t, st, "s", "m6")
+	st.beforeOpen = func(op string) {
+		if op != "read" {
+			return
+		}
+		st.beforeOpen = nil
+		if err := os.Rename(backup, path); err != nil {
+			t.Error(err)
+		}
+	}
+	var got []string
+	var err error
+	for e, ierr := range st.Messages(ctx, "s", 0) {
+		if err = ierr; err != nil {
+			break
+		}
+		m, _ := e.Message()
+		got = append(got, m.Text())
+	}
+	if len(got) > 5 || !errors.Is(err, ErrMoved) {
+		t.Errorf("read with another database moved in under it: %q, %v; want ErrMoved and none of the log's messages", got, err)
 	}
 }

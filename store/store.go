@@ -114,9 +114,10 @@ type Store struct {
 	// syncFault, if set (by tests), makes a successful sync of the log
 	// fail with its error, as a disk that lost the writes would.
 	syncFault func() error
-	// beforeCommitOpen, if set (by tests), runs in a commit after the log
-	// was read against the file and before the file is opened.
-	beforeCommitOpen func()
+	// beforeOpen, if set (by tests), runs after the log was read against
+	// the file and before the file is opened: in a commit ("commit") and
+	// in a read ("read").
+	beforeOpen func(op string)
 }
 
 // Open opens the store at path, creating the file (mode 0600) and any
@@ -438,8 +439,15 @@ func (v *rview) bolt() (*bbolt.Tx, error) {
 	if v.tx != nil {
 		return v.tx, nil
 	}
+	if v.s.beforeOpen != nil {
+		v.s.beforeOpen("read")
+	}
 	db, err := v.s.acquire(v.ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := v.s.checkTailFile(v.t); err != nil {
+		v.s.release()
 		return nil, err
 	}
 	tx, err := db.Begin(false)

@@ -649,7 +649,7 @@ func (s *Store) loadSessions(ctx context.Context, t *tailState, names []string) 
 	if len(names) == 0 {
 		return nil
 	}
-	return s.bolt(ctx, func(tx *bbolt.Tx) error {
+	return s.boltOf(ctx, t, func(tx *bbolt.Tx) error {
 		for _, name := range names {
 			ts, err := boltSession(tx, name)
 			if err != nil {
@@ -685,11 +685,20 @@ func boltSession(tx *bbolt.Tx, name string) (*tailSession, error) {
 
 // bolt runs fn in a bbolt read transaction (the caller holds the log's lock).
 func (s *Store) bolt(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
+	return s.boltOf(ctx, nil, fn)
+}
+
+// boltOf is bolt on the file t (if not nil) was read against: another file
+// moved to the path meanwhile fails it with errReplacedMidway.
+func (s *Store) boltOf(ctx context.Context, t *tailState, fn func(tx *bbolt.Tx) error) error {
 	db, err := s.acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.release()
+	if err := s.checkTailFile(t); err != nil {
+		return err
+	}
 	return s.guard("read", func() error { return db.View(fn) })
 }
 
