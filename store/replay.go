@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.etcd.io/bbolt"
 )
@@ -113,9 +114,9 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 			// Another database's, not yet set aside: a write does that.
 		case !l.Mine && !strings.HasPrefix(name, own+orphanInfix):
 			continue // another database's log, beside its own file
-		case logOfAnotherFile(path) != "":
-			// The log of a file beside this one: a copy of this
-			// database (cp keeps the identity) has a log of its own.
+		case logOfAnotherFile(path, h.id) != "":
+			// The log of a file beside this one, a copy of this
+			// database (cp keeps the identity): that copy's own.
 			continue
 		}
 		if l.Mine {
@@ -217,10 +218,6 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	if same, _ := filepath.Abs(log); same == s.walPath {
 		return nil, fmt.Errorf("store %s: %s is its own log, applied by every write", s.path, log)
 	}
-	if file := logOfAnotherFile(log); file != "" {
-		return nil, fmt.Errorf("store %s: replay: %s is the log of %s, which holds its messages (a copy of a database keeps its identity, and has a log of its own): open %s to read them; to replay the log of a file that is not its database, move that file away first",
-			s.path, log, file, file)
-	}
 	f, err := os.OpenFile(log, os.O_RDWR|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: replay: %w", s.path, err)
@@ -236,6 +233,10 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	if !s.hasID || h.id != s.id {
 		return nil, fmt.Errorf("store %s: replay: the log %s belongs to database %s, not to this one (%s): replay it into its own file (ctxstore verify and ls name the logs that belong to a file)",
 			s.path, log, idString(h.id), idString(s.id))
+	}
+	if file := logOfAnotherFile(log, h.id); file != "" {
+		return nil, fmt.Errorf("store %s: replay: %s is the log of %s, a copy of this database (a copy made with cp keeps the identity, and has a log of its own): its messages are that file's; open %s to read them",
+			s.path, log, file, file)
 	}
 	r := &ReplayReport{Log: log}
 	err = s.write(ctx, func(w *wtx) error {
@@ -263,17 +264,27 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	return r, nil
 }
 
-// logOfAnotherFile returns the store file whose log log is, by its name
-// (FILE-wal), when that file exists: such a log is that file's, whatever
-// identity it carries, and is never another file's to replay. It returns ""
-// for a set-aside log and for a log whose file is gone (moved away without
-// it).
-func logOfAnotherFile(log string) string {
+// logOfAnotherFile returns the store file whose log log is by its name
+// (FILE-wal), when that file exists and the log, carrying identity id, may
+// be its own: FILE has that identity too (a cp of a database keeps it), or
+// FILE's identity cannot be read. Such a log is never another file's to
+// list or replay. It returns "" for a set-aside log, for a log whose file is
+// gone (moved away without it), and for one whose file is another database
+// (put at the moved file's name; its first write sets the log aside).
+func logOfAnotherFile(log string, id [walIDLen]byte) string {
 	if !strings.HasSuffix(log, walSuffix) {
 		return ""
 	}
 	file := strings.TrimSuffix(log, walSuffix)
 	if fi, err := os.Stat(file); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	other, err := Open(file, Options{ReadOnly: true, LockTimeout: time.Second})
+	if err != nil {
+		return file
+	}
+	defer other.Close()
+	if other.hasID && other.id != id {
 		return ""
 	}
 	return file

@@ -224,3 +224,29 @@ func TestNewerLogRefused(t *testing.T) {
 		t.Error("the newer log was changed")
 	}
 }
+
+// mv of a file after a crash, then a backup copied to the old name (nothing
+// has written to it yet): the log left there is still the moved file's, and
+// its verify says so and its replay takes it; the log of a copy (same
+// identity) is not (TestCopyBesideTheOriginalKeepsItsLog).
+func TestMovedThenReplacedStillReported(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	b := filepath.Join(e.dir, "backup.db")
+	e.ok("", "backup", b)
+	e.crashAgent(e.db)
+	archive := filepath.Join(e.dir, "archive.db")
+	e.sh("mv", e.db, archive)
+	e.sh("cp", b, e.db)
+	r := e.run("", "--db", archive, "verify")
+	if r.code != 1 || !strings.Contains(r.stdout, "holds 5 messages of this database") {
+		t.Fatalf("verify of the file moved without its log, a backup at its old name: %s", r)
+	}
+	e.ok("", "--db", archive, "doctor", "--replay-log", e.db+"-wal")
+	if got := e.messages(archive); len(got["pending"]) != 5 || len(got["s"]) != 5 {
+		t.Errorf("archive after the replay: %q", got)
+	}
+	if got := e.messages(e.db); len(got["pending"]) != 0 || len(got["s"]) != 5 {
+		t.Errorf("the backup at the old name: %q", got)
+	}
+}
