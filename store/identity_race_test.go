@@ -192,3 +192,46 @@ func TestReadNeverShowsTheLogOverAFileMovedInMeanwhile(t *testing.T) {
 		t.Errorf("read with another database moved in under it: %q, %v; want ErrMoved and none of the log's messages", got, err)
 	}
 }
+
+// The Store's database moved away (and another put at the path) while a
+// commit into it was under way: the write is in the Store's database, where
+// its history is, and is acknowledged as such; the next operation fails
+// with ErrMoved. It is never reported as not written.
+func TestCommitIntoAFileMovedAwayIsAcknowledged(t *testing.T) {
+	st, path := openTemp(t)
+	defer st.Close()
+	for i := range 5 {
+		appendText(t, st, "s", fmt.Sprintf("m%d", i))
+	}
+	dir := filepath.Dir(path)
+	backup, archive := filepath.Join(dir, "backup.db"), filepath.Join(dir, "archive.db")
+	if err := st.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	st.logBytes = 0 // appends commit to bbolt
+	st.synced = func() {
+		st.synced = nil
+		if err := os.Rename(path, archive); err != nil {
+			t.Error(err)
+		}
+		if err := os.Rename(backup, path); err != nil {
+			t.Error(err)
+		}
+	}
+	_, _, err := st.Append(ctx, "s", text("user", "m5"))
+	a, oerr := Open(archive, Options{ReadOnly: true})
+	if oerr != nil {
+		t.Fatal(oerr)
+	}
+	defer a.Close()
+	got := textsOf(t, a, "s")
+	if len(got) != 6 {
+		t.Fatalf("the moved file holds %q", got)
+	}
+	if err != nil {
+		t.Errorf("the append, stored in the Store's database (moved away meanwhile), failed: %v", err)
+	}
+	if _, _, err := st.Append(ctx, "s", text("user", "m6")); !errors.Is(err, ErrMoved) {
+		t.Errorf("the next append: %v, want ErrMoved", err)
+	}
+}
