@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"os"
 	"strings"
 	"sync"
 
@@ -31,7 +32,14 @@ type searchState struct {
 
 func (s *Store) searchIndex() *search.Index {
 	s.search.once.Do(func() {
-		s.search.ix = search.Open(SearchPath(s.path))
+		var origin []byte
+		if s.hasID {
+			origin = s.id[:]
+		}
+		s.search.ix = search.OpenFile(SearchPath(s.path), search.FileOptions{
+			Origin:  origin,
+			Prepare: func(f *os.File) error { return matchOwner(f, s.path) },
+		})
 		s.search.ix.SetChangeToken(s.logToken)
 	})
 	return s.search.ix

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"sync"
 
@@ -22,6 +23,7 @@ import (
 // An Index is safe for concurrent use.
 type Index struct {
 	path string
+	file FileOptions
 
 	syncMu sync.Mutex // one catch-up at a time
 	mu     sync.RWMutex
@@ -85,14 +87,31 @@ const toolPrefix = "\x00tool:"
 // Open returns the index kept in the file at path (none: in memory only),
 // reading what the file holds; a missing, damaged or foreign file gives an
 // empty index, built again from the log by the first search.
-func Open(path string) *Index {
-	ix := &Index{path: path}
+func Open(path string) *Index { return OpenFile(path, FileOptions{}) }
+
+// FileOptions says how an Index keeps its file.
+type FileOptions struct {
+	// Origin identifies the database the index is derived from (an
+	// engine's own identity of it). The file records it, and a file of
+	// another origin is not read: a database replaced by another (a
+	// restored backup, which continues its sessions with seqs the index
+	// saw with other text) is indexed again from its log.
+	Origin []byte
+	// Prepare, when set, is called with each new index file, written but
+	// not yet in place: an engine gives it the database's owner there, so
+	// that an administrator's search leaves the file to that owner.
+	Prepare func(*os.File) error
+}
+
+// OpenFile is Open with the file kept as o says.
+func OpenFile(path string, o FileOptions) *Index {
+	ix := &Index{path: path, file: o}
 	if path != "" {
-		st, err := load(path)
+		st, err := load(path, o.Origin)
 		switch {
 		case err == nil:
 			ix.st = st
-		case !errors.Is(err, fs.ErrNotExist):
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errStale):
 			ix.loadErr = err
 		}
 	}
