@@ -322,9 +322,16 @@ func (s *Store) indexBatch(ctx context.Context, session []byte, mark, last int64
 		next = seqs[len(seqs)-1]
 	}
 	b := &pgx.Batch{}
+	// Only messages still there are indexed, each locked until the rows
+	// commit: a purge that committed since the read is seen, and one in
+	// progress waits and then deletes these rows too. Otherwise a purge
+	// racing a catch-up would leave the purged text's terms behind. In
+	// seq order, as another host's catch-up of the session inserts them.
 	b.Queue(`INSERT INTO `+s.schema+`.search_docs (session, seq, epoch, time, role, tools, terms)
 		SELECT $1, u.seq, u.epoch, u.time, u.role, string_to_array(u.tools, E'\n'), u.terms::tsvector
 		FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS u(seq, epoch, time, role, tools, terms)
+		JOIN `+s.schema+`.messages m ON m.session = $1 AND m.seq = u.seq
+		ORDER BY u.seq FOR KEY SHARE OF m
 		ON CONFLICT DO NOTHING`, session, seqs, epochs, times, roles, tools, terms)
 	b.Queue(`INSERT INTO `+s.schema+`.search_marks (session, seq) VALUES ($1, $2)
 		ON CONFLICT (session) DO UPDATE SET seq = greatest(search_marks.seq, excluded.seq)`, session, next)
