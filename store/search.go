@@ -105,10 +105,30 @@ func (s *Store) RebuildSearch(ctx context.Context) error {
 }
 
 // closeSearch writes the search index's file, if a search opened it, so
-// that the next process catches up from there.
+// that the next process catches up from there; what was purged since the
+// last search is forgotten first.
 func (s *Store) closeSearch() {
-	if s.search.ix != nil && s.search.ix.Unsaved() > 0 && !s.opts.ReadOnly {
+	if s.search.ix == nil || s.opts.ReadOnly {
+		return
+	}
+	if err := s.search.ix.Prune(context.Background(), s); err == nil && s.search.ix.Unsaved() > 0 {
 		_ = s.search.ix.Save()
+	}
+}
+
+// searchPurged takes what a purge deleted out of the search index's file,
+// which would otherwise keep the purged messages' terms until a later
+// search wrote it again.
+func (s *Store) searchPurged(ctx context.Context) {
+	if s.opts.ReadOnly {
+		return
+	}
+	if _, err := os.Lstat(SearchPath(s.path)); err != nil && s.search.ix == nil {
+		return // no file, and no index in memory to write one
+	}
+	ix := s.searchIndex()
+	if err := ix.Prune(ctx, s); err == nil && ix.Unsaved() > 0 {
+		_ = ix.Save() // a failure leaves the file to the next Close
 	}
 }
 

@@ -1,11 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // TestSearchAfterRestore: a restored file continues the backup's sessions
@@ -71,5 +75,61 @@ func TestSearchFileOwner(t *testing.T) {
 	must(t, err)
 	if s := fi.Sys().(*syscall.Stat_t); s.Uid != uid || s.Gid != gid || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the index file root wrote is %d:%d %v, want the database's %d:%d -rw-------", s.Uid, s.Gid, fi.Mode().Perm(), uid, gid)
+	}
+}
+
+// TestSearchFileForgetsPurged: once a purge returns and the stores that
+// searched are closed, the index file beside the database holds no term of
+// the purged messages, whoever searched and purged, in whatever order.
+func TestSearchFileForgetsPurged(t *testing.T) {
+	ctx := context.Background()
+	purges := map[string]func(st *Store) error{
+		"epoch":   func(st *Store) error { return st.PurgeEpoch(ctx, "s", 1) },
+		"session": func(st *Store) error { return st.Purge(ctx, "s") },
+	}
+	// Each step opens the store (a process), does its part, closes it.
+	orders := map[string][]string{
+		"purge in a later store":          {"search", "purge"},
+		"purge after a search":            {"search purge"},
+		"search after a purge":            {"search", "purge search"},
+		"search in a store after a purge": {"search", "purge", "search"},
+	}
+	for pname, purge := range purges {
+		for oname, steps := range orders {
+			t.Run(pname+"/"+oname, func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "s.db")
+				st, err := Open(path, Options{})
+				must(t, err)
+				for _, m := range []string{"the secret platypus", "another platypus"} {
+					if _, _, err := st.Append(ctx, "s", text("user", m)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := st.Clear(ctx, "s"); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := st.Append(ctx, "s", text("user", "kept")); err != nil {
+					t.Fatal(err)
+				}
+				must(t, st.Close())
+				for _, step := range steps {
+					st, err := Open(path, Options{})
+					must(t, err)
+					for _, do := range strings.Fields(step) {
+						if do == "purge" {
+							must(t, purge(st))
+						} else {
+							st.Search(ctx, storage.SearchRequest{Query: "kept"})
+						}
+					}
+					must(t, st.Close())
+				}
+				b, err := os.ReadFile(SearchPath(path))
+				must(t, err)
+				if bytes.Contains(b, []byte("platypus")) {
+					t.Fatalf("%s holds a purged message's term", SearchPath(path))
+				}
+			})
+		}
 	}
 }

@@ -28,7 +28,7 @@ type Index struct {
 	syncMu sync.Mutex // one catch-up at a time
 	mu     sync.RWMutex
 	st     state
-	added  int // docs added since the file was last written
+	added  int // docs added or forgotten since the file was last written
 	// loadErr is why the file could not be read (nil when it was, or
 	// when there was none).
 	loadErr error
@@ -221,14 +221,10 @@ func (ix *Index) Sync(ctx context.Context, eng storage.Engine) error {
 			tok = t
 		}
 	}
-	infos, err := eng.Sessions(ctx)
+	infos, err := ix.prune(ctx, eng)
 	if err != nil {
-		return fmt.Errorf("search: listing sessions: %w", err)
+		return err
 	}
-	ix.mu.Lock()
-	ix.st.init()
-	ix.dropGone(infos)
-	ix.mu.Unlock()
 	for _, info := range infos {
 		if err := ix.catchUp(ctx, eng, info); err != nil {
 			return err
@@ -236,6 +232,38 @@ func (ix *Index) Sync(ctx context.Context, eng storage.Engine) error {
 	}
 	ix.lastTok = tok
 	return nil
+}
+
+// Prune forgets what was purged from eng's log since the last catch-up,
+// indexing nothing new: an engine calls it after a purge and before
+// writing the index's file, so that the file keeps no term of a purged
+// message.
+func (ix *Index) Prune(ctx context.Context, eng storage.Engine) error {
+	ix.syncMu.Lock()
+	defer ix.syncMu.Unlock()
+	if ix.token != nil && ix.lastTok != nil {
+		if t, err := ix.token(ctx); err == nil && t == ix.lastTok {
+			return nil // nothing written since the last catch-up
+		}
+	}
+	_, err := ix.prune(ctx, eng)
+	return err
+}
+
+// prune lists eng's sessions and forgets what is gone from them; forgotten
+// docs count as changes the file must be written for.
+func (ix *Index) prune(ctx context.Context, eng storage.Engine) ([]storage.SessionInfo, error) {
+	infos, err := eng.Sessions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("search: listing sessions: %w", err)
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.st.init()
+	live := ix.st.live
+	ix.dropGone(infos)
+	ix.added += live - ix.st.live
+	return infos, nil
 }
 
 // dropGone forgets sessions that are gone, replaced (created again since
