@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,41 +14,73 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 )
 
-// TestSearchAfterRestore: a restored file continues the backup's sessions
-// from the backup's last seq, so the messages appended after the restore
-// reuse seqs the index beside the file saw with other text. The index must
-// not be trusted: the new messages are found, the text the restore rolled
-// back is not.
+// TestSearchAfterRestore: a database put back from a copy (by restore, or
+// by cp of the closed file) continues its sessions from the copy's last
+// seq, so the messages appended after it reuse seqs the index beside the
+// file saw with other text. The index must not be trusted: the new messages
+// are found, the text the copy rolled back is not.
 func TestSearchAfterRestore(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	path, backup := filepath.Join(dir, "s.db"), filepath.Join(dir, "backup.db")
-	st, err := Open(path, Options{})
-	must(t, err)
-	if _, _, err := st.Append(ctx, "s", text("user", "kept before the backup")); err != nil {
-		t.Fatal(err)
+	ways := []struct {
+		name      string
+		keep, put func(t *testing.T, st *Store, path, backup string) *Store
+	}{
+		{"ctxstore restore", func(t *testing.T, st *Store, path, backup string) *Store {
+			must(t, st.Backup(ctx, backup))
+			return st
+		}, func(t *testing.T, _ *Store, path, backup string) *Store {
+			_, err := Restore(ctx, path, backup)
+			must(t, err)
+			return nil
+		}},
+		{"cp of the closed file", func(t *testing.T, st *Store, path, backup string) *Store {
+			must(t, st.Close())
+			copyOver(t, path, backup)
+			st, err := Open(path, Options{})
+			must(t, err)
+			return st
+		}, func(t *testing.T, _ *Store, path, backup string) *Store {
+			copyOver(t, backup, path)
+			return nil
+		}},
 	}
-	must(t, st.Backup(ctx, backup))
-	if _, _, err := st.Append(ctx, "s", text("user", "rolled back by the restore: pangolin")); err != nil {
-		t.Fatal(err)
+	for _, w := range ways {
+		t.Run(w.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path, backup := filepath.Join(dir, "s.db"), filepath.Join(dir, "backup.db")
+			st, err := Open(path, Options{})
+			must(t, err)
+			if _, _, err := st.Append(ctx, "s", text("user", "kept before the backup")); err != nil {
+				t.Fatal(err)
+			}
+			st = w.keep(t, st, path, backup)
+			if _, _, err := st.Append(ctx, "s", text("user", "rolled back by the restore: pangolin")); err != nil {
+				t.Fatal(err)
+			}
+			searchN(t, st, "pangolin", 1) // the index, saved at Close, holds seq 2
+			must(t, st.Close())
+			w.put(t, st, path, backup)
+			st, err = Open(path, Options{})
+			must(t, err)
+			defer st.Close()
+			for _, m := range []string{"after the restore: wombat", "and a second one: wombat"} {
+				if _, _, err := st.Append(ctx, "s", text("user", m)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			searchN(t, st, "wombat", 2)
+			searchN(t, st, "pangolin", 0)
+			searchN(t, st, "kept", 1)
+		})
 	}
-	searchN(t, st, "pangolin", 1) // the index, saved at Close, holds seq 2
-	must(t, st.Close())
+}
 
-	if _, err := Restore(ctx, path, backup); err != nil {
-		t.Fatal(err)
-	}
-	st, err = Open(path, Options{})
+// copyOver copies the file src over dst, as cp does.
+func copyOver(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
 	must(t, err)
-	defer st.Close()
-	for _, m := range []string{"after the restore: wombat", "and a second one: wombat"} {
-		if _, _, err := st.Append(ctx, "s", text("user", m)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	searchN(t, st, "wombat", 2)
-	searchN(t, st, "pangolin", 0)
-	searchN(t, st, "kept", 1)
+	must(t, os.WriteFile(dst, b, 0o600))
 }
 
 // TestSearchFileOwner: the index file root writes beside a user's database
@@ -132,4 +166,35 @@ func TestSearchFileForgetsPurged(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestSearchSeesOtherProcessAppends: an append another process has
+// acknowledged (its line printed, the process still appending, its log not
+// checkpointed) is found by the next search of a store that searched
+// before, and so was caught up already.
+func TestSearchSeesOtherProcessAppends(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{})
+	must(t, err)
+	defer st.Close()
+	searchN(t, st, "batch", 0)
+	cmd := child(t, "appender", path, "")
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	lines := bufio.NewScanner(out)
+	for i := 0; i < 30 && lines.Scan(); i++ {
+		var first, last uint64
+		if _, err := fmt.Sscan(lines.Text(), &first, &last); err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.Search(ctx, storage.SearchRequest{Query: fmt.Sprintf(`"batch %d part"`, i), Limit: 10})
+		must(t, err)
+		if len(res.Hits) != int(last-first+1) {
+			t.Fatalf("append %d (seqs %d-%d) acknowledged by another process: %d hits, want %d", i, first, last, len(res.Hits), last-first+1)
+		}
+	}
+	must(t, lines.Err())
 }

@@ -78,6 +78,9 @@ type sessionState struct {
 	created int64  // SessionInfo.Created of the session indexed
 	docs    []uint32
 	purged  int // purged epochs when last checked; -1: not checked
+	// checked is set once the session's last doc was found in the log as
+	// indexed (sessions read from the file are not, until then).
+	checked bool
 }
 
 // toolPrefix leads the terms that record the tools a message calls: no
@@ -313,13 +316,10 @@ const catchUpBatch = 4096
 
 // catchUp indexes the messages of info's session past the index's mark.
 func (ix *Index) catchUp(ctx context.Context, eng storage.Engine, info storage.SessionInfo) error {
-	ix.mu.RLock()
-	ss := ix.st.sessions[info.Name]
-	mark := uint64(0)
-	if ss != nil {
-		mark = ss.mark
+	mark, err := ix.checkSession(ctx, eng, info)
+	if err != nil {
+		return err
 	}
-	ix.mu.RUnlock()
 	if mark >= info.LastSeq {
 		return nil
 	}
@@ -328,7 +328,7 @@ func (ix *Index) catchUp(ctx context.Context, eng storage.Engine, info storage.S
 	flush := func(upTo uint64) {
 		ix.mu.Lock()
 		ss := ix.st.session(info.Name)
-		ss.created = info.Created.UnixNano()
+		ss.created, ss.checked = info.Created.UnixNano(), true
 		tf := make(map[string]uint32)
 		for i, e := range batch {
 			ix.st.add(ss, e, docs[i], tf)
@@ -364,4 +364,42 @@ func (ix *Index) catchUp(ctx context.Context, eng storage.Engine, info storage.S
 	}
 	flush(info.LastSeq)
 	return nil
+}
+
+// checkSession returns the mark of info's session in the index, first
+// checking, once for a session read from the file, that the log still
+// holds the session's last indexed message as indexed (its time): a copy
+// of the database put back in place (cp of an older file) continues the
+// session with seqs the index saw with other text. A session that fails is
+// forgotten, and indexed again from its first message.
+func (ix *Index) checkSession(ctx context.Context, eng storage.Engine, info storage.SessionInfo) (uint64, error) {
+	ix.mu.RLock()
+	ss := ix.st.sessions[info.Name]
+	if ss == nil {
+		ix.mu.RUnlock()
+		return 0, nil
+	}
+	mark, checked := ss.mark, ss.checked || len(ss.docs) == 0
+	var last doc
+	if !checked {
+		last = ix.st.docs[ss.docs[len(ss.docs)-1]]
+	}
+	ix.mu.RUnlock()
+	if checked {
+		return mark, nil
+	}
+	es, err := eng.Get(ctx, info.Name, last.seq)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return 0, fmt.Errorf("search: checking session %q: %w", info.Name, err)
+	}
+	same := err == nil && len(es) == 1 && es[0].Time.UnixNano() == last.time && es[0].Epoch == last.epoch
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ss.checked = true
+	if !same {
+		ix.st.forget(ss, nil)
+		ss.mark = 0
+		ix.added++ // the file must be written again
+	}
+	return ss.mark, nil
 }
