@@ -36,6 +36,9 @@ func (s *Store) searchIndex() *search.Index {
 		if s.hasID {
 			origin = s.id[:]
 		}
+		if !s.opts.ReadOnly {
+			search.RemoveAbandoned(SearchPath(s.path))
+		}
 		s.search.ix = search.OpenFile(SearchPath(s.path), search.FileOptions{
 			Origin:  origin,
 			Prepare: func(f *os.File) error { return matchOwner(f, s.path) },

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/ctxstore/ctxstore/internal/tempfile"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -197,4 +200,83 @@ func TestSearchSeesOtherProcessAppends(t *testing.T) {
 		}
 	}
 	must(t, lines.Err())
+}
+
+// TestSearchChild is not a test: it is the body of the child processes of
+// the search tests.
+func TestSearchChild(t *testing.T) {
+	testkit.Child(t, func(role string) error {
+		st, err := Open(os.Getenv(envPath), Options{})
+		if err != nil {
+			return err
+		}
+		if err := st.RebuildSearch(context.Background()); err != nil {
+			return err
+		}
+		fmt.Println("built")
+		for { // "saver": writes the index file again and again
+			if err := st.search.ix.Save(); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// TestSearchFileKilledMidWrite: a process killed while writing the index
+// file leaves its temporary file behind; a later store removes it once it
+// is old enough to be abandoned, and the index still reads.
+func TestSearchFileKilledMidWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.db")
+	st, err := Open(path, Options{})
+	must(t, err)
+	for i := range 200 {
+		recs := make([]Record, 100)
+		for j := range recs {
+			recs[j] = text("user", fmt.Sprintf("message %d of batch %d about the capybara and internal/zoo/pen_%d.go", j, i, j))
+		}
+		if _, _, err := st.Append(ctx, fmt.Sprintf("s%d", i%20), recs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, st.Close())
+	temps := func() []string {
+		var out []string
+		entries, err := os.ReadDir(dir)
+		must(t, err)
+		for _, e := range entries {
+			if n := e.Name(); n != "s.db" && n != "s.db-wal" && n != "s.db-search" && !strings.HasPrefix(n, "s.db.lock") {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	var left []string
+	for try := 0; try < 50 && len(left) == 0; try++ {
+		cmd := testkit.Command("TestSearchChild", "saver", envPath+"="+path)
+		out, err := cmd.StdoutPipe()
+		must(t, err)
+		must(t, cmd.Start())
+		lines := bufio.NewScanner(out)
+		lines.Scan() // built: the file is being written again and again
+		time.Sleep(time.Duration(1+try%10) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		left = temps()
+	}
+	if len(left) == 0 {
+		t.Skip("no kill landed in a write of the index file")
+	}
+	old := time.Now().Add(-2 * tempfile.AbandonedAfter)
+	for _, n := range left {
+		must(t, os.Chtimes(filepath.Join(dir, n), old, old))
+	}
+	st, err = Open(path, Options{})
+	must(t, err)
+	searchN(t, st, `"message 7 of batch 7 about"`, 1)
+	must(t, st.Close())
+	if left := temps(); len(left) > 0 {
+		t.Fatalf("files left beside the store by a process killed writing its index: %q", left)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/ctxstore/ctxstore/internal/tempfile"
 )
 
 // The index file: magic, version, the origin (the identity of the
@@ -19,6 +21,10 @@ const (
 	fileMagic   = "ctxsearch"
 	fileVersion = 2
 )
+
+// tempSuffix follows the index file's name in the temporary file it is
+// written to.
+const tempSuffix = ".tmp"
 
 var errIndexFile = errors.New("search: index file unreadable")
 
@@ -35,8 +41,11 @@ func (ix *Index) Save() error {
 	ix.mu.RLock()
 	b := ix.st.encode(ix.file.Origin)
 	ix.mu.RUnlock()
+	// Written under a temporary name, ".BASE.tmp…", renamed in place; a
+	// process killed meanwhile leaves it, removed by a later Save.
+	RemoveAbandoned(ix.path)
 	dir, base := filepath.Split(ix.path)
-	f, err := os.CreateTemp(dir, base+".tmp*")
+	f, err := os.CreateTemp(dir, "."+base+tempSuffix+"*")
 	if err != nil {
 		return fmt.Errorf("search: saving the index: %w", err)
 	}
@@ -58,6 +67,16 @@ func (ix *Index) Save() error {
 	ix.added = 0
 	ix.mu.Unlock()
 	return nil
+}
+
+// RemoveAbandoned deletes the temporary files that processes killed while
+// writing the index file at path left beside it (once old enough not to be
+// a write in progress). Save does it too; an engine also calls it when it
+// opens the index for writing.
+func RemoveAbandoned(path string) {
+	if path != "" {
+		tempfile.RemoveAbandoned(path, tempSuffix)
+	}
 }
 
 // Path returns the file the index is kept in ("" for none).
