@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -321,17 +322,19 @@ func (s *Store) indexBatch(ctx context.Context, session []byte, mark, last int64
 	if len(seqs) == searchBatch {
 		next = seqs[len(seqs)-1]
 	}
+	// Only messages still there are indexed, under the session's search
+	// lock (shared; a purge takes it exclusively before it deletes): a
+	// purge that committed since the read is seen, one in progress is
+	// waited for, and one that comes later waits and then deletes these
+	// rows too. Otherwise a purge racing a catch-up would leave the purged
+	// text's terms behind. (An advisory lock, not a row lock on the
+	// messages: those would be written into every message row indexed.)
 	b := &pgx.Batch{}
-	// Only messages still there are indexed, each locked until the rows
-	// commit: a purge that committed since the read is seen, and one in
-	// progress waits and then deletes these rows too. Otherwise a purge
-	// racing a catch-up would leave the purged text's terms behind. In
-	// seq order, as another host's catch-up of the session inserts them.
+	b.Queue(`SELECT pg_advisory_xact_lock_shared($1)`, searchLockKey(s.schema, session))
 	b.Queue(`INSERT INTO `+s.schema+`.search_docs (session, seq, epoch, time, role, tools, terms)
 		SELECT $1, u.seq, u.epoch, u.time, u.role, string_to_array(u.tools, E'\n'), u.terms::tsvector
 		FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS u(seq, epoch, time, role, tools, terms)
-		JOIN `+s.schema+`.messages m ON m.session = $1 AND m.seq = u.seq
-		ORDER BY u.seq FOR KEY SHARE OF m
+		WHERE EXISTS (SELECT FROM `+s.schema+`.messages m WHERE m.session = $1 AND m.seq = u.seq)
 		ON CONFLICT DO NOTHING`, session, seqs, epochs, times, roles, tools, terms)
 	b.Queue(`INSERT INTO `+s.schema+`.search_marks (session, seq) VALUES ($1, $2)
 		ON CONFLICT (session) DO UPDATE SET seq = greatest(search_marks.seq, excluded.seq)`, session, next)
@@ -386,4 +389,14 @@ func (s *Store) RebuildSearch(ctx context.Context) error {
 		return s.errorf("", "rebuild search: %w", err)
 	}
 	return s.catchUpSearch(ctx)
+}
+
+// searchLockKey is the advisory lock a catch-up of session's index holds
+// shared and a purge of it exclusively: a hash of the schema and the name
+// (two sessions sharing one only wait for each other).
+func searchLockKey(schema string, session []byte) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("ctxstore search\x00" + schema + "\x00"))
+	h.Write(session)
+	return int64(h.Sum64())
 }
