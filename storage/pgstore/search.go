@@ -222,7 +222,7 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 		wg.Go(func() {
 			for l := range work {
 				for l.mark < l.last {
-					next, err := s.indexBatch(ctx, l.name, l.mark, l.last)
+					next, err := s.indexBatch(ctx, l)
 					mu.Lock()
 					if err != nil && first == nil {
 						first = s.errorf(string(l.name), "search: indexing: %w", err)
@@ -258,21 +258,25 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 type lag struct {
 	name       []byte
 	mark, last int64
+	created    int64 // the session's, to tell it from one purged and created again
 }
 
 // searchLags lists the sessions with messages the index lacks.
 func (s *Store) searchLags(ctx context.Context) ([]lag, error) {
 	var lags []lag
 	err := s.read(ctx, func() error {
-		rows, err := s.pool.Query(ctx, `SELECT s.name, coalesce(k.seq, 0), s.last_seq FROM `+s.schema+`.sessions s
-			LEFT JOIN `+s.schema+`.search_marks k ON k.session = s.name
-			WHERE s.live AND s.last_seq > coalesce(k.seq, 0)`)
+		// A mark past the session's last seq is another session's (one
+		// purged, and imported again with lower seqs): it counts as none.
+		rows, err := s.pool.Query(ctx, `SELECT s.name, m.seq, s.last_seq, s.created FROM `+s.schema+`.sessions s
+			LEFT JOIN `+s.schema+`.search_marks k ON k.session = s.name,
+			LATERAL (SELECT CASE WHEN k.seq <= s.last_seq THEN k.seq ELSE 0 END AS seq) m
+			WHERE s.live AND s.last_seq > m.seq`)
 		if err != nil {
 			return err
 		}
 		lags, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (lag, error) {
 			var l lag
-			return l, r.Scan(&l.name, &l.mark, &l.last)
+			return l, r.Scan(&l.name, &l.mark, &l.last, &l.created)
 		})
 		return err
 	})
@@ -289,9 +293,11 @@ const catchUpWorkers = 2
 // the planner's statistics.
 const analyzeAfter = 5000
 
-// indexBatch indexes up to searchBatch messages of session with seqs in
-// (mark, last] and moves the mark past them; it returns the new mark.
-func (s *Store) indexBatch(ctx context.Context, session []byte, mark, last int64) (int64, error) {
+// indexBatch indexes up to searchBatch messages of l's session with seqs
+// in (l.mark, l.last] and moves the mark past them; it returns the new
+// mark.
+func (s *Store) indexBatch(ctx context.Context, l lag) (int64, error) {
+	session, mark, last := l.name, l.mark, l.last
 	var seqs, epochs, times []int64
 	var roles, tools, terms []string
 	rows, err := s.pool.Query(ctx, `SELECT seq, epoch, time, role, raw FROM `+s.schema+`.messages
@@ -327,7 +333,9 @@ func (s *Store) indexBatch(ctx context.Context, session []byte, mark, last int64
 	// purge that committed since the read is seen, one in progress is
 	// waited for, and one that comes later waits and then deletes these
 	// rows too. Otherwise a purge racing a catch-up would leave the purged
-	// text's terms behind. (An advisory lock, not a row lock on the
+	// text's terms behind. Nothing is written unless the session listed
+	// is still there: a mark of one purged since would hide the messages
+	// of a session imported later under its name (from seq 1 again). (An advisory lock, not a row lock on the
 	// messages: those would be written into every message row indexed.)
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock_shared($1)`, searchLockKey(s.schema, session))
@@ -335,9 +343,12 @@ func (s *Store) indexBatch(ctx context.Context, session []byte, mark, last int64
 		SELECT $1, u.seq, u.epoch, u.time, u.role, string_to_array(u.tools, E'\n'), u.terms::tsvector
 		FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS u(seq, epoch, time, role, tools, terms)
 		WHERE EXISTS (SELECT FROM `+s.schema+`.messages m WHERE m.session = $1 AND m.seq = u.seq)
-		ON CONFLICT DO NOTHING`, session, seqs, epochs, times, roles, tools, terms)
-	b.Queue(`INSERT INTO `+s.schema+`.search_marks (session, seq) VALUES ($1, $2)
-		ON CONFLICT (session) DO UPDATE SET seq = greatest(search_marks.seq, excluded.seq)`, session, next)
+			AND EXISTS (SELECT FROM `+s.schema+`.sessions s WHERE s.name = $1 AND s.live AND s.created = $8)
+		ON CONFLICT DO NOTHING`, session, seqs, epochs, times, roles, tools, terms, l.created)
+	b.Queue(`INSERT INTO `+s.schema+`.search_marks (session, seq)
+		SELECT $1, $2 FROM `+s.schema+`.sessions s WHERE s.name = $1 AND s.live AND s.created = $3
+		ON CONFLICT (session) DO UPDATE SET seq = CASE WHEN search_marks.seq <= $4 THEN greatest(search_marks.seq, excluded.seq) ELSE excluded.seq END`,
+		session, next, l.created, l.last)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, err
 	}

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -96,5 +97,48 @@ func TestSearchCatchUpRacingPurge(t *testing.T) {
 			pgSearchN(t, searcher, "platypus", 0)
 			pgSearchN(t, searcher, "current", map[string]int{"epoch": 1, "session": 0}[p.name])
 		})
+	}
+}
+
+// TestSearchMarkAfterPurgeAndImport: a catch-up lists a session, then a
+// purge on another host removes it before the catch-up reads or writes
+// anything; the name is then imported again with the export's seqs (from
+// 1, as "purge it and import again" does). The catch-up must leave no mark
+// that hides the imported messages from every later search.
+func TestSearchMarkAfterPurgeAndImport(t *testing.T) {
+	dsn := testDSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	schema := freshSchema(t, dsn)
+	searcher, other := openTest(t, dsn, schema), openTest(t, dsn, schema)
+	for range 5 {
+		if _, _, err := other.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", "old text")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lags, err := searcher.searchLags(ctx)
+	if err != nil || len(lags) != 1 {
+		t.Fatalf("lags %v %v", lags, err)
+	}
+	if err := other.Purge(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := searcher.indexBatch(ctx, lags[0]); err != nil {
+		t.Fatal(err)
+	}
+	entries := func(yield func(storage.Entry, error) bool) {
+		for i := 1; i <= 2; i++ {
+			m := ctxstore.NewMessage("user", fmt.Sprintf("imported okapi %d", i))
+			if !yield(storage.Entry{Seq: uint64(i), Epoch: 1, Raw: m.Bytes(), Time: time.Unix(int64(i), 0)}, nil) {
+				return
+			}
+		}
+	}
+	if err := other.ImportSession(ctx, storage.SessionInfo{Name: "s", Epoch: 1, LastSeq: 2, Created: time.Unix(1, 0)}, entries); err != nil {
+		t.Fatal(err)
+	}
+	pgSearchN(t, searcher, "okapi", 2)
+	if problems, err := searcher.VerifySearch(ctx); err != nil || len(problems) > 0 {
+		t.Errorf("verify: %q %v", problems, err)
 	}
 }
