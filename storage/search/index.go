@@ -388,11 +388,14 @@ func (ix *Index) checkSession(ctx context.Context, eng storage.Engine, info stor
 	if checked {
 		return mark, nil
 	}
-	es, err := eng.Get(ctx, info.Name, last.seq)
-	if err != nil && !errors.Is(err, storage.ErrNotFound) {
-		return 0, fmt.Errorf("search: checking session %q: %w", info.Name, err)
+	same := false
+	for e, err := range eng.Messages(ctx, info.Name, last.seq) {
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return 0, fmt.Errorf("search: checking session %q: %w", info.Name, err)
+		}
+		same = err == nil && e.Seq == last.seq && e.Time.UnixNano() == last.time && e.Epoch == last.epoch
+		break
 	}
-	same := err == nil && len(es) == 1 && es[0].Time.UnixNano() == last.time && es[0].Epoch == last.epoch
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ss.checked = true
