@@ -91,6 +91,7 @@ func (s *state) encode(origin []byte) []byte {
 		b = appendString(b, name)
 		b = binary.AppendUvarint(b, ss.mark)
 		b = binary.AppendVarint(b, ss.created)
+		b = binary.AppendVarint(b, ss.updated)
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.roles)))
 	for _, r := range s.roles {
@@ -232,7 +233,7 @@ func (r *reader) state() (state, error) {
 	s.init()
 	for range r.count() {
 		ss := s.session(r.string())
-		ss.mark, ss.created = r.uvarint(), r.varint()
+		ss.mark, ss.created, ss.updated = r.uvarint(), r.varint(), r.varint()
 	}
 	for range r.count() {
 		s.roles = append(s.roles, r.string())

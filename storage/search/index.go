@@ -76,6 +76,7 @@ type sessionState struct {
 	id      uint32
 	mark    uint64 // every message up to this seq is indexed
 	created int64  // SessionInfo.Created of the session indexed
+	updated int64  // its SessionInfo.Updated when last caught up or checked
 	docs    []uint32
 	purged  int // purged epochs when last checked; -1: not checked
 	// checked is set once the session's last doc was found in the log as
@@ -328,7 +329,7 @@ func (ix *Index) catchUp(ctx context.Context, eng storage.Engine, info storage.S
 	flush := func(upTo uint64) {
 		ix.mu.Lock()
 		ss := ix.st.session(info.Name)
-		ss.created, ss.checked = info.Created.UnixNano(), true
+		ss.created, ss.updated, ss.checked = info.Created.UnixNano(), info.Updated.UnixNano(), true
 		tf := make(map[string]uint32)
 		for i, e := range batch {
 			ix.st.add(ss, e, docs[i], tf)
@@ -367,11 +368,12 @@ func (ix *Index) catchUp(ctx context.Context, eng storage.Engine, info storage.S
 }
 
 // checkSession returns the mark of info's session in the index, first
-// checking, once for a session read from the file, that the log still
-// holds the session's last indexed message as indexed (its time): a copy
-// of the database put back in place (cp of an older file) continues the
-// session with seqs the index saw with other text. A session that fails is
-// forgotten, and indexed again from its first message.
+// checking, once for a session read from the file that changed since it
+// was indexed (its Updated time), that the log still holds the session's
+// last indexed message as indexed (its time): a copy of the database put
+// back in place (cp of an older file) continues the session with seqs the
+// index saw with other text. A session that fails is forgotten, and
+// indexed again from its first message.
 func (ix *Index) checkSession(ctx context.Context, eng storage.Engine, info storage.SessionInfo) (uint64, error) {
 	ix.mu.RLock()
 	ss := ix.st.sessions[info.Name]
@@ -379,7 +381,10 @@ func (ix *Index) checkSession(ctx context.Context, eng storage.Engine, info stor
 		ix.mu.RUnlock()
 		return 0, nil
 	}
-	mark, checked := ss.mark, ss.checked || len(ss.docs) == 0
+	// Unchanged since indexed (same last write, same last seq): the
+	// same session as the index saw, whatever file holds it.
+	mark := ss.mark
+	checked := ss.checked || len(ss.docs) == 0 || (ss.updated == info.Updated.UnixNano() && mark == info.LastSeq)
 	var last doc
 	if !checked {
 		last = ix.st.docs[ss.docs[len(ss.docs)-1]]
@@ -399,6 +404,10 @@ func (ix *Index) checkSession(ctx context.Context, eng storage.Engine, info stor
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ss.checked = true
+	if same && ss.updated != info.Updated.UnixNano() {
+		ss.updated = info.Updated.UnixNano()
+		ix.added++ // checked: the next process need not
+	}
 	if !same {
 		ix.st.forget(ss, nil)
 		ss.mark = 0
