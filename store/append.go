@@ -190,13 +190,17 @@ func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(Ses
 // of the file, copy it compacted (ctxstore compact-file). An unknown
 // session fails with ErrNotFound.
 func (s *Store) Purge(ctx context.Context, session string) error {
-	return s.write(ctx, func(w *wtx) error {
+	err := s.write(ctx, func(w *wtx) error {
 		ws, err := w.session(session)
 		if err != nil {
 			return reject(err)
 		}
 		return w.purge(ws)
 	})
+	if err == nil {
+		s.searchPurged(ctx)
+	}
+	return err
 }
 
 // PurgeEpoch deletes the messages of one earlier epoch of session. The
@@ -204,7 +208,7 @@ func (s *Store) Purge(ctx context.Context, session string) error {
 // epoch fails with ErrCurrentEpoch; an unknown session or epoch with
 // ErrNotFound.
 func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) error {
-	return s.write(ctx, func(w *wtx) error {
+	err := s.write(ctx, func(w *wtx) error {
 		ws, err := w.session(session)
 		if err != nil {
 			return reject(err)
@@ -242,6 +246,10 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 		ws.dirty = true
 		return nil
 	})
+	if err == nil {
+		s.searchPurged(ctx)
+	}
+	return err
 }
 
 // sessionsBucket returns the top-level bucket of sessions. A read-only

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"os"
 	"strings"
 	"sync"
 
@@ -31,7 +32,17 @@ type searchState struct {
 
 func (s *Store) searchIndex() *search.Index {
 	s.search.once.Do(func() {
-		s.search.ix = search.Open(SearchPath(s.path))
+		var origin []byte
+		if s.hasID {
+			origin = s.id[:]
+		}
+		if !s.opts.ReadOnly {
+			search.RemoveAbandoned(SearchPath(s.path))
+		}
+		s.search.ix = search.OpenFile(SearchPath(s.path), search.FileOptions{
+			Origin:  origin,
+			Prepare: func(f *os.File) error { return matchOwner(f, s.path) },
+		})
 		s.search.ix.SetChangeToken(s.logToken)
 	})
 	return s.search.ix
@@ -97,10 +108,30 @@ func (s *Store) RebuildSearch(ctx context.Context) error {
 }
 
 // closeSearch writes the search index's file, if a search opened it, so
-// that the next process catches up from there.
+// that the next process catches up from there; what was purged since the
+// last search is forgotten first.
 func (s *Store) closeSearch() {
-	if s.search.ix != nil && s.search.ix.Unsaved() > 0 && !s.opts.ReadOnly {
+	if s.search.ix == nil || s.opts.ReadOnly {
+		return
+	}
+	if err := s.search.ix.Prune(context.Background(), s); err == nil && s.search.ix.Unsaved() > 0 {
 		_ = s.search.ix.Save()
+	}
+}
+
+// searchPurged takes what a purge deleted out of the search index's file,
+// which would otherwise keep the purged messages' terms until a later
+// search wrote it again.
+func (s *Store) searchPurged(ctx context.Context) {
+	if s.opts.ReadOnly {
+		return
+	}
+	if _, err := os.Lstat(SearchPath(s.path)); err != nil && s.search.ix == nil {
+		return // no file, and no index in memory to write one
+	}
+	ix := s.searchIndex()
+	if err := ix.Prune(ctx, s); err == nil && ix.Unsaved() > 0 {
+		_ = ix.Save() // a failure leaves the file to the next Close
 	}
 }
 

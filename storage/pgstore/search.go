@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -221,7 +222,7 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 		wg.Go(func() {
 			for l := range work {
 				for l.mark < l.last {
-					next, err := s.indexBatch(ctx, l.name, l.mark, l.last)
+					next, err := s.indexBatch(ctx, l)
 					mu.Lock()
 					if err != nil && first == nil {
 						first = s.errorf(string(l.name), "search: indexing: %w", err)
@@ -257,21 +258,25 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 type lag struct {
 	name       []byte
 	mark, last int64
+	created    int64 // the session's, to tell it from one purged and created again
 }
 
 // searchLags lists the sessions with messages the index lacks.
 func (s *Store) searchLags(ctx context.Context) ([]lag, error) {
 	var lags []lag
 	err := s.read(ctx, func() error {
-		rows, err := s.pool.Query(ctx, `SELECT s.name, coalesce(k.seq, 0), s.last_seq FROM `+s.schema+`.sessions s
-			LEFT JOIN `+s.schema+`.search_marks k ON k.session = s.name
-			WHERE s.live AND s.last_seq > coalesce(k.seq, 0)`)
+		// A mark past the session's last seq is another session's (one
+		// purged, and imported again with lower seqs): it counts as none.
+		rows, err := s.pool.Query(ctx, `SELECT s.name, m.seq, s.last_seq, s.created FROM `+s.schema+`.sessions s
+			LEFT JOIN `+s.schema+`.search_marks k ON k.session = s.name,
+			LATERAL (SELECT CASE WHEN k.seq <= s.last_seq THEN k.seq ELSE 0 END AS seq) m
+			WHERE s.live AND s.last_seq > m.seq`)
 		if err != nil {
 			return err
 		}
 		lags, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (lag, error) {
 			var l lag
-			return l, r.Scan(&l.name, &l.mark, &l.last)
+			return l, r.Scan(&l.name, &l.mark, &l.last, &l.created)
 		})
 		return err
 	})
@@ -288,9 +293,11 @@ const catchUpWorkers = 2
 // the planner's statistics.
 const analyzeAfter = 5000
 
-// indexBatch indexes up to searchBatch messages of session with seqs in
-// (mark, last] and moves the mark past them; it returns the new mark.
-func (s *Store) indexBatch(ctx context.Context, session []byte, mark, last int64) (int64, error) {
+// indexBatch indexes up to searchBatch messages of l's session with seqs
+// in (l.mark, l.last] and moves the mark past them; it returns the new
+// mark.
+func (s *Store) indexBatch(ctx context.Context, l lag) (int64, error) {
+	session, mark, last := l.name, l.mark, l.last
 	var seqs, epochs, times []int64
 	var roles, tools, terms []string
 	rows, err := s.pool.Query(ctx, `SELECT seq, epoch, time, role, raw FROM `+s.schema+`.messages
@@ -321,13 +328,27 @@ func (s *Store) indexBatch(ctx context.Context, session []byte, mark, last int64
 	if len(seqs) == searchBatch {
 		next = seqs[len(seqs)-1]
 	}
+	// Only messages still there are indexed, under the session's search
+	// lock (shared; a purge takes it exclusively before it deletes): a
+	// purge that committed since the read is seen, one in progress is
+	// waited for, and one that comes later waits and then deletes these
+	// rows too. Otherwise a purge racing a catch-up would leave the purged
+	// text's terms behind. Nothing is written unless the session listed
+	// is still there: a mark of one purged since would hide the messages
+	// of a session imported later under its name (from seq 1 again). (An advisory lock, not a row lock on the
+	// messages: those would be written into every message row indexed.)
 	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock_shared($1)`, searchLockKey(s.schema, session))
 	b.Queue(`INSERT INTO `+s.schema+`.search_docs (session, seq, epoch, time, role, tools, terms)
 		SELECT $1, u.seq, u.epoch, u.time, u.role, string_to_array(u.tools, E'\n'), u.terms::tsvector
 		FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS u(seq, epoch, time, role, tools, terms)
-		ON CONFLICT DO NOTHING`, session, seqs, epochs, times, roles, tools, terms)
-	b.Queue(`INSERT INTO `+s.schema+`.search_marks (session, seq) VALUES ($1, $2)
-		ON CONFLICT (session) DO UPDATE SET seq = greatest(search_marks.seq, excluded.seq)`, session, next)
+		WHERE EXISTS (SELECT FROM `+s.schema+`.messages m WHERE m.session = $1 AND m.seq = u.seq)
+			AND EXISTS (SELECT FROM `+s.schema+`.sessions s WHERE s.name = $1 AND s.live AND s.created = $8)
+		ON CONFLICT DO NOTHING`, session, seqs, epochs, times, roles, tools, terms, l.created)
+	b.Queue(`INSERT INTO `+s.schema+`.search_marks (session, seq)
+		SELECT $1, $2 FROM `+s.schema+`.sessions s WHERE s.name = $1 AND s.live AND s.created = $3
+		ON CONFLICT (session) DO UPDATE SET seq = CASE WHEN search_marks.seq <= $4 THEN greatest(search_marks.seq, excluded.seq) ELSE excluded.seq END`,
+		session, next, l.created, l.last)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, err
 	}
@@ -379,4 +400,14 @@ func (s *Store) RebuildSearch(ctx context.Context) error {
 		return s.errorf("", "rebuild search: %w", err)
 	}
 	return s.catchUpSearch(ctx)
+}
+
+// searchLockKey is the advisory lock a catch-up of session's index holds
+// shared and a purge of it exclusively: a hash of the schema and the name
+// (two sessions sharing one only wait for each other).
+func searchLockKey(schema string, session []byte) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("ctxstore search\x00" + schema + "\x00"))
+	h.Write(session)
+	return int64(h.Sum64())
 }

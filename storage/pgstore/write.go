@@ -373,6 +373,7 @@ func (s *Store) Purge(ctx context.Context, session string) error {
 		if !w.m.live {
 			return w.notFound()
 		}
+		w.batch.Queue(`SELECT pg_advisory_xact_lock($1)`, searchLockKey(s.schema, w.name)) // see indexBatch
 		for _, table := range []string{"messages", "epochs", "derived", "search_docs", "search_marks"} {
 			w.batch.Queue(`DELETE FROM `+s.schema+`.`+table+` WHERE session = $1`, w.name)
 		}
@@ -396,6 +397,7 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 			if em.Epoch != epoch {
 				continue
 			}
+			w.batch.Queue(`SELECT pg_advisory_xact_lock($1)`, searchLockKey(s.schema, w.name)) // see indexBatch
 			w.batch.Queue(`DELETE FROM `+s.schema+`.messages WHERE session = $1 AND seq >= $2 AND seq <= $3`,
 				w.name, int64(em.FirstSeq), int64(em.LastSeq))
 			w.batch.Queue(`DELETE FROM `+s.schema+`.search_docs WHERE session = $1 AND seq >= $2 AND seq <= $3`,

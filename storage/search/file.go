@@ -8,18 +8,29 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/ctxstore/ctxstore/internal/tempfile"
 )
 
-// The index file: magic, version, then sessions, roles, docs and terms
+// The index file: magic, version, the origin (the identity of the
+// database it was built from), then sessions, roles, docs and terms
 // with delta-coded postings, all as varints, then a CRC-32C of what
 // precedes it. A file that fails any check is not read: the index is
 // built again from the log.
 const (
 	fileMagic   = "ctxsearch"
-	fileVersion = 1
+	fileVersion = 2
 )
 
+// tempSuffix follows the index file's name in the temporary file it is
+// written to.
+const tempSuffix = ".tmp"
+
 var errIndexFile = errors.New("search: index file unreadable")
+
+// errStale is a file of an older version, or of another origin: not
+// damage, an index to build again.
+var errStale = errors.New("search: index file of another database or version")
 
 // Save writes the index to its file (an index without a path has none),
 // replacing the old one atomically. Dead docs are left out.
@@ -28,14 +39,20 @@ func (ix *Index) Save() error {
 		return nil
 	}
 	ix.mu.RLock()
-	b := ix.st.encode()
+	b := ix.st.encode(ix.file.Origin)
 	ix.mu.RUnlock()
+	// Written under a temporary name, ".BASE.tmp…", renamed in place; a
+	// process killed meanwhile leaves it, removed by a later Save.
+	RemoveAbandoned(ix.path)
 	dir, base := filepath.Split(ix.path)
-	f, err := os.CreateTemp(dir, base+".tmp*")
+	f, err := os.CreateTemp(dir, "."+base+tempSuffix+"*")
 	if err != nil {
 		return fmt.Errorf("search: saving the index: %w", err)
 	}
 	_, err = f.Write(b)
+	if err == nil && ix.file.Prepare != nil {
+		err = ix.file.Prepare(f)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -52,17 +69,29 @@ func (ix *Index) Save() error {
 	return nil
 }
 
+// RemoveAbandoned deletes the temporary files that processes killed while
+// writing the index file at path left beside it (once old enough not to be
+// a write in progress). Save does it too; an engine also calls it when it
+// opens the index for writing.
+func RemoveAbandoned(path string) {
+	if path != "" {
+		tempfile.RemoveAbandoned(path, tempSuffix)
+	}
+}
+
 // Path returns the file the index is kept in ("" for none).
 func (ix *Index) Path() string { return ix.path }
 
-func (s *state) encode() []byte {
+func (s *state) encode(origin []byte) []byte {
 	b := append([]byte(fileMagic), fileVersion)
+	b = appendString(b, string(origin))
 	b = binary.AppendUvarint(b, uint64(len(s.names)))
 	for _, name := range s.names {
 		ss := s.sessions[name]
 		b = appendString(b, name)
 		b = binary.AppendUvarint(b, ss.mark)
 		b = binary.AppendVarint(b, ss.created)
+		b = binary.AppendVarint(b, ss.updated)
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.roles)))
 	for _, r := range s.roles {
@@ -118,20 +147,28 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// load reads an index file.
-func load(path string) (state, error) {
+// load reads an index file built from the database origin names.
+func load(path string, origin []byte) (state, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return state{}, err
 	}
-	if len(b) < len(fileMagic)+5 || string(b[:len(fileMagic)]) != fileMagic || b[len(fileMagic)] != fileVersion {
+	if len(b) < len(fileMagic)+5 || string(b[:len(fileMagic)]) != fileMagic || b[len(fileMagic)] > fileVersion {
 		return state{}, errIndexFile
 	}
 	body := b[:len(b)-4]
 	if crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		return state{}, errIndexFile
 	}
+	if b[len(fileMagic)] < fileVersion {
+		return state{}, errStale
+	}
 	r := reader{b: body[len(fileMagic)+1:]}
+	if o := r.string(); r.bad {
+		return state{}, errIndexFile
+	} else if o != string(origin) {
+		return state{}, errStale
+	}
 	s, err := r.state()
 	if err == nil && len(r.b) != 0 {
 		err = errIndexFile
@@ -196,7 +233,7 @@ func (r *reader) state() (state, error) {
 	s.init()
 	for range r.count() {
 		ss := s.session(r.string())
-		ss.mark, ss.created = r.uvarint(), r.varint()
+		ss.mark, ss.created, ss.updated = r.uvarint(), r.varint(), r.varint()
 	}
 	for range r.count() {
 		s.roles = append(s.roles, r.string())

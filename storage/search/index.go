@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"sync"
 
@@ -22,11 +23,12 @@ import (
 // An Index is safe for concurrent use.
 type Index struct {
 	path string
+	file FileOptions
 
 	syncMu sync.Mutex // one catch-up at a time
 	mu     sync.RWMutex
 	st     state
-	added  int // docs added since the file was last written
+	added  int // docs added or forgotten since the file was last written
 	// loadErr is why the file could not be read (nil when it was, or
 	// when there was none).
 	loadErr error
@@ -74,8 +76,12 @@ type sessionState struct {
 	id      uint32
 	mark    uint64 // every message up to this seq is indexed
 	created int64  // SessionInfo.Created of the session indexed
+	updated int64  // its SessionInfo.Updated when last caught up or checked
 	docs    []uint32
 	purged  int // purged epochs when last checked; -1: not checked
+	// checked is set once the session's last doc was found in the log as
+	// indexed (sessions read from the file are not, until then).
+	checked bool
 }
 
 // toolPrefix leads the terms that record the tools a message calls: no
@@ -85,14 +91,31 @@ const toolPrefix = "\x00tool:"
 // Open returns the index kept in the file at path (none: in memory only),
 // reading what the file holds; a missing, damaged or foreign file gives an
 // empty index, built again from the log by the first search.
-func Open(path string) *Index {
-	ix := &Index{path: path}
+func Open(path string) *Index { return OpenFile(path, FileOptions{}) }
+
+// FileOptions says how an Index keeps its file.
+type FileOptions struct {
+	// Origin identifies the database the index is derived from (an
+	// engine's own identity of it). The file records it, and a file of
+	// another origin is not read: a database replaced by another (a
+	// restored backup, which continues its sessions with seqs the index
+	// saw with other text) is indexed again from its log.
+	Origin []byte
+	// Prepare, when set, is called with each new index file, written but
+	// not yet in place: an engine gives it the database's owner there, so
+	// that an administrator's search leaves the file to that owner.
+	Prepare func(*os.File) error
+}
+
+// OpenFile is Open with the file kept as o says.
+func OpenFile(path string, o FileOptions) *Index {
+	ix := &Index{path: path, file: o}
 	if path != "" {
-		st, err := load(path)
+		st, err := load(path, o.Origin)
 		switch {
 		case err == nil:
 			ix.st = st
-		case !errors.Is(err, fs.ErrNotExist):
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errStale):
 			ix.loadErr = err
 		}
 	}
@@ -202,14 +225,10 @@ func (ix *Index) Sync(ctx context.Context, eng storage.Engine) error {
 			tok = t
 		}
 	}
-	infos, err := eng.Sessions(ctx)
+	infos, err := ix.prune(ctx, eng)
 	if err != nil {
-		return fmt.Errorf("search: listing sessions: %w", err)
+		return err
 	}
-	ix.mu.Lock()
-	ix.st.init()
-	ix.dropGone(infos)
-	ix.mu.Unlock()
 	for _, info := range infos {
 		if err := ix.catchUp(ctx, eng, info); err != nil {
 			return err
@@ -217,6 +236,38 @@ func (ix *Index) Sync(ctx context.Context, eng storage.Engine) error {
 	}
 	ix.lastTok = tok
 	return nil
+}
+
+// Prune forgets what was purged from eng's log since the last catch-up,
+// indexing nothing new: an engine calls it after a purge and before
+// writing the index's file, so that the file keeps no term of a purged
+// message.
+func (ix *Index) Prune(ctx context.Context, eng storage.Engine) error {
+	ix.syncMu.Lock()
+	defer ix.syncMu.Unlock()
+	if ix.token != nil && ix.lastTok != nil {
+		if t, err := ix.token(ctx); err == nil && t == ix.lastTok {
+			return nil // nothing written since the last catch-up
+		}
+	}
+	_, err := ix.prune(ctx, eng)
+	return err
+}
+
+// prune lists eng's sessions and forgets what is gone from them; forgotten
+// docs count as changes the file must be written for.
+func (ix *Index) prune(ctx context.Context, eng storage.Engine) ([]storage.SessionInfo, error) {
+	infos, err := eng.Sessions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("search: listing sessions: %w", err)
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.st.init()
+	live := ix.st.live
+	ix.dropGone(infos)
+	ix.added += live - ix.st.live
+	return infos, nil
 }
 
 // dropGone forgets sessions that are gone, replaced (created again since
@@ -266,13 +317,10 @@ const catchUpBatch = 4096
 
 // catchUp indexes the messages of info's session past the index's mark.
 func (ix *Index) catchUp(ctx context.Context, eng storage.Engine, info storage.SessionInfo) error {
-	ix.mu.RLock()
-	ss := ix.st.sessions[info.Name]
-	mark := uint64(0)
-	if ss != nil {
-		mark = ss.mark
+	mark, err := ix.checkSession(ctx, eng, info)
+	if err != nil {
+		return err
 	}
-	ix.mu.RUnlock()
 	if mark >= info.LastSeq {
 		return nil
 	}
@@ -281,7 +329,7 @@ func (ix *Index) catchUp(ctx context.Context, eng storage.Engine, info storage.S
 	flush := func(upTo uint64) {
 		ix.mu.Lock()
 		ss := ix.st.session(info.Name)
-		ss.created = info.Created.UnixNano()
+		ss.created, ss.updated, ss.checked = info.Created.UnixNano(), info.Updated.UnixNano(), true
 		tf := make(map[string]uint32)
 		for i, e := range batch {
 			ix.st.add(ss, e, docs[i], tf)
@@ -317,4 +365,53 @@ func (ix *Index) catchUp(ctx context.Context, eng storage.Engine, info storage.S
 	}
 	flush(info.LastSeq)
 	return nil
+}
+
+// checkSession returns the mark of info's session in the index, first
+// checking, once for a session read from the file that changed since it
+// was indexed (its Updated time), that the log still holds the session's
+// last indexed message as indexed (its time): a copy of the database put
+// back in place (cp of an older file) continues the session with seqs the
+// index saw with other text. A session that fails is forgotten, and
+// indexed again from its first message.
+func (ix *Index) checkSession(ctx context.Context, eng storage.Engine, info storage.SessionInfo) (uint64, error) {
+	ix.mu.RLock()
+	ss := ix.st.sessions[info.Name]
+	if ss == nil {
+		ix.mu.RUnlock()
+		return 0, nil
+	}
+	// Unchanged since indexed (same last write, same last seq): the
+	// same session as the index saw, whatever file holds it.
+	mark := ss.mark
+	checked := ss.checked || len(ss.docs) == 0 || (ss.updated == info.Updated.UnixNano() && mark == info.LastSeq)
+	var last doc
+	if !checked {
+		last = ix.st.docs[ss.docs[len(ss.docs)-1]]
+	}
+	ix.mu.RUnlock()
+	if checked {
+		return mark, nil
+	}
+	same := false
+	for e, err := range eng.Messages(ctx, info.Name, last.seq) {
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return 0, fmt.Errorf("search: checking session %q: %w", info.Name, err)
+		}
+		same = err == nil && e.Seq == last.seq && e.Time.UnixNano() == last.time && e.Epoch == last.epoch
+		break
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ss.checked = true
+	if same && ss.updated != info.Updated.UnixNano() {
+		ss.updated = info.Updated.UnixNano()
+		ix.added++ // checked: the next process need not
+	}
+	if !same {
+		ix.st.forget(ss, nil)
+		ss.mark = 0
+		ix.added++ // the file must be written again
+	}
+	return ss.mark, nil
 }

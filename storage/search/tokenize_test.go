@@ -76,14 +76,14 @@ func TestManyRoles(t *testing.T) {
 	if hits := s.hits(s.candidates(q, storage.SearchRequest{})); len(hits) != 300 {
 		t.Fatalf("%d hits", len(hits))
 	}
-	if _, err := load("/nonexistent"); err == nil {
+	if _, err := load("/nonexistent", nil); err == nil {
 		t.Fatal("load of nothing")
 	}
 	path := t.TempDir() + "/ix"
-	if err := os.WriteFile(path, s.encode(), 0o600); err != nil {
+	if err := os.WriteFile(path, s.encode(nil), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := load(path)
+	st, err := load(path, nil)
 	if err != nil || len(st.docs) != 300 {
 		t.Fatalf("round trip: %v %d", err, len(st.docs))
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 )
 
-// Unsaved returns how many messages were indexed since the index's file
-// was last written.
+// Unsaved returns how many messages were indexed or forgotten since the
+// index's file was last written.
 func (ix *Index) Unsaved() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
