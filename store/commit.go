@@ -25,8 +25,11 @@ type writeReq struct {
 	// wal, set for an append, lets the write go to the log instead of
 	// bbolt (walCommit); apply is its bbolt form.
 	wal *walAppend
-	ctx context.Context
-	err error
+	// derived, set for a write of derived records alone, names their
+	// session: the write may be committed beside the log (beside.go).
+	derived string
+	ctx     context.Context
+	err     error
 }
 
 // answer is r's outcome, once it is answered, on its caller's goroutine (see
@@ -189,6 +192,11 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		return fail(err)
 	}
 	defer s.release()
+	if s.besideLog(batch, t) {
+		if done, redo := s.commitBeside(db, t, batch); done {
+			return redo
+		}
+	}
 	// Whatever happens below, the log and bbolt are read afresh next time.
 	defer s.forgetTail()
 
@@ -313,6 +321,10 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 type wtx struct {
 	tx       *bbolt.Tx
 	sessions map[string]*wsession
+	// beside is the log a commit beside it leaves unapplied (beside.go):
+	// sessions are read as bbolt and the log make them, and none may be
+	// created or changed.
+	beside *tailState
 }
 
 // wsession is one session as seen inside a wtx.
@@ -331,6 +343,9 @@ func (w *wtx) session(name string) (*wsession, error) {
 		return ws, nil
 	}
 	sb, meta, err := getSession(w.tx, name)
+	if w.beside != nil {
+		meta, err = w.besideSession(name, meta, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -344,6 +359,9 @@ func (w *wtx) openSession(name string, now int64) (*wsession, error) {
 	ws, err := w.session(name)
 	if !errors.Is(err, ErrNotFound) {
 		return ws, err
+	}
+	if w.beside != nil {
+		return nil, errNeedsLog
 	}
 	// Before any bucket is created: a refusal must leave nothing behind.
 	meta, err := w.newSessionMeta(name, now)

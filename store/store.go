@@ -90,6 +90,7 @@ type Store struct {
 	walPath string
 	walMu   sync.RWMutex // held exclusively to write, shared to read
 	walF    *os.File     // the log; nil while a read-only store has none
+	walKey  fileKey      // walF's device and inode
 	shMu    sync.Mutex   // guards shRefs and shHeld
 	shRefs  int          // readers holding the shared lock
 	shHeld  heldLock     // the shared lock, while shRefs > 0
@@ -97,6 +98,8 @@ type Store struct {
 	tailMu  sync.Mutex   // guards tail and rtail
 	tail    *tailState   // the log beyond bbolt as a writer last read it; nil: rebuild
 	rtail   *tailState   // the same up to where the log is synced, for readers
+	metaF   *os.File     // the bbolt file, to read its meta pages (stamp.go); guarded by tailMu
+	metaKey fileKey      // metaF's device and inode
 	// walClosed is set once Close has begun: nothing takes the log after
 	// it but the syncs in flight (inflight), which Close waits for.
 	walClosed atomic.Bool
@@ -366,6 +369,9 @@ func (s *Store) Close() error {
 		s.walF = nil
 	}
 	s.walMu.Unlock()
+	s.tailMu.Lock()
+	s.closeMetaF()
+	s.tailMu.Unlock()
 	// Each watch's goroutine ends once it sees its context cancelled.
 	s.watches.Wait()
 	s.mu.Lock()
@@ -375,8 +381,8 @@ func (s *Store) Close() error {
 
 // Checkpoint applies the log's records to the bbolt file, so that the file
 // alone holds every message (for tools that copy or read it without
-// ctxstore). Close does it too, and writes other than small appends do it
-// on the way.
+// ctxstore). Close does it too, and writes other than small appends and
+// derived records do it on the way.
 func (s *Store) Checkpoint(ctx context.Context) error {
 	return s.write(ctx, func(*wtx) error { return nil })
 }

@@ -181,7 +181,7 @@ func (s *Store) lockCurrentLog(ctx context.Context, how int) (heldLock, error) {
 		if err != nil {
 			return heldLock{}, err
 		}
-		same, err := sameFile(f, s.walPath)
+		same, err := s.walAtPath()
 		if err == nil && same && how == syscall.LOCK_EX && s.hasID && !s.opts.ReadOnly {
 			// Another database's log (this file replaced a copy of it, or
 			// it was moved here without its file) is never applied here:
@@ -219,7 +219,7 @@ func (s *Store) walFile(check bool) (*os.File, error) {
 		return s.walF, nil
 	}
 	if s.walF != nil && check {
-		if same, err := sameFile(s.walF, s.walPath); err != nil || !same {
+		if same, err := s.walAtPath(); err != nil || !same {
 			s.walF.Close()
 			s.walF = nil
 		}
@@ -262,7 +262,12 @@ func (s *Store) walFile(check bool) (*os.File, error) {
 				return nil, fmt.Errorf("store %s: log %s: sync its directory: %w", s.path, s.walPath, derr)
 			}
 		}
-		s.walF = f
+		k, kerr := fdKey(f)
+		if kerr != nil {
+			f.Close()
+			return nil, fmt.Errorf("store %s: log %s: %w", s.path, s.walPath, kerr)
+		}
+		s.walF, s.walKey = f, k
 		return f, nil
 	case s.opts.ReadOnly && errors.Is(err, os.ErrNotExist):
 		return nil, nil
@@ -377,15 +382,6 @@ func sameDescriptor(f, g *os.File) (bool, error) {
 	return os.SameFile(fi, gi), nil
 }
 
-// fileID returns the device and inode of the file at path.
-func fileID(path string) (dev, ino uint64, err error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	return inodeOf(path, fi)
-}
-
 // inodeOf returns the device and inode of fi, the file at path.
 func inodeOf(path string, fi os.FileInfo) (dev, ino uint64, err error) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
@@ -403,6 +399,11 @@ func boltTxid(path string) (uint64, error) {
 		return 0, err
 	}
 	defer f.Close()
+	return boltTxidOf(f)
+}
+
+// boltTxidOf is boltTxid of the file f is open on.
+func boltTxidOf(f *os.File) (uint64, error) {
 	var buf [boltPageHeaderSize + boltMetaSize]byte
 	var best uint64
 	found := false
@@ -455,15 +456,11 @@ func (s *Store) catchUp(ctx context.Context, exclusive bool) (*tailState, error)
 }
 
 func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive bool) (*tailState, error) {
-	dev, ino, err := fileID(s.path)
+	key, txid, err := s.boltStamp()
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", s.path, err)
+		return nil, err
 	}
-	txid, err := boltTxid(s.path)
-	if err != nil {
-		// Damage is reported by the bbolt open, which checks the file.
-		txid = 0
-	}
+	dev, ino := key.dev, key.ino
 	f := s.walF
 	var hdr walHeader
 	hasHdr := false
@@ -495,6 +492,10 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 		}
 	}
 	if !hasHdr || f == nil || t.mode == tailStale {
+		return t, nil
+	}
+	if !exclusive && t.off >= synced && !t.torn {
+		// A reader reads up to synced: nothing new to read.
 		return t, nil
 	}
 	gen := hdr.gen
