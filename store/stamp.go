@@ -83,14 +83,50 @@ func atPath(k fileKey, path string) (bool, error) {
 
 // boltStamp returns the key of the bbolt file at the path and the id of its
 // newest transaction, read through s.metaF (opened again when the path leads
-// to another file). The caller holds tailMu. A file whose meta pages are
-// both unreadable has txid 0: the bbolt open, which checks the file,
-// reports the damage.
-func (s *Store) boltStamp() (fileKey, uint64, error) {
+// to another file), and the open of the file this process held throughout
+// the read (0 if none: see tailState.held). While the open that t was read
+// in is still held, t's txid is returned without a read. The caller holds
+// tailMu. A file whose meta pages are both unreadable has txid 0: the bbolt
+// open, which checks the file, reports the damage.
+func (s *Store) boltStamp(t *tailState) (fileKey, uint64, uint64, error) {
 	k, err := statKey(s.path)
 	if err != nil {
-		return fileKey{}, 0, fmt.Errorf("store %s: %w", s.path, err)
+		return fileKey{}, 0, 0, fmt.Errorf("store %s: %w", s.path, err)
 	}
+	held := s.heldOpen(k)
+	if held != 0 && t != nil && t.held == held && t.dbDev == k.dev && t.dbIno == k.ino {
+		return k, t.txid, held, nil
+	}
+	opened, txid, err := s.readTxid(k)
+	if err != nil {
+		return fileKey{}, 0, 0, err
+	}
+	if opened != k {
+		// The path moved again between the stat and the open: what was
+		// read is what the stamp names.
+		return opened, txid, 0, nil
+	}
+	if held != 0 && s.heldOpen(k) != held {
+		held = 0 // let go of, maybe reopened, during the read
+	}
+	return k, txid, held, nil
+}
+
+// heldOpen returns the open of the bbolt file (Store.dbOpens) this process
+// holds if it is the file of key k, else 0.
+func (s *Store) heldOpen(k fileKey) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db == nil || s.fileKey != k {
+		return 0
+	}
+	return s.dbOpens
+}
+
+// readTxid reads the txid of the bbolt file of key k (just found at the
+// path) through s.metaF, reopening it if it is not that file. It returns the
+// key of the file read: another one if the path moved again meanwhile.
+func (s *Store) readTxid(k fileKey) (fileKey, uint64, error) {
 	if s.metaF == nil || s.metaKey != k {
 		s.closeMetaF()
 		f, err := os.Open(s.path)
@@ -102,15 +138,13 @@ func (s *Store) boltStamp() (fileKey, uint64, error) {
 			f.Close()
 			return fileKey{}, 0, fmt.Errorf("store %s: %w", s.path, err)
 		}
-		// What was opened is what the stamp names, should the path have
-		// moved again between the stat and the open.
-		s.metaF, s.metaKey, k = f, fk, fk
+		s.metaF, s.metaKey = f, fk
 	}
 	txid, err := boltTxidOf(s.metaF)
 	if err != nil {
 		txid = 0
 	}
-	return k, txid, nil
+	return s.metaKey, txid, nil
 }
 
 // closeMetaF closes the descriptor boltStamp reads meta pages through. The

@@ -72,14 +72,17 @@ type Store struct {
 	closed    bool
 	db        *bbolt.DB // open while refs > 0, and while lingering
 	file      *os.File  // db's locked descriptor
+	fileKey   fileKey   // file's device and inode
+	dbOpens   uint64    // counts the opens of db: one value is one continuous hold
 	refs      int
 	opening   *openAttempt // the open in progress, if any
 	fileWait  lockWait     // the wait for another process's lock on the file
 	presence  *os.File     // says the file is open, until Close (see holdPresence)
 	closeErr  error
-	lingerGen int  // identifies the current linger; a newer one cancels it
-	poisoned  bool // a fault hit the open db: close it, do not linger
-	replaced  bool // another file was moved to the path: close db, do not reuse it
+	lingerEnd time.Time // when a lingering file closes
+	lingering bool      // a linger goroutine runs
+	poisoned  bool      // a fault hit the open db: close it, do not linger
+	replaced  bool      // another file was moved to the path: close db, do not reuse it
 	// watches are the running watches: Close cancels each one's context
 	// and waits for its goroutine, which closes its channel.
 	watches watchset.Set

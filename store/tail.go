@@ -45,8 +45,13 @@ type tailState struct {
 	// rebuilt.
 	dbIno, dbDev uint64
 	txid         uint64
-	hdr          walHeader
-	hasHdr       bool
+	// held, if not 0, is the open of the bbolt file (Store.dbOpens) that
+	// this process held, and so locked against every other writer,
+	// from before txid was read: while it is still held, txid is still
+	// the file's (this process's own commits forget or advance the tails).
+	held   uint64
+	hdr    walHeader
+	hasHdr bool
 
 	applied    walApplied // what bbolt says it holds of the log
 	hasApplied bool
@@ -391,18 +396,8 @@ func inodeOf(path string, fi os.FileInfo) (dev, ino uint64, err error) {
 	return uint64(st.Dev), uint64(st.Ino), nil
 }
 
-// boltTxid reads the id of the newest transaction of the bbolt file at path
-// from its meta pages, without mapping it.
-func boltTxid(path string) (uint64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	return boltTxidOf(f)
-}
-
-// boltTxidOf is boltTxid of the file f is open on.
+// boltTxidOf reads the id of the newest transaction of the bbolt file f is
+// open on from its meta pages, without mapping it.
 func boltTxidOf(f *os.File) (uint64, error) {
 	var buf [boltPageHeaderSize + boltMetaSize]byte
 	var best uint64
@@ -456,7 +451,7 @@ func (s *Store) catchUp(ctx context.Context, exclusive bool) (*tailState, error)
 }
 
 func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive bool) (*tailState, error) {
-	key, txid, err := s.boltStamp()
+	key, txid, held, err := s.boltStamp(old)
 	if err != nil {
 		return nil, err
 	}
@@ -490,6 +485,11 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 		if t, err = s.rebuildTail(ctx, dev, ino, txid, hdr, hasHdr); err != nil {
 			return nil, err
 		}
+	}
+	if t.held != held {
+		nt := *t
+		nt.held = held
+		t = &nt
 	}
 	if !hasHdr || f == nil || t.mode == tailStale {
 		return t, nil
