@@ -17,7 +17,9 @@ import (
 //     (an open descriptor's inode never changes), so the checks that a path
 //     still leads to them are one stat each, without allocating;
 //   - the bbolt file's meta pages are read through a descriptor kept open
-//     for it (metaF), reopened when the file at the path is another one;
+//     for it (metaF), reopened when the file at the path is another one,
+//     and not at all while this process has held the bbolt file open (its
+//     flock keeps every other writer out) since the tail's txid was read;
 //   - a reader whose tail ends where the log is synced up to reads no
 //     records: the header, read anyway, says that nothing was added.
 //
