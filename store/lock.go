@@ -28,6 +28,13 @@ type openAttempt struct {
 // have it open already. Every successful acquire must be paired with
 // release.
 func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
+	return s.acquireAt(ctx, nil)
+}
+
+// acquireAt is acquire by a read that has just found the file of key *at at
+// the path (its catch-up, under the log's lock): a lingering open of that
+// file is taken without looking at the path again.
+func (s *Store) acquireAt(ctx context.Context, at *fileKey) (*bbolt.DB, error) {
 	s.mu.Lock()
 	for {
 		if s.closed {
@@ -45,7 +52,11 @@ func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
 			// Lingering: the file at the path may have been replaced
 			// (a salvaged copy renamed over it) since the last
 			// operation; writing to the old inode would lose data.
-			if same, err := atPath(s.fileKey, s.path); !same || err != nil {
+			same, err := at != nil && *at == s.fileKey, error(nil)
+			if at == nil {
+				same, err = atPath(s.fileKey, s.path)
+			}
+			if !same || err != nil {
 				s.closeDB()
 				continue
 			}

@@ -407,12 +407,13 @@ func (s *Store) checkpointOnClose() {
 		// Let go first: of two Stores closing together, the one that
 		// looks last sees nobody and applies the log.
 		presence.Close()
-		if othersPresent(s.path) {
-			return
-		}
 	}
+	// An empty log needs no checkpoint, whoever else has the file open.
 	fi, err := os.Stat(s.walPath)
 	if err != nil || fi.Size() <= walHeaderSize {
+		return
+	}
+	if presence != nil && othersPresent(s.path) {
 		return
 	}
 	_ = s.Checkpoint(context.Background())
@@ -444,7 +445,11 @@ func (v *rview) bolt() (*bbolt.Tx, error) {
 	if v.tx != nil {
 		return v.tx, nil
 	}
-	db, err := v.s.acquire(v.ctx)
+	var at *fileKey
+	if v.t != nil {
+		at = &fileKey{v.t.dbDev, v.t.dbIno}
+	}
+	db, err := v.s.acquireAt(v.ctx, at)
 	if err != nil {
 		return nil, err
 	}

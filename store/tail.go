@@ -267,12 +267,12 @@ func (s *Store) walFile(check bool) (*os.File, error) {
 				return nil, fmt.Errorf("store %s: log %s: sync its directory: %w", s.path, s.walPath, derr)
 			}
 		}
-		k, kerr := fdKey(f)
+		dev, ino, kerr := inodeOf(s.walPath, fi)
 		if kerr != nil {
 			f.Close()
 			return nil, fmt.Errorf("store %s: log %s: %w", s.path, s.walPath, kerr)
 		}
-		s.walF, s.walKey = f, k
+		s.walF, s.walKey = f, fileKey{dev, ino}
 		return f, nil
 	case s.opts.ReadOnly && errors.Is(err, os.ErrNotExist):
 		return nil, nil
