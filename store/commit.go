@@ -245,26 +245,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		logApplied, err = true, errPartial
 	}
 	if logApplied {
-		// Emptied only if the commit went into the file at the path: if
-		// another file was moved there meanwhile, the log's records
-		// must reach it too (as records of a log it has not applied).
-		// A failure to empty it loses nothing: bbolt says how far the
-		// log is applied, so its records read as applied.
-		if same, serr := s.stillAtPath(); serr == nil && same {
-			// A NoSync commit is not on disk yet: the log must not be
-			// emptied of records other processes acknowledged as synced
-			// before the file holds them for good.
-			if s.opts.NoSync && t.records() {
-				if serr := db.Sync(); serr != nil {
-					same = false
-				}
-			}
-			if same && s.resetLog(next) == nil {
-				// The log's records are now in the file, synced by
-				// this commit: the log may be used again.
-				s.syncErr.Store(nil)
-			}
-		}
+		s.emptyAppliedLog(db, t, next)
 	}
 	switch {
 	case err == nil:
@@ -282,25 +263,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 	case errors.Is(err, errPartial) && len(batch) > 1:
 		// One write failed half-way and the whole transaction was rolled
 		// back: commit each alone, so only the faulty one fails.
-		for _, r := range batch {
-			if r.Caught() {
-				continue
-			}
-			r.err = s.guard("write", func() error {
-				return db.Update(func(tx *bbolt.Tx) error {
-					w := newWtx(tx)
-					if err := r.apply(w); err != nil {
-						return err
-					}
-					return w.flush()
-				})
-			})
-			var rj *rejected
-			if errors.As(r.err, &rj) {
-				r.err = rj.err
-				caught(r)
-			}
-		}
+		s.commitEach(db, batch)
 	case errors.Is(err, errPartial):
 		// The lone request's err already says why.
 	default:
@@ -311,6 +274,56 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		}
 	}
 	return false
+}
+
+// emptyAppliedLog empties the log after a commit into db applied t, giving
+// it the header next. Emptied only if the commit went into the file at the
+// path: if another file was moved there meanwhile, the log's records must
+// reach it too (as records of a log it has not applied). A failure to empty
+// it loses nothing: bbolt says how far the log is applied, so its records
+// read as applied.
+func (s *Store) emptyAppliedLog(db *bbolt.DB, t *tailState, next walHeader) {
+	same, serr := s.stillAtPath()
+	if serr != nil || !same {
+		return
+	}
+	// A NoSync commit is not on disk yet: the log must not be emptied of
+	// records other processes acknowledged as synced before the file holds
+	// them for good.
+	if s.opts.NoSync && t.records() {
+		if err := db.Sync(); err != nil {
+			return
+		}
+	}
+	if s.resetLog(next) == nil {
+		// The log's records are now in the file, synced by this commit:
+		// the log may be used again.
+		s.syncErr.Store(nil)
+	}
+}
+
+// commitEach commits each write of batch not answered yet in a transaction
+// of its own, after a shared one failed half-way.
+func (s *Store) commitEach(db *bbolt.DB, batch []*writeReq) {
+	for _, r := range batch {
+		if r.Caught() {
+			continue
+		}
+		r.err = s.guard("write", func() error {
+			return db.Update(func(tx *bbolt.Tx) error {
+				w := newWtx(tx)
+				if err := r.apply(w); err != nil {
+					return err
+				}
+				return w.flush()
+			})
+		})
+		var rj *rejected
+		if errors.As(r.err, &rj) {
+			r.err = rj.err
+			caught(r)
+		}
+	}
 }
 
 // wtx is the write transaction shared by the requests of one commit. It
