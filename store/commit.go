@@ -25,8 +25,11 @@ type writeReq struct {
 	// wal, set for an append, lets the write go to the log instead of
 	// bbolt (walCommit); apply is its bbolt form.
 	wal *walAppend
-	ctx context.Context
-	err error
+	// derived, set for a write of derived records alone, names their
+	// session: the write may be committed beside the log (beside.go).
+	derived string
+	ctx     context.Context
+	err     error
 }
 
 // answer is r's outcome, once it is answered, on its caller's goroutine (see
@@ -215,17 +218,24 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 		return fail(err)
 	}
 	defer s.release()
-	// Whatever happens below, the log and bbolt are read afresh next time.
-	defer s.forgetTail()
 	if same, err := s.holdsTailFile(t); err != nil {
+		s.forgetTail()
 		return fail(err)
 	} else if !same {
 		// Another file was moved to the path since the log was read
 		// against the one there: the log is never applied to it. Redo,
 		// reading the log against the file now there (which fails with
 		// ErrMoved if it is another database).
+		s.forgetTail()
 		return true, false
 	}
+	if s.besideLog(batch, t) {
+		if done, redo := s.commitBeside(db, t, batch); done {
+			return redo, redo // redo: committed into a file moved away
+		}
+	}
+	// Whatever happens below, the log and bbolt are read afresh next time.
+	defer s.forgetTail()
 
 	// The transaction reads pages through bbolt's mmap: a damaged page must
 	// fail the batch with ErrCorrupt, not kill the process.
@@ -272,26 +282,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 		logApplied, err = true, errPartial
 	}
 	if logApplied {
-		// Emptied only if the commit went into the file at the path: if
-		// another file was moved there meanwhile, the log's records
-		// must reach it too (as records of a log it has not applied).
-		// A failure to empty it loses nothing: bbolt says how far the
-		// log is applied, so its records read as applied.
-		if same, serr := s.stillAtPath(); serr == nil && same {
-			// A NoSync commit is not on disk yet: the log must not be
-			// emptied of records other processes acknowledged as synced
-			// before the file holds them for good.
-			if s.opts.NoSync && t.records() {
-				if serr := db.Sync(); serr != nil {
-					same = false
-				}
-			}
-			if same && s.resetLog(next) == nil {
-				// The log's records are now in the file, synced by
-				// this commit: the log may be used again.
-				s.syncErr.Store(nil)
-			}
-		}
+		s.emptyAppliedLog(db, t, next)
 	}
 	switch {
 	case err == nil:
@@ -309,25 +300,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 	case errors.Is(err, errPartial) && len(batch) > 1:
 		// One write failed half-way and the whole transaction was rolled
 		// back: commit each alone, so only the faulty one fails.
-		for _, r := range batch {
-			if r.Caught() {
-				continue
-			}
-			r.err = s.guard("write", func() error {
-				return db.Update(func(tx *bbolt.Tx) error {
-					w := newWtx(tx)
-					if err := r.apply(w); err != nil {
-						return err
-					}
-					return w.flush()
-				})
-			})
-			var rj *rejected
-			if errors.As(r.err, &rj) {
-				r.err = rj.err
-				caught(r)
-			}
-		}
+		s.commitEach(db, batch)
 	case errors.Is(err, errPartial):
 		// The lone request's err already says why.
 	default:
@@ -378,6 +351,56 @@ func (s *Store) holdsTailFile(t *tailState) (bool, error) {
 	return dev == t.dbDev && ino == t.dbIno, nil
 }
 
+// emptyAppliedLog empties the log after a commit into db applied t, giving
+// it the header next. Emptied only if the commit went into the file at the
+// path: if another file was moved there meanwhile, the log's records must
+// reach it too (as records of a log it has not applied). A failure to empty
+// it loses nothing: bbolt says how far the log is applied, so its records
+// read as applied.
+func (s *Store) emptyAppliedLog(db *bbolt.DB, t *tailState, next walHeader) {
+	same, serr := s.stillAtPath()
+	if serr != nil || !same {
+		return
+	}
+	// A NoSync commit is not on disk yet: the log must not be emptied of
+	// records other processes acknowledged as synced before the file holds
+	// them for good.
+	if s.opts.NoSync && t.records() {
+		if err := db.Sync(); err != nil {
+			return
+		}
+	}
+	if s.resetLog(next) == nil {
+		// The log's records are now in the file, synced by this commit:
+		// the log may be used again.
+		s.syncErr.Store(nil)
+	}
+}
+
+// commitEach commits each write of batch not answered yet in a transaction
+// of its own, after a shared one failed half-way.
+func (s *Store) commitEach(db *bbolt.DB, batch []*writeReq) {
+	for _, r := range batch {
+		if r.Caught() {
+			continue
+		}
+		r.err = s.guard("write", func() error {
+			return db.Update(func(tx *bbolt.Tx) error {
+				w := newWtx(tx)
+				if err := r.apply(w); err != nil {
+					return err
+				}
+				return w.flush()
+			})
+		})
+		var rj *rejected
+		if errors.As(r.err, &rj) {
+			r.err = rj.err
+			caught(r)
+		}
+	}
+}
+
 // wtx is the write transaction shared by the requests of one commit. It
 // keeps each session's metadata decoded across them, so that N appends to a
 // session decode and encode it once, and writes the changed ones at the end
@@ -386,6 +409,10 @@ func (s *Store) holdsTailFile(t *tailState) (bool, error) {
 type wtx struct {
 	tx       *bbolt.Tx
 	sessions map[string]*wsession
+	// beside is the log a commit beside it leaves unapplied (beside.go):
+	// sessions are read as bbolt and the log make them, and none may be
+	// created or changed.
+	beside *tailState
 }
 
 // wsession is one session as seen inside a wtx.
@@ -404,6 +431,9 @@ func (w *wtx) session(name string) (*wsession, error) {
 		return ws, nil
 	}
 	sb, meta, err := getSession(w.tx, name)
+	if w.beside != nil {
+		meta, err = w.besideSession(name, meta, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -417,6 +447,9 @@ func (w *wtx) openSession(name string, now int64) (*wsession, error) {
 	ws, err := w.session(name)
 	if !errors.Is(err, ErrNotFound) {
 		return ws, err
+	}
+	if w.beside != nil {
+		return nil, errNeedsLog
 	}
 	// Before any bucket is created: a refusal must leave nothing behind.
 	meta, err := w.newSessionMeta(name, now)

@@ -32,7 +32,7 @@ func (s *Store) PutDerived(ctx context.Context, session, kind, key string, value
 	if err := checkDerived(session, kind, key, true); err != nil {
 		return err
 	}
-	return s.write(ctx, func(w *wtx) error { return putDerived(w, session, kind, key, value) })
+	return s.writeDerived(ctx, session, func(w *wtx) error { return putDerived(w, session, kind, key, value) })
 }
 
 // putDerived writes one derived record inside w, creating the session and
@@ -78,7 +78,7 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 	if fn == nil {
 		return fmt.Errorf("store: session %q: derived %s/%s: UpdateDerived needs a function", session, kind, key)
 	}
-	return s.write(ctx, func(w *wtx) error {
+	return s.writeDerived(ctx, session, func(w *wtx) error {
 		info, err := w.peek(session, time.Now().UnixNano())
 		if err != nil {
 			return reject(err)

@@ -45,9 +45,9 @@
 // transaction that also records how far the log is applied (a checkpoint),
 // and then emptied, as etcd applies its log to its bbolt backend. A
 // checkpoint happens when the log passes 4 MiB or 65,536 messages, before
-// every other kind of write (Clear, Purge, derived records, imports, an
-// append of more than 1 MiB, which commit to bbolt in the same transaction),
-// on Checkpoint, and on the Close of the last Store that has the file open
+// every other kind of write (Clear, Purge, imports, an append of more than
+// 1 MiB, which commit to bbolt in the same transaction; derived records of
+// a session the file holds commit to bbolt without it), on Checkpoint, and on the Close of the last Store that has the file open
 // (on Linux; elsewhere on every Close), so a file every process has closed
 // holds every message by itself, and a process that finishes does not hold
 // up the others still appending. A file Open creates starts its log at once.

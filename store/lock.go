@@ -28,6 +28,13 @@ type openAttempt struct {
 // have it open already. Every successful acquire must be paired with
 // release.
 func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
+	return s.acquireAt(ctx, nil)
+}
+
+// acquireAt is acquire by a read that has just found the file of key *at at
+// the path (its catch-up, under the log's lock): a lingering open of that
+// file is taken without looking at the path again.
+func (s *Store) acquireAt(ctx context.Context, at *fileKey) (*bbolt.DB, error) {
 	s.mu.Lock()
 	for {
 		if s.closed {
@@ -45,7 +52,11 @@ func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
 			// Lingering: the file at the path may have been replaced
 			// (a salvaged copy renamed over it) since the last
 			// operation; writing to the old inode would lose data.
-			if same, err := sameFile(s.file, s.path); !same || err != nil {
+			same, err := at != nil && *at == s.fileKey, error(nil)
+			if at == nil {
+				same, err = atPath(s.fileKey, s.path)
+			}
+			if !same || err != nil {
 				s.closeDB()
 				continue
 			}
@@ -78,6 +89,13 @@ func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
 	s.mu.Unlock()
 
 	db, f, err := s.openDB(ctx)
+	var key fileKey
+	if err == nil {
+		if key, err = fdKey(f); err != nil {
+			db.Close()
+			err = fmt.Errorf("store %s: %w", s.path, err)
+		}
+	}
 
 	s.mu.Lock()
 	s.opening = nil
@@ -87,7 +105,8 @@ func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) {
 		s.mu.Unlock()
 		return nil, err
 	}
-	s.db, s.file = db, f
+	s.db, s.file, s.fileKey = db, f, key
+	s.dbOpens++
 	s.refs++
 	s.mu.Unlock()
 	return db, nil
@@ -109,31 +128,40 @@ func (s *Store) release() {
 	}
 	s.idle.Broadcast()
 	if !s.closed && !s.poisoned && !s.replaced && !othersWaiting(s.file) {
-		s.lingerGen++
-		go s.linger(s.lingerGen)
+		s.lingerEnd = time.Now().Add(lingerFor)
+		if !s.lingering {
+			s.lingering = true
+			go s.linger()
+		}
 		return
 	}
 	s.closeDB()
 }
 
-// linger closes the file lingerFor after its last user let go, or as soon
-// as another process waits for it, unless a user came back meanwhile (a
-// new linger, gen, then started).
-func (s *Store) linger(gen int) {
-	end := time.Now().Add(lingerFor)
+// linger closes the file once lingerEnd has passed with nobody using it, or
+// as soon as another process waits for it. One goroutine lingers at a time:
+// a release while it runs moves lingerEnd on instead of starting another,
+// so that operations back to back (the reads of a resume) do not start a
+// goroutine each, whose sleeps cost a context switch each on a busy
+// machine. It ends when the file is in use again (whose release lingers
+// anew) or closed.
+func (s *Store) linger() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for {
-		_ = pause.For(context.Background(), min(lingerLook, time.Until(end)))
-		s.mu.Lock()
-		if s.refs != 0 || s.db == nil || s.lingerGen != gen {
-			s.mu.Unlock()
-			return
-		}
-		if !time.Now().Before(end) || othersWaiting(s.file) {
-			s.closeDB()
-			s.mu.Unlock()
-			return
-		}
+		wait := min(lingerLook, time.Until(s.lingerEnd))
 		s.mu.Unlock()
+		_ = pause.For(context.Background(), wait)
+		s.mu.Lock()
+		switch {
+		case s.refs != 0 || s.db == nil:
+		case !time.Now().Before(s.lingerEnd) || othersWaiting(s.file):
+			s.closeDB()
+		default:
+			continue
+		}
+		s.lingering = false
+		return
 	}
 }
 

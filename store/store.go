@@ -72,14 +72,17 @@ type Store struct {
 	closed    bool
 	db        *bbolt.DB // open while refs > 0, and while lingering
 	file      *os.File  // db's locked descriptor
+	fileKey   fileKey   // file's device and inode
+	dbOpens   uint64    // counts the opens of db: one value is one continuous hold
 	refs      int
 	opening   *openAttempt // the open in progress, if any
 	fileWait  lockWait     // the wait for another process's lock on the file
 	presence  *os.File     // says the file is open, until Close (see holdPresence)
 	closeErr  error
-	lingerGen int  // identifies the current linger; a newer one cancels it
-	poisoned  bool // a fault hit the open db: close it, do not linger
-	replaced  bool // another file was moved to the path: close db, do not reuse it
+	lingerEnd time.Time // when a lingering file closes
+	lingering bool      // a linger goroutine runs
+	poisoned  bool      // a fault hit the open db: close it, do not linger
+	replaced  bool      // another file was moved to the path: close db, do not reuse it
 	// watches are the running watches: Close cancels each one's context
 	// and waits for its goroutine, which closes its channel.
 	watches watchset.Set
@@ -91,6 +94,7 @@ type Store struct {
 	walPath string
 	walMu   sync.RWMutex // held exclusively to write, shared to read
 	walF    *os.File     // the log; nil while a read-only store has none
+	walKey  fileKey      // walF's device and inode
 	shMu    sync.Mutex   // guards shRefs and shHeld
 	shRefs  int          // readers holding the shared lock
 	shHeld  heldLock     // the shared lock, while shRefs > 0
@@ -98,6 +102,8 @@ type Store struct {
 	tailMu  sync.Mutex   // guards tail and rtail
 	tail    *tailState   // the log beyond bbolt as a writer last read it; nil: rebuild
 	rtail   *tailState   // the same up to where the log is synced, for readers
+	metaF   *os.File     // the bbolt file, to read its meta pages (stamp.go); guarded by tailMu
+	metaKey fileKey      // metaF's device and inode
 	// walClosed is set once Close has begun: nothing takes the log after
 	// it but the syncs in flight (inflight), which Close waits for.
 	walClosed atomic.Bool
@@ -372,6 +378,9 @@ func (s *Store) Close() error {
 		s.walF = nil
 	}
 	s.walMu.Unlock()
+	s.tailMu.Lock()
+	s.closeMetaF()
+	s.tailMu.Unlock()
 	// Each watch's goroutine ends once it sees its context cancelled.
 	s.watches.Wait()
 	s.mu.Lock()
@@ -381,8 +390,8 @@ func (s *Store) Close() error {
 
 // Checkpoint applies the log's records to the bbolt file, so that the file
 // alone holds every message (for tools that copy or read it without
-// ctxstore). Close does it too, and writes other than small appends do it
-// on the way.
+// ctxstore). Close does it too, and writes other than small appends and
+// derived records do it on the way.
 func (s *Store) Checkpoint(ctx context.Context) error {
 	return s.write(ctx, func(*wtx) error { return nil })
 }
@@ -404,12 +413,13 @@ func (s *Store) checkpointOnClose() {
 		// Let go first: of two Stores closing together, the one that
 		// looks last sees nobody and applies the log.
 		presence.Close()
-		if othersPresent(s.path) {
-			return
-		}
 	}
+	// An empty log needs no checkpoint, whoever else has the file open.
 	fi, err := os.Stat(s.walPath)
 	if err != nil || fi.Size() <= walHeaderSize {
+		return
+	}
+	if presence != nil && othersPresent(s.path) {
 		return
 	}
 	_ = s.Checkpoint(context.Background())
@@ -444,7 +454,11 @@ func (v *rview) bolt() (*bbolt.Tx, error) {
 	if v.s.beforeOpen != nil {
 		v.s.beforeOpen("read")
 	}
-	db, err := v.s.acquire(v.ctx)
+	var at *fileKey
+	if v.t != nil {
+		at = &fileKey{v.t.dbDev, v.t.dbIno}
+	}
+	db, err := v.s.acquireAt(v.ctx, at)
 	if err != nil {
 		return nil, err
 	}

@@ -45,8 +45,13 @@ type tailState struct {
 	// rebuilt.
 	dbIno, dbDev uint64
 	txid         uint64
-	hdr          walHeader
-	hasHdr       bool
+	// held, if not 0, is the open of the bbolt file (Store.dbOpens) that
+	// this process held, and so locked against every other writer,
+	// from before txid was read: while it is still held, txid is still
+	// the file's (this process's own commits forget or advance the tails).
+	held   uint64
+	hdr    walHeader
+	hasHdr bool
 
 	applied    walApplied // what bbolt says it holds of the log
 	hasApplied bool
@@ -191,7 +196,7 @@ func (s *Store) lockCurrentLog(ctx context.Context, how int) (heldLock, error) {
 		// reads as tailOrphan). A Store whose file was replaced must not
 		// set aside the log of the database now there, which holds
 		// appends acknowledged to that database's users.
-		same, err := sameFile(f, s.walPath)
+		same, err := s.walAtPath()
 		if err != nil || same || try == 3 {
 			// Not replaced, or cannot tell, or replaced again and again:
 			// what the caller reads next says which log it has.
@@ -215,7 +220,7 @@ func (s *Store) walFile(check bool) (*os.File, error) {
 		return s.walF, nil
 	}
 	if s.walF != nil && check {
-		if same, err := sameFile(s.walF, s.walPath); err != nil || !same {
+		if same, err := s.walAtPath(); err != nil || !same {
 			s.walF.Close()
 			s.walF = nil
 		}
@@ -258,7 +263,12 @@ func (s *Store) walFile(check bool) (*os.File, error) {
 				return nil, fmt.Errorf("store %s: log %s: sync its directory: %w", s.path, s.walPath, derr)
 			}
 		}
-		s.walF = f
+		dev, ino, kerr := inodeOf(s.walPath, fi)
+		if kerr != nil {
+			f.Close()
+			return nil, fmt.Errorf("store %s: log %s: %w", s.path, s.walPath, kerr)
+		}
+		s.walF, s.walKey = f, fileKey{dev, ino}
 		return f, nil
 	case s.opts.ReadOnly && errors.Is(err, os.ErrNotExist):
 		return nil, nil
@@ -373,15 +383,6 @@ func sameDescriptor(f, g *os.File) (bool, error) {
 	return os.SameFile(fi, gi), nil
 }
 
-// fileID returns the device and inode of the file at path.
-func fileID(path string) (dev, ino uint64, err error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	return inodeOf(path, fi)
-}
-
 // inodeOf returns the device and inode of fi, the file at path.
 func inodeOf(path string, fi os.FileInfo) (dev, ino uint64, err error) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
@@ -391,14 +392,9 @@ func inodeOf(path string, fi os.FileInfo) (dev, ino uint64, err error) {
 	return uint64(st.Dev), uint64(st.Ino), nil
 }
 
-// boltTxid reads the id of the newest transaction of the bbolt file at path
-// from its meta pages, without mapping it.
-func boltTxid(path string) (uint64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
+// boltTxidOf reads the id of the newest transaction of the bbolt file f is
+// open on from its meta pages, without mapping it.
+func boltTxidOf(f *os.File) (uint64, error) {
 	var buf [boltPageHeaderSize + boltMetaSize]byte
 	var best uint64
 	found := false
@@ -451,15 +447,11 @@ func (s *Store) catchUp(ctx context.Context, exclusive bool) (*tailState, error)
 }
 
 func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive bool) (*tailState, error) {
-	dev, ino, err := fileID(s.path)
+	key, txid, held, err := s.boltStamp(old)
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", s.path, err)
+		return nil, err
 	}
-	txid, err := boltTxid(s.path)
-	if err != nil {
-		// Damage is reported by the bbolt open, which checks the file.
-		txid = 0
-	}
+	dev, ino := key.dev, key.ino
 	f := s.walF
 	var hdr walHeader
 	hasHdr := false
@@ -490,7 +482,16 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 			return nil, err
 		}
 	}
+	if t.held != held {
+		nt := *t
+		nt.held = held
+		t = &nt
+	}
 	if !hasHdr || f == nil || t.mode == tailStale || t.foreign {
+		return t, nil
+	}
+	if !exclusive && t.off >= synced && !t.torn {
+		// A reader reads up to synced: nothing new to read.
 		return t, nil
 	}
 	gen := hdr.gen

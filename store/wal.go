@@ -16,10 +16,12 @@ import (
 // append that commits to bbolt costs two fsyncs. Appends therefore go to a
 // log beside the file, PATH-wal, and are synced once there; they are applied
 // to the bbolt file later, many in one commit (a checkpoint), as etcd applies
-// its log to its bbolt backend. Every other write (Clear, Purge, derived
-// records, imports, large appends) is a bbolt commit that first applies the
-// log's records in the same transaction. Until a record is applied, readers
-// see it through an overlay built from the log (tail.go).
+// its log to its bbolt backend. Every other write (Clear, Purge, imports,
+// large appends) is a bbolt commit that first applies the log's records in
+// the same transaction; a write of derived records alone, to a session bbolt
+// holds, commits beside the log and leaves it unapplied (beside.go). Until
+// a record is applied, readers see it through an overlay built from the log
+// (tail.go).
 //
 // Layout: a 64-byte header, then records.
 //
