@@ -15,7 +15,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/amplifier"
 	pb "github.com/ctxstore/ctxstore/amplifier/amplifierpb"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // serve serves srv on a loopback port and returns a connection to it.
@@ -53,7 +53,7 @@ var user = &pb.Message{Role: pb.Role_ROLE_USER, Content: &pb.Message_TextContent
 // TestEngineDown: when the store under a mounted session closes, the
 // context calls fail with UNAVAILABLE and HealthCheck says NOT_SERVING.
 func TestEngineDown(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "ctx.db"), store.Options{})
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "ctx.db"), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // BenchmarkAddMessage measures what AddMessage adds on top of the store's
@@ -18,7 +18,7 @@ import (
 func BenchmarkAddMessage(b *testing.B) {
 	ctx := context.Background()
 	m := open(b, dbPath(b), "s", Config{})
-	st, err := store.Open(dbPath(b), store.Options{})
+	st, err := boltstore.Open(dbPath(b), boltstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func BenchmarkAddMessage(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if _, _, err := storage.Append(ctx, st, "s", store.Record{Message: msg, Tokens: 250}); err != nil {
+		if _, _, err := storage.Append(ctx, st, "s", boltstore.Record{Message: msg, Tokens: 250}); err != nil {
 			b.Fatal(err)
 		}
 		viaManager = append(viaManager, t1.Sub(t0))

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/tokens"
 )
 
@@ -63,7 +63,7 @@ func filledFile(b *testing.B, n int) string {
 // fill writes n messages in batches without fsync (store.Options.NoSync):
 // only the benchmark's setup, never its measured part, uses it.
 func fill(path string, n int) error {
-	st, err := store.Open(path, store.Options{NoSync: true})
+	st, err := boltstore.Open(path, boltstore.Options{NoSync: true})
 	if err != nil {
 		return err
 	}
@@ -72,9 +72,9 @@ func fill(path string, n int) error {
 	msgs := conversation(n, 400)
 	for i := 0; i < n; i += 1000 {
 		batch := msgs[i:min(i+1000, n)]
-		recs := make([]store.Record, len(batch))
+		recs := make([]boltstore.Record, len(batch))
 		for j, m := range batch {
-			recs[j] = store.Record{Message: m, Tokens: est.Estimate(m)}
+			recs[j] = boltstore.Record{Message: m, Tokens: est.Estimate(m)}
 		}
 		if _, _, err := st.Append(context.Background(), "s", recs...); err != nil {
 			return err

@@ -24,7 +24,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 	"github.com/ctxstore/ctxstore/simple"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // The chaos tests run several independent writers on one session of one
@@ -482,13 +482,13 @@ func (w *chaosWriter) toolGroup(ctx context.Context) {
 // sessionAt is the session as read around a view (exists false: not
 // created yet, or purged).
 type sessionAt struct {
-	info   store.SessionInfo
+	info   boltstore.SessionInfo
 	exists bool
 }
 
 func (w *chaosWriter) session(ctx context.Context) (sessionAt, error) {
 	si, err := w.st.Session(ctx, chaosSession)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, boltstore.ErrNotFound) {
 		return sessionAt{}, nil
 	}
 	return sessionAt{si, err == nil}, err
@@ -571,10 +571,10 @@ func basicViewCheck(v []ctxstore.Message) error {
 }
 
 // readEpoch reads one epoch of the session.
-func readEpoch(ctx context.Context, st storage.Engine, epoch uint64) ([]store.Entry, error) {
-	var out []store.Entry
+func readEpoch(ctx context.Context, st storage.Engine, epoch uint64) ([]boltstore.Entry, error) {
+	var out []boltstore.Entry
 	for e, err := range st.EpochMessages(ctx, chaosSession, epoch, 0) {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, boltstore.ErrNotFound) {
 			break
 		}
 		if err != nil {
@@ -589,7 +589,7 @@ func readEpoch(ctx context.Context, st storage.Engine, epoch uint64) ([]store.En
 func storedRepairs(ctx context.Context, st storage.Engine, epoch uint64) (map[uint64]repairRecord, error) {
 	out := map[uint64]repairRecord{}
 	for d, err := range st.ListDerived(ctx, chaosSession, KindRepair) {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, boltstore.ErrNotFound) {
 			break
 		}
 		if err != nil {
@@ -611,7 +611,7 @@ func storedRepairs(ctx context.Context, st storage.Engine, epoch uint64) (map[ui
 // results of repaired calls right after each repaired call's results
 // (system messages in between do not part them: views move them to the
 // front).
-func viewHistory(entries []store.Entry, repairs map[uint64]repairRecord) ([]ctxstore.Message, error) {
+func viewHistory(entries []boltstore.Entry, repairs map[uint64]repairRecord) ([]ctxstore.Message, error) {
 	newest := map[string][2]uint64{} // path -> version, seq
 	msgs := make([]ctxstore.Message, 0, len(entries))
 	seqs := make([]uint64, 0, len(entries))
@@ -702,7 +702,7 @@ func (env *chaosEnv) checkView(ctx context.Context, st storage.Engine, est ctxst
 		if err != nil {
 			return fmt.Errorf("read epoch %d: %w", ep.Epoch, err)
 		}
-		entries = slices.DeleteFunc(entries, func(e store.Entry) bool { return e.Seq > after.info.LastSeq })
+		entries = slices.DeleteFunc(entries, func(e boltstore.Entry) bool { return e.Seq > after.info.LastSeq })
 		lo := 0
 		if before.exists && ep.Epoch == before.info.Epoch {
 			lo = before.info.Messages
@@ -855,7 +855,7 @@ func (w *chaosWriter) reopen() bool {
 // the run builds a session again; it records when each purge ran.
 func (env *chaosEnv) runPurger(t *testing.T, seed uint64, total int, stop <-chan struct{}) {
 	rng := rand.New(rand.NewPCG(seed, 1000))
-	st, err := store.Open(env.db, store.Options{NoSync: true})
+	st, err := boltstore.Open(env.db, boltstore.Options{NoSync: true})
 	if err != nil {
 		t.Error(err)
 		return
@@ -879,7 +879,7 @@ func (env *chaosEnv) runPurger(t *testing.T, seed uint64, total int, stop <-chan
 		env.purgeMu.Lock()
 		env.purges[i].End = env.now()
 		env.purgeMu.Unlock()
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err != nil && !errors.Is(err, boltstore.ErrNotFound) {
 			t.Errorf("Purge: %v", err)
 			return
 		}
@@ -979,7 +979,7 @@ func checkChaos(t *testing.T, env *chaosEnv, logs []chaosLog) {
 	if t.Failed() {
 		return
 	}
-	st, err := store.Open(env.db, store.Options{NoSync: true})
+	st, err := boltstore.Open(env.db, boltstore.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -990,7 +990,7 @@ func checkChaos(t *testing.T, env *chaosEnv, logs []chaosLog) {
 	epochs := map[uint64][]stored{}
 	info, err := st.Session(ctx, chaosSession)
 	exists := err == nil
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, boltstore.ErrNotFound) {
 		t.Fatal(err)
 	}
 	for _, ep := range info.Epochs {
@@ -1602,7 +1602,7 @@ func TestChaosFoundRefusedSeedKeepsMemoryAcrossPurge(t *testing.T) {
 		// SetMessages catches up with the purge (a fresh epoch: the
 		// warning), then another process starts the session first...
 		"memory file not found": func() {
-			if _, _, err := storage.Append(ctx, other, "s", store.Record{Message: user("other"), Tokens: 2}); err != nil {
+			if _, _, err := storage.Append(ctx, other, "s", boltstore.Record{Message: user("other"), Tokens: 2}); err != nil {
 				t.Error(err)
 			}
 		},

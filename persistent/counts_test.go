@@ -10,7 +10,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/tokens"
 )
 
@@ -20,14 +20,14 @@ import (
 func TestStoreCountedByOldCodeIsRecounted(t *testing.T) {
 	ctx := context.Background()
 	path := dbPath(t)
-	st, err := store.Open(path, store.Options{NoSync: true})
+	st, err := boltstore.Open(path, boltstore.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	msgs := conversation(200, 3000)
-	var recs []store.Record
+	var recs []boltstore.Record
 	for _, m := range msgs {
-		recs = append(recs, store.Record{Message: m, Tokens: m.Size() / 4}) // no Counter: as old code wrote
+		recs = append(recs, boltstore.Record{Message: m, Tokens: m.Size() / 4}) // no Counter: as old code wrote
 	}
 	if _, _, err := storage.Append(ctx, st, "s", recs...); err != nil {
 		t.Fatal(err)
@@ -65,15 +65,15 @@ func TestStoreCountedByOldCodeIsRecounted(t *testing.T) {
 func TestHistoryTokensOfTwoCounters(t *testing.T) {
 	ctx := context.Background()
 	path := dbPath(t)
-	st, err := store.Open(path, store.Options{NoSync: true})
+	st, err := boltstore.Open(path, boltstore.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	exact := tokens.O200k()
 	msgs := conversation(30, 400)
-	var recs []store.Record
+	var recs []boltstore.Record
 	for i, m := range msgs {
-		r := store.Record{Message: m, Tokens: m.Size() / 4} // untagged, as old code wrote
+		r := boltstore.Record{Message: m, Tokens: m.Size() / 4} // untagged, as old code wrote
 		if i >= 20 {
 			r.Tokens, r.Counter = exact.Estimate(m), exact.Name()
 		}
@@ -169,13 +169,13 @@ func (c countingCounter) Name() string { return "counting-o200k/1" }
 func TestRecountsAreKept(t *testing.T) {
 	ctx := context.Background()
 	path := dbPath(t)
-	st, err := store.Open(path, store.Options{NoSync: true})
+	st, err := boltstore.Open(path, boltstore.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []store.Record
+	var recs []boltstore.Record
 	for _, m := range conversation(300, 2000) {
-		recs = append(recs, store.Record{Message: m, Tokens: m.Size() / 4}) // untagged, as old code wrote
+		recs = append(recs, boltstore.Record{Message: m, Tokens: m.Size() / 4}) // untagged, as old code wrote
 	}
 	if _, _, err := storage.Append(ctx, st, "s", recs...); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/internal/view/viewtest"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // TestMain lets the test binary play a child process in a role
@@ -190,9 +190,9 @@ type recorder = viewtest.Recorder
 
 // otherStore opens the file at path with a Store of its own, as another
 // process would, closed when the test ends.
-func otherStore(t testing.TB, path string) *store.Store {
+func otherStore(t testing.TB, path string) *boltstore.Store {
 	t.Helper()
-	st, err := store.Open(path, store.Options{NoSync: true})
+	st, err := boltstore.Open(path, boltstore.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/persistent"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // hpBudget is the budget of the request benchmarks: a mid-sized window
@@ -158,16 +158,16 @@ func hpFiller(b *testing.B) func(b *testing.B, n int) string {
 func hpFill(path string, n int) error {
 	tmp := path + ".filling"
 	_ = os.Remove(tmp)
-	st, err := store.Open(tmp, store.Options{NoSync: true})
+	st, err := boltstore.Open(tmp, boltstore.Options{NoSync: true})
 	if err != nil {
 		return err
 	}
 	msgs := hpConversation(n)
 	for i := 0; i < n; i += 1000 {
 		batch := msgs[i:min(i+1000, n)]
-		recs := make([]store.Record, len(batch))
+		recs := make([]boltstore.Record, len(batch))
 		for j, m := range batch {
-			recs[j] = store.Record{Message: m, Tokens: hpEstimate(m)}
+			recs[j] = boltstore.Record{Message: m, Tokens: hpEstimate(m)}
 		}
 		if _, _, err := st.Append(context.Background(), "s", recs...); err != nil {
 			st.Close()

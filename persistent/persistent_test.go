@@ -12,7 +12,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/simple"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 func TestReopenGivesSameHistoryAndView(t *testing.T) {
@@ -217,7 +217,7 @@ func TestSetMessages(t *testing.T) {
 		if err := m.SetMessages(ctx, offered); err != nil {
 			t.Fatal(err)
 		}
-		st, err := store.Open(path, store.Options{})
+		st, err := boltstore.Open(path, boltstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -429,7 +429,7 @@ func TestStoreSeesManagerWrites(t *testing.T) {
 	m := open(t, path, "s", Config{})
 	addAll(t, m, conversation(8, 50))
 	_ = m.Close()
-	st, err := store.Open(path, store.Options{})
+	st, err := boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/simple"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // Purged while idle, then used again: the manager starts the session
@@ -118,18 +118,18 @@ func TestPurgedAndRecreatedElsewhere(t *testing.T) {
 	for name, recreate := range map[string]func(storage.Engine) error{
 		"appended": func(st storage.Engine) error {
 			for _, s := range newTexts {
-				if _, _, err := storage.Append(context.Background(), st, "s", store.Record{Message: user(s), Tokens: 3}); err != nil {
+				if _, _, err := storage.Append(context.Background(), st, "s", boltstore.Record{Message: user(s), Tokens: 3}); err != nil {
 					return err
 				}
 			}
 			return nil
 		},
 		"imported": func(st storage.Engine) error {
-			info := store.SessionInfo{Name: "s", Created: time.Unix(1_700_000_000, 0), Epoch: 1, LastSeq: uint64(len(newTexts))}
-			return storage.ImportSession(context.Background(), st, info, func(yield func(store.Entry, error) bool) {
+			info := boltstore.SessionInfo{Name: "s", Created: time.Unix(1_700_000_000, 0), Epoch: 1, LastSeq: uint64(len(newTexts))}
+			return storage.ImportSession(context.Background(), st, info, func(yield func(boltstore.Entry, error) bool) {
 				for i, s := range newTexts {
 					msg := user(s)
-					e := store.Entry{Session: "s", Seq: uint64(i + 1), Epoch: 1, Role: msg.Role(), Tokens: 3, Raw: msg.Bytes()}
+					e := boltstore.Entry{Session: "s", Seq: uint64(i + 1), Epoch: 1, Role: msg.Role(), Tokens: 3, Raw: msg.Bytes()}
 					if !yield(e, nil) {
 						return
 					}

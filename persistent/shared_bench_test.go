@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // BenchmarkManySessions: a process holding many conversations open in one
@@ -60,10 +60,10 @@ func BenchmarkManySessions(b *testing.B) {
 func sessionsRound(b *testing.B, viaEngine bool, g, n int, msg ctxstore.Message) (time.Duration, []time.Duration) {
 	ctx := context.Background()
 	path := dbPath(b)
-	var eng *store.Store
+	var eng *boltstore.Store
 	if viaEngine {
 		var err error
-		if eng, err = store.Open(path, store.Options{}); err != nil {
+		if eng, err = boltstore.Open(path, boltstore.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

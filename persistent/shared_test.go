@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // Managers that Open one file in one process share its store, whichever
@@ -53,7 +53,7 @@ func TestOpenSharesTheFile(t *testing.T) {
 				t.Fatalf("a right after b's append: %q", got)
 			}
 			_, err := Open(other, "third", Config{LockTimeout: time.Second})
-			if !errors.Is(err, store.ErrOptionsConflict) || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), "LockTimeout") {
+			if !errors.Is(err, boltstore.ErrOptionsConflict) || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), "LockTimeout") {
 				t.Fatalf("Open with another LockTimeout while the file is open: %v, want store.ErrOptionsConflict naming %s and LockTimeout", err, other)
 			}
 

@@ -10,12 +10,12 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/recall"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 func TestCall(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(filepath.Join(t.TempDir(), "r.db"), store.Options{})
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "r.db"), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/tokens"
 )
 
@@ -22,7 +22,7 @@ func BenchmarkImportJSONL(b *testing.B) {
 			i, bytes.Repeat([]byte("lorem ipsum "), 20))
 	}
 	data := buf.Bytes()
-	st, err := store.Open(filepath.Join(b.TempDir(), "x.db"), store.Options{})
+	st, err := boltstore.Open(filepath.Join(b.TempDir(), "x.db"), boltstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func BenchmarkImport100k(b *testing.B) {
 		est  ctxstore.Estimator
 	}{{"o200k", tokens.O200k()}, {"heuristic", tokens.Heuristic()}} {
 		b.Run("counter="+c.name, func(b *testing.B) {
-			st, err := store.Open(filepath.Join(b.TempDir(), "x.db"), store.Options{})
+			st, err := boltstore.Open(filepath.Join(b.TempDir(), "x.db"), boltstore.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/tokens"
 )
 
@@ -30,9 +30,9 @@ var fullMalformed = map[int]string{
 
 const fullLines, fullValid = 15, 11 // non-blank lines, valid messages
 
-func openStore(t *testing.T, path string) *store.Store {
+func openStore(t *testing.T, path string) *boltstore.Store {
 	t.Helper()
-	st, err := store.Open(path, store.Options{})
+	st, err := boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,9 +60,9 @@ func validLines(t *testing.T, path string) [][]byte {
 	return out
 }
 
-func stored(t *testing.T, st *store.Store, session string) []store.Entry {
+func stored(t *testing.T, st *boltstore.Store, session string) []boltstore.Entry {
 	t.Helper()
-	var out []store.Entry
+	var out []boltstore.Entry
 	for e, err := range st.Messages(context.Background(), session, 0) {
 		if err != nil {
 			t.Fatal(err)
@@ -171,7 +171,7 @@ func TestImportIntoNonEmptySessionSkips(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
 	own := ctxstore.NewMessage(ctxstore.RoleUser, "already here")
-	if _, _, err := storage.Append(ctx, st, "s", store.Record{Message: own, Tokens: 3}); err != nil {
+	if _, _, err := storage.Append(ctx, st, "s", boltstore.Record{Message: own, Tokens: 3}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := ImportJSONL(ctx, st, "s", strings.NewReader(`{"role":"user","content":"from the file"}`+"\n"), ImportOptions{})
@@ -260,7 +260,7 @@ func TestImportConflictAfterInterruption(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Fatal(err)
 			}
-			if _, _, err := st.Append(bg, "s", store.Record{Message: ctxstore.NewMessage("user", "meanwhile"), Tokens: 1}); err != nil {
+			if _, _, err := st.Append(bg, "s", boltstore.Record{Message: ctxstore.NewMessage("user", "meanwhile"), Tokens: 1}); err != nil {
 				t.Fatal(err)
 			}
 			n := len(stored(t, st, "s"))
@@ -391,13 +391,13 @@ func (h *readerFunc) Read(p []byte) (int, error) {
 // returns no error.
 func TestImportSessionChangedBeforeFirstBatch(t *testing.T) {
 	bg := context.Background()
-	for name, act := range map[string]func(*store.Store) error{
-		"seeded": func(st *store.Store) error {
-			_, _, err := st.Append(bg, "s", store.Record{Message: ctxstore.NewMessage("user", "mine"), Tokens: 1})
+	for name, act := range map[string]func(*boltstore.Store) error{
+		"seeded": func(st *boltstore.Store) error {
+			_, _, err := st.Append(bg, "s", boltstore.Record{Message: ctxstore.NewMessage("user", "mine"), Tokens: 1})
 			return err
 		},
-		"cleared": func(st *store.Store) error { _, err := st.Clear(bg, "s"); return err },
-		"purged":  func(st *store.Store) error { return st.Purge(bg, "s") },
+		"cleared": func(st *boltstore.Store) error { _, err := st.Clear(bg, "s"); return err },
+		"purged":  func(st *boltstore.Store) error { return st.Purge(bg, "s") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			src, _ := bigJSONL(t, 50)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // Child-process roles, selected by environment (the test binary re-runs
@@ -30,7 +30,7 @@ func TestChildProcess(t *testing.T) {
 	if role == "" {
 		t.Skip("child process role; run by other tests")
 	}
-	st, err := store.Open(os.Getenv(envDB), store.Options{})
+	st, err := boltstore.Open(os.Getenv(envDB), boltstore.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
@@ -62,7 +62,7 @@ func checkStored(t *testing.T, db string, valid [][]byte) {
 }
 
 // requireExact fails unless the entries hold exactly these messages, in order.
-func requireExact(t *testing.T, got []store.Entry, valid [][]byte) {
+func requireExact(t *testing.T, got []boltstore.Entry, valid [][]byte) {
 	t.Helper()
 	if len(got) != len(valid) {
 		t.Fatalf("session holds %d messages, want %d", len(got), len(valid))
@@ -126,7 +126,7 @@ func TestImportContinuesAfterKill(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || !strings.Contains(ee.String(), "killed") {
 		t.Fatalf("crashing child: %v, want killed", err)
 	}
-	st, err := store.Open(db, store.Options{})
+	st, err := boltstore.Open(db, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

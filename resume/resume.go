@@ -15,7 +15,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/hooklog"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
-	_ "github.com/ctxstore/ctxstore/store" // the file engine, the default
+	_ "github.com/ctxstore/ctxstore/storage/boltstore" // the file engine, the default
 
 	"github.com/ctxstore/ctxstore/internal/pgdsn"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/pgtest"
 	"github.com/ctxstore/ctxstore/storage"
+	_ "github.com/ctxstore/ctxstore/storage/boltstore"
 	_ "github.com/ctxstore/ctxstore/storage/pgstore"
-	_ "github.com/ctxstore/ctxstore/store"
 )
 
 func TestScheme(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 func counters() []*Counter { return []*Counter{O200k(), CL100k(), Heuristic()} }
@@ -70,7 +70,7 @@ func BenchmarkCount(b *testing.B) {
 // the median append time; the target is at most 0.25.
 func BenchmarkCountVsAppend(b *testing.B) {
 	ms := typicalMessages(b)
-	s, err := store.Open(filepath.Join(b.TempDir(), "bench.db"), store.Options{})
+	s, err := boltstore.Open(filepath.Join(b.TempDir(), "bench.db"), boltstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func BenchmarkCountVsAppend(b *testing.B) {
 		m := ms[i%len(ms)]
 		i++
 		t0 := time.Now()
-		if _, _, err := s.Append(ctx, "bench", store.Record{Message: m, Tokens: 1}); err != nil {
+		if _, _, err := s.Append(ctx, "bench", boltstore.Record{Message: m, Tokens: 1}); err != nil {
 			b.Fatal(err)
 		}
 		appends = append(appends, time.Since(t0))

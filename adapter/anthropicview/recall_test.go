@@ -12,14 +12,14 @@ import (
 	"github.com/ctxstore/ctxstore/adapter/anthropicview"
 	"github.com/ctxstore/ctxstore/recall"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // TestRecallTool: the tool goes out in a request, and a reply calling it
 // is answered with a tool_result block that goes back out paired.
 func TestRecallTool(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(filepath.Join(t.TempDir(), "r.db"), store.Options{})
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "r.db"), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

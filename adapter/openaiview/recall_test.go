@@ -11,7 +11,7 @@ import (
 	"github.com/ctxstore/ctxstore/adapter/openaiview"
 	"github.com/ctxstore/ctxstore/recall"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 )
@@ -19,7 +19,7 @@ import (
 // recallStore is a store whose session "s" holds a fact to recall.
 func recallStore(t *testing.T) *recall.Tool {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "r.db"), store.Options{})
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "r.db"), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

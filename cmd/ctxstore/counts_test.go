@@ -13,7 +13,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // openEngine opens the test's database read-write, for writing what the
@@ -25,7 +25,7 @@ func (e *env) openEngine() storage.Engine {
 	if isServer(e.db) {
 		st, err = (&app{}).openAt(context.Background(), e.db, readWrite)
 	} else {
-		st, err = store.Open(e.db, store.Options{})
+		st, err = boltstore.Open(e.db, boltstore.Options{})
 	}
 	if err != nil {
 		e.t.Fatal(err)
@@ -61,7 +61,7 @@ func TestTokenTotalsNeverMixCounters(t *testing.T) {
 				counts[i], exact = *got.Tokens, got.Counters[0].Counter
 			}
 			st := e.openEngine()
-			old := func(m ctxstore.Message) store.Record { return store.Record{Message: m, Tokens: m.Size() / 4} }
+			old := func(m ctxstore.Message) boltstore.Record { return boltstore.Record{Message: m, Tokens: m.Size() / 4} }
 			if _, _, err := storage.Append(ctx, st, "mixed", old(msgs[0]), old(msgs[1])); err != nil {
 				t.Fatal(err)
 			}

@@ -4,5 +4,5 @@ package main
 // picks one by --db's scheme. The CLI asks them through package storage
 // alone; pgstore is also imported by name for its typed connection errors.
 import (
-	_ "github.com/ctxstore/ctxstore/store"
+	_ "github.com/ctxstore/ctxstore/storage/boltstore"
 )

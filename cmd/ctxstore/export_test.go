@@ -16,22 +16,22 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/storage/export"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 // fillStore writes n messages to session in path quickly (NoSync batches:
 // only for building test files).
 func fillStore(tb testing.TB, path, session string, n int) {
 	tb.Helper()
-	st, err := store.Open(path, store.Options{NoSync: true})
+	st, err := boltstore.Open(path, boltstore.Options{NoSync: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer st.Close()
 	ctx := context.Background()
 	const batch = 2000
-	recs := make([]store.Record, 0, batch)
+	recs := make([]boltstore.Record, 0, batch)
 	for i := range n {
 		var m ctxstore.Message
 		if i%2 == 0 {
@@ -39,7 +39,7 @@ func fillStore(tb testing.TB, path, session string, n int) {
 		} else {
 			m = ctxstore.NewMessage(ctxstore.RoleAssistant, fmt.Sprintf("reply %d: the roadmap moves the launch to March, the budget is flat and two engineers join in January", i))
 		}
-		recs = append(recs, store.Record{Message: m, Tokens: m.Size() / 4})
+		recs = append(recs, boltstore.Record{Message: m, Tokens: m.Size() / 4})
 		if len(recs) == batch || i == n-1 {
 			if _, _, err := storage.Append(ctx, st, session, recs...); err != nil {
 				tb.Fatal(err)
@@ -93,7 +93,7 @@ func TestExportHeapFlat(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "big.db")
 	fillStore(t, path, "big", n)
-	st, err := store.Open(path, store.Options{ReadOnly: true})
+	st, err := boltstore.Open(path, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestExportHeapFlat(t *testing.T) {
 	if _, err := export.Write(context.Background(), st, &buf, nil); err != nil {
 		t.Fatal(err)
 	}
-	dst, err := store.Open(filepath.Join(t.TempDir(), "copy.db"), store.Options{NoSync: true})
+	dst, err := boltstore.Open(filepath.Join(t.TempDir(), "copy.db"), boltstore.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func BenchmarkExport(b *testing.B) {
 	const n = 100_000
 	path := filepath.Join(b.TempDir(), "big.db")
 	fillStore(b, path, "big", n)
-	st, err := store.Open(path, store.Options{ReadOnly: true})
+	st, err := boltstore.Open(path, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		b.Fatal(err)
 	}

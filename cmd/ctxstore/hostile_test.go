@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/storage/export"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 // hostileExport is an export of one session "a" holding one message, with
@@ -122,7 +122,7 @@ func FuzzImport(f *testing.F) {
 	f.Add(hostileExport(`"epoch":1,"last_seq":1,"messages":-1,"epochs":[{"epoch":9,"first_seq":5,"last_seq":1,"messages":-5}]`, `"seq":1,"epoch":1,"tokens":-1`))
 	f.Fuzz(func(t *testing.T, exported string) {
 		ctx := context.Background()
-		st, err := store.Open(filepath.Join(t.TempDir(), "f.db"), store.Options{NoSync: true})
+		st, err := boltstore.Open(filepath.Join(t.TempDir(), "f.db"), boltstore.Options{NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}

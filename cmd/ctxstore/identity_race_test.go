@@ -14,7 +14,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/testkit"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // Two processes' Stores on one path while the operator moves files under
@@ -27,7 +27,7 @@ import (
 // sees in the session. It exits at the end of stdin without closing the
 // Store, as a killed agent would.
 func scriptedAgent() int {
-	st, err := store.Open(os.Getenv("CTXSTORE_DB"), store.Options{})
+	st, err := boltstore.Open(os.Getenv("CTXSTORE_DB"), boltstore.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -40,7 +40,7 @@ func scriptedAgent() int {
 		switch f[0] {
 		case "append":
 			m := ctxstore.NewMessage(ctxstore.RoleUser, f[2])
-			if _, last, err := st.Append(ctx, f[1], store.Record{Message: m, Tokens: 3}); err != nil {
+			if _, last, err := st.Append(ctx, f[1], boltstore.Record{Message: m, Tokens: 3}); err != nil {
 				fmt.Println("err", strings.ReplaceAll(err.Error(), "\n", " "))
 			} else {
 				fmt.Println("ok", last)
@@ -199,7 +199,7 @@ func TestNewerLogRefused(t *testing.T) {
 	e := newEnv(t)
 	e.ok(conversation, "add", "s")
 	e.crashAgent(e.db)
-	log := store.LogPath(e.db)
+	log := boltstore.LogPath(e.db)
 	b, err := os.ReadFile(log)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/testkit"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"go.etcd.io/bbolt"
 )
 
@@ -30,14 +30,14 @@ import (
 // appendThenKill is an agent killed with SIGKILL right after 5 appends to
 // session "pending" were acknowledged: they are in the log only.
 func appendThenKill() int {
-	st, err := store.Open(os.Getenv("CTXSTORE_DB"), store.Options{})
+	st, err := boltstore.Open(os.Getenv("CTXSTORE_DB"), boltstore.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	for i := range 5 {
 		m := ctxstore.NewMessage(ctxstore.RoleUser, fmt.Sprintf("pending %d", i))
-		if _, _, err := st.Append(context.Background(), "pending", store.Record{Message: m, Tokens: 3}); err != nil {
+		if _, _, err := st.Append(context.Background(), "pending", boltstore.Record{Message: m, Tokens: 3}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -355,14 +355,14 @@ func TestLogTakesTheDatabaseOwner(t *testing.T) {
 	db := filepath.Join(data, "agent.db")
 	e := newEnv(t)
 	e.ok(conversation, "--db", db, "add", "s")
-	os.Remove(store.LogPath(db)) // as after a salvage moved into place
+	os.Remove(boltstore.LogPath(db)) // as after a salvage moved into place
 	for _, p := range []string{data, db} {
 		if err := os.Chown(p, uid, gid); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.ok(conversation, "--db", db, "add", "s") // as root
-	fi, err := os.Stat(store.LogPath(db))
+	fi, err := os.Stat(boltstore.LogPath(db))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,11 +384,11 @@ func TestLogTakesTheDatabaseOwner(t *testing.T) {
 		t.Fatalf("the owner's ls: %v: %s", err, out)
 	}
 	// A log left root's (by an older build): the error names it.
-	if err := os.Chown(store.LogPath(db), 0, 0); err != nil {
+	if err := os.Chown(boltstore.LogPath(db), 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	out, err := asUser("ls")
-	if err == nil || !strings.Contains(out, "permission denied on "+store.LogPath(db)) || !strings.Contains(out, "owned by uid 0") {
+	if err == nil || !strings.Contains(out, "permission denied on "+boltstore.LogPath(db)) || !strings.Contains(out, "owned by uid 0") {
 		t.Fatalf("want a permission error naming the log and its owner, got %v: %s", err, out)
 	}
 }
@@ -436,8 +436,8 @@ func setFormat(t *testing.T, db string, v int) {
 func TestNewerFormatRefused(t *testing.T) {
 	e := newEnv(t)
 	e.ok(conversation, "add", "s")
-	setFormat(t, e.db, store.FormatVersion+1)
-	want := fmt.Sprintf("file format version %d", store.FormatVersion+1)
+	setFormat(t, e.db, boltstore.FormatVersion+1)
+	want := fmt.Sprintf("file format version %d", boltstore.FormatVersion+1)
 	for _, args := range [][]string{{"ls"}, {"add", "s"}, {"verify"}, {"export"}} {
 		r := e.fail(1, conversation, args, "written by a newer ctxstore", "upgrade", want)
 		if strings.Contains(r.stderr, "damaged") || strings.Contains(r.stderr, "--salvage") {
@@ -473,8 +473,8 @@ func TestFormatMigration(t *testing.T) {
 	}
 	defer bdb.Close()
 	_ = bdb.View(func(tx *bbolt.Tx) error {
-		if v := string(tx.Bucket([]byte("ctxstore")).Get([]byte("format"))); v != strconv.Itoa(store.FormatVersion) {
-			t.Errorf("format after migration %q, want %d", v, store.FormatVersion)
+		if v := string(tx.Bucket([]byte("ctxstore")).Get([]byte("format"))); v != strconv.Itoa(boltstore.FormatVersion) {
+			t.Errorf("format after migration %q, want %d", v, boltstore.FormatVersion)
 		}
 		return nil
 	})
@@ -496,7 +496,7 @@ func TestOldBuildRefusesNewFile(t *testing.T) {
 		c.Env = e.vars
 		c.Stdin = strings.NewReader(conversation)
 		out, err := c.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), fmt.Sprintf("format version %d is newer than this program's 1", store.FormatVersion)) {
+		if err == nil || !strings.Contains(string(out), fmt.Sprintf("format version %d is newer than this program's 1", boltstore.FormatVersion)) {
 			t.Errorf("old build %v: %v: %s", args, err, out)
 		}
 	}

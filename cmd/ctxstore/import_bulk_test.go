@@ -10,9 +10,9 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/storage/export"
 	"github.com/ctxstore/ctxstore/storage/storagetest"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 // TestImportManySessions: an export of thousands of small sessions, with a
@@ -24,7 +24,7 @@ import (
 func TestImportManySessions(t *testing.T) {
 	const n = 2*export.BatchSessions + 100
 	src := filepath.Join(t.TempDir(), "src.db")
-	st, err := store.Open(src, store.Options{NoSync: true})
+	st, err := boltstore.Open(src, boltstore.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/testkit"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // binary is the ctxstore command, built once by TestMain: the tests run it
@@ -73,7 +73,7 @@ func runRole(role string) int {
 	case "append-loop":
 		// A long-lived writer, as an agent is: one Store, appends in a
 		// loop until stdin closes, then the number acknowledged.
-		st, err := store.Open(os.Getenv("CTXSTORE_DB"), store.Options{LockTimeout: 20 * time.Second})
+		st, err := boltstore.Open(os.Getenv("CTXSTORE_DB"), boltstore.Options{LockTimeout: 20 * time.Second})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -94,7 +94,7 @@ func runRole(role string) int {
 			default:
 			}
 			m := ctxstore.NewMessage(ctxstore.RoleUser, fmt.Sprintf("loop %d", acked))
-			if _, _, err := st.Append(context.Background(), "loop", store.Record{Message: m, Tokens: 3}); err != nil {
+			if _, _, err := st.Append(context.Background(), "loop", boltstore.Record{Message: m, Tokens: 3}); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 1
 			}
@@ -103,14 +103,14 @@ func runRole(role string) int {
 	case "append-no-close":
 		// An agent killed after its appends were acknowledged: they are
 		// in the log, not yet applied to the file (Close would).
-		st, err := store.Open(os.Getenv("CTXSTORE_DB"), store.Options{})
+		st, err := boltstore.Open(os.Getenv("CTXSTORE_DB"), boltstore.Options{})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		for i := range 5 {
 			m := ctxstore.NewMessage(ctxstore.RoleUser, fmt.Sprintf("pending %d", i))
-			if _, _, err := st.Append(context.Background(), "pending", store.Record{Message: m, Tokens: 3}); err != nil {
+			if _, _, err := st.Append(context.Background(), "pending", boltstore.Record{Message: m, Tokens: 3}); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 1
 			}
@@ -878,7 +878,7 @@ func TestJSONOutput(t *testing.T) {
 
 func pageSize(t *testing.T, path string) int {
 	t.Helper()
-	ps, err := store.PageSize(path)
+	ps, err := boltstore.PageSize(path)
 	if err != nil {
 		t.Fatal(err)
 	}

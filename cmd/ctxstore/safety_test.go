@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // runLimited runs the command in a shell that first limits the size of any
@@ -138,7 +138,7 @@ func TestSalvageInterrupted(t *testing.T) {
 	err := interruptOnceWriting(cmd, filepath.Dir(out))
 	if _, serr := os.Stat(out); serr == nil {
 		// It finished before the signal: then it must be complete.
-		st, err := store.Open(out, store.Options{ReadOnly: true})
+		st, err := boltstore.Open(out, boltstore.Options{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,11 +192,11 @@ func TestKilledImportIsNotTakenForDone(t *testing.T) {
 }
 
 // sessionInfo reads a session's metadata the way another process would.
-func sessionInfo(t *testing.T, path, session string) (store.SessionInfo, bool) {
+func sessionInfo(t *testing.T, path, session string) (boltstore.SessionInfo, bool) {
 	t.Helper()
-	st, err := store.Open(path, store.Options{ReadOnly: true})
+	st, err := boltstore.Open(path, boltstore.Options{ReadOnly: true})
 	if err != nil {
-		return store.SessionInfo{}, false
+		return boltstore.SessionInfo{}, false
 	}
 	defer st.Close()
 	si, err := st.Session(t.Context(), session)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/persistent"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // A call an interrupted run left unanswered fails verify until resume
@@ -43,7 +43,7 @@ func TestVerifyRepairedCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls, err := func() ([]persistent.RepairedCall, error) {
-		st, err := store.Open(e.db, store.Options{})
+		st, err := boltstore.Open(e.db, boltstore.Options{})
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/internal/testkit"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // The file commands with acknowledged appends still in the write-ahead log
@@ -29,7 +29,7 @@ func (e *env) appendNoClose() {
 // their magic number; the test messages cannot contain it).
 func logRecords(t *testing.T, db string) []int {
 	t.Helper()
-	b, err := os.ReadFile(store.LogPath(db))
+	b, err := os.ReadFile(boltstore.LogPath(db))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestFileCommandsTakeTheLog(t *testing.T) {
 	if n := len(logRecords(t, e.db)); n != 5 {
 		t.Fatalf("the log holds %d records, want the 5 appends", n)
 	}
-	if r := e.ok("", "stats"); !strings.Contains(r.stdout, "in "+store.LogPath(e.db)+" (appends not yet applied to the file)") {
+	if r := e.ok("", "stats"); !strings.Contains(r.stdout, "in "+boltstore.LogPath(e.db)+" (appends not yet applied to the file)") {
 		t.Errorf("stats does not show the log:\n%s", r.stdout)
 	}
 	want := e.ok("", "export").stdout
@@ -83,7 +83,7 @@ func TestFileCommandsTakeTheLog(t *testing.T) {
 	// log stay as they are.
 	out := filepath.Join(e.dir, "out.db")
 	e.ok("", "compact-file", out)
-	if _, err := os.Stat(store.LogPath(out)); !os.IsNotExist(err) {
+	if _, err := os.Stat(boltstore.LogPath(out)); !os.IsNotExist(err) {
 		t.Errorf("a log beside OUT: %v", err)
 	}
 	if got := e.ok("", "--db", out, "export").stdout; messageLines(got) != messageLines(want) {
@@ -96,7 +96,7 @@ func TestFileCommandsTakeTheLog(t *testing.T) {
 	// doctor --salvage: the log's messages are in the salvaged copy.
 	salvaged := filepath.Join(e.dir, "salvaged.db")
 	r := e.ok("", "doctor", "--salvage", salvaged)
-	if !strings.Contains(r.stdout, "5 messages recovered from the log") || !strings.Contains(r.stdout, "keep "+e.db+" and its log "+store.LogPath(e.db)+" aside") {
+	if !strings.Contains(r.stdout, "5 messages recovered from the log") || !strings.Contains(r.stdout, "keep "+e.db+" and its log "+boltstore.LogPath(e.db)+" aside") {
 		t.Errorf("doctor --salvage:\n%s", r.stdout)
 	}
 	if got := e.ok("", "--db", salvaged, "export").stdout; messageLines(got) != messageLines(want) {
@@ -147,7 +147,7 @@ func TestDamagedLogCommands(t *testing.T) {
 	e.ok(conversation, "add", "s")
 	e.appendNoClose()
 	offs := logRecords(t, e.db)
-	f, err := os.OpenFile(store.LogPath(e.db), os.O_RDWR, 0)
+	f, err := os.OpenFile(boltstore.LogPath(e.db), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,14 +156,14 @@ func TestDamagedLogCommands(t *testing.T) {
 	}
 	f.Close()
 	r := e.run("", "verify")
-	if r.code != 1 || !strings.Contains(r.stdout, store.LogPath(e.db)) {
+	if r.code != 1 || !strings.Contains(r.stdout, boltstore.LogPath(e.db)) {
 		t.Errorf("verify with a damaged log: %s", r)
 	}
 	e.fail(1, "", []string{"compact-file", filepath.Join(e.dir, "c.db")}, "damaged", "doctor --salvage")
 	e.fail(1, "", []string{"compact-file"}, "damaged", "doctor --salvage")
 	out := filepath.Join(e.dir, "rescued.db")
 	r = e.run("", "doctor", "--salvage", out)
-	if r.code != 1 || !strings.Contains(r.stdout, "damage: log "+store.LogPath(e.db)) || !strings.Contains(r.stdout, "4 messages recovered from the log") {
+	if r.code != 1 || !strings.Contains(r.stdout, "damage: log "+boltstore.LogPath(e.db)) || !strings.Contains(r.stdout, "4 messages recovered from the log") {
 		t.Errorf("salvage with a damaged log: %s", r)
 	}
 	got := e.ok("", "--db", out, "show", "pending", "--jsonl").stdout

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/storage/storagetest"
-	"github.com/ctxstore/ctxstore/store"
 	_ "modernc.org/sqlite"
 )
 
@@ -94,7 +94,7 @@ func loadSQLite(b *testing.B, path string, sessions []storage.SessionImport) {
 // loadStore imports sessions into a new store file at path in batches of
 // 1,000, as `ctxstore import` does.
 func loadStore(b *testing.B, path string, sessions []storage.SessionImport) {
-	st, err := store.Open(path, store.Options{})
+	st, err := boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func BenchmarkManySessions(b *testing.B) {
 		t0 = time.Now()
 		loadSQLite(b, theirs, sessions)
 		importTheirs := time.Since(t0)
-		sizeOurs, sizeTheirs := fileSize(b, ours, store.LogPath(ours)), fileSize(b, theirs, theirs+"-journal", theirs+"-wal")
+		sizeOurs, sizeTheirs := fileSize(b, ours, boltstore.LogPath(ours)), fileSize(b, theirs, theirs+"-journal", theirs+"-wal")
 
 		listOurs, rssOurs := child(b, "list-store", ours)
 		listTheirs, rssTheirs := child(b, "list-sqlite", theirs)
@@ -160,7 +160,7 @@ func BenchmarkManySessions(b *testing.B) {
 // openOne is the p50 of opening one random session, both ways.
 func openOne(b *testing.B, ours, theirs string, sessions []storage.SessionImport) (time.Duration, time.Duration) {
 	ctx := context.Background()
-	st, err := store.Open(ours, store.Options{ReadOnly: true})
+	st, err := boltstore.Open(ours, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestChild(t *testing.T) {
 	count := 0
 	switch what {
 	case "list-store":
-		st, err := store.Open(path, store.Options{ReadOnly: true})
+		st, err := boltstore.Open(path, boltstore.Options{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,9 +22,9 @@ import (
 	"github.com/ctxstore/ctxstore/internal/pgtest"
 	"github.com/ctxstore/ctxstore/internal/searchcorpus"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/storage/pgstore"
 	"github.com/ctxstore/ctxstore/storage/search"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 // system is one search engine under measurement.
@@ -104,8 +104,8 @@ func measure(b *testing.B, c *searchcorpus.Corpus, find finder) {
 
 // loadStore fills a bbolt store with c without fsync (as the store's own
 // benchmarks fill) and returns it reopened.
-func loadStore(b *testing.B, c *searchcorpus.Corpus, path string) *store.Store {
-	st, err := store.Open(path, store.Options{NoSync: true})
+func loadStore(b *testing.B, c *searchcorpus.Corpus, path string) *boltstore.Store {
+	st, err := boltstore.Open(path, boltstore.Options{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func loadStore(b *testing.B, c *searchcorpus.Corpus, path string) *store.Store {
 	if err := st.Close(); err != nil {
 		b.Fatal(err)
 	}
-	st, err = store.Open(path, store.Options{})
+	st, err = boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -150,10 +150,10 @@ func setupCtxstore(b *testing.B, c *searchcorpus.Corpus) (finder, string) {
 		b.Fatal(err)
 	}
 	rebuilt := time.Since(start)
-	logBytes, ixBytes := fileBytes(path, store.LogPath(path)), fileBytes(store.SearchPath(path))
+	logBytes, ixBytes := fileBytes(path, boltstore.LogPath(path)), fileBytes(boltstore.SearchPath(path))
 	b.ReportMetric(float64(ixBytes)/float64(logBytes), "index/log-bytes")
 	start = time.Now()
-	reopened := search.Open(store.SearchPath(path))
+	reopened := search.Open(boltstore.SearchPath(path))
 	if err := reopened.Sync(ctx, st); err != nil {
 		b.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func BenchmarkAppendWithSearch(b *testing.B) {
 	for b.Loop() {
 		for i := range 300 {
 			m := msgs[i%len(msgs)]
-			for _, st := range []*store.Store{on, off} {
+			for _, st := range []*boltstore.Store{on, off} {
 				start := time.Now()
 				if _, _, err := st.Append(ctx, "bench", storage.Record{Message: m}); err != nil {
 					b.Fatal(err)

@@ -14,9 +14,9 @@ import (
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/resume"
 	"github.com/ctxstore/ctxstore/storage"
+	_ "github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/storage/export"
 	_ "github.com/ctxstore/ctxstore/storage/pgstore"
-	_ "github.com/ctxstore/ctxstore/store"
 )
 
 // engines opens a fresh, empty engine of each kind: a file, and a

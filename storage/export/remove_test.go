@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/store"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 // TestRemoveImportedOnlyUnchanged: the removal of a session an import
@@ -19,32 +19,32 @@ import (
 func TestRemoveImportedOnlyUnchanged(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		other func(ctx context.Context, st *store.Shared) error
+		other func(ctx context.Context, st *boltstore.Shared) error
 		gone  bool
 	}{
-		{"unchanged", func(context.Context, *store.Shared) error { return nil }, true},
-		{"appended", func(ctx context.Context, st *store.Shared) error {
-			_, _, err := st.Append(ctx, "s", store.Record{Message: ctxstore.NewMessage(ctxstore.RoleUser, "agent"), Tokens: 1})
+		{"unchanged", func(context.Context, *boltstore.Shared) error { return nil }, true},
+		{"appended", func(ctx context.Context, st *boltstore.Shared) error {
+			_, _, err := st.Append(ctx, "s", boltstore.Record{Message: ctxstore.NewMessage(ctxstore.RoleUser, "agent"), Tokens: 1})
 			return err
 		}, false},
-		{"cleared", func(ctx context.Context, st *store.Shared) error {
+		{"cleared", func(ctx context.Context, st *boltstore.Shared) error {
 			_, err := st.Clear(ctx, "s")
 			return err
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			st, err := store.OpenShared(filepath.Join(t.TempDir(), "s.db"), store.Options{})
+			st, err := boltstore.OpenShared(filepath.Join(t.TempDir(), "s.db"), boltstore.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer st.Close()
 			now := time.Now()
-			info := store.SessionInfo{Name: "s", Created: now, Updated: now, Epoch: 1, LastSeq: 2}
-			entries := func(yield func(store.Entry, error) bool) {
+			info := boltstore.SessionInfo{Name: "s", Created: now, Updated: now, Epoch: 1, LastSeq: 2}
+			entries := func(yield func(boltstore.Entry, error) bool) {
 				for seq := uint64(1); seq <= 2; seq++ {
 					raw := ctxstore.NewMessage(ctxstore.RoleUser, "imported").Bytes()
-					if !yield(store.Entry{Seq: seq, Epoch: 1, Time: now, Tokens: 1, Raw: raw}, nil) {
+					if !yield(boltstore.Entry{Seq: seq, Epoch: 1, Time: now, Tokens: 1, Raw: raw}, nil) {
 						return
 					}
 				}
@@ -61,7 +61,7 @@ func TestRemoveImportedOnlyUnchanged(t *testing.T) {
 				t.Fatalf("removeImported = %v, want it to wrap the cause", err)
 			}
 			_, serr := st.Session(ctx, "s")
-			if gone := errors.Is(serr, store.ErrNotFound); gone != tc.gone {
+			if gone := errors.Is(serr, boltstore.ErrNotFound); gone != tc.gone {
 				t.Fatalf("session gone = %v (%v), want %v; error: %v", gone, serr, tc.gone, err)
 			}
 			if !tc.gone && !strings.Contains(err.Error(), "another writer has changed it") {

@@ -6,15 +6,15 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/internal/searchcorpus"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/storage/search"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 // BenchmarkCatchUp indexes a log of 20,000 generated messages from
 // scratch; msgs/s is the catch-up rate.
 func BenchmarkCatchUp(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.Open(filepath.Join(b.TempDir(), "s.db"), store.Options{NoSync: true})
+	st, err := boltstore.Open(filepath.Join(b.TempDir(), "s.db"), boltstore.Options{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}

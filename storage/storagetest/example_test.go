@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/storage/storagetest"
-	"github.com/ctxstore/ctxstore/store"
 )
 
 // An engine's own tests run the suite from one test function,
@@ -22,7 +22,7 @@ func ExampleRun() {
 	storagetest.Run(t, func(t *testing.T) (storage.Engine, func(t *testing.T) storage.Engine) {
 		path := filepath.Join(t.TempDir(), "store.db")
 		open := func(t *testing.T) storage.Engine {
-			s, err := store.Open(path, store.Options{})
+			s, err := boltstore.Open(path, boltstore.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

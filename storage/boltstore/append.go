@@ -1,0 +1,316 @@
+package boltstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ctxstore/ctxstore/storage"
+	"go.etcd.io/bbolt"
+)
+
+// Append adds recs to the current epoch of session, creating the session if
+// needed, in one atomic transaction: when it returns nil every record is on
+// disk (fsynced) with seqs first..last; on error none is. Invalid messages
+// fail the whole call with an error matching ctxstore.ErrInvalidMessage that
+// names the record's index and field. Appending nothing returns (0, 0, nil).
+func (s *Store) Append(ctx context.Context, session string, recs ...Record) (first, last uint64, err error) {
+	return s.appendRecs(ctx, session, recs, nil)
+}
+
+// AppendIf is Append, but only if check accepts the session as the write
+// transaction itself sees it; otherwise nothing is written and AppendIf
+// returns check's error unchanged. A session that does not exist yet is
+// shown as it would be created: empty, in epoch 1 with LastSeq 0, or, for
+// a name purged before, continuing after its tombstone's epoch and seq.
+//
+// Because check and write are one transaction, no writer in this or another
+// process can change the session in between: a caller that expects the
+// epoch it last saw (no Clear since) or the LastSeq it last wrote (nobody
+// else appended since) gets exactly that or an error. check may run more
+// than once and must decide from its argument alone. If check panics,
+// nothing is written and AppendIf panics with the same value, on the
+// caller's goroutine (check may have run on another writer's, whose commit
+// it shared); the other writes of that commit are not affected. A nil check
+// accepts anything: AppendIf is then Append.
+func (s *Store) AppendIf(ctx context.Context, session string, check func(SessionInfo) error, recs ...Record) (first, last uint64, err error) {
+	return s.appendRecs(ctx, session, recs, check)
+}
+
+func (s *Store) appendRecs(ctx context.Context, session string, recs []Record, check func(SessionInfo) error) (first, last uint64, err error) {
+	if err := checkSession(session); err != nil {
+		return 0, 0, err
+	}
+	if len(recs) == 0 {
+		return 0, 0, nil
+	}
+	for i, r := range recs {
+		if err := r.Message.Validate(); err != nil {
+			return 0, 0, fmt.Errorf("store: append to session %q: message %d: %w", session, i, err)
+		}
+		if err := storage.CheckTokens(r.Tokens); err != nil {
+			return 0, 0, fmt.Errorf("store: append to session %q: message %d: %w", session, i, err)
+		}
+	}
+	err = s.writeReq(ctx, &writeReq{
+		apply: appendTx(session, recs, check, &first, &last),
+		wal:   &walAppend{session: session, recs: recs, check: check, first: &first, last: &last},
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return first, last, nil
+}
+
+// appendTx returns the write of recs to session, which sets first and last.
+// A non-nil check vets the session before anything is written.
+func appendTx(session string, recs []Record, check func(SessionInfo) error, first, last *uint64) func(w *wtx) error {
+	return func(w *wtx) error {
+		now := time.Now().UnixNano()
+		if err := w.vet(session, now, check); err != nil {
+			return err
+		}
+		ws, err := w.openSession(session, now)
+		if err != nil {
+			return reject(err)
+		}
+		meta := &ws.meta
+		msgs, err := msgsBucket(ws.bucket, true)
+		if err != nil {
+			return err
+		}
+		if meta.LastSeq > maxSeq-uint64(len(recs)) {
+			return reject(fmt.Errorf("store: append to session %q: seq %d is the last a session may hold", session, maxSeq))
+		}
+		ws.dirty = true
+		*first = meta.LastSeq + 1
+		for _, r := range recs {
+			env := envelope{
+				Seq: meta.LastSeq + 1, Epoch: meta.Epoch, Time: now,
+				Role: r.Message.Role(), Tokens: r.Tokens, Counter: r.Counter,
+				CallIDs: r.Message.CallIDs(), ResultIDs: r.Message.ResultIDs(),
+				Raw: r.Message.Bytes(), Session: session,
+			}
+			if err := putEnvelope(msgs, &env); err != nil {
+				return fmt.Errorf("store: session %q: %w", session, err)
+			}
+			meta.add(&env, r.Message)
+		}
+		*last = meta.LastSeq
+		return nil
+	}
+}
+
+func putEnvelope(msgs *bbolt.Bucket, env *envelope) error {
+	v, err := encodeEnvelope(env)
+	if err != nil {
+		return err
+	}
+	if err := msgs.Put(seqKey(env.Seq), v); err != nil {
+		return fmt.Errorf("put seq %d: %w", env.Seq, err)
+	}
+	return nil
+}
+
+// Clear starts a new epoch of session and returns its number. The current
+// history becomes empty; earlier epochs stay readable with EpochMessages.
+// An unknown session fails with ErrNotFound.
+func (s *Store) Clear(ctx context.Context, session string) (newEpoch uint64, err error) {
+	err = s.write(ctx, func(w *wtx) error {
+		ws, err := w.session(session)
+		if err != nil {
+			return reject(err)
+		}
+		ws.meta.clear(time.Now().UnixNano())
+		ws.dirty = true
+		newEpoch = ws.meta.Epoch
+		return nil
+	})
+	return newEpoch, err
+}
+
+// ReplaceEpoch starts a new epoch of session holding exactly recs, in one
+// transaction, if check (nil accepts anything) accepts the session as that
+// transaction sees it; otherwise it writes nothing and returns check's error
+// unchanged. It is Clear followed by Append with no moment in between: no
+// reader ever sees the new epoch empty, and a crash leaves either the old
+// history or the new one. The old epoch stays readable with EpochMessages.
+// A session that does not exist yet is created with recs as its first
+// epoch. It returns the new epoch and the seqs of recs. A check that panics
+// is treated as AppendIf's: nothing is written and the panic goes on, with
+// its value, on the caller's goroutine.
+func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(SessionInfo) error, recs ...Record) (epoch, first, last uint64, err error) {
+	if err := checkSession(session); err != nil {
+		return 0, 0, 0, err
+	}
+	for i, r := range recs {
+		if err := r.Message.Validate(); err != nil {
+			return 0, 0, 0, fmt.Errorf("store: replace epoch of session %q: message %d: %w", session, i, err)
+		}
+	}
+	add := appendTx(session, recs, nil, &first, &last)
+	err = s.write(ctx, func(w *wtx) error {
+		now := time.Now().UnixNano()
+		if err := w.vet(session, now, check); err != nil {
+			return err
+		}
+		ws, err := w.session(session)
+		switch {
+		case err == nil:
+			ws.meta.clear(now)
+			ws.dirty = true
+		case !errors.Is(err, ErrNotFound):
+			return reject(err)
+		}
+		first, last = 0, 0
+		if len(recs) > 0 {
+			if err := add(w); err != nil {
+				return err
+			}
+		}
+		ws, err = w.openSession(session, now)
+		if err != nil {
+			return err
+		}
+		epoch = ws.meta.Epoch
+		return nil
+	})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return epoch, first, last, nil
+}
+
+// Purge deletes session for real: every epoch's messages, its metadata and
+// its derived records. What remains is a tombstone holding the name with
+// the last seq and epoch, so that a session later created under the same
+// name starts after them (see layout.go). bbolt reuses the freed pages for
+// later writes but does not overwrite them at once; to get the bytes out
+// of the file, copy it compacted (ctxstore compact-file). An unknown
+// session fails with ErrNotFound.
+func (s *Store) Purge(ctx context.Context, session string) error {
+	err := s.write(ctx, func(w *wtx) error {
+		ws, err := w.session(session)
+		if err != nil {
+			return reject(err)
+		}
+		return w.purge(ws)
+	})
+	if err == nil {
+		s.searchPurged(ctx)
+	}
+	return err
+}
+
+// PurgeEpoch deletes the messages of one earlier epoch of session. The
+// epoch stays listed in SessionInfo.Epochs, marked Purged. The current
+// epoch fails with ErrCurrentEpoch; an unknown session or epoch with
+// ErrNotFound.
+func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) error {
+	err := s.write(ctx, func(w *wtx) error {
+		ws, err := w.session(session)
+		if err != nil {
+			return reject(err)
+		}
+		meta := &ws.meta
+		em := meta.epoch(epoch)
+		switch {
+		case em == nil:
+			return reject(fmt.Errorf("store: session %q: epoch %d: %w", session, epoch, ErrNotFound))
+		case epoch == meta.Epoch:
+			return reject(fmt.Errorf("store: session %q: epoch %d: %w", session, epoch, ErrCurrentEpoch))
+		}
+		msgs, err := msgsBucket(ws.bucket, false)
+		if err != nil {
+			return reject(err)
+		}
+		var keys [][]byte
+		if msgs != nil {
+			c := msgs.Cursor()
+			for k, _ := c.Seek(seqKey(em.First)); k != nil; k, _ = c.Next() {
+				if seq, ok := keySeq(k); !ok || seq > em.Last {
+					break
+				}
+				keys = append(keys, k)
+			}
+		}
+		for _, k := range keys {
+			if err := msgs.Delete(k); err != nil {
+				return fmt.Errorf("store: session %q: purge epoch %d: %w", session, epoch, err)
+			}
+		}
+		meta.Total -= len(keys)
+		em.Messages, em.Purged = 0, true
+		meta.Updated = time.Now().UnixNano()
+		ws.dirty = true
+		return nil
+	})
+	if err == nil {
+		s.searchPurged(ctx)
+	}
+	return err
+}
+
+// sessionsBucket returns the top-level bucket of sessions. A read-only
+// store on a file no writer has initialised has none: it reads as empty.
+func sessionsBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
+	b := tx.Bucket([]byte(bucketSessions))
+	if b == nil {
+		if err := txLookupDamage(tx, bucketSessions); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store: %w: no %q bucket", ErrNotFound, bucketSessions)
+	}
+	return b, nil
+}
+
+// getSession returns the bucket and metadata of an existing session.
+func getSession(tx *bbolt.Tx, name string) (*bbolt.Bucket, sessionMeta, error) {
+	sessions, err := sessionsBucket(tx)
+	if errors.Is(err, ErrCorrupt) {
+		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
+	}
+	if err != nil {
+		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+	}
+	sb := sessions.Bucket([]byte(name))
+	if sb == nil {
+		if err := txLookupDamage(tx, bucketSessions, name); err != nil {
+			return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
+		}
+		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+	}
+	meta, err := decodeMeta(sb.Get([]byte(keyMeta)))
+	if err != nil {
+		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
+	}
+	return sb, meta, nil
+}
+
+// msgsBucket returns the session's message bucket (nil if absent and not
+// create), set up for append-only use.
+func msgsBucket(sb *bbolt.Bucket, create bool) (*bbolt.Bucket, error) {
+	b := sb.Bucket([]byte(bucketMsgs))
+	if b == nil && create {
+		var err error
+		if b, err = sb.CreateBucket([]byte(bucketMsgs)); err != nil {
+			return nil, err
+		}
+	}
+	if b != nil {
+		b.FillPercent = msgsFillPercent
+	}
+	return b, nil
+}
+
+func putMeta(sb *bbolt.Bucket, name string, meta *sessionMeta) error {
+	v, err := encodeMeta(meta)
+	if err != nil {
+		return fmt.Errorf("store: session %q: %w", name, err)
+	}
+	if err := sb.Put([]byte(keyMeta), v); err != nil {
+		return fmt.Errorf("store: session %q: put meta: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,272 @@
+package boltstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+)
+
+// importBatch bounds one import transaction.
+const (
+	importBatchEntries = 1024
+	importBatchBytes   = 4 << 20
+)
+
+// ImportSession restores a session exported from a store: every entry keeps
+// its seq, epoch, time and tokens, and the session keeps info's creation
+// time, epochs and title, so that export, import and export again give the
+// same bytes. Counts (messages, tokens, bytes, pinned seqs, first user seq)
+// are recomputed from the entries.
+//
+// Entries must come in increasing seq order with non-decreasing epochs and
+// hold valid messages, and agree with info as storage.ImportCheck says:
+// otherwise the import fails with ErrInvalidImport (or
+// ctxstore.ErrInvalidMessage) naming what is wrong. A session of that
+// name that already exists fails with ErrNotEmpty.
+//
+// A session of up to importBatchEntries messages (and importBatchBytes of
+// JSON) is imported in one transaction: all or nothing. A larger one is
+// written in batches of that size, so any number can be streamed; each batch
+// writes the session's metadata as it stands with the messages so far, so a
+// process killed part-way leaves a shorter session that is consistent
+// (counts match its messages), never one whose counts are wrong; until the
+// last batch the session is marked (SessionInfo.Importing), so one left
+// short is never taken for complete: importing it again fails with
+// ErrNotEmpty saying so, and Verify reports it. Between batches the session is visible: if another
+// writer changes it meanwhile, the import stops with ErrConflict rather than
+// overwrite that writer's messages. A failure part-way that the process
+// survives removes what was imported (leaving a tombstone, as Purge does),
+// unless another writer has written to the session since.
+//
+// The imported session keeps the export's epochs and seqs even under a name
+// purged before (whose tombstone new sessions otherwise continue after):
+// restoring an export is the point.
+func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries iter.Seq2[Entry, error]) error {
+	name := info.Name
+	im, err := newImporter(info)
+	if err != nil {
+		return err
+	}
+	err = s.importEntries(ctx, im, entries)
+	if err != nil && im.createdSession {
+		// Best effort: the cause matters more than a failed cleanup. A
+		// session another writer has written to since is left alone: its
+		// messages are not ours to delete.
+		_ = s.write(context.WithoutCancel(ctx), func(w *wtx) error {
+			ws, err := w.session(name)
+			if err != nil || !im.unchanged(&ws.meta) {
+				return reject(ErrConflict)
+			}
+			return w.purge(ws)
+		})
+	}
+	return err
+}
+
+// newImporter checks info before anything is written (each entry is
+// checked as it comes, by add), the same way as every engine does.
+func newImporter(info SessionInfo) (*importer, error) {
+	name := info.Name
+	if err := checkSession(name); err != nil {
+		return nil, err
+	}
+	chk, err := storage.NewImportCheck(info)
+	if err != nil {
+		return nil, fmt.Errorf("store: import session %q: %w", name, err)
+	}
+	created := info.Created.UnixNano()
+	if info.Created.IsZero() {
+		created = time.Now().UnixNano()
+	}
+	return &importer{name: name, info: info, created: created, chk: chk, scratch: newMeta(0)}, nil
+}
+
+// unchanged reports whether m is still the metadata the last batch wrote:
+// no other writer appended, cleared or purged in between.
+func (im *importer) unchanged(m *sessionMeta) bool {
+	w := &im.written
+	return m.LastSeq == w.LastSeq && m.Epoch == w.Epoch && m.Total == w.Total && m.Messages == w.Messages
+}
+
+// importer accumulates what the session's metadata needs from the entries.
+type importer struct {
+	name    string
+	info    SessionInfo
+	created int64
+	// chk checks the entries and keeps their epochs.
+	chk       *storage.ImportCheck
+	lastEpoch uint64
+	total     int
+	title     string
+	// scratch is the latest epoch's counts so far, kept by the code
+	// Append uses.
+	scratch sessionMeta
+	// createdSession is set once a batch created the session.
+	createdSession bool
+	// written is the metadata the last batch wrote; each later batch
+	// checks the session still has it.
+	written sessionMeta
+}
+
+// importEntries writes the entries in batches, each with the session's
+// metadata as it stands after it; the first batch creates the session.
+func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Seq2[Entry, error]) error {
+	var batch []envelope
+	size := 0
+	// Every batch but the last marks the session as being imported, so a
+	// process killed part-way leaves a session that says it is incomplete.
+	flush := func(last bool) error {
+		b, meta, create := batch, im.finish(), !im.createdSession
+		meta.Importing = !last
+		batch, size = nil, 0
+		err := s.write(ctx, func(w *wtx) error {
+			var ws *wsession
+			if create {
+				if err := im.absent(w); err != nil {
+					return err
+				}
+				var err error
+				if ws, err = w.openSession(im.name, im.created); err != nil {
+					return err
+				}
+			} else {
+				var err error
+				if ws, err = w.session(im.name); err != nil {
+					return reject(err)
+				}
+				// Between batches the session is visible: an append by
+				// another writer would otherwise be overwritten by the
+				// next batch's metadata and its seq reused.
+				if !im.unchanged(&ws.meta) {
+					return reject(fmt.Errorf("store: import session %q: %w: it now holds seq %d in epoch %d",
+						im.name, ErrConflict, ws.meta.LastSeq, ws.meta.Epoch))
+				}
+			}
+			if err := im.put(ws, b); err != nil {
+				return err
+			}
+			ws.meta, ws.dirty = meta, true
+			return nil
+		})
+		if err == nil {
+			im.createdSession, im.written = true, meta
+		}
+		return err
+	}
+	for e, err := range entries {
+		if err != nil {
+			return fmt.Errorf("store: import session %q: %w", im.name, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		env, err := im.add(e)
+		if err != nil {
+			return err
+		}
+		batch = append(batch, env)
+		size += len(env.Raw)
+		if len(batch) >= importBatchEntries || size >= importBatchBytes {
+			if err := flush(false); err != nil {
+				return err
+			}
+		}
+	}
+	return flush(true)
+}
+
+// absent rejects the import unless w has no session of its name.
+func (im *importer) absent(w *wtx) error {
+	old, err := w.session(im.name)
+	if err == nil && old.meta.Importing {
+		return reject(fmt.Errorf("store: import session %q: %w: it holds an unfinished import (%d messages so far); if no other import of it is running, purge it and import it again",
+			im.name, ErrNotEmpty, old.meta.Total))
+	}
+	if err == nil {
+		return reject(fmt.Errorf("store: import session %q: %w: it exists", im.name, ErrNotEmpty))
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return reject(err)
+	}
+	return nil
+}
+
+// put stores envs in ws's messages.
+func (im *importer) put(ws *wsession, envs []envelope) error {
+	if len(envs) == 0 {
+		return nil
+	}
+	msgs, err := msgsBucket(ws.bucket, true)
+	if err != nil {
+		return err
+	}
+	for i := range envs {
+		if err := putEnvelope(msgs, &envs[i]); err != nil {
+			return fmt.Errorf("store: import session %q: %w", im.name, err)
+		}
+	}
+	return nil
+}
+
+// add checks e and accounts for it.
+func (im *importer) add(e Entry) (envelope, error) {
+	if err := im.chk.Entry(e); err != nil {
+		return envelope{}, fmt.Errorf("store: import session %q: %w", im.name, err)
+	}
+	msg, err := ctxstore.ParseMessage(e.Raw)
+	if err != nil {
+		return envelope{}, fmt.Errorf("store: import session %q seq %d: %w", im.name, e.Seq, err)
+	}
+	env := envelope{Seq: e.Seq, Epoch: e.Epoch, Time: e.Time.UnixNano(), Role: msg.Role(), Tokens: e.Tokens, Counter: e.Counter,
+		CallIDs: msg.CallIDs(), ResultIDs: msg.ResultIDs(), Raw: msg.Bytes(), Session: im.name}
+	if e.Time.IsZero() {
+		env.Time = 0
+	}
+	if e.Epoch != im.lastEpoch {
+		im.scratch = newMeta(0)
+	}
+	im.total++
+	im.lastEpoch = e.Epoch
+	im.scratch.add(&env, msg)
+	if im.title == "" && msg.Role() == ctxstore.RoleUser && !msg.IsToolResult() {
+		im.title = storage.Title(msg.Text())
+	}
+	return env, nil
+}
+
+// finish builds the session's metadata from info and the entries so far.
+func (im *importer) finish() sessionMeta {
+	info, created := im.info, im.created
+	m := sessionMeta{Created: created, Updated: info.Updated.UnixNano(), Title: info.Title, Total: im.total}
+	if info.Updated.IsZero() {
+		m.Updated = created
+	}
+	if m.Title == "" {
+		m.Title = im.title
+	}
+	// Epochs, the current one and the last seq, worked out as every
+	// engine does.
+	l := im.chk.Layout(unixTime(m.Updated))
+	m.Epoch, m.EpochSeq, m.LastSeq = l.Epoch, l.EpochStartSeq, l.LastSeq
+	for _, ei := range l.Epochs {
+		em := epochMeta{Epoch: ei.Epoch, First: ei.FirstSeq, Last: ei.LastSeq, Messages: ei.Messages, Purged: ei.Purged}
+		if !ei.Started.IsZero() {
+			em.Started = ei.Started.UnixNano()
+		}
+		m.Epochs = append(m.Epochs, em)
+	}
+	// Counts of the current epoch, kept by the code Append uses.
+	if im.lastEpoch == m.Epoch {
+		sc := &im.scratch
+		m.Messages, m.Tokens, m.Bytes, m.Counters = sc.Messages, sc.Tokens, sc.Bytes, maps.Clone(sc.Counters)
+		m.Pinned, m.FirstUser = slices.Clone(sc.Pinned), sc.FirstUser
+	}
+	return m
+}

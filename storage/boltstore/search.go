@@ -1,0 +1,168 @@
+package boltstore
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/search"
+)
+
+// searchSuffix names the search index's file beside the store's.
+const searchSuffix = "-search"
+
+// SearchPath returns the path of the search index kept beside the store
+// at path. The index is derived from the log: deleting it loses nothing,
+// the next search builds it again.
+func SearchPath(path string) string {
+	return strings.TrimSuffix(LogPath(path), walSuffix) + searchSuffix
+}
+
+// saveSearchEvery is how many messages a search may index before the index
+// file is written again; Close writes it too.
+const saveSearchEvery = 50_000
+
+// searchState is the store's search index, opened by the first search.
+type searchState struct {
+	once sync.Once
+	ix   *search.Index
+}
+
+func (s *Store) searchIndex() *search.Index {
+	s.search.once.Do(func() {
+		var origin []byte
+		if s.hasID {
+			origin = s.id[:]
+		}
+		if !s.opts.ReadOnly {
+			search.RemoveAbandoned(SearchPath(s.path))
+		}
+		s.search.ix = search.OpenFile(SearchPath(s.path), search.FileOptions{
+			Origin:  origin,
+			Prepare: func(f *os.File) error { return matchOwner(f, s.path) },
+		})
+		s.search.ix.SetChangeToken(s.logToken)
+	})
+	return s.search.ix
+}
+
+// logToken identifies what a reader sees of the store: the bbolt file (its
+// identity and last transaction) and the log beyond it (its generation and
+// the offset read to). Every write, by any process, changes one of them.
+type logToken struct {
+	dev, ino, txid uint64
+	hdr            walHeader
+	hasHdr, torn   bool
+	off            int64
+	mode           tailMode
+}
+
+// logToken returns the store's logToken, or nil when the log is not this
+// file's (it then tells nothing).
+func (s *Store) logToken(ctx context.Context) (any, error) {
+	var tok any
+	err := s.readView(ctx, func(v *rview) error {
+		if t := v.t; t != nil {
+			tok = logToken{t.dbDev, t.dbIno, t.txid, t.hdr, t.hasHdr, t.torn, t.off, t.mode}
+		}
+		return nil
+	})
+	return tok, err
+}
+
+// Search finds the messages that match req in every session of the store,
+// or those req names, best first. It first indexes what was appended since
+// the last search, in this process or another, so it sees every append
+// that returned before it began. The index lives in a file beside the
+// store (SearchPath); when that file is missing or damaged, the search
+// builds the index again from the log.
+func (s *Store) Search(ctx context.Context, req storage.SearchRequest) (storage.SearchResult, error) {
+	ix := s.searchIndex()
+	res, err := ix.Search(ctx, s, req)
+	if err == nil && ix.Unsaved() >= saveSearchEvery && !s.opts.ReadOnly {
+		_ = ix.Save() // derived: a failure costs the next process a catch-up
+	}
+	return res, err
+}
+
+// VerifySearch checks the search index against the log: it builds a
+// second index from the log and reports every message the two disagree
+// on, and an index file that could not be read.
+func (s *Store) VerifySearch(ctx context.Context) ([]string, error) {
+	return s.searchIndex().Verify(ctx, s)
+}
+
+// RebuildSearch discards the search index and builds it again from the
+// log, writing its file.
+func (s *Store) RebuildSearch(ctx context.Context) error {
+	ix := s.searchIndex()
+	if err := ix.Rebuild(ctx, s); err != nil {
+		return err
+	}
+	if s.opts.ReadOnly {
+		return nil
+	}
+	return ix.Save()
+}
+
+// closeSearch writes the search index's file, if a search opened it, so
+// that the next process catches up from there; what was purged since the
+// last search is forgotten first.
+func (s *Store) closeSearch() {
+	if s.search.ix == nil || s.opts.ReadOnly {
+		return
+	}
+	if err := s.search.ix.Prune(context.Background(), s); err == nil && s.search.ix.Unsaved() > 0 {
+		_ = s.search.ix.Save()
+	}
+}
+
+// searchPurged takes what a purge deleted out of the search index's file,
+// which would otherwise keep the purged messages' terms until a later
+// search wrote it again.
+func (s *Store) searchPurged(ctx context.Context) {
+	if s.opts.ReadOnly {
+		return
+	}
+	if _, err := os.Lstat(SearchPath(s.path)); err != nil && s.search.ix == nil {
+		return // no file, and no index in memory to write one
+	}
+	ix := s.searchIndex()
+	if err := ix.Prune(ctx, s); err == nil && ix.Unsaved() > 0 {
+		_ = ix.Save() // a failure leaves the file to the next Close
+	}
+}
+
+// Search is Store.Search.
+func (h *Shared) Search(ctx context.Context, req storage.SearchRequest) (storage.SearchResult, error) {
+	if err := h.check(); err != nil {
+		return storage.SearchResult{}, err
+	}
+	return h.st.Search(ctx, req)
+}
+
+// VerifySearch is Store.VerifySearch.
+func (h *Shared) VerifySearch(ctx context.Context) ([]string, error) {
+	if err := h.check(); err != nil {
+		return nil, err
+	}
+	return h.st.VerifySearch(ctx)
+}
+
+// RebuildSearch is Store.RebuildSearch.
+func (h *Shared) RebuildSearch(ctx context.Context) error {
+	if err := h.check(); err != nil {
+		return err
+	}
+	return h.st.RebuildSearch(ctx)
+}
+
+// The shared handle offers every optional path the Store offers.
+var (
+	_ storage.Searcher      = (*Shared)(nil)
+	_ storage.SearchIndexer = (*Shared)(nil)
+	_ storage.BulkImporter  = (*Shared)(nil)
+	_ storage.SessionLister = (*Shared)(nil)
+)

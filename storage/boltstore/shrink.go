@@ -1,0 +1,245 @@
+package boltstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/ctxstore/ctxstore/internal/tempfile"
+)
+
+// ShrinkOptions tune Shrink.
+type ShrinkOptions struct {
+	// LockTimeout bounds the wait for other processes' locks; 0 means
+	// DefaultLockTimeout.
+	LockTimeout time.Duration
+}
+
+// compactTempSuffix follows a compaction's target name (after a dot) in the
+// name of the copy being written, so a copy left by a killed Shrink is
+// recognisable and removed by the next one.
+const compactTempSuffix = ".compact-"
+
+// Shrink writes a tightly packed copy of the store file at path, without
+// the pages purges freed (bbolt never gives them back to the file system),
+// its log's appends included (see CompactFile), taking the locks of the log and of
+// the file itself (the log's first, as every Store takes them).
+//
+// With dst, the copy goes to dst, a new file (it fails if dst exists), under
+// shared locks: writers wait (at most their lock timeout) while the copy is
+// made, readers do not; dst appears only once complete, and is a database
+// of its own. With dst "", the copy replaces path under exclusive locks: it
+// is written beside the file, synced and renamed over it while the locks
+// are held, and the log is emptied to continue it; a Store waiting for the
+// lock meanwhile notices the file was replaced and locks the new one. A
+// symlink is followed: its target is replaced, the link stays. The copy
+// keeps the file's mode and owner; if it cannot, the file stays as it was.
+//
+// Whatever fails or is cancelled before the copy is in place, path and dst
+// are left as they were ("unchanged" in the error), and the partial copy
+// is removed (a copy left by a killed process, by the next Shrink).
+func Shrink(ctx context.Context, path, dst string, opts ShrinkOptions) error {
+	wait := opts.LockTimeout
+	if wait <= 0 {
+		wait = DefaultLockTimeout
+	}
+	if dst == "" {
+		return shrinkInPlace(ctx, path, wait)
+	}
+	return shrinkInto(ctx, path, dst, wait)
+}
+
+// shrinkInto copies src and the records of its log into a new file dst
+// under shared locks of both. dst must not exist (src itself, for one).
+func shrinkInto(ctx context.Context, src, dst string, wait time.Duration) error {
+	if _, err := os.Lstat(dst); err == nil {
+		return fmt.Errorf("%s already exists: shrink writes only new files", dst)
+	}
+	log, err := lockLogWaiting(ctx, src, os.O_RDONLY, syscall.LOCK_SH, wait)
+	if err != nil {
+		return interrupted(ctx, err, src, dst)
+	}
+	if log != nil {
+		defer log.Close()
+	}
+	f, err := lockPathWaiting(ctx, src, os.O_RDONLY, syscall.LOCK_SH, wait)
+	if err != nil {
+		return interrupted(ctx, err, src, dst)
+	}
+	return copyShrunk(ctx, f, log, src, dst, false, func(tmp string) error {
+		// Link, unlike rename, fails if dst appeared meanwhile.
+		if err := os.Link(tmp, dst); err != nil {
+			return fmt.Errorf("shrink %s into %s: %w", src, dst, err)
+		}
+		return syncDir(filepath.Dir(dst))
+	})
+}
+
+// shrinkInPlace replaces path with a compacted copy, holding the
+// exclusive locks of its log and of the file, so no other process writes
+// in between. The log is the symlink target's (LogPath).
+func shrinkInPlace(ctx context.Context, path string, wait time.Duration) error {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("shrink %s: %w", path, err)
+	}
+	log, err := lockLogWaiting(ctx, path, os.O_RDWR, syscall.LOCK_EX, wait)
+	if err != nil {
+		return interrupted(ctx, err, path, path)
+	}
+	if log != nil {
+		// Released only after the rename and the log's emptying: a
+		// writer waiting for it then finds the new file and a log that
+		// continues it.
+		defer log.Close()
+	}
+	f, err := lockPathWaiting(ctx, real, os.O_RDWR, syscall.LOCK_EX, wait)
+	if err != nil {
+		return interrupted(ctx, err, path, path)
+	}
+	// copyShrunk keeps f (and so the lock) until the rename is done.
+	return copyShrunk(ctx, f, log, real, real, true, func(tmp string) error {
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("shrink %s: %w", real, err)
+		}
+		if err := keepModeOwner(tmp, fi); err != nil {
+			return fmt.Errorf("shrink %s: %w (the file is unchanged; shrink it into a new file instead)", real, err)
+		}
+		if err := os.Rename(tmp, real); err != nil {
+			return fmt.Errorf("shrink %s: replace: %w", real, err)
+		}
+		return syncDir(filepath.Dir(real))
+	})
+}
+
+// interrupted returns err, the failure to lock src, as the interruption it
+// is when ctx was cancelled: nothing was written, dst is unchanged.
+func interrupted(ctx context.Context, err error, src, dst string) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("shrink %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
+}
+
+// copyShrunk writes a compacted copy of the store file src, open and locked on f, and the
+// records of its log (locked on log, or nil if there is none), into a new
+// temporary file beside dst (created with O_EXCL under a random name),
+// syncs it and hands it to finish, which puts it in place, before closing
+// src (releasing the lock). replace says finish puts it in src's place.
+// Whatever fails or is cancelled before finish ran, the temporary file is
+// removed and dst is left as it was.
+func copyShrunk(ctx context.Context, f, log *os.File, src, dst string, replace bool, finish func(tmp string) error) error {
+	tempfile.RemoveAbandoned(dst, ".compact") // also the older ".compact<digits>" names
+	tmpf, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+compactTempSuffix+"*")
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("shrink %s: %w", src, err)
+	}
+	tmp := tmpf.Name()
+	tmpf.Close()
+	defer os.Remove(tmp) // gone already when finish renamed it
+	var finishErr error
+	finished := false
+	err = CompactFile(ctx, f, log, replace, tmp, func() error {
+		finishErr = finish(tmp)
+		finished = finishErr == nil
+		return finishErr
+	})
+	switch {
+	case err == nil:
+		return nil
+	case finishErr != nil:
+		return finishErr
+	case finished:
+		return fmt.Errorf("shrink %s: %w", src, err) // in place already: nothing is "unchanged"
+	case ctx.Err() != nil:
+		return fmt.Errorf("shrink %s: interrupted (%w); %s is unchanged", src, ctx.Err(), dst)
+	}
+	return fmt.Errorf("shrink %s: %w; %s is unchanged", src, err, dst)
+}
+
+// lockPathWaiting opens path and takes its flock, waiting at most wait; it
+// retries if the file was replaced while it waited, as a Store does. It
+// waits the way a Store does: a blocking flock, woken the moment the holder
+// lets go, and an announcement (announceWaiting) so a holder does not keep
+// the file open for its next operation while someone waits.
+func lockPathWaiting(ctx context.Context, path string, flag, how int, wait time.Duration) (*os.File, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		f, err := os.OpenFile(path, flag, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no database at %s: %w", path, fs.ErrNotExist)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		announceWaiting(f)
+		done := make(chan error, 1)
+		go func() { done <- flockRetry(f, how) }()
+		select {
+		case err = <-done:
+			doneWaiting(f)
+		case <-timer.C:
+			// The pending flock ends with the descriptor's last
+			// reference; the caller's process exits soon after.
+			f.Close()
+			return nil, fmt.Errorf("shrink %s: %w: waited %v", path, ErrLocked, wait)
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		fi, err1 := f.Stat()
+		pi, err2 := os.Stat(path)
+		if err1 == nil && err2 == nil && os.SameFile(fi, pi) {
+			return f, nil
+		}
+		f.Close() // replaced while we waited: lock the new file
+	}
+}
+
+// lockLogWaiting opens the write-ahead log of the store at path (LogPath)
+// with flag and takes its flock like lockPathWaiting, or returns nil when
+// there is no log: then nothing is waiting to be applied, and none can be
+// until the file's lock, taken next, is free (a log gets its first record
+// only after a commit to the file).
+func lockLogWaiting(ctx context.Context, path string, flag, how int, wait time.Duration) (*os.File, error) {
+	log := LogPath(path)
+	if _, err := os.Lstat(log); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	f, err := lockPathWaiting(ctx, log, flag, how, wait)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // removed meanwhile
+	}
+	return f, err
+}
+
+// keepModeOwner gives the file at path the permission bits and owner of fi,
+// the file it is about to replace.
+func keepModeOwner(path string, fi os.FileInfo) error {
+	if err := os.Chmod(path, fi.Mode().Perm()); err != nil {
+		return fmt.Errorf("keep the file's mode: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if int(st.Uid) == os.Geteuid() && int(st.Gid) == os.Getegid() {
+		return nil
+	}
+	if err := os.Lchown(path, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("keep the file's owner %d:%d: %w", st.Uid, st.Gid, err)
+	}
+	return nil
+}

@@ -1,0 +1,543 @@
+package boltstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/ctxstore/ctxstore/internal/groupcommit"
+	"github.com/ctxstore/ctxstore/internal/tempfile"
+	"github.com/ctxstore/ctxstore/internal/watchset"
+	"github.com/ctxstore/ctxstore/storage"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+const (
+	fileMode = 0o600
+	dirMode  = 0o700
+	// DefaultLockTimeout bounds the wait for another process's lock.
+	DefaultLockTimeout = 5 * time.Second
+	// lingerFor is how long the file stays open (and locked) after the
+	// last operation when no other process is waiting for it.
+	lingerFor = 2 * time.Millisecond
+	// lingerLook is how often a lingering file looks for another process
+	// waiting for it.
+	lingerLook = 200 * time.Microsecond
+	// MaxSessionName is the longest session name, in bytes.
+	MaxSessionName = storage.MaxSessionName
+	// maxSeq is the highest seq or epoch a session may reach: far beyond
+	// any real use, it leaves room to count on without overflow, and
+	// fits the signed integers of other tools reading exports (and of
+	// PostgreSQL).
+	maxSeq = storage.MaxSeq
+)
+
+// Options configure a Store. The zero value is the safe default.
+type Options struct {
+	// LockTimeout bounds how long an operation waits for another process
+	// to let go of the file; after it the operation fails with ErrLocked.
+	// 0 means DefaultLockTimeout (5 s).
+	LockTimeout time.Duration
+	// NoSync skips fsync on commit. UNSAFE: a crash or power loss can
+	// lose acknowledged appends or corrupt the file. Only for bulk loads
+	// that can be redone and for benchmarks that fill a file.
+	NoSync bool
+	// ReadOnly opens the file without write access and with a shared
+	// lock; every write fails. The file must exist.
+	ReadOnly bool
+}
+
+// Store is a bbolt file of sessions. It is safe for concurrent use by many
+// goroutines, and several processes may use the same file at once: the file
+// is open (and locked) only while operations are in flight, and for at most
+// 2 ms after them when no other process is waiting.
+type Store struct {
+	path string // the file, symlinks resolved once at Open
+	name string // the path as given to Open
+	opts Options
+	// id is the identity of the database opened (the "wal" value's id):
+	// a file found at the path with another one is not this database,
+	// and a log with another one is not its log. hasID is false only for
+	// a read-only store of a file from before identities.
+	id    [walIDLen]byte
+	hasID bool
+
+	mu        sync.Mutex // guards the fields below
+	idle      sync.Cond  // signalled when refs drops to 0
+	closed    bool
+	db        *bbolt.DB // open while refs > 0, and while lingering
+	file      *os.File  // db's locked descriptor
+	fileKey   fileKey   // file's device and inode
+	dbOpens   uint64    // counts the opens of db: one value is one continuous hold
+	refs      int
+	opening   *openAttempt // the open in progress, if any
+	fileWait  lockWait     // the wait for another process's lock on the file
+	presence  *os.File     // says the file is open, until Close (see holdPresence)
+	closeErr  error
+	lingerEnd time.Time // when a lingering file closes
+	lingering bool      // a linger goroutine runs
+	poisoned  bool      // a fault hit the open db: close it, do not linger
+	replaced  bool      // another file was moved to the path: close db, do not reuse it
+	// watches are the running watches: Close cancels each one's context
+	// and waits for its goroutine, which closes its channel.
+	watches watchset.Set
+	search  searchState // the search index (search.go)
+
+	commits groupcommit.Queue[*writeReq] // the writes waiting for a commit
+
+	// The write-ahead log (wal.go, tail.go).
+	walPath string
+	walMu   sync.RWMutex // held exclusively to write, shared to read
+	walF    *os.File     // the log; nil while a read-only store has none
+	walKey  fileKey      // walF's device and inode
+	shMu    sync.Mutex   // guards shRefs and shHeld
+	shRefs  int          // readers holding the shared lock
+	shHeld  heldLock     // the shared lock, while shRefs > 0
+	logWait [2]lockWait  // waits for the log's lock: shared, exclusive
+	tailMu  sync.Mutex   // guards tail and rtail
+	tail    *tailState   // the log beyond bbolt as a writer last read it; nil: rebuild
+	rtail   *tailState   // the same up to where the log is synced, for readers
+	metaF   *os.File     // the bbolt file, to read its meta pages (stamp.go); guarded by tailMu
+	metaKey fileKey      // metaF's device and inode
+	// walClosed is set once Close has begun: nothing takes the log after
+	// it but the syncs in flight (inflight), which Close waits for.
+	walClosed atomic.Bool
+	inflight  sync.WaitGroup
+	// syncErr is set when a sync (or a cut) of the log failed; appends
+	// then commit to bbolt until a commit has applied the log again.
+	syncErr atomic.Pointer[error]
+	// logBytes and logMessages bound the log: the write that would pass
+	// either is committed to bbolt, applying the log. Tests lower them.
+	logBytes    int64
+	logMessages int
+	// synced, if set (by tests), runs after every sync that makes writes
+	// durable: the log's, and each bbolt commit's.
+	synced func()
+	// syncFault, if set (by tests), makes a successful sync of the log
+	// fail with its error, as a disk that lost the writes would.
+	syncFault func() error
+	// beforeOpen, if set (by tests), runs after the log was read against
+	// the file and before the file is opened: in a commit ("commit") and
+	// in a read ("read").
+	beforeOpen func(op string)
+}
+
+// Open opens the store at path, creating the file (mode 0600) and any
+// missing directories (0700). It never changes the mode of an existing file
+// or directory. A damaged file fails with ErrCorrupt and is not modified; a
+// file written by a newer ctxstore with ErrNewerFormat; a file with more
+// than one name (hard links) is refused. Symlinks in path are resolved once:
+// the Store keeps the database it opened, and fails with ErrMoved once the
+// file at the path is another one.
+// Every Open returns a Store of its own; OpenShared shares one per file
+// among the users of a process.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	s := &Store{path: path, name: path, opts: opts, logBytes: walCheckpoint, logMessages: walMaxMessages}
+	s.idle.L = &s.mu
+
+	fi, statErr := os.Stat(path)
+	created := false
+	switch {
+	case statErr == nil && fi.IsDir():
+		return nil, fmt.Errorf("store %s: is a directory, not a store file (name a file in it, such as %s)", path, filepath.Join(path, "ctxstore.db"))
+	case statErr == nil:
+		// bbolt faults fatally (SIGBUS, SIGSEGV: no recover) on a file cut
+		// short or with broken meta pages, and silently initialises a
+		// 0-byte file: check before handing it over.
+		if err := checkBoltFile(path); err != nil {
+			return nil, err
+		}
+	case errors.Is(statErr, os.ErrNotExist) && !opts.ReadOnly:
+		if err := os.MkdirAll(filepath.Dir(path), dirMode); err != nil {
+			return nil, fmt.Errorf("store %s: %w", path, err)
+		}
+		if err := createFile(path); err != nil {
+			return nil, err
+		}
+		created = true
+	default:
+		return nil, fmt.Errorf("store %s: %w", path, statErr)
+	}
+	// Once the file exists, it is bound for the Store's life: a symlink
+	// retargeted later does not move it to another file, and the log is
+	// the one beside the file, shared by every name that leads to it.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		s.path = real
+	}
+	if err := checkOneName(s.path); err != nil {
+		return nil, err
+	}
+	s.walPath = s.path + walSuffix
+	if err := s.init(context.Background()); err != nil {
+		return nil, err
+	}
+	if !opts.ReadOnly {
+		tempfile.RemoveAbandoned(path, tempSuffix)
+		s.presence = holdPresence(path)
+		s.warmTail(context.Background(), created)
+	}
+	return s, nil
+}
+
+// tempSuffix follows the store file's name (after a dot) in the names of
+// createFile's temporary files.
+const tempSuffix = ".new-"
+
+// createFile makes a new, initialised store file at path atomically: a
+// process killed while bbolt writes the first pages must not leave a
+// half-written file that every later Open rejects as corrupt. The file is
+// built under a temporary name and linked into place, which fails if
+// another process created path meanwhile; then theirs is used.
+func createFile(path string) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+tempSuffix+"*") // mode 0600
+	if err != nil {
+		return fmt.Errorf("store %s: create: %w", path, err)
+	}
+	name := tmp.Name()
+	tmp.Close()
+	defer os.Remove(name)
+	db, err := bbolt.Open(name, fileMode, &bbolt.Options{PageSize: pageSize, Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("store %s: create: %w", path, err)
+	}
+	err = db.Update(initStore)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store %s: create: %w", path, err)
+	}
+	if err := os.Link(name, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("store %s: create: %w", path, err)
+	}
+	// At once: until then the file has two names, which Open refuses
+	// after a short wait.
+	os.Remove(name)
+	// The new directory entry must survive a crash like the data does.
+	_ = syncDir(dir)
+	return nil
+}
+
+// syncDir syncs a directory, so that the names created in it survive a
+// power cut.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// init checks the format version of the file, migrates a file of an older
+// version and gives it an identity (initStore), and learns the identity.
+func (s *Store) init(ctx context.Context) error {
+	db, err := s.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	var st fileState
+	err = s.guard("open", func() error {
+		return db.View(func(tx *bbolt.Tx) error {
+			st, err = readFileState(tx)
+			return err
+		})
+	})
+	if err == nil && (!st.sessions || st.format == 0) && !s.opts.ReadOnly {
+		// A new file, or one whose root page lost the keys: never
+		// initialised again over damage. (Read-only, the reads that
+		// would come up empty check it, so Verify can report it.)
+		err = s.guard("open", func() error {
+			return db.View(func(tx *bbolt.Tx) error {
+				if err := txLookupDamage(tx, bucketStore); err != nil {
+					return err
+				}
+				return txLookupDamage(tx, bucketSessions)
+			})
+		})
+	}
+	if err == nil && st.current() && st.hasID {
+		s.id, s.hasID = st.id, true
+		return nil
+	}
+	if err != nil || s.opts.ReadOnly {
+		if err != nil {
+			return fmt.Errorf("store %s: %w", s.path, err)
+		}
+		s.id, s.hasID = st.id, st.hasID
+		return nil
+	}
+	err = s.guard("initialise", func() error {
+		return db.Update(func(tx *bbolt.Tx) error {
+			if err := initStore(tx); err != nil {
+				return err
+			}
+			st, err = readFileState(tx)
+			return err
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("store %s: initialise: %w", s.path, err)
+	}
+	s.id, s.hasID = st.id, st.hasID
+	return nil
+}
+
+// warmTail reads the log's records since the last checkpoint, as the first
+// write would, while the file is still open from Open: that write then
+// holds the log's lock only to read what came after, instead of opening the
+// file under it while other processes' appends wait. A file Open just
+// created gets its log now (a checkpoint, which starts it), so that its
+// first append is a log append like the others; an existing file without a
+// log is left alone until it is written. Errors are left for the first
+// write to report.
+func (s *Store) warmTail(ctx context.Context, created bool) {
+	if _, err := os.Lstat(s.walPath); err != nil {
+		if !created {
+			return
+		}
+		// Nobody else should hold the lock of a file just created: wait
+		// for it briefly at most.
+		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := s.Checkpoint(cctx)
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+	// Only if the lock is free: Open never waits for it here.
+	tctx, cancel := context.WithCancel(ctx)
+	cancel()
+	unlock, err := s.walLock(tctx, true)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	_, _ = s.catchUp(ctx, true)
+}
+
+// Path returns the file's path as given to Open.
+func (s *Store) Path() string { return s.name }
+
+// Close waits for operations in flight, closes the file if it is still
+// lingering open, ends every Watch of the Store (each channel is closed
+// before Close returns) and marks the store closed; later calls fail with
+// ErrClosed. The last Store to close a file (in any process) first applies
+// the log to it, so that the file alone holds every message; writes still
+// running in other goroutines when Close is called may stay in the log,
+// which the next Open reads. Other processes never depend on Close: an idle
+// Store releases the file by itself within lingerFor (2 ms).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil
+	}
+	s.closeSearch()
+	s.checkpointOnClose()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.watches.Cancel()
+	for s.refs > 0 {
+		s.idle.Wait()
+	}
+	if s.db != nil { // lingering
+		s.closeDB()
+	}
+	// Operations still holding the log's lock take s.mu to open the
+	// file: release it before waiting for the log (they then get
+	// ErrClosed).
+	s.mu.Unlock()
+	// No new operation takes the log from here on; the syncs of appends
+	// already written finish on it before it is closed.
+	s.walMu.Lock()
+	s.walClosed.Store(true)
+	s.walMu.Unlock()
+	s.inflight.Wait()
+	s.walMu.Lock()
+	if s.walF != nil {
+		s.walF.Close()
+		s.walF = nil
+	}
+	s.walMu.Unlock()
+	s.tailMu.Lock()
+	s.closeMetaF()
+	s.tailMu.Unlock()
+	// Each watch's goroutine ends once it sees its context cancelled.
+	s.watches.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closeErr
+}
+
+// Checkpoint applies the log's records to the bbolt file, so that the file
+// alone holds every message (for tools that copy or read it without
+// ctxstore). Close does it too, and writes other than small appends and
+// derived records do it on the way.
+func (s *Store) Checkpoint(ctx context.Context) error {
+	return s.write(ctx, func(*wtx) error { return nil })
+}
+
+// checkpointOnClose applies the log to the file when it holds anything and
+// no other Store has the file open, so that a file closed by every process
+// holds every message by itself, and a process that closes while others
+// append does not hold them up. A failure loses nothing: the log stays and
+// the next open reads it.
+func (s *Store) checkpointOnClose() {
+	if s.opts.ReadOnly {
+		return
+	}
+	s.mu.Lock()
+	presence := s.presence
+	s.presence = nil
+	s.mu.Unlock()
+	if presence != nil {
+		// Let go first: of two Stores closing together, the one that
+		// looks last sees nobody and applies the log.
+		presence.Close()
+	}
+	// An empty log needs no checkpoint, whoever else has the file open.
+	fi, err := os.Stat(s.walPath)
+	if err != nil || fi.Size() <= walHeaderSize {
+		return
+	}
+	if presence != nil && othersPresent(s.path) {
+		return
+	}
+	_ = s.Checkpoint(context.Background())
+}
+
+// view runs fn in a read transaction on a briefly opened file.
+func (s *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
+	return s.readView(ctx, func(v *rview) error {
+		tx, err := v.bolt()
+		if err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// rview is one read: the log's records beyond the bbolt file (t), and a
+// read transaction on the file, begun only if the read needs it (a read the
+// log can answer alone leaves the file closed and unlocked).
+type rview struct {
+	s   *Store
+	ctx context.Context
+	t   *tailState
+	tx  *bbolt.Tx
+}
+
+// bolt returns the read transaction, beginning it on first use.
+func (v *rview) bolt() (*bbolt.Tx, error) {
+	if v.tx != nil {
+		return v.tx, nil
+	}
+	if v.s.beforeOpen != nil {
+		v.s.beforeOpen("read")
+	}
+	var at *fileKey
+	if v.t != nil {
+		at = &fileKey{v.t.dbDev, v.t.dbIno}
+	}
+	db, err := v.s.acquireAt(v.ctx, at)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.s.checkTailFile(v.t); err != nil {
+		v.s.release()
+		return nil, err
+	}
+	tx, err := db.Begin(false)
+	if err != nil {
+		v.s.release()
+		return nil, fmt.Errorf("store %s: read: %w", v.s.path, err)
+	}
+	v.tx = tx
+	return tx, nil
+}
+
+func (v *rview) close() {
+	if v.tx != nil {
+		_ = v.tx.Rollback()
+		v.tx = nil
+		v.s.release()
+	}
+}
+
+// readView runs fn with a read of the file and the log's records beyond it,
+// under the log's shared lock. A log left by another file (one moved over
+// this one) is adopted first when the store may write.
+func (s *Store) readView(ctx context.Context, fn func(v *rview) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	unlock, err := s.walLock(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer func() { unlock() }()
+	t, err := s.catchUp(ctx, false)
+	if err != nil {
+		return err
+	}
+	if t.mode == tailOrphan && (len(t.orphan) > 0 || t.foreign) && !s.opts.ReadOnly {
+		unlock()
+		unlock = func() {}
+		if err := s.write(ctx, func(*wtx) error { return nil }); err != nil {
+			return err
+		}
+		if unlock, err = s.walLock(ctx, false); err != nil {
+			unlock = func() {}
+			return err
+		}
+		if t, err = s.catchUp(ctx, false); err != nil {
+			return err
+		}
+	}
+	if t.mode == tailOrphan {
+		t = nil // another file's records: not this file's messages
+	}
+	v := &rview{s: s, ctx: ctx, t: t}
+	// Every read goes through bbolt's mmap: garbage in a data page that the
+	// pre-open check cannot see must become ErrCorrupt, not a fault. fn
+	// copies what it returns before the transaction ends, so the guard
+	// covers every touch of the mapping.
+	err = s.guard("read", func() error { return fn(v) })
+	v.close() // after guard, which marks a faulted file not to linger
+	return err
+}
+
+// guard runs fn, which uses the open database, under guardFaults. A fault or
+// bbolt panic in it leaves bbolt's in-memory state (freelist, page cache)
+// suspect, so the database is closed when its last user releases it instead
+// of lingering, and the next operation opens and checks the file afresh.
+func (s *Store) guard(what string, fn func() error) error {
+	err := guardFaults(what+" "+s.path, fn)
+	if errors.Is(err, errFault) {
+		s.mu.Lock()
+		s.poisoned = true
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func checkSession(name string) error { return storage.CheckSession(name) }

@@ -1,0 +1,299 @@
+package boltstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+	"go.etcd.io/bbolt"
+)
+
+// Verify checks the whole file: its bbolt structure, every envelope (it must decode,
+// match its key, carry valid JSON of the role it names), seq and epoch order, each
+// session's epoch list by itself and its metadata against its messages (the epoch
+// checks are storage.EpochAudit's, shared with the PostgreSQL engine), and tool
+// pairing per session and epoch.
+// It reports and never fixes. The error is for failing to run (lock timeout,
+// cancellation), not for damage.
+//
+// The pages are walked with bounds-checked reads of the file, not through bbolt's
+// mmap, so damage deep in the tree is reported instead of crashing the process;
+// bbolt's own consistency check (freelist, unreachable pages) runs only when that
+// walk found the tree sound. Writers wait while Verify runs.
+func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
+	r := &VerifyReport{Path: s.path}
+	if !s.opts.ReadOnly {
+		// The file alone is checked: bring the log's records into it.
+		if err := s.Checkpoint(ctx); errors.Is(err, ErrCorrupt) {
+			r.AddProblem("log", "", 0, "%v", err)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	unlock, err := s.walLock(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	t, err := s.catchUp(ctx, false)
+	switch {
+	case errors.Is(err, ErrCorrupt):
+		r.AddProblem("log", "", 0, "%v", err)
+	case err != nil:
+		return nil, err
+	case t.mode == tailNormal:
+		// Read-only, or appended since: the log's messages count too.
+		r.Messages += t.messages
+		for _, ts := range t.sessions {
+			if len(ts.recs) > 0 && ts.recs[0].seq == ts.meta.EpochSeq && ts.meta.Total == len(ts.recs) {
+				r.Sessions++ // only in the log so far
+			}
+		}
+	}
+	db, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release()
+	if err := s.checkTailFile(t); err != nil {
+		return nil, err // the log's counts were of another file
+	}
+	// Begin and Rollback read the meta and freelist pages through the mmap.
+	err = s.guard("verify", func() error {
+		// A write transaction (read-only for a ReadOnly store, which cannot
+		// write) keeps this process's writers out while the file is read
+		// behind bbolt's back; other processes are kept out by the file lock
+		// acquire holds.
+		tx, err := db.Begin(!s.opts.ReadOnly)
+		if err != nil {
+			return fmt.Errorf("store %s: verify: %w", s.path, err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		sound, newer := verifyPages(ctx, s.path, r)
+		if newer != nil {
+			// Not damage: this build cannot judge what a newer one wrote.
+			return fmt.Errorf("store %s: verify: %w", s.path, newer)
+		}
+		if !sound {
+			return nil
+		}
+		// tx.Check runs on a goroutine of its own, which no guard covers:
+		// it runs only on a tree the bounds-checked walk found sound.
+		for cerr := range tx.Check(bbolt.WithKVStringer(bbolt.HexKVStringer())) {
+			r.AddProblem("structure", "", 0, "bbolt check: %v", cerr)
+		}
+		verifyTombstones(tx, r)
+		return nil
+	})
+	if errors.Is(err, ErrCorrupt) {
+		r.AddProblem("structure", "", 0, "%v", err)
+	} else if err != nil {
+		return nil, err
+	}
+	return r, ctx.Err()
+}
+
+// verifyTombstones checks that every purged name's tombstone decodes: a
+// session can no longer be created under a name whose tombstone does not.
+func verifyTombstones(tx *bbolt.Tx, r *VerifyReport) {
+	sb := tx.Bucket([]byte(bucketStore))
+	if sb == nil {
+		return
+	}
+	pb := sb.Bucket([]byte(bucketPurged))
+	if pb == nil {
+		return
+	}
+	_ = pb.ForEach(func(k, _ []byte) error {
+		if _, _, err := readTombstone(tx, string(k)); err != nil {
+			r.AddProblem("meta", string(k), 0, "%v", err)
+		}
+		return nil
+	})
+}
+
+// verifyPages walks the file behind path and checks every session. It reports
+// whether the page structure was sound, and the first record it found written
+// by a newer ctxstore (ErrNewerFormat), if any.
+func verifyPages(ctx context.Context, path string, r *VerifyReport) (sound bool, newer error) {
+	bf, err := openBoltFile(path)
+	if bf == nil {
+		r.AddProblem("structure", "", 0, "%v", err)
+		return false, nil
+	}
+	defer bf.close()
+	if err == nil {
+		err = bf.checkMeta()
+	}
+	if err == nil {
+		err = bf.checkRootAndFreelist()
+	}
+	if err != nil {
+		r.AddProblem("structure", "", 0, "%v", err)
+		return false, nil
+	}
+	w := newBoltWalker(bf)
+	walkSessions(ctx, w, bucketRoot{page: bf.meta.root}, func(name string, root bucketRoot) {
+		r.Sessions++
+		v := sessionVerifier{r: r, name: name, epochs: map[uint64]*epochTally{}, pairs: storage.PairingAudit{Session: name}, newer: &newer}
+		path := []string{bucketSessions, name}
+		w.forEach(path, root, func(e walkElem) bool {
+			switch {
+			case string(e.key) == keyMeta && !e.bucket:
+				m, err := decodeMeta(e.value)
+				if err != nil {
+					r.AddProblem("meta", name, 0, "%v", err)
+				} else {
+					v.meta = &m
+					v.epochList = storage.NewEpochAudit(r, m.info(name))
+					if m.Importing {
+						r.AddProblem("import", name, 0, "an import of this session has not finished (%d messages so far): if no import is running, purge the session and import it again", m.Total)
+					}
+				}
+			case string(e.key) == bucketMsgs && e.bucket:
+				br, ok := w.sub(path, e)
+				if !ok {
+					return true
+				}
+				w.forEach(append(path, bucketMsgs), br, func(m walkElem) bool {
+					v.message(m)
+					return ctx.Err() == nil
+				})
+			}
+			return ctx.Err() == nil
+		})
+		v.finish()
+	})
+	for _, is := range w.issues {
+		r.AddProblem("structure", "", 0, "%s", is)
+	}
+	return len(w.issues) == 0, newer
+}
+
+// implausibleSeq is a seq no session reaches (a million appends a second
+// for nine years): a key that reads as a larger one is damaged.
+const implausibleSeq = 1 << 48
+
+// epochTally is what one epoch's messages add up to.
+type epochTally struct {
+	messages, tokens int
+	bytes            int64
+	counters         map[string]counterSum // the current epoch's only
+}
+
+// sessionVerifier checks one session's messages as they stream past in key order.
+type sessionVerifier struct {
+	r    *VerifyReport
+	name string
+	meta *sessionMeta
+	// epochList checks the messages against meta's epoch list.
+	epochList *storage.EpochAudit
+	epochs    map[uint64]*epochTally
+	lastSeq   uint64
+	lastEp    uint64
+	total     int
+	pairs     storage.PairingAudit
+	newer     *error // set to the first record written by a newer ctxstore
+}
+
+func (v *sessionVerifier) message(e walkElem) {
+	r := v.r
+	if e.bucket {
+		r.AddProblem("record", v.name, 0, "nested bucket %q among messages", e.key)
+		return
+	}
+	r.Messages++
+	seq, ok := keySeq(e.key)
+	env, err := decodeAt(v.name, e.key, e.value)
+	if errors.Is(err, ErrNewerFormat) {
+		if *v.newer == nil {
+			*v.newer = err
+		}
+		return
+	}
+	if err != nil {
+		if !ok || seq == 0 || (v.meta != nil && seq > v.meta.LastSeq) || seq > implausibleSeq {
+			// Its key is damaged too: the number it reads as is no seq.
+			r.AddProblem("record", v.name, 0, "unreadable record under a damaged key")
+			return
+		}
+		detail := strings.TrimPrefix(err.Error(), fmt.Sprintf("store: session %q seq %d: ", v.name, seq))
+		r.AddProblem("record", v.name, seq, "%s", strings.TrimPrefix(detail, ErrCorrupt.Error()+": "))
+		return
+	}
+	msg, err := ctxstore.ParseMessage(env.Raw)
+	if err != nil {
+		r.AddProblem("record", v.name, seq, "stored JSON: %v", err)
+		return
+	}
+	if msg.Role() != env.Role {
+		r.AddProblem("record", v.name, seq, "record says role %q, its JSON %q", env.Role, msg.Role())
+	}
+	if seq <= v.lastSeq {
+		r.AddProblem("order", v.name, seq, "after seq %d", v.lastSeq)
+	}
+	if env.Epoch < v.lastEp {
+		r.AddProblem("order", v.name, seq, "epoch %d after epoch %d", env.Epoch, v.lastEp)
+	}
+	v.lastSeq, v.lastEp = max(v.lastSeq, seq), max(v.lastEp, env.Epoch)
+	v.total++
+	t := v.epochs[env.Epoch]
+	if t == nil {
+		t = &epochTally{}
+		v.epochs[env.Epoch] = t
+	}
+	t.messages++
+	t.tokens += env.Tokens
+	t.bytes += int64(len(env.Raw))
+	if v.meta != nil && env.Epoch == v.meta.Epoch {
+		t.counters = countBy(t.counters, &env)
+	}
+	if v.epochList != nil {
+		v.epochList.Message(r, seq, env.Epoch)
+	}
+	v.pairs.Add(r, env.Epoch, seq, env.CallIDs, env.ResultIDs)
+}
+
+// finish compares the tallies with the metadata and reports unanswered calls.
+func (v *sessionVerifier) finish() {
+	r := v.r
+	v.pairs.Finish(r)
+	m := v.meta
+	if m == nil {
+		r.AddProblem("meta", v.name, 0, "no readable metadata")
+		return
+	}
+	if v.lastSeq > m.LastSeq {
+		r.AddProblem("meta", v.name, 0, "last seq is %d, metadata says %d", v.lastSeq, m.LastSeq)
+	}
+	if v.total != m.Total {
+		r.AddProblem("meta", v.name, 0, "%d messages stored, metadata counts %d", v.total, m.Total)
+	}
+	v.epochList.Finish(r)
+	cur := v.epochs[m.Epoch]
+	if cur == nil {
+		cur = &epochTally{}
+	}
+	if cur.messages != m.Messages || cur.tokens != m.Tokens || cur.bytes != m.Bytes {
+		r.AddProblem("meta", v.name, 0, "current epoch %d holds %d messages, %d tokens, %d bytes; metadata says %d, %d, %d",
+			m.Epoch, cur.messages, cur.tokens, cur.bytes, m.Messages, m.Tokens, m.Bytes)
+	}
+	// The split by counter may leave out messages (written by a version
+	// that did not keep it), never add any.
+	split := 0
+	for _, c := range m.Counters {
+		split += c.Messages
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.Counters)) {
+		c, got := m.Counters[name], cur.counters[name]
+		if c.Messages > got.Messages || c.Tokens > got.Tokens || split == m.Messages && c != got {
+			r.AddProblem("meta", v.name, 0, "current epoch %d holds %d messages, %d tokens counted by %q; metadata says %d, %d",
+				m.Epoch, got.Messages, got.Tokens, name, c.Messages, c.Tokens)
+		}
+	}
+}

@@ -1,6 +1,0 @@
-//go:build race
-
-package store
-
-// raceEnabled skips heap assertions: the race detector inflates the heap.
-const raceEnabled = true
