@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"io"
 	"os"
 	"path/filepath"
@@ -203,7 +204,7 @@ func lockForRestore(path string, exists bool) (func(), error) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	if exists && othersPresent(path) {
+	if exists && filelock.OthersPresent(path) {
 		unlock()
 		return nil, fmt.Errorf("restore %s: %w: another process has the store open; stop it (every agent and ctxstore command using it) first", path, ErrLocked)
 	}

@@ -5,13 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"hash/fnv"
 	"io"
 	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -492,10 +492,10 @@ func checkBoltFileWait(path string, lockWait time.Duration) error {
 		return fmt.Errorf("check %s: %w", path, err)
 	}
 	defer f.Close()
-	if err := lockShared(context.Background(), f, lockWait); err != nil {
+	if err := filelock.Shared(context.Background(), f, lockWait); err != nil {
 		return fmt.Errorf("%s: looks damaged, but: %w", path, err)
 	}
-	defer unlockFile(f)
+	defer filelock.Unlock(f)
 	return checkLockedFile(path)
 }
 
@@ -559,56 +559,6 @@ func quickCheckLocked(f *os.File, path string) error {
 	}
 	return checkLockedFile(path)
 }
-
-// lockShared takes a shared flock on f, the lock bbolt's readers take, so no writer
-// is mid-commit while it is held. It gives up with ErrLocked after wait, or when
-// ctx ends.
-func lockShared(ctx context.Context, f *os.File, wait time.Duration) error {
-	err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
-	if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-		if err != nil {
-			return fmt.Errorf("lock: %w", err)
-		}
-		return nil
-	}
-	// Wait in the kernel, not by polling, which a writer taking the lock
-	// back to back would leave no gap to get in. The blocking
-	// call runs on a duplicate of the descriptor (same open file, same
-	// lock), which it closes itself, so giving up never leaves it working
-	// on a descriptor number closed and reused meanwhile.
-	// Announced, a long-lived writer lets go after its current operation
-	// instead of keeping the file for the next.
-	announceWaiting(f)
-	defer doneWaiting(f)
-	dup, err := syscall.Dup(int(f.Fd()))
-	if err != nil {
-		return fmt.Errorf("lock: %w", err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		for err = syscall.Flock(dup, syscall.LOCK_SH); errors.Is(err, syscall.EINTR); {
-			err = syscall.Flock(dup, syscall.LOCK_SH)
-		}
-		syscall.Close(dup) // the lock stays with f's open file
-		done <- err
-	}()
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("lock: %w", err)
-		}
-		return nil
-	case <-timer.C:
-		return fmt.Errorf("%w: another process held it for %v", ErrLocked, wait)
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for the file lock: %w", ctx.Err())
-	}
-}
-
-func unlockFile(f *os.File) { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
 
 // guardFaults runs fn with the runtime's panic-on-fault mode on, so that a fault on
 // bbolt's mmap (a damaged page that points outside the file: SIGSEGV/SIGBUS) or a

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/pause"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"go.etcd.io/bbolt"
 )
 
@@ -127,7 +128,7 @@ func (s *Store) release() {
 		return
 	}
 	s.idle.Broadcast()
-	if !s.closed && !s.poisoned && !s.replaced && !othersWaiting(s.file) {
+	if !s.closed && !s.poisoned && !s.replaced && !filelock.OthersWaiting(s.file) {
 		s.lingerEnd = time.Now().Add(lingerFor)
 		if !s.lingering {
 			s.lingering = true
@@ -155,7 +156,7 @@ func (s *Store) linger() {
 		s.mu.Lock()
 		switch {
 		case s.refs != 0 || s.db == nil:
-		case !time.Now().Before(s.lingerEnd) || othersWaiting(s.file):
+		case !time.Now().Before(s.lingerEnd) || filelock.OthersWaiting(s.file):
 			s.closeDB()
 		default:
 			continue
@@ -226,7 +227,7 @@ func (s *Store) openDB(ctx context.Context) (*bbolt.DB, *os.File, error) {
 func (s *Store) lockFile(ctx context.Context) (*os.File, error) {
 	// The common case, nobody holding the lock, costs one non-blocking
 	// flock and no goroutine hand-off.
-	if s.fileWait.idle() {
+	if s.fileWait.Idle() {
 		f, err := s.lockCurrentInode(false)
 		if !errors.Is(err, errBusy) {
 			return f, err
@@ -234,9 +235,9 @@ func (s *Store) lockFile(ctx context.Context) (*os.File, error) {
 	}
 	timer := time.NewTimer(s.opts.LockTimeout)
 	defer timer.Stop()
-	f, err := s.fileWait.wait(ctx, timer.C, func() (*os.File, error) { return s.lockCurrentInode(true) })
+	f, err := s.fileWait.Wait(ctx, timer.C, func() (*os.File, error) { return s.lockCurrentInode(true) })
 	switch {
-	case errors.Is(err, errLockWaitTimeout):
+	case errors.Is(err, filelock.ErrTimeout):
 		return nil, fmt.Errorf("store %s: %w: waited %v (Options.LockTimeout)", s.path, ErrLocked, s.opts.LockTimeout)
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return nil, fmt.Errorf("store %s: waiting for the file lock: %w", s.path, err)
@@ -266,11 +267,11 @@ func (s *Store) lockCurrentInode(block bool) (*os.File, error) {
 			return nil, fmt.Errorf("store %s: %w", s.path, err)
 		}
 		if block {
-			announceWaiting(f)
+			filelock.AnnounceWaiting(f)
 		}
-		err = flockRetry(f, how)
+		err = filelock.Retry(f, how)
 		if block {
-			doneWaiting(f)
+			filelock.DoneWaiting(f)
 		}
 		if err != nil {
 			f.Close()
@@ -288,15 +289,6 @@ func (s *Store) lockCurrentInode(block bool) (*os.File, error) {
 			return f, nil
 		}
 		f.Close()
-	}
-}
-
-func flockRetry(f *os.File, how int) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), how)
-		if err != syscall.EINTR {
-			return err
-		}
 	}
 }
 

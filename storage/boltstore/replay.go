@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"go.etcd.io/bbolt"
 )
 
@@ -197,7 +198,7 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 		return nil, fmt.Errorf("store %s: replay: %w", s.path, err)
 	}
 	defer f.Close()
-	if err := flockRetry(f, syscall.LOCK_EX); err != nil {
+	if err := filelock.Retry(f, syscall.LOCK_EX); err != nil {
 		return nil, fmt.Errorf("store %s: replay: lock %s: %w", s.path, log, err)
 	}
 	recs, h, err := readLogRecords(f, log)

@@ -19,6 +19,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 )
 
 // SalvageReport says what Salvage copied and what it could not.
@@ -230,15 +231,15 @@ func SalvageWith(ctx context.Context, src, dst string, opts SalvageOptions) (*Sa
 		return nil, fmt.Errorf("salvage %s: log: %w", src, err)
 	default:
 		defer lf.Close()
-		if err := lockShared(ctx, lf, opts.LockTimeout); err != nil {
+		if err := filelock.Shared(ctx, lf, opts.LockTimeout); err != nil {
 			return nil, fmt.Errorf("salvage %s: log %s: %w", src, logPath, err)
 		}
-		defer unlockFile(lf)
+		defer filelock.Unlock(lf)
 	}
-	if err := lockShared(ctx, f, opts.LockTimeout); err != nil {
+	if err := filelock.Shared(ctx, f, opts.LockTimeout); err != nil {
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}
-	defer unlockFile(f)
+	defer filelock.Unlock(f)
 
 	r := &SalvageReport{Source: src, Dest: dst, SkipReasons: map[string]int{}, byReason: map[string]string{}}
 	sv, err := readForSalvage(ctx, src, r)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"go.etcd.io/bbolt"
 )
 
@@ -53,7 +54,7 @@ func TestOpenSharedReleasesFile(t *testing.T) {
 // the file at path: arg "held", or "released N" (and then the file alone
 // holds N messages of session "s", and bbolt's lock is free).
 func childSharedPresence(path, arg string) error {
-	held := othersPresent(path)
+	held := filelock.OthersPresent(path)
 	if arg == "held" {
 		if !held {
 			return errors.New("no Store holds the file")

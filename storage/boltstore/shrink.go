@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/tempfile"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 )
 
 // ShrinkOptions tune Shrink.
@@ -167,7 +168,7 @@ func copyShrunk(ctx context.Context, f, log *os.File, src, dst string, replace b
 // lockPathWaiting opens path and takes its flock, waiting at most wait; it
 // retries if the file was replaced while it waited, as a Store does. It
 // waits the way a Store does: a blocking flock, woken the moment the holder
-// lets go, and an announcement (announceWaiting) so a holder does not keep
+// lets go, and an announcement (filelock.AnnounceWaiting) so a holder does not keep
 // the file open for its next operation while someone waits.
 func lockPathWaiting(ctx context.Context, path string, flag, how int, wait time.Duration) (*os.File, error) {
 	timer := time.NewTimer(wait)
@@ -180,12 +181,12 @@ func lockPathWaiting(ctx context.Context, path string, flag, how int, wait time.
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
-		announceWaiting(f)
+		filelock.AnnounceWaiting(f)
 		done := make(chan error, 1)
-		go func() { done <- flockRetry(f, how) }()
+		go func() { done <- filelock.Retry(f, how) }()
 		select {
 		case err = <-done:
-			doneWaiting(f)
+			filelock.DoneWaiting(f)
 		case <-timer.C:
 			// The pending flock ends with the descriptor's last
 			// reference; the caller's process exits soon after.

@@ -8,6 +8,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/internal/watchset"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"os"
 	"path/filepath"
 	"sync"
@@ -75,9 +76,9 @@ type Store struct {
 	fileKey   fileKey   // file's device and inode
 	dbOpens   uint64    // counts the opens of db: one value is one continuous hold
 	refs      int
-	opening   *openAttempt // the open in progress, if any
-	fileWait  lockWait     // the wait for another process's lock on the file
-	presence  *os.File     // says the file is open, until Close (see holdPresence)
+	opening   *openAttempt    // the open in progress, if any
+	fileWait  filelock.Waiter // the wait for another process's lock on the file
+	presence  *os.File        // says the file is open, until Close (see holdPresence)
 	closeErr  error
 	lingerEnd time.Time // when a lingering file closes
 	lingering bool      // a linger goroutine runs
@@ -92,18 +93,18 @@ type Store struct {
 
 	// The write-ahead log (wal.go, tail.go).
 	walPath string
-	walMu   sync.RWMutex // held exclusively to write, shared to read
-	walF    *os.File     // the log; nil while a read-only store has none
-	walKey  fileKey      // walF's device and inode
-	shMu    sync.Mutex   // guards shRefs and shHeld
-	shRefs  int          // readers holding the shared lock
-	shHeld  heldLock     // the shared lock, while shRefs > 0
-	logWait [2]lockWait  // waits for the log's lock: shared, exclusive
-	tailMu  sync.Mutex   // guards tail and rtail
-	tail    *tailState   // the log beyond bbolt as a writer last read it; nil: rebuild
-	rtail   *tailState   // the same up to where the log is synced, for readers
-	metaF   *os.File     // the bbolt file, to read its meta pages (stamp.go); guarded by tailMu
-	metaKey fileKey      // metaF's device and inode
+	walMu   sync.RWMutex       // held exclusively to write, shared to read
+	walF    *os.File           // the log; nil while a read-only store has none
+	walKey  fileKey            // walF's device and inode
+	shMu    sync.Mutex         // guards shRefs and shHeld
+	shRefs  int                // readers holding the shared lock
+	shHeld  heldLock           // the shared lock, while shRefs > 0
+	logWait [2]filelock.Waiter // waits for the log's lock: shared, exclusive
+	tailMu  sync.Mutex         // guards tail and rtail
+	tail    *tailState         // the log beyond bbolt as a writer last read it; nil: rebuild
+	rtail   *tailState         // the same up to where the log is synced, for readers
+	metaF   *os.File           // the bbolt file, to read its meta pages (stamp.go); guarded by tailMu
+	metaKey fileKey            // metaF's device and inode
 	// walClosed is set once Close has begun: nothing takes the log after
 	// it but the syncs in flight (inflight), which Close waits for.
 	walClosed atomic.Bool
@@ -181,7 +182,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	if !opts.ReadOnly {
 		tempfile.RemoveAbandoned(path, tempSuffix)
-		s.presence = holdPresence(path)
+		s.presence = filelock.HoldPresence(path)
 		s.warmTail(context.Background(), created)
 	}
 	return s, nil
@@ -419,7 +420,7 @@ func (s *Store) checkpointOnClose() {
 	if err != nil || fi.Size() <= walHeaderSize {
 		return
 	}
-	if presence != nil && othersPresent(s.path) {
+	if presence != nil && filelock.OthersPresent(s.path) {
 		return
 	}
 	_ = s.Checkpoint(context.Background())

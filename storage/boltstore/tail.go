@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/pause"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"go.etcd.io/bbolt"
 )
 
@@ -301,13 +302,13 @@ func (h heldLock) release() {
 	case h.private:
 		h.f.Close()
 	default:
-		unlockFile(h.f)
+		filelock.Unlock(h.f)
 	}
 }
 
 // flockLog takes the log's flock how (LOCK_SH or LOCK_EX), on f when it is
 // free. When it is busy, it waits at most LockTimeout in the kernel, through
-// a descriptor of its own (lockWait), which holds the lock for the caller:
+// a descriptor of its own (filelock.Waiter), which holds the lock for the caller:
 // the waiter wakes the moment the holder lets go. The lock is held for
 // microseconds at a time (syncs run after it is released), so a poll
 // would mostly sleep past the moment it came free, and each of several
@@ -334,19 +335,19 @@ func (s *Store) flockLog(ctx context.Context, f *os.File, how int) (heldLock, er
 		if how == syscall.LOCK_EX {
 			w = &s.logWait[1]
 		}
-		g, err := w.wait(ctx, timer.C, func() (*os.File, error) {
+		g, err := w.Wait(ctx, timer.C, func() (*os.File, error) {
 			g, err := os.OpenFile(s.walPath, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 			if err != nil {
 				return nil, err
 			}
-			if err := flockRetry(g, how); err != nil {
+			if err := filelock.Retry(g, how); err != nil {
 				g.Close()
 				return nil, err
 			}
 			return g, nil
 		})
 		switch {
-		case errors.Is(err, errLockWaitTimeout):
+		case errors.Is(err, filelock.ErrTimeout):
 			return heldLock{}, fmt.Errorf("store %s: %w: another process held the log for %v", s.path, ErrLocked, s.opts.LockTimeout)
 		case ctx.Err() != nil:
 			if err == nil {

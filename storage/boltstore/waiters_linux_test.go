@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,18 +21,18 @@ func TestOthersWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer waiter.Close()
-	if othersWaiting(holder) {
+	if filelock.OthersWaiting(holder) {
 		t.Fatal("waiter seen before it announced itself")
 	}
-	announceWaiting(waiter)
-	if !othersWaiting(holder) {
+	filelock.AnnounceWaiting(waiter)
+	if !filelock.OthersWaiting(holder) {
 		t.Fatal("announced waiter not seen")
 	}
-	if othersWaiting(waiter) {
+	if filelock.OthersWaiting(waiter) {
 		t.Fatal("a descriptor sees its own announcement")
 	}
-	doneWaiting(waiter)
-	if othersWaiting(holder) {
+	filelock.DoneWaiting(waiter)
+	if filelock.OthersWaiting(holder) {
 		t.Fatal("waiter still seen after it got the lock")
 	}
 }

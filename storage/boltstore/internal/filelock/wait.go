@@ -1,4 +1,4 @@
-package boltstore
+package filelock
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// lockWait shares one blocking attempt to take a flock among the goroutines
+// Waiter shares one blocking attempt to take a flock among the goroutines
 // of a Store that wait for it. The attempt opens a descriptor of its own and
 // blocks in the kernel, which wakes it the moment the holder lets go: no
 // polling, and no sleep that outlasts the holder. A blocked flock cannot be
@@ -16,8 +16,8 @@ import (
 // cancelled) stays pending, and the next waiter joins it instead of starting
 // another; if it ends with nobody waiting, it lets go at once. A process that
 // stops while holding the lock (SIGSTOP, a debugger) thus costs one blocked
-// thread per lockWait, however many calls wait.
-type lockWait struct {
+// thread per Waiter, however many calls wait.
+type Waiter struct {
 	mu      sync.Mutex
 	pending *lockAttempt
 	waiters int // goroutines waiting on pending
@@ -28,15 +28,15 @@ type lockAttempt struct {
 	done chan struct{}
 	f    *os.File // locked descriptor, set with err == nil when done
 	err  error
-	// taken is set (under lockWait.mu) by the waiter that took the result.
+	// taken is set (under Waiter.mu) by the waiter that took the result.
 	taken bool
 }
 
-// errLockWaitTimeout is lockWait.wait's answer when its timer fired first.
-var errLockWaitTimeout = errors.New("lock wait timed out")
+// ErrTimeout is Waiter.wait's answer when its timer fired first.
+var ErrTimeout = errors.New("lock wait timed out")
 
 // idle reports whether no attempt is under way.
-func (w *lockWait) idle() bool {
+func (w *Waiter) Idle() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.pending == nil
@@ -44,8 +44,8 @@ func (w *lockWait) idle() bool {
 
 // wait returns a descriptor holding the lock, taken by lock (which opens a
 // descriptor and blocks until it holds the lock on it), or the attempt's
-// error, errLockWaitTimeout once timeout fires, or ctx's error.
-func (w *lockWait) wait(ctx context.Context, timeout <-chan time.Time, lock func() (*os.File, error)) (*os.File, error) {
+// error, ErrTimeout once timeout fires, or ctx's error.
+func (w *Waiter) Wait(ctx context.Context, timeout <-chan time.Time, lock func() (*os.File, error)) (*os.File, error) {
 	for {
 		w.mu.Lock()
 		a := w.pending
@@ -61,7 +61,7 @@ func (w *lockWait) wait(ctx context.Context, timeout <-chan time.Time, lock func
 		select {
 		case <-a.done:
 		case <-timeout:
-			res = errLockWaitTimeout
+			res = ErrTimeout
 		case <-ctx.Done():
 			res = ctx.Err()
 		}
@@ -104,14 +104,14 @@ func (w *lockWait) wait(ctx context.Context, timeout <-chan time.Time, lock func
 
 // run makes attempt a and hands its result to a waiter; with none left, it
 // lets go of the lock at once.
-func (w *lockWait) run(a *lockAttempt, lock func() (*os.File, error)) {
+func (w *Waiter) run(a *lockAttempt, lock func() (*os.File, error)) {
 	f, err := lock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil && w.waiters == 0 {
 		// Everyone gave up: do not sit on the lock.
 		f.Close()
-		f, err = nil, errLockWaitTimeout
+		f, err = nil, ErrTimeout
 	}
 	a.f, a.err = f, err
 	if w.pending == a && w.waiters == 0 {

@@ -1,4 +1,4 @@
-package boltstore
+package filelock
 
 import (
 	"os"
@@ -25,13 +25,13 @@ func ofdLockAt(f *os.File, cmd int, typ int16, at int64) (syscall.Flock_t, error
 	return lk, err
 }
 
-func announceWaiting(f *os.File) { _, _ = ofdLock(f, fOFDSetlk, syscall.F_RDLCK) }
+func AnnounceWaiting(f *os.File) { _, _ = ofdLock(f, fOFDSetlk, syscall.F_RDLCK) }
 
-func doneWaiting(f *os.File) { _, _ = ofdLock(f, fOFDSetlk, syscall.F_UNLCK) }
+func DoneWaiting(f *os.File) { _, _ = ofdLock(f, fOFDSetlk, syscall.F_UNLCK) }
 
-// othersWaiting reports whether another open file description waits for
+// OthersWaiting reports whether another open file description waits for
 // the lock; when it cannot tell, it says yes, so the file is not kept.
-func othersWaiting(f *os.File) bool {
+func OthersWaiting(f *os.File) bool {
 	lk, err := ofdLock(f, fOFDGetlk, syscall.F_WRLCK)
 	return err != nil || lk.Type != syscall.F_UNLCK
 }
@@ -42,9 +42,9 @@ func othersWaiting(f *os.File) bool {
 // still has the file open, and leaves applying the log to the last one out.
 const presenceAt = 1
 
-// holdPresence marks the file at path as open by one more Store until the
+// HoldPresence marks the file at path as open by one more Store until the
 // returned descriptor is closed; nil if it cannot.
-func holdPresence(path string) *os.File {
+func HoldPresence(path string) *os.File {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
@@ -56,9 +56,9 @@ func holdPresence(path string) *os.File {
 	return f
 }
 
-// othersPresent reports whether another Store holds the file at path open;
+// OthersPresent reports whether another Store holds the file at path open;
 // when it cannot tell, it says no, so that Close applies the log.
-func othersPresent(path string) bool {
+func OthersPresent(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
