@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"go.etcd.io/bbolt"
 )
 
@@ -257,7 +258,7 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 func sessionsBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 	b := tx.Bucket([]byte(bucketSessions))
 	if b == nil {
-		if err := txLookupDamage(tx, bucketSessions); err != nil {
+		if err := boltpage.TxLookupDamage(tx, bucketSessions); err != nil {
 			return nil, err
 		}
 		return nil, fmt.Errorf("store: %w: no %q bucket", ErrNotFound, bucketSessions)
@@ -276,7 +277,7 @@ func getSession(tx *bbolt.Tx, name string) (*bbolt.Bucket, sessionMeta, error) {
 	}
 	sb := sessions.Bucket([]byte(name))
 	if sb == nil {
-		if err := txLookupDamage(tx, bucketSessions, name); err != nil {
+		if err := boltpage.TxLookupDamage(tx, bucketSessions, name); err != nil {
 			return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
 		}
 		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)

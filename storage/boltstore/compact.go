@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"go.etcd.io/bbolt"
 )
 
@@ -218,16 +219,16 @@ func emptyLog(log *os.File, hdr []byte) error {
 // reading its meta pages without opening the database (and so without
 // waiting for any lock). CompactFile's copies keep it.
 func PageSize(path string) (int, error) {
-	bf, err := openBoltFile(path)
+	bf, err := boltpage.Open(path)
 	if bf == nil {
 		return 0, fmt.Errorf("page size of %s: %w", path, err)
 	}
-	defer bf.close()
-	if err == nil && bf.pageSize == 0 {
+	defer bf.Close()
+	if err == nil && bf.PageSize == 0 {
 		err = errors.New("empty file")
 	}
 	if err != nil {
 		return 0, fmt.Errorf("page size of %s: %w", path, errors.Join(ErrCorrupt, err))
 	}
-	return bf.pageSize, nil
+	return bf.PageSize, nil
 }

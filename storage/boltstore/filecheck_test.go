@@ -19,6 +19,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/testkit"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -65,7 +66,7 @@ func runChildRole(role, path string) string {
 // childRawOpen is the open path of the store reduced to raw bbolt: the pre-open check,
 // then bbolt.Open read-write and a full read of every key under fault protection.
 func childRawOpen(path string) string {
-	if err := checkBoltFile(path); err != nil {
+	if err := boltpage.CheckFile(path); err != nil {
 		if errors.Is(err, ErrCorrupt) {
 			return "corrupt " + oneLine(err.Error())
 		}
@@ -235,8 +236,8 @@ func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCas
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	var cs []damageCase
 	// Truncation is damage only below the high-water mark: bbolt preallocates.
-	inUse := int(max(binary.NativeEndian.Uint64(good[boltPageHeaderSize+40:]),
-		binary.NativeEndian.Uint64(good[pageSize+boltPageHeaderSize+40:]))) * pageSize
+	inUse := int(max(binary.NativeEndian.Uint64(good[boltpage.PageHeaderSize+40:]),
+		binary.NativeEndian.Uint64(good[pageSize+boltpage.PageHeaderSize+40:]))) * pageSize
 	cut := func(name string, n int) {
 		c := damageCase{name: name, data: bytes.Clone(good[:n]), mustFail: n > 0 && n < inUse}
 		if n >= 2*pageSize {
@@ -275,8 +276,8 @@ func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCas
 	zero("zero-both-metas", 0, 1)
 
 	flip := bytes.Clone(good) // one bit in each meta's checksummed bytes
-	flip[boltPageHeaderSize+20] ^= 1
-	flip[pageSize+boltPageHeaderSize+20] ^= 1
+	flip[boltpage.PageHeaderSize+20] ^= 1
+	flip[pageSize+boltpage.PageHeaderSize+20] ^= 1
 	cs = append(cs, damageCase{name: "flipped-bit-both-metas", data: flip, mustFail: true, metaOnly: true})
 
 	for i := range 12 * nRand {
@@ -296,7 +297,7 @@ func damageCases(good []byte, pageSize int, seed uint64, nTrunc int) []damageCas
 	for i := range 6 * nRand { // plausible-looking damage: headers kept, element table scrambled
 		d := bytes.Clone(good)
 		id := 2 + rng.IntN(pages-2)
-		for j := id*pageSize + boltPageHeaderSize; j < id*pageSize+boltPageHeaderSize+64; j++ {
+		for j := id*pageSize + boltpage.PageHeaderSize; j < id*pageSize+boltpage.PageHeaderSize+64; j++ {
 			d[j] = byte(rng.Uint32())
 		}
 		cs = append(cs, damageCase{name: fmt.Sprintf("scrambled-elements-%d-page-%d", i, id), data: d, anyOutcome: true,
@@ -347,9 +348,9 @@ func randomBytes(rng *rand.Rand, n int) []byte {
 func withMeta(good []byte, pageSize int, edit func(m []byte)) []byte {
 	d := bytes.Clone(good)
 	for id := range 2 {
-		m := d[id*pageSize+boltPageHeaderSize : id*pageSize+boltPageHeaderSize+boltMetaSize]
+		m := d[id*pageSize+boltpage.PageHeaderSize : id*pageSize+boltpage.PageHeaderSize+boltpage.MetaSize]
 		edit(m)
-		binary.NativeEndian.PutUint64(m[boltMetaSumOffset:], fnv64a(m[:boltMetaSumOffset]))
+		binary.NativeEndian.PutUint64(m[boltpage.MetaSumOffset:], fnv64a(m[:boltpage.MetaSumOffset]))
 	}
 	return d
 }
@@ -367,17 +368,17 @@ func TestCheckBoltFileGood(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "good.db")
 	makeRawBolt(t, path)
-	if err := checkBoltFile(path); err != nil {
+	if err := boltpage.CheckFile(path); err != nil {
 		t.Fatalf("good file: %v", err)
 	}
-	if err := checkBoltFile(filepath.Join(dir, "missing.db")); err != nil {
+	if err := boltpage.CheckFile(filepath.Join(dir, "missing.db")); err != nil {
 		t.Fatalf("missing file is a new store: %v", err)
 	}
 	empty := filepath.Join(dir, "empty.db")
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkBoltFile(empty); err != nil {
+	if err := boltpage.CheckFile(empty); err != nil {
 		t.Fatalf("0-byte file is a new store: %v", err)
 	}
 }
@@ -401,7 +402,7 @@ func TestCheckBoltFileMessages(t *testing.T) {
 		{"cut", data[:len(data)/2], []string{"cut short", "bytes but the meta page"}},
 		{"text", []byte(strings.Repeat("just some notes\n", 300)), []string{"not a bbolt file: text", "just some notes"}},
 		{"zeroed", withZeroed(data, ps, 0, 1), []string{"meta page 0: zeroed", "meta page 1: zeroed"}},
-		{"checksum", withByte(withByte(data, boltPageHeaderSize+20), ps+boltPageHeaderSize+20), []string{"meta page 0: checksum mismatch", "meta page 1: checksum mismatch"}},
+		{"checksum", withByte(withByte(data, boltpage.PageHeaderSize+20), ps+boltpage.PageHeaderSize+20), []string{"meta page 0: checksum mismatch", "meta page 1: checksum mismatch"}},
 		{"tiny", []byte("ab"), []string{"not a bbolt file: only 2 bytes"}},
 	}
 	for _, c := range cases {
@@ -410,7 +411,7 @@ func TestCheckBoltFileMessages(t *testing.T) {
 			if err := os.WriteFile(p, c.data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			err := checkBoltFileWait(p, time.Second)
+			err := boltpage.CheckFileWait(p, time.Second)
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("want ErrCorrupt, got %v", err)
 			}
@@ -568,10 +569,10 @@ func TestCheckBoltFileWithLiveWriter(t *testing.T) {
 		default:
 		}
 		checks++
-		if inspectBoltFile(path) != nil {
+		if boltpage.Inspect(path) != nil {
 			suspected++
 		}
-		if err := checkBoltFile(path); err != nil {
+		if err := boltpage.CheckFile(path); err != nil {
 			t.Fatalf("check %d during appends: %v", checks, err)
 		}
 	}
@@ -603,7 +604,7 @@ func BenchmarkCheckBoltFile(b *testing.B) {
 	makeTestStore(b, path, 200)
 	b.ResetTimer()
 	for b.Loop() {
-		if err := checkBoltFile(path); err != nil {
+		if err := boltpage.CheckFile(path); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"go.etcd.io/bbolt"
 )
 
@@ -82,16 +83,16 @@ func TestDamagedDataPagesNeverCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bf, err := openBoltFile(goodPath)
+	bf, err := boltpage.Open(goodPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta, ps := bf.meta, bf.pageSize
-	bf.close()
+	meta, ps := bf.Meta, bf.PageSize
+	bf.Close()
 	// Pages the pre-open check reads are left alone: damage there is its job.
 	var data []int
-	for id := uint64(2); id < meta.hwm; id++ {
-		if id != meta.root && id != meta.freelist {
+	for id := uint64(2); id < meta.HWM; id++ {
+		if id != meta.Root && id != meta.Freelist {
 			data = append(data, int(id))
 		}
 	}
@@ -108,7 +109,7 @@ func TestDamagedDataPagesNeverCrash(t *testing.T) {
 		kind := "garbage"
 		if i%2 == 1 { // header kept, element table scrambled: plausible damage
 			kind = "scrambled"
-			off, n = id*ps+boltPageHeaderSize, 64+rng.IntN(256)
+			off, n = id*ps+boltpage.PageHeaderSize, 64+rng.IntN(256)
 		}
 		for j := off; j < off+n; j++ {
 			d[j] = byte(rng.Uint32())
@@ -216,7 +217,7 @@ func BenchmarkQuickCheck(b *testing.B) {
 	}
 	defer f.Close()
 	for b.Loop() {
-		if err := quickCheckLocked(f, path); err != nil {
+		if err := boltpage.QuickCheckLocked(f, path); err != nil {
 			b.Fatal(err)
 		}
 	}

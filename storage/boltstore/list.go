@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"go.etcd.io/bbolt"
 )
 
@@ -68,7 +69,7 @@ func (s *Store) sessionPage(ctx context.Context, prefix, after string, first boo
 			}
 			if len(out) == 0 && first && prefix == "" {
 				// No session in bbolt: believed only of a sound tree.
-				if err := treeDamage(tx.DB().Path(), bucketSessions); err != nil {
+				if err := boltpage.TreeDamage(tx.DB().Path(), bucketSessions); err != nil {
 					return err
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/pause"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"go.etcd.io/bbolt"
 )
@@ -186,14 +187,14 @@ func (s *Store) openDB(ctx context.Context) (*bbolt.DB, *os.File, error) {
 	}
 	// Open checked the file once, but another process may have cut it
 	// short or broken it since; bbolt would fault on it.
-	if err := quickCheckLocked(f, s.path); err != nil {
+	if err := boltpage.QuickCheckLocked(f, s.path); err != nil {
 		f.Close()
 		return nil, nil, err
 	}
 	used := false
 	var db *bbolt.DB
 	// bbolt.Open reads the meta, root and freelist pages through the mmap.
-	err = guardFaults("open "+s.path, func() (err error) {
+	err = boltpage.GuardFaults("open "+s.path, func() (err error) {
 		db, err = bbolt.Open(s.path, fileMode, &bbolt.Options{
 			// bbolt flocks the descriptor we hand it; it already holds
 			// our lock, so that succeeds at once.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 )
 
 // TestDamagedLookupIsNotMissing: a branch page of the sessions tree whose
@@ -75,27 +76,27 @@ func TestDamagedLookupIsNotMissing(t *testing.T) {
 // leads to.
 func damageSessionsBranch(t *testing.T, path string) string {
 	t.Helper()
-	bf, err := openBoltFile(path)
+	bf, err := boltpage.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newBoltWalker(bf)
-	e, found := w.find(nil, bucketRoot{page: bf.meta.root}, []byte(bucketSessions))
-	root, ok := w.sub(nil, e)
-	if !found || !ok || root.page == 0 {
-		t.Fatalf("no sessions bucket of its own pages: %v %v %+v", found, ok, w.issues)
+	w := boltpage.NewWalker(bf)
+	e, found := w.Find(nil, boltpage.BucketRoot{Page: bf.Meta.Root}, []byte(bucketSessions))
+	root, ok := w.Sub(nil, e)
+	if !found || !ok || root.Page == 0 {
+		t.Fatalf("no sessions bucket of its own pages: %v %v %+v", found, ok, w.Issues)
 	}
-	h, buf, err := bf.page(root.page)
-	if err != nil || h.flags != boltBranchPage || h.count < 2 {
-		t.Fatalf("the sessions bucket's root page %d is not a branch of 2 or more (%+v, %v): add sessions", root.page, h, err)
+	h, buf, err := bf.Page(root.Page)
+	if err != nil || h.Flags != boltpage.BranchPage || h.Count < 2 {
+		t.Fatalf("the sessions bucket's root page %d is not a branch of 2 or more (%+v, %v): add sessions", root.Page, h, err)
 	}
-	key, _, err := branchElem(buf, 1)
+	key, _, err := boltpage.BranchElem(buf, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	victim := string(key)
-	bf.close()
-	keyOff := int64(root.page)*int64(bf.pageSize) + int64(bytes.Index(buf, key))
+	bf.Close()
+	keyOff := int64(root.Page)*int64(bf.PageSize) + int64(bytes.Index(buf, key))
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.etcd.io/bbolt"
 )
@@ -202,7 +203,7 @@ func readTombstone(tx *bbolt.Tx, name string) (tombstone, bool, error) {
 	if v == nil {
 		// A name purged before must not start again at seq 1 because
 		// the pages holding its tombstone are damaged.
-		if err := txLookupDamage(tx, bucketStore, bucketPurged, name); err != nil {
+		if err := boltpage.TxLookupDamage(tx, bucketStore, bucketPurged, name); err != nil {
 			return t, false, fmt.Errorf("store: session %q: tombstone: %w", name, err)
 		}
 		return t, false, nil

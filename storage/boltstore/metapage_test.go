@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,8 +43,8 @@ func bigCommitFile(t *testing.T, path string, n int) ([]byte, int, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := int(binary.NativeEndian.Uint32(data[boltPageHeaderSize+8:]))
-	txid := func(page int) uint64 { return binary.NativeEndian.Uint64(data[page*ps+boltPageHeaderSize+48:]) }
+	ps := int(binary.NativeEndian.Uint32(data[boltpage.PageHeaderSize+8:]))
+	txid := func(page int) uint64 { return binary.NativeEndian.Uint64(data[page*ps+boltpage.PageHeaderSize+48:]) }
 	newest := 0
 	if txid(1) > txid(0) {
 		newest = 1
@@ -66,7 +67,7 @@ func TestDamagedMetaPageRefusedAndSalvaged(t *testing.T) {
 		return d
 	}
 	garbage := bytes.Clone(good)
-	garbage[newest*ps+boltPageHeaderSize+20] ^= 0xff // checksum no longer matches
+	garbage[newest*ps+boltpage.PageHeaderSize+20] ^= 0xff // checksum no longer matches
 	cases := []struct {
 		name string
 		data []byte
@@ -123,7 +124,7 @@ func TestSalvageCutShortCountsMissing(t *testing.T) {
 	dir := t.TempDir()
 	const n = 3000
 	good, ps, _ := bigCommitFile(t, filepath.Join(dir, "good.db"), n)
-	hwm := int(max(binary.NativeEndian.Uint64(good[boltPageHeaderSize+40:]), binary.NativeEndian.Uint64(good[ps+boltPageHeaderSize+40:])))
+	hwm := int(max(binary.NativeEndian.Uint64(good[boltpage.PageHeaderSize+40:]), binary.NativeEndian.Uint64(good[ps+boltpage.PageHeaderSize+40:])))
 	for _, keep := range []int{hwm * ps * 3 / 4, hwm * ps / 2, hwm * ps / 3, (hwm - 1) * ps} {
 		t.Run(fmt.Sprint(keep), func(t *testing.T) {
 			path := filepath.Join(dir, fmt.Sprintf("cut-%d.db", keep))

@@ -19,6 +19,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 )
 
@@ -244,7 +245,7 @@ func SalvageWith(ctx context.Context, src, dst string, opts SalvageOptions) (*Sa
 	r := &SalvageReport{Source: src, Dest: dst, SkipReasons: map[string]int{}, byReason: map[string]string{}}
 	sv, err := readForSalvage(ctx, src, r)
 	if sv != nil {
-		defer sv.bf.close()
+		defer sv.bf.Close()
 	}
 	if err != nil {
 		return r, incomplete(src, dst, err)
@@ -294,7 +295,7 @@ type salvaged struct {
 	// bf is the file walked, open until the salvage ends: the records
 	// are read from it again when written. start is its state when the
 	// walk began; seed keys the hashes that tell a record is unchanged.
-	bf    *boltFile
+	bf    *boltpage.File
 	start os.FileInfo
 	seed  maphash.Seed
 	// err is the first failure to read a record again during the walk.
@@ -365,11 +366,11 @@ func (sv *salvaged) skip(s *salvageSession, reason, example string) {
 
 // message considers one key/value of a session's msgs bucket. It reports whether the
 // message was kept: it is valid and its seq new to s.
-func (sv *salvaged) message(s *salvageSession, e walkElem) bool {
+func (sv *salvaged) message(s *salvageSession, e boltpage.Elem) bool {
 	src := s.sourceOf(sv, e)
-	env, ok := sv.record(s, s.name, e.key, e.value)
+	env, ok := sv.record(s, s.name, e.Key, e.Value)
 	if !ok {
-		src.bad = append(src.bad, uint16(e.index))
+		src.bad = append(src.bad, uint16(e.Index))
 		return false
 	}
 	return s.seqs.add(env.Seq)
@@ -405,69 +406,69 @@ func (sv *salvaged) record(s *salvageSession, where string, k, v []byte) (envelo
 // open, the result is non-nil (with an error too when the walk failed): its
 // bf is open and the caller closes it.
 func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvaged, error) {
-	bf, err := openBoltFile(src)
+	bf, err := boltpage.Open(src)
 	if bf == nil {
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}
 	sv := &salvaged{bf: bf, seed: maphash.MakeSeed(), sessions: map[string]*salvageSession{}, reasons: map[string]int{}, examples: map[string]string{}, logSkipped: map[string]int{}}
-	start, serr := bf.f.Stat()
+	start, serr := bf.Handle.Stat()
 	if serr != nil {
 		return sv, fmt.Errorf("salvage %s: %w", src, serr)
 	}
 	sv.start = start
-	if bf.size == 0 {
+	if bf.Size == 0 {
 		r.Meta = "none: empty file"
 		return sv, nil
 	}
-	w := newBoltWalker(bf)
+	w := boltpage.NewWalker(bf)
 	if err != nil {
-		if d := describeForeign(bf); d != "" {
+		if d := boltpage.DescribeForeign(bf); d != "" {
 			return sv, fmt.Errorf("salvage %s: %w: %s", src, ErrCorrupt, d)
 		}
 		// No usable meta page: find the page size from the pages themselves and
 		// scan everything.
 		r.Meta = fmt.Sprintf("none (%v): scanned every page", err)
-		if !bf.guessGeometry() {
+		if !bf.GuessGeometry() {
 			return sv, fmt.Errorf("salvage %s: %w: %v, and no page looks like bbolt's", src, ErrCorrupt, err)
 		}
 	} else {
-		r.Meta = fmt.Sprintf("meta page %d (txid %d, %d pages of %d bytes)", bf.meta.page, bf.meta.txid, bf.meta.hwm, bf.pageSize)
-		if err := bf.checkMeta(); err != nil {
-			w.issue(nil, 0, "%v", err)
-			if bf.meta.hwm > uint64(bf.size)/uint64(bf.pageSize) {
+		r.Meta = fmt.Sprintf("meta page %d (txid %d, %d pages of %d bytes)", bf.Meta.Page, bf.Meta.Txid, bf.Meta.HWM, bf.PageSize)
+		if err := bf.CheckMeta(); err != nil {
+			w.Issue(nil, 0, "%v", err)
+			if bf.Meta.HWM > uint64(bf.Size)/uint64(bf.PageSize) {
 				// Pages past the end are gone; keep walking what is there.
-				w.limit = uint64(bf.size) / uint64(bf.pageSize)
+				w.Limit = uint64(bf.Size) / uint64(bf.PageSize)
 			}
 		}
-		if n, ok := fileFormat(bf, bucketRoot{page: bf.meta.root}); ok && n > FormatVersion {
+		if n, ok := fileFormat(bf, boltpage.BucketRoot{Page: bf.Meta.Root}); ok && n > FormatVersion {
 			// Copied into this program's format, its records would be
 			// misread or dropped: refuse, as Open does.
 			return sv, fmt.Errorf("salvage %s: %w: salvage it with a ctxstore that reads format %d; nothing was written", src, newerFormat("file format", n, FormatVersion), n)
 		}
-		if a, ok, err := decodeWALApplied(storeValue(bf, bucketRoot{page: bf.meta.root}, keyWAL)); ok && err == nil {
+		if a, ok, err := decodeWALApplied(storeValue(bf, boltpage.BucketRoot{Page: bf.Meta.Root}, keyWAL)); ok && err == nil {
 			sv.applied, sv.hasApplied = a, true
 		}
-		sv.walkTree(ctx, w, bucketRoot{page: bf.meta.root})
+		sv.walkTree(ctx, w, boltpage.BucketRoot{Page: bf.Meta.Root})
 	}
 	// A broken meta page means the last commit may be lost from the tree walked
 	// (the other meta is older): its pages are still in the file, so scan.
-	brokenMeta := bf.metaErrs[0] != nil || bf.metaErrs[1] != nil
+	brokenMeta := bf.MetaErrs[0] != nil || bf.MetaErrs[1] != nil
 	if err == nil {
-		if n := uint64(bf.size) / uint64(bf.pageSize); n < bf.meta.hwm {
-			sv.lostPages = bf.meta.hwm - n
-			sv.lostBytes = sv.lostPages*uint64(bf.pageSize) - uint64(bf.size)%uint64(bf.pageSize)
+		if n := uint64(bf.Size) / uint64(bf.PageSize); n < bf.Meta.HWM {
+			sv.lostPages = bf.Meta.HWM - n
+			sv.lostBytes = sv.lostPages*uint64(bf.PageSize) - uint64(bf.Size)%uint64(bf.PageSize)
 		} else if brokenMeta {
 			// The lost commit may have grown the file past the older
 			// meta's high-water mark: scan up to the end of the file.
-			bf.meta.hwm = n
+			bf.Meta.HWM = n
 		}
 	}
-	if len(w.issues) > 0 || err != nil || brokenMeta {
+	if len(w.Issues) > 0 || err != nil || brokenMeta {
 		// Orphans may be placed by their seqs only if no session can be missing:
 		// the tree down to every session bucket was sound and every session's
 		// metadata readable.
 		namesKnown := err == nil
-		for _, is := range w.issues {
+		for _, is := range w.Issues {
 			if len(is.Path) <= 2 {
 				namesKnown = false
 			}
@@ -480,8 +481,8 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 		// The older meta's freelist may list pages the lost commit used.
 		sv.scanOrphans(ctx, w, err == nil && !brokenMeta, namesKnown)
 	}
-	r.Damaged = len(w.issues)
-	for i, is := range w.issues {
+	r.Damaged = len(w.Issues)
+	for i, is := range w.Issues {
 		if i == maxReportedDamage {
 			break
 		}
@@ -494,7 +495,7 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 }
 
 // fileFormat reads the format version stored in the tree under root.
-func fileFormat(bf *boltFile, root bucketRoot) (uint64, bool) {
+func fileFormat(bf *boltpage.File, root boltpage.BucketRoot) (uint64, bool) {
 	n, err := strconv.ParseUint(string(storeValue(bf, root, keyFormat)), 10, 64)
 	return n, err == nil
 }
@@ -502,17 +503,17 @@ func fileFormat(bf *boltFile, root bucketRoot) (uint64, bool) {
 // storeValue reads key of the "ctxstore" bucket in the tree under root, or
 // nil, with a walker of its own (the salvage's walker must reach each page
 // once).
-func storeValue(bf *boltFile, root bucketRoot, key string) []byte {
-	w := newBoltWalker(bf)
+func storeValue(bf *boltpage.File, root boltpage.BucketRoot, key string) []byte {
+	w := boltpage.NewWalker(bf)
 	var v []byte
-	w.forEach(nil, root, func(e walkElem) bool {
-		if !e.bucket || string(e.key) != bucketStore {
+	w.ForEach(nil, root, func(e boltpage.Elem) bool {
+		if !e.Bucket || string(e.Key) != bucketStore {
 			return true
 		}
-		if br, ok := w.sub(nil, e); ok {
-			w.forEach([]string{bucketStore}, br, func(f walkElem) bool {
-				if !f.bucket && string(f.key) == key {
-					v = bytes.Clone(f.value)
+		if br, ok := w.Sub(nil, e); ok {
+			w.ForEach([]string{bucketStore}, br, func(f boltpage.Elem) bool {
+				if !f.Bucket && string(f.Key) == key {
+					v = bytes.Clone(f.Value)
 				}
 				return v == nil
 			})
@@ -523,95 +524,95 @@ func storeValue(bf *boltFile, root bucketRoot, key string) []byte {
 }
 
 // walkTree collects every session of the tree under root.
-func (sv *salvaged) walkTree(ctx context.Context, w *boltWalker, root bucketRoot) {
-	walkSessions(ctx, w, root, func(name string, br bucketRoot) {
+func (sv *salvaged) walkTree(ctx context.Context, w *boltpage.Walker, root boltpage.BucketRoot) {
+	walkSessions(ctx, w, root, func(name string, br boltpage.BucketRoot) {
 		sv.walkSession(w, sv.session(name), br)
 	})
 }
 
 // walkSessions calls fn for each session bucket of the tree under root, in name order.
-func walkSessions(ctx context.Context, w *boltWalker, root bucketRoot, fn func(name string, root bucketRoot)) {
-	var sessionsRoot *bucketRoot
-	w.forEach(nil, root, func(e walkElem) bool {
-		if e.bucket && string(e.key) == bucketSessions {
-			if br, ok := w.sub(nil, e); ok {
+func walkSessions(ctx context.Context, w *boltpage.Walker, root boltpage.BucketRoot, fn func(name string, root boltpage.BucketRoot)) {
+	var sessionsRoot *boltpage.BucketRoot
+	w.ForEach(nil, root, func(e boltpage.Elem) bool {
+		if e.Bucket && string(e.Key) == bucketSessions {
+			if br, ok := w.Sub(nil, e); ok {
 				sessionsRoot = &br
 			}
 		}
 		return true
 	})
 	if sessionsRoot == nil {
-		w.issue(nil, root.page, "no %q bucket reachable from the root", bucketSessions)
+		w.Issue(nil, root.Page, "no %q bucket reachable from the root", bucketSessions)
 		return
 	}
-	w.forEach([]string{bucketSessions}, *sessionsRoot, func(e walkElem) bool {
+	w.ForEach([]string{bucketSessions}, *sessionsRoot, func(e boltpage.Elem) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if !e.bucket {
-			w.issue([]string{bucketSessions}, e.page, "key %q is not a session bucket", e.key)
+		if !e.Bucket {
+			w.Issue([]string{bucketSessions}, e.Page, "key %q is not a session bucket", e.Key)
 			return true
 		}
-		if br, ok := w.sub([]string{bucketSessions}, e); ok {
-			fn(string(e.key), br)
+		if br, ok := w.Sub([]string{bucketSessions}, e); ok {
+			fn(string(e.Key), br)
 		}
 		return true
 	})
 }
 
 // walkSession collects one session bucket: its metadata, messages and derived records.
-func (sv *salvaged) walkSession(w *boltWalker, s *salvageSession, root bucketRoot) {
+func (sv *salvaged) walkSession(w *boltpage.Walker, s *salvageSession, root boltpage.BucketRoot) {
 	path := []string{bucketSessions, s.name}
-	w.forEach(path, root, func(e walkElem) bool {
+	w.ForEach(path, root, func(e boltpage.Elem) bool {
 		sv.sessionElem(w, s, path, e)
 		return true
 	})
 }
 
 // sessionElem handles one key of a session bucket.
-func (sv *salvaged) sessionElem(w *boltWalker, s *salvageSession, path []string, e walkElem) {
-	key := string(e.key)
+func (sv *salvaged) sessionElem(w *boltpage.Walker, s *salvageSession, path []string, e boltpage.Elem) {
+	key := string(e.Key)
 	switch {
-	case key == keyMeta && !e.bucket:
+	case key == keyMeta && !e.Bucket:
 		// Scanning finds stale copies of the metadata too: the newest
 		// one (highest last seq, then latest update) describes the most.
-		if m, err := decodeMeta(e.value); err == nil {
+		if m, err := decodeMeta(e.Value); err == nil {
 			if s.meta == nil || m.LastSeq > s.meta.LastSeq || m.LastSeq == s.meta.LastSeq && m.Updated > s.meta.Updated {
 				s.meta = &m
 			}
 		} else {
-			w.issue(append(path, keyMeta), e.page, "%v", err)
+			w.Issue(append(path, keyMeta), e.Page, "%v", err)
 		}
-	case key == bucketMsgs && e.bucket:
-		br, ok := w.sub(path, e)
+	case key == bucketMsgs && e.Bucket:
+		br, ok := w.Sub(path, e)
 		if !ok {
 			return
 		}
-		w.forEach(append(path, bucketMsgs), br, func(m walkElem) bool {
-			if m.bucket {
-				w.issue(append(path, bucketMsgs), m.page, "nested bucket %q among messages", m.key)
+		w.ForEach(append(path, bucketMsgs), br, func(m boltpage.Elem) bool {
+			if m.Bucket {
+				w.Issue(append(path, bucketMsgs), m.Page, "nested bucket %q among messages", m.Key)
 			} else {
 				sv.message(s, m)
 			}
 			return true
 		})
-	case key == bucketDerived && e.bucket:
-		br, ok := w.sub(path, e)
+	case key == bucketDerived && e.Bucket:
+		br, ok := w.Sub(path, e)
 		if !ok {
 			return
 		}
-		w.forEach(append(path, bucketDerived), br, func(k walkElem) bool {
-			if !k.bucket {
+		w.ForEach(append(path, bucketDerived), br, func(k boltpage.Elem) bool {
+			if !k.Bucket {
 				return true
 			}
-			kb, ok := w.sub(append(path, bucketDerived), k)
+			kb, ok := w.Sub(append(path, bucketDerived), k)
 			if !ok {
 				return true
 			}
-			w.forEach(append(path, bucketDerived, string(k.key)), kb, func(d walkElem) bool {
-				if !d.bucket {
-					s.derived = append(s.derived, derivedRef{kind: string(k.key), key: string(d.key),
-						off: d.off, size: uint32(len(d.value)), sum: maphash.Bytes(sv.seed, d.value)})
+			w.ForEach(append(path, bucketDerived, string(k.Key)), kb, func(d boltpage.Elem) bool {
+				if !d.Bucket {
+					s.derived = append(s.derived, derivedRef{kind: string(k.Key), key: string(d.Key),
+						off: d.Off, size: uint32(len(d.Value)), sum: maphash.Bytes(sv.seed, d.Value)})
 				}
 				return true
 			})
@@ -870,34 +871,6 @@ func clampMissing(expect uint64, skipped int) int {
 	return max(0, int(expect)-skipped)
 }
 
-// guessGeometry sets the page size and page count of a file whose meta pages are
-// unusable, from the pages themselves: bbolt pages carry their own id.
-func (bf *boltFile) guessGeometry() bool {
-	best, bestScore := 0, 0
-	for _, ps := range []int{os.Getpagesize(), 4096, 1024, 2048, 8192, 16384, 32768, 65536} {
-		score := 0
-		hb := make([]byte, boltPageHeaderSize)
-		for id := int64(2); id < 66 && (id+1)*int64(ps) <= bf.size; id++ {
-			if n, _ := bf.f.ReadAt(hb, id*int64(ps)); n < len(hb) {
-				break
-			}
-			h := parsePageHeader(hb)
-			if h.id == uint64(id) && (h.flags == boltLeafPage || h.flags == boltBranchPage || h.flags == boltFreelistPage) {
-				score++
-			}
-		}
-		if score > bestScore {
-			best, bestScore = ps, score
-		}
-	}
-	if best == 0 {
-		return false
-	}
-	bf.pageSize = best
-	bf.meta = boltMeta{page: ^uint64(0), hwm: uint64(bf.size) / uint64(best), freelist: boltNoFreelist}
-	return true
-}
-
 // orphanRef is a bucket entry naming a page as a bucket's root.
 type orphanRef struct {
 	page uint64 // the page holding the entry
@@ -909,13 +882,13 @@ type orphanRef struct {
 // from the page through intact branch pages to a bucket entry, and from there to a
 // session name. Leaves whose ancestry is lost go to the session their envelopes name
 // (version 2 on), or are placed by placeOrphans.
-func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist, namesKnown bool) {
-	bf := w.bf
+func (sv *salvaged) scanOrphans(ctx context.Context, w *boltpage.Walker, useFreelist, namesKnown bool) {
+	bf := w.File
 	free := map[uint64]bool{}
 	if !useFreelist {
 		sv.notes = append(sv.notes, "the freelist could not be trusted, so deleted pages could not be told from live ones: purged messages may reappear")
-	} else if bf.meta.freelist != boltNoFreelist {
-		ids, err := bf.freelist()
+	} else if bf.Meta.Freelist != boltpage.NoFreelist {
+		ids, err := bf.Freelist()
 		if err != nil {
 			sv.notes = append(sv.notes, fmt.Sprintf("freelist unreadable (%v): pages found by scanning may hold deleted messages", err))
 		} else {
@@ -924,8 +897,8 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 			}
 		}
 	}
-	end := bf.meta.hwm
-	if n := uint64(bf.size) / uint64(bf.pageSize); n < end {
+	end := bf.Meta.HWM
+	if n := uint64(bf.Size) / uint64(bf.PageSize); n < end {
 		end = n
 	}
 	parent := map[uint64][]uint64{}  // child page -> branch pages naming it
@@ -939,41 +912,41 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 		if free[id] {
 			continue
 		}
-		h, buf, err := bf.page(id)
+		h, buf, err := bf.Page(id)
 		if err != nil {
 			continue // not a page start, or damaged
 		}
-		switch h.flags {
-		case boltBranchPage:
-			for i := range int(h.count) {
-				_, child, err := branchElem(buf, i)
+		switch h.Flags {
+		case boltpage.BranchPage:
+			for i := range int(h.Count) {
+				_, child, err := boltpage.BranchElem(buf, i)
 				if err != nil {
 					break
 				}
 				parent[child] = append(parent[child], id)
 			}
-		case boltLeafPage:
+		case boltpage.LeafPage:
 			// The leaf's records are not kept: the page is read again
 			// below, once its owner is known.
-			for i := range int(h.count) {
-				e, err := leafElem(buf, i)
+			for i := range int(h.Count) {
+				e, err := boltpage.LeafElem(buf, i)
 				if err != nil {
 					break
 				}
-				if e.bucket {
-					if br, err := subBucket(e.value); err == nil && br.page != 0 {
-						refs[br.page] = append(refs[br.page], orphanRef{id, string(e.key)})
+				if e.Bucket {
+					if br, err := boltpage.SubBucket(e.Value); err == nil && br.Page != 0 {
+						refs[br.Page] = append(refs[br.Page], orphanRef{id, string(e.Key)})
 					}
-					if string(e.key) == bucketSessions || string(e.key) == bucketStore {
+					if string(e.Key) == bucketSessions || string(e.Key) == bucketStore {
 						looksRoot[id] = true
 					}
 				}
 			}
-			if !w.reached[id] {
+			if !w.Reached[id] {
 				leaves = append(leaves, id)
 			}
 		}
-		id += uint64(h.overflow)
+		id += uint64(h.Overflow)
 	}
 
 	// pathsOf works out which buckets a page belongs to (several when stale pages
@@ -985,15 +958,15 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 			return m
 		}
 		out := map[string][]string{}
-		if depth > walkMaxDepth {
+		if depth > boltpage.MaxDepth {
 			return out
 		}
 		memo[id] = out // a cycle back here sees no paths
-		if p, ok := w.pagePath[id]; ok {
+		if p, ok := w.PagePath[id]; ok {
 			out[strings.Join(p, "\x00")] = p
 			return out
 		}
-		if id == bf.meta.root || looksRoot[id] {
+		if id == bf.Meta.Root || looksRoot[id] {
 			out[""] = nil
 		}
 		for _, up := range parent[id] {
@@ -1024,13 +997,13 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 			}
 			leaf := orphanLeaf{src: sv.newSource(elems[0])}
 			for _, e := range elems {
-				if e.bucket {
+				if e.Bucket {
 					continue
 				}
-				if env, ok := sv.record(nil, fmt.Sprintf("(unknown, page %d)", id), e.key, e.value); ok {
+				if env, ok := sv.record(nil, fmt.Sprintf("(unknown, page %d)", id), e.Key, e.Value); ok {
 					leaf.add(env, maphash.Bytes(sv.seed, env.Raw))
 				} else {
-					leaf.src.bad = append(leaf.src.bad, uint16(e.index))
+					leaf.src.bad = append(leaf.src.bad, uint16(e.Index))
 				}
 			}
 			if len(leaf.msgs) > 0 {
@@ -1046,7 +1019,7 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 		case len(path) == 3 && path[0] == bucketSessions && path[2] == bucketMsgs:
 			s := sv.session(path[1])
 			for _, e := range elems {
-				if !e.bucket && sv.message(s, e) {
+				if !e.Bucket && sv.message(s, e) {
 					sv.orphans++
 				}
 			}
@@ -1064,19 +1037,19 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltWalker, useFreelist,
 
 // leafElems reads leaf page id and returns its elements up to the first
 // damaged one, or none if the page cannot be read.
-func leafElems(bf *boltFile, id uint64) []walkElem {
-	h, buf, err := bf.page(id)
-	if err != nil || h.flags != boltLeafPage {
+func leafElems(bf *boltpage.File, id uint64) []boltpage.Elem {
+	h, buf, err := bf.Page(id)
+	if err != nil || h.Flags != boltpage.LeafPage {
 		return nil
 	}
-	var elems []walkElem
-	for i := range int(h.count) {
-		e, err := leafElem(buf, i)
+	var elems []boltpage.Elem
+	for i := range int(h.Count) {
+		e, err := boltpage.LeafElem(buf, i)
 		if err != nil {
 			break
 		}
-		base := int64(id) * int64(bf.pageSize)
-		e.page, e.off, e.index, e.leaf, e.leafOff = id, base+e.off, i, buf, base
+		base := int64(id) * int64(bf.PageSize)
+		e.Page, e.Off, e.Index, e.Leaf, e.LeafOff = id, base+e.Off, i, buf, base
 		elems = append(elems, e)
 	}
 	return elems
@@ -1222,13 +1195,13 @@ func (sv *salvaged) dropCopies(leaves []orphanLeaf) []orphanLeaf {
 	for _, s := range sv.sessions {
 		kept := map[uint64]bool{} // of two copies of a seq, the first is kept
 		for i := range s.sources {
-			err := sv.records(&s.sources[i], func(e walkElem) error {
-				seq, _ := keySeq(e.key)
+			err := sv.records(&s.sources[i], func(e boltpage.Elem) error {
+				seq, _ := keySeq(e.Key)
 				if !wanted[seq] || kept[seq] {
 					return nil
 				}
 				kept[seq] = true
-				env, err := decodeAt(s.name, e.key, e.value)
+				env, err := decodeAt(s.name, e.Key, e.Value)
 				if err != nil {
 					return err
 				}
@@ -1293,9 +1266,9 @@ func fitsHoles(s *salvageSession, l orphanLeaf) bool {
 }
 
 // hasMessages reports whether a leaf's elements look like a msgs bucket's.
-func hasMessages(elems []walkElem) bool {
+func hasMessages(elems []boltpage.Elem) bool {
 	for _, e := range elems {
-		if !e.bucket && len(e.key) == seqKeyLen {
+		if !e.Bucket && len(e.Key) == seqKeyLen {
 			return true
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"hash/maphash"
 	"io"
 	"slices"
@@ -50,15 +51,15 @@ type recordSource struct {
 }
 
 // newSource describes the page holding e.
-func (sv *salvaged) newSource(e walkElem) recordSource {
-	return recordSource{page: e.page, off: e.leafOff, size: int64(len(e.leaf)), sum: maphash.Bytes(sv.seed, e.leaf)}
+func (sv *salvaged) newSource(e boltpage.Elem) recordSource {
+	return recordSource{page: e.Page, off: e.LeafOff, size: int64(len(e.Leaf)), sum: maphash.Bytes(sv.seed, e.Leaf)}
 }
 
 // sourceOf returns the source of s holding e, adding it when e is the first
 // element of its page that s takes. The walk takes a page's elements one
 // after another, so the page is the last source if s has it at all.
-func (s *salvageSession) sourceOf(sv *salvaged, e walkElem) *recordSource {
-	if n := len(s.sources); n > 0 && s.sources[n-1].off == e.leafOff {
+func (s *salvageSession) sourceOf(sv *salvaged, e boltpage.Elem) *recordSource {
+	if n := len(s.sources); n > 0 && s.sources[n-1].off == e.LeafOff {
 		return &s.sources[n-1]
 	}
 	s.sources = append(s.sources, sv.newSource(e))
@@ -109,7 +110,7 @@ func (sv *salvaged) readAgain(buf []byte, off, size int64, sum uint64, what stri
 		buf = make([]byte, size)
 	}
 	b := buf[:size]
-	if _, err := sv.bf.f.ReadAt(b, off); errors.Is(err, io.EOF) {
+	if _, err := sv.bf.Handle.ReadAt(b, off); errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: it now ends inside %s at offset %d", ErrSourceChanged, what, off)
 	} else if err != nil {
 		return nil, fmt.Errorf("read %s at offset %d again: %w", what, off, err)
@@ -153,20 +154,20 @@ func (sv *salvaged) readMessage(s *salvageSession, seq uint64, ref msgRef) (enve
 // records reads src again and calls fn with each message record the walk
 // took from it, in page order. The element's bytes are valid only during
 // the call, and the element's off is relative to the source.
-func (sv *salvaged) records(src *recordSource, fn func(walkElem) error) error {
+func (sv *salvaged) records(src *recordSource, fn func(boltpage.Elem) error) error {
 	buf, err := sv.source(src)
 	if err != nil {
 		return err
 	}
-	for i := range int(parsePageHeader(buf).count) {
-		e, err := leafElem(buf, i)
+	for i := range int(boltpage.ParsePageHeader(buf).Count) {
+		e, err := boltpage.LeafElem(buf, i)
 		if err != nil {
 			break // where the walk stopped too
 		}
-		if e.bucket || slices.Contains(src.bad, uint16(i)) {
+		if e.Bucket || slices.Contains(src.bad, uint16(i)) {
 			continue
 		}
-		e.page, e.index, e.leaf, e.leafOff = src.page, i, buf, src.off
+		e.Page, e.Index, e.Leaf, e.LeafOff = src.page, i, buf, src.off
 		if err := fn(e); err != nil {
 			return err
 		}
@@ -180,14 +181,14 @@ func (sv *salvaged) records(src *recordSource, fn func(walkElem) error) error {
 func (sv *salvaged) collect(s *salvageSession) ([]seqRef, error) {
 	refs := make([]seqRef, 0, s.seqs.n)
 	for i := range s.sources {
-		err := sv.records(&s.sources[i], func(e walkElem) error {
+		err := sv.records(&s.sources[i], func(e boltpage.Elem) error {
 			// It decoded when the walk read the same bytes.
-			seq, epoch, err := decodeEnvelopeHead(e.value)
+			seq, epoch, err := decodeEnvelopeHead(e.Value)
 			if err != nil {
 				return err
 			}
-			refs = append(refs, seqRef{seq, msgRef{src: uint32(i), off: e.off, size: uint32(len(e.value)), epoch: epoch,
-				sum: maphash.Bytes(sv.seed, e.value)}})
+			refs = append(refs, seqRef{seq, msgRef{src: uint32(i), off: e.Off, size: uint32(len(e.Value)), epoch: epoch,
+				sum: maphash.Bytes(sv.seed, e.Value)}})
 			return nil
 		})
 		if err != nil {
@@ -240,7 +241,7 @@ func (sv *salvaged) fail(err error) {
 // unchanged checks that the file has the size and modification time it had
 // when the walk began: the sources describe that file only.
 func (sv *salvaged) unchanged() error {
-	fi, err := sv.bf.f.Stat()
+	fi, err := sv.bf.Handle.Stat()
 	if err != nil {
 		return fmt.Errorf("check the file is unchanged: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 )
 
 // largeStore describes a store file of many sessions of large messages.
@@ -132,12 +133,12 @@ func salvageHeap(tb testing.TB, src, dst string) (*SalvageReport, float64, float
 // finds the page size from the pages and scans every page.
 func zeroMetaPages(tb testing.TB, path string) {
 	tb.Helper()
-	bf, err := openBoltFile(path)
+	bf, err := boltpage.Open(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ps := bf.pageSize
-	bf.close()
+	ps := bf.PageSize
+	bf.Close()
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		tb.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"go.etcd.io/bbolt"
 )
 
@@ -178,18 +179,18 @@ type pageSpan struct{ id, n uint64 }
 // it off.
 func messagePages(t testing.TB, path string) (map[msgKey][]pageSpan, int) {
 	t.Helper()
-	bf, err := openBoltFile(path)
+	bf, err := boltpage.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bf.close()
+	defer bf.Close()
 	out := map[msgKey][]pageSpan{}
-	var walk func(root bucketRoot, stack []pageSpan, fn func(stack []pageSpan, e walkElem))
-	walk = func(root bucketRoot, stack []pageSpan, fn func(stack []pageSpan, e walkElem)) {
+	var walk func(root boltpage.BucketRoot, stack []pageSpan, fn func(stack []pageSpan, e boltpage.Elem))
+	walk = func(root boltpage.BucketRoot, stack []pageSpan, fn func(stack []pageSpan, e boltpage.Elem)) {
 		var visit func(id uint64, stack []pageSpan)
 		leafElems := func(buf []byte, count uint16, stack []pageSpan) {
 			for i := range int(count) {
-				e, err := leafElem(buf, i)
+				e, err := boltpage.LeafElem(buf, i)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -197,48 +198,48 @@ func messagePages(t testing.TB, path string) (map[msgKey][]pageSpan, int) {
 			}
 		}
 		visit = func(id uint64, stack []pageSpan) {
-			h, buf, err := bf.page(id)
+			h, buf, err := bf.Page(id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			stack = append(slices.Clone(stack), pageSpan{id, uint64(h.overflow) + 1})
-			if h.flags == boltLeafPage {
-				leafElems(buf, h.count, stack)
+			stack = append(slices.Clone(stack), pageSpan{id, uint64(h.Overflow) + 1})
+			if h.Flags == boltpage.LeafPage {
+				leafElems(buf, h.Count, stack)
 				return
 			}
-			for i := range int(h.count) {
-				_, child, err := branchElem(buf, i)
+			for i := range int(h.Count) {
+				_, child, err := boltpage.BranchElem(buf, i)
 				if err != nil {
 					t.Fatal(err)
 				}
 				visit(child, stack)
 			}
 		}
-		if root.page == 0 {
-			leafElems(root.inline, parsePageHeader(root.inline).count, stack)
+		if root.Page == 0 {
+			leafElems(root.Inline, boltpage.ParsePageHeader(root.Inline).Count, stack)
 			return
 		}
-		visit(root.page, stack)
+		visit(root.Page, stack)
 	}
-	var names func(path []string, root bucketRoot, stack []pageSpan)
-	names = func(path []string, root bucketRoot, stack []pageSpan) {
-		walk(root, stack, func(stack []pageSpan, e walkElem) {
-			p := append(slices.Clone(path), string(e.key))
+	var names func(path []string, root boltpage.BucketRoot, stack []pageSpan)
+	names = func(path []string, root boltpage.BucketRoot, stack []pageSpan) {
+		walk(root, stack, func(stack []pageSpan, e boltpage.Elem) {
+			p := append(slices.Clone(path), string(e.Key))
 			switch {
-			case e.bucket && (len(p) <= 2 || len(p) == 3 && p[2] == bucketMsgs) && p[0] == bucketSessions:
-				br, err := subBucket(e.value)
+			case e.Bucket && (len(p) <= 2 || len(p) == 3 && p[2] == bucketMsgs) && p[0] == bucketSessions:
+				br, err := boltpage.SubBucket(e.Value)
 				if err != nil {
 					t.Fatal(err)
 				}
 				names(p, br, stack)
-			case !e.bucket && len(p) == 4 && p[2] == bucketMsgs:
-				seq, _ := keySeq(e.key)
+			case !e.Bucket && len(p) == 4 && p[2] == bucketMsgs:
+				seq, _ := keySeq(e.Key)
 				out[msgKey{p[1], seq}] = stack
 			}
 		})
 	}
-	names(nil, bucketRoot{page: bf.meta.root}, nil)
-	return out, bf.pageSize
+	names(nil, boltpage.BucketRoot{Page: bf.Meta.Root}, nil)
+	return out, bf.PageSize
 }
 
 // survives reports whether none of a message's pages is damaged.

@@ -8,6 +8,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/internal/watchset"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"os"
 	"path/filepath"
@@ -153,7 +154,7 @@ func Open(path string, opts Options) (*Store, error) {
 		// bbolt faults fatally (SIGBUS, SIGSEGV: no recover) on a file cut
 		// short or with broken meta pages, and silently initialises a
 		// 0-byte file: check before handing it over.
-		if err := checkBoltFile(path); err != nil {
+		if err := boltpage.CheckFile(path); err != nil {
 			return nil, err
 		}
 	case errors.Is(statErr, os.ErrNotExist) && !opts.ReadOnly:
@@ -263,10 +264,10 @@ func (s *Store) init(ctx context.Context) error {
 		// would come up empty check it, so Verify can report it.)
 		err = s.guard("open", func() error {
 			return db.View(func(tx *bbolt.Tx) error {
-				if err := txLookupDamage(tx, bucketStore); err != nil {
+				if err := boltpage.TxLookupDamage(tx, bucketStore); err != nil {
 					return err
 				}
-				return txLookupDamage(tx, bucketSessions)
+				return boltpage.TxLookupDamage(tx, bucketSessions)
 			})
 		})
 	}
@@ -527,13 +528,13 @@ func (s *Store) readView(ctx context.Context, fn func(v *rview) error) error {
 	return err
 }
 
-// guard runs fn, which uses the open database, under guardFaults. A fault or
+// guard runs fn, which uses the open database, under boltpage.GuardFaults. A fault or
 // bbolt panic in it leaves bbolt's in-memory state (freelist, page cache)
 // suspect, so the database is closed when its last user releases it instead
 // of lingering, and the next operation opens and checks the file afresh.
 func (s *Store) guard(what string, fn func() error) error {
-	err := guardFaults(what+" "+s.path, fn)
-	if errors.Is(err, errFault) {
+	err := boltpage.GuardFaults(what+" "+s.path, fn)
+	if errors.Is(err, boltpage.ErrFault) {
 		s.mu.Lock()
 		s.poisoned = true
 		s.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/pause"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"go.etcd.io/bbolt"
 )
@@ -396,7 +397,7 @@ func inodeOf(path string, fi os.FileInfo) (dev, ino uint64, err error) {
 // boltTxidOf reads the id of the newest transaction of the bbolt file f is
 // open on from its meta pages, without mapping it.
 func boltTxidOf(f *os.File) (uint64, error) {
-	var buf [boltPageHeaderSize + boltMetaSize]byte
+	var buf [boltpage.PageHeaderSize + boltpage.MetaSize]byte
 	var best uint64
 	found := false
 	ps := int64(0)
@@ -404,18 +405,18 @@ func boltTxidOf(f *os.File) (uint64, error) {
 		if n, _ := f.ReadAt(buf[:], int64(i)*ps); n < len(buf) {
 			continue
 		}
-		m, err := parseBoltMeta(buf[:])
+		m, err := boltpage.ParseMeta(buf[:])
 		if err != nil {
 			if i == 0 {
-				ps = boltFirstMetaRead // damaged meta 0: checkLocked decides later
+				ps = boltpage.FirstMetaRead // damaged meta 0: checkLocked decides later
 			}
 			continue
 		}
 		if i == 0 {
-			ps = int64(m.pageSize)
+			ps = int64(m.PageSize)
 		}
-		if !found || m.txid > best {
-			best, found = m.txid, true
+		if !found || m.Txid > best {
+			best, found = m.Txid, true
 		}
 	}
 	if !found {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"go.etcd.io/bbolt"
 )
 
@@ -121,31 +122,31 @@ func verifyTombstones(tx *bbolt.Tx, r *VerifyReport) {
 // whether the page structure was sound, and the first record it found written
 // by a newer ctxstore (ErrNewerFormat), if any.
 func verifyPages(ctx context.Context, path string, r *VerifyReport) (sound bool, newer error) {
-	bf, err := openBoltFile(path)
+	bf, err := boltpage.Open(path)
 	if bf == nil {
 		r.AddProblem("structure", "", 0, "%v", err)
 		return false, nil
 	}
-	defer bf.close()
+	defer bf.Close()
 	if err == nil {
-		err = bf.checkMeta()
+		err = bf.CheckMeta()
 	}
 	if err == nil {
-		err = bf.checkRootAndFreelist()
+		err = bf.CheckRootAndFreelist()
 	}
 	if err != nil {
 		r.AddProblem("structure", "", 0, "%v", err)
 		return false, nil
 	}
-	w := newBoltWalker(bf)
-	walkSessions(ctx, w, bucketRoot{page: bf.meta.root}, func(name string, root bucketRoot) {
+	w := boltpage.NewWalker(bf)
+	walkSessions(ctx, w, boltpage.BucketRoot{Page: bf.Meta.Root}, func(name string, root boltpage.BucketRoot) {
 		r.Sessions++
 		v := sessionVerifier{r: r, name: name, epochs: map[uint64]*epochTally{}, pairs: storage.PairingAudit{Session: name}, newer: &newer}
 		path := []string{bucketSessions, name}
-		w.forEach(path, root, func(e walkElem) bool {
+		w.ForEach(path, root, func(e boltpage.Elem) bool {
 			switch {
-			case string(e.key) == keyMeta && !e.bucket:
-				m, err := decodeMeta(e.value)
+			case string(e.Key) == keyMeta && !e.Bucket:
+				m, err := decodeMeta(e.Value)
 				if err != nil {
 					r.AddProblem("meta", name, 0, "%v", err)
 				} else {
@@ -155,12 +156,12 @@ func verifyPages(ctx context.Context, path string, r *VerifyReport) (sound bool,
 						r.AddProblem("import", name, 0, "an import of this session has not finished (%d messages so far): if no import is running, purge the session and import it again", m.Total)
 					}
 				}
-			case string(e.key) == bucketMsgs && e.bucket:
-				br, ok := w.sub(path, e)
+			case string(e.Key) == bucketMsgs && e.Bucket:
+				br, ok := w.Sub(path, e)
 				if !ok {
 					return true
 				}
-				w.forEach(append(path, bucketMsgs), br, func(m walkElem) bool {
+				w.ForEach(append(path, bucketMsgs), br, func(m boltpage.Elem) bool {
 					v.message(m)
 					return ctx.Err() == nil
 				})
@@ -169,10 +170,10 @@ func verifyPages(ctx context.Context, path string, r *VerifyReport) (sound bool,
 		})
 		v.finish()
 	})
-	for _, is := range w.issues {
+	for _, is := range w.Issues {
 		r.AddProblem("structure", "", 0, "%s", is)
 	}
-	return len(w.issues) == 0, newer
+	return len(w.Issues) == 0, newer
 }
 
 // implausibleSeq is a seq no session reaches (a million appends a second
@@ -201,15 +202,15 @@ type sessionVerifier struct {
 	newer     *error // set to the first record written by a newer ctxstore
 }
 
-func (v *sessionVerifier) message(e walkElem) {
+func (v *sessionVerifier) message(e boltpage.Elem) {
 	r := v.r
-	if e.bucket {
-		r.AddProblem("record", v.name, 0, "nested bucket %q among messages", e.key)
+	if e.Bucket {
+		r.AddProblem("record", v.name, 0, "nested bucket %q among messages", e.Key)
 		return
 	}
 	r.Messages++
-	seq, ok := keySeq(e.key)
-	env, err := decodeAt(v.name, e.key, e.value)
+	seq, ok := keySeq(e.Key)
+	env, err := decodeAt(v.name, e.Key, e.Value)
 	if errors.Is(err, ErrNewerFormat) {
 		if *v.newer == nil {
 			*v.newer = err

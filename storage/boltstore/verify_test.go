@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 )
 
 func TestVerifyIntactStore(t *testing.T) {
@@ -124,7 +125,7 @@ func TestStoreOpenDamagedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := int(binary.NativeEndian.Uint32(good[boltPageHeaderSize+8:])) // from meta page 0
+	ps := int(binary.NativeEndian.Uint32(good[boltpage.PageHeaderSize+8:])) // from meta page 0
 	for _, c := range damageCases(good, ps, damageSeed(t, 5), 12) {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(dir, c.name+".db")
@@ -168,7 +169,7 @@ func childStoreOpen(path string) string {
 	// store's own guard turns that into ErrCorrupt (the outer guard is a net for
 	// anything it misses: readerr then shows it).
 	n := 0
-	rerr := guardFaults("read", func() error {
+	rerr := boltpage.GuardFaults("read", func() error {
 		infos, err := st.Sessions(ctx)
 		if err != nil {
 			return err

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 )
 
 // Tests of the write-ahead log (wal.go, tail.go, logwrite.go): kills at
@@ -1427,15 +1428,15 @@ func TestDamagedPagesWithLog(t *testing.T) {
 	if err != nil || len(walSpans(t, log)) != 12 {
 		t.Fatalf("the log: %d bytes, %v", len(log), err)
 	}
-	bf, err := openBoltFile(saved)
+	bf, err := boltpage.Open(saved)
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta, ps := bf.meta, bf.pageSize
-	bf.close()
+	meta, ps := bf.Meta, bf.PageSize
+	bf.Close()
 	var data []int
-	for id := uint64(2); id < meta.hwm; id++ {
-		if id != meta.root && id != meta.freelist {
+	for id := uint64(2); id < meta.HWM; id++ {
+		if id != meta.Root && id != meta.Freelist {
 			data = append(data, int(id))
 		}
 	}

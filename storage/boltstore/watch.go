@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -107,7 +108,7 @@ func (s *Store) watchState(ctx context.Context, session string) (map[string]sess
 	out := map[string]sessionMark{}
 	// The reads go through bbolt's mmap: a file damaged under a long-lived watcher
 	// must give an error, not kill the process.
-	err := guardFaults("watch "+s.path, func() error {
+	err := boltpage.GuardFaults("watch "+s.path, func() error {
 		if session != "" {
 			si, err := s.Session(ctx, session)
 			switch {

@@ -1,10 +1,11 @@
-package boltstore
+package boltpage
 
 import (
 	"bytes"
 	"fmt"
 	"strings"
 
+	"github.com/ctxstore/ctxstore/storage"
 	"go.etcd.io/bbolt"
 )
 
@@ -17,65 +18,65 @@ import (
 // bounds-checked reads; this costs a few page reads, and only when a key is
 // missing, which on a sound file is the first write to a new session.
 
-// lookupDamage checks the pages a lookup of keys reads in the file at path:
+// LookupDamage checks the pages a lookup of keys reads in the file at path:
 // from the root, each key's bucket in turn, down to the leaf page that holds
 // (or would hold) the last key. It returns nil when every page on that path
 // is sound, so a key bbolt did not find is really absent, and an error
-// wrapping ErrCorrupt naming the damaged page otherwise.
-func lookupDamage(path string, keys ...string) error {
+// wrapping storage.ErrCorrupt naming the damaged page otherwise.
+func LookupDamage(path string, keys ...string) error {
 	return checkPath(path, keys, false)
 }
 
-// treeDamage is lookupDamage for reading every key of the bucket keys
+// TreeDamage is LookupDamage for reading every key of the bucket keys
 // names: the path to it and every page of its own tree (not of the buckets
 // nested in it) are checked.
-func treeDamage(path string, keys ...string) error {
+func TreeDamage(path string, keys ...string) error {
 	return checkPath(path, keys, true)
 }
 
-// txLookupDamage is lookupDamage on the file tx reads.
-func txLookupDamage(tx *bbolt.Tx, keys ...string) error {
-	return lookupDamage(tx.DB().Path(), keys...)
+// TxLookupDamage is LookupDamage on the file tx reads.
+func TxLookupDamage(tx *bbolt.Tx, keys ...string) error {
+	return LookupDamage(tx.DB().Path(), keys...)
 }
 
 func checkPath(path string, keys []string, whole bool) error {
-	bf, err := openBoltFile(path)
+	bf, err := Open(path)
 	if bf == nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+		return fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
 	}
-	defer bf.close()
+	defer bf.Close()
 	if err == nil {
-		err = bf.checkMeta()
+		err = bf.CheckMeta()
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
+		return fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
 	}
-	w := newBoltWalker(bf)
+	w := NewWalker(bf)
 	damaged := func() error {
-		if len(w.issues) == 0 {
+		if len(w.Issues) == 0 {
 			return nil
 		}
 		return fmt.Errorf("%w: %s: the pages read to find /%s are damaged: %s",
-			ErrCorrupt, path, strings.Join(keys, "/"), w.issues[0])
+			storage.ErrCorrupt, path, strings.Join(keys, "/"), w.Issues[0])
 	}
-	root := bucketRoot{page: bf.meta.root}
+	root := BucketRoot{Page: bf.Meta.Root}
 	for i, key := range keys {
-		e, found := w.find(keys[:i], root, []byte(key))
+		e, found := w.Find(keys[:i], root, []byte(key))
 		if err := damaged(); err != nil || !found {
 			return err
 		}
 		if i == len(keys)-1 && !whole {
 			return nil
 		}
-		if !e.bucket {
-			w.issue(keys[:i+1], e.page, "key %q is not a bucket", key)
+		if !e.Bucket {
+			w.Issue(keys[:i+1], e.Page, "key %q is not a bucket", key)
 			return damaged()
 		}
-		if root, found = w.sub(keys[:i], e); !found {
+		if root, found = w.Sub(keys[:i], e); !found {
 			return damaged()
 		}
 	}
-	w.forEach(keys, root, func(walkElem) bool { return true })
+	w.ForEach(keys, root, func(Elem) bool { return true })
 	return damaged()
 }
 
@@ -88,37 +89,37 @@ func checkPath(path string, keys []string, whole bool) error {
 // after at or above its own key. A damaged key on a branch page that sends
 // the lookup to the wrong child breaks one of those. Damage is recorded as
 // an issue; found is false then, or when the key is absent.
-func (w *boltWalker) find(path []string, root bucketRoot, key []byte) (e walkElem, found bool) {
-	match := func(el walkElem) bool {
-		if bytes.Equal(el.key, key) {
+func (w *Walker) Find(path []string, root BucketRoot, key []byte) (e Elem, found bool) {
+	match := func(el Elem) bool {
+		if bytes.Equal(el.Key, key) {
 			e, found = el, true
 		}
 		return true // every element is checked
 	}
-	if root.page == 0 {
-		h := parsePageHeader(root.inline)
-		if h.flags != boltLeafPage {
-			w.issue(path, 0, "inline bucket page is a %s page", pageTypeName(h.flags))
+	if root.Page == 0 {
+		h := ParsePageHeader(root.Inline)
+		if h.Flags != LeafPage {
+			w.Issue(path, 0, "inline bucket page is a %s page", pageTypeName(h.Flags))
 			return e, false
 		}
-		w.leaf(path, 0, root.inline, root.off, h.count, match)
-		return e, found && len(w.issues) == 0
+		w.leaf(path, 0, root.Inline, root.off, h.Count, match)
+		return e, found && len(w.Issues) == 0
 	}
 	var lo, hi []byte // the keys the page may hold: lo <= k < hi (nil: unbounded)
-	for id, depth := root.page, 0; ; depth++ {
-		if depth > walkMaxDepth || w.reached[id] {
-			w.issue(path, id, "tree deeper than %d levels, or a page reached twice (a cycle?)", walkMaxDepth)
+	for id, depth := root.Page, 0; ; depth++ {
+		if depth > MaxDepth || w.Reached[id] {
+			w.Issue(path, id, "tree deeper than %d levels, or a page reached twice (a cycle?)", MaxDepth)
 			return e, false
 		}
-		w.reached[id] = true
+		w.Reached[id] = true
 		keys, children, ok := w.pageKeys(path, id, lo, hi)
 		if !ok {
 			return e, false
 		}
 		if children == nil {
-			h, buf, _ := w.bf.page(id) // read by pageKeys
-			w.leaf(path, id, buf, int64(id)*int64(w.bf.pageSize), h.count, match)
-			return e, found && len(w.issues) == 0
+			h, buf, _ := w.File.Page(id) // read by pageKeys
+			w.leaf(path, id, buf, int64(id)*int64(w.File.PageSize), h.Count, match)
+			return e, found && len(w.Issues) == 0
 		}
 		i := 0
 		for j := 1; j < len(keys) && bytes.Compare(keys[j], key) <= 0; j++ {
@@ -140,41 +141,41 @@ func (w *boltWalker) find(path []string, root bucketRoot, key []byte) (e walkEle
 // pageKeys reads page id, a branch or leaf page of the bucket at path, and
 // returns its keys, checked in order and within lo <= k < hi, and for a
 // branch page its children (nil for a leaf page).
-func (w *boltWalker) pageKeys(path []string, id uint64, lo, hi []byte) (keys [][]byte, children []uint64, ok bool) {
-	h, buf, err := w.bf.page(id)
+func (w *Walker) pageKeys(path []string, id uint64, lo, hi []byte) (keys [][]byte, children []uint64, ok bool) {
+	h, buf, err := w.File.Page(id)
 	if err != nil {
-		w.issue(path, id, "%v", err)
+		w.Issue(path, id, "%v", err)
 		return nil, nil, false
 	}
-	if h.flags != boltLeafPage && h.flags != boltBranchPage {
-		w.issue(path, id, "%s page where a branch or leaf page belongs", pageTypeName(h.flags))
+	if h.Flags != LeafPage && h.Flags != BranchPage {
+		w.Issue(path, id, "%s page where a branch or leaf page belongs", pageTypeName(h.Flags))
 		return nil, nil, false
 	}
-	if h.count == 0 && h.flags == boltBranchPage {
-		w.issue(path, id, "branch page without elements")
+	if h.Count == 0 && h.Flags == BranchPage {
+		w.Issue(path, id, "branch page without elements")
 		return nil, nil, false
 	}
 	var order disorder
-	for i := range int(h.count) {
+	for i := range int(h.Count) {
 		var k []byte
-		if h.flags == boltBranchPage {
+		if h.Flags == BranchPage {
 			var child uint64
-			k, child, err = branchElem(buf, i)
-			if err == nil && (child < 2 || child >= w.bf.meta.hwm) {
-				err = fmt.Errorf("points at page %d, outside 2..%d", child, w.bf.meta.hwm-1)
+			k, child, err = BranchElem(buf, i)
+			if err == nil && (child < 2 || child >= w.File.Meta.HWM) {
+				err = fmt.Errorf("points at page %d, outside 2..%d", child, w.File.Meta.HWM-1)
 			}
 			children = append(children, child)
 		} else {
-			var e walkElem
-			e, err = leafElem(buf, i)
-			k = e.key
+			var e Elem
+			e, err = LeafElem(buf, i)
+			k = e.Key
 		}
 		if err != nil {
-			w.issue(path, id, "element %d: %v", i, err)
+			w.Issue(path, id, "element %d: %v", i, err)
 			return nil, nil, false
 		}
 		if lo != nil && bytes.Compare(k, lo) < 0 || hi != nil && bytes.Compare(k, hi) >= 0 {
-			w.issue(path, id, "element %d: key outside the range its parent page gives", i)
+			w.Issue(path, id, "element %d: key outside the range its parent page gives", i)
 			return nil, nil, false
 		}
 		if i > 0 {
@@ -183,15 +184,15 @@ func (w *boltWalker) pageKeys(path []string, id uint64, lo, hi []byte) (keys [][
 		keys = append(keys, k)
 	}
 	order.report(w, path, id)
-	return keys, children, len(w.issues) == 0
+	return keys, children, len(w.Issues) == 0
 }
 
 // siblingBelow checks that the last key of page id, a child of branch page
 // parent before the one a lookup takes, lies below bound, that child's key.
-func (w *boltWalker) siblingBelow(path []string, parent, id uint64, bound []byte) bool {
+func (w *Walker) siblingBelow(path []string, parent, id uint64, bound []byte) bool {
 	keys, _, ok := w.pageKeys(path, id, nil, nil)
 	if ok && len(keys) > 0 && bytes.Compare(keys[len(keys)-1], bound) >= 0 {
-		w.issue(path, parent, "a key leads past keys the page before holds (page %d)", id)
+		w.Issue(path, parent, "a key leads past keys the page before holds (page %d)", id)
 		return false
 	}
 	return ok
@@ -199,10 +200,10 @@ func (w *boltWalker) siblingBelow(path []string, parent, id uint64, bound []byte
 
 // siblingAbove checks that the first key of page id, a child of branch page
 // parent after the one a lookup takes, lies at or above bound, its key.
-func (w *boltWalker) siblingAbove(path []string, parent, id uint64, bound []byte) bool {
+func (w *Walker) siblingAbove(path []string, parent, id uint64, bound []byte) bool {
 	keys, _, ok := w.pageKeys(path, id, nil, nil)
 	if ok && len(keys) > 0 && bytes.Compare(keys[0], bound) < 0 {
-		w.issue(path, parent, "a key leads past keys the page after holds (page %d)", id)
+		w.Issue(path, parent, "a key leads past keys the page after holds (page %d)", id)
 		return false
 	}
 	return ok
