@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"io"
 	"os"
 	"path/filepath"
@@ -101,7 +102,7 @@ func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 			return err
 		}
 		if done {
-			return fdatasync(f)
+			return wal.Fdatasync(f)
 		}
 	}
 	return fmt.Errorf("%w: appends kept arriving while applying the log, %d times; try again", ErrLocked, backupTries)
@@ -150,7 +151,7 @@ func Restore(ctx context.Context, path, backup string) (*RestoreReport, error) {
 		if err := os.Link(path, r.Previous); err != nil {
 			return nil, fmt.Errorf("restore %s: keep the old file: %w", path, err)
 		}
-		if err := os.Rename(path+walSuffix, r.Previous+walSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Rename(path+wal.Suffix, r.Previous+wal.Suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("restore %s: set the old file's log aside: %w", path, err)
 		}
 	}
@@ -176,7 +177,7 @@ func lockForRestore(path string, exists bool) (func(), error) {
 			f.Close()
 		}
 	}
-	for _, p := range []string{path, path + walSuffix} {
+	for _, p := range []string{path, path + wal.Suffix} {
 		if !exists {
 			break
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
@@ -42,9 +43,9 @@ func (s *Store) besideLog(batch []*writeReq, t *tailState) bool {
 	if ts := t.session(batch[0].derived); ts != nil && !ts.exists {
 		return false // bbolt does not hold it: the write creates it
 	}
-	gen, synced, _, err := syncWords(s.walF)
+	gen, synced, _, err := wal.SyncWords(s.walF)
 	// A new generation's header says synced 0 until its first record.
-	return err == nil && gen == t.hdr.gen && (int64(synced) >= t.off || t.off == walHeaderSize) && !t.torn
+	return err == nil && gen == t.hdr.Gen && (int64(synced) >= t.off || t.off == wal.HeaderSize) && !t.torn
 }
 
 // commitBeside commits batch (one write of derived records) into db without

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ctxstore/ctxstore/internal/groupcommit"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
@@ -239,7 +240,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 
 	// The transaction reads pages through bbolt's mmap: a damaged page must
 	// fail the batch with ErrCorrupt, not kill the process.
-	var next walHeader
+	var next wal.Header
 	err = s.guard("write", func() error {
 		return db.Update(func(tx *bbolt.Tx) error {
 			w := newWtx(tx)
@@ -357,7 +358,7 @@ func (s *Store) holdsTailFile(t *tailState) (bool, error) {
 // reach it too (as records of a log it has not applied). A failure to empty
 // it loses nothing: bbolt says how far the log is applied, so its records
 // read as applied.
-func (s *Store) emptyAppliedLog(db *bbolt.DB, t *tailState, next walHeader) {
+func (s *Store) emptyAppliedLog(db *bbolt.DB, t *tailState, next wal.Header) {
 	same, serr := s.stillAtPath()
 	if serr != nil || !same {
 		return

@@ -6,29 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
-
-// LogPath is the write-ahead log of the store file at path (PATH-wal): the
-// appends acknowledged but not yet applied to the file. A Store opened on
-// path uses it; anything that copies, moves or replaces the file behind the
-// Store's back must take it along (see CompactFile and Salvage).
-//
-// A symlink is followed: the log is beside the file it points to, so
-// processes naming the file directly or through symlinks share one log. Hard
-// links cannot be followed: each name of a hard-linked file would get a log
-// of its own, so Open refuses a file with more than one name. Give a
-// database one name (symlinks to it are fine).
-func LogPath(path string) string {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
-	}
-	return path + walSuffix
-}
 
 // CompactFile writes a tightly packed copy of a store file into dst: bbolt
 // never gives the pages freed by purges back to the file system, the copy
@@ -161,12 +144,12 @@ func applyLogToCopy(ctx context.Context, log *os.File, dst string) ([]byte, erro
 	if err != nil {
 		return nil, fmt.Errorf("log %s: %w", log.Name(), err)
 	}
-	if fi.Size() <= walHeaderSize {
+	if fi.Size() <= wal.HeaderSize {
 		return nil, nil // no records: the copy holds everything
 	}
-	wal := LogPath(dst)
-	defer os.Remove(wal)
-	w, err := os.OpenFile(wal, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
+	logCopy := LogPath(dst)
+	defer os.Remove(logCopy)
+	w, err := os.OpenFile(logCopy, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
 	if err != nil {
 		return nil, fmt.Errorf("copy the log %s: %w", log.Name(), err)
 	}
@@ -193,11 +176,11 @@ func applyLogToCopy(ctx context.Context, log *os.File, dst string) ([]byte, erro
 	}
 	// Applied: the copy's log is a bare header now. Anything else means
 	// a record stayed out of the copy.
-	hdr, err := os.ReadFile(wal)
+	hdr, err := os.ReadFile(logCopy)
 	if err != nil {
 		return nil, fmt.Errorf("apply the log %s to the copy: %w", log.Name(), err)
 	}
-	if _, ok, herr := decodeWALHeader(hdr); len(hdr) != walHeaderSize || !ok || herr != nil {
+	if _, ok, herr := wal.DecodeHeader(hdr); len(hdr) != wal.HeaderSize || !ok || herr != nil {
 		return nil, fmt.Errorf("apply the log %s to the copy: %d bytes left in the copy's log", log.Name(), len(hdr))
 	}
 	return hdr, nil
@@ -206,13 +189,13 @@ func applyLogToCopy(ctx context.Context, log *os.File, dst string) ([]byte, erro
 // emptyLog cuts log to hdr, the header of an empty log of the generation
 // the compacted file at its path expects next, and syncs it.
 func emptyLog(log *os.File, hdr []byte) error {
-	if err := log.Truncate(walHeaderSize); err != nil {
+	if err := log.Truncate(wal.HeaderSize); err != nil {
 		return err
 	}
 	if _, err := log.WriteAt(hdr, 0); err != nil {
 		return err
 	}
-	return fdatasync(log)
+	return wal.Fdatasync(log)
 }
 
 // PageSize returns the page size recorded in the store file at path,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -136,7 +137,7 @@ func decodeHead(dec *msgpack.Decoder, r *bytes.Reader, b []byte, e *envelope) (n
 		return 0, 0, fmt.Errorf("version: %v", err)
 	}
 	if version > EnvelopeVersion {
-		return 0, 0, newerFormat("message envelope", version, EnvelopeVersion)
+		return 0, 0, wal.NewerFormat("message envelope", version, EnvelopeVersion)
 	}
 	if version < 1 {
 		return 0, 0, fmt.Errorf("unsupported version %d", version)

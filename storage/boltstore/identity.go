@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
@@ -25,17 +26,11 @@ import (
 // its database, not its path: it resolves symlinks once at Open, and fails
 // with ErrMoved once the file at the path is another database.
 
-// newerFormat is the error for something written in version n of a format of
-// which this build reads up to have.
-func newerFormat(what string, n, have uint64) error {
-	return fmt.Errorf("%w (%s version %d; this ctxstore reads up to version %d)", ErrNewerFormat, what, n, have)
-}
-
 // fileState is what the "ctxstore" bucket says about a file.
 type fileState struct {
 	format   uint64 // 0: no format recorded (a file being created)
 	sessions bool   // the sessions bucket exists
-	id       [walIDLen]byte
+	id       [wal.IDLen]byte
 	hasID    bool
 }
 
@@ -57,15 +52,15 @@ func readFileState(tx *bbolt.Tx) (fileState, error) {
 			return st, fmt.Errorf("%w: format version %q", ErrCorrupt, v)
 		}
 		if n > FormatVersion {
-			return st, newerFormat("file format", n, FormatVersion)
+			return st, wal.NewerFormat("file format", n, FormatVersion)
 		}
 		st.format = n
 	}
-	a, ok, err := decodeWALApplied(b.Get([]byte(keyWAL)))
+	a, ok, err := wal.DecodeApplied(b.Get([]byte(wal.KeyState)))
 	if err != nil {
 		return st, err
 	}
-	st.id, st.hasID = a.id, ok
+	st.id, st.hasID = a.ID, ok
 	return st, nil
 }
 
@@ -86,18 +81,18 @@ func initStore(tx *bbolt.Tx) error {
 			return fmt.Errorf("%w: format version %q", ErrCorrupt, v)
 		}
 		if n > FormatVersion {
-			return newerFormat("file format", n, FormatVersion)
+			return wal.NewerFormat("file format", n, FormatVersion)
 		}
 	}
 	if err := b.Put([]byte(keyFormat), []byte(strconv.Itoa(FormatVersion))); err != nil {
 		return err
 	}
-	if b.Get([]byte(keyWAL)) == nil {
-		id, err := newWALID()
+	if b.Get([]byte(wal.KeyState)) == nil {
+		id, err := wal.NewID()
 		if err != nil {
 			return fmt.Errorf("database id: %w", err)
 		}
-		if err := b.Put([]byte(keyWAL), walApplied{id: id}.encode()); err != nil {
+		if err := b.Put([]byte(wal.KeyState), wal.Applied{ID: id}.Encode()); err != nil {
 			return err
 		}
 	}
@@ -109,16 +104,16 @@ func initStore(tx *bbolt.Tx) error {
 // an identity of its own: a backup or a compacted copy is a database of its
 // own, to which no log of the original ever applies.
 func giveNewIdentity(path string) error {
-	id, err := newWALID()
+	id, err := wal.NewID()
 	if err != nil {
 		return fmt.Errorf("give %s an identity: %w", path, err)
 	}
-	return setApplied(path, walApplied{id: id})
+	return setApplied(path, wal.Applied{ID: id})
 }
 
 // setApplied records a as the identity of the store file at path (a copy no
 // process has open) and how far its log is applied.
-func setApplied(path string, a walApplied) error {
+func setApplied(path string, a wal.Applied) error {
 	db, err := bbolt.Open(path, fileMode, &bbolt.Options{Timeout: time.Second})
 	if err != nil {
 		return fmt.Errorf("record the identity of %s: %w", path, err)
@@ -127,7 +122,7 @@ func setApplied(path string, a walApplied) error {
 		if err := initStore(tx); err != nil {
 			return err
 		}
-		return tx.Bucket([]byte(bucketStore)).Put([]byte(keyWAL), a.encode())
+		return tx.Bucket([]byte(bucketStore)).Put([]byte(wal.KeyState), a.Encode())
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr
@@ -139,7 +134,7 @@ func setApplied(path string, a walApplied) error {
 }
 
 // idString is how messages show an identity.
-func idString(id [walIDLen]byte) string { return hex.EncodeToString(id[:8]) }
+func idString(id [wal.IDLen]byte) string { return hex.EncodeToString(id[:8]) }
 
 // hardLinkSettle is how long checkOneName waits for a second name to go
 // away: createFile links a new file into place from a temporary name, which
@@ -217,8 +212,8 @@ const orphanInfix = ".orphan-"
 // setAsideLog renames the log at path (held exclusively by the caller) out of
 // the way, to a name that says whose it is: PATH.orphan-ID-TIME. A log
 // without records has nothing to keep and is removed.
-func setAsideLog(f *os.File, path string, id [walIDLen]byte) (string, error) {
-	if fi, err := f.Stat(); err == nil && fi.Size() <= walHeaderSize {
+func setAsideLog(f *os.File, path string, id [wal.IDLen]byte) (string, error) {
+	if fi, err := f.Stat(); err == nil && fi.Size() <= wal.HeaderSize {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return "", fmt.Errorf("remove the log %s of another database: %w", path, err)
 		}
@@ -246,22 +241,22 @@ func setAsideLog(f *os.File, path string, id [walIDLen]byte) (string, error) {
 // foreignLogID reads the id in the header of the log open on f and reports
 // whether it is another database's than id. A log without a whole header,
 // or with a damaged one, is not judged here (catchUp reports damage).
-func foreignLogID(f *os.File, id [walIDLen]byte) ([walIDLen]byte, bool) {
-	var b [walHeaderSize]byte
-	if n, _ := f.ReadAt(b[:], 0); n < walHeaderSize {
-		return [walIDLen]byte{}, false
+func foreignLogID(f *os.File, id [wal.IDLen]byte) ([wal.IDLen]byte, bool) {
+	var b [wal.HeaderSize]byte
+	if n, _ := f.ReadAt(b[:], 0); n < wal.HeaderSize {
+		return [wal.IDLen]byte{}, false
 	}
-	h, ok, err := decodeWALHeader(b[:])
+	h, ok, err := wal.DecodeHeader(b[:])
 	if !ok || err != nil {
-		return [walIDLen]byte{}, false
+		return [wal.IDLen]byte{}, false
 	}
-	return h.id, h.id != id
+	return h.ID, h.ID != id
 }
 
 // isLogName reports whether name (a base name) is a log ctxstore made: a
 // PATH-wal or a set-aside PATH-wal.orphan-*.
 func isLogName(name string) bool {
-	return strings.HasSuffix(name, walSuffix) || strings.Contains(name, walSuffix+orphanInfix)
+	return strings.HasSuffix(name, wal.Suffix) || strings.Contains(name, wal.Suffix+orphanInfix)
 }
 
 // setAsideOwnLog sets aside the open log, which carries this database's id
@@ -272,7 +267,7 @@ func (s *Store) setAsideOwnLog(t *tailState) error {
 	if s.walF == nil {
 		return nil
 	}
-	if _, err := setAsideLog(s.walF, s.walPath, t.hdr.id); err != nil {
+	if _, err := setAsideLog(s.walF, s.walPath, t.hdr.ID); err != nil {
 		return fmt.Errorf("store %s: %w", s.path, err)
 	}
 	return nil

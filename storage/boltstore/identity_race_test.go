@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
@@ -41,9 +42,9 @@ func TestCommitNeverAppliesTheLogToAFileMovedInMeanwhile(t *testing.T) {
 	if !errors.Is(err, ErrMoved) {
 		t.Errorf("checkpoint with another database moved in under it: %v, want ErrMoved", err)
 	}
-	if got, _ := fileIdentity(t, path); got.id != theirs.id {
+	if got, _ := fileIdentity(t, path); got.ID != theirs.ID {
 		t.Errorf("the file moved in has identity %s after the checkpoint, want its own %s (the Store's is %s)",
-			idString(got.id), idString(theirs.id), idString(mine.id))
+			idString(got.ID), idString(theirs.ID), idString(mine.ID))
 	}
 	other, err := Open(path, Options{ReadOnly: true})
 	if err != nil {
@@ -68,14 +69,14 @@ func TestDamagedForeignLogSetAsideUnread(t *testing.T) {
 	for i := range 3 {
 		appendText(t, a, "s", fmt.Sprintf("a%d", i))
 	}
-	log, err := os.ReadFile(filepath.Join(dir, "a.db") + walSuffix)
+	log, err := os.ReadFile(filepath.Join(dir, "a.db") + wal.Suffix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(log) < walHeaderSize+20 {
+	if len(log) < wal.HeaderSize+20 {
 		t.Fatalf("a's log holds %d bytes, want records", len(log))
 	}
-	copy(log[walHeaderSize+16:], "XXXX") // inside the first record, before synced
+	copy(log[wal.HeaderSize+16:], "XXXX") // inside the first record, before synced
 	path := filepath.Join(dir, "b.db")
 	b, err := Open(path, Options{})
 	if err != nil {
@@ -85,7 +86,7 @@ func TestDamagedForeignLogSetAsideUnread(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path+walSuffix, log, 0o600); err != nil {
+	if err := os.WriteFile(path+wal.Suffix, log, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	b, err = Open(path, Options{})
@@ -99,7 +100,7 @@ func TestDamagedForeignLogSetAsideUnread(t *testing.T) {
 	if _, _, err := b.Append(ctx, "s", text("user", "b1")); err != nil {
 		t.Errorf("append to b beside a's damaged log: %v", err)
 	}
-	aside, _ := filepath.Glob(path + walSuffix + orphanInfix + "*")
+	aside, _ := filepath.Glob(path + wal.Suffix + orphanInfix + "*")
 	if len(aside) != 1 {
 		t.Fatalf("logs set aside: %q", aside)
 	}
@@ -116,7 +117,7 @@ func TestConcurrentMigration(t *testing.T) {
 	const procs, each = 4, 20
 	path := fileEdited(t, func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(bucketStore))
-		if err := b.Delete([]byte(keyWAL)); err != nil {
+		if err := b.Delete([]byte(wal.KeyState)); err != nil {
 			return err
 		}
 		return b.Put([]byte(keyFormat), []byte("1"))
@@ -151,7 +152,7 @@ func TestConcurrentMigration(t *testing.T) {
 			}
 		}
 	}
-	if a, ok := fileIdentity(t, path); !ok || a.id == ([walIDLen]byte{}) {
+	if a, ok := fileIdentity(t, path); !ok || a.ID == ([wal.IDLen]byte{}) {
 		t.Errorf("no identity after the migration")
 	}
 }

@@ -9,21 +9,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
 // fileIdentity reads the identity recorded in the store file at path.
-func fileIdentity(t *testing.T, path string) (walApplied, bool) {
+func fileIdentity(t *testing.T, path string) (wal.Applied, bool) {
 	t.Helper()
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var a walApplied
+	var a wal.Applied
 	var ok bool
 	err = db.View(func(tx *bbolt.Tx) error {
-		a, ok, err = decodeWALApplied(tx.Bucket([]byte(bucketStore)).Get([]byte(keyWAL)))
+		a, ok, err = wal.DecodeApplied(tx.Bucket([]byte(bucketStore)).Get([]byte(wal.KeyState)))
 		return err
 	})
 	if err != nil {
@@ -62,7 +63,7 @@ func fileEdited(t *testing.T, edit func(tx *bbolt.Tx) error) string {
 func TestMigrationGivesIdentity(t *testing.T) {
 	path := fileEdited(t, func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(bucketStore))
-		if err := b.Delete([]byte(keyWAL)); err != nil {
+		if err := b.Delete([]byte(wal.KeyState)); err != nil {
 			return err
 		}
 		return b.Put([]byte(keyFormat), []byte("1"))
@@ -87,7 +88,7 @@ func TestMigrationGivesIdentity(t *testing.T) {
 	if err := rw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if a, ok := fileIdentity(t, path); !ok || a.id == ([walIDLen]byte{}) {
+	if a, ok := fileIdentity(t, path); !ok || a.ID == ([wal.IDLen]byte{}) {
 		t.Fatalf("no identity after a writable open: %+v %v", a, ok)
 	}
 }

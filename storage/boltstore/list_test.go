@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"github.com/ctxstore/ctxstore/storage/storagetest"
 )
 
@@ -34,7 +35,7 @@ func TestListSessionsPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if fi, err := os.Stat(LogPath(path)); err != nil || fi.Size() <= walHeaderSize {
+	if fi, err := os.Stat(LogPath(path)); err != nil || fi.Size() <= wal.HeaderSize {
 		t.Fatalf("the appends are not in the log: %v", err)
 	}
 	other, err := Open(path, Options{ReadOnly: true})

@@ -3,6 +3,7 @@ package boltstore
 import (
 	"context"
 	"errors"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -114,7 +115,7 @@ type logHolder struct{ f *os.File }
 // openLog opens the log of the store at path; the test closes it.
 func openLog(t *testing.T, path string) logHolder {
 	t.Helper()
-	f, err := os.OpenFile(path+walSuffix, os.O_RDWR, 0)
+	f, err := os.OpenFile(path+wal.Suffix, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,14 +189,14 @@ func TestLogReplacedWhileWaiting(t *testing.T) {
 	go func() { _, _, err := st.Append(ctx, "s", text("user", "while replaced")); done <- err }()
 	awaitLogWaiter(t)
 	// The same log, byte for byte, as a new file moved over the path.
-	b, err := os.ReadFile(path + walSuffix)
+	b, err := os.ReadFile(path + wal.Suffix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "new-wal"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(filepath.Join(dir, "new-wal"), path+walSuffix); err != nil {
+	if err := os.Rename(filepath.Join(dir, "new-wal"), path+wal.Suffix); err != nil {
 		t.Fatal(err)
 	}
 	holder.unlock(t)

@@ -2,13 +2,13 @@ package boltstore
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
@@ -49,7 +49,7 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 			size += len(rec.Message.Bytes()) + 64
 		}
 	}
-	if size > walMaxRecord {
+	if size > wal.MaxRecord {
 		return false
 	}
 	actx := context.Background()
@@ -84,7 +84,7 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	// checkpoint (a crash came between): a checkpoint resets it first, so
 	// that no record follows applied ones, or the hole a reset that half
 	// reached the disk leaves where they were.
-	if t.mode != tailNormal || s.walF == nil || t.hdr.gen == t.applied.gen || t.bytes+int64(size) > s.logBytes || t.messages+n > s.logMessages {
+	if t.mode != tailNormal || s.walF == nil || t.hdr.Gen == t.applied.Gen || t.bytes+int64(size) > s.logBytes || t.messages+n > s.logMessages {
 		return false
 	}
 	var need []string
@@ -172,7 +172,7 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 		*a.last = ts.meta.LastSeq
 		ts.exists = true
 		changed[a.session] = ts
-		buf = encodeWALRecord(buf, t.hdr.gen, vals)
+		buf = wal.EncodeRecord(buf, t.hdr.Gen, vals)
 		nt.messages += len(vals)
 		accepted = append(accepted, r)
 	}
@@ -215,8 +215,8 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	s.tailMu.Unlock()
 	if s.opts.NoSync {
 		// Acknowledged unsynced, as the caller asked: readers see it now.
-		if _, synced, syncing, err := syncWords(f); err == nil {
-			markSynced(f, end, synced, syncing)
+		if _, synced, syncing, err := wal.SyncWords(f); err == nil {
+			wal.MarkSynced(f, end, synced, syncing)
 		}
 		return true
 	}
@@ -225,7 +225,7 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	defer s.inflight.Done()
 	unlock()
 	locked = false
-	err = s.syncLog(f, t.hdr.gen, end)
+	err = s.syncLog(f, t.hdr.Gen, end)
 	if err != nil {
 		s.failLog(err)
 		for _, r := range accepted {
@@ -300,58 +300,10 @@ func (s *Store) failLog(err error) {
 	s.syncErr.CompareAndSwap(nil, &err)
 }
 
-// Every appender syncs the log itself, after releasing the lock, and then
-// says in the log's header, under the lock, how far the log is known to be on
-// disk (logSynced): readers show records only up to there. Several
-// processes' syncs need no coordination of ours: the kernel merges
-// concurrent syncs of one file (ext4's journal commits the records of every
-// fdatasync that arrives during a commit in the next one), and a sync
-// flushes whatever was written before it began, whoever wrote it. Earlier
-// builds (before the first release) announced a sync in progress in
-// logSyncing and made other appenders wait for it; the word is kept at or
-// past logSynced, so that a process of such a build sharing the file never
-// waits for a sync nobody runs.
-const (
-	logGenAt     = 32
-	logSyncedAt  = 48
-	logSyncingAt = 56
-	// syncMarkTries bounds the waits (each up to LockTimeout) for the lock
-	// to mark a finished sync.
-	syncMarkTries = 3
-)
-
-func writeWord(f *os.File, at int64, v uint64) {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], v)
-	_, _ = f.WriteAt(b[:], at)
-}
-
-// syncWords reads the log's generation and its synced and syncing words.
-func syncWords(f *os.File) (gen, synced, syncing uint64, err error) {
-	var b [walHeaderSize]byte
-	if _, err := f.ReadAt(b[:], 0); err != nil {
-		return 0, 0, 0, err
-	}
-	return binary.LittleEndian.Uint64(b[logGenAt:]), binary.LittleEndian.Uint64(b[logSyncedAt:]), binary.LittleEndian.Uint64(b[logSyncingAt:]), nil
-}
-
-// markSynced records, under the exclusive lock, that the log is synced up
-// to end (for a NoSync store: acknowledged up to end), given its synced and
-// syncing words as just read.
-func markSynced(f *os.File, end int64, synced, syncing uint64) {
-	if synced >= uint64(end) {
-		return
-	}
-	writeWord(f, logSyncedAt, uint64(end))
-	if syncing < uint64(end) {
-		writeWord(f, logSyncingAt, uint64(end))
-	}
-}
-
 // syncLog syncs the log and records, if the log is still in generation gen,
 // that it is on disk up to end.
 func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
-	err := fdatasync(f)
+	err := wal.Fdatasync(f)
 	if err == nil && s.syncFault != nil {
 		err = s.syncFault()
 	}
@@ -365,7 +317,7 @@ func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 	// to say so is waited for several times over before giving up.
 	var unlock func()
 	var lerr error
-	for range syncMarkTries {
+	for range wal.SyncMarkTries {
 		if unlock, lerr = s.lockLog(context.Background(), true); lerr == nil {
 			break
 		}
@@ -374,12 +326,12 @@ func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 		return fmt.Errorf("%w: synced, but could not mark it for readers: %w", ErrOutcomeUnknown, lerr)
 	}
 	defer unlock()
-	g, synced, syncing, err := syncWords(f)
+	g, synced, syncing, err := wal.SyncWords(f)
 	if err != nil {
 		return fmt.Errorf("%w: synced, but could not mark it for readers: %w", ErrOutcomeUnknown, err)
 	}
 	if g == gen { // else applied by a checkpoint meanwhile
-		markSynced(f, end, synced, syncing)
+		wal.MarkSynced(f, end, synced, syncing)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/testkit"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"github.com/ctxstore/ctxstore/storage/storagetest"
 )
 
@@ -122,7 +123,7 @@ func TestPanicInCallback(t *testing.T) {
 		if p := testkit.Recovered(func() { _, _, err = st.AppendIf(ctx, "s", panicky, text("user", "never")) }); p != errBoom {
 			t.Fatalf("AppendIf (to bbolt) whose check panics: recovered %v (error %v), want the check's panic value", p, err)
 		}
-		st.logMessages = walMaxMessages
+		st.logMessages = wal.MaxMessages
 		writesOn(t, st)
 		if _, _, err := st.Append(ctx, "s", text("user", "s1")); err != nil {
 			t.Fatal(err)

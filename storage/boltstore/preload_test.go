@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"errors"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -29,7 +30,7 @@ func TestPreloadedSessionAcrossCompaction(t *testing.T) {
 	defer st3.Close()
 	appendText(t, st1, "other", "warm") // st1's tail is a normal one
 	appendText(t, st3, "s", "from3")    // in the log only: st1's tail does not know s
-	logf, err := os.OpenFile(path+walSuffix, os.O_RDWR, 0)
+	logf, err := os.OpenFile(path+wal.Suffix, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
@@ -91,7 +92,7 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 		if err != nil || len(envs) == 0 {
 			continue
 		}
-		l := StrayLog{Path: path, Mine: s.hasID && h.id == s.id, Messages: len(envs)}
+		l := StrayLog{Path: path, Mine: s.hasID && h.ID == s.id, Messages: len(envs)}
 		switch {
 		case name == own && (l.Mine || !s.hasID):
 			continue // the file's own log
@@ -99,7 +100,7 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 			// Another database's, not yet set aside: a write does that.
 		case !l.Mine && !strings.HasPrefix(name, own+orphanInfix):
 			continue // another database's log, beside its own file
-		case logOfAnotherFile(path, h.id) != "":
+		case logOfAnotherFile(path, h.ID) != "":
 			// The log of a file beside this one, a copy of this
 			// database (cp keeps the identity): that copy's own.
 			continue
@@ -147,10 +148,10 @@ func (s *Store) missingFrom(ctx context.Context, envs [][]byte) (int, error) {
 
 // logEnvelopes reads the header of the log at path and the envelopes of its
 // valid records.
-func logEnvelopes(path string) (walHeader, [][]byte, error) {
+func logEnvelopes(path string) (wal.Header, [][]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return walHeader{}, nil, err
+		return wal.Header{}, nil, err
 	}
 	defer f.Close()
 	recs, h, err := readLogRecords(f, path)
@@ -158,24 +159,24 @@ func logEnvelopes(path string) (walHeader, [][]byte, error) {
 }
 
 // readLogRecords reads the header and every valid record of a log.
-func readLogRecords(f *os.File, path string) ([][][]byte, walHeader, error) {
-	var b [walHeaderSize]byte
-	if n, err := f.ReadAt(b[:], 0); n < walHeaderSize {
+func readLogRecords(f *os.File, path string) ([][][]byte, wal.Header, error) {
+	var b [wal.HeaderSize]byte
+	if n, err := f.ReadAt(b[:], 0); n < wal.HeaderSize {
 		if errors.Is(err, io.EOF) {
 			err = nil
 		}
-		return nil, walHeader{}, err
+		return nil, wal.Header{}, err
 	}
-	h, ok, err := decodeWALHeader(b[:])
+	h, ok, err := wal.DecodeHeader(b[:])
 	if !ok || err != nil {
 		return nil, h, fmt.Errorf("log %s: %w", path, err)
 	}
-	_, synced, _, err := syncWords(f)
+	_, synced, _, err := wal.SyncWords(f)
 	if err != nil {
 		return nil, h, fmt.Errorf("log %s: %w", path, err)
 	}
-	sc, err := scanWAL(f, path, h.gen, walHeaderSize, -1, int64(synced))
-	return sc.records, h, err
+	sc, err := wal.ScanFile(f, path, h.Gen, wal.HeaderSize, -1, int64(synced))
+	return sc.Records, h, err
 }
 
 // ReplayLog puts the messages of a log of this database that is not its
@@ -205,11 +206,11 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	if err != nil {
 		return nil, fmt.Errorf("store %s: replay: %w", s.path, err)
 	}
-	if !s.hasID || h.id != s.id {
+	if !s.hasID || h.ID != s.id {
 		return nil, fmt.Errorf("store %s: replay: the log %s belongs to database %s, not to this one (%s): replay it into its own file (ctxstore verify and ls name the logs that belong to a file)",
-			s.path, log, idString(h.id), idString(s.id))
+			s.path, log, idString(h.ID), idString(s.id))
 	}
-	if file := logOfAnotherFile(log, h.id); file != "" {
+	if file := logOfAnotherFile(log, h.ID); file != "" {
 		return nil, fmt.Errorf("store %s: replay: %s is the log of %s, a copy of this database (a copy made with cp keeps the identity, and has a log of its own): its messages are that file's; open %s to read them",
 			s.path, log, file, file)
 	}
@@ -246,11 +247,11 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 // list or replay. It returns "" for a set-aside log, for a log whose file is
 // gone (moved away without it), and for one whose file is another database
 // (put at the moved file's name; its first write sets the log aside).
-func logOfAnotherFile(log string, id [walIDLen]byte) string {
-	if !strings.HasSuffix(log, walSuffix) {
+func logOfAnotherFile(log string, id [wal.IDLen]byte) string {
+	if !strings.HasSuffix(log, wal.Suffix) {
 		return ""
 	}
-	file := strings.TrimSuffix(log, walSuffix)
+	file := strings.TrimSuffix(log, wal.Suffix)
 	if fi, err := os.Stat(file); err != nil || !fi.Mode().IsRegular() {
 		return ""
 	}

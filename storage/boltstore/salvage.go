@@ -21,6 +21,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
 
 // SalvageReport says what Salvage copied and what it could not.
@@ -316,7 +317,7 @@ type salvaged struct {
 	lostPages, lostBytes uint64
 	// applied is the file's record of how far the log is applied, if the
 	// walk found it (hasApplied).
-	applied    walApplied
+	applied    wal.Applied
 	hasApplied bool
 	log        *salvageLog    // what the log holds beyond the file, if read
 	logSkipped map[string]int // log messages not written, by session ("": none named)
@@ -443,9 +444,9 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 		if n, ok := fileFormat(bf, boltpage.BucketRoot{Page: bf.Meta.Root}); ok && n > FormatVersion {
 			// Copied into this program's format, its records would be
 			// misread or dropped: refuse, as Open does.
-			return sv, fmt.Errorf("salvage %s: %w: salvage it with a ctxstore that reads format %d; nothing was written", src, newerFormat("file format", n, FormatVersion), n)
+			return sv, fmt.Errorf("salvage %s: %w: salvage it with a ctxstore that reads format %d; nothing was written", src, wal.NewerFormat("file format", n, FormatVersion), n)
 		}
-		if a, ok, err := decodeWALApplied(storeValue(bf, boltpage.BucketRoot{Page: bf.Meta.Root}, keyWAL)); ok && err == nil {
+		if a, ok, err := wal.DecodeApplied(storeValue(bf, boltpage.BucketRoot{Page: bf.Meta.Root}, wal.KeyState)); ok && err == nil {
 			sv.applied, sv.hasApplied = a, true
 		}
 		sv.walkTree(ctx, w, boltpage.BucketRoot{Page: bf.Meta.Root})

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"io"
 	"os"
 	"slices"
@@ -55,7 +56,7 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 	buf = buf[:n]
 	lg := &salvageLog{path: path}
 	r.Log = path
-	hdr, ok, herr := decodeWALHeader(buf)
+	hdr, ok, herr := wal.DecodeHeader(buf)
 	if !ok && herr == nil {
 		return lg, nil // never written to: no records
 	}
@@ -64,7 +65,7 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 		// them would lose them silently.
 		return nil, fmt.Errorf("log %s: %w", path, herr)
 	}
-	start := int64(walHeaderSize)
+	start := int64(wal.HeaderSize)
 	var gens []uint64
 	switch {
 	case herr != nil:
@@ -72,30 +73,30 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 		// ones the file's record of the log makes possible.
 		sv.logDamage(r, "log %s: %v", path, herr)
 		if sv.hasApplied {
-			gens = []uint64{sv.applied.gen, sv.applied.gen + 1}
+			gens = []uint64{sv.applied.Gen, sv.applied.Gen + 1}
 		}
-	case sv.hasApplied && hdr.id == sv.applied.id && hdr.gen < sv.applied.gen:
+	case sv.hasApplied && hdr.ID == sv.applied.ID && hdr.Gen < sv.applied.Gen:
 		// An older generation of the file's log, every record applied
 		// (a power cut kept a header later checkpoints had replaced):
 		// its records are in the file, or were purged since.
 		return lg, nil
-	case sv.hasApplied && hdr.id == sv.applied.id && hdr.gen == sv.applied.gen:
+	case sv.hasApplied && hdr.ID == sv.applied.ID && hdr.Gen == sv.applied.Gen:
 		// The file holds the records before applied.off.
-		start = max(sv.applied.off, walHeaderSize)
-		gens = []uint64{hdr.gen}
-	case sv.hasApplied && hdr.id != sv.applied.id:
+		start = max(sv.applied.Off, wal.HeaderSize)
+		gens = []uint64{hdr.Gen}
+	case sv.hasApplied && hdr.ID != sv.applied.ID:
 		// Another database's log: none of its messages belong here.
-		sv.notes = append(sv.notes, fmt.Sprintf("the log %s belongs to another database (%s): left out of the copy, and left as it is", path, idString(hdr.id)))
+		sv.notes = append(sv.notes, fmt.Sprintf("the log %s belongs to another database (%s): left out of the copy, and left as it is", path, idString(hdr.ID)))
 		return lg, nil
 	default:
 		// The next generation (every record is new), or a log the file
 		// has no record of (the file's record is lost): every record.
-		gens = []uint64{hdr.gen}
+		gens = []uint64{hdr.Gen}
 	}
 	var gen uint64
 	found := false
 	for _, g := range gens {
-		if _, _, ok := parseWALRecord(buf[min(start, int64(len(buf))):], g); ok {
+		if _, _, ok := wal.ParseRecord(buf[min(start, int64(len(buf))):], g); ok {
 			gen, found = g, true
 			break
 		}
@@ -106,13 +107,13 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 			sv.logLost = true
 			return lg, nil
 		}
-		gen = hdr.gen
+		gen = hdr.Gen
 	}
 	var magic [4]byte
-	binary.LittleEndian.PutUint32(magic[:], walRecMagic)
+	binary.LittleEndian.PutUint32(magic[:], wal.RecMagic)
 	pos := start
 	for pos < int64(len(buf)) {
-		envs, size, ok := parseWALRecord(buf[pos:], gen)
+		envs, size, ok := wal.ParseRecord(buf[pos:], gen)
 		if ok {
 			for _, v := range envs {
 				sv.logMessage(lg, v)
@@ -123,7 +124,7 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 		next := int64(-1)
 		for i := int64(bytes.Index(buf[pos+1:], magic[:])); i >= 0; {
 			at := pos + 1 + i
-			if _, _, ok := parseWALRecord(buf[at:], gen); ok {
+			if _, _, ok := wal.ParseRecord(buf[at:], gen); ok {
 				next = at
 				break
 			}
@@ -141,7 +142,7 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 		sv.logLost = true
 		pos = next
 	}
-	lg.own, lg.gen, lg.end = herr == nil && sv.hasApplied && hdr.id == sv.applied.id, gen, pos
+	lg.own, lg.gen, lg.end = herr == nil && sv.hasApplied && hdr.ID == sv.applied.ID, gen, pos
 	return lg, nil
 }
 
@@ -278,8 +279,8 @@ func (sv *salvaged) keepIdentity(tmp string) error {
 		return nil
 	}
 	a := sv.applied
-	if lg := sv.log; lg != nil && lg.own && lg.gen >= a.gen {
-		a.gen, a.off = lg.gen, lg.end
+	if lg := sv.log; lg != nil && lg.own && lg.gen >= a.Gen {
+		a.Gen, a.Off = lg.gen, lg.end
 	}
 	return setApplied(tmp, a)
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"github.com/ctxstore/ctxstore/storage/search"
 )
 
@@ -17,7 +18,7 @@ const searchSuffix = "-search"
 // at path. The index is derived from the log: deleting it loses nothing,
 // the next search builds it again.
 func SearchPath(path string) string {
-	return strings.TrimSuffix(LogPath(path), walSuffix) + searchSuffix
+	return strings.TrimSuffix(LogPath(path), wal.Suffix) + searchSuffix
 }
 
 // saveSearchEvery is how many messages a search may index before the index
@@ -53,7 +54,7 @@ func (s *Store) searchIndex() *search.Index {
 // the offset read to). Every write, by any process, changes one of them.
 type logToken struct {
 	dev, ino, txid uint64
-	hdr            walHeader
+	hdr            wal.Header
 	hasHdr, torn   bool
 	off            int64
 	mode           tailMode

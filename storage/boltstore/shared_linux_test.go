@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
@@ -68,8 +69,8 @@ func childSharedPresence(path, arg string) error {
 	if held {
 		return errors.New("a Store still holds the file")
 	}
-	if fi, err := os.Stat(LogPath(path)); err == nil && fi.Size() > walHeaderSize {
-		return fmt.Errorf("the log still holds %d bytes of records", fi.Size()-walHeaderSize)
+	if fi, err := os.Stat(LogPath(path)); err == nil && fi.Size() > wal.HeaderSize {
+		return fmt.Errorf("the log still holds %d bytes of records", fi.Size()-wal.HeaderSize)
 	}
 	db, err := bbolt.Open(path, fileMode, &bbolt.Options{Timeout: 50 * time.Millisecond})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"os"
 	"path/filepath"
 	"sync"
@@ -66,7 +67,7 @@ type Store struct {
 	// a file found at the path with another one is not this database,
 	// and a log with another one is not its log. hasID is false only for
 	// a read-only store of a file from before identities.
-	id    [walIDLen]byte
+	id    [wal.IDLen]byte
 	hasID bool
 
 	mu        sync.Mutex // guards the fields below
@@ -142,7 +143,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
-	s := &Store{path: path, name: path, opts: opts, logBytes: walCheckpoint, logMessages: walMaxMessages}
+	s := &Store{path: path, name: path, opts: opts, logBytes: wal.CheckpointBytes, logMessages: wal.MaxMessages}
 	s.idle.L = &s.mu
 
 	fi, statErr := os.Stat(path)
@@ -177,7 +178,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := checkOneName(s.path); err != nil {
 		return nil, err
 	}
-	s.walPath = s.path + walSuffix
+	s.walPath = s.path + wal.Suffix
 	if err := s.init(context.Background()); err != nil {
 		return nil, err
 	}
@@ -418,7 +419,7 @@ func (s *Store) checkpointOnClose() {
 	}
 	// An empty log needs no checkpoint, whoever else has the file open.
 	fi, err := os.Stat(s.walPath)
-	if err != nil || fi.Size() <= walHeaderSize {
+	if err != nil || fi.Size() <= wal.HeaderSize {
 		return
 	}
 	if presence != nil && filelock.OthersPresent(s.path) {

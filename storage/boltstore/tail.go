@@ -18,6 +18,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/pause"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
@@ -52,10 +53,10 @@ type tailState struct {
 	// from before txid was read: while it is still held, txid is still
 	// the file's (this process's own commits forget or advance the tails).
 	held   uint64
-	hdr    walHeader
+	hdr    wal.Header
 	hasHdr bool
 
-	applied    walApplied // what bbolt says it holds of the log
+	applied    wal.Applied // what bbolt says it holds of the log
 	hasApplied bool
 	mode       tailMode
 	off        int64 // offset after the last record read
@@ -257,7 +258,7 @@ func (s *Store) walFile(check bool) (*os.File, error) {
 			f.Close()
 			return nil, fmt.Errorf("store %s: log %s: not a regular file", s.path, s.walPath)
 		}
-		if fi.Size() < walHeaderSize && !s.opts.ReadOnly {
+		if fi.Size() < wal.HeaderSize && !s.opts.ReadOnly {
 			// Never written: its creator may have died before syncing
 			// the directory. Sync it before any record is acknowledged.
 			if derr := syncDir(filepath.Dir(s.walPath)); derr != nil {
@@ -455,27 +456,27 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 	}
 	dev, ino := key.dev, key.ino
 	f := s.walF
-	var hdr walHeader
+	var hdr wal.Header
 	hasHdr := false
 	var synced int64
 	if f != nil {
-		var b [walHeaderSize + 1]byte
+		var b [wal.HeaderSize + 1]byte
 		n, rerr := f.ReadAt(b[:], 0)
-		if rerr != nil && n < walHeaderSize && !errors.Is(rerr, io.EOF) {
+		if rerr != nil && n < wal.HeaderSize && !errors.Is(rerr, io.EOF) {
 			return nil, fmt.Errorf("store %s: read the log: %w", s.path, rerr)
 		}
-		if n == walHeaderSize && !slices.ContainsFunc(b[:n], func(c byte) bool { return c != 0 }) {
+		if n == wal.HeaderSize && !slices.ContainsFunc(b[:n], func(c byte) bool { return c != 0 }) {
 			// Zeros and nothing after them: the header of a new log
 			// that did not reach the disk (its size did) before a
 			// crash. The log is empty; the next write writes the header.
 			n = 0
 		}
-		hdr, hasHdr, err = decodeWALHeader(b[:min(n, walHeaderSize)])
+		hdr, hasHdr, err = wal.DecodeHeader(b[:min(n, wal.HeaderSize)])
 		if err != nil {
 			return nil, fmt.Errorf("store %s: log %s: %w", s.path, s.walPath, err)
 		}
 		if hasHdr {
-			synced = int64(binary.LittleEndian.Uint64(b[logSyncedAt:]))
+			synced = int64(binary.LittleEndian.Uint64(b[wal.SyncedAt:]))
 		}
 	}
 	t := old
@@ -496,37 +497,37 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 		// A reader reads up to synced: nothing new to read.
 		return t, nil
 	}
-	gen := hdr.gen
+	gen := hdr.Gen
 	limit := int64(-1)
 	if !exclusive {
 		limit = synced
 	}
-	sc, err := scanWAL(f, s.walPath, gen, t.off, limit, synced)
+	sc, err := wal.ScanFile(f, s.walPath, gen, t.off, limit, synced)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", s.path, err)
 	}
-	if sc.torn && exclusive && !s.opts.ReadOnly {
+	if sc.Torn && exclusive && !s.opts.ReadOnly {
 		// A write cut short by a crash: nobody acknowledged it, and the
 		// next record must follow the last valid one.
-		if err := f.Truncate(sc.end); err != nil {
+		if err := f.Truncate(sc.End); err != nil {
 			return nil, fmt.Errorf("store %s: cut a torn record off the log: %w", s.path, err)
 		}
-		sc.torn = false
+		sc.Torn = false
 	}
-	if len(sc.records) == 0 && sc.torn == t.torn {
+	if len(sc.Records) == 0 && sc.Torn == t.torn {
 		return t, nil
 	}
 	nt := *t
-	nt.torn = sc.torn
-	nt.off = sc.end
+	nt.torn = sc.Torn
+	nt.off = sc.End
 	if t.mode == tailOrphan {
-		nt.orphan = append(slices.Clip(t.orphan), sc.records...)
+		nt.orphan = append(slices.Clip(t.orphan), sc.Records...)
 		return &nt, nil
 	}
-	if len(sc.records) == 0 {
+	if len(sc.Records) == 0 {
 		return &nt, nil
 	}
-	ok, err := s.addRecords(ctx, &nt, sc.records)
+	ok, err := s.addRecords(ctx, &nt, sc.Records)
 	if err != nil {
 		return nil, err
 	}
@@ -535,18 +536,18 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 		// file's, from its start.
 		nt = *t
 		nt.mode, nt.sessions, nt.messages, nt.bytes = tailOrphan, map[string]*tailSession{}, 0, 0
-		nt.off = walHeaderSize
-		all, err := scanWAL(f, s.walPath, gen, walHeaderSize, limit, synced)
+		nt.off = wal.HeaderSize
+		all, err := wal.ScanFile(f, s.walPath, gen, wal.HeaderSize, limit, synced)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", s.path, err)
 		}
-		nt.orphan, nt.off, nt.torn = all.records, all.end, all.torn
+		nt.orphan, nt.off, nt.torn = all.Records, all.End, all.Torn
 	}
 	return &nt, nil
 }
 
 // rebuildTail starts a tail afresh for the bbolt file at the path.
-func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr walHeader, hasHdr bool) (*tailState, error) {
+func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr wal.Header, hasHdr bool) (*tailState, error) {
 	t := &tailState{dbDev: dev, dbIno: ino, txid: txid, hdr: hdr, hasHdr: hasHdr, sessions: map[string]*tailSession{}}
 	err := s.bolt(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(bucketStore))
@@ -554,28 +555,28 @@ func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr walH
 			return nil
 		}
 		var err error
-		t.applied, t.hasApplied, err = decodeWALApplied(b.Get([]byte(keyWAL)))
+		t.applied, t.hasApplied, err = wal.DecodeApplied(b.Get([]byte(wal.KeyState)))
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if s.hasID && (!t.hasApplied || t.applied.id != s.id) {
+	if s.hasID && (!t.hasApplied || t.applied.ID != s.id) {
 		return nil, fmt.Errorf("store %s: %w: it holds database %s, this Store opened %s; open the path again to use the file now there",
-			s.path, ErrMoved, idString(t.applied.id), idString(s.id))
+			s.path, ErrMoved, idString(t.applied.ID), idString(s.id))
 	}
 	switch {
 	case !hasHdr:
 		t.mode = tailEmpty
-	case t.hasApplied && hdr.id == t.applied.id && hdr.gen == t.applied.gen+1:
-		t.mode, t.off = tailNormal, walHeaderSize
-	case t.hasApplied && hdr.id == t.applied.id && hdr.gen == t.applied.gen:
-		t.mode, t.off = tailNormal, max(t.applied.off, walHeaderSize)
-	case t.hasApplied && hdr.id == t.applied.id && hdr.gen < t.applied.gen:
-		t.mode, t.off = tailStale, walHeaderSize
+	case t.hasApplied && hdr.ID == t.applied.ID && hdr.Gen == t.applied.Gen+1:
+		t.mode, t.off = tailNormal, wal.HeaderSize
+	case t.hasApplied && hdr.ID == t.applied.ID && hdr.Gen == t.applied.Gen:
+		t.mode, t.off = tailNormal, max(t.applied.Off, wal.HeaderSize)
+	case t.hasApplied && hdr.ID == t.applied.ID && hdr.Gen < t.applied.Gen:
+		t.mode, t.off = tailStale, wal.HeaderSize
 	default:
-		t.mode, t.off = tailOrphan, walHeaderSize
-		t.foreign = !t.hasApplied || hdr.id != t.applied.id
+		t.mode, t.off = tailOrphan, wal.HeaderSize
+		t.foreign = !t.hasApplied || hdr.ID != t.applied.ID
 	}
 	return t, nil
 }
@@ -708,39 +709,39 @@ func (s *Store) boltOf(ctx context.Context, t *tailState, fn func(tx *bbolt.Tx) 
 // applyLog applies the tail to bbolt inside w, first thing in a write
 // transaction, and records how far the log is applied. It returns the header
 // the log gets once the transaction has committed: a new generation, empty.
-func (w *wtx) applyLog(t *tailState) (walHeader, error) {
+func (w *wtx) applyLog(t *tailState) (wal.Header, error) {
 	b, err := w.tx.CreateBucketIfNotExists([]byte(bucketStore))
 	if err != nil {
-		return walHeader{}, err
+		return wal.Header{}, err
 	}
 	applied := t.applied
 	if !t.hasApplied {
-		if applied.id, err = newWALID(); err != nil {
-			return walHeader{}, fmt.Errorf("log id: %w", err)
+		if applied.ID, err = wal.NewID(); err != nil {
+			return wal.Header{}, fmt.Errorf("log id: %w", err)
 		}
 	}
 	switch t.mode {
 	case tailNormal:
 		// The file now holds this log's records up to t.off: a crash
 		// before the log is emptied never applies them twice.
-		applied = walApplied{id: t.hdr.id, gen: t.hdr.gen, off: t.off}
+		applied = wal.Applied{ID: t.hdr.ID, Gen: t.hdr.Gen, Off: t.off}
 		for _, name := range slices.Sorted(mapKeys(t.sessions)) {
 			ts := t.sessions[name]
 			if len(ts.recs) == 0 {
 				continue
 			}
 			if err := w.applySession(name, ts); err != nil {
-				return walHeader{}, err
+				return wal.Header{}, err
 			}
 		}
 	case tailOrphan:
 		// Set aside by the commit before it began: never applied.
-		return walHeader{}, fmt.Errorf("%w: the log does not continue the file", ErrCorrupt)
+		return wal.Header{}, fmt.Errorf("%w: the log does not continue the file", ErrCorrupt)
 	}
-	if err := b.Put([]byte(keyWAL), applied.encode()); err != nil {
-		return walHeader{}, err
+	if err := b.Put([]byte(wal.KeyState), applied.Encode()); err != nil {
+		return wal.Header{}, err
 	}
-	return walHeader{id: applied.id, gen: applied.gen + 1}, nil
+	return wal.Header{ID: applied.ID, Gen: applied.Gen + 1}, nil
 }
 
 func mapKeys(m map[string]*tailSession) func(func(string) bool) {
@@ -786,15 +787,15 @@ func (w *wtx) applySession(name string, ts *tailSession) error {
 // the new header over the old generation's records, which are invalid
 // under it and read as a torn tail. Cutting first could leave a new log
 // (grown from nothing to the header's size) holding zeros for a header.
-func (s *Store) resetLog(h walHeader) error {
+func (s *Store) resetLog(h wal.Header) error {
 	f := s.walF
 	if f == nil {
 		return nil
 	}
-	if _, err := f.WriteAt(h.encode(), 0); err != nil {
+	if _, err := f.WriteAt(h.Encode(), 0); err != nil {
 		return fmt.Errorf("store %s: empty the log: %w", s.path, err)
 	}
-	if err := f.Truncate(walHeaderSize); err != nil {
+	if err := f.Truncate(wal.HeaderSize); err != nil {
 		return fmt.Errorf("store %s: empty the log: %w", s.path, err)
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
 
 // Tests of the write-ahead log (wal.go, tail.go, logwrite.go): kills at
@@ -369,7 +370,7 @@ func walKill(t *testing.T, path string, args []string, delays []time.Duration) (
 // copyStore copies the store file and its log (if any) from src to dst.
 func copyStore(t testing.TB, src, dst string) {
 	t.Helper()
-	for _, suf := range []string{"", walSuffix} {
+	for _, suf := range []string{"", wal.Suffix} {
 		b, err := os.ReadFile(src + suf)
 		if errors.Is(err, os.ErrNotExist) && suf != "" {
 			os.Remove(dst + suf)
@@ -456,7 +457,7 @@ func TestWALCrashKill(t *testing.T) {
 	saved := filepath.Join(dir, "big-saved.db")
 	copyStore(t, big, saved) // before Close, which would apply the log
 	st.Close()
-	fi, err := os.Stat(saved + walSuffix)
+	fi, err := os.Stat(saved + wal.Suffix)
 	if err != nil || fi.Size() < 1<<20 {
 		t.Fatalf("the log to replay: %v, %v", fi, err)
 	}
@@ -536,7 +537,7 @@ func TestWALPowerLoss(t *testing.T) {
 	}
 	var snaps []snap
 	var acked []walOp
-	var lastApplied walApplied
+	var lastApplied wal.Applied
 	st.synced = func() {
 		p := filepath.Join(dir, fmt.Sprintf("snap-%d.db", len(snaps)))
 		copyStore(t, path, p)
@@ -597,29 +598,29 @@ func TestWALPowerLoss(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lb, err := os.ReadFile(sn.path + walSuffix)
+			lb, err := os.ReadFile(sn.path + wal.Suffix)
 			reopen(t, sn.path, acked[:sn.acked])
-			if !sn.commit || err != nil || len(lb) <= walHeaderSize {
+			if !sn.commit || err != nil || len(lb) <= wal.HeaderSize {
 				return
 			}
 			commits++
-			h, ok, err := decodeWALHeader(lb)
+			h, ok, err := wal.DecodeHeader(lb)
 			if !ok || err != nil {
 				t.Fatalf("log header: %v", err)
 			}
-			next := walHeader{id: h.id, gen: h.gen + 1}.encode()
+			next := wal.Header{ID: h.ID, Gen: h.Gen + 1}.Encode()
 			for _, v := range []struct {
 				name string
 				log  []byte
 			}{
-				{"new-header-old-records", append(slices.Clip(next), lb[walHeaderSize:]...)},
-				{"old-header-no-records", lb[:walHeaderSize]},
+				{"new-header-old-records", append(slices.Clip(next), lb[wal.HeaderSize:]...)},
+				{"old-header-no-records", lb[:wal.HeaderSize]},
 			} {
 				p := filepath.Join(dir, fmt.Sprintf("snap-%d-%s.db", i, v.name))
 				if err := os.WriteFile(p, db, 0o600); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(p+walSuffix, v.log, 0o600); err != nil {
+				if err := os.WriteFile(p+wal.Suffix, v.log, 0o600); err != nil {
 					t.Fatal(err)
 				}
 				reopen(t, p, acked[:sn.acked])
@@ -636,7 +637,7 @@ func TestWALPowerLoss(t *testing.T) {
 // records of its generation: no stale record, no hole.
 func logWhole(t *testing.T, path string) {
 	t.Helper()
-	if lb, err := os.ReadFile(path + walSuffix); err == nil && len(lb) > walHeaderSize {
+	if lb, err := os.ReadFile(path + wal.Suffix); err == nil && len(lb) > wal.HeaderSize {
 		if sp := walSpans(t, lb); len(sp) == 0 || sp[len(sp)-1].off+sp[len(sp)-1].size != len(lb) {
 			t.Fatalf("the log (%d bytes) holds records %v", len(lb), sp)
 		}
@@ -657,13 +658,13 @@ type walSpan struct{ off, size int }
 // walSpans lists the valid records of a log from its start.
 func walSpans(t testing.TB, log []byte) []walSpan {
 	t.Helper()
-	h, ok, err := decodeWALHeader(log)
+	h, ok, err := wal.DecodeHeader(log)
 	if !ok || err != nil {
 		t.Fatalf("log header: %v", err)
 	}
 	var out []walSpan
-	for off := walHeaderSize; off < len(log); {
-		_, size, ok := parseWALRecord(log[off:], h.gen)
+	for off := wal.HeaderSize; off < len(log); {
+		_, size, ok := wal.ParseRecord(log[off:], h.Gen)
 		if !ok {
 			break
 		}
@@ -712,7 +713,7 @@ func makeWALFixture(t testing.TB, n int) *walFixture {
 	if fx.db, err = os.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
-	if fx.log, err = os.ReadFile(path + walSuffix); err != nil {
+	if fx.log, err = os.ReadFile(path + wal.Suffix); err != nil {
 		t.Fatal(err)
 	}
 	fx.recs = walSpans(t, fx.log)
@@ -728,7 +729,7 @@ func (fx *walFixture) write(t testing.TB, path string, log []byte) {
 	if err := os.WriteFile(path, fx.db, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path+walSuffix, log, 0o600); err != nil {
+	if err := os.WriteFile(path+wal.Suffix, log, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -772,7 +773,7 @@ func TestWALTornTail(t *testing.T) {
 			t.Fatalf("cut at %d: session %+v, %v", cut, info, err)
 		}
 		ro.Close()
-		if b, _ := os.ReadFile(path + walSuffix); !bytes.Equal(b, cutLog) {
+		if b, _ := os.ReadFile(path + wal.Suffix); !bytes.Equal(b, cutLog) {
 			t.Fatalf("cut at %d: a read-only reader changed the log", cut)
 		}
 		st, err := Open(path, Options{NoSync: true})
@@ -805,8 +806,8 @@ func TestWALTornTail(t *testing.T) {
 // (and no sync is in progress).
 func withSynced(log []byte, off int) []byte {
 	b := slices.Clone(log)
-	binary.LittleEndian.PutUint64(b[logSyncedAt:], uint64(off))
-	binary.LittleEndian.PutUint64(b[logSyncingAt:], uint64(off))
+	binary.LittleEndian.PutUint64(b[wal.SyncedAt:], uint64(off))
+	binary.LittleEndian.PutUint64(b[wal.SyncingAt:], uint64(off))
 	return b
 }
 
@@ -833,11 +834,11 @@ func checkLogIntact(t *testing.T, path string, want []string) {
 func checkLogCorrupt(t *testing.T, path, wantMsg string) {
 	t.Helper()
 	db0, _ := os.ReadFile(path)
-	log0, _ := os.ReadFile(path + walSuffix)
+	log0, _ := os.ReadFile(path + wal.Suffix)
 	check := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path+walSuffix) || !strings.Contains(err.Error(), wantMsg) {
-			t.Fatalf("%s: %v; want ErrCorrupt naming %s and %q", what, err, path+walSuffix, wantMsg)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path+wal.Suffix) || !strings.Contains(err.Error(), wantMsg) {
+			t.Fatalf("%s: %v; want ErrCorrupt naming %s and %q", what, err, path+wal.Suffix, wantMsg)
 		}
 	}
 	for _, ro := range []bool{true, false} {
@@ -878,7 +879,7 @@ func checkLogCorrupt(t *testing.T, path, wantMsg string) {
 	if db, _ := os.ReadFile(path); !bytes.Equal(db, db0) {
 		t.Fatal("the store file changed")
 	}
-	if log, _ := os.ReadFile(path + walSuffix); !bytes.Equal(log, log0) {
+	if log, _ := os.ReadFile(path + wal.Suffix); !bytes.Equal(log, log0) {
 		t.Fatal("the log changed")
 	}
 }
@@ -917,11 +918,11 @@ func TestWALBadHeader(t *testing.T) {
 	fx := makeWALFixture(t, 4)
 	dir := t.TempDir()
 	garbage := bytes.Clone(fx.log)
-	for i := range walHeaderSize {
+	for i := range wal.HeaderSize {
 		garbage[i] = byte(i*37 + 11)
 	}
 	zeroed := bytes.Clone(fx.log)
-	clear(zeroed[:walHeaderSize])
+	clear(zeroed[:wal.HeaderSize])
 	badSum := bytes.Clone(fx.log)
 	badSum[20] ^= 1
 	for _, c := range []struct {
@@ -931,7 +932,7 @@ func TestWALBadHeader(t *testing.T) {
 		{"garbage", "bad magic", garbage},
 		{"zeros-then-records", "bad magic", zeroed},
 		{"checksum", "checksum", badSum},
-		{"garbage-header-only", "bad magic", garbage[:walHeaderSize]},
+		{"garbage-header-only", "bad magic", garbage[:wal.HeaderSize]},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(dir, c.name+".db")
@@ -941,7 +942,7 @@ func TestWALBadHeader(t *testing.T) {
 	}
 	t.Run("zeros-only", func(t *testing.T) {
 		path := filepath.Join(dir, "zeros.db")
-		fx.write(t, path, make([]byte, walHeaderSize))
+		fx.write(t, path, make([]byte, wal.HeaderSize))
 		st, err := Open(path, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -963,7 +964,7 @@ func TestWALBadHeader(t *testing.T) {
 			target := filepath.Join(dir, kind+"-target")
 			switch kind {
 			case "directory":
-				if err := os.Mkdir(path+walSuffix, 0o700); err != nil {
+				if err := os.Mkdir(path+wal.Suffix, 0o700); err != nil {
 					t.Fatal(err)
 				}
 			case "symlink-to-text":
@@ -976,7 +977,7 @@ func TestWALBadHeader(t *testing.T) {
 				}
 			}
 			if kind != "directory" {
-				if err := os.Symlink(target, path+walSuffix); err != nil {
+				if err := os.Symlink(target, path+wal.Suffix); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -987,12 +988,12 @@ func TestWALBadHeader(t *testing.T) {
 					t.Fatalf("open: %v", err)
 				}
 				_, err = st.Sessions(ctx)
-				if err == nil || !strings.Contains(err.Error(), path+walSuffix) {
+				if err == nil || !strings.Contains(err.Error(), path+wal.Suffix) {
 					t.Fatalf("read-only %v: sessions: %v; want an error naming the log", ro, err)
 				}
 				if !ro {
 					_, _, err = st.Append(ctx, "s", text("user", "x"))
-					if err == nil || !strings.Contains(err.Error(), path+walSuffix) {
+					if err == nil || !strings.Contains(err.Error(), path+wal.Suffix) {
 						t.Fatalf("append: %v; want an error naming the log", err)
 					}
 				}
@@ -1023,19 +1024,19 @@ func FuzzLog(f *testing.F) {
 	fx := makeWALFixture(f, 4)
 	f.Add(fx.log)
 	f.Add(fx.log[:len(fx.log)-3])
-	f.Add(fx.log[:walHeaderSize])
-	f.Add(fx.log[:walHeaderSize-1])
+	f.Add(fx.log[:wal.HeaderSize])
+	f.Add(fx.log[:wal.HeaderSize-1])
 	f.Add(append(slices.Clip(fx.log), fx.log[fx.recs[0].off:fx.recs[1].off]...)) // a record repeated
 	f.Add(append(slices.Clip(fx.log[:fx.recs[0].off]), fx.log[fx.recs[1].off:]...))
 	damaged := bytes.Clone(fx.log)
 	damaged[fx.recs[0].off+15] ^= 4
 	f.Add(damaged)
-	f.Add(make([]byte, walHeaderSize))
+	f.Add(make([]byte, wal.HeaderSize))
 	f.Add([]byte{})
 	other := bytes.Clone(fx.log) // another store's log: adopted
-	h, _, _ := decodeWALHeader(other)
-	h.id[0] ^= 1
-	copy(other, h.encode())
+	h, _, _ := wal.DecodeHeader(other)
+	h.ID[0] ^= 1
+	copy(other, h.Encode())
 	f.Add(other)
 	f.Fuzz(func(t *testing.T, log []byte) {
 		path := filepath.Join(t.TempDir(), "f.db")
@@ -1063,7 +1064,7 @@ func FuzzLog(f *testing.F) {
 		drain(ro)
 		ro.Verify(cctx)
 		ro.Close()
-		if b, _ := os.ReadFile(path + walSuffix); !bytes.Equal(b, log) {
+		if b, _ := os.ReadFile(path + wal.Suffix); !bytes.Equal(b, log) {
 			t.Fatal("a read-only store changed the log")
 		}
 		st, err := Open(path, Options{NoSync: true, LockTimeout: time.Second})
@@ -1346,18 +1347,18 @@ func TestWALSyncAnnouncedPastTornBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	lf, err := os.OpenFile(path+walSuffix, os.O_RDWR, 0)
+	lf, err := os.OpenFile(path+wal.Suffix, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lf.Close()
 	// A sync announced by a process (of a version that announced them)
 	// that died in it.
-	_, synced, _, err := syncWords(lf)
+	_, synced, _, err := wal.SyncWords(lf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeWord(lf, logSyncingAt, synced+1)
+	wal.WriteWord(lf, wal.SyncingAt, synced+1)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var syncs []time.Time
@@ -1424,7 +1425,7 @@ func TestDamagedPagesWithLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, err := os.ReadFile(saved + walSuffix)
+	log, err := os.ReadFile(saved + wal.Suffix)
 	if err != nil || len(walSpans(t, log)) != 12 {
 		t.Fatalf("the log: %d bytes, %v", len(log), err)
 	}
@@ -1457,7 +1458,7 @@ func TestDamagedPagesWithLog(t *testing.T) {
 			for _, f := range []struct {
 				path string
 				b    []byte
-			}{{p, d}, {p + walSuffix, log}, {p + ".2", d}, {p + ".2" + walSuffix, log}} {
+			}{{p, d}, {p + wal.Suffix, log}, {p + ".2", d}, {p + ".2" + wal.Suffix, log}} {
 				if err := os.WriteFile(f.path, f.b, 0o600); err != nil {
 					t.Fatal(err)
 				}
@@ -1510,7 +1511,7 @@ func TestWALTornPastSyncedDamagedBefore(t *testing.T) {
 		}
 	}
 	// Kill-like: no Close, so the records stay in the log only.
-	log, err := os.ReadFile(path + walSuffix)
+	log, err := os.ReadFile(path + wal.Suffix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1546,7 +1547,7 @@ func TestWALTornPastSyncedDamagedBefore(t *testing.T) {
 			if err := os.WriteFile(cp, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(cp+walSuffix, b, 0o600); err != nil {
+			if err := os.WriteFile(cp+wal.Suffix, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			st2, err := Open(cp, Options{})
@@ -1560,7 +1561,7 @@ func TestWALTornPastSyncedDamagedBefore(t *testing.T) {
 				if !errors.Is(aerr, ErrCorrupt) || !errors.Is(serr, ErrCorrupt) {
 					t.Fatalf("damage to synced records: append err %v, read err %v; want ErrCorrupt", aerr, serr)
 				}
-				if got, err := os.ReadFile(cp + walSuffix); err != nil || !bytes.Equal(got, b) {
+				if got, err := os.ReadFile(cp + wal.Suffix); err != nil || !bytes.Equal(got, b) {
 					t.Fatalf("the damaged log was changed (%v): it must stay for salvage", err)
 				}
 				return

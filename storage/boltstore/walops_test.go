@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,13 +25,13 @@ func logRecordOffsets(t *testing.T, path string) []int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, ok, err := decodeWALHeader(b)
+	h, ok, err := wal.DecodeHeader(b)
 	if !ok || err != nil {
 		t.Fatalf("log of %s: no header (%v)", path, err)
 	}
 	var offs []int64
-	for pos := walHeaderSize; pos < len(b); {
-		_, size, ok := parseWALRecord(b[pos:], h.gen)
+	for pos := wal.HeaderSize; pos < len(b); {
+		_, size, ok := wal.ParseRecord(b[pos:], h.Gen)
 		if !ok {
 			break
 		}
@@ -147,7 +148,7 @@ func TestSalvageDamagedLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt([]byte("XX"), offs[2]+walRecHeader+6); err != nil {
+	if _, err := f.WriteAt([]byte("XX"), offs[2]+wal.RecHeader+6); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -509,7 +510,7 @@ func TestSymlinkSharesTheLog(t *testing.T) {
 	if _, err := os.Lstat(LogPath(link)); err != nil || LogPath(link) != LogPath(real) {
 		t.Errorf("log of the link %s, of the file %s (%v)", LogPath(link), LogPath(real), err)
 	}
-	if _, err := os.Lstat(link + walSuffix); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Lstat(link + wal.Suffix); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a log beside the symlink: %v", err)
 	}
 	if got := openMessagesRW(t, real); len(got) != 8 {
@@ -544,15 +545,15 @@ func TestSalvageLeavesForeignLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The old records under another log id: no longer this file's.
-	h, _, _ := decodeWALHeader(old)
-	h.id[0] ^= 0xff
-	copy(old, h.encode())
+	h, _, _ := wal.DecodeHeader(old)
+	h.ID[0] ^= 0xff
+	copy(old, h.Encode())
 	extra := text("user", "only in the foreign log").Message.Bytes()
 	env, err := encodeEnvelope(&envelope{Seq: 9, Epoch: 1, Time: 1, Role: "user", Raw: extra, Session: "keep", Tokens: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	old = encodeWALRecord(old, h.gen, [][]byte{env})
+	old = wal.EncodeRecord(old, h.Gen, [][]byte{env})
 	if err := os.WriteFile(LogPath(path), old, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -592,7 +593,7 @@ func TestLogSessionCreatedOnce(t *testing.T) {
 	if _, _, err := a.AppendIf(ctx, "new", func(si SessionInfo) error { seen = si; return nil }, text("user", "first")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(path + walSuffix); err != nil {
+	if _, err := os.Stat(path + wal.Suffix); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -641,7 +642,7 @@ func TestForeignLogSetAside(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	saved, err := os.ReadFile(path + walSuffix)
+	saved, err := os.ReadFile(path + wal.Suffix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -679,12 +680,12 @@ func TestForeignLogSetAside(t *testing.T) {
 			t.Fatalf("round %d: the other database's log was applied: %q", round, got)
 		}
 		st.Close()
-		aside, _ := filepath.Glob(path + walSuffix + orphanInfix + "*")
+		aside, _ := filepath.Glob(path + wal.Suffix + orphanInfix + "*")
 		if len(aside) != round+1 {
 			t.Fatalf("round %d: set-aside logs %q", round, aside)
 		}
 		// As if the set-aside never reached the disk: the log is back.
-		if err := os.WriteFile(path+walSuffix, saved, 0o600); err != nil {
+		if err := os.WriteFile(path+wal.Suffix, saved, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

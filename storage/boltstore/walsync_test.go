@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -89,11 +90,11 @@ func TestLogSyncFailureIsSticky(t *testing.T) {
 		t.Fatalf("append whose sync failed: %v, want ErrOutcomeUnknown", err)
 	}
 	st.syncFault = nil
-	if fi, err := os.Stat(path + walSuffix); err != nil || fi.Size() != walHeaderSize {
+	if fi, err := os.Stat(path + wal.Suffix); err != nil || fi.Size() != wal.HeaderSize {
 		t.Fatalf("after a failed sync the log still holds records (%v, %v): they were not written into bbolt", fi.Size(), err)
 	}
 	appendText(t, st, "s", "four")
-	if fi, err := os.Stat(path + walSuffix); err != nil || fi.Size() <= walHeaderSize {
+	if fi, err := os.Stat(path + wal.Suffix); err != nil || fi.Size() <= wal.HeaderSize {
 		t.Fatalf("once bbolt holds the log's records, appends go to the log again (log %v, %v)", fi.Size(), err)
 	}
 	if got := textsOf(t, st, "s"); !slices.Equal(got, []string{"one", "two", "three", "four"}) {
@@ -127,7 +128,7 @@ func TestStaleLogHeaderAfterPowerCut(t *testing.T) {
 			for _, m := range []string{"one", "two", "three"} {
 				appendText(t, st, "s", m)
 			}
-			old, err := os.ReadFile(path + walSuffix) // as the last log sync left it
+			old, err := os.ReadFile(path + wal.Suffix) // as the last log sync left it
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,9 +140,9 @@ func TestStaleLogHeaderAfterPowerCut(t *testing.T) {
 			}
 			st.Close()
 			if !c.keep {
-				old = old[:walHeaderSize]
+				old = old[:wal.HeaderSize]
 			}
-			if err := os.WriteFile(path+walSuffix, old, 0o600); err != nil {
+			if err := os.WriteFile(path+wal.Suffix, old, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			for _, ro := range []bool{true, false} {
@@ -192,18 +193,18 @@ func TestStaleSyncAnnouncementIsHarmless(t *testing.T) {
 	appendText(t, st, "s", "one")
 	appendText(t, st, "s", "two")
 	st.Close()
-	lf, err := os.OpenFile(path+walSuffix, os.O_RDWR, 0)
+	lf, err := os.OpenFile(path+wal.Suffix, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fi, _ := lf.Stat()
-	_, synced, _, err := syncWords(lf)
+	_, synced, _, err := wal.SyncWords(lf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The crashed process announced a sync of a 5,000-byte record, of
 	// which 300 bytes of garbage reached the disk.
-	writeWord(lf, logSyncingAt, synced+5000)
+	wal.WriteWord(lf, wal.SyncingAt, synced+5000)
 	if _, err := lf.WriteAt(bytes.Repeat([]byte{0xAB}, 300), fi.Size()); err != nil {
 		t.Fatal(err)
 	}
@@ -288,13 +289,13 @@ func TestCloseWaitsForSyncInFlight(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(path + walSuffix); err != nil {
+	if err := os.Remove(path + wal.Suffix); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := st.Append(ctx, "s", text("user", "late")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("append after Close: %v, want ErrClosed", err)
 	}
-	if _, err := os.Stat(path + walSuffix); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(path + wal.Suffix); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a closed Store created the log again: %v", err)
 	}
 	ro, err := Open(path, Options{ReadOnly: true})
@@ -343,7 +344,7 @@ func TestLastCloseAppliesTheLog(t *testing.T) {
 	}
 	defer ro.Close()
 	logSize := func() int64 {
-		fi, err := os.Stat(path + walSuffix)
+		fi, err := os.Stat(path + wal.Suffix)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -352,14 +353,14 @@ func TestLastCloseAppliesTheLog(t *testing.T) {
 	if err := ws[0].Close(); err != nil {
 		t.Fatal(err)
 	}
-	if runtime.GOOS == "linux" && logSize() <= walHeaderSize {
+	if runtime.GOOS == "linux" && logSize() <= wal.HeaderSize {
 		t.Error("the first Store to close applied the log while another still had the file open")
 	}
 	appendText(t, ws[1], "s", "three")
 	if err := ws[1].Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := logSize(); n > walHeaderSize {
+	if n := logSize(); n > wal.HeaderSize {
 		t.Errorf("the last writable Store closed, the log still holds %d bytes", n)
 	}
 	// The file alone, without its log, holds every message.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -74,7 +75,7 @@ func (s *Store) watch(ctx context.Context, session string, stop func()) (<-chan 
 		files = append(files, real)
 	}
 	for _, f := range files[:len(files):len(files)] {
-		files = append(files, f+walSuffix)
+		files = append(files, f+wal.Suffix)
 	}
 	for _, f := range files[:len(files)/2] {
 		if err := w.Add(filepath.Dir(f)); err != nil {

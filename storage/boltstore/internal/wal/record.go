@@ -1,10 +1,11 @@
-package boltstore
+package wal
 
 import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage"
 	"hash/crc32"
 	"io"
 	"os"
@@ -32,7 +33,7 @@ import (
 //	        48 synced  uint64 LE: the log is on disk up to this offset
 //	        56 syncing uint64 LE: kept at or past synced (earlier builds
 //	           announced a sync in progress here)
-//	record   0 magic  uint32 LE (walRecMagic)
+//	record   0 magic  uint32 LE (RecMagic)
 //	         4 length uint32 LE of the payload
 //	         8 crc32c uint32 LE of gen (8 bytes LE) followed by the payload
 //	        12 payload: count uint32 LE, then count times (length uint32 LE,
@@ -55,104 +56,104 @@ import (
 // generation or records do not continue the file belongs to another copy of
 // it: neither is ever applied. A writer sets it aside (identity.go).
 const (
-	walSuffix      = "-wal"
-	walMagic       = "ctxstore-wal\x00\x00\x00\x01"
-	walFormat      = 1 // the log format's version, the last 4 bytes of walMagic
-	walHeaderSize  = 64
-	walRecMagic    = 0x7C57A11D
-	walRecHeader   = 12
-	walIDLen       = 16
-	keyWAL         = "wal"
-	walStateLen    = walIDLen + 16
-	walMaxRecord   = 1 << 20 // larger appends are committed to bbolt directly
-	walCheckpoint  = 4 << 20 // log bytes after which the next write checkpoints
-	walMaxMessages = 1 << 16 // messages in the log after which the next write checkpoints
+	Suffix          = "-wal"
+	Magic           = "ctxstore-wal\x00\x00\x00\x01"
+	walFormat       = 1 // the log format's version, the last 4 bytes of walMagic
+	HeaderSize      = 64
+	RecMagic        = 0x7C57A11D
+	RecHeader       = 12
+	IDLen           = 16
+	KeyState        = "wal"
+	StateLen        = IDLen + 16
+	MaxRecord       = 1 << 20 // larger appends are committed to bbolt directly
+	CheckpointBytes = 4 << 20 // log bytes after which the next write checkpoints
+	MaxMessages     = 1 << 16 // messages in the log after which the next write checkpoints
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// walHeader is the log's header.
-type walHeader struct {
-	id  [walIDLen]byte
-	gen uint64
+// Header is the log's header.
+type Header struct {
+	ID  [IDLen]byte
+	Gen uint64
 }
 
-func (h walHeader) encode() []byte {
-	b := make([]byte, walHeaderSize)
-	copy(b, walMagic)
-	copy(b[16:], h.id[:])
-	binary.LittleEndian.PutUint64(b[32:], h.gen)
+func (h Header) Encode() []byte {
+	b := make([]byte, HeaderSize)
+	copy(b, Magic)
+	copy(b[16:], h.ID[:])
+	binary.LittleEndian.PutUint64(b[32:], h.Gen)
 	binary.LittleEndian.PutUint32(b[40:], crc32.Checksum(b[:40], crcTable))
 	return b
 }
 
-// decodeWALHeader decodes a header; ok is false for a log too short to have
-// one (a log never written to). A damaged header is ErrCorrupt.
-func decodeWALHeader(b []byte) (h walHeader, ok bool, err error) {
-	if len(b) < walHeaderSize {
+// DecodeHeader decodes a header; ok is false for a log too short to have
+// one (a log never written to). A damaged header is storage.ErrCorrupt.
+func DecodeHeader(b []byte) (h Header, ok bool, err error) {
+	if len(b) < HeaderSize {
 		return h, false, nil
 	}
-	if string(b[:16]) != walMagic {
+	if string(b[:16]) != Magic {
 		// The magic ends with the log format's version (big-endian):
 		// a newer one is not damage.
-		if v := binary.BigEndian.Uint32(b[12:16]); string(b[:12]) == walMagic[:12] && v > walFormat {
-			return h, false, newerFormat("log format", uint64(v), walFormat)
+		if v := binary.BigEndian.Uint32(b[12:16]); string(b[:12]) == Magic[:12] && v > walFormat {
+			return h, false, NewerFormat("log format", uint64(v), walFormat)
 		}
-		return h, false, fmt.Errorf("%w: log header: bad magic", ErrCorrupt)
+		return h, false, fmt.Errorf("%w: log header: bad magic", storage.ErrCorrupt)
 	}
 	if crc32.Checksum(b[:40], crcTable) != binary.LittleEndian.Uint32(b[40:]) {
-		return h, false, fmt.Errorf("%w: log header: checksum mismatch", ErrCorrupt)
+		return h, false, fmt.Errorf("%w: log header: checksum mismatch", storage.ErrCorrupt)
 	}
-	copy(h.id[:], b[16:32])
-	h.gen = binary.LittleEndian.Uint64(b[32:])
+	copy(h.ID[:], b[16:32])
+	h.Gen = binary.LittleEndian.Uint64(b[32:])
 	return h, true, nil
 }
 
-// walApplied is what the bbolt file says about the log: it holds every
+// Applied is what the bbolt file says about the log: it holds every
 // record of generation gen of log id before offset off.
-type walApplied struct {
-	id  [walIDLen]byte
-	gen uint64
-	off int64
+type Applied struct {
+	ID  [IDLen]byte
+	Gen uint64
+	Off int64
 }
 
-func (a walApplied) encode() []byte {
-	b := make([]byte, walStateLen)
-	copy(b, a.id[:])
-	binary.LittleEndian.PutUint64(b[16:], a.gen)
-	binary.LittleEndian.PutUint64(b[24:], uint64(a.off))
+func (a Applied) Encode() []byte {
+	b := make([]byte, StateLen)
+	copy(b, a.ID[:])
+	binary.LittleEndian.PutUint64(b[16:], a.Gen)
+	binary.LittleEndian.PutUint64(b[24:], uint64(a.Off))
 	return b
 }
 
-// decodeWALApplied decodes the "wal" value; nil (a file no log was applied
+// DecodeApplied decodes the "wal" value; nil (a file no log was applied
 // to) is the zero value with ok false.
-func decodeWALApplied(b []byte) (a walApplied, ok bool, err error) {
+func DecodeApplied(b []byte) (a Applied, ok bool, err error) {
 	if b == nil {
 		return a, false, nil
 	}
-	if len(b) != walStateLen {
-		return a, false, fmt.Errorf("%w: log state of %d bytes", ErrCorrupt, len(b))
+	if len(b) != StateLen {
+		return a, false, fmt.Errorf("%w: log state of %d bytes", storage.ErrCorrupt, len(b))
 	}
-	copy(a.id[:], b)
-	a.gen = binary.LittleEndian.Uint64(b[16:])
-	a.off = int64(binary.LittleEndian.Uint64(b[24:]))
+	copy(a.ID[:], b)
+	a.Gen = binary.LittleEndian.Uint64(b[16:])
+	a.Off = int64(binary.LittleEndian.Uint64(b[24:]))
 	return a, true, nil
 }
 
-func newWALID() ([walIDLen]byte, error) {
-	var id [walIDLen]byte
+func NewID() ([IDLen]byte, error) {
+	var id [IDLen]byte
 	_, err := rand.Read(id[:])
 	return id, err
 }
 
-// encodeWALRecord appends one record holding envs (encoded envelopes) to dst.
-func encodeWALRecord(dst []byte, gen uint64, envs [][]byte) []byte {
+// EncodeRecord appends one record holding envs (encoded envelopes) to dst.
+func EncodeRecord(dst []byte, gen uint64, envs [][]byte) []byte {
 	n := 4
 	for _, e := range envs {
 		n += 4 + len(e)
 	}
 	start := len(dst)
-	dst = binary.LittleEndian.AppendUint32(dst, walRecMagic)
+	dst = binary.LittleEndian.AppendUint32(dst, RecMagic)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(n))
 	dst = binary.LittleEndian.AppendUint32(dst, 0) // crc, below
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(envs)))
@@ -160,29 +161,29 @@ func encodeWALRecord(dst []byte, gen uint64, envs [][]byte) []byte {
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(e)))
 		dst = append(dst, e...)
 	}
-	binary.LittleEndian.PutUint32(dst[start+8:], walRecordSum(gen, dst[start+walRecHeader:]))
+	binary.LittleEndian.PutUint32(dst[start+8:], RecordSum(gen, dst[start+RecHeader:]))
 	return dst
 }
 
-func walRecordSum(gen uint64, payload []byte) uint32 {
+func RecordSum(gen uint64, payload []byte) uint32 {
 	var g [8]byte
 	binary.LittleEndian.PutUint64(g[:], gen)
 	return crc32.Update(crc32.Checksum(g[:], crcTable), crcTable, payload)
 }
 
-// parseWALRecord decodes the record at the start of b. It returns the
+// ParseRecord decodes the record at the start of b. It returns the
 // envelopes (slices of b) and the record's size; ok is false when b does not
 // start with a whole, valid record of generation gen.
-func parseWALRecord(b []byte, gen uint64) (envs [][]byte, size int, ok bool) {
-	if len(b) < walRecHeader+4 || binary.LittleEndian.Uint32(b) != walRecMagic {
+func ParseRecord(b []byte, gen uint64) (envs [][]byte, size int, ok bool) {
+	if len(b) < RecHeader+4 || binary.LittleEndian.Uint32(b) != RecMagic {
 		return nil, 0, false
 	}
 	n := int(binary.LittleEndian.Uint32(b[4:]))
-	if n < 4 || n > len(b)-walRecHeader {
+	if n < 4 || n > len(b)-RecHeader {
 		return nil, 0, false
 	}
-	payload := b[walRecHeader : walRecHeader+n]
-	if walRecordSum(gen, payload) != binary.LittleEndian.Uint32(b[8:]) {
+	payload := b[RecHeader : RecHeader+n]
+	if RecordSum(gen, payload) != binary.LittleEndian.Uint32(b[8:]) {
 		return nil, 0, false
 	}
 	count := int(binary.LittleEndian.Uint32(payload))
@@ -201,29 +202,29 @@ func parseWALRecord(b []byte, gen uint64) (envs [][]byte, size int, ok bool) {
 	if len(p) != 0 || count == 0 {
 		return nil, 0, false
 	}
-	return envs, walRecHeader + n, true
+	return envs, RecHeader + n, true
 }
 
-// walScan is the valid records of a stretch of the log.
-type walScan struct {
-	records [][][]byte // each record's envelopes
-	end     int64      // offset after the last valid record
-	torn    bool       // bytes after end that are not a valid record
+// Scan is the valid records of a stretch of the log.
+type Scan struct {
+	Records [][][]byte // each record's envelopes
+	End     int64      // offset after the last valid record
+	Torn    bool       // bytes after end that are not a valid record
 }
 
-// scanWAL parses the log from offset from up to offset limit (the file's
+// ScanFile parses the log from offset from up to offset limit (the file's
 // end when limit is negative). synced is how far the log's header says the
 // log is on disk. Bytes past synced that are no valid record are a torn
 // tail: writes nobody acknowledged, cut short or reaching the disk out of
 // order before a crash, whatever follows them (they set torn). Bad bytes
 // before synced, or a log that ends before it, are damage to records that
-// were synced and may have been acknowledged: ErrCorrupt naming the offset.
-func scanWAL(f *os.File, path string, gen uint64, from, limit, synced int64) (walScan, error) {
+// were synced and may have been acknowledged: storage.ErrCorrupt naming the offset.
+func ScanFile(f *os.File, path string, gen uint64, from, limit, synced int64) (Scan, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return walScan{}, fmt.Errorf("log %s: %w", path, err)
+		return Scan{}, fmt.Errorf("log %s: %w", path, err)
 	}
-	sc := walScan{end: from}
+	sc := Scan{End: from}
 	size := fi.Size()
 	if limit >= 0 {
 		size = min(size, limit)
@@ -233,27 +234,27 @@ func scanWAL(f *os.File, path string, gen uint64, from, limit, synced int64) (wa
 		buf = make([]byte, size-from)
 		n, err := f.ReadAt(buf, from)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return walScan{}, fmt.Errorf("log %s: read: %w", path, err)
+			return Scan{}, fmt.Errorf("log %s: read: %w", path, err)
 		}
 		buf = buf[:n]
 	}
 	pos := 0
 	for pos < len(buf) {
-		envs, size, ok := parseWALRecord(buf[pos:], gen)
+		envs, size, ok := ParseRecord(buf[pos:], gen)
 		if !ok {
 			break
 		}
-		sc.records = append(sc.records, envs)
+		sc.Records = append(sc.Records, envs)
 		pos += size
 	}
-	sc.end = from + int64(pos)
+	sc.End = from + int64(pos)
 	switch {
-	case sc.end < synced && pos < len(buf):
-		return walScan{}, fmt.Errorf("log %s: %w: bad record at offset %d, before offset %d up to which the log was synced (ctxstore doctor --salvage recovers the records after it)", path, ErrCorrupt, sc.end, synced)
-	case sc.end < synced:
-		return walScan{}, fmt.Errorf("log %s: %w: the log ends at offset %d, before offset %d up to which it was synced (ctxstore doctor --salvage recovers what is left)", path, ErrCorrupt, sc.end, synced)
+	case sc.End < synced && pos < len(buf):
+		return Scan{}, fmt.Errorf("log %s: %w: bad record at offset %d, before offset %d up to which the log was synced (ctxstore doctor --salvage recovers the records after it)", path, storage.ErrCorrupt, sc.End, synced)
+	case sc.End < synced:
+		return Scan{}, fmt.Errorf("log %s: %w: the log ends at offset %d, before offset %d up to which it was synced (ctxstore doctor --salvage recovers what is left)", path, storage.ErrCorrupt, sc.End, synced)
 	case pos < len(buf):
-		sc.torn = true
+		sc.Torn = true
 	}
 	return sc, nil
 }

@@ -1,14 +1,14 @@
-package boltstore
+package wal
 
 import (
 	"os"
 	"syscall"
 )
 
-// fdatasync flushes f's data, and the metadata needed to read it, to the
+// Fdatasync flushes f's data, and the metadata needed to read it, to the
 // disk. It goes through the file's own reference to its descriptor, so a
 // concurrent Close waits for it instead of the number being reused.
-func fdatasync(f *os.File) error {
+func Fdatasync(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
