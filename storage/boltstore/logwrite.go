@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -39,17 +40,8 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 		// until a commit has done so (commitOnce clears the failure).
 		return false
 	}
-	size, n := 0, 0
-	for _, r := range batch {
-		if r.wal == nil {
-			return false
-		}
-		n += len(r.wal.recs)
-		for _, rec := range r.wal.recs {
-			size += len(rec.Message.Bytes()) + 64
-		}
-	}
-	if size > wal.MaxRecord {
+	size, n, ok := walBatchSize(batch)
+	if !ok {
 		return false
 	}
 	actx := context.Background()
@@ -87,126 +79,25 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	if t.mode != tailNormal || s.walF == nil || t.hdr.Gen == t.applied.Gen || t.bytes+int64(size) > s.logBytes || t.messages+n > s.logMessages {
 		return false
 	}
-	var need []string
-	for _, r := range batch {
-		if t.sessions[r.wal.session] == nil {
-			need = append(need, r.wal.session)
-		}
+	nt, copied, err := s.walOverlay(actx, t, batch, preID, pre)
+	if errors.Is(err, errReplacedMidway) {
+		return false // the bbolt commit reads the file now at the path afresh
+	} else if err != nil {
+		return fail(err)
 	}
-	nt := *t
-	if len(need) > 0 {
-		nt.sessions = make(map[string]*tailSession, len(t.sessions)+len(need))
-		for k, v := range t.sessions {
-			nt.sessions[k] = v
-		}
-		// Read before the lock, if no checkpoint came between (bbolt's
-		// transaction is the same), or now.
-		var rest []string
-		for _, name := range need {
-			if ts := pre[name]; ts != nil && preID == (fileTx{t.dbDev, t.dbIno, t.txid}) {
-				nt.sessions[name] = ts
-			} else {
-				rest = append(rest, name)
-			}
-		}
-		if err := s.loadSessions(actx, &nt, rest); errors.Is(err, errReplacedMidway) {
-			return false
-		} else if err != nil {
-			return fail(err)
-		}
-	}
-	// Each request sees the ones before it in the batch; the published
-	// tail changes only once the write succeeded.
-	changed := map[string]*tailSession{}
-	var buf []byte
-	var accepted []*writeReq
-	for _, r := range batch {
-		a := r.wal
-		ts := changed[a.session]
-		if ts == nil {
-			c := *nt.sessions[a.session]
-			c.meta = c.meta.clone()
-			ts = &c
-		}
-		// A session this append creates is shown to its check as it will
-		// be stored: created now.
-		now := time.Now().UnixNano()
-		if !ts.exists {
-			ts.meta.born(now)
-		}
-		if a.check != nil {
-			if err := callCheck(a.check, ts.meta.info(a.session)); err != nil {
-				r.err = err
-				caught(r)
-				continue
-			}
-		}
-		if ts.meta.LastSeq > maxSeq-uint64(len(a.recs)) {
-			r.err = fmt.Errorf("store: append to session %q: seq %d is the last a session may hold", a.session, maxSeq)
-			continue
-		}
-		vals := make([][]byte, 0, len(a.recs))
-		saved := ts.meta.clone()
-		savedRecs := len(ts.recs)
-		*a.first = ts.meta.LastSeq + 1
-		for _, rec := range a.recs {
-			env := envelope{
-				Seq: ts.meta.LastSeq + 1, Epoch: ts.meta.Epoch, Time: now,
-				Role: rec.Message.Role(), Tokens: rec.Tokens, Counter: rec.Counter,
-				CallIDs: rec.Message.CallIDs(), ResultIDs: rec.Message.ResultIDs(),
-				Raw: rec.Message.Bytes(), Session: a.session,
-			}
-			v, err := encodeEnvelope(&env)
-			if err != nil {
-				r.err = fmt.Errorf("store: session %q: %w", a.session, err)
-				break
-			}
-			ts.meta.add(&env, rec.Message)
-			ts.recs = append(ts.recs, tailRec{seq: env.Seq, val: v})
-			vals = append(vals, v)
-		}
-		if r.err != nil {
-			ts.meta, ts.recs = saved, ts.recs[:savedRecs]
-			continue
-		}
-		*a.last = ts.meta.LastSeq
-		ts.exists = true
-		changed[a.session] = ts
-		buf = wal.EncodeRecord(buf, t.hdr.Gen, vals)
-		nt.messages += len(vals)
-		accepted = append(accepted, r)
-	}
+	changed, buf, accepted := walRecords(t, &nt, batch)
 	if len(buf) == 0 {
 		return true
 	}
 	f := s.walF
-	if _, err := f.WriteAt(buf, t.off); err != nil {
-		// Nothing acknowledged: cut off whatever part was written. If
-		// that fails too, whole records of the batch may stay in the log
-		// and be applied later: their outcome is unknown.
-		if terr := f.Truncate(t.off); terr != nil {
-			s.failLog(err)
-			for _, r := range accepted {
-				r.err = fmt.Errorf("store %s: append to the log: %w: %w (and cutting it back failed: %v)", s.path, ErrOutcomeUnknown, err, terr)
-			}
-			return true
-		}
-		for _, r := range accepted {
-			r.err = fmt.Errorf("store %s: append to the log: %w", s.path, err)
-		}
+	if !s.walWrite(f, buf, t.off, accepted) {
 		return true
 	}
-	if len(need) == 0 {
+	if !copied {
 		// Still t's map: the published tail must not change.
-		m := make(map[string]*tailSession, len(t.sessions))
-		for k, v := range t.sessions {
-			m[k] = v
-		}
-		nt.sessions = m
+		nt.sessions = maps.Clone(t.sessions)
 	}
-	for k, v := range changed {
-		nt.sessions[k] = v
-	}
+	maps.Copy(nt.sessions, changed)
 	nt.off += int64(len(buf))
 	nt.bytes += int64(len(buf))
 	end := nt.off
@@ -225,18 +116,167 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	defer s.inflight.Done()
 	unlock()
 	locked = false
-	err = s.syncLog(f, t.hdr.Gen, end)
-	if err != nil {
+	s.walSync(f, t.hdr.Gen, end, accepted)
+	return true
+}
+
+// walBatchSize returns the bytes (roughly) and messages a batch adds to the
+// log, and false when a request of it is not an append or the batch is too
+// large for one record.
+func walBatchSize(batch []*writeReq) (size, n int, ok bool) {
+	for _, r := range batch {
+		if r.wal == nil {
+			return 0, 0, false
+		}
+		n += len(r.wal.recs)
+		for _, rec := range r.wal.recs {
+			size += len(rec.Message.Bytes()) + 64
+		}
+	}
+	return size, n, size <= wal.MaxRecord
+}
+
+// walOverlay returns a copy of t that knows every session batch appends to,
+// reading those t does not know from bbolt: from pre, read before the lock,
+// if no checkpoint came between (bbolt's transaction is the same), or now.
+// copied says whether the copy has a sessions map of its own.
+func (s *Store) walOverlay(ctx context.Context, t *tailState, batch []*writeReq, preID fileTx, pre map[string]*tailSession) (nt tailState, copied bool, err error) {
+	var need []string
+	for _, r := range batch {
+		if t.sessions[r.wal.session] == nil {
+			need = append(need, r.wal.session)
+		}
+	}
+	nt = *t
+	if len(need) == 0 {
+		return nt, false, nil
+	}
+	nt.sessions = make(map[string]*tailSession, len(t.sessions)+len(need))
+	maps.Copy(nt.sessions, t.sessions)
+	var rest []string
+	for _, name := range need {
+		if ts := pre[name]; ts != nil && preID == (fileTx{t.dbDev, t.dbIno, t.txid}) {
+			nt.sessions[name] = ts
+		} else {
+			rest = append(rest, name)
+		}
+	}
+	if err := s.loadSessions(ctx, &nt, rest); err != nil {
+		return nt, true, err
+	}
+	return nt, true, nil
+}
+
+// walRecords runs each append's check and encodes its messages, each
+// request seeing the ones before it in the batch: it returns the sessions
+// changed, the log records to write (generation t's), and the requests they
+// hold. A request refused (its check, a full session, an encoding error)
+// gets its error and leaves nothing behind. The published tail is not
+// touched: it changes only once the write succeeded.
+func walRecords(t, nt *tailState, batch []*writeReq) (changed map[string]*tailSession, buf []byte, accepted []*writeReq) {
+	changed = map[string]*tailSession{}
+	for _, r := range batch {
+		a := r.wal
+		ts := changed[a.session]
+		if ts == nil {
+			c := *nt.sessions[a.session]
+			c.meta = c.meta.clone()
+			ts = &c
+		}
+		vals, err := walAppendTo(ts, r)
+		if err != nil {
+			r.err = err
+			continue
+		}
+		changed[a.session] = ts
+		buf = wal.EncodeRecord(buf, t.hdr.Gen, vals)
+		nt.messages += len(vals)
+		accepted = append(accepted, r)
+	}
+	return changed, buf, accepted
+}
+
+// walAppendTo adds r's messages to ts, the session as the log will hold it,
+// and returns their envelopes; on an error ts is as it was.
+func walAppendTo(ts *tailSession, r *writeReq) ([][]byte, error) {
+	a := r.wal
+	// A session this append creates is shown to its check as it will
+	// be stored: created now.
+	now := time.Now().UnixNano()
+	if !ts.exists {
+		ts.meta.born(now)
+	}
+	if a.check != nil {
+		if err := callCheck(a.check, ts.meta.info(a.session)); err != nil {
+			r.err = err
+			caught(r)
+			return nil, r.err
+		}
+	}
+	if ts.meta.LastSeq > maxSeq-uint64(len(a.recs)) {
+		return nil, fmt.Errorf("store: append to session %q: seq %d is the last a session may hold", a.session, maxSeq)
+	}
+	vals := make([][]byte, 0, len(a.recs))
+	saved := ts.meta.clone()
+	savedRecs := len(ts.recs)
+	*a.first = ts.meta.LastSeq + 1
+	for _, rec := range a.recs {
+		env := envelope{
+			Seq: ts.meta.LastSeq + 1, Epoch: ts.meta.Epoch, Time: now,
+			Role: rec.Message.Role(), Tokens: rec.Tokens, Counter: rec.Counter,
+			CallIDs: rec.Message.CallIDs(), ResultIDs: rec.Message.ResultIDs(),
+			Raw: rec.Message.Bytes(), Session: a.session,
+		}
+		v, err := encodeEnvelope(&env)
+		if err != nil {
+			ts.meta, ts.recs = saved, ts.recs[:savedRecs]
+			return nil, fmt.Errorf("store: session %q: %w", a.session, err)
+		}
+		ts.meta.add(&env, rec.Message)
+		ts.recs = append(ts.recs, tailRec{seq: env.Seq, val: v})
+		vals = append(vals, v)
+	}
+	*a.last = ts.meta.LastSeq
+	ts.exists = true
+	return vals, nil
+}
+
+// walWrite writes buf to the log at off and reports whether it did. On a
+// failure nothing is acknowledged: it cuts off whatever part was written.
+// If that fails too, whole records of the batch may stay in the log and be
+// applied later: their outcome is unknown.
+func (s *Store) walWrite(f *os.File, buf []byte, off int64, accepted []*writeReq) bool {
+	_, err := f.WriteAt(buf, off)
+	if err == nil {
+		return true
+	}
+	if terr := f.Truncate(off); terr != nil {
 		s.failLog(err)
 		for _, r := range accepted {
-			r.err = fmt.Errorf("store %s: sync the log: %w: %w", s.path, ErrOutcomeUnknown, err)
+			r.err = fmt.Errorf("store %s: append to the log: %w: %w (and cutting it back failed: %v)", s.path, ErrOutcomeUnknown, err, terr)
 		}
-		// Write the log's records into bbolt now, before another process
-		// (whose descriptor never saw the error) syncs the log and marks
-		// records the kernel dropped as on disk.
-		s.commitOnce(nil)
+		return false
 	}
-	return true
+	for _, r := range accepted {
+		r.err = fmt.Errorf("store %s: append to the log: %w", s.path, err)
+	}
+	return false
+}
+
+// walSync syncs the log up to end; when the sync fails, the accepted
+// requests' outcome is unknown, and the log's records are written into
+// bbolt now, before another process (whose descriptor never saw the error)
+// syncs the log and marks records the kernel dropped as on disk.
+func (s *Store) walSync(f *os.File, gen uint64, end int64, accepted []*writeReq) {
+	err := s.syncLog(f, gen, end)
+	if err == nil {
+		return
+	}
+	s.failLog(err)
+	for _, r := range accepted {
+		r.err = fmt.Errorf("store %s: sync the log: %w: %w", s.path, ErrOutcomeUnknown, err)
+	}
+	s.commitOnce(nil)
 }
 
 // fileTx names one bbolt transaction of one file: its device, inode and id.
