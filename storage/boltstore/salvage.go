@@ -649,68 +649,9 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 	failed := map[string]bool{}
 	sv.cached = nil // the walk is over: sources no longer change
 	for _, name := range names {
-		s := sv.sessions[name]
-		found, err := sv.collect(s)
-		if err != nil {
+		if err := sv.writeSession(ctx, st, name, r, failed); err != nil {
 			return err
 		}
-		entries := sv.entries(s, found)
-		info := SessionInfo{Name: name}
-		if s.meta != nil {
-			info = fitInfo(s.meta.info(name), entries)
-			entries = sv.fit(s, info, entries)
-		}
-		// After entries and fit, whose messages left out count as skipped.
-		rs := SalvageSession{Name: name, MetaOK: s.meta != nil, Skipped: s.skipped}
-		rs.Missing, rs.MissingUnknown = s.missing(entries)
-		rs.MissingUnknown = rs.MissingUnknown || sv.lostPages > 0
-		if len(entries) == 0 && s.meta == nil && len(s.derived) == 0 {
-			continue // nothing but a name
-		}
-		// A name from a damaged page may be one the store refuses.
-		err = checkSession(name)
-		if err == nil {
-			err = st.ImportSession(ctx, info, func(yield func(Entry, error) bool) {
-				for _, m := range entries {
-					env, err := sv.readMessage(s, m.seq, m.ref)
-					if !yield(env.entry(name), err) || err != nil {
-						return
-					}
-				}
-			})
-			if err != nil && fatalWriteError(ctx, err) {
-				return fmt.Errorf("write session %q: %w", name, err)
-			}
-		}
-		if err != nil {
-			failed[name] = true
-			rs.Error = err.Error()
-			rs.Skipped += len(entries)
-			sv.skip(nil, "session could not be written", err.Error())
-			sv.reasons["session could not be written"] += len(entries) - 1
-			r.Sessions = append(r.Sessions, rs)
-			continue
-		}
-		rs.Recovered = len(entries)
-		for _, d := range s.derived {
-			v, err := sv.readAgain(nil, d.off, int64(d.size), d.sum, "the record")
-			if err != nil {
-				return fmt.Errorf("session %q derived record %s/%s: %w", name, d.kind, d.key, err)
-			}
-			if err := st.PutDerived(ctx, name, d.kind, d.key, v); err != nil {
-				if fatalWriteError(ctx, err) {
-					return fmt.Errorf("write session %q: %w", name, err)
-				}
-				sv.skip(nil, "derived record could not be written", err.Error())
-				continue
-			}
-			r.Derived++
-		}
-		r.Recovered += rs.Recovered
-		r.Skipped += rs.Skipped
-		r.Missing += rs.Missing
-		r.MissingUnknown = r.MissingUnknown || rs.MissingUnknown
-		r.Sessions = append(r.Sessions, rs)
 	}
 	if sv.log != nil {
 		added, err := sv.log.write(ctx, st, failed, sv)
@@ -754,6 +695,84 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 		return fmt.Errorf("create %s: %w", dst, err)
 	}
 	_ = syncDir(dir)
+	return nil
+}
+
+// writeSession imports one session found into st, the salvaged copy, and
+// puts what became of it into r. A session that cannot be written is
+// skipped (and noted in failed); an error from st that is no fault of the
+// session ends the salvage.
+func (sv *salvaged) writeSession(ctx context.Context, st *Store, name string, r *SalvageReport, failed map[string]bool) error {
+	s := sv.sessions[name]
+	found, err := sv.collect(s)
+	if err != nil {
+		return err
+	}
+	entries := sv.entries(s, found)
+	info := SessionInfo{Name: name}
+	if s.meta != nil {
+		info = fitInfo(s.meta.info(name), entries)
+		entries = sv.fit(s, info, entries)
+	}
+	// After entries and fit, whose messages left out count as skipped.
+	rs := SalvageSession{Name: name, MetaOK: s.meta != nil, Skipped: s.skipped}
+	rs.Missing, rs.MissingUnknown = s.missing(entries)
+	rs.MissingUnknown = rs.MissingUnknown || sv.lostPages > 0
+	if len(entries) == 0 && s.meta == nil && len(s.derived) == 0 {
+		return nil // nothing but a name
+	}
+	// A name from a damaged page may be one the store refuses.
+	err = checkSession(name)
+	if err == nil {
+		err = st.ImportSession(ctx, info, func(yield func(Entry, error) bool) {
+			for _, m := range entries {
+				env, err := sv.readMessage(s, m.seq, m.ref)
+				if !yield(env.entry(name), err) || err != nil {
+					return
+				}
+			}
+		})
+		if err != nil && fatalWriteError(ctx, err) {
+			return fmt.Errorf("write session %q: %w", name, err)
+		}
+	}
+	if err != nil {
+		failed[name] = true
+		rs.Error = err.Error()
+		rs.Skipped += len(entries)
+		sv.skip(nil, "session could not be written", err.Error())
+		sv.reasons["session could not be written"] += len(entries) - 1
+		r.Sessions = append(r.Sessions, rs)
+		return nil
+	}
+	rs.Recovered = len(entries)
+	if err := sv.writeDerived(ctx, st, s, r); err != nil {
+		return err
+	}
+	r.Recovered += rs.Recovered
+	r.Skipped += rs.Skipped
+	r.Missing += rs.Missing
+	r.MissingUnknown = r.MissingUnknown || rs.MissingUnknown
+	r.Sessions = append(r.Sessions, rs)
+	return nil
+}
+
+// writeDerived puts the session's derived records found into st.
+func (sv *salvaged) writeDerived(ctx context.Context, st *Store, s *salvageSession, r *SalvageReport) error {
+	for _, d := range s.derived {
+		v, err := sv.readAgain(nil, d.off, int64(d.size), d.sum, "the record")
+		if err != nil {
+			return fmt.Errorf("session %q derived record %s/%s: %w", s.name, d.kind, d.key, err)
+		}
+		if err := st.PutDerived(ctx, s.name, d.kind, d.key, v); err != nil {
+			if fatalWriteError(ctx, err) {
+				return fmt.Errorf("write session %q: %w", s.name, err)
+			}
+			sv.skip(nil, "derived record could not be written", err.Error())
+			continue
+		}
+		r.Derived++
+	}
 	return nil
 }
 
@@ -884,7 +903,36 @@ type orphanRef struct {
 // session name. Leaves whose ancestry is lost go to the session their envelopes name
 // (version 2 on), or are placed by placeOrphans.
 func (sv *salvaged) scanOrphans(ctx context.Context, w *boltpage.Walker, useFreelist, namesKnown bool) {
-	bf := w.File
+	g, ok := scanPages(ctx, w, sv.freePages(w.File, useFreelist))
+	if !ok {
+		return
+	}
+	var unowned []orphanLeaf
+	for _, id := range g.leaves {
+		if ctx.Err() != nil {
+			return
+		}
+		elems := leafElems(w.File, id)
+		paths := g.pathsOf(id, 0)
+		delete(g.memo, id) // asked for once: keep only the pages above leaves
+		if len(paths) != 1 {
+			if leaf, ok := sv.unownedLeaf(id, elems); ok {
+				unowned = append(unowned, leaf)
+			}
+			continue
+		}
+		var path []string
+		for _, p := range paths {
+			path = p
+		}
+		sv.ownedLeaf(w, path, elems)
+	}
+	sv.placeOrphans(unowned, namesKnown)
+}
+
+// freePages returns the pages the freelist says are free, none (with a
+// note) if it is not to be used or cannot be read.
+func (sv *salvaged) freePages(bf *boltpage.File, useFreelist bool) map[uint64]bool {
 	free := map[uint64]bool{}
 	if !useFreelist {
 		sv.notes = append(sv.notes, "the freelist could not be trusted, so deleted pages could not be told from live ones: purged messages may reappear")
@@ -898,17 +946,33 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltpage.Walker, useFree
 			}
 		}
 	}
+	return free
+}
+
+// pageGraph is what scanning every page of a file tells about how its pages
+// hang together.
+type pageGraph struct {
+	w         *boltpage.Walker
+	parent    map[uint64][]uint64    // child page -> branch pages naming it
+	refs      map[uint64][]orphanRef // bucket root page -> entries naming it
+	leaves    []uint64               // unreached leaf pages, in id order
+	looksRoot map[uint64]bool        // unreached pages holding the top-level buckets
+	memo      map[uint64]map[string][]string
+}
+
+// scanPages reads every page below the high-water mark that is not free. It
+// reports false if ctx ended first.
+func scanPages(ctx context.Context, w *boltpage.Walker, free map[uint64]bool) (*pageGraph, bool) {
+	bf := w.File
+	g := &pageGraph{w: w, parent: map[uint64][]uint64{}, refs: map[uint64][]orphanRef{},
+		looksRoot: map[uint64]bool{}, memo: map[uint64]map[string][]string{}}
 	end := bf.Meta.HWM
 	if n := uint64(bf.Size) / uint64(bf.PageSize); n < end {
 		end = n
 	}
-	parent := map[uint64][]uint64{}  // child page -> branch pages naming it
-	refs := map[uint64][]orphanRef{} // bucket root page -> entries naming it
-	var leaves []uint64              // unreached leaf pages, in id order
-	looksRoot := map[uint64]bool{}   // unreached pages holding the top-level buckets
 	for id := uint64(2); id < end; id++ {
 		if ctx.Err() != nil {
-			return
+			return nil, false
 		}
 		if free[id] {
 			continue
@@ -924,116 +988,109 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltpage.Walker, useFree
 				if err != nil {
 					break
 				}
-				parent[child] = append(parent[child], id)
+				g.parent[child] = append(g.parent[child], id)
 			}
 		case boltpage.LeafPage:
-			// The leaf's records are not kept: the page is read again
-			// below, once its owner is known.
-			for i := range int(h.Count) {
-				e, err := boltpage.LeafElem(buf, i)
-				if err != nil {
-					break
-				}
-				if e.Bucket {
-					if br, err := boltpage.SubBucket(e.Value); err == nil && br.Page != 0 {
-						refs[br.Page] = append(refs[br.Page], orphanRef{id, string(e.Key)})
-					}
-					if string(e.Key) == bucketSessions || string(e.Key) == bucketStore {
-						looksRoot[id] = true
-					}
-				}
-			}
-			if !w.Reached[id] {
-				leaves = append(leaves, id)
-			}
+			g.leaf(id, h, buf)
 		}
 		id += uint64(h.Overflow)
 	}
+	return g, true
+}
 
-	// pathsOf works out which buckets a page belongs to (several when stale pages
-	// disagree), memoised: damaged files can make the page graph large.
-	memo := map[uint64]map[string][]string{}
-	var pathsOf func(id uint64, depth int) map[string][]string
-	pathsOf = func(id uint64, depth int) map[string][]string {
-		if m, ok := memo[id]; ok {
-			return m
+// leaf notes the bucket entries of leaf page id. The leaf's records are not
+// kept: the page is read again once its owner is known.
+func (g *pageGraph) leaf(id uint64, h boltpage.PageHeader, buf []byte) {
+	for i := range int(h.Count) {
+		e, err := boltpage.LeafElem(buf, i)
+		if err != nil {
+			break
 		}
-		out := map[string][]string{}
-		if depth > boltpage.MaxDepth {
-			return out
-		}
-		memo[id] = out // a cycle back here sees no paths
-		if p, ok := w.PagePath[id]; ok {
-			out[strings.Join(p, "\x00")] = p
-			return out
-		}
-		if id == bf.Meta.Root || looksRoot[id] {
-			out[""] = nil
-		}
-		for _, up := range parent[id] {
-			for k, p := range pathsOf(up, depth+1) {
-				out[k] = p
+		if e.Bucket {
+			if br, err := boltpage.SubBucket(e.Value); err == nil && br.Page != 0 {
+				g.refs[br.Page] = append(g.refs[br.Page], orphanRef{id, string(e.Key)})
+			}
+			if string(e.Key) == bucketSessions || string(e.Key) == bucketStore {
+				g.looksRoot[id] = true
 			}
 		}
-		for _, ref := range refs[id] {
-			for _, p := range pathsOf(ref.page, depth+1) {
-				q := append(slices.Clone(p), ref.key)
-				out[strings.Join(q, "\x00")] = q
-			}
-		}
+	}
+	if !g.w.Reached[id] {
+		g.leaves = append(g.leaves, id)
+	}
+}
+
+// pathsOf works out which buckets a page belongs to (several when stale pages
+// disagree), memoised: damaged files can make the page graph large.
+func (g *pageGraph) pathsOf(id uint64, depth int) map[string][]string {
+	if m, ok := g.memo[id]; ok {
+		return m
+	}
+	out := map[string][]string{}
+	if depth > boltpage.MaxDepth {
 		return out
 	}
-
-	var unowned []orphanLeaf
-	for _, id := range leaves {
-		if ctx.Err() != nil {
-			return
-		}
-		elems := leafElems(bf, id)
-		paths := pathsOf(id, 0)
-		delete(memo, id) // asked for once: keep only the pages above leaves
-		if len(paths) != 1 {
-			if !hasMessages(elems) {
-				continue
-			}
-			leaf := orphanLeaf{src: sv.newSource(elems[0])}
-			for _, e := range elems {
-				if e.Bucket {
-					continue
-				}
-				if env, ok := sv.record(nil, fmt.Sprintf("(unknown, page %d)", id), e.Key, e.Value); ok {
-					leaf.add(env, maphash.Bytes(sv.seed, env.Raw))
-				} else {
-					leaf.src.bad = append(leaf.src.bad, uint16(e.Index))
-				}
-			}
-			if len(leaf.msgs) > 0 {
-				unowned = append(unowned, leaf)
-			}
-			continue
-		}
-		var path []string
-		for _, p := range paths {
-			path = p
-		}
-		switch {
-		case len(path) == 3 && path[0] == bucketSessions && path[2] == bucketMsgs:
-			s := sv.session(path[1])
-			for _, e := range elems {
-				if !e.Bucket && sv.message(s, e) {
-					sv.orphans++
-				}
-			}
-		case len(path) == 2 && path[0] == bucketSessions:
-			s := sv.session(path[1])
-			before := s.seqs.n
-			for _, e := range elems {
-				sv.sessionElem(w, s, path, e)
-			}
-			sv.orphans += s.seqs.n - before
+	g.memo[id] = out // a cycle back here sees no paths
+	if p, ok := g.w.PagePath[id]; ok {
+		out[strings.Join(p, "\x00")] = p
+		return out
+	}
+	if id == g.w.File.Meta.Root || g.looksRoot[id] {
+		out[""] = nil
+	}
+	for _, up := range g.parent[id] {
+		for k, p := range g.pathsOf(up, depth+1) {
+			out[k] = p
 		}
 	}
-	sv.placeOrphans(unowned, namesKnown)
+	for _, ref := range g.refs[id] {
+		for _, p := range g.pathsOf(ref.page, depth+1) {
+			q := append(slices.Clone(p), ref.key)
+			out[strings.Join(q, "\x00")] = q
+		}
+	}
+	return out
+}
+
+// unownedLeaf gathers the messages of leaf page id, whose owner is unknown,
+// for placeOrphans; false if it holds none.
+func (sv *salvaged) unownedLeaf(id uint64, elems []boltpage.Elem) (orphanLeaf, bool) {
+	if !hasMessages(elems) {
+		return orphanLeaf{}, false
+	}
+	leaf := orphanLeaf{src: sv.newSource(elems[0])}
+	for _, e := range elems {
+		if e.Bucket {
+			continue
+		}
+		if env, ok := sv.record(nil, fmt.Sprintf("(unknown, page %d)", id), e.Key, e.Value); ok {
+			leaf.add(env, maphash.Bytes(sv.seed, env.Raw))
+		} else {
+			leaf.src.bad = append(leaf.src.bad, uint16(e.Index))
+		}
+	}
+	return leaf, len(leaf.msgs) > 0
+}
+
+// ownedLeaf recovers the elements of a leaf page whose bucket path is known:
+// a session's messages, or a session's bucket.
+func (sv *salvaged) ownedLeaf(w *boltpage.Walker, path []string, elems []boltpage.Elem) {
+	switch {
+	case len(path) == 3 && path[0] == bucketSessions && path[2] == bucketMsgs:
+		s := sv.session(path[1])
+		for _, e := range elems {
+			if !e.Bucket && sv.message(s, e) {
+				sv.orphans++
+			}
+		}
+	case len(path) == 2 && path[0] == bucketSessions:
+		s := sv.session(path[1])
+		before := s.seqs.n
+		for _, e := range elems {
+			sv.sessionElem(w, s, path, e)
+		}
+		sv.orphans += s.seqs.n - before
+	}
 }
 
 // leafElems reads leaf page id and returns its elements up to the first
