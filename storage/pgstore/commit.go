@@ -334,103 +334,13 @@ func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 	var read func(br pgx.BatchResults) ([]*req, error)
 	limit, limited := lockLimit(batch)
 	if !slices.ContainsFunc(batch, func(r *req) bool { return r.plain == nil }) {
-		now := time.Now().UnixNano()
-		names := make([][]byte, len(batch))
-		b.Queue("BEGIN")
-		if limited {
-			b.Queue(setLockTimeout, limit)
-		}
-		for i, r := range batch {
-			names[i] = []byte(r.session)
-			b.Queue(s.q.appendFast, fastArgs(r, now)...)
-		}
-		note = &pgx.QueuedQuery{SQL: s.q.notifyAfter, Arguments: []any{s.channel, names}}
-		read = func(br pgx.BatchResults) ([]*req, error) {
-			_, err := br.Exec()
-			if err == nil && limited {
-				_, err = br.Exec()
-			}
-			for _, r := range batch {
-				if err != nil {
-					break
-				}
-				var epoch, first int64
-				if err = br.QueryRow().Scan(&epoch, &first); err == nil {
-					r.found(epoch, first)
-				} else if errors.Is(err, pgx.ErrNoRows) {
-					// Not live: nothing written; the general path creates it.
-					r.plain, err = nil, nil
-					again = append(again, r)
-				}
-			}
-			// The others, read or not, went out with the COMMIT.
-			return slices.DeleteFunc(slices.Clone(batch), func(r *req) bool { return r.plain == nil }), err
-		}
+		note, read = s.queueAppends(b, batch, limit, limited, &again)
 	} else {
-		ws, err := s.lock(ctx, conn, batch, limit)
-		if err != nil {
-			return s.failed(ctx, batch, err, nil, nil)
-		}
-		var held []*req
-		for _, r := range batch {
-			w := ws[r.session]
-			if w == nil {
-				again = append(again, r)
-				continue
-			}
-			w.batch = b
-			saved, queued := *w, b.Len()
-			if r.err = r.Run(func() error { return r.fn(w) }); r.err == nil {
-				held = append(held, r)
-				w.written = true
-				continue
-			}
-			// Undo what it did; unless refused by its check or put off, its
-			// error aborted the transaction.
-			*w = saved
-			b.QueuedQueries = b.QueuedQueries[:queued]
-			if r.Caught() {
-				// Answered: its caller raises the panic. The transaction
-				// has not committed (what went out, an import's messages or
-				// a read, went out inside it); it is rolled back, whatever
-				// state the panic left the connection in, and the others
-				// commit alone.
-				return slices.DeleteFunc(slices.Clone(batch), func(q *req) bool { return q == r })
-			}
-			if errors.Is(r.err, errAlone) {
-				again = append(again, r)
-			} else if _, ok := errors.AsType[*rejected](r.err); !ok {
-				return s.failed(ctx, batch, r.err, nil, again)
-			}
-		}
-		if len(held) == 0 {
-			return again
-		}
-		var notes []string
-		for _, name := range slices.Sorted(maps.Keys(ws)) {
-			w := ws[name]
-			if w.m.changed {
-				b.Queue(s.q.saveMeta, w.m.saveArgs(w.name)...)
-			}
-			if w.notify {
-				payload := hex.EncodeToString(w.name)
-				if !w.purged {
-					payload += " " + strconv.FormatInt(w.m.lastSeq, 10) + " " + strconv.FormatInt(w.m.epoch, 10)
-				}
-				notes = append(notes, payload)
-			}
-		}
-		if len(notes) > 0 {
-			note = &pgx.QueuedQuery{SQL: notifySQL, Arguments: []any{s.channel, notes}}
-		}
-		writes := b.Len()
-		read = func(br pgx.BatchResults) ([]*req, error) {
-			for range writes {
-				if _, err := br.Exec(); err != nil {
-					return held, err
-				}
-			}
-			return held, nil
+		var stop bool
+		var answer []*req
+		note, read, again, answer, stop = s.queueWrites(ctx, conn, b, batch, limit)
+		if stop {
+			return answer
 		}
 	}
 	if s.beforeCommit != nil {
@@ -446,6 +356,129 @@ func (s *Store) commitOnce(ctx context.Context, batch []*req) (again []*req) {
 		r.err = nil
 	}
 	return again
+}
+
+// queueAppends queues batch, plain appends only, in b: one statement each.
+// It returns the notification to send after the COMMIT and the reader of
+// the results, which adds to again the appends that found their session not
+// live (nothing written: the general path creates it).
+func (s *Store) queueAppends(b *pgx.Batch, batch []*req, limit string, limited bool, again *[]*req) (*pgx.QueuedQuery, func(pgx.BatchResults) ([]*req, error)) {
+	now := time.Now().UnixNano()
+	names := make([][]byte, len(batch))
+	b.Queue("BEGIN")
+	if limited {
+		b.Queue(setLockTimeout, limit)
+	}
+	for i, r := range batch {
+		names[i] = []byte(r.session)
+		b.Queue(s.q.appendFast, fastArgs(r, now)...)
+	}
+	note := &pgx.QueuedQuery{SQL: s.q.notifyAfter, Arguments: []any{s.channel, names}}
+	read := func(br pgx.BatchResults) ([]*req, error) {
+		_, err := br.Exec()
+		if err == nil && limited {
+			_, err = br.Exec()
+		}
+		for _, r := range batch {
+			if err != nil {
+				break
+			}
+			var epoch, first int64
+			if err = br.QueryRow().Scan(&epoch, &first); err == nil {
+				r.found(epoch, first)
+			} else if errors.Is(err, pgx.ErrNoRows) {
+				// Not live: nothing written; the general path creates it.
+				r.plain, err = nil, nil
+				*again = append(*again, r)
+			}
+		}
+		// The others, read or not, went out with the COMMIT.
+		return slices.DeleteFunc(slices.Clone(batch), func(r *req) bool { return r.plain == nil }), err
+	}
+	return note, read
+}
+
+// queueWrites locks the sessions of batch and runs each request's function,
+// which queues its writes in b. It returns the notification to send after
+// the COMMIT, the reader of the results and the requests to commit again
+// alone; or stop, with the answer commitOnce returns, when the transaction
+// is not to be sent (it failed, a function panicked, or nothing is left to
+// write).
+func (s *Store) queueWrites(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, batch []*req, limit string) (note *pgx.QueuedQuery, read func(pgx.BatchResults) ([]*req, error), again, answer []*req, stop bool) {
+	ws, err := s.lock(ctx, conn, batch, limit)
+	if err != nil {
+		return nil, nil, nil, s.failed(ctx, batch, err, nil, nil), true
+	}
+	var held []*req
+	for _, r := range batch {
+		w := ws[r.session]
+		if w == nil {
+			again = append(again, r)
+			continue
+		}
+		w.batch = b
+		saved, queued := *w, b.Len()
+		if r.err = r.Run(func() error { return r.fn(w) }); r.err == nil {
+			held = append(held, r)
+			w.written = true
+			continue
+		}
+		// Undo what it did; unless refused by its check or put off, its
+		// error aborted the transaction.
+		*w = saved
+		b.QueuedQueries = b.QueuedQueries[:queued]
+		if r.Caught() {
+			// Answered: its caller raises the panic. The transaction
+			// has not committed (what went out, an import's messages or
+			// a read, went out inside it); it is rolled back, whatever
+			// state the panic left the connection in, and the others
+			// commit alone.
+			return nil, nil, nil, slices.DeleteFunc(slices.Clone(batch), func(q *req) bool { return q == r }), true
+		}
+		if errors.Is(r.err, errAlone) {
+			again = append(again, r)
+		} else if _, ok := errors.AsType[*rejected](r.err); !ok {
+			return nil, nil, nil, s.failed(ctx, batch, r.err, nil, again), true
+		}
+	}
+	if len(held) == 0 {
+		return nil, nil, nil, again, true
+	}
+	note = s.queueMeta(b, ws)
+	writes := b.Len()
+	read = func(br pgx.BatchResults) ([]*req, error) {
+		for range writes {
+			if _, err := br.Exec(); err != nil {
+				return held, err
+			}
+		}
+		return held, nil
+	}
+	return note, read, again, nil, false
+}
+
+// queueMeta queues the metadata of the sessions ws changed, in name order,
+// and returns the notification of their changes to send after the COMMIT
+// (nil if none).
+func (s *Store) queueMeta(b *pgx.Batch, ws map[string]*wtx) *pgx.QueuedQuery {
+	var notes []string
+	for _, name := range slices.Sorted(maps.Keys(ws)) {
+		w := ws[name]
+		if w.m.changed {
+			b.Queue(s.q.saveMeta, w.m.saveArgs(w.name)...)
+		}
+		if w.notify {
+			payload := hex.EncodeToString(w.name)
+			if !w.purged {
+				payload += " " + strconv.FormatInt(w.m.lastSeq, 10) + " " + strconv.FormatInt(w.m.epoch, 10)
+			}
+			notes = append(notes, payload)
+		}
+	}
+	if len(notes) == 0 {
+		return nil
+	}
+	return &pgx.QueuedQuery{SQL: notifySQL, Arguments: []any{s.channel, notes}}
 }
 
 // send sends b, a transaction's writes (read reads their results), with the
