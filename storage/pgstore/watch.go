@@ -5,12 +5,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Watch reports changes to session ("" for every session) made through any
@@ -118,134 +120,165 @@ const resyncEvery = 3 * time.Second
 const drainFor = 5 * time.Millisecond
 
 func (s *Store) watchLoop(ctx context.Context, conn *pgx.Conn, session string, last map[string]mark, ch chan<- storage.Change) {
+	w := &pgWatch{s: s, ctx: ctx, conn: conn, session: session, last: last, ch: ch,
+		backoff: 50 * time.Millisecond, synced: time.Now(), pending: map[string]bool{}}
 	defer close(ch)
 	defer func() {
-		if conn != nil {
-			closeConn(conn)
+		if w.conn != nil {
+			closeConn(w.conn)
 		}
 	}()
-	send := func(cs []storage.Change) bool {
-		for _, c := range cs {
-			select {
-			case ch <- c:
-			case <-ctx.Done():
-				return false
-			}
-		}
-		return true
-	}
-	backoff := 50 * time.Millisecond
 	// Notifications are best effort (sent after COMMIT): the watched
 	// sessions are reread every resyncEvery whatever the traffic, and
 	// sessions whose read failed stay pending until one succeeds.
-	synced := time.Now()
-	pending := map[string]bool{}
 	for {
-		if time.Since(synced) >= resyncEvery {
-			if now, err := s.watchState(ctx, session); err == nil {
-				if !send(diffMarks(last, now, nil)) {
-					return
-				}
-				last, synced = now, time.Now()
-				clear(pending)
-			}
+		if time.Since(w.synced) >= resyncEvery && !w.resync() {
+			return
 		}
 		wctx, cancel := context.WithTimeout(ctx, resyncEvery)
-		n, err := conn.WaitForNotification(wctx)
-		quiet := err != nil && wctx.Err() != nil && !conn.IsClosed()
+		n, err := w.conn.WaitForNotification(wctx)
+		quiet := err != nil && wctx.Err() != nil && !w.conn.IsClosed()
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		if quiet {
+		var ok bool
+		switch {
+		case quiet:
 			// Nothing heard for a while: reread, in case a writer died
 			// between its COMMIT and its notification.
-			if now, err := s.watchState(ctx, session); err == nil {
-				if !send(diffMarks(last, now, nil)) {
-					return
-				}
-				last, synced = now, time.Now()
-				clear(pending)
-			}
-			continue
+			ok = w.resync()
+		case err != nil:
+			ok = w.reconnect()
+		default:
+			ok = w.notified(n)
 		}
-		if err != nil {
-			// The connection dropped: listen again, then reread, so what
-			// changed meanwhile is reported.
-			closeConn(conn)
-			for {
-				select {
-				case <-time.After(backoff):
-				case <-ctx.Done():
-					return
-				}
-				backoff = min(2*backoff, 5*time.Second)
-				c, lerr := s.listen(ctx)
-				if lerr == nil {
-					conn = c
-					break
-				}
-				conn = nil // closed above; never closed twice, never nil-closed
-			}
-			// The pool may have lost its connections too: read until it
-			// works, or a change made meanwhile would wait for the next one.
-			now, err := s.watchState(ctx, session)
-			for err != nil {
-				select {
-				case <-time.After(backoff):
-				case <-ctx.Done():
-					return
-				}
-				now, err = s.watchState(ctx, session)
-			}
-			backoff = 50 * time.Millisecond
-			if !send(diffMarks(last, now, nil)) {
-				return
-			}
-			last, synced = now, time.Now()
-			clear(pending)
-			continue
-		}
-		dirty := pending
-		for n != nil {
-			if name, ok := payloadSession(n.Payload); ok && (session == "" || name == session) {
-				dirty[name] = true
-			}
-			dctx, cancel := context.WithTimeout(ctx, drainFor)
-			n, err = conn.WaitForNotification(dctx)
-			cancel()
-			if err != nil {
-				n = nil
-			}
-		}
-		if len(dirty) == 0 {
-			continue
-		}
-		now := make(map[string]mark, len(last))
-		for k, v := range last {
-			now[k] = v
-		}
-		failed := false
-		for name := range dirty {
-			si, err := s.Session(ctx, name)
-			switch {
-			case errors.Is(err, storage.ErrNotFound):
-				delete(now, name)
-			case err != nil:
-				failed = true
-			default:
-				now[name] = mark{si.LastSeq, si.Epoch}
-			}
-		}
-		if failed {
-			continue // pending: read again on the next notification or resync
-		}
-		if !send(diffMarks(last, now, dirty)) {
+		if !ok {
 			return
 		}
-		last = now
-		pending = map[string]bool{}
 	}
+}
+
+// pgWatch is the state of one Watch's loop.
+type pgWatch struct {
+	s       *Store
+	ctx     context.Context
+	conn    *pgx.Conn // listening; nil once closed and not yet replaced
+	session string
+	last    map[string]mark // what was last reported
+	ch      chan<- storage.Change
+	backoff time.Duration
+	synced  time.Time       // when last was last read whole
+	pending map[string]bool // sessions to read again
+}
+
+// send reports cs, false if the watch's context ended first.
+func (w *pgWatch) send(cs []storage.Change) bool {
+	for _, c := range cs {
+		select {
+		case w.ch <- c:
+		case <-w.ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// report sends what changed between what was reported and now, a fresh read
+// of every watched session, and makes now what was reported.
+func (w *pgWatch) report(now map[string]mark) bool {
+	if !w.send(diffMarks(w.last, now, nil)) {
+		return false
+	}
+	w.last, w.synced = now, time.Now()
+	clear(w.pending)
+	return true
+}
+
+// resync rereads the watched sessions and reports what changed; a failed
+// read is tried again later.
+func (w *pgWatch) resync() bool {
+	now, err := w.s.watchState(w.ctx, w.session)
+	if err != nil {
+		return true
+	}
+	return w.report(now)
+}
+
+// reconnect listens again after the connection dropped, then rereads, so
+// that what changed meanwhile is reported. It reports false if the
+// context ended first.
+func (w *pgWatch) reconnect() bool {
+	closeConn(w.conn)
+	for {
+		select {
+		case <-time.After(w.backoff):
+		case <-w.ctx.Done():
+			return false
+		}
+		w.backoff = min(2*w.backoff, 5*time.Second)
+		c, lerr := w.s.listen(w.ctx)
+		if lerr == nil {
+			w.conn = c
+			break
+		}
+		w.conn = nil // closed above; never closed twice, never nil-closed
+	}
+	// The pool may have lost its connections too: read until it
+	// works, or a change made meanwhile would wait for the next one.
+	now, err := w.s.watchState(w.ctx, w.session)
+	for err != nil {
+		select {
+		case <-time.After(w.backoff):
+		case <-w.ctx.Done():
+			return false
+		}
+		now, err = w.s.watchState(w.ctx, w.session)
+	}
+	w.backoff = 50 * time.Millisecond
+	return w.report(now)
+}
+
+// notified reads the sessions named by n and the notifications that follow
+// it within drainFor, and reports what changed.
+func (w *pgWatch) notified(n *pgconn.Notification) bool {
+	dirty := w.pending
+	for n != nil {
+		if name, ok := payloadSession(n.Payload); ok && (w.session == "" || name == w.session) {
+			dirty[name] = true
+		}
+		dctx, cancel := context.WithTimeout(w.ctx, drainFor)
+		var err error
+		n, err = w.conn.WaitForNotification(dctx)
+		cancel()
+		if err != nil {
+			n = nil
+		}
+	}
+	if len(dirty) == 0 {
+		return true
+	}
+	now := maps.Clone(w.last)
+	if now == nil {
+		now = make(map[string]mark)
+	}
+	for name := range dirty {
+		si, err := w.s.Session(w.ctx, name)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			delete(now, name)
+		case err != nil:
+			return true // pending: read again on the next notification or resync
+		default:
+			now[name] = mark{si.LastSeq, si.Epoch}
+		}
+	}
+	if !w.send(diffMarks(w.last, now, dirty)) {
+		return false
+	}
+	w.last = now
+	w.pending = map[string]bool{}
+	return true
 }
 
 // payloadSession decodes the session name of a notification: its name in
