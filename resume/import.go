@@ -2,6 +2,7 @@ package resume
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -175,10 +176,7 @@ func ImportJSONL(ctx context.Context, st storage.Engine, session string, r io.Re
 
 	est := view.DefaultEstimator(opts.Estimator)
 	counter := view.CounterName(est)
-	maxLine := opts.MaxMessageBytes
-	if maxLine == 0 {
-		maxLine = DefaultMaxMessageBytes
-	}
+	maxLine := cmp.Or(opts.MaxMessageBytes, DefaultMaxMessageBytes)
 	// Every batch is appended only if the session is exactly as this import
 	// left it (same epoch, nobody else appended since), so a second writer,
 	// even an importer that took over a lapsed claim, can never interleave
@@ -241,48 +239,73 @@ func ImportJSONL(ctx context.Context, st storage.Engine, session string, r io.Re
 		rep.Skipped = fmt.Sprintf("another writer changed the session before the import began (%v); the store is authoritative, so the JSONL is not imported",
 			err)
 		rep.Lines, rep.Malformed = 0, nil
-		rec.State, rec.Owner, rec.Claim, rec.Finished = importAbandoned, "", "", time.Now().UTC()
 		// After a purge the claim went with the session: nothing to record.
-		if err := saveOwnImport(ctx, st, session, token, rec); err != nil && !errors.Is(err, errClaimLost) {
+		if err := abandonImport(ctx, st, session, token, rec); err != nil {
 			return fail(err)
 		}
 		finished = true
 		return rep, nil
 	}
-	conflict := ""
-	switch {
-	case errors.Is(err, errSessionChanged):
-		conflict = fmt.Sprintf("the import stopped after %d messages because another writer changed the session (%v); the store is authoritative",
-			skip+sent, err)
-		rep.Malformed = nil
-	case err != nil:
+	conflict, err := importConflict(err, sk, skip, sent, &rep)
+	if err != nil {
 		return fail(err)
-	case sk.err != nil || sk.skip > 0:
-		conflict = "an interrupted import cannot be continued: the stored messages are not the JSONL's first ones"
-		if sk.err != nil {
-			conflict += " (" + sk.err.Error() + ")"
-		}
-		rep.Continued, rep.Malformed = 0, nil // nothing was imported: no lines to blame
 	}
 	if conflict != "" {
 		rep.Skipped = conflict
-		rec.State, rec.Owner, rec.Claim, rec.Finished = importAbandoned, "", "", time.Now().UTC()
 		// An importer that took over this one's lapsed claim owns the
 		// record now, and its outcome is the one to keep.
-		if err := saveOwnImport(ctx, st, session, token, rec); err != nil && !errors.Is(err, errClaimLost) {
+		if err := abandonImport(ctx, st, session, token, rec); err != nil {
 			return fail(err)
 		}
 		finished = true
 		return rep, fmt.Errorf("import %s into session %q: %s: %w", opts.Source, session, conflict, ErrImportConflict)
 	}
-	rec.State, rec.Owner, rec.Claim, rec.Finished = importDone, "", "", time.Now().UTC()
 	rec.SHA256 = hex.EncodeToString(h.Sum(nil))
-	rec.Lines, rec.Imported, rec.Malformed = lines, skip+sent, len(bad)
-	if err := saveOwnImport(ctx, st, session, token, rec); err != nil {
+	if err := finishImport(ctx, st, session, token, rec, lines, skip+sent, len(bad)); err != nil {
 		return fail(err)
 	}
 	finished = true
 	return rep, nil
+}
+
+// finishImport records that this importer imported the source whole.
+func finishImport(ctx context.Context, st storage.Engine, session, token string, rec importRecord, lines, imported, malformed int) error {
+	rec.State, rec.Owner, rec.Claim, rec.Finished = importDone, "", "", time.Now().UTC()
+	rec.Lines, rec.Imported, rec.Malformed = lines, imported, malformed
+	return saveOwnImport(ctx, st, session, token, rec)
+}
+
+// importConflict says why an import that pump ended with err (sk its
+// skipper, skip messages stored before, sent now) cannot be finished, ""
+// if it can, clearing what rep would otherwise blame; an error that is no
+// conflict comes back.
+func importConflict(err error, sk *skipper, skip, sent int, rep *ImportReport) (string, error) {
+	switch {
+	case errors.Is(err, errSessionChanged):
+		rep.Malformed = nil
+		return fmt.Sprintf("the import stopped after %d messages because another writer changed the session (%v); the store is authoritative",
+			skip+sent, err), nil
+	case err != nil:
+		return "", err
+	case sk.err != nil || sk.skip > 0:
+		conflict := "an interrupted import cannot be continued: the stored messages are not the JSONL's first ones"
+		if sk.err != nil {
+			conflict += " (" + sk.err.Error() + ")"
+		}
+		rep.Continued, rep.Malformed = 0, nil // nothing was imported: no lines to blame
+		return conflict, nil
+	}
+	return "", nil
+}
+
+// abandonImport records that this importer gave the source up, unless its
+// claim was lost meanwhile (then the record is another's, or gone).
+func abandonImport(ctx context.Context, st storage.Engine, session, token string, rec importRecord) error {
+	rec.State, rec.Owner, rec.Claim, rec.Finished = importAbandoned, "", "", time.Now().UTC()
+	if err := saveOwnImport(ctx, st, session, token, rec); err != nil && !errors.Is(err, errClaimLost) {
+		return err
+	}
+	return nil
 }
 
 // importLease is how long an import record claiming a live importer in
