@@ -68,18 +68,71 @@ func verifyIntact(t *testing.T, e storage.Engine, when string) {
 func testImportRefused(t *testing.T, open Opener) {
 	e, _ := open(t)
 	ctx := context.Background()
-	const big = 1 << 63 // over storage.MaxSeq
-	raw := func(role, s string) []byte { return ctxstore.NewMessage(role, s).Bytes() }
-	// A consistent export: epochs 1 (seqs 1-2), 2 (3-4) and 3 (5), current.
-	base := func() (storage.SessionInfo, []storage.Entry) {
-		info := storage.SessionInfo{Name: "bad", Epoch: 3, LastSeq: 5, EpochStartSeq: 5, Epochs: []storage.EpochInfo{
-			{Epoch: 1, FirstSeq: 1, LastSeq: 2, Messages: 2}, {Epoch: 2, FirstSeq: 3, LastSeq: 4, Messages: 2}, {Epoch: 3, FirstSeq: 5, LastSeq: 5, Messages: 1}}}
-		es := []storage.Entry{
-			{Seq: 1, Epoch: 1, Tokens: 1, Raw: raw("user", "one")}, {Seq: 2, Epoch: 1, Tokens: 1, Raw: raw("assistant", "two")},
-			{Seq: 3, Epoch: 2, Tokens: 1, Raw: raw("user", "three")}, {Seq: 4, Epoch: 2, Tokens: 1, Raw: raw("assistant", "four")},
-			{Seq: 5, Epoch: 3, Tokens: 1, Raw: raw("user", "five")}}
-		return info, es
+	base := consistentExport
+	cases := importRefusedCases()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// A name of its own: one accepted by mistake does not
+			// make the next fail for another reason.
+			name := "bad: " + c.name
+			si, es := base()
+			es = c.change(&si, es)
+			si.Name = name
+			err := storage.ImportSession(ctx, e, si, entriesOf(es))
+			want := storage.ErrInvalidImport
+			if strings.Contains(c.name, "parse") {
+				want = ctxstore.ErrInvalidMessage
+			}
+			if !errors.Is(err, want) {
+				t.Fatalf("ImportSession = %v, want %v", err, want)
+			}
+			if !strings.Contains(err.Error(), strconv.Quote(name)) {
+				t.Errorf("the error does not name the session: %v", err)
+			}
+			t.Logf("refused: %v", err)
+			if got, err := e.Session(ctx, name); !errors.Is(err, storage.ErrNotFound) {
+				t.Fatalf("a refused import left the session: %+v %v", got, err)
+			}
+		})
 	}
+	verifyIntact(t, e, "after refused imports")
+	if infos, err := e.Sessions(ctx); err != nil || len(infos) != 0 {
+		t.Fatalf("refused imports left sessions: %+v %v", infos, err)
+	}
+	// The consistent export imports, and new messages continue after it.
+	si, es := base()
+	if err := storage.ImportSession(ctx, e, si, entriesOf(es)); err != nil {
+		t.Fatalf("the consistent export: %v", err)
+	}
+	if f, _ := appendOK(t, e, "bad", text("user", "six")); f != 6 {
+		t.Fatalf("append after import: seq %d", f)
+	}
+	verifyIntact(t, e, "after the consistent import")
+}
+
+// consistentExport is an export ImportSession accepts: epochs 1 (seqs
+// 1-2), 2 (3-4) and 3 (5), current.
+func consistentExport() (storage.SessionInfo, []storage.Entry) {
+	raw := func(role, s string) []byte { return ctxstore.NewMessage(role, s).Bytes() }
+	info := storage.SessionInfo{Name: "bad", Epoch: 3, LastSeq: 5, EpochStartSeq: 5, Epochs: []storage.EpochInfo{
+		{Epoch: 1, FirstSeq: 1, LastSeq: 2, Messages: 2}, {Epoch: 2, FirstSeq: 3, LastSeq: 4, Messages: 2}, {Epoch: 3, FirstSeq: 5, LastSeq: 5, Messages: 1}}}
+	es := []storage.Entry{
+		{Seq: 1, Epoch: 1, Tokens: 1, Raw: raw("user", "one")}, {Seq: 2, Epoch: 1, Tokens: 1, Raw: raw("assistant", "two")},
+		{Seq: 3, Epoch: 2, Tokens: 1, Raw: raw("user", "three")}, {Seq: 4, Epoch: 2, Tokens: 1, Raw: raw("assistant", "four")},
+		{Seq: 5, Epoch: 3, Tokens: 1, Raw: raw("user", "five")}}
+	return info, es
+}
+
+// importRefusal is one way of spoiling consistentExport.
+type importRefusal struct {
+	name   string
+	change func(si *storage.SessionInfo, es []storage.Entry) []storage.Entry
+}
+
+// importRefusedCases lists exports that contradict themselves or their
+// entries, each made from consistentExport.
+func importRefusedCases() []importRefusal {
+	const big = 1 << 63 // over storage.MaxSeq
 	type change func(si *storage.SessionInfo, es []storage.Entry) []storage.Entry
 	info := func(f func(si *storage.SessionInfo)) change {
 		return func(si *storage.SessionInfo, es []storage.Entry) []storage.Entry { f(si); return es }
@@ -87,10 +140,7 @@ func testImportRefused(t *testing.T, open Opener) {
 	entry := func(f func(es []storage.Entry)) change {
 		return func(si *storage.SessionInfo, es []storage.Entry) []storage.Entry { f(es); return es }
 	}
-	cases := []struct {
-		name   string
-		change change
-	}{
+	return []importRefusal{
 		// The metadata by itself.
 		{"epoch over MaxSeq", info(func(si *storage.SessionInfo) { si.Epoch = big })},
 		{"last seq over MaxSeq", info(func(si *storage.SessionInfo) { si.LastSeq = big })},
@@ -156,44 +206,6 @@ func testImportRefused(t *testing.T, open Opener) {
 		})},
 		{"message that does not parse", entry(func(es []storage.Entry) { es[2].Raw = []byte(`{"role":"user","content":`) })},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			// A name of its own: one accepted by mistake does not
-			// make the next fail for another reason.
-			name := "bad: " + c.name
-			si, es := base()
-			es = c.change(&si, es)
-			si.Name = name
-			err := storage.ImportSession(ctx, e, si, entriesOf(es))
-			want := storage.ErrInvalidImport
-			if strings.Contains(c.name, "parse") {
-				want = ctxstore.ErrInvalidMessage
-			}
-			if !errors.Is(err, want) {
-				t.Fatalf("ImportSession = %v, want %v", err, want)
-			}
-			if !strings.Contains(err.Error(), strconv.Quote(name)) {
-				t.Errorf("the error does not name the session: %v", err)
-			}
-			t.Logf("refused: %v", err)
-			if got, err := e.Session(ctx, name); !errors.Is(err, storage.ErrNotFound) {
-				t.Fatalf("a refused import left the session: %+v %v", got, err)
-			}
-		})
-	}
-	verifyIntact(t, e, "after refused imports")
-	if infos, err := e.Sessions(ctx); err != nil || len(infos) != 0 {
-		t.Fatalf("refused imports left sessions: %+v %v", infos, err)
-	}
-	// The consistent export imports, and new messages continue after it.
-	si, es := base()
-	if err := storage.ImportSession(ctx, e, si, entriesOf(es)); err != nil {
-		t.Fatalf("the consistent export: %v", err)
-	}
-	if f, _ := appendOK(t, e, "bad", text("user", "six")); f != 6 {
-		t.Fatalf("append after import: seq %d", f)
-	}
-	verifyIntact(t, e, "after the consistent import")
 }
 
 // testImportShapes: exports of unusual but consistent sessions import
