@@ -7,7 +7,7 @@ import "github.com/ctxstore/ctxstore/storage"
 // session or seq it is about; branch with errors.Is.
 var (
 	// ErrCorrupt means the file or a record in it is damaged: not a bbolt
-	// file, cut short, a bad meta page, or an envelope that does not decode.
+	// file, cut short, a bad meta page, or an layout.Envelope that does not decode.
 	ErrCorrupt = storage.ErrCorrupt
 	// ErrLocked means another process held the file's lock for longer than
 	// Options.LockTimeout. The error names the file.

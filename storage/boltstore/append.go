@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
 
@@ -24,7 +25,7 @@ func (s *Store) Append(ctx context.Context, session string, recs ...Record) (fir
 // transaction itself sees it; otherwise nothing is written and AppendIf
 // returns check's error unchanged. A session that does not exist yet is
 // shown as it would be created: empty, in epoch 1 with LastSeq 0, or, for
-// a name purged before, continuing after its tombstone's epoch and seq.
+// a name purged before, continuing after its layout.Tombstone's epoch and seq.
 //
 // Because check and write are one transaction, no writer in this or another
 // process can change the session in between: a caller that expects the
@@ -87,7 +88,7 @@ func appendTx(session string, recs []Record, check func(SessionInfo) error, firs
 		ws.dirty = true
 		*first = meta.LastSeq + 1
 		for _, r := range recs {
-			env := envelope{
+			env := layout.Envelope{
 				Seq: meta.LastSeq + 1, Epoch: meta.Epoch, Time: now,
 				Role: r.Message.Role(), Tokens: r.Tokens, Counter: r.Counter,
 				CallIDs: r.Message.CallIDs(), ResultIDs: r.Message.ResultIDs(),
@@ -96,19 +97,19 @@ func appendTx(session string, recs []Record, check func(SessionInfo) error, firs
 			if err := putEnvelope(msgs, &env); err != nil {
 				return fmt.Errorf("store: session %q: %w", session, err)
 			}
-			meta.add(&env, r.Message)
+			meta.Add(&env, r.Message)
 		}
 		*last = meta.LastSeq
 		return nil
 	}
 }
 
-func putEnvelope(msgs *bbolt.Bucket, env *envelope) error {
-	v, err := encodeEnvelope(env)
+func putEnvelope(msgs *bbolt.Bucket, env *layout.Envelope) error {
+	v, err := layout.EncodeEnvelope(env)
 	if err != nil {
 		return err
 	}
-	if err := msgs.Put(seqKey(env.Seq), v); err != nil {
+	if err := msgs.Put(layout.SeqKey(env.Seq), v); err != nil {
 		return fmt.Errorf("put seq %d: %w", env.Seq, err)
 	}
 	return nil
@@ -123,7 +124,7 @@ func (s *Store) Clear(ctx context.Context, session string) (newEpoch uint64, err
 		if err != nil {
 			return reject(err)
 		}
-		ws.meta.clear(time.Now().UnixNano())
+		ws.meta.Clear(time.Now().UnixNano())
 		ws.dirty = true
 		newEpoch = ws.meta.Epoch
 		return nil
@@ -159,7 +160,7 @@ func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(Ses
 		ws, err := w.session(session)
 		switch {
 		case err == nil:
-			ws.meta.clear(now)
+			ws.meta.Clear(now)
 			ws.dirty = true
 		case !errors.Is(err, ErrNotFound):
 			return reject(err)
@@ -184,7 +185,7 @@ func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(Ses
 }
 
 // Purge deletes session for real: every epoch's messages, its metadata and
-// its derived records. What remains is a tombstone holding the name with
+// its derived records. What remains is a layout.Tombstone holding the name with
 // the last seq and epoch, so that a session later created under the same
 // name starts after them (see layout.go). bbolt reuses the freed pages for
 // later writes but does not overwrite them at once; to get the bytes out
@@ -215,7 +216,7 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 			return reject(err)
 		}
 		meta := &ws.meta
-		em := meta.epoch(epoch)
+		em := meta.FindEpoch(epoch)
 		switch {
 		case em == nil:
 			return reject(fmt.Errorf("store: session %q: epoch %d: %w", session, epoch, ErrNotFound))
@@ -229,8 +230,8 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 		var keys [][]byte
 		if msgs != nil {
 			c := msgs.Cursor()
-			for k, _ := c.Seek(seqKey(em.First)); k != nil; k, _ = c.Next() {
-				if seq, ok := keySeq(k); !ok || seq > em.Last {
+			for k, _ := c.Seek(layout.SeqKey(em.First)); k != nil; k, _ = c.Next() {
+				if seq, ok := layout.KeySeq(k); !ok || seq > em.Last {
 					break
 				}
 				keys = append(keys, k)
@@ -256,35 +257,35 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 // sessionsBucket returns the top-level bucket of sessions. A read-only
 // store on a file no writer has initialised has none: it reads as empty.
 func sessionsBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
-	b := tx.Bucket([]byte(bucketSessions))
+	b := tx.Bucket([]byte(layout.BucketSessions))
 	if b == nil {
-		if err := boltpage.TxLookupDamage(tx, bucketSessions); err != nil {
+		if err := boltpage.TxLookupDamage(tx, layout.BucketSessions); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("store: %w: no %q bucket", ErrNotFound, bucketSessions)
+		return nil, fmt.Errorf("store: %w: no %q bucket", ErrNotFound, layout.BucketSessions)
 	}
 	return b, nil
 }
 
 // getSession returns the bucket and metadata of an existing session.
-func getSession(tx *bbolt.Tx, name string) (*bbolt.Bucket, sessionMeta, error) {
+func getSession(tx *bbolt.Tx, name string) (*bbolt.Bucket, layout.Meta, error) {
 	sessions, err := sessionsBucket(tx)
 	if errors.Is(err, ErrCorrupt) {
-		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
+		return nil, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, err)
 	}
 	if err != nil {
-		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+		return nil, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
 	}
 	sb := sessions.Bucket([]byte(name))
 	if sb == nil {
-		if err := boltpage.TxLookupDamage(tx, bucketSessions, name); err != nil {
-			return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
+		if err := boltpage.TxLookupDamage(tx, layout.BucketSessions, name); err != nil {
+			return nil, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, err)
 		}
-		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+		return nil, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
 	}
-	meta, err := decodeMeta(sb.Get([]byte(keyMeta)))
+	meta, err := layout.DecodeMeta(sb.Get([]byte(layout.KeyMeta)))
 	if err != nil {
-		return nil, sessionMeta{}, fmt.Errorf("store: session %q: %w", name, err)
+		return nil, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, err)
 	}
 	return sb, meta, nil
 }
@@ -292,25 +293,25 @@ func getSession(tx *bbolt.Tx, name string) (*bbolt.Bucket, sessionMeta, error) {
 // msgsBucket returns the session's message bucket (nil if absent and not
 // create), set up for append-only use.
 func msgsBucket(sb *bbolt.Bucket, create bool) (*bbolt.Bucket, error) {
-	b := sb.Bucket([]byte(bucketMsgs))
+	b := sb.Bucket([]byte(layout.BucketMsgs))
 	if b == nil && create {
 		var err error
-		if b, err = sb.CreateBucket([]byte(bucketMsgs)); err != nil {
+		if b, err = sb.CreateBucket([]byte(layout.BucketMsgs)); err != nil {
 			return nil, err
 		}
 	}
 	if b != nil {
-		b.FillPercent = msgsFillPercent
+		b.FillPercent = layout.MsgsFillPercent
 	}
 	return b, nil
 }
 
-func putMeta(sb *bbolt.Bucket, name string, meta *sessionMeta) error {
-	v, err := encodeMeta(meta)
+func putMeta(sb *bbolt.Bucket, name string, meta *layout.Meta) error {
+	v, err := layout.EncodeMeta(meta)
 	if err != nil {
 		return fmt.Errorf("store: session %q: %w", name, err)
 	}
-	if err := sb.Put([]byte(keyMeta), v); err != nil {
+	if err := sb.Put([]byte(layout.KeyMeta), v); err != nil {
 		return fmt.Errorf("store: session %q: put meta: %w", name, err)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
 
@@ -87,7 +88,7 @@ func BenchmarkAppend(b *testing.B) {
 	// What bbolt itself costs: a long-lived handle, one Put per Update,
 	// same page size. It shows how much of the ratio is bbolt's two
 	// fsyncs and how much is the store.
-	db, err := bbolt.Open(filepath.Join(dir, "plain.db"), 0o600, &bbolt.Options{PageSize: pageSize})
+	db, err := bbolt.Open(filepath.Join(dir, "plain.db"), 0o600, &bbolt.Options{PageSize: layout.PageSize})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func BenchmarkAppend(b *testing.B) {
 					return err
 				}
 				bk.FillPercent = 1
-				return bk.Put(seqKey(uint64(j+1)), msgs[j%len(msgs)].Message.Bytes())
+				return bk.Put(layout.SeqKey(uint64(j+1)), msgs[j%len(msgs)].Message.Bytes())
 			})
 			if err != nil {
 				b.Fatal(err)

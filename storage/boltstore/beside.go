@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -130,13 +131,13 @@ func (s *Store) advanceTails(t *tailState, txid uint64) {
 // besideSession is wtx.session's part for a commit beside the log: the
 // session as bbolt and the log make it, or errNeedsLog when that cannot be
 // had without applying the log.
-func (w *wtx) besideSession(name string, meta sessionMeta, err error) (sessionMeta, error) {
+func (w *wtx) besideSession(name string, meta layout.Meta, err error) (layout.Meta, error) {
 	ts := w.beside.session(name)
 	switch {
 	case ts == nil:
 		return meta, err // the log does not know it: bbolt alone is right
 	case err == nil && ts.exists:
-		return ts.meta.clone(), nil
+		return ts.meta.Clone(), nil
 	case errors.Is(err, ErrNotFound) && !ts.exists:
 		return meta, err
 	default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ctxstore/ctxstore/internal/groupcommit"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -420,7 +421,7 @@ type wtx struct {
 type wsession struct {
 	name   string
 	bucket *bbolt.Bucket
-	meta   sessionMeta
+	meta   layout.Meta
 	dirty  bool // meta must be written back
 }
 
@@ -457,7 +458,7 @@ func (w *wtx) openSession(name string, now int64) (*wsession, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := w.tx.CreateBucketIfNotExists([]byte(bucketSessions))
+	sessions, err := w.tx.CreateBucketIfNotExists([]byte(layout.BucketSessions))
 	if err != nil {
 		return nil, fmt.Errorf("store: session %q: %w", name, err)
 	}
@@ -476,7 +477,7 @@ func (w *wtx) openSession(name string, now int64) (*wsession, error) {
 func (w *wtx) peek(name string, now int64) (SessionInfo, error) {
 	ws, err := w.session(name)
 	if err == nil {
-		return ws.meta.info(name), nil
+		return ws.meta.Info(name), nil
 	}
 	if !errors.Is(err, ErrNotFound) {
 		return SessionInfo{}, err
@@ -485,20 +486,20 @@ func (w *wtx) peek(name string, now int64) (SessionInfo, error) {
 	if err != nil {
 		return SessionInfo{}, err
 	}
-	return m.info(name), nil
+	return m.Info(name), nil
 }
 
 // newSessionMeta is the metadata of a session created at now: epoch 1 and
 // seq 1, or, for a name purged before, the epoch and seq after the purged
 // session's last, so that neither is ever reused under one name.
-func (w *wtx) newSessionMeta(name string, now int64) (sessionMeta, error) {
-	m := newMeta(now)
-	t, found, err := readTombstone(w.tx, name)
+func (w *wtx) newSessionMeta(name string, now int64) (layout.Meta, error) {
+	m := layout.NewMeta(now)
+	t, found, err := layout.ReadTombstone(w.tx, name)
 	if err != nil || !found {
 		return m, err
 	}
 	m.Epoch, m.EpochSeq, m.LastSeq = t.Epoch+1, t.LastSeq+1, t.LastSeq
-	m.Epochs = []epochMeta{{Epoch: m.Epoch, First: m.EpochSeq, Last: t.LastSeq, Started: now}}
+	m.Epochs = []layout.EpochMeta{{Epoch: m.Epoch, First: m.EpochSeq, Last: t.LastSeq, Started: now}}
 	return m, nil
 }
 
@@ -519,9 +520,9 @@ func (w *wtx) vet(name string, now int64, check func(SessionInfo) error) error {
 	return nil
 }
 
-// purge deletes a session, leaving its tombstone (see Store.Purge).
+// purge deletes a session, leaving its layout.Tombstone (see Store.Purge).
 func (w *wtx) purge(ws *wsession) error {
-	if err := writeTombstone(w.tx, ws.name, ws.meta); err != nil {
+	if err := layout.WriteTombstone(w.tx, ws.name, ws.meta); err != nil {
 		return fmt.Errorf("store: purge session %q: %w", ws.name, err)
 	}
 	w.forget(ws.name)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
 
@@ -48,7 +49,7 @@ func TestImportSessionStopsOnForeignAppend(t *testing.T) {
 	}
 }
 
-// A damaged tombstone makes creating a session under that name fail with
+// A damaged layout.Tombstone makes creating a session under that name fail with
 // ErrCorrupt, leaves nothing behind (listing still works), and Verify
 // reports it.
 func TestDamagedTombstone(t *testing.T) {
@@ -68,7 +69,7 @@ func TestDamagedTombstone(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := db.Update(func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte(bucketStore)).Bucket([]byte(bucketPurged)).Put([]byte("gone"), []byte{0xc1})
+		return tx.Bucket([]byte(layout.BucketStore)).Bucket([]byte(layout.BucketPurged)).Put([]byte("gone"), []byte{0xc1})
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
 
@@ -58,7 +59,7 @@ func TestSessionCountersSplitTokens(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rewriteMeta(t, path, "s", func(m *sessionMeta) { m.Counters = nil })
+	rewriteMeta(t, path, "s", func(m *layout.Meta) { m.Counters = nil })
 	if s, err = Open(path, Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,11 +108,11 @@ func TestVerifyChecksCountersSplit(t *testing.T) {
 	if rep := verify(); !rep.OK() {
 		t.Fatalf("a fresh file: %+v", rep.Problems)
 	}
-	rewriteMeta(t, path, "s", func(m *sessionMeta) { delete(m.Counters, "") }) // as after an older binary's append
+	rewriteMeta(t, path, "s", func(m *layout.Meta) { delete(m.Counters, "") }) // as after an older binary's append
 	if rep := verify(); !rep.OK() {
 		t.Fatalf("a split leaving a message out: %+v", rep.Problems)
 	}
-	rewriteMeta(t, path, "s", func(m *sessionMeta) { m.Counters["o200k_base/1"] = counterSum{Messages: 2, Tokens: 99} })
+	rewriteMeta(t, path, "s", func(m *layout.Meta) { m.Counters["o200k_base/1"] = layout.CounterSum{Messages: 2, Tokens: 99} })
 	if rep := verify(); rep.OK() || !strings.Contains(rep.Problems[0].Detail, `counted by "o200k_base/1"`) {
 		t.Fatalf("a split claiming more than is stored: %+v", rep.Problems)
 	}
@@ -119,7 +120,7 @@ func TestVerifyChecksCountersSplit(t *testing.T) {
 
 // rewriteMeta changes a session's stored metadata in the closed file at
 // path, as another binary would.
-func rewriteMeta(t *testing.T, path, name string, fn func(*sessionMeta)) {
+func rewriteMeta(t *testing.T, path, name string, fn func(*layout.Meta)) {
 	t.Helper()
 	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {

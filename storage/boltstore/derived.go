@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/internal/groupcommit"
 	"github.com/ctxstore/ctxstore/internal/paging"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
 
@@ -42,7 +43,7 @@ func putDerived(w *wtx, session, kind, key string, value []byte) error {
 	if err != nil {
 		return reject(err)
 	}
-	d, err := ws.bucket.CreateBucketIfNotExists([]byte(bucketDerived))
+	d, err := ws.bucket.CreateBucketIfNotExists([]byte(layout.BucketDerived))
 	if err != nil {
 		return fmt.Errorf("store: session %q: %w", session, err)
 	}
@@ -85,7 +86,7 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 		}
 		var cur []byte
 		if ws, err := w.session(session); err == nil {
-			if d := ws.bucket.Bucket([]byte(bucketDerived)); d != nil {
+			if d := ws.bucket.Bucket([]byte(layout.BucketDerived)); d != nil {
 				if kb := d.Bucket([]byte(kind)); kb != nil {
 					cur = bytes.Clone(kb.Get([]byte(key)))
 				}
@@ -123,7 +124,7 @@ func deleteDerived(w *wtx, session, kind, key string) error {
 	if err != nil {
 		return reject(err)
 	}
-	d := ws.bucket.Bucket([]byte(bucketDerived))
+	d := ws.bucket.Bucket([]byte(layout.BucketDerived))
 	if d == nil {
 		return nil
 	}
@@ -143,7 +144,7 @@ func derivedBucket(tx *bbolt.Tx, session, kind string) (*bbolt.Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d := sb.Bucket([]byte(bucketDerived)); d != nil {
+	if d := sb.Bucket([]byte(layout.BucketDerived)); d != nil {
 		if kb := d.Bucket([]byte(kind)); kb != nil {
 			return kb, nil
 		}

@@ -6,12 +6,13 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // encodeEnvelopeV1 is the encoding of the first store version: 9 elements,
 // no session name. Files written by it must stay readable.
-func encodeEnvelopeV1(t testing.TB, e *envelope) []byte {
+func encodeEnvelopeV1(t testing.TB, e *layout.Envelope) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
@@ -21,7 +22,7 @@ func encodeEnvelopeV1(t testing.TB, e *envelope) []byte {
 		}
 		return enc.Encode(ss)
 	}
-	err := firstErr(enc.EncodeArrayLen(9), enc.EncodeUint(1), enc.EncodeUint(e.Seq), enc.EncodeUint(e.Epoch),
+	err := layout.FirstErr(enc.EncodeArrayLen(9), enc.EncodeUint(1), enc.EncodeUint(e.Seq), enc.EncodeUint(e.Epoch),
 		enc.EncodeInt(e.Time), enc.EncodeString(e.Role), enc.EncodeInt(int64(e.Tokens)),
 		strs(e.CallIDs), strs(e.ResultIDs), enc.EncodeBytes(e.Raw))
 	if err != nil {
@@ -50,9 +51,9 @@ func withVersion(t *testing.T, b []byte, version uint64, n int) []byte {
 }
 
 func TestEnvelopeVersions(t *testing.T) {
-	e := envelope{Seq: 5, Epoch: 2, Time: 99, Role: "assistant", Tokens: 7, CallIDs: []string{"c1"},
+	e := layout.Envelope{Seq: 5, Epoch: 2, Time: 99, Role: "assistant", Tokens: 7, CallIDs: []string{"c1"},
 		Raw: []byte(`{"role":"assistant"}`), Session: "proj/one"}
-	v2, err := encodeEnvelope(&e)
+	v2, err := layout.EncodeEnvelope(&e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestEnvelopeVersions(t *testing.T) {
 	cases := []struct {
 		name string
 		b    []byte
-		want *envelope // nil: must fail with ErrCorrupt
+		want *layout.Envelope // nil: must fail with ErrCorrupt
 	}{
 		{"v2", v2, &e},
 		{"v1 nine elements", v1, &old},
@@ -74,7 +75,7 @@ func TestEnvelopeVersions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := decodeEnvelope(c.b)
+			got, err := layout.DecodeEnvelope(c.b)
 			switch {
 			case c.want == nil && c.name == "v3" && !errors.Is(err, ErrNewerFormat):
 				t.Fatalf("a newer envelope: want ErrNewerFormat, got %+v, %v", got, err)

@@ -3,19 +3,20 @@ package boltstore
 import (
 	"bytes"
 	"errors"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"testing"
 )
 
 // FuzzDecodeEnvelope: decoding arbitrary bytes never panics, fails
-// only with ErrCorrupt, and whatever decodes re-encodes to an envelope that
+// only with ErrCorrupt, and whatever decodes re-encodes to an layout.Envelope that
 // decodes to the same thing.
 func FuzzDecodeEnvelope(f *testing.F) {
-	for _, e := range []envelope{
+	for _, e := range []layout.Envelope{
 		{Seq: 1, Epoch: 1, Time: 1, Role: "user", Raw: []byte(`{"role":"user","content":"hi"}`)},
 		{Seq: 1 << 40, Epoch: 7, Time: -5, Role: "assistant", Tokens: 99, CallIDs: []string{"a", "b"}, Raw: []byte(`{"role":"assistant"}`)},
 		{Seq: 3, Epoch: 2, Role: "tool", ResultIDs: []string{"a"}, Raw: []byte(`{"role":"tool","tool_call_id":"a"}`), Session: "s/1"},
 	} {
-		b, err := encodeEnvelope(&e)
+		b, err := layout.EncodeEnvelope(&e)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -27,18 +28,18 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0x99, 0x01, 0x01, 0x01, 0x01, 0xa0, 0x00, 0xdd, 0x7f, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := decodeEnvelope(b)
+		e, err := layout.DecodeEnvelope(b)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v does not match ErrCorrupt", err)
 			}
 			return
 		}
-		b2, err := encodeEnvelope(&e)
+		b2, err := layout.EncodeEnvelope(&e)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e2, err := decodeEnvelope(b2)
+		e2, err := layout.DecodeEnvelope(b2)
 		if err != nil {
 			t.Fatalf("re-encoded envelope does not decode: %v", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -35,24 +36,24 @@ type fileState struct {
 }
 
 // current reports whether the file needs nothing from initStore.
-func (st fileState) current() bool { return st.format == FormatVersion && st.sessions }
+func (st fileState) current() bool { return st.format == layout.FormatVersion && st.sessions }
 
 // readFileState reads the file's format version and identity; a newer
 // format fails with ErrNewerFormat.
 func readFileState(tx *bbolt.Tx) (fileState, error) {
 	var st fileState
-	st.sessions = tx.Bucket([]byte(bucketSessions)) != nil
-	b := tx.Bucket([]byte(bucketStore))
+	st.sessions = tx.Bucket([]byte(layout.BucketSessions)) != nil
+	b := tx.Bucket([]byte(layout.BucketStore))
 	if b == nil {
 		return st, nil
 	}
-	if v := b.Get([]byte(keyFormat)); v != nil {
+	if v := b.Get([]byte(layout.KeyFormat)); v != nil {
 		n, err := strconv.ParseUint(string(v), 10, 64)
 		if err != nil {
 			return st, fmt.Errorf("%w: format version %q", ErrCorrupt, v)
 		}
-		if n > FormatVersion {
-			return st, wal.NewerFormat("file format", n, FormatVersion)
+		if n > layout.FormatVersion {
+			return st, wal.NewerFormat("file format", n, layout.FormatVersion)
 		}
 		st.format = n
 	}
@@ -65,26 +66,26 @@ func readFileState(tx *bbolt.Tx) (fileState, error) {
 }
 
 // initStore creates the buckets of a new file, or migrates an existing one
-// to FormatVersion, in one transaction: a crash leaves the file as it was or
+// to layout.FormatVersion, in one transaction: a crash leaves the file as it was or
 // migrated, never half-way. Migrating from version 1 (whose files may have a
 // log beside them that builds from before the log cannot see) records the
 // new version, which those builds refuse, and gives the file an identity if
 // it has none.
 func initStore(tx *bbolt.Tx) error {
-	b, err := tx.CreateBucketIfNotExists([]byte(bucketStore))
+	b, err := tx.CreateBucketIfNotExists([]byte(layout.BucketStore))
 	if err != nil {
 		return err
 	}
-	if v := b.Get([]byte(keyFormat)); v != nil {
+	if v := b.Get([]byte(layout.KeyFormat)); v != nil {
 		n, err := strconv.ParseUint(string(v), 10, 64)
 		if err != nil {
 			return fmt.Errorf("%w: format version %q", ErrCorrupt, v)
 		}
-		if n > FormatVersion {
-			return wal.NewerFormat("file format", n, FormatVersion)
+		if n > layout.FormatVersion {
+			return wal.NewerFormat("file format", n, layout.FormatVersion)
 		}
 	}
-	if err := b.Put([]byte(keyFormat), []byte(strconv.Itoa(FormatVersion))); err != nil {
+	if err := b.Put([]byte(layout.KeyFormat), []byte(strconv.Itoa(layout.FormatVersion))); err != nil {
 		return err
 	}
 	if b.Get([]byte(wal.KeyState)) == nil {
@@ -96,7 +97,7 @@ func initStore(tx *bbolt.Tx) error {
 			return err
 		}
 	}
-	_, err = tx.CreateBucketIfNotExists([]byte(bucketSessions))
+	_, err = tx.CreateBucketIfNotExists([]byte(layout.BucketSessions))
 	return err
 }
 
@@ -122,7 +123,7 @@ func setApplied(path string, a wal.Applied) error {
 		if err := initStore(tx); err != nil {
 			return err
 		}
-		return tx.Bucket([]byte(bucketStore)).Put([]byte(wal.KeyState), a.Encode())
+		return tx.Bucket([]byte(layout.BucketStore)).Put([]byte(wal.KeyState), a.Encode())
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -116,11 +117,11 @@ func TestDamagedForeignLogSetAsideUnread(t *testing.T) {
 func TestConcurrentMigration(t *testing.T) {
 	const procs, each = 4, 20
 	path := fileEdited(t, func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(bucketStore))
+		b := tx.Bucket([]byte(layout.BucketStore))
 		if err := b.Delete([]byte(wal.KeyState)); err != nil {
 			return err
 		}
-		return b.Put([]byte(keyFormat), []byte("1"))
+		return b.Put([]byte(layout.KeyFormat), []byte("1"))
 	})
 	os.Remove(LogPath(path))
 	var cmds []*exec.Cmd

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -24,7 +25,7 @@ func fileIdentity(t *testing.T, path string) (wal.Applied, bool) {
 	var a wal.Applied
 	var ok bool
 	err = db.View(func(tx *bbolt.Tx) error {
-		a, ok, err = wal.DecodeApplied(tx.Bucket([]byte(bucketStore)).Get([]byte(wal.KeyState)))
+		a, ok, err = wal.DecodeApplied(tx.Bucket([]byte(layout.BucketStore)).Get([]byte(wal.KeyState)))
 		return err
 	})
 	if err != nil {
@@ -62,11 +63,11 @@ func fileEdited(t *testing.T, edit func(tx *bbolt.Tx) error) string {
 // when first opened for writing; a read-only open leaves it as it is.
 func TestMigrationGivesIdentity(t *testing.T) {
 	path := fileEdited(t, func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(bucketStore))
+		b := tx.Bucket([]byte(layout.BucketStore))
 		if err := b.Delete([]byte(wal.KeyState)); err != nil {
 			return err
 		}
-		return b.Put([]byte(keyFormat), []byte("1"))
+		return b.Put([]byte(layout.KeyFormat), []byte("1"))
 	})
 	os.Remove(LogPath(path))
 	ro, err := Open(path, Options{ReadOnly: true})
@@ -147,13 +148,13 @@ func TestReplayRefuses(t *testing.T) {
 	}
 }
 
-// A message written by a newer ctxstore (a newer envelope) reads as such,
+// A message written by a newer ctxstore (a newer layout.Envelope) reads as such,
 // never as damage, and salvage refuses to copy the file rather than drop it.
 func TestNewerEnvelope(t *testing.T) {
 	path := fileEdited(t, func(tx *bbolt.Tx) error {
-		msgs := tx.Bucket([]byte(bucketSessions)).Bucket([]byte("s")).Bucket([]byte(bucketMsgs))
-		v := slices.Clone(msgs.Get(seqKey(1)))
-		return msgs.Put(seqKey(1), withVersion(t, v, EnvelopeVersion+1, envelopeFieldsV2+1))
+		msgs := tx.Bucket([]byte(layout.BucketSessions)).Bucket([]byte("s")).Bucket([]byte(layout.BucketMsgs))
+		v := slices.Clone(msgs.Get(layout.SeqKey(1)))
+		return msgs.Put(layout.SeqKey(1), withVersion(t, v, layout.EnvelopeVersion+1, layout.EnvelopeFieldsV2+1))
 	})
 	ro, err := Open(path, Options{ReadOnly: true})
 	if err != nil {

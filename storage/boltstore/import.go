@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 )
 
 // importBatch bounds one import transaction.
@@ -42,11 +43,11 @@ const (
 // ErrNotEmpty saying so, and Verify reports it. Between batches the session is visible: if another
 // writer changes it meanwhile, the import stops with ErrConflict rather than
 // overwrite that writer's messages. A failure part-way that the process
-// survives removes what was imported (leaving a tombstone, as Purge does),
+// survives removes what was imported (leaving a layout.Tombstone, as Purge does),
 // unless another writer has written to the session since.
 //
 // The imported session keeps the export's epochs and seqs even under a name
-// purged before (whose tombstone new sessions otherwise continue after):
+// purged before (whose layout.Tombstone new sessions otherwise continue after):
 // restoring an export is the point.
 func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries iter.Seq2[Entry, error]) error {
 	name := info.Name
@@ -85,12 +86,12 @@ func newImporter(info SessionInfo) (*importer, error) {
 	if info.Created.IsZero() {
 		created = time.Now().UnixNano()
 	}
-	return &importer{name: name, info: info, created: created, chk: chk, scratch: newMeta(0)}, nil
+	return &importer{name: name, info: info, created: created, chk: chk, scratch: layout.NewMeta(0)}, nil
 }
 
 // unchanged reports whether m is still the metadata the last batch wrote:
 // no other writer appended, cleared or purged in between.
-func (im *importer) unchanged(m *sessionMeta) bool {
+func (im *importer) unchanged(m *layout.Meta) bool {
 	w := &im.written
 	return m.LastSeq == w.LastSeq && m.Epoch == w.Epoch && m.Total == w.Total && m.Messages == w.Messages
 }
@@ -107,18 +108,18 @@ type importer struct {
 	title     string
 	// scratch is the latest epoch's counts so far, kept by the code
 	// Append uses.
-	scratch sessionMeta
+	scratch layout.Meta
 	// createdSession is set once a batch created the session.
 	createdSession bool
 	// written is the metadata the last batch wrote; each later batch
 	// checks the session still has it.
-	written sessionMeta
+	written layout.Meta
 }
 
 // importEntries writes the entries in batches, each with the session's
 // metadata as it stands after it; the first batch creates the session.
 func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Seq2[Entry, error]) error {
-	var batch []envelope
+	var batch []layout.Envelope
 	size := 0
 	// Every batch but the last marks the session as being imported, so a
 	// process killed part-way leaves a session that says it is incomplete.
@@ -199,7 +200,7 @@ func (im *importer) absent(w *wtx) error {
 }
 
 // put stores envs in ws's messages.
-func (im *importer) put(ws *wsession, envs []envelope) error {
+func (im *importer) put(ws *wsession, envs []layout.Envelope) error {
 	if len(envs) == 0 {
 		return nil
 	}
@@ -216,25 +217,25 @@ func (im *importer) put(ws *wsession, envs []envelope) error {
 }
 
 // add checks e and accounts for it.
-func (im *importer) add(e Entry) (envelope, error) {
+func (im *importer) add(e Entry) (layout.Envelope, error) {
 	if err := im.chk.Entry(e); err != nil {
-		return envelope{}, fmt.Errorf("store: import session %q: %w", im.name, err)
+		return layout.Envelope{}, fmt.Errorf("store: import session %q: %w", im.name, err)
 	}
 	msg, err := ctxstore.ParseMessage(e.Raw)
 	if err != nil {
-		return envelope{}, fmt.Errorf("store: import session %q seq %d: %w", im.name, e.Seq, err)
+		return layout.Envelope{}, fmt.Errorf("store: import session %q seq %d: %w", im.name, e.Seq, err)
 	}
-	env := envelope{Seq: e.Seq, Epoch: e.Epoch, Time: e.Time.UnixNano(), Role: msg.Role(), Tokens: e.Tokens, Counter: e.Counter,
+	env := layout.Envelope{Seq: e.Seq, Epoch: e.Epoch, Time: e.Time.UnixNano(), Role: msg.Role(), Tokens: e.Tokens, Counter: e.Counter,
 		CallIDs: msg.CallIDs(), ResultIDs: msg.ResultIDs(), Raw: msg.Bytes(), Session: im.name}
 	if e.Time.IsZero() {
 		env.Time = 0
 	}
 	if e.Epoch != im.lastEpoch {
-		im.scratch = newMeta(0)
+		im.scratch = layout.NewMeta(0)
 	}
 	im.total++
 	im.lastEpoch = e.Epoch
-	im.scratch.add(&env, msg)
+	im.scratch.Add(&env, msg)
 	if im.title == "" && msg.Role() == ctxstore.RoleUser && !msg.IsToolResult() {
 		im.title = storage.Title(msg.Text())
 	}
@@ -242,9 +243,9 @@ func (im *importer) add(e Entry) (envelope, error) {
 }
 
 // finish builds the session's metadata from info and the entries so far.
-func (im *importer) finish() sessionMeta {
+func (im *importer) finish() layout.Meta {
 	info, created := im.info, im.created
-	m := sessionMeta{Created: created, Updated: info.Updated.UnixNano(), Title: info.Title, Total: im.total}
+	m := layout.Meta{Created: created, Updated: info.Updated.UnixNano(), Title: info.Title, Total: im.total}
 	if info.Updated.IsZero() {
 		m.Updated = created
 	}
@@ -253,10 +254,10 @@ func (im *importer) finish() sessionMeta {
 	}
 	// Epochs, the current one and the last seq, worked out as every
 	// engine does.
-	l := im.chk.Layout(unixTime(m.Updated))
+	l := im.chk.Layout(layout.UnixTime(m.Updated))
 	m.Epoch, m.EpochSeq, m.LastSeq = l.Epoch, l.EpochStartSeq, l.LastSeq
 	for _, ei := range l.Epochs {
-		em := epochMeta{Epoch: ei.Epoch, First: ei.FirstSeq, Last: ei.LastSeq, Messages: ei.Messages, Purged: ei.Purged}
+		em := layout.EpochMeta{Epoch: ei.Epoch, First: ei.FirstSeq, Last: ei.LastSeq, Messages: ei.Messages, Purged: ei.Purged}
 		if !ei.Started.IsZero() {
 			em.Started = ei.Started.UnixNano()
 		}

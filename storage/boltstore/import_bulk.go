@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 )
 
 // ImportSessions imports every session of batch as ImportSession would,
@@ -18,13 +19,13 @@ func (s *Store) ImportSessions(ctx context.Context, batch []storage.SessionImpor
 		return err
 	}
 	ims := make([]*importer, len(batch))
-	envs := make([][]envelope, len(batch))
+	envs := make([][]layout.Envelope, len(batch))
 	for i := range batch {
 		im, err := newImporter(batch[i].Info)
 		if err != nil {
 			return err
 		}
-		envs[i] = make([]envelope, 0, len(batch[i].Entries))
+		envs[i] = make([]layout.Envelope, 0, len(batch[i].Entries))
 		for _, e := range batch[i].Entries {
 			env, err := im.add(e)
 			if err != nil {

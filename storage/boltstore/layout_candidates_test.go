@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/storagetest"
 	"go.etcd.io/bbolt"
 )
@@ -34,19 +35,19 @@ func candidateSessions(b *testing.B, n int) []candidateSession {
 			if err != nil {
 				b.Fatal(err)
 			}
-			v, err := encodeEnvelope(&env)
+			v, err := layout.EncodeEnvelope(&env)
 			if err != nil {
 				b.Fatal(err)
 			}
 			env.Session = ""
-			bare, err := encodeEnvelope(&env)
+			bare, err := layout.EncodeEnvelope(&env)
 			if err != nil {
 				b.Fatal(err)
 			}
 			cs.envs, cs.bare = append(cs.envs, v), append(cs.bare, bare)
 		}
 		m := im.finish()
-		if cs.meta, err = encodeMeta(&m); err != nil {
+		if cs.meta, err = layout.EncodeMeta(&m); err != nil {
 			b.Fatal(err)
 		}
 		out[i] = cs
@@ -65,7 +66,7 @@ var layoutCandidates = []layoutCandidate{
 	// Format 1 and 2: a bucket per session with "meta", and "msgs" and
 	// "derived" sub-buckets: never inlined.
 	{"nested", func(tx *bbolt.Tx, batch []candidateSession, _ uint64) error {
-		ss, err := tx.CreateBucketIfNotExists([]byte(bucketSessions))
+		ss, err := tx.CreateBucketIfNotExists([]byte(layout.BucketSessions))
 		if err != nil {
 			return err
 		}
@@ -74,19 +75,19 @@ var layoutCandidates = []layoutCandidate{
 			if err != nil {
 				return err
 			}
-			if err := sb.Put([]byte(keyMeta), cs.meta); err != nil {
+			if err := sb.Put([]byte(layout.KeyMeta), cs.meta); err != nil {
 				return err
 			}
-			if _, err := sb.CreateBucket([]byte(bucketDerived)); err != nil {
+			if _, err := sb.CreateBucket([]byte(layout.BucketDerived)); err != nil {
 				return err
 			}
-			mb, err := sb.CreateBucket([]byte(bucketMsgs))
+			mb, err := sb.CreateBucket([]byte(layout.BucketMsgs))
 			if err != nil {
 				return err
 			}
-			mb.FillPercent = msgsFillPercent
+			mb.FillPercent = layout.MsgsFillPercent
 			for j, v := range cs.envs {
-				if err := mb.Put(seqKey(uint64(j+1)), v); err != nil {
+				if err := mb.Put(layout.SeqKey(uint64(j+1)), v); err != nil {
 					return err
 				}
 			}
@@ -97,7 +98,7 @@ var layoutCandidates = []layoutCandidate{
 	// records told apart by a key prefix): bbolt inlines a small one in
 	// its parent's page.
 	{"inline", func(tx *bbolt.Tx, batch []candidateSession, _ uint64) error {
-		ss, err := tx.CreateBucketIfNotExists([]byte(bucketSessions))
+		ss, err := tx.CreateBucketIfNotExists([]byte(layout.BucketSessions))
 		if err != nil {
 			return err
 		}
@@ -110,7 +111,7 @@ var layoutCandidates = []layoutCandidate{
 				return err
 			}
 			for j, v := range cs.envs {
-				if err := sb.Put(append([]byte{1}, seqKey(uint64(j+1))...), v); err != nil {
+				if err := sb.Put(append([]byte{1}, layout.SeqKey(uint64(j+1))...), v); err != nil {
 					return err
 				}
 			}
@@ -118,24 +119,24 @@ var layoutCandidates = []layoutCandidate{
 		return nil
 	}},
 	// raft-boltdb style: flat buckets; "sessions" name -> id + meta,
-	// "msgs" be64(id) be64(seq) -> envelope (with the session's name, for
+	// "msgs" be64(id) be64(seq) -> layout.Envelope (with the session's name, for
 	// salvage).
 	{"flat", flatWrite(false)},
-	// The same without the name in the envelope: what the name costs.
+	// The same without the name in the layout.Envelope: what the name costs.
 	{"flat-bare", flatWrite(true)},
 	// Flat, with order-preserving compact numbers in keys (a length byte,
 	// then the number's big-endian bytes without leading zeros) and the
-	// name in the first envelope of each session only.
+	// name in the first layout.Envelope of each session only.
 	{"flat-compact", func(tx *bbolt.Tx, batch []candidateSession, id uint64) error {
-		ss, err := tx.CreateBucketIfNotExists([]byte(bucketSessions))
+		ss, err := tx.CreateBucketIfNotExists([]byte(layout.BucketSessions))
 		if err != nil {
 			return err
 		}
-		ms, err := tx.CreateBucketIfNotExists([]byte(bucketMsgs))
+		ms, err := tx.CreateBucketIfNotExists([]byte(layout.BucketMsgs))
 		if err != nil {
 			return err
 		}
-		ss.FillPercent, ms.FillPercent = msgsFillPercent, msgsFillPercent
+		ss.FillPercent, ms.FillPercent = layout.MsgsFillPercent, layout.MsgsFillPercent
 		for i, cs := range batch {
 			sid := compactUint(nil, id+uint64(i))
 			if err := ss.Put([]byte(cs.name), append(sid, cs.meta...)); err != nil {
@@ -171,15 +172,15 @@ func compactUint(k []byte, v uint64) []byte {
 
 func flatWrite(bare bool) func(tx *bbolt.Tx, batch []candidateSession, id uint64) error {
 	return func(tx *bbolt.Tx, batch []candidateSession, id uint64) error {
-		ss, err := tx.CreateBucketIfNotExists([]byte(bucketSessions))
+		ss, err := tx.CreateBucketIfNotExists([]byte(layout.BucketSessions))
 		if err != nil {
 			return err
 		}
-		ms, err := tx.CreateBucketIfNotExists([]byte(bucketMsgs))
+		ms, err := tx.CreateBucketIfNotExists([]byte(layout.BucketMsgs))
 		if err != nil {
 			return err
 		}
-		ss.FillPercent, ms.FillPercent = msgsFillPercent, msgsFillPercent
+		ss.FillPercent, ms.FillPercent = layout.MsgsFillPercent, layout.MsgsFillPercent
 		for i, cs := range batch {
 			sid := binary.AppendUvarint(nil, id+uint64(i))
 			if err := ss.Put([]byte(cs.name), append(sid, cs.meta...)); err != nil {
@@ -214,7 +215,7 @@ func BenchmarkLayoutCandidates(b *testing.B) {
 	sessions := candidateSessions(b, n)
 	for b.Loop() {
 		for _, lc := range layoutCandidates {
-			for _, ps := range []int{4096, pageSize} {
+			for _, ps := range []int{4096, layout.PageSize} {
 				path := filepath.Join(b.TempDir(), "c.db")
 				db, err := bbolt.Open(path, 0o600, &bbolt.Options{PageSize: ps})
 				if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
 
@@ -69,7 +70,7 @@ func (s *Store) sessionPage(ctx context.Context, prefix, after string, first boo
 			}
 			if len(out) == 0 && first && prefix == "" {
 				// No session in bbolt: believed only of a sound tree.
-				if err := boltpage.TreeDamage(tx.DB().Path(), bucketSessions); err != nil {
+				if err := boltpage.TreeDamage(tx.DB().Path(), layout.BucketSessions); err != nil {
 					return err
 				}
 			}
@@ -85,7 +86,7 @@ func (s *Store) sessionPage(ctx context.Context, prefix, after string, first boo
 		for name, ts := range t.sessions {
 			inPage := strings.HasPrefix(name, prefix) && (first || name > after) && (!more || name < bound)
 			if ts.exists && inPage && (sessions == nil || sessions.Bucket([]byte(name)) == nil) {
-				out = append(out, ts.meta.info(name))
+				out = append(out, ts.meta.Info(name))
 			}
 		}
 		return nil
@@ -114,14 +115,14 @@ func boltPage(sessions *bbolt.Bucket, t *tailState, prefix, after string, first 
 		}
 		name := string(k)
 		if ts := t.session(name); ts != nil && ts.exists {
-			out = append(out, ts.meta.info(name))
+			out = append(out, ts.meta.Info(name))
 			continue
 		}
-		meta, err := decodeMeta(sessions.Bucket(k).Get([]byte(keyMeta)))
+		meta, err := layout.DecodeMeta(sessions.Bucket(k).Get([]byte(layout.KeyMeta)))
 		if err != nil {
 			return nil, false, fmt.Errorf("store: session %q: %w", k, err)
 		}
-		out = append(out, meta.info(name))
+		out = append(out, meta.Info(name))
 	}
 	return out, false, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/pause"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
 
@@ -203,7 +204,7 @@ func (s *Store) openDB(ctx context.Context) (*bbolt.DB, *os.File, error) {
 				return f, nil
 			},
 			Timeout:  time.Millisecond,
-			PageSize: pageSize,
+			PageSize: layout.PageSize,
 			NoSync:   s.opts.NoSync,
 			ReadOnly: s.opts.ReadOnly,
 		})

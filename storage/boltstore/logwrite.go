@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -180,7 +181,7 @@ func walRecords(t, nt *tailState, batch []*writeReq) (changed map[string]*tailSe
 		ts := changed[a.session]
 		if ts == nil {
 			c := *nt.sessions[a.session]
-			c.meta = c.meta.clone()
+			c.meta = c.meta.Clone()
 			ts = &c
 		}
 		vals, err := walAppendTo(ts, r)
@@ -204,10 +205,10 @@ func walAppendTo(ts *tailSession, r *writeReq) ([][]byte, error) {
 	// be stored: created now.
 	now := time.Now().UnixNano()
 	if !ts.exists {
-		ts.meta.born(now)
+		ts.meta.Born(now)
 	}
 	if a.check != nil {
-		if err := callCheck(a.check, ts.meta.info(a.session)); err != nil {
+		if err := callCheck(a.check, ts.meta.Info(a.session)); err != nil {
 			r.err = err
 			caught(r)
 			return nil, r.err
@@ -217,22 +218,22 @@ func walAppendTo(ts *tailSession, r *writeReq) ([][]byte, error) {
 		return nil, fmt.Errorf("store: append to session %q: seq %d is the last a session may hold", a.session, maxSeq)
 	}
 	vals := make([][]byte, 0, len(a.recs))
-	saved := ts.meta.clone()
+	saved := ts.meta.Clone()
 	savedRecs := len(ts.recs)
 	*a.first = ts.meta.LastSeq + 1
 	for _, rec := range a.recs {
-		env := envelope{
+		env := layout.Envelope{
 			Seq: ts.meta.LastSeq + 1, Epoch: ts.meta.Epoch, Time: now,
 			Role: rec.Message.Role(), Tokens: rec.Tokens, Counter: rec.Counter,
 			CallIDs: rec.Message.CallIDs(), ResultIDs: rec.Message.ResultIDs(),
 			Raw: rec.Message.Bytes(), Session: a.session,
 		}
-		v, err := encodeEnvelope(&env)
+		v, err := layout.EncodeEnvelope(&env)
 		if err != nil {
 			ts.meta, ts.recs = saved, ts.recs[:savedRecs]
 			return nil, fmt.Errorf("store: session %q: %w", a.session, err)
 		}
-		ts.meta.add(&env, rec.Message)
+		ts.meta.Add(&env, rec.Message)
 		ts.recs = append(ts.recs, tailRec{seq: env.Seq, val: v})
 		vals = append(vals, v)
 	}

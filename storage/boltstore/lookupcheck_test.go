@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 )
 
 // TestDamagedLookupIsNotMissing: a branch page of the sessions tree whose
@@ -81,7 +82,7 @@ func damageSessionsBranch(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	w := boltpage.NewWalker(bf)
-	e, found := w.Find(nil, boltpage.BucketRoot{Page: bf.Meta.Root}, []byte(bucketSessions))
+	e, found := w.Find(nil, boltpage.BucketRoot{Page: bf.Meta.Root}, []byte(layout.BucketSessions))
 	root, ok := w.Sub(nil, e)
 	if !found || !ok || root.Page == 0 {
 		t.Fatalf("no sessions bucket of its own pages: %v %v %+v", found, ok, w.Issues)

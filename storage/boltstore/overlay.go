@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/pause"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -75,12 +75,12 @@ type tailState struct {
 
 // tailSession is one session as the bbolt file plus the log make it.
 type tailSession struct {
-	meta   sessionMeta
+	meta   layout.Meta
 	exists bool      // in bbolt or in the log; false: how it would be created
 	recs   []tailRec // the log's messages of the session, by seq
 }
 
-// tailRec is one message in the log: its seq and its envelope, encoded as
+// tailRec is one message in the log: its seq and its layout.Envelope, encoded as
 // bbolt stores it.
 type tailRec struct {
 	seq uint64
@@ -105,21 +105,6 @@ func (t *tailState) session(name string) *tailSession {
 func (ts *tailSession) recsFrom(seq uint64) []tailRec {
 	i := sort.Search(len(ts.recs), func(i int) bool { return ts.recs[i].seq >= seq })
 	return ts.recs[i:]
-}
-
-// born dates a session that the log creates: its creation is its first
-// message's time, the same in every process that reads the log.
-func (m *sessionMeta) born(t int64) {
-	m.Created, m.Updated = t, t
-	m.current().Started = t
-}
-
-// clone returns a copy of m that shares no slices or maps with it.
-func (m sessionMeta) clone() sessionMeta {
-	m.Pinned = slices.Clone(m.Pinned)
-	m.Counters = maps.Clone(m.Counters)
-	m.Epochs = slices.Clone(m.Epochs)
-	return m
 }
 
 // walLock takes the log's lock, exclusive or shared, for this process and
@@ -550,7 +535,7 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr wal.Header, hasHdr bool) (*tailState, error) {
 	t := &tailState{dbDev: dev, dbIno: ino, txid: txid, hdr: hdr, hasHdr: hasHdr, sessions: map[string]*tailSession{}}
 	err := s.bolt(ctx, func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(bucketStore))
+		b := tx.Bucket([]byte(layout.BucketStore))
 		if b == nil {
 			return nil
 		}
@@ -584,11 +569,11 @@ func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr wal.
 // addRecords adds log records to t (a copy the caller owns). It reports
 // false if a record does not continue its session as t sees it.
 func (s *Store) addRecords(ctx context.Context, t *tailState, records [][][]byte) (bool, error) {
-	envs := make([][]envelope, len(records))
+	envs := make([][]layout.Envelope, len(records))
 	var need []string
 	for i, rec := range records {
 		for _, v := range rec {
-			env, err := decodeEnvelope(v)
+			env, err := layout.DecodeEnvelope(v)
 			if err != nil || env.Session == "" {
 				return false, nil
 			}
@@ -613,7 +598,7 @@ func (s *Store) addRecords(ctx context.Context, t *tailState, records [][][]byte
 			ts := changed[env.Session]
 			if ts == nil {
 				c := *t.sessions[env.Session]
-				c.meta = c.meta.clone()
+				c.meta = c.meta.Clone()
 				ts = &c
 				changed[env.Session] = ts
 			}
@@ -621,9 +606,9 @@ func (s *Store) addRecords(ctx context.Context, t *tailState, records [][][]byte
 				return false, nil
 			}
 			if !ts.exists {
-				ts.meta.born(env.Time)
+				ts.meta.Born(env.Time)
 			}
-			ts.meta.add(env, metaMessage(&ts.meta, env))
+			ts.meta.Add(env, metaMessage(&ts.meta, env))
 			ts.exists = true
 			ts.recs = append(ts.recs, tailRec{seq: env.Seq, val: v})
 			t.messages++
@@ -639,7 +624,7 @@ func (s *Store) addRecords(ctx context.Context, t *tailState, records [][][]byte
 // metaMessage returns the parsed message meta.add needs for env: only a
 // user message that could still give the session its title or first user
 // message is parsed.
-func metaMessage(m *sessionMeta, env *envelope) ctxstore.Message {
+func metaMessage(m *layout.Meta, env *layout.Envelope) ctxstore.Message {
 	if env.Role != ctxstore.RoleUser || (m.FirstUser != 0 && m.Title != "") {
 		return ctxstore.Message{}
 	}
@@ -666,7 +651,7 @@ func (s *Store) loadSessions(ctx context.Context, t *tailState, names []string) 
 }
 
 // boltSession reads one session from bbolt; a session that does not exist is
-// shown as it would be created (after its tombstone, if purged).
+// shown as it would be created (after its layout.Tombstone, if purged).
 func boltSession(tx *bbolt.Tx, name string) (*tailSession, error) {
 	_, meta, err := getSession(tx, name)
 	if err == nil {
@@ -675,14 +660,14 @@ func boltSession(tx *bbolt.Tx, name string) (*tailSession, error) {
 	if !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
-	m := newMeta(time.Now().UnixNano())
-	tomb, found, err := readTombstone(tx, name)
+	m := layout.NewMeta(time.Now().UnixNano())
+	tomb, found, err := layout.ReadTombstone(tx, name)
 	if err != nil {
 		return nil, err
 	}
 	if found {
 		m.Epoch, m.EpochSeq, m.LastSeq = tomb.Epoch+1, tomb.LastSeq+1, tomb.LastSeq
-		m.Epochs = []epochMeta{{Epoch: m.Epoch, First: m.EpochSeq, Last: tomb.LastSeq, Started: m.Created}}
+		m.Epochs = []layout.EpochMeta{{Epoch: m.Epoch, First: m.EpochSeq, Last: tomb.LastSeq, Started: m.Created}}
 	}
 	return &tailSession{meta: m}, nil
 }
@@ -710,7 +695,7 @@ func (s *Store) boltOf(ctx context.Context, t *tailState, fn func(tx *bbolt.Tx) 
 // transaction, and records how far the log is applied. It returns the header
 // the log gets once the transaction has committed: a new generation, empty.
 func (w *wtx) applyLog(t *tailState) (wal.Header, error) {
-	b, err := w.tx.CreateBucketIfNotExists([]byte(bucketStore))
+	b, err := w.tx.CreateBucketIfNotExists([]byte(layout.BucketStore))
 	if err != nil {
 		return wal.Header{}, err
 	}
@@ -769,11 +754,11 @@ func (w *wtx) applySession(name string, ts *tailSession) error {
 		return err
 	}
 	for _, r := range ts.recs {
-		if err := msgs.Put(seqKey(r.seq), r.val); err != nil {
+		if err := msgs.Put(layout.SeqKey(r.seq), r.val); err != nil {
 			return fmt.Errorf("store: session %q: put seq %d: %w", name, r.seq, err)
 		}
 	}
-	ws.meta = ts.meta.clone()
+	ws.meta = ts.meta.Clone()
 	ws.dirty = true
 	return nil
 }

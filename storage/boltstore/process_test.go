@@ -169,7 +169,7 @@ func childHolder(path string) error {
 
 // checkLog opens the file the way a fresh process would and checks the
 // whole session: bbolt's own page check, Verify finds no damage, every
-// envelope decodes, seqs run 1..LastSeq without a gap, and the metadata
+// layout.Envelope decodes, seqs run 1..LastSeq without a gap, and the metadata
 // agrees with the messages.
 func checkLog(t *testing.T, path, session string) []Entry {
 	t.Helper()

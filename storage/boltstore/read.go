@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/ctxstore/ctxstore/internal/paging"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
 
@@ -19,23 +20,18 @@ const (
 	pageBytes   = 1 << 20
 )
 
-func (e *envelope) entry(session string) Entry {
-	return Entry{Session: session, Seq: e.Seq, Epoch: e.Epoch, Time: unixTime(e.Time),
-		Role: e.Role, Tokens: e.Tokens, Counter: e.Counter, CallIDs: e.CallIDs, ResultIDs: e.ResultIDs, Raw: e.Raw}
-}
-
 // decodeAt decodes the value of key k, checking it belongs there.
-func decodeAt(session string, k, v []byte) (envelope, error) {
-	seq, ok := keySeq(k)
+func decodeAt(session string, k, v []byte) (layout.Envelope, error) {
+	seq, ok := layout.KeySeq(k)
 	if !ok {
-		return envelope{}, fmt.Errorf("store: session %q: %w: message key of %d bytes", session, ErrCorrupt, len(k))
+		return layout.Envelope{}, fmt.Errorf("store: session %q: %w: message key of %d bytes", session, ErrCorrupt, len(k))
 	}
-	env, err := decodeEnvelope(v)
+	env, err := layout.DecodeEnvelope(v)
 	if err == nil && env.Seq != seq {
 		err = fmt.Errorf("%w: envelope says seq %d", ErrCorrupt, env.Seq)
 	}
 	if err != nil {
-		return envelope{}, fmt.Errorf("store: session %q seq %d: %w", session, seq, err)
+		return layout.Envelope{}, fmt.Errorf("store: session %q seq %d: %w", session, seq, err)
 	}
 	return env, nil
 }
@@ -45,7 +41,7 @@ func decodeAt(session string, k, v []byte) (envelope, error) {
 // before the first page, to fix the epoch and the starting seq.
 type (
 	pageFunc  func(msgs *mcursor, scan *scanState)
-	startFunc func(meta *sessionMeta, scan *scanState) error
+	startFunc func(meta *layout.Meta, scan *scanState) error
 )
 
 // scanState carries a scan across pages.
@@ -130,11 +126,11 @@ func (s *Store) EpochMessages(ctx context.Context, session string, epoch, fromSe
 
 func (s *Store) forward(ctx context.Context, session string, epoch, from uint64) iter.Seq2[Entry, error] {
 	init := scanState{session: session, epoch: epoch, pos: from}
-	start := func(meta *sessionMeta, st *scanState) error {
+	start := func(meta *layout.Meta, st *scanState) error {
 		if st.epoch == 0 {
 			st.epoch = meta.Epoch
 		}
-		em := meta.epoch(st.epoch)
+		em := meta.FindEpoch(st.epoch)
 		if em == nil {
 			return fmt.Errorf("store: session %q: epoch %d: %w", session, st.epoch, ErrNotFound)
 		}
@@ -142,7 +138,7 @@ func (s *Store) forward(ctx context.Context, session string, epoch, from uint64)
 		return nil
 	}
 	return s.scan(ctx, init, start, func(c *mcursor, st *scanState) {
-		for k, v := c.Seek(seqKey(st.pos)); st.visit(k, v, false); k, v = c.Next() {
+		for k, v := c.Seek(layout.SeqKey(st.pos)); st.visit(k, v, false); k, v = c.Next() {
 		}
 	})
 }
@@ -156,7 +152,7 @@ func (s *Store) Backward(ctx context.Context, session string, beforeSeq uint64) 
 // backward is Backward reading pageMax entries per page (0: the default).
 func (s *Store) backward(ctx context.Context, session string, beforeSeq uint64, pageMax int) iter.Seq2[Entry, error] {
 	init := scanState{session: session, pos: beforeSeq, pageMax: pageMax}
-	start := func(meta *sessionMeta, st *scanState) error {
+	start := func(meta *layout.Meta, st *scanState) error {
 		st.epoch = meta.Epoch
 		if st.pos == 0 || st.pos > meta.LastSeq+1 {
 			st.pos = meta.LastSeq + 1
@@ -168,7 +164,7 @@ func (s *Store) backward(ctx context.Context, session string, beforeSeq uint64, 
 			st.done = true
 			return
 		}
-		k, v := c.Seek(seqKey(st.pos))
+		k, v := c.Seek(layout.SeqKey(st.pos))
 		if k == nil {
 			k, v = c.Last()
 		} else {
@@ -195,7 +191,7 @@ func (st *scanState) visit(k, v []byte, backward bool) bool {
 		return false
 	}
 	env, err := decodeAt(st.session, k, v)
-	if seq, ok := keySeq(k); ok {
+	if seq, ok := layout.KeySeq(k); ok {
 		st.pos = seq + 1
 		if backward {
 			st.pos = seq
@@ -205,7 +201,7 @@ func (st *scanState) visit(k, v []byte, backward bool) bool {
 	case err != nil:
 		st.add(Entry{}, err)
 	case env.Epoch == st.epoch:
-		st.add(env.entry(st.session), nil)
+		st.add(env.Entry(st.session), nil)
 		st.size += len(env.Raw)
 	case (env.Epoch > st.epoch) != backward:
 		st.done = true // past the epoch's end (or, backward, its start)
@@ -233,7 +229,7 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 			return err
 		}
 		for _, seq := range seqs {
-			k := seqKey(seq)
+			k := layout.SeqKey(seq)
 			var v []byte
 			if ts != nil {
 				if r := ts.recsFrom(seq); len(r) > 0 && r[0].seq == seq {
@@ -256,7 +252,7 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 			if err != nil {
 				return err
 			}
-			out = append(out, env.entry(session))
+			out = append(out, env.Entry(session))
 		}
 		return nil
 	})
@@ -274,7 +270,7 @@ func (s *Store) Session(ctx context.Context, session string) (SessionInfo, error
 		if err != nil {
 			return err
 		}
-		si = meta.info(session)
+		si = meta.Info(session)
 		return nil
 	})
 	return si, err
@@ -293,16 +289,16 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
 // session returns a session's metadata and, if the log knows the session,
 // its part in the log (nil otherwise), or ErrNotFound. It reads bbolt only
 // when the log does not know the session.
-func (v *rview) session(name string) (sessionMeta, *tailSession, error) {
+func (v *rview) session(name string) (layout.Meta, *tailSession, error) {
 	if ts := v.t.session(name); ts != nil {
 		if !ts.exists {
-			return sessionMeta{}, nil, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+			return layout.Meta{}, nil, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
 		}
 		return ts.meta, ts, nil
 	}
 	tx, err := v.bolt()
 	if err != nil {
-		return sessionMeta{}, nil, err
+		return layout.Meta{}, nil, err
 	}
 	_, meta, err := getSession(tx, name)
 	return meta, nil, err
@@ -314,7 +310,7 @@ func (v *rview) msgs(name string) (*bbolt.Bucket, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessions := tx.Bucket([]byte(bucketSessions))
+	sessions := tx.Bucket([]byte(layout.BucketSessions))
 	if sessions == nil {
 		return nil, nil
 	}
@@ -332,7 +328,7 @@ func (ts *tailSession) inBolt() bool {
 }
 
 // mcursor walks a session's messages in bbolt and then in the log, as one
-// sequence of (key, envelope) pairs: every message in the log comes after
+// sequence of (key, layout.Envelope) pairs: every message in the log comes after
 // every message in bbolt. bbolt is opened only when the walk reaches it.
 type mcursor struct {
 	v       *rview
@@ -366,13 +362,13 @@ func (m *mcursor) at(i int) ([]byte, []byte) {
 		return nil, nil
 	}
 	m.inTail, m.i = true, i
-	return seqKey(m.recs[i].seq), m.recs[i].val
+	return layout.SeqKey(m.recs[i].seq), m.recs[i].val
 }
 
 // Seek moves to the first message with a key >= k.
 func (m *mcursor) Seek(k []byte) ([]byte, []byte) {
 	m.inTail = false
-	seq, _ := keySeq(k)
+	seq, _ := layout.KeySeq(k)
 	i := sort.Search(len(m.recs), func(i int) bool { return m.recs[i].seq >= seq })
 	if i > 0 || len(m.recs) > 0 && m.recs[0].seq == seq {
 		return m.at(i)

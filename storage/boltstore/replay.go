@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -24,7 +25,7 @@ import (
 // can), and refused otherwise (a replay, which never mixes a log into a file
 // it does not continue).
 func (w *wtx) putLogged(v []byte, renumber bool) error {
-	env, err := decodeEnvelope(v)
+	env, err := layout.DecodeEnvelope(v)
 	if errors.Is(err, ErrNewerFormat) {
 		return err
 	}
@@ -42,8 +43,8 @@ func (w *wtx) putLogged(v []byte, renumber bool) error {
 	if err != nil {
 		return err
 	}
-	if cur := msgs.Get(seqKey(env.Seq)); cur != nil {
-		if have, err := decodeEnvelope(cur); err == nil && string(have.Raw) == string(env.Raw) {
+	if cur := msgs.Get(layout.SeqKey(env.Seq)); cur != nil {
+		if have, err := layout.DecodeEnvelope(cur); err == nil && string(have.Raw) == string(env.Raw) {
 			return nil
 		}
 	}
@@ -58,7 +59,7 @@ func (w *wtx) putLogged(v []byte, renumber bool) error {
 	if err := putEnvelope(msgs, &env); err != nil {
 		return fmt.Errorf("store: session %q: %w", env.Session, err)
 	}
-	ws.meta.add(&env, metaMessage(&ws.meta, &env))
+	ws.meta.Add(&env, metaMessage(&ws.meta, &env))
 	ws.dirty = true
 	return nil
 }
@@ -121,7 +122,7 @@ func (s *Store) missingFrom(ctx context.Context, envs [][]byte) (int, error) {
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		n = 0
 		for _, v := range envs {
-			env, err := decodeEnvelope(v)
+			env, err := layout.DecodeEnvelope(v)
 			if err != nil {
 				n++
 				continue
@@ -136,8 +137,8 @@ func (s *Store) missingFrom(ctx context.Context, envs [][]byte) (int, error) {
 				n++
 				continue
 			}
-			cur := msgs.Get(seqKey(env.Seq))
-			if have, err := decodeEnvelope(cur); cur == nil || err != nil || string(have.Raw) != string(env.Raw) {
+			cur := msgs.Get(layout.SeqKey(env.Seq))
+			if have, err := layout.DecodeEnvelope(cur); cur == nil || err != nil || string(have.Raw) != string(env.Raw) {
 				n++
 			}
 		}

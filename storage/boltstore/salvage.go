@@ -21,6 +21,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
 
@@ -43,7 +44,7 @@ type SalvageReport struct {
 	SkipReasons    map[string]int `json:"skip_reasons,omitempty"`
 	// Orphans counts recovered messages found by scanning pages the tree no
 	// longer reaches (their parent pages are damaged). Their envelopes name
-	// their session (envelope version 2 on); Unattributed counts those that
+	// their session (layout.Envelope version 2 on); Unattributed counts those that
 	// do not (version 1) and could not be tied to their session otherwise:
 	// they are in sessions named "salvaged-orphans-N".
 	Orphans      int `json:"orphans"`
@@ -153,7 +154,7 @@ func (r *SalvageReport) String() string {
 // Salvage copies every readable, intact message of the store file src into a new
 // store file dst, keeping each message's session, seq, epoch, time and token count,
 // and each session's metadata where it is readable. A message is copied when its
-// envelope decodes, its key matches its seq and its JSON parses as a message.
+// layout.Envelope decodes, its key matches its seq and its JSON parses as a message.
 //
 // src is only read, with plain bounds-checked reads rather than bbolt, so it works
 // on files bbolt cannot open (cut short, broken meta pages) and garbage pages cannot
@@ -336,7 +337,7 @@ func (sv *salvaged) newerRecord(err error) {
 
 type salvageSession struct {
 	name string
-	meta *sessionMeta
+	meta *layout.Meta
 	// seqs are those of the messages found; sources where they lie, in
 	// the order found (of two copies of a seq, the first is kept).
 	seqs    seqSet
@@ -379,26 +380,26 @@ func (sv *salvaged) message(s *salvageSession, e boltpage.Elem) bool {
 
 // record decodes and checks one message record; a record that fails is counted as
 // skipped (against s, when known) and ok is false.
-func (sv *salvaged) record(s *salvageSession, where string, k, v []byte) (envelope, bool) {
+func (sv *salvaged) record(s *salvageSession, where string, k, v []byte) (layout.Envelope, bool) {
 	env, err := decodeAt(where, k, v)
 	if err != nil {
 		sv.newerRecord(err)
 		sv.skip(s, "record does not decode", err.Error())
-		return envelope{}, false
+		return layout.Envelope{}, false
 	}
 	msg, err := ctxstore.ParseMessage(env.Raw)
 	if err != nil {
 		sv.skip(s, "stored JSON is not a valid message", fmt.Sprintf("session %q seq %d: %v", where, env.Seq, err))
-		return envelope{}, false
+		return layout.Envelope{}, false
 	}
 	if msg.Role() != env.Role {
 		sv.skip(s, "role in the record differs from its JSON",
 			fmt.Sprintf("session %q seq %d: %q vs %q", where, env.Seq, env.Role, msg.Role()))
-		return envelope{}, false
+		return layout.Envelope{}, false
 	}
 	if env.Epoch == 0 {
 		sv.skip(s, "record has epoch 0", fmt.Sprintf("session %q seq %d", where, env.Seq))
-		return envelope{}, false
+		return layout.Envelope{}, false
 	}
 	return env, true
 }
@@ -441,10 +442,10 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 				w.Limit = uint64(bf.Size) / uint64(bf.PageSize)
 			}
 		}
-		if n, ok := fileFormat(bf, boltpage.BucketRoot{Page: bf.Meta.Root}); ok && n > FormatVersion {
+		if n, ok := fileFormat(bf, boltpage.BucketRoot{Page: bf.Meta.Root}); ok && n > layout.FormatVersion {
 			// Copied into this program's format, its records would be
 			// misread or dropped: refuse, as Open does.
-			return sv, fmt.Errorf("salvage %s: %w: salvage it with a ctxstore that reads format %d; nothing was written", src, wal.NewerFormat("file format", n, FormatVersion), n)
+			return sv, fmt.Errorf("salvage %s: %w: salvage it with a ctxstore that reads format %d; nothing was written", src, wal.NewerFormat("file format", n, layout.FormatVersion), n)
 		}
 		if a, ok, err := wal.DecodeApplied(storeValue(bf, boltpage.BucketRoot{Page: bf.Meta.Root}, wal.KeyState)); ok && err == nil {
 			sv.applied, sv.hasApplied = a, true
@@ -497,7 +498,7 @@ func readForSalvage(ctx context.Context, src string, r *SalvageReport) (*salvage
 
 // fileFormat reads the format version stored in the tree under root.
 func fileFormat(bf *boltpage.File, root boltpage.BucketRoot) (uint64, bool) {
-	n, err := strconv.ParseUint(string(storeValue(bf, root, keyFormat)), 10, 64)
+	n, err := strconv.ParseUint(string(storeValue(bf, root, layout.KeyFormat)), 10, 64)
 	return n, err == nil
 }
 
@@ -508,11 +509,11 @@ func storeValue(bf *boltpage.File, root boltpage.BucketRoot, key string) []byte 
 	w := boltpage.NewWalker(bf)
 	var v []byte
 	w.ForEach(nil, root, func(e boltpage.Elem) bool {
-		if !e.Bucket || string(e.Key) != bucketStore {
+		if !e.Bucket || string(e.Key) != layout.BucketStore {
 			return true
 		}
 		if br, ok := w.Sub(nil, e); ok {
-			w.ForEach([]string{bucketStore}, br, func(f boltpage.Elem) bool {
+			w.ForEach([]string{layout.BucketStore}, br, func(f boltpage.Elem) bool {
 				if !f.Bucket && string(f.Key) == key {
 					v = bytes.Clone(f.Value)
 				}
@@ -535,7 +536,7 @@ func (sv *salvaged) walkTree(ctx context.Context, w *boltpage.Walker, root boltp
 func walkSessions(ctx context.Context, w *boltpage.Walker, root boltpage.BucketRoot, fn func(name string, root boltpage.BucketRoot)) {
 	var sessionsRoot *boltpage.BucketRoot
 	w.ForEach(nil, root, func(e boltpage.Elem) bool {
-		if e.Bucket && string(e.Key) == bucketSessions {
+		if e.Bucket && string(e.Key) == layout.BucketSessions {
 			if br, ok := w.Sub(nil, e); ok {
 				sessionsRoot = &br
 			}
@@ -543,18 +544,18 @@ func walkSessions(ctx context.Context, w *boltpage.Walker, root boltpage.BucketR
 		return true
 	})
 	if sessionsRoot == nil {
-		w.Issue(nil, root.Page, "no %q bucket reachable from the root", bucketSessions)
+		w.Issue(nil, root.Page, "no %q bucket reachable from the root", layout.BucketSessions)
 		return
 	}
-	w.ForEach([]string{bucketSessions}, *sessionsRoot, func(e boltpage.Elem) bool {
+	w.ForEach([]string{layout.BucketSessions}, *sessionsRoot, func(e boltpage.Elem) bool {
 		if ctx.Err() != nil {
 			return false
 		}
 		if !e.Bucket {
-			w.Issue([]string{bucketSessions}, e.Page, "key %q is not a session bucket", e.Key)
+			w.Issue([]string{layout.BucketSessions}, e.Page, "key %q is not a session bucket", e.Key)
 			return true
 		}
-		if br, ok := w.Sub([]string{bucketSessions}, e); ok {
+		if br, ok := w.Sub([]string{layout.BucketSessions}, e); ok {
 			fn(string(e.Key), br)
 		}
 		return true
@@ -563,7 +564,7 @@ func walkSessions(ctx context.Context, w *boltpage.Walker, root boltpage.BucketR
 
 // walkSession collects one session bucket: its metadata, messages and derived records.
 func (sv *salvaged) walkSession(w *boltpage.Walker, s *salvageSession, root boltpage.BucketRoot) {
-	path := []string{bucketSessions, s.name}
+	path := []string{layout.BucketSessions, s.name}
 	w.ForEach(path, root, func(e boltpage.Elem) bool {
 		sv.sessionElem(w, s, path, e)
 		return true
@@ -574,43 +575,43 @@ func (sv *salvaged) walkSession(w *boltpage.Walker, s *salvageSession, root bolt
 func (sv *salvaged) sessionElem(w *boltpage.Walker, s *salvageSession, path []string, e boltpage.Elem) {
 	key := string(e.Key)
 	switch {
-	case key == keyMeta && !e.Bucket:
+	case key == layout.KeyMeta && !e.Bucket:
 		// Scanning finds stale copies of the metadata too: the newest
 		// one (highest last seq, then latest update) describes the most.
-		if m, err := decodeMeta(e.Value); err == nil {
+		if m, err := layout.DecodeMeta(e.Value); err == nil {
 			if s.meta == nil || m.LastSeq > s.meta.LastSeq || m.LastSeq == s.meta.LastSeq && m.Updated > s.meta.Updated {
 				s.meta = &m
 			}
 		} else {
-			w.Issue(append(path, keyMeta), e.Page, "%v", err)
+			w.Issue(append(path, layout.KeyMeta), e.Page, "%v", err)
 		}
-	case key == bucketMsgs && e.Bucket:
+	case key == layout.BucketMsgs && e.Bucket:
 		br, ok := w.Sub(path, e)
 		if !ok {
 			return
 		}
-		w.ForEach(append(path, bucketMsgs), br, func(m boltpage.Elem) bool {
+		w.ForEach(append(path, layout.BucketMsgs), br, func(m boltpage.Elem) bool {
 			if m.Bucket {
-				w.Issue(append(path, bucketMsgs), m.Page, "nested bucket %q among messages", m.Key)
+				w.Issue(append(path, layout.BucketMsgs), m.Page, "nested bucket %q among messages", m.Key)
 			} else {
 				sv.message(s, m)
 			}
 			return true
 		})
-	case key == bucketDerived && e.Bucket:
+	case key == layout.BucketDerived && e.Bucket:
 		br, ok := w.Sub(path, e)
 		if !ok {
 			return
 		}
-		w.ForEach(append(path, bucketDerived), br, func(k boltpage.Elem) bool {
+		w.ForEach(append(path, layout.BucketDerived), br, func(k boltpage.Elem) bool {
 			if !k.Bucket {
 				return true
 			}
-			kb, ok := w.Sub(append(path, bucketDerived), k)
+			kb, ok := w.Sub(append(path, layout.BucketDerived), k)
 			if !ok {
 				return true
 			}
-			w.ForEach(append(path, bucketDerived, string(k.Key)), kb, func(d boltpage.Elem) bool {
+			w.ForEach(append(path, layout.BucketDerived, string(k.Key)), kb, func(d boltpage.Elem) bool {
 				if !d.Bucket {
 					s.derived = append(s.derived, derivedRef{kind: string(k.Key), key: string(d.Key),
 						off: d.Off, size: uint32(len(d.Value)), sum: maphash.Bytes(sv.seed, d.Value)})
@@ -711,7 +712,7 @@ func (sv *salvaged) writeSession(ctx context.Context, st *Store, name string, r 
 	entries := sv.entries(s, found)
 	info := SessionInfo{Name: name}
 	if s.meta != nil {
-		info = fitInfo(s.meta.info(name), entries)
+		info = fitInfo(s.meta.Info(name), entries)
 		entries = sv.fit(s, info, entries)
 	}
 	// After entries and fit, whose messages left out count as skipped.
@@ -727,7 +728,7 @@ func (sv *salvaged) writeSession(ctx context.Context, st *Store, name string, r 
 		err = st.ImportSession(ctx, info, func(yield func(Entry, error) bool) {
 			for _, m := range entries {
 				env, err := sv.readMessage(s, m.seq, m.ref)
-				if !yield(env.entry(name), err) || err != nil {
+				if !yield(env.Entry(name), err) || err != nil {
 					return
 				}
 			}
@@ -785,7 +786,7 @@ func (sv *salvaged) entries(s *salvageSession, found []seqRef) []seqRef {
 	for _, m := range found {
 		seq, ref := m.seq, m.ref
 		if s.meta != nil {
-			if em := s.meta.epoch(ref.epoch); em != nil && em.Purged {
+			if em := s.meta.FindEpoch(ref.epoch); em != nil && em.Purged {
 				sv.skip(s, "message of a purged epoch", fmt.Sprintf("session %q seq %d epoch %d", s.name, seq, ref.epoch))
 				continue
 			}
@@ -1010,7 +1011,7 @@ func (g *pageGraph) leaf(id uint64, h boltpage.PageHeader, buf []byte) {
 			if br, err := boltpage.SubBucket(e.Value); err == nil && br.Page != 0 {
 				g.refs[br.Page] = append(g.refs[br.Page], orphanRef{id, string(e.Key)})
 			}
-			if string(e.Key) == bucketSessions || string(e.Key) == bucketStore {
+			if string(e.Key) == layout.BucketSessions || string(e.Key) == layout.BucketStore {
 				g.looksRoot[id] = true
 			}
 		}
@@ -1076,14 +1077,14 @@ func (sv *salvaged) unownedLeaf(id uint64, elems []boltpage.Elem) (orphanLeaf, b
 // a session's messages, or a session's bucket.
 func (sv *salvaged) ownedLeaf(w *boltpage.Walker, path []string, elems []boltpage.Elem) {
 	switch {
-	case len(path) == 3 && path[0] == bucketSessions && path[2] == bucketMsgs:
+	case len(path) == 3 && path[0] == layout.BucketSessions && path[2] == layout.BucketMsgs:
 		s := sv.session(path[1])
 		for _, e := range elems {
 			if !e.Bucket && sv.message(s, e) {
 				sv.orphans++
 			}
 		}
-	case len(path) == 2 && path[0] == bucketSessions:
+	case len(path) == 2 && path[0] == layout.BucketSessions:
 		s := sv.session(path[1])
 		before := s.seqs.n
 		for _, e := range elems {
@@ -1118,7 +1119,7 @@ type orphanLeaf struct {
 	src  recordSource
 	msgs []orphanMsg // its checked records, in key order
 	// session is the session every record names, or "" when one names
-	// none (a version-1 envelope) or they disagree.
+	// none (a version-1 layout.Envelope) or they disagree.
 	session string
 }
 
@@ -1130,7 +1131,7 @@ type orphanMsg struct {
 }
 
 // add appends a checked record of the leaf.
-func (l *orphanLeaf) add(env envelope, rawSum uint64) {
+func (l *orphanLeaf) add(env layout.Envelope, rawSum uint64) {
 	if len(l.msgs) == 0 || env.Session != l.session {
 		l.session = env.Session
 		if len(l.msgs) > 0 {
@@ -1254,7 +1255,7 @@ func (sv *salvaged) dropCopies(leaves []orphanLeaf) []orphanLeaf {
 		kept := map[uint64]bool{} // of two copies of a seq, the first is kept
 		for i := range s.sources {
 			err := sv.records(&s.sources[i], func(e boltpage.Elem) error {
-				seq, _ := keySeq(e.Key)
+				seq, _ := layout.KeySeq(e.Key)
 				if !wanted[seq] || kept[seq] {
 					return nil
 				}
@@ -1312,7 +1313,7 @@ func fitsHoles(s *salvageSession, l orphanLeaf) bool {
 		return false
 	}
 	for _, m := range l.msgs {
-		em := s.meta.epoch(m.epoch)
+		em := s.meta.FindEpoch(m.epoch)
 		if em == nil || em.Purged || m.seq < em.First || m.seq > em.Last {
 			return false
 		}
@@ -1326,7 +1327,7 @@ func fitsHoles(s *salvageSession, l orphanLeaf) bool {
 // hasMessages reports whether a leaf's elements look like a msgs bucket's.
 func hasMessages(elems []boltpage.Elem) bool {
 	for _, e := range elems {
-		if !e.Bucket && len(e.Key) == seqKeyLen {
+		if !e.Bucket && len(e.Key) == layout.SeqKeyLen {
 			return true
 		}
 	}

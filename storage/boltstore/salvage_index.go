@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"hash/maphash"
 	"io"
 	"slices"
@@ -142,13 +143,13 @@ func (sv *salvaged) source(src *recordSource) ([]byte, error) {
 }
 
 // readMessage reads message seq of s, at ref, again and decodes it (the
-// envelope holds copies of the bytes it read).
-func (sv *salvaged) readMessage(s *salvageSession, seq uint64, ref msgRef) (envelope, error) {
+// layout.Envelope holds copies of the bytes it read).
+func (sv *salvaged) readMessage(s *salvageSession, seq uint64, ref msgRef) (layout.Envelope, error) {
 	buf, err := sv.source(&s.sources[ref.src])
 	if err != nil {
-		return envelope{}, fmt.Errorf("session %q seq %d: %w", s.name, seq, err)
+		return layout.Envelope{}, fmt.Errorf("session %q seq %d: %w", s.name, seq, err)
 	}
-	return decodeAt(s.name, seqKey(seq), buf[ref.off:ref.off+int64(ref.size)])
+	return decodeAt(s.name, layout.SeqKey(seq), buf[ref.off:ref.off+int64(ref.size)])
 }
 
 // records reads src again and calls fn with each message record the walk
@@ -183,7 +184,7 @@ func (sv *salvaged) collect(s *salvageSession) ([]seqRef, error) {
 	for i := range s.sources {
 		err := sv.records(&s.sources[i], func(e boltpage.Elem) error {
 			// It decoded when the walk read the same bytes.
-			seq, epoch, err := decodeEnvelopeHead(e.Value)
+			seq, epoch, err := layout.DecodeEnvelopeHead(e.Value)
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"io"
 	"os"
@@ -14,7 +15,7 @@ import (
 
 // Salvaging the write-ahead log: appends acknowledged but not yet applied to
 // the file are only in PATH-wal, so a salvage reads it too. Its records are
-// checksummed and every envelope names its session (wal.go), so each valid
+// checksummed and every layout.Envelope names its session (wal.go), so each valid
 // record stands on its own: damage in the middle of the log costs the bytes
 // it hit, not the records after it.
 
@@ -154,9 +155,9 @@ func (sv *salvaged) logDamage(r *SalvageReport, format string, args ...any) {
 	}
 }
 
-// logMessage checks one envelope of the log and keeps it.
+// logMessage checks one layout.Envelope of the log and keeps it.
 func (sv *salvaged) logMessage(lg *salvageLog, v []byte) {
-	env, err := decodeEnvelope(v)
+	env, err := layout.DecodeEnvelope(v)
 	if err != nil {
 		sv.newerRecord(err)
 		sv.skip(nil, "record does not decode", fmt.Sprintf("log %s: %v", lg.path, err))
@@ -168,7 +169,7 @@ func (sv *salvaged) logMessage(lg *salvageLog, v []byte) {
 		sv.logSkipped[""]++
 		return
 	}
-	if _, ok := sv.record(nil, env.Session, seqKey(env.Seq), v); !ok {
+	if _, ok := sv.record(nil, env.Session, layout.SeqKey(env.Seq), v); !ok {
 		sv.logSkipped[env.Session]++
 		return
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
 
@@ -226,14 +227,14 @@ func messagePages(t testing.TB, path string) (map[msgKey][]pageSpan, int) {
 		walk(root, stack, func(stack []pageSpan, e boltpage.Elem) {
 			p := append(slices.Clone(path), string(e.Key))
 			switch {
-			case e.Bucket && (len(p) <= 2 || len(p) == 3 && p[2] == bucketMsgs) && p[0] == bucketSessions:
+			case e.Bucket && (len(p) <= 2 || len(p) == 3 && p[2] == layout.BucketMsgs) && p[0] == layout.BucketSessions:
 				br, err := boltpage.SubBucket(e.Value)
 				if err != nil {
 					t.Fatal(err)
 				}
 				names(p, br, stack)
-			case !e.Bucket && len(p) == 4 && p[2] == bucketMsgs:
-				seq, _ := keySeq(e.Key)
+			case !e.Bucket && len(p) == 4 && p[2] == layout.BucketMsgs:
+				seq, _ := layout.KeySeq(e.Key)
 				out[msgKey{p[1], seq}] = stack
 			}
 		})
@@ -443,7 +444,7 @@ func TestSalvageRefusesNewerFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		return tx.Bucket([]byte(bucketStore)).Put([]byte(keyFormat), []byte(fmt.Sprint(FormatVersion+1)))
+		return tx.Bucket([]byte(layout.BucketStore)).Put([]byte(layout.KeyFormat), []byte(fmt.Sprint(layout.FormatVersion+1)))
 	})
 	db.Close()
 	if err != nil {
@@ -451,8 +452,8 @@ func TestSalvageRefusesNewerFormat(t *testing.T) {
 	}
 	dst := filepath.Join(dir, "out.db")
 	rep, err := Salvage(t.Context(), src, dst)
-	if err == nil || !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("file format version %d", FormatVersion+1)) {
-		t.Fatalf("Salvage of a format %d file: %v, report %+v", FormatVersion+1, err, rep)
+	if err == nil || !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), fmt.Sprintf("file format version %d", layout.FormatVersion+1)) {
+		t.Fatalf("Salvage of a format %d file: %v, report %+v", layout.FormatVersion+1, err, rep)
 	}
 	if _, err := os.Stat(dst); err == nil {
 		t.Error("the refused salvage wrote its destination")
@@ -489,7 +490,7 @@ func TestSalvageStaleMeta(t *testing.T) {
 		t.Helper()
 		db, err := bbolt.Open(path, 0o600, nil)
 		must(err)
-		must(db.Update(func(tx *bbolt.Tx) error { return f(tx.Bucket([]byte(bucketSessions))) }))
+		must(db.Update(func(tx *bbolt.Tx) error { return f(tx.Bucket([]byte(layout.BucketSessions))) }))
 		must(db.Close())
 	}
 	names := []string{"stale", "contradicts"}
@@ -506,7 +507,7 @@ func TestSalvageStaleMeta(t *testing.T) {
 	old := map[string][]byte{}
 	raw(func(b *bbolt.Bucket) error {
 		for _, s := range names {
-			old[s] = slices.Clone(b.Bucket([]byte(s)).Get([]byte(keyMeta)))
+			old[s] = slices.Clone(b.Bucket([]byte(s)).Get([]byte(layout.KeyMeta)))
 		}
 		return nil
 	})
@@ -521,14 +522,14 @@ func TestSalvageStaleMeta(t *testing.T) {
 	// Back to the metadata of before the last Clear; "contradicts" also
 	// says epoch 2 starts at seq 5, after its message 4.
 	raw(func(b *bbolt.Bucket) error {
-		m, err := decodeMeta(old["contradicts"])
+		m, err := layout.DecodeMeta(old["contradicts"])
 		must(err)
 		m.Epochs[0].Last, m.Epochs[1].First, m.EpochSeq = 4, 5, 5
-		if old["contradicts"], err = encodeMeta(&m); err != nil {
+		if old["contradicts"], err = layout.EncodeMeta(&m); err != nil {
 			return err
 		}
 		for _, s := range names {
-			if err := b.Bucket([]byte(s)).Put([]byte(keyMeta), old[s]); err != nil {
+			if err := b.Bucket([]byte(s)).Put([]byte(layout.KeyMeta), old[s]); err != nil {
 				return err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"os"
 	"path/filepath"
@@ -211,7 +212,7 @@ func createFile(path string) error {
 	name := tmp.Name()
 	tmp.Close()
 	defer os.Remove(name)
-	db, err := bbolt.Open(name, fileMode, &bbolt.Options{PageSize: pageSize, Timeout: time.Second})
+	db, err := bbolt.Open(name, fileMode, &bbolt.Options{PageSize: layout.PageSize, Timeout: time.Second})
 	if err != nil {
 		return fmt.Errorf("store %s: create: %w", path, err)
 	}
@@ -265,10 +266,10 @@ func (s *Store) init(ctx context.Context) error {
 		// would come up empty check it, so Verify can report it.)
 		err = s.guard("open", func() error {
 			return db.View(func(tx *bbolt.Tx) error {
-				if err := boltpage.TxLookupDamage(tx, bucketStore); err != nil {
+				if err := boltpage.TxLookupDamage(tx, layout.BucketStore); err != nil {
 					return err
 				}
-				return boltpage.TxLookupDamage(tx, bucketSessions)
+				return boltpage.TxLookupDamage(tx, layout.BucketSessions)
 			})
 		})
 	}

@@ -11,10 +11,11 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
 
-// Verify checks the whole file: its bbolt structure, every envelope (it must decode,
+// Verify checks the whole file: its bbolt structure, every layout.Envelope (it must decode,
 // match its key, carry valid JSON of the role it names), seq and epoch order, each
 // session's epoch list by itself and its metadata against its messages (the epoch
 // checks are storage.EpochAudit's, shared with the PostgreSQL engine), and tool
@@ -99,19 +100,19 @@ func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
 	return r, ctx.Err()
 }
 
-// verifyTombstones checks that every purged name's tombstone decodes: a
-// session can no longer be created under a name whose tombstone does not.
+// verifyTombstones checks that every purged name's layout.Tombstone decodes: a
+// session can no longer be created under a name whose layout.Tombstone does not.
 func verifyTombstones(tx *bbolt.Tx, r *VerifyReport) {
-	sb := tx.Bucket([]byte(bucketStore))
+	sb := tx.Bucket([]byte(layout.BucketStore))
 	if sb == nil {
 		return
 	}
-	pb := sb.Bucket([]byte(bucketPurged))
+	pb := sb.Bucket([]byte(layout.BucketPurged))
 	if pb == nil {
 		return
 	}
 	_ = pb.ForEach(func(k, _ []byte) error {
-		if _, _, err := readTombstone(tx, string(k)); err != nil {
+		if _, _, err := layout.ReadTombstone(tx, string(k)); err != nil {
 			r.AddProblem("meta", string(k), 0, "%v", err)
 		}
 		return nil
@@ -142,26 +143,26 @@ func verifyPages(ctx context.Context, path string, r *VerifyReport) (sound bool,
 	walkSessions(ctx, w, boltpage.BucketRoot{Page: bf.Meta.Root}, func(name string, root boltpage.BucketRoot) {
 		r.Sessions++
 		v := sessionVerifier{r: r, name: name, epochs: map[uint64]*epochTally{}, pairs: storage.PairingAudit{Session: name}, newer: &newer}
-		path := []string{bucketSessions, name}
+		path := []string{layout.BucketSessions, name}
 		w.ForEach(path, root, func(e boltpage.Elem) bool {
 			switch {
-			case string(e.Key) == keyMeta && !e.Bucket:
-				m, err := decodeMeta(e.Value)
+			case string(e.Key) == layout.KeyMeta && !e.Bucket:
+				m, err := layout.DecodeMeta(e.Value)
 				if err != nil {
 					r.AddProblem("meta", name, 0, "%v", err)
 				} else {
 					v.meta = &m
-					v.epochList = storage.NewEpochAudit(r, m.info(name))
+					v.epochList = storage.NewEpochAudit(r, m.Info(name))
 					if m.Importing {
 						r.AddProblem("import", name, 0, "an import of this session has not finished (%d messages so far): if no import is running, purge the session and import it again", m.Total)
 					}
 				}
-			case string(e.Key) == bucketMsgs && e.Bucket:
+			case string(e.Key) == layout.BucketMsgs && e.Bucket:
 				br, ok := w.Sub(path, e)
 				if !ok {
 					return true
 				}
-				w.ForEach(append(path, bucketMsgs), br, func(m boltpage.Elem) bool {
+				w.ForEach(append(path, layout.BucketMsgs), br, func(m boltpage.Elem) bool {
 					v.message(m)
 					return ctx.Err() == nil
 				})
@@ -184,14 +185,14 @@ const implausibleSeq = 1 << 48
 type epochTally struct {
 	messages, tokens int
 	bytes            int64
-	counters         map[string]counterSum // the current epoch's only
+	counters         map[string]layout.CounterSum // the current epoch's only
 }
 
 // sessionVerifier checks one session's messages as they stream past in key order.
 type sessionVerifier struct {
 	r    *VerifyReport
 	name string
-	meta *sessionMeta
+	meta *layout.Meta
 	// epochList checks the messages against meta's epoch list.
 	epochList *storage.EpochAudit
 	epochs    map[uint64]*epochTally
@@ -209,7 +210,7 @@ func (v *sessionVerifier) message(e boltpage.Elem) {
 		return
 	}
 	r.Messages++
-	seq, ok := keySeq(e.Key)
+	seq, ok := layout.KeySeq(e.Key)
 	env, err := decodeAt(v.name, e.Key, e.Value)
 	if errors.Is(err, ErrNewerFormat) {
 		if *v.newer == nil {
@@ -252,7 +253,7 @@ func (v *sessionVerifier) message(e boltpage.Elem) {
 	t.tokens += env.Tokens
 	t.bytes += int64(len(env.Raw))
 	if v.meta != nil && env.Epoch == v.meta.Epoch {
-		t.counters = countBy(t.counters, &env)
+		t.counters = layout.CountBy(t.counters, &env)
 	}
 	if v.epochList != nil {
 		v.epochList.Message(r, seq, env.Epoch)

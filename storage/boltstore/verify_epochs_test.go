@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/storagetest"
 	"go.etcd.io/bbolt"
 )
@@ -43,7 +44,7 @@ func TestVerifyEpochList(t *testing.T) {
 	db, err := bbolt.Open(path, 0o600, nil)
 	must(err)
 	must(db.View(func(tx *bbolt.Tx) error {
-		seq2 = slices.Clone(tx.Bucket([]byte(bucketSessions)).Bucket([]byte("purged message")).Bucket([]byte(bucketMsgs)).Get(seqKey(2)))
+		seq2 = slices.Clone(tx.Bucket([]byte(layout.BucketSessions)).Bucket([]byte("purged message")).Bucket([]byte(layout.BucketMsgs)).Get(layout.SeqKey(2)))
 		return nil
 	}))
 	must(db.Close())
@@ -59,28 +60,28 @@ func TestVerifyEpochList(t *testing.T) {
 	db, err = bbolt.Open(path, 0o600, nil)
 	must(err)
 	must(db.Update(func(tx *bbolt.Tx) error {
-		sb := tx.Bucket([]byte(bucketSessions))
-		tamper := func(s string, f func(m *sessionMeta)) {
+		sb := tx.Bucket([]byte(layout.BucketSessions))
+		tamper := func(s string, f func(m *layout.Meta)) {
 			b := sb.Bucket([]byte(s))
-			m, err := decodeMeta(b.Get([]byte(keyMeta)))
+			m, err := layout.DecodeMeta(b.Get([]byte(layout.KeyMeta)))
 			must(err)
 			f(&m)
-			v, err := encodeMeta(&m)
+			v, err := layout.EncodeMeta(&m)
 			must(err)
-			must(b.Put([]byte(keyMeta), v))
+			must(b.Put([]byte(layout.KeyMeta), v))
 		}
-		tamper("order", func(m *sessionMeta) { m.Epochs[0], m.Epochs[1] = m.Epochs[1], m.Epochs[0] })
-		tamper("overlap", func(m *sessionMeta) { m.Epochs[1].First = 3 })
-		tamper("beyond current", func(m *sessionMeta) {
-			m.Epochs = slices.Insert(m.Epochs, 3, epochMeta{Epoch: 6, First: 9, Last: 8})
+		tamper("order", func(m *layout.Meta) { m.Epochs[0], m.Epochs[1] = m.Epochs[1], m.Epochs[0] })
+		tamper("overlap", func(m *layout.Meta) { m.Epochs[1].First = 3 })
+		tamper("beyond current", func(m *layout.Meta) {
+			m.Epochs = slices.Insert(m.Epochs, 3, layout.EpochMeta{Epoch: 6, First: 9, Last: 8})
 		})
-		tamper("end", func(m *sessionMeta) { m.LastSeq = 10 })
-		tamper("start", func(m *sessionMeta) { m.EpochSeq = 8 })
-		tamper("backwards", func(m *sessionMeta) { m.Epochs[2].Last = 4 })
-		tamper("purged count", func(m *sessionMeta) { m.Epochs[0].Messages = 3 })
-		tamper("outside", func(m *sessionMeta) { m.Epochs[1].Last, m.Epochs[1].Messages = 5, 2 })
+		tamper("end", func(m *layout.Meta) { m.LastSeq = 10 })
+		tamper("start", func(m *layout.Meta) { m.EpochSeq = 8 })
+		tamper("backwards", func(m *layout.Meta) { m.Epochs[2].Last = 4 })
+		tamper("purged count", func(m *layout.Meta) { m.Epochs[0].Messages = 3 })
+		tamper("outside", func(m *layout.Meta) { m.Epochs[1].Last, m.Epochs[1].Messages = 5, 2 })
 		// PurgeEpoch's deletion of seq 2 undone.
-		return sb.Bucket([]byte("purged message")).Bucket([]byte(bucketMsgs)).Put(seqKey(2), seq2)
+		return sb.Bucket([]byte("purged message")).Bucket([]byte(layout.BucketMsgs)).Put(layout.SeqKey(2), seq2)
 	}))
 	must(db.Close())
 

@@ -893,7 +893,7 @@ func TestWALDamagedRecord(t *testing.T) {
 	dir := t.TempDir()
 	n := 0
 	for ri, rec := range fx.recs[:len(fx.recs)-1] {
-		// The record's magic, length, checksum, count, first envelope's
+		// The record's magic, length, checksum, count, first layout.Envelope's
 		// length, and bytes of its envelopes.
 		for _, at := range []int{0, 5, 9, 12, 16, 20, rec.size / 2, rec.size - 1} {
 			for _, flip := range []byte{0x01, 0x80, 0xff} {

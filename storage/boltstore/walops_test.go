@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"os"
 	"path/filepath"
@@ -549,7 +550,7 @@ func TestSalvageLeavesForeignLog(t *testing.T) {
 	h.ID[0] ^= 0xff
 	copy(old, h.Encode())
 	extra := text("user", "only in the foreign log").Message.Bytes()
-	env, err := encodeEnvelope(&envelope{Seq: 9, Epoch: 1, Time: 1, Role: "user", Raw: extra, Session: "keep", Tokens: 2})
+	env, err := layout.EncodeEnvelope(&layout.Envelope{Seq: 9, Epoch: 1, Time: 1, Role: "user", Raw: extra, Session: "keep", Tokens: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

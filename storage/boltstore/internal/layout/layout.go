@@ -1,4 +1,4 @@
-package boltstore
+package layout
 
 // File layout (format version 2).
 //
@@ -17,27 +17,27 @@ package boltstore
 //	    "format"  -> format version as decimal text (FormatVersion)
 //	    "wal"     -> the database's identity and how far its log is applied
 //	              (id, generation, offset; see wal.go)
-//	    "purged"  bucket: <session name bytes> -> msgpack tombstone
+//	    "purged"  bucket: <session name bytes> -> msgpack Tombstone
 //	              (last seq and epoch of a purged session, nothing else)
 //	"sessions"                          top-level bucket: one sub-bucket per session
 //	    <session name bytes>            bucket of one session
-//	        "meta"    -> msgpack sessionMeta (counts, epochs, title, pinned seqs)
-//	        "msgs"    bucket: be64(seq) -> msgpack envelope, all epochs together
+//	        "meta"    -> msgpack Meta (counts, epochs, title, pinned seqs)
+//	        "msgs"    bucket: be64(seq) -> msgpack Envelope, all epochs together
 //	        "derived" bucket: one sub-bucket per kind
 //	            <kind> bucket: <key bytes> -> value bytes (opaque to the store)
 //
 // Seqs are per session, start at 1, and increase strictly across epochs; a
 // seq is never reused, even after PurgeEpoch or Purge-then-recreate of the
 // epoch's messages. An epoch's messages are therefore one contiguous key
-// range of "msgs", and its bounds are in sessionMeta.Epochs. Purge leaves
-// a tombstone under "ctxstore"/"purged" so that a session recreated under
+// range of "msgs", and its bounds are in Meta.Epochs. Purge leaves
+// a Tombstone under "ctxstore"/"purged" so that a session recreated under
 // the same name continues after the purged one's last seq and epoch:
 // a process still holding the old session's seqs or epoch in memory sees
 // the change instead of mistaking the new session for the old. The one
 // exception is ImportSession, which restores an export's own numbers; the
 // session's creation time then tells it apart.
 //
-// The envelope is a msgpack array (not a map: the field names would cost
+// The Envelope is a msgpack array (not a map: the field names would cost
 // more than the fields) of envelopeFields elements, in this order:
 //
 //	0 version   uint   (EnvelopeVersion)
@@ -59,7 +59,7 @@ package boltstore
 // more elements than it knows (later versions may add fields at the end) but
 // never fewer than envelopeFields.
 //
-// sessionMeta is a msgpack map with short keys so fields can be added; it is
+// Meta is a msgpack map with short keys so fields can be added; it is
 // rewritten in the same transaction as every append, Clear and PurgeEpoch, so
 // Sessions and Session never read message bodies.
 const (
@@ -75,35 +75,35 @@ const (
 // Bucket and key names, as constants so nothing package-level is mutable;
 // verify and salvage use them too.
 const (
-	bucketStore    = "ctxstore"
-	keyFormat      = "format"
-	bucketPurged   = "purged"
-	bucketSessions = "sessions"
-	keyMeta        = "meta"
-	bucketMsgs     = "msgs"
-	bucketDerived  = "derived"
+	BucketStore    = "ctxstore"
+	KeyFormat      = "format"
+	BucketPurged   = "purged"
+	BucketSessions = "sessions"
+	KeyMeta        = "meta"
+	BucketMsgs     = "msgs"
+	BucketDerived  = "derived"
 )
 
 const (
-	// envelopeFields is the number of elements of a version-1 envelope,
+	// envelopeFields is the number of elements of a version-1 Envelope,
 	// the fewest a decoder accepts.
 	envelopeFields = 9
-	// envelopeFieldsV2 is the number of elements of a version-2 envelope.
-	envelopeFieldsV2 = 10
-	// envelopeFieldsCounter is the number of elements of an envelope that
+	// EnvelopeFieldsV2 is the number of elements of a version-2 Envelope.
+	EnvelopeFieldsV2 = 10
+	// EnvelopeFieldsCounter is the number of elements of an Envelope that
 	// names its counter. The field was added to version 2 at the end, where
 	// older readers skip it, so files stay readable by older binaries.
-	envelopeFieldsCounter = 11
-	// seqKeyLen is the length of a message key.
-	seqKeyLen = 8
-	// msgsFillPercent is the bbolt FillPercent of "msgs" buckets. Keys only
+	EnvelopeFieldsCounter = 11
+	// SeqKeyLen is the length of a message key.
+	SeqKeyLen = 8
+	// MsgsFillPercent is the bbolt FillPercent of "msgs" buckets. Keys only
 	// ever grow, so a split never needs room in the left page: filling
 	// pages completely roughly halves the file compared with the default 0.5.
-	msgsFillPercent = 1.0
-	// pageSize is the bbolt page size of new files (existing files keep
+	MsgsFillPercent = 1.0
+	// PageSize is the bbolt page size of new files (existing files keep
 	// theirs). bbolt never splits a node of 4 keys or fewer, so with 4 KiB
 	// pages and ~1 KiB messages a leaf holds 2-3 messages and overflows
 	// into a second page: 16 KiB pages cut the file by about a third
 	//, and cost little per commit (see doc.go).
-	pageSize = 16384
+	PageSize = 16384
 )

@@ -1,4 +1,4 @@
-package boltstore
+package layout
 
 import (
 	"bytes"
@@ -6,14 +6,15 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
-// envelope is one stored message: what the store knows about it without
+// Envelope is one stored message: what the store knows about it without
 // parsing the JSON, plus the JSON itself. See layout.go for the encoding.
-type envelope struct {
+type Envelope struct {
 	Seq       uint64
 	Epoch     uint64
 	Time      int64 // Unix nanoseconds
@@ -29,30 +30,30 @@ type envelope struct {
 	Counter string
 }
 
-// seqKey is the bbolt key of a message.
-func seqKey(seq uint64) []byte {
-	k := make([]byte, seqKeyLen)
+// SeqKey is the bbolt key of a message.
+func SeqKey(seq uint64) []byte {
+	k := make([]byte, SeqKeyLen)
 	binary.BigEndian.PutUint64(k, seq)
 	return k
 }
 
-// keySeq decodes a message key; ok is false for a key of the wrong length.
-func keySeq(k []byte) (seq uint64, ok bool) {
-	if len(k) != seqKeyLen {
+// KeySeq decodes a message key; ok is false for a key of the wrong length.
+func KeySeq(k []byte) (seq uint64, ok bool) {
+	if len(k) != SeqKeyLen {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(k), true
 }
 
-// encodeEnvelope returns the msgpack encoding of e.
-func encodeEnvelope(e *envelope) ([]byte, error) {
+// EncodeEnvelope returns the msgpack encoding of e.
+func EncodeEnvelope(e *Envelope) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Grow(len(e.Raw) + 48 + len(e.Role) + len(e.Session) + len(e.Counter))
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(&buf)
-	err := firstErr(
-		enc.EncodeArrayLen(envelopeFieldsCounter),
+	err := FirstErr(
+		enc.EncodeArrayLen(EnvelopeFieldsCounter),
 		enc.EncodeUint(EnvelopeVersion),
 		enc.EncodeUint(e.Seq),
 		enc.EncodeUint(e.Epoch),
@@ -86,7 +87,7 @@ func encodeStrings(enc *msgpack.Encoder, ss []string) error {
 	return nil
 }
 
-func firstErr(errs ...error) error {
+func FirstErr(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -95,35 +96,35 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// decodeEnvelope parses b. It never panics and never allocates more than a
+// DecodeEnvelope parses b. It never panics and never allocates more than a
 // small multiple of len(b), whatever b holds; every problem is an error
 // wrapping ErrCorrupt. The returned Raw and strings are copies: b may be
 // bbolt memory that is invalid after the transaction.
-func decodeEnvelope(b []byte) (envelope, error) {
-	var e envelope
+func DecodeEnvelope(b []byte) (Envelope, error) {
+	var e Envelope
 	if err := decodeEnvelopeInto(b, &e); err != nil {
-		return envelope{}, envelopeError(err)
+		return Envelope{}, envelopeError(err)
 	}
 	return e, nil
 }
 
-// decodeEnvelopeHead decodes the seq and epoch of an envelope and nothing
+// DecodeEnvelopeHead decodes the seq and epoch of an Envelope and nothing
 // after them: what Salvage needs to order records it has checked already.
-func decodeEnvelopeHead(b []byte) (seq, epoch uint64, err error) {
+func DecodeEnvelopeHead(b []byte) (seq, epoch uint64, err error) {
 	r := bytes.NewReader(b)
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)
 	dec.Reset(r)
-	var e envelope
+	var e Envelope
 	if _, _, err := decodeHead(dec, r, b, &e); err != nil {
 		return 0, 0, envelopeError(err)
 	}
 	return e.Seq, e.Epoch, nil
 }
 
-// decodeHead decodes the fields every envelope starts with into e and
+// decodeHead decodes the fields every Envelope starts with into e and
 // returns the field count and the version.
-func decodeHead(dec *msgpack.Decoder, r *bytes.Reader, b []byte, e *envelope) (n int, version uint64, err error) {
+func decodeHead(dec *msgpack.Decoder, r *bytes.Reader, b []byte, e *Envelope) (n int, version uint64, err error) {
 	if n, err = dec.DecodeArrayLen(); err != nil {
 		return 0, 0, err
 	}
@@ -151,7 +152,7 @@ func decodeHead(dec *msgpack.Decoder, r *bytes.Reader, b []byte, e *envelope) (n
 	return n, version, nil
 }
 
-func decodeEnvelopeInto(b []byte, e *envelope) error {
+func decodeEnvelopeInto(b []byte, e *Envelope) error {
 	r := bytes.NewReader(b)
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)
@@ -193,19 +194,19 @@ func decodeEnvelopeInto(b []byte, e *envelope) error {
 	}
 	known := envelopeFields
 	if version >= 2 {
-		if n < envelopeFieldsV2 {
-			return fmt.Errorf("version %d with %d fields, want at least %d", version, n, envelopeFieldsV2)
+		if n < EnvelopeFieldsV2 {
+			return fmt.Errorf("version %d with %d fields, want at least %d", version, n, EnvelopeFieldsV2)
 		}
 		if e.Session, err = dec.DecodeString(); err != nil {
 			return fmt.Errorf("session: %v", err)
 		}
-		known = envelopeFieldsV2
+		known = EnvelopeFieldsV2
 	}
-	if version >= 2 && n >= envelopeFieldsCounter {
+	if version >= 2 && n >= EnvelopeFieldsCounter {
 		if e.Counter, err = dec.DecodeString(); err != nil {
 			return fmt.Errorf("counter: %v", err)
 		}
-		known = envelopeFieldsCounter
+		known = EnvelopeFieldsCounter
 	}
 	// Fields a later version appended are skipped, not rejected.
 	for i := known; i < n; i++ {
@@ -236,11 +237,16 @@ func decodeStrings(dec *msgpack.Decoder, r *bytes.Reader) ([]string, error) {
 	return ss, nil
 }
 
-// envelopeError is a decoding error as callers see it: a newer envelope
+// envelopeError is a decoding error as callers see it: a newer Envelope
 // says so (ErrNewerFormat), anything else is damage (ErrCorrupt).
 func envelopeError(err error) error {
-	if errors.Is(err, ErrNewerFormat) {
+	if errors.Is(err, storage.ErrNewerFormat) {
 		return fmt.Errorf("envelope: %w", err)
 	}
-	return fmt.Errorf("%w: envelope: %v", ErrCorrupt, err)
+	return fmt.Errorf("%w: envelope: %v", storage.ErrCorrupt, err)
+}
+
+func (e *Envelope) Entry(session string) storage.Entry {
+	return storage.Entry{Session: session, Seq: e.Seq, Epoch: e.Epoch, Time: UnixTime(e.Time),
+		Role: e.Role, Tokens: e.Tokens, Counter: e.Counter, CallIDs: e.CallIDs, ResultIDs: e.ResultIDs, Raw: e.Raw}
 }

@@ -1,4 +1,4 @@
-package boltstore
+package layout
 
 import (
 	"fmt"
@@ -13,8 +13,8 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// sessionMeta is the stored form of SessionInfo (the name is the bucket key).
-type sessionMeta struct {
+// Meta is the stored form of SessionInfo (the name is the bucket key).
+type Meta struct {
 	Created   int64       `msgpack:"c"`
 	Updated   int64       `msgpack:"u"`
 	Epoch     uint64      `msgpack:"e"`
@@ -27,27 +27,27 @@ type sessionMeta struct {
 	Title     string      `msgpack:"ti"`
 	Pinned    []uint64    `msgpack:"p"`
 	FirstUser uint64      `msgpack:"f"`
-	Epochs    []epochMeta `msgpack:"ep"`
+	Epochs    []EpochMeta `msgpack:"ep"`
 	// Importing is set while a batched ImportSession is under way.
 	Importing bool `msgpack:"im,omitempty"`
 	// Counters splits Messages and Tokens by counter name. Absent in
 	// files of older versions, which also drop it when they rewrite the
 	// metadata: messages it does not account for were counted by unknown
 	// counters.
-	Counters map[string]counterSum `msgpack:"ct,omitempty"`
+	Counters map[string]CounterSum `msgpack:"ct,omitempty"`
 }
 
-// counterSum is one counter's share of the current epoch.
-type counterSum struct {
+// CounterSum is one counter's share of the current epoch.
+type CounterSum struct {
 	Messages int `msgpack:"m"`
 	Tokens   int `msgpack:"t"`
 }
 
-// countBy adds env's count to its counter's share in split, which it
+// CountBy adds env's count to its counter's share in split, which it
 // returns (made when nil).
-func countBy(split map[string]counterSum, env *envelope) map[string]counterSum {
+func CountBy(split map[string]CounterSum, env *Envelope) map[string]CounterSum {
 	if split == nil {
-		split = map[string]counterSum{}
+		split = map[string]CounterSum{}
 	}
 	c := split[env.Counter]
 	c.Messages++
@@ -56,7 +56,7 @@ func countBy(split map[string]counterSum, env *envelope) map[string]counterSum {
 	return split
 }
 
-type epochMeta struct {
+type EpochMeta struct {
 	Epoch    uint64 `msgpack:"e"`
 	First    uint64 `msgpack:"f"`
 	Last     uint64 `msgpack:"l"`
@@ -65,15 +65,15 @@ type epochMeta struct {
 	Purged   bool   `msgpack:"x,omitempty"`
 }
 
-// newMeta is the metadata of a session created at now: epoch 1, empty.
-func newMeta(now int64) sessionMeta {
-	return sessionMeta{
+// NewMeta is the metadata of a session created at now: epoch 1, empty.
+func NewMeta(now int64) Meta {
+	return Meta{
 		Created: now, Updated: now, Epoch: 1, EpochSeq: 1,
-		Epochs: []epochMeta{{Epoch: 1, First: 1, Last: 0, Started: now}},
+		Epochs: []EpochMeta{{Epoch: 1, First: 1, Last: 0, Started: now}},
 	}
 }
 
-func encodeMeta(m *sessionMeta) ([]byte, error) {
+func EncodeMeta(m *Meta) ([]byte, error) {
 	b, err := msgpack.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode session meta: %w", err)
@@ -81,22 +81,22 @@ func encodeMeta(m *sessionMeta) ([]byte, error) {
 	return b, nil
 }
 
-func decodeMeta(b []byte) (sessionMeta, error) {
-	var m sessionMeta
+func DecodeMeta(b []byte) (Meta, error) {
+	var m Meta
 	if err := msgpack.Unmarshal(b, &m); err != nil {
-		return sessionMeta{}, fmt.Errorf("%w: session meta: %v", ErrCorrupt, err)
+		return Meta{}, fmt.Errorf("%w: session meta: %v", storage.ErrCorrupt, err)
 	}
 	if len(m.Epochs) == 0 || m.Epochs[len(m.Epochs)-1].Epoch != m.Epoch {
-		return sessionMeta{}, fmt.Errorf("%w: session meta: epoch %d missing from the epoch list", ErrCorrupt, m.Epoch)
+		return Meta{}, fmt.Errorf("%w: session meta: epoch %d missing from the epoch list", storage.ErrCorrupt, m.Epoch)
 	}
 	return m, nil
 }
 
 // current returns the current epoch's entry.
-func (m *sessionMeta) current() *epochMeta { return &m.Epochs[len(m.Epochs)-1] }
+func (m *Meta) Current() *EpochMeta { return &m.Epochs[len(m.Epochs)-1] }
 
 // epoch returns the entry of epoch e, or nil.
-func (m *sessionMeta) epoch(e uint64) *epochMeta {
+func (m *Meta) FindEpoch(e uint64) *EpochMeta {
 	for i := range m.Epochs {
 		if m.Epochs[i].Epoch == e {
 			return &m.Epochs[i]
@@ -106,15 +106,15 @@ func (m *sessionMeta) epoch(e uint64) *epochMeta {
 }
 
 // add accounts for one appended message of the current epoch.
-func (m *sessionMeta) add(env *envelope, msg ctxstore.Message) {
+func (m *Meta) Add(env *Envelope, msg ctxstore.Message) {
 	m.LastSeq = env.Seq
 	m.Updated = env.Time
 	m.Messages++
 	m.Tokens += env.Tokens
-	m.Counters = countBy(m.Counters, env)
+	m.Counters = CountBy(m.Counters, env)
 	m.Bytes += int64(len(env.Raw))
 	m.Total++
-	cur := m.current()
+	cur := m.Current()
 	cur.Last = env.Seq
 	cur.Messages++
 	switch env.Role {
@@ -134,21 +134,21 @@ func (m *sessionMeta) add(env *envelope, msg ctxstore.Message) {
 }
 
 // clear starts a new, empty epoch.
-func (m *sessionMeta) clear(now int64) {
+func (m *Meta) Clear(now int64) {
 	m.Epoch++
 	m.EpochSeq = m.LastSeq + 1
 	m.Messages, m.Tokens, m.Bytes, m.Counters = 0, 0, 0, nil
 	m.Pinned, m.FirstUser = nil, 0
 	m.Updated = now
-	m.Epochs = append(m.Epochs, epochMeta{Epoch: m.Epoch, First: m.EpochSeq, Last: m.LastSeq, Started: now})
+	m.Epochs = append(m.Epochs, EpochMeta{Epoch: m.Epoch, First: m.EpochSeq, Last: m.LastSeq, Started: now})
 }
 
 // info converts stored metadata to the public form.
-func (m *sessionMeta) info(name string) SessionInfo {
-	si := SessionInfo{
+func (m *Meta) Info(name string) storage.SessionInfo {
+	si := storage.SessionInfo{
 		Name:          name,
-		Created:       unixTime(m.Created),
-		Updated:       unixTime(m.Updated),
+		Created:       UnixTime(m.Created),
+		Updated:       UnixTime(m.Updated),
 		Epoch:         m.Epoch,
 		EpochStartSeq: m.EpochSeq,
 		LastSeq:       m.LastSeq,
@@ -165,68 +165,68 @@ func (m *sessionMeta) info(name string) SessionInfo {
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.Counters)) {
 		c := m.Counters[name]
-		si.Counters = append(si.Counters, CounterCount{Counter: name, Messages: c.Messages, Tokens: c.Tokens})
+		si.Counters = append(si.Counters, storage.CounterCount{Counter: name, Messages: c.Messages, Tokens: c.Tokens})
 	}
-	si.Epochs = make([]EpochInfo, len(m.Epochs))
+	si.Epochs = make([]storage.EpochInfo, len(m.Epochs))
 	for i, e := range m.Epochs {
-		si.Epochs[i] = EpochInfo{Epoch: e.Epoch, FirstSeq: e.First, LastSeq: e.Last,
-			Messages: e.Messages, Started: unixTime(e.Started), Purged: e.Purged}
+		si.Epochs[i] = storage.EpochInfo{Epoch: e.Epoch, FirstSeq: e.First, LastSeq: e.Last,
+			Messages: e.Messages, Started: UnixTime(e.Started), Purged: e.Purged}
 	}
 	return si
 }
 
-// unixTime is the inverse of Time.UnixNano, in UTC so that what a caller
+// UnixTime is the inverse of Time.UnixNano, in UTC so that what a caller
 // exports does not depend on the machine's zone.
-func unixTime(ns int64) time.Time {
+func UnixTime(ns int64) time.Time {
 	if ns == 0 {
 		return time.Time{}
 	}
 	return time.Unix(0, ns).UTC()
 }
 
-// tombstone is what Purge leaves of a session: the numbers a session
+// Tombstone is what Purge leaves of a session: the numbers a session
 // recreated under the same name must continue after.
-type tombstone struct {
+type Tombstone struct {
 	LastSeq uint64 `msgpack:"l"`
 	Epoch   uint64 `msgpack:"e"`
 }
 
-// readTombstone returns the tombstone of a purged session name, if any.
-func readTombstone(tx *bbolt.Tx, name string) (tombstone, bool, error) {
-	var t tombstone
+// ReadTombstone returns the Tombstone of a purged session name, if any.
+func ReadTombstone(tx *bbolt.Tx, name string) (Tombstone, bool, error) {
+	var t Tombstone
 	var v []byte
-	if sb := tx.Bucket([]byte(bucketStore)); sb != nil {
-		if pb := sb.Bucket([]byte(bucketPurged)); pb != nil {
+	if sb := tx.Bucket([]byte(BucketStore)); sb != nil {
+		if pb := sb.Bucket([]byte(BucketPurged)); pb != nil {
 			v = pb.Get([]byte(name))
 		}
 	}
 	if v == nil {
 		// A name purged before must not start again at seq 1 because
-		// the pages holding its tombstone are damaged.
-		if err := boltpage.TxLookupDamage(tx, bucketStore, bucketPurged, name); err != nil {
+		// the pages holding its Tombstone are damaged.
+		if err := boltpage.TxLookupDamage(tx, BucketStore, BucketPurged, name); err != nil {
 			return t, false, fmt.Errorf("store: session %q: tombstone: %w", name, err)
 		}
 		return t, false, nil
 	}
 	if err := msgpack.Unmarshal(v, &t); err != nil {
-		return t, false, fmt.Errorf("store: session %q: tombstone: %w: %w", name, ErrCorrupt, err)
+		return t, false, fmt.Errorf("store: session %q: tombstone: %w: %w", name, storage.ErrCorrupt, err)
 	}
 	return t, true, nil
 }
 
-// writeTombstone records that the session described by m is being purged,
+// WriteTombstone records that the session described by m is being purged,
 // keeping the highest numbers if the name was purged before.
-func writeTombstone(tx *bbolt.Tx, name string, m sessionMeta) error {
-	t, _, err := readTombstone(tx, name)
+func WriteTombstone(tx *bbolt.Tx, name string, m Meta) error {
+	t, _, err := ReadTombstone(tx, name)
 	if err != nil {
 		return err
 	}
 	t.LastSeq, t.Epoch = max(t.LastSeq, m.LastSeq), max(t.Epoch, m.Epoch)
-	sb, err := tx.CreateBucketIfNotExists([]byte(bucketStore))
+	sb, err := tx.CreateBucketIfNotExists([]byte(BucketStore))
 	if err != nil {
 		return err
 	}
-	pb, err := sb.CreateBucketIfNotExists([]byte(bucketPurged))
+	pb, err := sb.CreateBucketIfNotExists([]byte(BucketPurged))
 	if err != nil {
 		return err
 	}
@@ -235,4 +235,19 @@ func writeTombstone(tx *bbolt.Tx, name string, m sessionMeta) error {
 		return err
 	}
 	return pb.Put([]byte(name), v)
+}
+
+// born dates a session that the log creates: its creation is its first
+// message's time, the same in every process that reads the log.
+func (m *Meta) Born(t int64) {
+	m.Created, m.Updated = t, t
+	m.Current().Started = t
+}
+
+// clone returns a copy of m that shares no slices or maps with it.
+func (m Meta) Clone() Meta {
+	m.Pinned = slices.Clone(m.Pinned)
+	m.Counters = maps.Clone(m.Counters)
+	m.Epochs = slices.Clone(m.Epochs)
+	return m
 }
