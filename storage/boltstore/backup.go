@@ -192,17 +192,12 @@ func lockForRestore(path string, exists bool) (func(), error) {
 		held = append(held, f)
 		// A Store lets go of the file within milliseconds of its last
 		// operation: wait that long, not for a process that holds on.
-		deadline := time.Now().Add(restoreLockWait)
-		for {
-			err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				unlock()
+		if err := filelock.Exclusive(context.Background(), f, restoreLockWait); err != nil {
+			unlock()
+			if errors.Is(err, ErrLocked) {
 				return nil, fmt.Errorf("restore %s: %w: another process is using %s; stop it first", path, ErrLocked, p)
 			}
-			time.Sleep(5 * time.Millisecond)
+			return nil, fmt.Errorf("restore %s: %w", path, err)
 		}
 	}
 	if exists && filelock.OthersPresent(path) {

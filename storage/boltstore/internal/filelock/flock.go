@@ -15,7 +15,18 @@ import (
 // is mid-commit while it is held. It gives up with storage.ErrLocked after wait, or when
 // ctx ends.
 func Shared(ctx context.Context, f *os.File, wait time.Duration) error {
-	err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	return lockWithin(ctx, f, syscall.LOCK_SH, wait)
+}
+
+// Exclusive takes an exclusive flock on f, as Shared takes a shared one.
+func Exclusive(ctx context.Context, f *os.File, wait time.Duration) error {
+	return lockWithin(ctx, f, syscall.LOCK_EX, wait)
+}
+
+// lockWithin takes the flock how (LOCK_SH or LOCK_EX) on f, giving up with
+// storage.ErrLocked after wait, or when ctx ends.
+func lockWithin(ctx context.Context, f *os.File, how int, wait time.Duration) error {
+	err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
 	if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 		if err != nil {
 			return fmt.Errorf("lock: %w", err)
@@ -38,8 +49,8 @@ func Shared(ctx context.Context, f *os.File, wait time.Duration) error {
 	done := make(chan error, 1)
 	go func() {
 		var err error
-		for err = syscall.Flock(dup, syscall.LOCK_SH); errors.Is(err, syscall.EINTR); {
-			err = syscall.Flock(dup, syscall.LOCK_SH)
+		for err = syscall.Flock(dup, how); errors.Is(err, syscall.EINTR); {
+			err = syscall.Flock(dup, how)
 		}
 		syscall.Close(dup) // the lock stays with f's open file
 		done <- err
