@@ -107,6 +107,7 @@ type PageHeader struct {
 	Overflow uint32
 }
 
+// ParsePageHeader decodes the header at the start of a page.
 func ParsePageHeader(b []byte) PageHeader {
 	ne := binary.NativeEndian
 	return PageHeader{
@@ -373,6 +374,7 @@ func Open(path string) (*File, error) {
 	return bf, nil
 }
 
+// Close closes the file.
 func (bf *File) Close() error { return bf.Handle.Close() }
 
 // inspect runs every check bbolt's Open relies on and describes the first failure.
@@ -484,6 +486,8 @@ func CheckFile(path string) error {
 // checkLockWait bounds how long a suspected damage waits for writers to finish.
 const checkLockWait = 5 * time.Second
 
+// CheckFileWait is CheckFile waiting up to lockWait for writers to finish
+// before it calls a file damaged.
 func CheckFileWait(path string, lockWait time.Duration) error {
 	if Inspect(path) == nil {
 		return nil
@@ -595,6 +599,7 @@ type Issue struct {
 	Problem string
 }
 
+// String says where the issue is and what it is.
 func (i Issue) String() string {
 	where := "/" + strings.Join(i.Path, "/")
 	if i.Page == 0 {
@@ -630,10 +635,12 @@ type Walker struct {
 	Limit uint64
 }
 
+// NewWalker returns a walker over bf's trees that has reached nothing yet.
 func NewWalker(bf *File) *Walker {
 	return &Walker{File: bf, Reached: map[uint64]bool{}, PagePath: map[uint64][]string{}}
 }
 
+// Issue records a piece of damage at path, on page (0: no one page).
 func (w *Walker) Issue(path []string, page uint64, format string, args ...any) {
 	problem := fmt.Sprintf(format, args...)
 	if page != 0 {

@@ -70,8 +70,10 @@ func lockWithin(ctx context.Context, f *os.File, how int, wait time.Duration) er
 	}
 }
 
+// Unlock releases f's flock.
 func Unlock(f *os.File) { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
 
+// Retry takes the flock how on f, retrying when a signal interrupts it.
 func Retry(f *os.File, how int) error {
 	for {
 		err := syscall.Flock(int(f.Fd()), how)

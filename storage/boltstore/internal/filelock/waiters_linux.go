@@ -25,8 +25,11 @@ func ofdLockAt(f *os.File, cmd int, typ int16, at int64) (syscall.Flock_t, error
 	return lk, err
 }
 
+// AnnounceWaiting says, until DoneWaiting, that f's process waits for
+// the file's lock, so that a holder lets go after its current operation.
 func AnnounceWaiting(f *os.File) { _, _ = ofdLock(f, fOFDSetlk, syscall.F_RDLCK) }
 
+// DoneWaiting withdraws AnnounceWaiting.
 func DoneWaiting(f *os.File) { _, _ = ofdLock(f, fOFDSetlk, syscall.F_UNLCK) }
 
 // OthersWaiting reports whether another open file description waits for

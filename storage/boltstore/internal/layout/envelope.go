@@ -87,6 +87,7 @@ func encodeStrings(enc *msgpack.Encoder, ss []string) error {
 	return nil
 }
 
+// FirstErr returns the first error of errs that is not nil.
 func FirstErr(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
@@ -246,6 +247,7 @@ func envelopeError(err error) error {
 	return fmt.Errorf("%w: envelope: %v", storage.ErrCorrupt, err)
 }
 
+// Entry is the envelope as a storage.Entry of session.
 func (e *Envelope) Entry(session string) storage.Entry {
 	return storage.Entry{Session: session, Seq: e.Seq, Epoch: e.Epoch, Time: UnixTime(e.Time),
 		Role: e.Role, Tokens: e.Tokens, Counter: e.Counter, CallIDs: e.CallIDs, ResultIDs: e.ResultIDs, Raw: e.Raw}

@@ -56,6 +56,7 @@ func CountBy(split map[string]CounterSum, env *Envelope) map[string]CounterSum {
 	return split
 }
 
+// EpochMeta is one epoch of a session as its metadata keeps it.
 type EpochMeta struct {
 	Epoch    uint64 `msgpack:"e"`
 	First    uint64 `msgpack:"f"`
@@ -73,6 +74,7 @@ func NewMeta(now int64) Meta {
 	}
 }
 
+// EncodeMeta encodes a session's metadata as the file stores it.
 func EncodeMeta(m *Meta) ([]byte, error) {
 	b, err := msgpack.Marshal(m)
 	if err != nil {
@@ -81,6 +83,7 @@ func EncodeMeta(m *Meta) ([]byte, error) {
 	return b, nil
 }
 
+// DecodeMeta decodes a session's metadata as the file stores it.
 func DecodeMeta(b []byte) (Meta, error) {
 	var m Meta
 	if err := msgpack.Unmarshal(b, &m); err != nil {

@@ -78,6 +78,7 @@ type Header struct {
 	Gen uint64
 }
 
+// Encode returns the header's bytes, synced and syncing words zero.
 func (h Header) Encode() []byte {
 	b := make([]byte, HeaderSize)
 	copy(b, Magic)
@@ -117,6 +118,7 @@ type Applied struct {
 	Off int64
 }
 
+// Encode returns the bytes the file keeps under "ctxstore"/"wal".
 func (a Applied) Encode() []byte {
 	b := make([]byte, StateLen)
 	copy(b, a.ID[:])
@@ -140,6 +142,7 @@ func DecodeApplied(b []byte) (a Applied, ok bool, err error) {
 	return a, true, nil
 }
 
+// NewID returns a new random database identity.
 func NewID() ([IDLen]byte, error) {
 	var id [IDLen]byte
 	_, err := rand.Read(id[:])
@@ -165,6 +168,7 @@ func EncodeRecord(dst []byte, gen uint64, envs [][]byte) []byte {
 	return dst
 }
 
+// RecordSum is the checksum of a record of generation gen holding payload.
 func RecordSum(gen uint64, payload []byte) uint32 {
 	var g [8]byte
 	binary.LittleEndian.PutUint64(g[:], gen)

@@ -25,6 +25,7 @@ const (
 	SyncMarkTries = 3
 )
 
+// WriteWord writes v, little-endian, at offset at of the log's header.
 func WriteWord(f *os.File, at int64, v uint64) {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], v)
