@@ -16,7 +16,7 @@
 //
 // Beyond the contract, a Store verifies its file ([Store.Verify]), rescues
 // what a damaged file still holds ([Salvage]), writes a tightly packed copy
-// ([CompactFile]), and backs up and restores a file ([Store.Backup],
+// ([Shrink]), and backs up and restores a file ([Store.Backup],
 // [Restore]).
 //
 // docs/engines.md describes the guarantees (durability, atomicity,
