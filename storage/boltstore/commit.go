@@ -239,32 +239,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 	// Whatever happens below, the log and bbolt are read afresh next time.
 	defer s.forgetTail()
 
-	// The transaction reads pages through bbolt's mmap: a damaged page must
-	// fail the batch with ErrCorrupt, not kill the process.
-	var next wal.Header
-	err = s.guard("write", func() error {
-		return db.Update(func(tx *bbolt.Tx) error {
-			w := newWtx(tx)
-			var err error
-			if next, err = w.applyLog(t); err != nil {
-				return fmt.Errorf("apply the log: %w", err)
-			}
-			for _, r := range batch {
-				if r.Caught() {
-					continue // answered in an earlier attempt
-				}
-				r.err = r.apply(w)
-				var rj *rejected
-				if errors.As(r.err, &rj) {
-					r.err = rj.err
-					caught(r)
-				} else if r.err != nil {
-					return errPartial
-				}
-			}
-			return w.flush()
-		})
-	})
+	next, err := s.applyBatch(db, t, batch)
 	if err == nil && s.synced != nil && !s.opts.NoSync {
 		s.synced()
 	}
@@ -313,6 +288,39 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 		}
 	}
 	return false, false
+}
+
+// applyBatch applies the log t overlays and then batch's requests to bbolt
+// in one transaction, and returns the header the emptied log is to have. A
+// request that fails half-way aborts the transaction with errPartial.
+//
+// The transaction reads pages through bbolt's mmap: a damaged page fails
+// the batch with ErrCorrupt, not kill the process.
+func (s *Store) applyBatch(db *bbolt.DB, t *tailState, batch []*writeReq) (next wal.Header, err error) {
+	err = s.guard("write", func() error {
+		return db.Update(func(tx *bbolt.Tx) error {
+			w := newWtx(tx)
+			var err error
+			if next, err = w.applyLog(t); err != nil {
+				return fmt.Errorf("apply the log: %w", err)
+			}
+			for _, r := range batch {
+				if r.Caught() {
+					continue // answered in an earlier attempt
+				}
+				r.err = r.apply(w)
+				var rj *rejected
+				if errors.As(r.err, &rj) {
+					r.err = rj.err
+					caught(r)
+				} else if r.err != nil {
+					return errPartial
+				}
+			}
+			return w.flush()
+		})
+	})
+	return next, err
 }
 
 // errReplacedMidway is the failure of an operation that read the log
