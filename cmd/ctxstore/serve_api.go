@@ -86,9 +86,9 @@ func (v *viewer) handleSessions(w http.ResponseWriter, r *http.Request) {
 // sessionDetail is one session with its epochs.
 type sessionDetail struct {
 	sessionRow
-	LastSeq       uint64              `json:"last_seq"`
-	EpochStartSeq uint64              `json:"epoch_start_seq"`
-	Epochs        []storage.EpochInfo `json:"epochs"`
+	LastSeq       uint64      `json:"last_seq"`
+	EpochStartSeq uint64      `json:"epoch_start_seq"`
+	Epochs        []epochJSON `json:"epochs"`
 }
 
 func (v *viewer) session(r *http.Request) (storage.SessionInfo, error) {
@@ -109,7 +109,7 @@ func (v *viewer) handleSession(w http.ResponseWriter, r *http.Request) {
 		apiError(w, err)
 		return
 	}
-	writeJSONResponse(w, http.StatusOK, sessionDetail{sessionRow: toSessionRow(info), LastSeq: info.LastSeq, EpochStartSeq: info.EpochStartSeq, Epochs: info.Epochs})
+	writeJSONResponse(w, http.StatusOK, sessionDetail{sessionRow: toSessionRow(info), LastSeq: info.LastSeq, EpochStartSeq: info.EpochStartSeq, Epochs: epochsJSON(info.Epochs)})
 }
 
 // messageJSON is one stored message for the page: what the store recorded,

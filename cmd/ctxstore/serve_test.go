@@ -198,8 +198,9 @@ func TestServeAPI(t *testing.T) {
 	}
 	n := uint64(list.Sessions[0].Messages)
 	type pageJSON struct {
-		FirstSeq, LastSeq uint64 `json:"first_seq"`
-		Messages          []messageJSON
+		FirstSeq uint64 `json:"first_seq"`
+		LastSeq  uint64 `json:"last_seq"`
+		Messages []messageJSON
 	}
 	seqs := func(p pageJSON) (uint64, uint64, int) {
 		if len(p.Messages) == 0 {

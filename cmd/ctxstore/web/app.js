@@ -19,11 +19,23 @@ function el(tag, attrs, ...children) {
     else if (k === "style") e.style.cssText = v;
     else e[k] = v;
   }
-  for (const c of children.flat()) {
+  return put(e, children);
+}
+
+// put appends children to e: nested arrays are flattened, null, undefined
+// and false left out, strings made text nodes.
+function put(e, children) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return e;
+}
+
+// fill replaces e's children, as put appends them.
+function fill(e, ...children) {
+  e.replaceChildren();
+  return put(e, children);
 }
 
 async function api(path) {
@@ -89,7 +101,7 @@ async function render() {
     else if (route.page === "search") await searchPage(main, route);
     else await listPage(main);
   } catch (e) {
-    main.replaceChildren(el("p", { className: "error" }, String(e.message || e)));
+    fill(main, el("p", { className: "error" }, String(e.message || e)));
   }
 }
 
@@ -131,10 +143,10 @@ async function listPage(main) {
       el("td", { title: fmtTime(s.updated) }, ago(s.updated)),
       el("td", { className: "title", title: s.title }, s.importing ? "(import unfinished) " : "", s.title)));
     const more = rows.length > shown.length ? el("tr", {}, el("td", { colSpan: 6, className: "muted" }, (rows.length - shown.length) + " more: filter to narrow")) : null;
-    table.replaceChildren(el("thead", {}, head), el("tbody", {}, body, more));
+    fill(table, el("thead", {}, head), el("tbody", {}, body, more));
   };
   filter.addEventListener("input", () => { listState.filter = filter.value; draw(); });
-  main.replaceChildren(el("div", { className: "toolbar" }, filter, count), table,
+  fill(main, el("div", { className: "toolbar" }, filter, count), table,
     sessions.length ? null : el("p", { className: "muted" }, "No sessions yet. 'ctxstore demo' makes one."));
   draw();
   painted("list");
@@ -150,7 +162,7 @@ async function listPage(main) {
 async function searchPage(main, route) {
   const data = await api("/api/search?q=" + encodeURIComponent(route.q));
   const hits = data.hits || [];
-  main.replaceChildren(el("h3", {}, "Search: ", route.q),
+  fill(main, el("h3", {}, "Search: ", route.q),
     hits.length ? null : el("p", { className: "muted" }, "No message matches."),
     el("div", {}, hits.map((h) => el("div", { className: "msg" },
       el("div", { className: "head" }, el("a", { href: sessionHref(h.session, "epoch=" + h.epoch + "&seq=" + h.seq) }, h.session + " #" + h.seq),
@@ -183,7 +195,7 @@ async function sessionPage(main, route) {
   page.facts = head.querySelector("#sessionfacts");
   page.historyEl = history;
   page.olderEl = older;
-  main.replaceChildren(head, el("div", { className: "split" }, el("section", {}, epochs, older, history), panel));
+  fill(main, head, el("div", { className: "split" }, el("section", {}, epochs, older, history), panel));
   updateFacts();
   await loadPage(route.seq ? { before: route.seq + 101 } : {});
   painted("history", start);
@@ -240,7 +252,7 @@ function index(m) {
   for (const id of m.result_ids || []) {
     page.results.set(id, m);
     const slot = page.slots.get(id);
-    if (slot) slot.replaceChildren(resultBody(id, m));
+    if (slot) fill(slot, resultBody(id, m));
   }
 }
 
@@ -374,11 +386,10 @@ function buildViewPanel(panel, start) {
   const range = el("input", { id: "budget-range", type: "range", min: 1, step: 1, "aria-label": "budget slider" });
   const strategy = el("select", { id: "strategy", "aria-label": "strategy" }, el("option", { value: "" }, "progressive"), el("option", { value: "truncate" }, "truncate"));
   const out = el("div", { id: "view" }, el("p", { className: "muted" }, "computing the view…"));
-  const maxRange = () => Math.max(1000, Math.ceil(page.info.tokens * 1.1));
+  const maxRange = () => Math.max(16000, Math.ceil(page.info.tokens * 1.1));
   range.max = maxRange();
-  range.value = Math.min(8000, range.max);
-  if (page.info.tokens > 0 && page.info.tokens < 8000) { budget.value = Math.max(1, Math.floor(page.info.tokens / 2)); range.value = budget.value; }
-  panel.replaceChildren(el("h3", {}, "What the model is sent"),
+  range.value = 8000;
+  fill(panel, el("h3", {}, "What the model is sent"),
     el("div", { className: "controls" }, el("label", {}, "model"), preset, el("label", {}, "budget"), budget, el("span"), range, el("label", {}, "strategy"), strategy),
     page.current ? out : el("p", { className: "muted" }, "Views are of the current epoch (" + page.info.epoch + ")."));
   if (!page.current) return;
@@ -400,7 +411,7 @@ function buildViewPanel(panel, start) {
       for (const [s, row] of page.rows) setBadge(row, s);
       painted("view", start);
     } catch (e) {
-      if (my === seq) out.replaceChildren(el("p", { className: "error" }, String(e.message || e)));
+      if (my === seq) fill(out, el("p", { className: "error" }, String(e.message || e)));
     }
   };
   const later = debounce(refresh, 150);
@@ -441,12 +452,12 @@ function drawView(out, v) {
   const noticeText = notice ? messageText(notice.message) : "";
   const notSent = (v.not_sent_verbatim || []).map(([a, b]) => a === b ? "#" + a : "#" + a + "–#" + b);
   const rows = el("div", { id: "viewrows" });
-  const drawRows = (n) => rows.replaceChildren(...(v.messages || []).slice(0, n).map((m) => el("div", { className: "vrow", "data-form": m.form, onclick: () => m.seq && jump(m.seq) },
+  const drawRows = (n) => fill(rows, ...(v.messages || []).slice(0, n).map((m) => el("div", { className: "vrow", "data-form": m.form, onclick: () => m.seq && jump(m.seq) },
     el("span", { className: "seq" }, m.seq ? "#" + m.seq : "–"), el("span", { className: "badge " + m.form }, m.form),
     el("span", {}, m.message.role), el("span", { className: "muted" }, fmtInt(m.tokens)), el("span", { className: "line" }, short(lineOf(m.message), 120)))),
   (v.messages || []).length > n ? el("button", { className: "link", onclick: () => drawRows(n + 500) }, "show " + Math.min(500, v.messages.length - n) + " more") : "");
   drawRows(300);
-  out.replaceChildren(bar, legend(byForm), facts,
+  fill(out, bar, legend(byForm), facts,
     (v.warnings || []).map((w) => el("p", { className: "error" }, "warning: " + w)),
     notice ? el("div", {}, el("h4", {}, "The notice the model reads"), el("div", { className: "text notice-text", id: "notice" }, noticeText)) : null,
     notSent.length ? el("p", { id: "notsent" }, "Not sent as stored: ", notSent.slice(0, 40).join(", "), notSent.length > 40 ? ", …" : "") : null,
@@ -501,7 +512,7 @@ async function start() {
   try {
     state.config = await api("/api/config");
   } catch (e) {
-    document.getElementById("main").replaceChildren(el("p", { className: "error" }, String(e.message || e)));
+    fill(document.getElementById("main"), el("p", { className: "error" }, String(e.message || e)));
     return;
   }
   document.getElementById("location").textContent = state.config.location + " · read-only";

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The browser tests drive Debian's chromium, headless, through the
+// DevTools protocol (chromedp): what a person sees and clicks, in a real
+// browser with the page's Content-Security-Policy in force. They skip,
+// with one line, where no chromium is installed (.ci/run installs it).
+
+// chromium returns the browser's path, or skips the test.
+func chromium(t testing.TB) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on PATH: browser tests skipped (apt-get install chromium)")
+	return ""
+}
+
+// browser starts a headless chromium for the test and returns a context
+// of one tab in it. Names in hosts resolve to 127.0.0.1.
+func browser(t testing.TB, hosts ...string) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 900),
+	}
+	var rules []string
+	for _, h := range hosts {
+		rules = append(rules, "MAP "+h+" 127.0.0.1")
+	}
+	if len(rules) > 0 {
+		opts = append(opts, chromedp.Flag("host-resolver-rules", strings.Join(rules, ",")))
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// screenshotDir is where the browser tests leave their screenshots for a
+// reviewer: $CTXSTORE_SCREENSHOTS, else ctxstore-screenshots in the
+// temporary directory.
+func screenshotDir(t testing.TB) string {
+	dir := os.Getenv("CTXSTORE_SCREENSHOTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "ctxstore-screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// screenshot saves the page as NAME.png in screenshotDir.
+func screenshot(t testing.TB, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(screenshotDir(t), name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// do runs browser actions, failing the test with what was being done.
+func do(t testing.TB, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t testing.TB, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// text returns the text a selector's first element shows.
+func text(t testing.TB, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("read %s: %v", sel, err)
+	}
+	return s
+}
+
+// waitJS polls expr in the page until it is true, failing the test after
+// 20 s.
+func waitJS(t testing.TB, ctx context.Context, what, expr string) {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(wctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		t.Fatalf("waiting for %s (%s): %v", what, expr, err)
+	}
+}
+
+const hostileMessage = `<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">`
+
+// TestServeBrowser: a person opens the printed URL, picks a session from
+// the list, reads its history, slides the budget and sees the view's
+// explanation change; a message holding a script shows as text and never
+// runs; what another process appends appears while they look, on a file
+// and on PostgreSQL.
+func TestServeBrowser(t *testing.T) {
+	for _, engine := range []string{"file", "PostgreSQL"} {
+		t.Run(engine, func(t *testing.T) {
+			chromium(t)
+			e := newEngineEnv(t, engine)
+			e.ok(longConversation(40), "add", "work")
+			e.ok(fmt.Sprintf(`{"role":"user","content":%q}`, hostileMessage)+"\n", "add", "hostile")
+			s := e.serve()
+			ctx := browser(t)
+			shot := func(name string) { screenshot(t, ctx, engine+"-"+name) }
+
+			do(t, ctx, "open the printed URL", chromedp.Navigate(s.url), chromedp.WaitVisible(chromedp.CSS(`#sessions tr.row`)))
+			loc := eval[string](t, ctx, `location.href`)
+			if strings.Contains(loc, "token=") {
+				t.Errorf("the token stays in the address bar: %s", loc)
+			}
+			if got := text(t, ctx, "#sessions tbody"); !strings.Contains(got, "work") || !strings.Contains(got, "hostile") {
+				t.Fatalf("session list shows %q", got)
+			}
+			shot("1-list")
+
+			do(t, ctx, "open session work", chromedp.Click(chromedp.CSS(`tr[data-session="work"] a`)),
+				chromedp.WaitVisible(chromedp.CSS(`#history article`)), chromedp.WaitVisible(chromedp.CSS(`#viewfacts`)))
+			if got := text(t, ctx, "#history"); !strings.Contains(got, "Answer 39: all fine.") || !strings.Contains(got, "read_log") {
+				t.Errorf("history lacks the last answer or the tool call: %.300q", got)
+			}
+			removedBefore := text(t, ctx, `[data-fact="removed"]`)
+			shot("2-session")
+
+			// Slide the budget down: the view compacts, and the panel says so.
+			eval[any](t, ctx, `(() => { const b = document.getElementById("budget"); b.value = "1500"; b.dispatchEvent(new Event("input")); })()`)
+			waitJS(t, ctx, "the view at 1500 tokens", `document.querySelector('[data-fact="budget"]').textContent.startsWith("1,500 tokens")`)
+			removedAfter := text(t, ctx, `[data-fact="removed"]`)
+			if removedAfter == removedBefore || removedAfter == "0" {
+				t.Errorf("removed %q at the first budget, %q at 1500 tokens: want the explanation to change", removedBefore, removedAfter)
+			}
+			if notice := eval[string](t, ctx, `(document.getElementById("notice") || {}).textContent || ""`); notice == "" {
+				t.Errorf("no notice shown for a compacted view")
+			}
+			if n := eval[int](t, ctx, `document.querySelectorAll("#history .badge.removed").length`); n == 0 {
+				t.Errorf("no history message marked removed at 1500 tokens")
+			}
+			shot("3-budget-1500")
+
+			// Another process appends; the message appears on the open page.
+			start := time.Now()
+			e.ok(`{"role":"user","content":"appended by another process"}`, "add", "work")
+			waitJS(t, ctx, "the message appended elsewhere", `document.getElementById("history").textContent.includes("appended by another process")`)
+			t.Logf("%s: an append by another process appeared on the page %v after 'ctxstore add' was started (the command's own run included)", engine, time.Since(start).Round(time.Millisecond))
+			shot("4-live")
+
+			// A message holding markup shows as text and runs nothing.
+			do(t, ctx, "open session hostile", chromedp.Navigate(s.base+"/#/s/hostile"), chromedp.WaitVisible(chromedp.CSS(`#history article`)))
+			if got := text(t, ctx, "#history .text"); got != hostileMessage {
+				t.Errorf("the hostile message shows as %q, want its text as stored", got)
+			}
+			do(t, ctx, "let a script run, if one could", chromedp.Sleep(200*time.Millisecond))
+			if pwned := eval[any](t, ctx, `window.pwned === undefined ? null : window.pwned`); pwned != nil {
+				t.Errorf("a message's script ran: window.pwned = %v", pwned)
+			}
+			if imgs := eval[int](t, ctx, `document.querySelectorAll("#history img").length`); imgs != 0 {
+				t.Errorf("the hostile message made %d <img> elements", imgs)
+			}
+			shot("5-hostile")
+		})
+	}
+}
+
+// TestServeBrowserRefuses: a browser without the token, or reaching the
+// server by another name (DNS rebinding), gets nothing.
+func TestServeBrowserRefuses(t *testing.T) {
+	chromium(t)
+	e := newEnv(t)
+	e.ok(conversation, "add", "secret-session")
+	s := e.serve()
+	ctx := browser(t, "rebind.example")
+	cases := []struct{ name, url, want string }{
+		{"missing token", s.base + "/", "missing token"},
+		{"missing token, API", s.base + "/api/sessions", "missing token"},
+		{"foreign Host", "http://rebind.example:" + s.port + "/?token=" + s.token, "does not name this server"},
+	}
+	for _, c := range cases {
+		do(t, ctx, c.name, chromedp.Navigate(c.url))
+		body := text(t, ctx, "body")
+		if !strings.Contains(body, c.want) || strings.Contains(body, "secret-session") {
+			t.Errorf("%s: the page shows %q, want %q and no session", c.name, body, c.want)
+		}
+	}
+	screenshot(t, ctx, "refused-foreign-host")
+}
