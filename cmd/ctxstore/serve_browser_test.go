@@ -188,7 +188,7 @@ func TestServeBrowser(t *testing.T) {
 			shot("4-live")
 
 			// A message holding markup shows as text and runs nothing.
-			do(t, ctx, "open session hostile", chromedp.Navigate(s.base+"/#/s/hostile"), chromedp.WaitVisible(chromedp.CSS(`#history article`)))
+			do(t, ctx, "open session hostile", chromedp.Navigate(s.base+"/#/s/hostile"), chromedp.WaitVisible(chromedp.CSS(`#history[data-session="hostile"] article`)))
 			if got := text(t, ctx, "#history .text"); got != hostileMessage {
 				t.Errorf("the hostile message shows as %q, want its text as stored", got)
 			}

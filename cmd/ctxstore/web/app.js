@@ -175,15 +175,35 @@ async function searchPage(main, route) {
 // page is the open session: what is loaded and rendered.
 let page = null;
 
+// firstPage is how many messages a session page shows first: a screen
+// and more, so a 100k-message session paints as fast as a short one.
+const firstPage = 60;
+const defaultBudget = 8000;
+
+function messagesURL(name, epoch, opts) {
+  let q = "/api/messages?s=" + encodeURIComponent(name) + "&epoch=" + (epoch || 0);
+  for (const k of ["before", "after", "limit"]) if (opts[k]) q += "&" + k + "=" + opts[k];
+  return q;
+}
+
+// quiet returns p, marking its failure as handled: the page reports the
+// failure where it awaits p, or not at all when it left the page first.
+function quiet(p) { p.catch(() => {}); return p; }
+
 async function sessionPage(main, route) {
   const start = performance.now();
-  const info = await api("/api/session?s=" + encodeURIComponent(route.name));
+  // The session, its newest messages and its view are asked for at once.
+  const infoP = quiet(api("/api/session?s=" + encodeURIComponent(route.name)));
+  const firstOpts = route.seq ? { before: route.seq + 101 } : { limit: firstPage };
+  const firstP = quiet(api(messagesURL(route.name, route.epoch, firstOpts)));
+  const viewP = route.epoch ? null : quiet(api(viewURL(route.name, "", "", { budget: defaultBudget })));
+  const info = await infoP;
   const epoch = route.epoch || info.epoch;
   page = {
     info, epoch, current: epoch === info.epoch, msgs: new Map(), results: new Map(), calls: new Map(),
     slots: new Map(), rows: new Map(), firstLoaded: 0, lastLoaded: 0, view: null,
   };
-  const history = el("div", { id: "history" });
+  const history = el("div", { id: "history", "data-session": info.name });
   const older = el("button", { id: "older", onclick: () => loadOlder() }, "load older messages");
   const epochs = el("div", { className: "epochs toolbar" }, "epochs: ", info.epochs.map((e) => el("button", {
     className: e.epoch === epoch ? "cur" : "", title: e.purged ? "purged" : fmtInt(e.messages) + " messages",
@@ -197,7 +217,8 @@ async function sessionPage(main, route) {
   page.olderEl = older;
   fill(main, head, el("div", { className: "split" }, el("section", {}, epochs, older, history), panel));
   updateFacts();
-  await loadPage(route.seq ? { before: route.seq + 101 } : {});
+  const viewDone = buildViewPanel(panel, start, viewP);
+  await loadPage(firstOpts, firstP);
   painted("history", start);
   if (route.seq) {
     const row = page.rows.get(route.seq);
@@ -205,8 +226,11 @@ async function sessionPage(main, route) {
   } else {
     window.scrollTo(0, document.body.scrollHeight);
   }
-  buildViewPanel(panel, start);
   listen(info.name, onSessionChange);
+  new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting) && !older.hidden && !page.loading) loadOlder();
+  }).observe(older);
+  await viewDone;
 }
 
 function updateFacts() {
@@ -214,12 +238,9 @@ function updateFacts() {
   page.facts.textContent = fmtInt(i.messages) + " messages, " + fmtInt(i.tokens) + " tokens, epoch " + i.epoch + ", changed " + ago(i.updated);
 }
 
-async function loadPage(opts) {
+async function loadPage(opts, prefetched) {
   const p = page;
-  let q = "/api/messages?s=" + encodeURIComponent(p.info.name) + "&epoch=" + p.epoch;
-  if (opts.before) q += "&before=" + opts.before;
-  if (opts.after) q += "&after=" + opts.after;
-  const data = await api(q);
+  const data = await (prefetched || api(messagesURL(p.info.name, p.epoch, opts)));
   if (p !== page) return;
   const msgs = data.messages;
   for (const m of msgs) index(m);
@@ -241,8 +262,15 @@ async function loadPage(opts) {
 }
 
 async function loadOlder() {
+  const p = page;
+  if (p.loading) return;
+  p.loading = true;
   const h = document.documentElement.scrollHeight, y = window.scrollY;
-  await loadPage({ before: page.firstLoaded });
+  try {
+    await loadPage({ before: p.firstLoaded, limit: 200 });
+  } finally {
+    p.loading = false;
+  }
   window.scrollTo(0, y + document.documentElement.scrollHeight - h);
 }
 
@@ -378,17 +406,26 @@ async function onSessionChange(c) {
 
 // ---- the view panel ----
 
-function buildViewPanel(panel, start) {
-  const presets = state.config.presets;
+function viewURL(name, strategy, preset, opts) {
+  let q = "/api/view?s=" + encodeURIComponent(name) + "&strategy=" + strategy;
+  if (preset) return q + "&window=" + preset.context_window + "&out=" + preset.max_output;
+  return q + "&budget=" + Math.max(1, Math.floor(Number(opts.budget) || 1));
+}
+
+async function buildViewPanel(panel, start, first) {
+  const p0 = page;
+  const config = await state.configP;
+  if (p0 !== page) return;
+  const presets = config.presets;
   const preset = el("select", { id: "preset", "aria-label": "model" }, el("option", { value: "" }, "budget (tokens)"),
     presets.map((p, i) => el("option", { value: String(i) }, p.name)));
-  const budget = el("input", { id: "budget", type: "number", min: 1, step: 1, value: 8000, "aria-label": "budget" });
+  const budget = el("input", { id: "budget", type: "number", min: 1, step: 1, value: defaultBudget, "aria-label": "budget" });
   const range = el("input", { id: "budget-range", type: "range", min: 1, step: 1, "aria-label": "budget slider" });
   const strategy = el("select", { id: "strategy", "aria-label": "strategy" }, el("option", { value: "" }, "progressive"), el("option", { value: "truncate" }, "truncate"));
   const out = el("div", { id: "view" }, el("p", { className: "muted" }, "computing the view…"));
   const maxRange = () => Math.max(16000, Math.ceil(page.info.tokens * 1.1));
   range.max = maxRange();
-  range.value = 8000;
+  range.value = defaultBudget;
   fill(panel, el("h3", {}, "What the model is sent"),
     el("div", { className: "controls" }, el("label", {}, "model"), preset, el("label", {}, "budget"), budget, el("span"), range, el("label", {}, "strategy"), strategy),
     page.current ? out : el("p", { className: "muted" }, "Views are of the current epoch (" + page.info.epoch + ")."));
@@ -396,31 +433,27 @@ function buildViewPanel(panel, start) {
   let seq = 0;
   const refresh = async () => {
     const my = ++seq;
-    let q = "/api/view?s=" + encodeURIComponent(page.info.name) + "&strategy=" + strategy.value;
-    if (preset.value !== "") {
-      const p = presets[Number(preset.value)];
-      q += "&window=" + p.context_window + "&out=" + p.max_output;
-    } else {
-      q += "&budget=" + Math.max(1, Math.floor(Number(budget.value) || 1));
-    }
+    const q = viewURL(page.info.name, strategy.value, preset.value !== "" ? presets[Number(preset.value)] : null, { budget: budget.value });
     try {
-      const v = await api(q);
+      const v = await (first || api(q));
+      first = null;
       if (my !== seq || !page) return;
       page.view = v;
       drawView(out, v);
       for (const [s, row] of page.rows) setBadge(row, s);
       painted("view", start);
+      requestAnimationFrame(() => setTimeout(() => { state.marks.view_painted = performance.now(); state.marks.view_painted_budget = v.budget; }, 0));
     } catch (e) {
       if (my === seq) fill(out, el("p", { className: "error" }, String(e.message || e)));
     }
   };
-  const later = debounce(refresh, 150);
+  const later = debounce(refresh, 40);
   budget.addEventListener("input", () => { preset.value = ""; range.value = budget.value; later(); });
   range.addEventListener("input", () => { preset.value = ""; budget.value = range.value; later(); });
   preset.addEventListener("change", refresh);
   strategy.addEventListener("change", refresh);
   page.refreshView = debounce(() => { range.max = maxRange(); refresh(); }, 200);
-  refresh();
+  await refresh();
 }
 
 const forms = ["whole", "truncated", "stubbed", "summary", "notice", "memory", "repair"];
@@ -456,7 +489,7 @@ function drawView(out, v) {
     el("span", { className: "seq" }, m.seq ? "#" + m.seq : "–"), el("span", { className: "badge " + m.form }, m.form),
     el("span", {}, m.message.role), el("span", { className: "muted" }, fmtInt(m.tokens)), el("span", { className: "line" }, short(lineOf(m.message), 120)))),
   (v.messages || []).length > n ? el("button", { className: "link", onclick: () => drawRows(n + 500) }, "show " + Math.min(500, v.messages.length - n) + " more") : "");
-  drawRows(300);
+  drawRows(100);
   fill(out, bar, legend(byForm), facts,
     (v.warnings || []).map((w) => el("p", { className: "error" }, "warning: " + w)),
     notice ? el("div", {}, el("h4", {}, "The notice the model reads"), el("div", { className: "text notice-text", id: "notice" }, noticeText)) : null,
@@ -509,8 +542,11 @@ function setBadge(row, seq) {
 // ---- start ----
 
 async function start() {
+  state.configP = quiet(api("/api/config"));
+  window.addEventListener("hashchange", () => { if (!location.hash.startsWith("#m")) render(); });
+  render(); // while the configuration comes
   try {
-    state.config = await api("/api/config");
+    state.config = await state.configP;
   } catch (e) {
     fill(document.getElementById("main"), el("p", { className: "error" }, String(e.message || e)));
     return;
@@ -521,7 +557,5 @@ async function start() {
     search.hidden = false;
     search.addEventListener("submit", (e) => { e.preventDefault(); location.hash = "#/search?q=" + encodeURIComponent(document.getElementById("search-q").value); });
   }
-  window.addEventListener("hashchange", () => { if (!location.hash.startsWith("#m")) render(); });
-  render();
 }
 start();
