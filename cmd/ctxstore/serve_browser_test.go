@@ -226,3 +226,38 @@ func TestServeBrowserRefuses(t *testing.T) {
 	}
 	screenshot(t, ctx, "refused-foreign-host")
 }
+
+// TestServeBrowserMessages: Anthropic-style blocks render for people: an
+// image carried as data is shown, a tool_use shows its tool_result inside
+// it, and the raw JSON opens on demand.
+func TestServeBrowserMessages(t *testing.T) {
+	chromium(t)
+	e := newEnv(t)
+	const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+	e.ok(`{"role":"user","content":[{"type":"text","text":"What is in this picture and in /a?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"`+png+`"}},{"type":"image","source":{"type":"url","url":"https://example.com/tracker.png"}}]}
+{"role":"assistant","content":[{"type":"text","text":"Reading it."},{"type":"tool_use","id":"tu1","name":"read_file","input":{"path":"/a"}}]}
+{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu1","content":"the body of /a"}]}
+{"role":"assistant","content":"A dot, and the body of /a."}
+`, "add", "blocks")
+	s := e.serve()
+	ctx := browser(t)
+	do(t, ctx, "open the session", chromedp.Navigate(s.url), chromedp.WaitVisible(chromedp.CSS(`#sessions tr.row`)),
+		chromedp.Navigate(s.base+"/#/s/blocks"), chromedp.WaitVisible(chromedp.CSS(`#history[data-session="blocks"] article`)))
+	if n := eval[int](t, ctx, `document.querySelectorAll('#history img.msgimg[src^="data:image/png;base64,"]').length`); n != 1 {
+		t.Errorf("%d data images shown, want 1", n)
+	}
+	if got := text(t, ctx, "#history"); !strings.Contains(got, "[image: https://example.com/tracker.png]") {
+		t.Errorf("an image at a URL is not named: %.400q", got)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('[data-call="tu1"] .slot').textContent`); !strings.Contains(got, "#3the body of /a") {
+		t.Errorf("the call's result slot holds %q, want the result of #3", got)
+	}
+	if got := eval[string](t, ctx, `document.querySelector("#m2 .body").textContent`); strings.Contains(got, "null") {
+		t.Errorf("#2 shows %q", got)
+	}
+	do(t, ctx, "open the call and the raw JSON", chromedp.Click(chromedp.CSS(`[data-call="tu1"] > summary`)), chromedp.Click(chromedp.CSS(`#m2 details.raw > summary`)))
+	if got := text(t, ctx, "#m2 details.raw pre"); !strings.Contains(got, `"tool_use"`) || !strings.Contains(got, `"path": "/a"`) {
+		t.Errorf("raw JSON of #2: %q", got)
+	}
+	screenshot(t, ctx, "blocks")
+}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 
 	"github.com/ctxstore/ctxstore/storage"
 )
@@ -33,9 +32,6 @@ type viewer struct {
 	// search, when set, answers the search box; without it the page shows
 	// none. It is the hook for the library's search.
 	search func(r *http.Request, query string) (any, error)
-
-	mu     sync.Mutex
-	closed bool
 }
 
 // newViewer returns the handler serving st, on port, to those who hold
@@ -60,12 +56,7 @@ func newViewer(st storage.Engine, token string, port int) *viewer {
 }
 
 // close releases the managers the views keep open.
-func (v *viewer) close() {
-	v.mu.Lock()
-	v.closed = true
-	v.mu.Unlock()
-	v.views.close()
-}
+func (v *viewer) close() { v.views.close() }
 
 // contentSecurityPolicy lets the page run its own script and style sheet
 // and nothing else: no inline script (a message's text can never become

@@ -246,6 +246,18 @@ func TestServeAPI(t *testing.T) {
 	if window.BudgetSource != "model" {
 		t.Errorf("view of a model's window: budget source %q", window.BudgetSource)
 	}
+	// A cleared session: the earlier epoch stays readable, page by page.
+	e.ok("", "clear", "long")
+	e.ok(`{"role":"user","content":"a new epoch"}`, "add", "long")
+	var cur, old pageJSON
+	s.getJSON(t, "/api/messages?s=long", http.StatusOK, &cur)
+	s.getJSON(t, "/api/messages?s=long&epoch=1&limit=5", http.StatusOK, &old)
+	if len(cur.Messages) != 1 || cur.Messages[0].Text != "a new epoch" || cur.Messages[0].Epoch != 2 {
+		t.Errorf("current epoch after clear: %+v", cur.Messages)
+	}
+	if f, l, c := seqs(old); f != n-4 || l != n || c != 5 || old.Messages[0].Epoch != 1 {
+		t.Errorf("epoch 1 after clear: seqs %d-%d (%d)", f, l, c)
+	}
 	errs := []struct {
 		path   string
 		status int

@@ -315,7 +315,7 @@ function renderBody(m) {
   } else if (typeof c === "string") {
     if (c !== "") out.append(el("div", { className: "text" }, c));
   } else if (Array.isArray(c)) {
-    for (const b of c) out.append(renderBlock(b, m));
+    put(out, c.map((b) => renderBlock(b, m)));
   } else if (c !== undefined && c !== null) {
     out.append(el("pre", {}, JSON.stringify(c, null, 2)));
   }
@@ -374,13 +374,29 @@ function renderCall(call) {
 
 function resultBody(id, res) {
   return el("div", {}, el("a", { href: "#m" + res.seq, onclick: (e) => { e.preventDefault(); jump(res.seq); } }, "#" + res.seq),
-    el("div", { className: "text" }, short(res.text || JSON.stringify(res.raw && res.raw.content), 2000)));
+    el("div", { className: "text" }, short(resultText(id, res), 2000)));
+}
+
+// resultText is the text of the result to call id that message m holds:
+// its tool_result block's content (Anthropic, Amplifier), else its text.
+function resultText(id, m) {
+  const c = m.raw && m.raw.content;
+  if (Array.isArray(c)) {
+    const b = c.find((x) => x && (x.tool_use_id === id || x.tool_call_id === id));
+    if (b) {
+      const v = b.content !== undefined ? b.content : b.output;
+      if (typeof v === "string") return v;
+      if (Array.isArray(v)) return v.filter((x) => x && x.type === "text").map((x) => x.text).join("\n") || JSON.stringify(v);
+      return JSON.stringify(v);
+    }
+  }
+  return m.text || (c === undefined ? "" : JSON.stringify(c));
 }
 
 function resultOwnRow(id, m, body) {
   const call = page.calls.get(id);
   const what = call ? call.name + " (call in #" + call.seq + ")" : "call " + id;
-  return el("details", { className: "result", "data-result": id }, el("summary", {}, "↳ result of " + what + ": " + short(m.text, 80)), body);
+  return el("details", { className: "result", "data-result": id }, el("summary", {}, "↳ result of " + what + ": " + short(resultText(id, m), 80)), body);
 }
 
 function jump(seq) {
