@@ -17,7 +17,7 @@ import (
 func serveCommand() *command {
 	return &command{
 		name:    "serve",
-		usage:   "[--addr HOST:PORT] [--open]",
+		usage:   "[--addr HOST:PORT [--remote]] [--open]",
 		summary: "look at sessions in a browser: history, the view at a budget, live updates",
 		help: `Serves a local web viewer of the database and prints its URL, which holds
 a random token made for this run (as Jupyter does): open that URL; the

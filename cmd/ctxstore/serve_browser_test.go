@@ -260,4 +260,33 @@ func TestServeBrowserMessages(t *testing.T) {
 		t.Errorf("raw JSON of #2: %q", got)
 	}
 	screenshot(t, ctx, "blocks")
+
+}
+
+// TestServeBrowserAgent: an agent appends as fast as it can while the
+// page is open; the page shows every message once, in order.
+func TestServeBrowserAgent(t *testing.T) {
+	chromium(t)
+	e := newEnv(t)
+	e.ok(`{"role":"user","content":"start"}`, "add", "loop")
+	s := e.serve()
+	ctx := browser(t)
+	do(t, ctx, "open the session", chromedp.Navigate(s.url), chromedp.WaitVisible(chromedp.CSS(`#sessions tr.row`)),
+		chromedp.Navigate(s.base+"/#/s/loop"), chromedp.WaitVisible(chromedp.CSS(`#history[data-session="loop"] article`)))
+	stop := e.appendLoop(e.db) // the role appends "loop N" to session loop
+	time.Sleep(time.Second)
+	acked := stop()
+	last := acked + 1
+	waitJS(t, ctx, "the agent's last message", fmt.Sprintf(`document.querySelector('#history article[data-seq="%d"]') !== null`, last))
+	do(t, ctx, "let late events land", chromedp.Sleep(300*time.Millisecond))
+	seqs := eval[[]int](t, ctx, `[...document.querySelectorAll("#history article")].map((a) => Number(a.dataset.seq))`)
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] != seqs[i-1]+1 {
+			t.Fatalf("after %d appends the page shows seqs %v...: want each once, in order", acked, seqs[max(0, i-3):min(len(seqs), i+3)])
+		}
+	}
+	if seqs[len(seqs)-1] != last {
+		t.Errorf("the page ends at #%d, want #%d", seqs[len(seqs)-1], last)
+	}
+	t.Logf("%d appends in about a second, all shown once", acked)
 }

@@ -58,6 +58,22 @@ function ago(t) {
 }
 function short(s, n) { s = String(s || "").replace(/\s+/g, " ").trim(); return s.length > n ? s.slice(0, n - 1) + "…" : s; }
 function debounce(fn, ms) { let t; return (...a) => { clearTimeout(t); t = setTimeout(() => fn(...a), ms); }; }
+
+// coalesce returns a function that runs fn, one run at a time: calls that
+// come while it runs make one more run after it, at least gap ms later.
+// A stream of changes is followed without running fn twice at once.
+function coalesce(fn, gap) {
+  let running = false, again = false;
+  const go = async () => {
+    if (running) { again = true; return; }
+    running = true;
+    try { await fn(); } catch (e) { console.error(e); }
+    await new Promise((r) => setTimeout(r, gap));
+    running = false;
+    if (again) { again = false; go(); }
+  };
+  return go;
+}
 function painted(name, since) {
   requestAnimationFrame(() => setTimeout(() => {
     if (state.marks[name] === undefined) {
@@ -150,11 +166,11 @@ async function listPage(main) {
     sessions.length ? null : el("p", { className: "muted" }, "No sessions yet. 'ctxstore demo' makes one."));
   draw();
   painted("list");
-  listen("", debounce(async () => {
+  listen("", coalesce(async () => {
     if (state.route.page !== "list") return;
     sessions = (await api("/api/sessions")).sessions;
     draw();
-  }, 300));
+  }, 1000));
 }
 
 // ---- search (when the library has it) ----
@@ -226,7 +242,8 @@ async function sessionPage(main, route) {
   } else {
     window.scrollTo(0, document.body.scrollHeight);
   }
-  listen(info.name, onSessionChange);
+  const sync = coalesce(syncSession, 100);
+  listen(info.name, (c) => { if (page && c.session === page.info.name) sync(); });
   new IntersectionObserver((entries) => {
     if (entries.some((e) => e.isIntersecting) && !older.hidden && !page.loading) loadOlder();
   }).observe(older);
@@ -252,10 +269,11 @@ async function loadPage(opts, prefetched) {
     p.historyEl.prepend(frag);
   }
   if (msgs.length) {
+    for (const x of p.historyEl.querySelectorAll(".empty")) x.remove();
     if (!p.firstLoaded || msgs[0].seq < p.firstLoaded) p.firstLoaded = msgs[0].seq;
     p.lastLoaded = Math.max(p.lastLoaded, msgs[msgs.length - 1].seq);
   } else if (!opts.after && !p.firstLoaded) {
-    p.historyEl.append(el("p", { className: "muted" }, data.purged ? "This epoch was purged." : "No messages in this epoch."));
+    p.historyEl.append(el("p", { className: "muted empty" }, data.purged ? "This epoch was purged." : "No messages in this epoch."));
   }
   p.olderEl.hidden = !p.firstLoaded || p.firstLoaded <= data.first_seq;
   p.olderEl.textContent = "load older messages (" + fmtInt(p.firstLoaded - data.first_seq) + " before #" + p.firstLoaded + ")";
@@ -404,20 +422,26 @@ function jump(seq) {
   if (row) { row.scrollIntoView({ block: "center" }); row.classList.add("hl"); setTimeout(() => row.classList.remove("hl"), 1500); }
 }
 
-async function onSessionChange(c) {
-  if (!page || c.session !== page.info.name) return;
-  const info = await api("/api/session?s=" + encodeURIComponent(page.info.name)).catch(() => null);
+// syncSession brings the open session up to date after a change: new
+// messages appended at the bottom (all of them, page by page), a new
+// epoch shown after a Clear, the view computed again.
+async function syncSession() {
+  const p = page;
+  const info = await api("/api/session?s=" + encodeURIComponent(p.info.name)).catch(() => null);
+  if (p !== page) return;
   if (!info) { document.getElementById("main").prepend(el("p", { className: "error" }, "This session was purged.")); return; }
   const wasCurrent = page.current;
   page.info = info;
   updateFacts();
   if (wasCurrent && info.epoch !== page.epoch) { render(); return; } // cleared: show the new epoch
-  if (page.current && info.last_seq > page.lastLoaded) {
-    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
-    await loadPage({ after: page.lastLoaded || info.epoch_start_seq - 1 });
-    if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+  const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+  while (p === page && p.current && info.last_seq > p.lastLoaded) {
+    const before = p.lastLoaded;
+    await loadPage({ after: p.lastLoaded || info.epoch_start_seq - 1, limit: 500 });
+    if (p.lastLoaded === before) break; // nothing more readable yet
   }
-  if (page.refreshView) page.refreshView();
+  if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+  if (p === page && p.refreshView) p.refreshView();
 }
 
 // ---- the view panel ----
@@ -468,7 +492,7 @@ async function buildViewPanel(panel, start, first) {
   range.addEventListener("input", () => { preset.value = ""; budget.value = range.value; later(); });
   preset.addEventListener("change", refresh);
   strategy.addEventListener("change", refresh);
-  page.refreshView = debounce(() => { range.max = maxRange(); refresh(); }, 200);
+  page.refreshView = coalesce(() => { range.max = maxRange(); return refresh(); }, 200);
   await refresh();
 }
 
