@@ -2,23 +2,30 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os/exec"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // served is a running 'ctxstore serve' child process.
 type served struct {
-	base   string // http://127.0.0.1:PORT
-	token  string
-	port   string
-	url    string // as printed, token included
-	stderr func() string
+	base  string // http://127.0.0.1:PORT
+	token string
+	port  string
+	url   string // as printed, token included
 }
 
 // serve starts 'ctxstore serve' with args in e and returns where it
@@ -40,7 +47,7 @@ func (e *env) serve(args ...string) served {
 	if err != nil || u.Query().Get("token") == "" {
 		e.t.Fatalf("ctxstore serve printed %q, want its URL with ?token=", line)
 	}
-	return served{base: "http://" + u.Host, token: u.Query().Get("token"), port: u.Port(), url: line, stderr: stderr.String}
+	return served{base: "http://" + u.Host, token: u.Query().Get("token"), port: u.Port(), url: line}
 }
 
 // get requests path with the token's cookie (unless noCookie) and the
@@ -150,13 +157,15 @@ func TestServeAddr(t *testing.T) {
 	e.ok(conversation, "add", "s")
 	e.fail(2, "", []string{"serve", "--addr", "0.0.0.0:0"}, "not a loopback address", "--remote")
 	e.fail(2, "", []string{"serve", "--addr", "nonsense"}, "want HOST:PORT")
-	s := e.serve("--addr", "0.0.0.0:0", "--remote")
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(s.stderr(), "warning: serving on") && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	cmd := exec.Command(binary, "serve", "--addr", "0.0.0.0:0", "--remote")
+	cmd.Env = e.vars
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(s.stderr(), "not a loopback address") {
-		t.Errorf("serve --remote on 0.0.0.0 printed no warning: %s", s.stderr())
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if line, _ := bufio.NewReader(stderr).ReadString('\n'); !strings.HasPrefix(line, "warning: serving on") || !strings.Contains(line, "not a loopback address") {
+		t.Errorf("serve --remote on 0.0.0.0 began its stderr with %q, want a warning", line)
 	}
 	e.fail(1, "", []string{"serve", "--db", e.dir + "/missing.db"}, "no database at")
 }
@@ -319,5 +328,78 @@ func TestServeEvents(t *testing.T) {
 				t.Fatal("no event in 20 s after another process appended")
 			}
 		})
+	}
+}
+
+// TestServeViewerConcurrent runs the handler in this process (so -race
+// sees it): views at more budgets than the server keeps managers for,
+// asked for at once, with pages and an event stream, while messages are
+// appended.
+func TestServeViewerConcurrent(t *testing.T) {
+	e := newEnv(t)
+	e.ok(longConversation(50), "add", "s")
+	ctx := context.Background()
+	st, err := storage.Open(ctx, e.db, storage.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var h http.Handler
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	defer ts.Close()
+	port, _ := strconv.Atoi(ts.URL[strings.LastIndex(ts.URL, ":")+1:])
+	v := newViewer(st, "tok", port)
+	defer v.close()
+	h = v
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+		req.AddCookie(&http.Cookie{Name: v.cookie, Value: "tok"})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, ts.URL+"/api/events", nil)
+	req.AddCookie(&http.Cookie{Name: v.cookie, Value: "tok"})
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 100)
+	for i := range 40 {
+		wg.Go(func() {
+			path := fmt.Sprintf("/api/view?s=s&budget=%d", 500+100*(i%20))
+			if i%4 == 0 {
+				path = fmt.Sprintf("/api/messages?s=s&limit=%d", 1+i)
+			}
+			if code, body := get(path); code != http.StatusOK {
+				errs <- fmt.Sprintf("GET %s: %d %s", path, code, body)
+			}
+		})
+	}
+	for i := range 5 {
+		m := ctxstore.NewMessage(ctxstore.RoleUser, fmt.Sprintf("more %d", i))
+		if _, _, err := st.Append(ctx, "s", storage.Record{Message: m, Tokens: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	line, _ := bufio.NewReader(stream.Body).ReadString('\n')
+	if !strings.HasPrefix(line, "retry:") {
+		t.Errorf("event stream began %q", line)
+	}
+	cancel()
+	stream.Body.Close()
+	if n := len(v.views.open); n > maxViewManagers {
+		t.Errorf("%d managers kept, want at most %d", n, maxViewManagers)
 	}
 }

@@ -33,10 +33,11 @@ type viewKey struct {
 }
 
 type viewEntry struct {
-	mu   sync.Mutex // one request at a time: the events are this request's
-	mgr  *persistent.Manager
-	log  *eventLog
-	used time.Time
+	mu    sync.Mutex // one request at a time: the events are this request's
+	mgr   *persistent.Manager
+	log   *eventLog
+	used  time.Time // guarded by the cache's mu, as users is
+	users int       // requests holding it: it is not closed under them
 }
 
 // maxViewManagers bounds the managers the cache keeps; the least recently
@@ -54,7 +55,8 @@ func newViewCache(st storage.Engine) *viewCache {
 	return &viewCache{st: st, open: map[viewKey]*viewEntry{}}
 }
 
-// get returns the entry for k, opening its manager if needed.
+// get returns the entry for k, opening its manager if needed; the caller
+// gives it back with put.
 func (c *viewCache) get(k viewKey) (*viewEntry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -63,27 +65,42 @@ func (c *viewCache) get(k viewKey) (*viewEntry, error) {
 	}
 	if e, ok := c.open[k]; ok {
 		e.used = time.Now()
+		e.users++
 		return e, nil
 	}
 	if len(c.open) >= maxViewManagers {
-		var oldest viewKey
-		var at time.Time
-		for k, e := range c.open {
-			if at.IsZero() || e.used.Before(at) {
-				oldest, at = k, e.used
-			}
-		}
-		c.open[oldest].mgr.Close()
-		delete(c.open, oldest)
+		c.evictLocked()
 	}
 	log := &eventLog{}
 	mgr, err := persistent.OpenEngine(c.st, k.session, persistent.Config{Config: ctxstore.Config{Strategy: k.strategy, Hooks: log.hook}, ReadOnly: true})
 	if err != nil {
 		return nil, explainIn(c.st, k.session, err)
 	}
-	e := &viewEntry{mgr: mgr, log: log, used: time.Now()}
+	e := &viewEntry{mgr: mgr, log: log, used: time.Now(), users: 1}
 	c.open[k] = e
 	return e, nil
+}
+
+// put gives back an entry get returned.
+func (c *viewCache) put(e *viewEntry) {
+	c.mu.Lock()
+	e.users--
+	c.mu.Unlock()
+}
+
+// evictLocked closes the least recently used manager no request holds.
+func (c *viewCache) evictLocked() {
+	var oldest *viewEntry
+	var key viewKey
+	for k, e := range c.open {
+		if e.users == 0 && (oldest == nil || e.used.Before(oldest.used)) {
+			oldest, key = e, k
+		}
+	}
+	if oldest != nil {
+		oldest.mgr.Close()
+		delete(c.open, key)
+	}
 }
 
 func (c *viewCache) close() {
@@ -165,6 +182,7 @@ func (v *viewer) handleView(w http.ResponseWriter, r *http.Request) {
 	rep, err := viewOf(r.Context(), e.mgr, e.log, req)
 	took := time.Since(start)
 	e.mu.Unlock()
+	v.views.put(e)
 	if err != nil {
 		apiError(w, err)
 		return
