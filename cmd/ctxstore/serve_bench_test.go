@@ -83,22 +83,31 @@ func startServe(tb testing.TB, db string) served {
 // view-since-route-ms is the view panel measured from when the page
 // script began showing the session, budget-change-ms the panel painted
 // again after the budget input changed (its 40 ms debounce included), and
-// server-view-ms what the manager took.
+// server-view-ms what the manager took. small-history-ms is the history
+// of a 4-message session loaded in the same way between them, and
+// big/small the ratio of the two medians: what the session's size costs,
+// whatever the machine's load.
 func BenchmarkServeFirstPaint(b *testing.B) {
 	chromium(b)
 	const n = 100_000
 	db := filepath.Join(b.TempDir(), "big.db")
 	fillSession(b, db, "big", n)
+	fillSession(b, db, "small", 4)
 	s := startServe(b, db)
 	ctx := browser(b)
 	do(b, ctx, "take the token", chromedp.Navigate(s.url), chromedp.WaitVisible(chromedp.CSS(`#sessions tr.row`)))
-	var history, view, sinceAsk, server, slide []float64
+	// load opens a session's page afresh and returns the page's marks.
+	load := func(name string) map[string]float64 {
+		do(b, ctx, "leave", chromedp.Navigate("about:blank"))
+		do(b, ctx, "open the session", chromedp.Navigate(s.base+"/#/s/"+name))
+		waitJS(b, ctx, "both panels painted", `window.__ctxstore && window.__ctxstore.history !== undefined && window.__ctxstore.view !== undefined`)
+		return eval[map[string]float64](b, ctx, `Object.assign({server: page.view.millis}, window.__ctxstore)`)
+	}
+	var history, view, sinceAsk, server, slide, small []float64
 	b.ResetTimer()
 	for range b.N {
-		do(b, ctx, "leave", chromedp.Navigate("about:blank"))
-		do(b, ctx, "open the session", chromedp.Navigate(s.base+"/#/s/big"))
-		waitJS(b, ctx, "both panels painted", `window.__ctxstore && window.__ctxstore.history !== undefined && window.__ctxstore.view !== undefined`)
-		m := eval[map[string]float64](b, ctx, `Object.assign({server: page.view.millis}, window.__ctxstore)`)
+		small = append(small, load("small")["history"])
+		m := load("big")
 		history = append(history, m["history"])
 		view = append(view, m["view"])
 		sinceAsk = append(sinceAsk, m["view_since_route"])
@@ -113,6 +122,8 @@ func BenchmarkServeFirstPaint(b *testing.B) {
 	b.StopTimer()
 	median := func(xs []float64) float64 { xs = slices.Clone(xs); slices.Sort(xs); return xs[len(xs)/2] }
 	b.ReportMetric(median(history), "history-ms")
+	b.ReportMetric(median(small), "small-history-ms")
+	b.ReportMetric(median(history)/median(small), "big/small")
 	b.ReportMetric(slices.Min(history), "history-min-ms")
 	b.ReportMetric(slices.Min(view), "view-min-ms")
 	b.ReportMetric(median(view), "view-ms")

@@ -193,7 +193,7 @@ let page = null;
 
 // firstPage is how many messages a session page shows first: a screen
 // and more, so a 100k-message session paints as fast as a short one.
-const firstPage = 60;
+const firstPage = 30;
 const defaultBudget = 8000;
 
 function messagesURL(name, epoch, opts) {
@@ -529,7 +529,7 @@ function drawView(out, v) {
     el("span", { className: "seq" }, m.seq ? "#" + m.seq : "–"), el("span", { className: "badge " + m.form }, m.form),
     el("span", {}, m.message.role), el("span", { className: "muted" }, fmtInt(m.tokens)), el("span", { className: "line" }, short(lineOf(m.message), 120)))),
   (v.messages || []).length > n ? el("button", { className: "link", onclick: () => drawRows(n + 500) }, "show " + Math.min(500, v.messages.length - n) + " more") : "");
-  drawRows(100);
+  drawRows(50);
   fill(out, bar, legend(byForm), facts,
     (v.warnings || []).map((w) => el("p", { className: "error" }, "warning: " + w)),
     notice ? el("div", {}, el("h4", {}, "The notice the model reads"), el("div", { className: "text notice-text", id: "notice" }, noticeText)) : null,
