@@ -278,10 +278,15 @@ func (v *viewer) handleSearch(w http.ResponseWriter, r *http.Request) {
 		writeJSONResponse(w, http.StatusNotImplemented, map[string]string{"error": "this ctxstore has no search"})
 		return
 	}
-	res, err := v.search(r, r.URL.Query().Get("q"))
+	q := r.URL.Query().Get("q")
+	if q == "" {
+		apiError(w, usagef("parameter q: empty query"))
+		return
+	}
+	hits, err := v.search(r.Context(), q)
 	if err != nil {
 		apiError(w, err)
 		return
 	}
-	writeJSONResponse(w, http.StatusOK, res)
+	writeJSONResponse(w, http.StatusOK, map[string]any{"hits": append([]searchHit{}, hits...)})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
 )
@@ -31,7 +33,18 @@ type viewer struct {
 	views  *viewCache
 	// search, when set, answers the search box; without it the page shows
 	// none. It is the hook for the library's search.
-	search func(r *http.Request, query string) (any, error)
+	search func(ctx context.Context, query string) ([]searchHit, error)
+}
+
+// searchHit is one message a search found, for the page: a hit opens the
+// session at that message.
+type searchHit struct {
+	Session string    `json:"session"`
+	Seq     uint64    `json:"seq"`
+	Epoch   uint64    `json:"epoch"`
+	Role    string    `json:"role"`
+	Time    time.Time `json:"time"`
+	Snippet string    `json:"snippet"`
 }
 
 // newViewer returns the handler serving st, on port, to those who hold

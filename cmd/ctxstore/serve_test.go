@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -339,30 +338,9 @@ func TestServeViewerConcurrent(t *testing.T) {
 	e := newEnv(t)
 	e.ok(longConversation(50), "add", "s")
 	ctx := context.Background()
-	st, err := storage.Open(ctx, e.db, storage.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	var h http.Handler
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
-	defer ts.Close()
-	port, _ := strconv.Atoi(ts.URL[strings.LastIndex(ts.URL, ":")+1:])
-	v := newViewer(st, "tok", port)
-	defer v.close()
-	h = v
-	get := func(path string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
-		req.AddCookie(&http.Cookie{Name: v.cookie, Value: "tok"})
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	v, ts, get := inProcess(t, e.db)
 	sctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel) // before the server's Close, which waits for the stream
 	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, ts.URL+"/api/events", nil)
 	req.AddCookie(&http.Cookie{Name: v.cookie, Value: "tok"})
 	stream, err := http.DefaultClient.Do(req)
@@ -382,11 +360,8 @@ func TestServeViewerConcurrent(t *testing.T) {
 			}
 		})
 	}
-	for i := range 5 {
-		m := ctxstore.NewMessage(ctxstore.RoleUser, fmt.Sprintf("more %d", i))
-		if _, _, err := st.Append(ctx, "s", storage.Record{Message: m, Tokens: 3}); err != nil {
-			t.Fatal(err)
-		}
+	for i := range 3 {
+		e.ok(fmt.Sprintf(`{"role":"user","content":"more %d"}`, i), "add", "s")
 	}
 	wg.Wait()
 	close(errs)
@@ -401,5 +376,58 @@ func TestServeViewerConcurrent(t *testing.T) {
 	stream.Body.Close()
 	if n := len(v.views.open); n > maxViewManagers {
 		t.Errorf("%d managers kept, want at most %d", n, maxViewManagers)
+	}
+}
+
+// inProcess serves the database at db in this process and returns the
+// handler, its server and a GET with the token's cookie.
+func inProcess(t *testing.T, db string) (*viewer, *httptest.Server, func(string) (int, string)) {
+	st, err := storage.Open(context.Background(), db, storage.OpenOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var h http.Handler
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	t.Cleanup(ts.Close)
+	port, _ := strconv.Atoi(ts.URL[strings.LastIndex(ts.URL, ":")+1:])
+	v := newViewer(st, "tok", port)
+	t.Cleanup(v.close)
+	h = v
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+		req.AddCookie(&http.Cookie{Name: v.cookie, Value: "tok"})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	return v, ts, get
+}
+
+// TestServeSearchHook: with a search function the page is told to show
+// the box, and /api/search answers with its hits, escaped.
+func TestServeSearchHook(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	v, _, get := inProcess(t, e.db)
+	if code, body := get("/api/config"); code != http.StatusOK || !strings.Contains(body, `"search":false`) {
+		t.Errorf("config without search: %d %s", code, body)
+	}
+	v.search = func(ctx context.Context, q string) ([]searchHit, error) {
+		return []searchHit{{Session: "s", Seq: 2, Epoch: 1, Role: "user", Snippet: "<b>" + q + "</b>"}}, nil
+	}
+	if code, body := get("/api/config"); code != http.StatusOK || !strings.Contains(body, `"search":true`) {
+		t.Errorf("config with search: %d %s", code, body)
+	}
+	code, body := get("/api/search?q=motd")
+	if code != http.StatusOK || !strings.Contains(body, `"snippet":"\u003cb\u003emotd\u003c/b\u003e"`) || !strings.Contains(body, `"seq":2`) {
+		t.Errorf("search: %d %s", code, body)
+	}
+	if code, _ := get("/api/search?q="); code != http.StatusBadRequest {
+		t.Errorf("empty query: %d, want 400", code)
 	}
 }

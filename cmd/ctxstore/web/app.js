@@ -40,8 +40,9 @@ function fill(e, ...children) {
 
 async function api(path) {
   const r = await fetch(path, { credentials: "same-origin", cache: "no-store" });
+  const text = await r.text();
   let body;
-  try { body = await r.json(); } catch { body = { error: r.status + " " + r.statusText }; }
+  try { body = JSON.parse(text); } catch { body = { error: text.trim() || r.status + " " + r.statusText }; }
   if (!r.ok) throw new Error(body.error || (r.status + " " + r.statusText));
   return body;
 }
