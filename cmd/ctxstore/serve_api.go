@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/export"
+	"github.com/ctxstore/ctxstore/storage/search"
 )
 
 // modelPreset is a model's window for the view panel: the budget is the
@@ -86,9 +89,9 @@ func (v *viewer) handleSessions(w http.ResponseWriter, r *http.Request) {
 // sessionDetail is one session with its epochs.
 type sessionDetail struct {
 	sessionRow
-	LastSeq       uint64      `json:"last_seq"`
-	EpochStartSeq uint64      `json:"epoch_start_seq"`
-	Epochs        []epochJSON `json:"epochs"`
+	LastSeq       uint64               `json:"last_seq"`
+	EpochStartSeq uint64               `json:"epoch_start_seq"`
+	Epochs        []export.EpochRecord `json:"epochs"`
 }
 
 func (v *viewer) session(r *http.Request) (storage.SessionInfo, error) {
@@ -109,7 +112,7 @@ func (v *viewer) handleSession(w http.ResponseWriter, r *http.Request) {
 		apiError(w, err)
 		return
 	}
-	writeJSONResponse(w, http.StatusOK, sessionDetail{sessionRow: toSessionRow(info), LastSeq: info.LastSeq, EpochStartSeq: info.EpochStartSeq, Epochs: epochsJSON(info.Epochs)})
+	writeJSONResponse(w, http.StatusOK, sessionDetail{sessionRow: toSessionRow(info), LastSeq: info.LastSeq, EpochStartSeq: info.EpochStartSeq, Epochs: export.EpochRecords(info.Epochs)})
 }
 
 // messageJSON is one stored message for the page: what the store recorded,
@@ -238,7 +241,11 @@ func (v *viewer) handleEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ch, err := v.st.Watch(r.Context(), name)
+	ch, err := storage.Watch(r.Context(), v.st, name)
+	if errors.Is(err, errors.ErrUnsupported) {
+		writeJSONResponse(w, http.StatusNotImplemented, map[string]string{"error": err.Error()})
+		return
+	}
 	if err != nil {
 		apiError(w, err)
 		return
@@ -268,6 +275,25 @@ func (v *viewer) handleEvents(w http.ResponseWriter, r *http.Request) {
 		if rc.Flush() != nil {
 			return
 		}
+	}
+}
+
+// searchEngine is the viewer's search: the library's, over st, the best
+// hits first (at most 50), each snippet as plain text.
+func searchEngine(st storage.Engine) func(ctx context.Context, query string) ([]searchHit, error) {
+	return func(ctx context.Context, query string) ([]searchHit, error) {
+		res, err := search.Search(ctx, st, storage.SearchRequest{Query: query, Limit: 50})
+		if errors.Is(err, storage.ErrBadQuery) {
+			return nil, usagef("%v", err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
+		hits := make([]searchHit, 0, len(res.Hits))
+		for _, h := range res.Hits {
+			hits = append(hits, searchHit{h.Session, h.Seq, h.Epoch, h.Role, h.Time, h.Score, h.Snippet})
+		}
+		return hits, nil
 	}
 }
 

@@ -37,7 +37,7 @@ func fillSession(tb testing.TB, path, session string, n int) {
 			storage.Record{Message: ctxstore.NewToolResult(id, strings.Repeat("log line ok. ", 20)), Tokens: 60},
 			storage.Record{Message: ctxstore.NewMessage(ctxstore.RoleAssistant, fmt.Sprintf("Answer %d: all fine.", i)), Tokens: 8})
 		if len(recs) >= 4000 || stored+len(recs) >= n {
-			if _, _, err := st.Append(ctx, session, recs...); err != nil {
+			if _, _, err := storage.Append(ctx, st, session, recs...); err != nil {
 				tb.Fatal(err)
 			}
 			stored += len(recs)
@@ -45,7 +45,7 @@ func fillSession(tb testing.TB, path, session string, n int) {
 		}
 	}
 	if len(recs) > 0 {
-		if _, _, err := st.Append(ctx, session, recs...); err != nil {
+		if _, _, err := storage.Append(ctx, st, session, recs...); err != nil {
 			tb.Fatal(err)
 		}
 	}

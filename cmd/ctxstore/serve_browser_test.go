@@ -261,6 +261,14 @@ func TestServeBrowserMessages(t *testing.T) {
 	}
 	screenshot(t, ctx, "blocks")
 
+	// The search box finds a message; its hit opens the session there.
+	eval[any](t, ctx, `(() => { document.getElementById("search-q").value = "picture"; document.getElementById("search").requestSubmit(); })()`)
+	do(t, ctx, "open the hit", chromedp.WaitVisible(chromedp.CSS(`a[href^="#/s/blocks?"]`)), chromedp.Click(chromedp.CSS(`a[href^="#/s/blocks?"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#history[data-session="blocks"] article.hl`)))
+	if seq := eval[string](t, ctx, `document.querySelector("#history article.hl").dataset.seq`); seq != "1" {
+		t.Errorf("the hit opened the session at #%s, want #1", seq)
+	}
+	screenshot(t, ctx, "search-hit")
 }
 
 // TestServeBrowserAgent: an agent appends as fast as it can while the

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
 )
@@ -31,26 +30,15 @@ type viewer struct {
 	cookie string // the token's cookie, named after the port: cookies are shared by every port of a host
 	mux    *http.ServeMux
 	views  *viewCache
-	// search, when set, answers the search box; without it the page shows
-	// none. It is the hook for the library's search.
+	// search answers the search box (the library's search, searchEngine);
+	// without it the page shows none.
 	search func(ctx context.Context, query string) ([]searchHit, error)
-}
-
-// searchHit is one message a search found, for the page: a hit opens the
-// session at that message.
-type searchHit struct {
-	Session string    `json:"session"`
-	Seq     uint64    `json:"seq"`
-	Epoch   uint64    `json:"epoch"`
-	Role    string    `json:"role"`
-	Time    time.Time `json:"time"`
-	Snippet string    `json:"snippet"`
 }
 
 // newViewer returns the handler serving st, on port, to those who hold
 // token.
 func newViewer(st storage.Engine, token string, port int) *viewer {
-	v := &viewer{st: st, token: token, port: port, cookie: fmt.Sprintf("ctxstore_token_%d", port), views: newViewCache(st)}
+	v := &viewer{st: st, token: token, port: port, cookie: fmt.Sprintf("ctxstore_token_%d", port), views: newViewCache(st), search: searchEngine(st)}
 	static, _ := fs.Sub(web, "web")
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))

@@ -279,7 +279,6 @@ func TestServeAPI(t *testing.T) {
 		{"/api/view?s=long&budget=10&window=10&out=1", http.StatusBadRequest},
 		{"/api/view?s=long&budget=10&strategy=summarize", http.StatusBadRequest},
 		{"/api/view?s=nope&budget=10", http.StatusNotFound},
-		{"/api/search?q=x", http.StatusNotImplemented},
 	}
 	for _, c := range errs {
 		var body map[string]string
@@ -408,26 +407,27 @@ func inProcess(t *testing.T, db string) (*viewer, *httptest.Server, func(string)
 	return v, ts, get
 }
 
-// TestServeSearchHook: with a search function the page is told to show
-// the box, and /api/search answers with its hits, escaped.
-func TestServeSearchHook(t *testing.T) {
+// TestServeSearch: the search box finds messages through the library's
+// search, and /api/search answers with the hits, escaped; a query with
+// nothing to find is refused.
+func TestServeSearch(t *testing.T) {
 	e := newEnv(t)
 	e.ok(conversation, "add", "s")
-	v, _, get := inProcess(t, e.db)
-	if code, body := get("/api/config"); code != http.StatusOK || !strings.Contains(body, `"search":false`) {
-		t.Errorf("config without search: %d %s", code, body)
-	}
-	v.search = func(ctx context.Context, q string) ([]searchHit, error) {
-		return []searchHit{{Session: "s", Seq: 2, Epoch: 1, Role: "user", Snippet: "<b>" + q + "</b>"}}, nil
-	}
+	e.ok(`{"role":"user","content":"where is the <b>quokka</b>?"}`, "add", "other")
+	_, _, get := inProcess(t, e.db)
 	if code, body := get("/api/config"); code != http.StatusOK || !strings.Contains(body, `"search":true`) {
-		t.Errorf("config with search: %d %s", code, body)
+		t.Errorf("config: %d %s", code, body)
 	}
-	code, body := get("/api/search?q=motd")
-	if code != http.StatusOK || !strings.Contains(body, `"snippet":"\u003cb\u003emotd\u003c/b\u003e"`) || !strings.Contains(body, `"seq":2`) {
-		t.Errorf("search: %d %s", code, body)
+	code, body := get("/api/search?q=quokka")
+	if code != http.StatusOK || !strings.Contains(body, `"session":"other"`) || !strings.Contains(body, `"seq":1`) || strings.ContainsAny(body, "<>") {
+		t.Errorf("search quokka: %d %s", code, body)
 	}
-	if code, _ := get("/api/search?q="); code != http.StatusBadRequest {
-		t.Errorf("empty query: %d, want 400", code)
+	if code, body := get("/api/search?q=motd"); code != http.StatusOK || !strings.Contains(body, `"session":"s"`) {
+		t.Errorf("search motd: %d %s", code, body)
+	}
+	for _, q := range []string{"", "-motd"} {
+		if code, body := get("/api/search?q=" + url.QueryEscape(q)); code != http.StatusBadRequest {
+			t.Errorf("query %q: %d %s, want 400", q, code, body)
+		}
 	}
 }
