@@ -263,6 +263,9 @@ type Result struct {
 // message.
 type Memo struct {
 	m map[memoKey]memoVal
+	// region is the layout of the last request that reused its saved
+	// decisions (see adoptRegion); nil when there is none to adopt.
+	region *stickyRegion
 }
 
 type memoKey struct {
