@@ -36,6 +36,9 @@ func (s *Store) Backup(ctx context.Context, out string) error {
 	name := tmp.Name()
 	defer os.Remove(name)
 	err = s.copyApplied(ctx, tmp)
+	if err == nil {
+		err = matchOwner(tmp, s.path)
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -56,6 +59,10 @@ func (s *Store) Backup(ctx context.Context, out string) error {
 // copyApplied writes the bbolt file into f, synced, at a moment when the log
 // holds nothing the file does not: it applies the log, then copies under the
 // log's shared lock (no append lands meanwhile) if nothing came in between.
+//
+// A read-only Store cannot apply its log to its file: the log is applied to
+// the copy instead, copied with the file as of one moment, and both
+// originals are left as they were.
 func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 	for range backupTries {
 		if !s.opts.ReadOnly {
@@ -67,9 +74,6 @@ func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 		err := s.readView(ctx, func(v *rview) error {
 			if v.t.records() && !s.opts.ReadOnly {
 				return nil // appended since: apply again
-			}
-			if v.t.records() {
-				return fmt.Errorf("its log holds messages not applied to the file, and the store is open read-only: back it up with write access")
 			}
 			tx, err := v.bolt()
 			if err != nil {
@@ -84,8 +88,13 @@ func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 			if _, err := tx.WriteTo(f); err != nil {
 				return err
 			}
-			done = true
-			return nil
+			if v.t.records() {
+				// Under the log's shared lock, no append or checkpoint
+				// changes the log or the file meanwhile.
+				_, err = applyLogToCopy(ctx, s.walF, f.Name())
+			}
+			done = err == nil
+			return err
 		})
 		if err != nil {
 			return err

@@ -118,8 +118,11 @@ const maxReplacedRetries = 3
 
 // commit runs batch in one transaction and sets every request's result. A
 // batch committed into a file that, by the time the commit ended, had been
-// replaced at the path (another file renamed over it) is not acknowledged:
-// it is committed again into the file now at the path.
+// replaced at the path (another file renamed over it) is committed again
+// into the file now at the path, if that is a copy of the same database (a
+// salvaged copy moved into place). If it is another database, the first
+// commit's outcome stands: the batch is in the Store's own database, moved
+// away meanwhile, and the next operation fails with ErrMoved.
 //
 // Every request is answered however commit ends. A panic of the store's
 // own code goes on up the leader's goroutine, and the requests of the batch
@@ -139,20 +142,40 @@ func (s *Store) commit(batch []*writeReq) {
 		finished = true
 		return
 	}
-	for attempt := 0; s.commitOnce(batch); attempt++ {
-		if attempt == maxReplacedRetries {
-			for _, r := range batch {
-				r.err = fmt.Errorf("store %s: commit: the file was replaced at its path %d times while writing; nothing acknowledged", s.path, attempt+1)
+	var stored []error // the outcome of the last commit into a file then found replaced
+	for attempt := 0; ; attempt++ {
+		redo, committed := s.commitOnce(batch)
+		if !redo {
+			if stored != nil && len(batch) > 0 && errors.Is(batch[0].err, ErrMoved) {
+				// Another database is at the path: the batch stays
+				// where it was committed, in the Store's own.
+				for i, r := range batch {
+					r.err = stored[i]
+				}
 			}
 			break
+		}
+		if attempt == maxReplacedRetries {
+			for _, r := range batch {
+				r.err = fmt.Errorf("store %s: commit: %w: the file was replaced at its path %d times while writing", s.path, ErrOutcomeUnknown, attempt+1)
+			}
+			break
+		}
+		if committed {
+			stored = make([]error, len(batch))
+			for i, r := range batch {
+				stored[i] = r.err
+			}
 		}
 	}
 	finished = true
 }
 
 // commitOnce is one attempt of commit. It reports whether the batch must be
-// redone because the file it was committed to is no longer at the path.
-func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
+// redone because the file it was committed to is no longer at the path
+// (committed) or because it found the log or the file changed before
+// writing anything.
+func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 	// The lock wait is bounded by LockTimeout. A write alone in its batch
 	// may also be cut short by its caller's ctx; a shared batch ignores
 	// contexts, since one caller giving up must not fail the others.
@@ -160,11 +183,11 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 	if len(batch) == 1 {
 		actx = batch[0].ctx
 	}
-	fail := func(err error) bool {
+	fail := func(err error) (redo, committed bool) {
 		for _, r := range batch {
 			r.err = err
 		}
-		return false
+		return false, false
 	}
 	unlock, err := s.walLock(actx, true)
 	if err != nil {
@@ -182,7 +205,10 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 		if err := s.setAsideOwnLog(t); err != nil {
 			return fail(err)
 		}
-		return true
+		return true, false
+	}
+	if s.beforeOpen != nil {
+		s.beforeOpen("commit")
 	}
 	db, err := s.acquire(actx)
 	if err != nil {
@@ -191,6 +217,15 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 	defer s.release()
 	// Whatever happens below, the log and bbolt are read afresh next time.
 	defer s.forgetTail()
+	if same, err := s.holdsTailFile(t); err != nil {
+		return fail(err)
+	} else if !same {
+		// Another file was moved to the path since the log was read
+		// against the one there: the log is never applied to it. Redo,
+		// reading the log against the file now there (which fails with
+		// ErrMoved if it is another database).
+		return true, false
+	}
 
 	// The transaction reads pages through bbolt's mmap: a damaged page must
 	// fail the batch with ErrCorrupt, not kill the process.
@@ -268,9 +303,9 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 				// in the file at the path.
 				r.err = fmt.Errorf("store %s: commit: %w: cannot tell whether the file is still at its path: %w", s.path, ErrOutcomeUnknown, serr)
 			}
-			return false
+			return false, false
 		}
-		return !same
+		return !same, !same
 	case errors.Is(err, errPartial) && len(batch) > 1:
 		// One write failed half-way and the whole transaction was rolled
 		// back: commit each alone, so only the faulty one fails.
@@ -302,7 +337,45 @@ func (s *Store) commitOnce(batch []*writeReq) (redo bool) {
 			r.err = fmt.Errorf("store %s: commit: %w", s.path, err)
 		}
 	}
-	return false
+	return false, false
+}
+
+// errReplacedMidway is the failure of an operation that read the log
+// against one file and found another at the path when it opened the file.
+var errReplacedMidway = fmt.Errorf("%w: the file at the path was replaced during the operation", ErrMoved)
+
+// checkTailFile fails with errReplacedMidway unless the file the Store holds
+// open (acquired by the caller) is the one t, if any, was read against: the
+// log's records are never shown over, or checked against, another file.
+func (s *Store) checkTailFile(t *tailState) error {
+	if t == nil {
+		return nil
+	}
+	same, err := s.holdsTailFile(t)
+	if err != nil {
+		return err
+	}
+	if !same {
+		return fmt.Errorf("store %s: %w", s.path, errReplacedMidway)
+	}
+	return nil
+}
+
+// holdsTailFile reports whether the file the Store holds open (acquired by
+// the caller) is the one t was read against.
+func (s *Store) holdsTailFile(t *tailState) (bool, error) {
+	s.mu.Lock()
+	f := s.file
+	s.mu.Unlock()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("store %s: %w", s.path, err)
+	}
+	dev, ino, err := inodeOf(s.path, fi)
+	if err != nil {
+		return false, fmt.Errorf("store %s: %w", s.path, err)
+	}
+	return dev == t.dbDev && ino == t.dbIno, nil
 }
 
 // wtx is the write transaction shared by the requests of one commit. It

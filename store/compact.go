@@ -129,6 +129,11 @@ func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst strin
 		if err := giveNewIdentity(dst); err != nil {
 			return err
 		}
+		if fi, err := src.Stat(); err == nil {
+			if err := matchOwnerPath(dst, fi); err != nil {
+				return err
+			}
+		}
 	}
 	if err := finish(); err != nil {
 		return err

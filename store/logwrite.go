@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -73,6 +74,9 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 		}
 	}()
 	t, err := s.catchUp(actx, true)
+	if errors.Is(err, errReplacedMidway) {
+		return false // the bbolt commit reads the file now at the path afresh
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -105,7 +109,9 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 				rest = append(rest, name)
 			}
 		}
-		if err := s.loadSessions(actx, &nt, rest); err != nil {
+		if err := s.loadSessions(actx, &nt, rest); errors.Is(err, errReplacedMidway) {
+			return false
+		} else if err != nil {
 			return fail(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.etcd.io/bbolt"
 )
@@ -83,7 +84,10 @@ type StrayLog struct {
 // StrayLogs lists the logs in the file's directory that hold messages and
 // either belong to this database but are not its log (it was moved without
 // them), or belong to another database and were found where this file's
-// log belongs (set aside by the first write, or about to be).
+// log belongs (set aside by the first write, or about to be). A log
+// FILE-wal beside an existing FILE is that file's (a cp of a database keeps
+// its identity and gets a log of its own) and is not listed; only this
+// file's directory is looked in.
 func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 	dir := filepath.Dir(s.path)
 	ents, err := os.ReadDir(dir)
@@ -110,6 +114,10 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 			// Another database's, not yet set aside: a write does that.
 		case !l.Mine && !strings.HasPrefix(name, own+orphanInfix):
 			continue // another database's log, beside its own file
+		case logOfAnotherFile(path, h.id) != "":
+			// The log of a file beside this one, a copy of this
+			// database (cp keeps the identity): that copy's own.
+			continue
 		}
 		if l.Mine {
 			if l.Missing, err = s.missingFrom(ctx, envs); err != nil {
@@ -200,8 +208,9 @@ type ReplayReport struct {
 // each message the file does not hold is appended, in one transaction, when
 // it continues its session exactly. A log of another database, or one the
 // file moved on from (its sessions have other messages at those seqs), is
-// refused and nothing is written. The log is removed once its messages are
-// in the file.
+// refused and nothing is written, as is the log FILE-wal of a FILE that
+// exists (a copy's log). The log is removed once its messages are in the
+// file.
 func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error) {
 	if s.opts.ReadOnly {
 		return nil, fmt.Errorf("store %s: replay %s: %w", s.path, log, ErrReadOnly)
@@ -224,6 +233,10 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	if !s.hasID || h.id != s.id {
 		return nil, fmt.Errorf("store %s: replay: the log %s belongs to database %s, not to this one (%s): replay it into its own file (ctxstore verify and ls name the logs that belong to a file)",
 			s.path, log, idString(h.id), idString(s.id))
+	}
+	if file := logOfAnotherFile(log, h.id); file != "" {
+		return nil, fmt.Errorf("store %s: replay: %s is the log of %s, a copy of this database (a copy made with cp keeps the identity, and has a log of its own): its messages are that file's; open %s to read them",
+			s.path, log, file, file)
 	}
 	r := &ReplayReport{Log: log}
 	err = s.write(ctx, func(w *wtx) error {
@@ -249,6 +262,32 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	}
 	_ = syncDir(filepath.Dir(log))
 	return r, nil
+}
+
+// logOfAnotherFile returns the store file whose log log is by its name
+// (FILE-wal), when that file exists and the log, carrying identity id, may
+// be its own: FILE has that identity too (a cp of a database keeps it), or
+// FILE's identity cannot be read. Such a log is never another file's to
+// list or replay. It returns "" for a set-aside log, for a log whose file is
+// gone (moved away without it), and for one whose file is another database
+// (put at the moved file's name; its first write sets the log aside).
+func logOfAnotherFile(log string, id [walIDLen]byte) string {
+	if !strings.HasSuffix(log, walSuffix) {
+		return ""
+	}
+	file := strings.TrimSuffix(log, walSuffix)
+	if fi, err := os.Stat(file); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	other, err := Open(file, Options{ReadOnly: true, LockTimeout: time.Second})
+	if err != nil {
+		return file
+	}
+	defer other.Close()
+	if other.hasID && other.id != id {
+		return ""
+	}
+	return file
 }
 
 // lastSeqs sums the last seqs of the sessions the transaction touched: it

@@ -743,6 +743,9 @@ func (sv *salvaged) write(ctx context.Context, dst string, r *SalvageReport) err
 	if err := sv.unchanged(); err != nil {
 		return err
 	}
+	if err := matchOwnerPath(tmp, sv.start); err != nil {
+		return err
+	}
 	// Link, unlike rename, fails if dst appeared meanwhile.
 	if err := os.Link(tmp, dst); err != nil {
 		return fmt.Errorf("create %s: %w", dst, err)

@@ -59,6 +59,11 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 	if !ok && herr == nil {
 		return lg, nil // never written to: no records
 	}
+	if errors.Is(herr, ErrNewerFormat) {
+		// Its records cannot be read by this ctxstore: a copy without
+		// them would lose them silently.
+		return nil, fmt.Errorf("log %s: %w", path, herr)
+	}
 	start := int64(walHeaderSize)
 	var gens []uint64
 	switch {

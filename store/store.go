@@ -115,6 +115,10 @@ type Store struct {
 	// syncFault, if set (by tests), makes a successful sync of the log
 	// fail with its error, as a disk that lost the writes would.
 	syncFault func() error
+	// beforeOpen, if set (by tests), runs after the log was read against
+	// the file and before the file is opened: in a commit ("commit") and
+	// in a read ("read").
+	beforeOpen func(op string)
 }
 
 // Open opens the store at path, creating the file (mode 0600) and any
@@ -437,8 +441,15 @@ func (v *rview) bolt() (*bbolt.Tx, error) {
 	if v.tx != nil {
 		return v.tx, nil
 	}
+	if v.s.beforeOpen != nil {
+		v.s.beforeOpen("read")
+	}
 	db, err := v.s.acquire(v.ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := v.s.checkTailFile(v.t); err != nil {
+		v.s.release()
 		return nil, err
 	}
 	tx, err := db.Begin(false)
@@ -474,7 +485,7 @@ func (s *Store) readView(ctx context.Context, fn func(v *rview) error) error {
 	if err != nil {
 		return err
 	}
-	if t.mode == tailOrphan && len(t.orphan) > 0 && !s.opts.ReadOnly {
+	if t.mode == tailOrphan && (len(t.orphan) > 0 || t.foreign) && !s.opts.ReadOnly {
 		unlock()
 		unlock = func() {}
 		if err := s.write(ctx, func(*wtx) error { return nil }); err != nil {

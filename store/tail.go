@@ -57,6 +57,10 @@ type tailState struct {
 	// make it, and sessions loaded from bbolt to check a write against.
 	sessions map[string]*tailSession
 	orphan   [][][]byte // tailOrphan: the records set aside
+	// foreign (tailOrphan) says the log is another database's: it is
+	// never read, so damage in it (its own database's to salvage) is not
+	// this file's; a writer sets it aside.
+	foreign  bool
 	messages int
 	bytes    int64
 }
@@ -181,21 +185,13 @@ func (s *Store) lockCurrentLog(ctx context.Context, how int) (heldLock, error) {
 		if err != nil {
 			return heldLock{}, err
 		}
+		// Another database's log found here is not judged yet: only once
+		// catchUp has seen that the file at the path is still the
+		// database this Store opened does a writer set it aside (it
+		// reads as tailOrphan). A Store whose file was replaced must not
+		// set aside the log of the database now there, which holds
+		// appends acknowledged to that database's users.
 		same, err := sameFile(f, s.walPath)
-		if err == nil && same && how == syscall.LOCK_EX && s.hasID && !s.opts.ReadOnly {
-			// Another database's log (this file replaced a copy of it, or
-			// it was moved here without its file) is never applied here:
-			// a writer sets it aside and starts this file's own. Readers
-			// leave it where it is, and ignore it (catchUp).
-			if id, foreign := foreignLogID(f, s.id); foreign {
-				_, serr := setAsideLog(f, s.walPath, id)
-				h.release()
-				if serr != nil {
-					return heldLock{}, fmt.Errorf("store %s: %w", s.path, serr)
-				}
-				continue
-			}
-		}
 		if err != nil || same || try == 3 {
 			// Not replaced, or cannot tell, or replaced again and again:
 			// what the caller reads next says which log it has.
@@ -494,7 +490,7 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 			return nil, err
 		}
 	}
-	if !hasHdr || f == nil || t.mode == tailStale {
+	if !hasHdr || f == nil || t.mode == tailStale || t.foreign {
 		return t, nil
 	}
 	gen := hdr.gen
@@ -576,6 +572,7 @@ func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr walH
 		t.mode, t.off = tailStale, walHeaderSize
 	default:
 		t.mode, t.off = tailOrphan, walHeaderSize
+		t.foreign = !t.hasApplied || hdr.id != t.applied.id
 	}
 	return t, nil
 }
@@ -652,7 +649,7 @@ func (s *Store) loadSessions(ctx context.Context, t *tailState, names []string) 
 	if len(names) == 0 {
 		return nil
 	}
-	return s.bolt(ctx, func(tx *bbolt.Tx) error {
+	return s.boltOf(ctx, t, func(tx *bbolt.Tx) error {
 		for _, name := range names {
 			ts, err := boltSession(tx, name)
 			if err != nil {
@@ -688,11 +685,20 @@ func boltSession(tx *bbolt.Tx, name string) (*tailSession, error) {
 
 // bolt runs fn in a bbolt read transaction (the caller holds the log's lock).
 func (s *Store) bolt(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
+	return s.boltOf(ctx, nil, fn)
+}
+
+// boltOf is bolt on the file t (if not nil) was read against: another file
+// moved to the path meanwhile fails it with errReplacedMidway.
+func (s *Store) boltOf(ctx context.Context, t *tailState, fn func(tx *bbolt.Tx) error) error {
 	db, err := s.acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.release()
+	if err := s.checkTailFile(t); err != nil {
+		return err
+	}
 	return s.guard("read", func() error { return db.View(fn) })
 }
 

@@ -60,6 +60,9 @@ func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
 		return nil, err
 	}
 	defer s.release()
+	if err := s.checkTailFile(t); err != nil {
+		return nil, err // the log's counts were of another file
+	}
 	// Begin and Rollback read the meta and freelist pages through the mmap.
 	err = s.guard("verify", func() error {
 		// A write transaction (read-only for a ReadOnly store, which cannot

@@ -55,6 +55,7 @@ import (
 const (
 	walSuffix      = "-wal"
 	walMagic       = "ctxstore-wal\x00\x00\x00\x01"
+	walFormat      = 1 // the log format's version, the last 4 bytes of walMagic
 	walHeaderSize  = 64
 	walRecMagic    = 0x7C57A11D
 	walRecHeader   = 12
@@ -90,6 +91,11 @@ func decodeWALHeader(b []byte) (h walHeader, ok bool, err error) {
 		return h, false, nil
 	}
 	if string(b[:16]) != walMagic {
+		// The magic ends with the log format's version (big-endian):
+		// a newer one is not damage.
+		if v := binary.BigEndian.Uint32(b[12:16]); string(b[:12]) == walMagic[:12] && v > walFormat {
+			return h, false, newerFormat("log format", uint64(v), walFormat)
+		}
 		return h, false, fmt.Errorf("%w: log header: bad magic", ErrCorrupt)
 	}
 	if crc32.Checksum(b[:40], crcTable) != binary.LittleEndian.Uint32(b[40:]) {

@@ -118,6 +118,8 @@ func runRole(role string) int {
 		return 0 // no Close
 	case "append-kill":
 		return appendThenKill()
+	case "agent":
+		return scriptedAgent()
 	}
 	fmt.Fprintln(os.Stderr, "unknown role", role)
 	return 2
