@@ -266,8 +266,9 @@ type Result struct {
 // it when item IDs are reused (Clear, SetMessages in memory). Entries are
 // also keyed by the message's size and estimate, and a layout is adopted
 // only when the items it was made from are still given unchanged, so
-// nothing stale is ever used. A Memo changes how much work a view takes,
-// never the view.
+// nothing stale is ever used, provided the caller does not change items it
+// handed to Compute in place (it may append to its slice, or build a new
+// one). A Memo changes how much work a view takes, never the view.
 type Memo struct {
 	m map[memoKey]memoVal
 	// region is the layout of the last request that reused its saved
