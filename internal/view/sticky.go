@@ -180,12 +180,17 @@ func sameItem(a, b *Item) bool {
 	return a.ID == b.ID && a.Tokens == b.Tokens && a.Form == b.Form && a.Msg.Equal(b.Msg)
 }
 
-// sameItems reports whether a and b hold the same items. Items a caller
-// keeps share their bytes from one request to the next, so an unchanged
-// item costs a pointer comparison.
+// sameItems reports whether a and b hold the same items. The same memory
+// holds the same items (a caller does not change items it handed to
+// Compute in place); elsewhere, items a caller keeps share their bytes
+// from one request to the next, so an unchanged item costs a pointer
+// comparison.
 func sameItems(a, b []Item) bool {
 	if len(a) != len(b) {
 		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
 	}
 	for i := range a {
 		if !sameItem(&a[i], &b[i]) {

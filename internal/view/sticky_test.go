@@ -98,3 +98,28 @@ func sameResult(t *testing.T, where string, a, b view.Result) {
 		t.Fatalf("%s: events differ:\n%v\n%v", where, a.Events, b.Events)
 	}
 }
+
+// TestNeedStartAtCutoff: a need of a cutoff alone finds its start by
+// binary search; it must be where walking back from the newest item
+// stops.
+func TestNeedStartAtCutoff(t *testing.T) {
+	est := tokens.O200k()
+	r := rand.New(rand.NewPCG(5, 6))
+	for c := range 200 {
+		o := viewtest.Random(r)
+		items := viewtest.Items(viewtest.Generate(r, o), est)
+		for _, from := range []uint64{1, uint64(r.IntN(len(items)+2)) + 1, uint64(len(items)), uint64(len(items)) + 5, ^uint64(0)} {
+			n := view.Need{FromID: from}
+			want := len(items)
+			for want > 0 {
+				want--
+				if n.Covers(0, items[want]) {
+					break
+				}
+			}
+			if got := n.Start(items); got != want {
+				t.Fatalf("conversation %d: Need{FromID: %d}.Start = %d, walking back gives %d", c, from, got, want)
+			}
+		}
+	}
+}
