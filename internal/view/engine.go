@@ -637,17 +637,15 @@ func (e *engine) summaryCount() int {
 	return e.summary.Count
 }
 
-func (e *engine) compacted() bool {
-	r, t, s, sum, _ := e.counts()
-	return r > 0 || t > 0 || s > 0 || sum > 0
-}
-
 // noticeTokens is the size of the notice the current layout would get.
 func (e *engine) noticeTokens() int {
-	if !e.cfg.Notice || e.pending || !e.compacted() {
+	if !e.cfg.Notice || e.pending {
 		return 0
 	}
 	r, t, s, sum, _ := e.counts()
+	if r == 0 && t == 0 && s == 0 && sum == 0 {
+		return 0 // not compacted: no notice
+	}
 	return e.est.Estimate(NoticeMessage(r, t, s, sum, e.cfg.Annotations, e.cfg.RecallTool))
 }
 
