@@ -28,6 +28,10 @@ const maxCountBlocks = 256
 type recounts struct {
 	blocks map[string]map[uint64]int // loaded, by key; an empty map: none saved
 	dirty  map[string]map[uint64]int // made since the last save
+	// The block saved looked up last (a tail is read a block at a time):
+	// its number and counts, valid when last is not nil.
+	lastBlock uint64
+	last      map[uint64]int
 }
 
 // CountsKey is the key of the KindCounts record that holds the count of seq
@@ -42,15 +46,78 @@ func CountsKey(counter string, seq uint64) string {
 // block's other seqs come with it, under CountsKey). A damaged record reads
 // as empty: it only costs a recount.
 func KeptCounts(ctx context.Context, eng storage.Engine, session, counter string, seq uint64) (map[uint64]int, error) {
-	b := map[uint64]int{}
 	v, err := storage.GetDerived(ctx, eng, session, KindCounts, CountsKey(counter, seq))
 	switch {
 	case err == nil:
-		_ = json.Unmarshal(v, &b)
+		return parseCounts(v), nil
 	case !errors.Is(err, storage.ErrNotFound):
-		return b, err
+		return map[uint64]int{}, err
 	}
-	return b, nil
+	return map[uint64]int{}, nil
+}
+
+// parseCounts decodes a counts record, {"seq":count,...} as json.Marshal
+// writes it, without encoding/json's reflection: a resumed session reads
+// one record per countsBlock messages of its tail. Anything else goes to
+// encoding/json; what neither reads is empty (it only costs a recount).
+func parseCounts(v []byte) map[uint64]int {
+	b := make(map[uint64]int, countsBlock)
+	if len(v) < 2 || v[0] != '{' {
+		return slowCounts(v)
+	}
+	i := 1
+	for i < len(v) && v[i] != '}' {
+		if v[i] == ',' && len(b) > 0 {
+			i++
+		}
+		seq, n, ok := countsNumber(v, i, true)
+		if !ok || n >= len(v) || v[n] != ':' {
+			return slowCounts(v)
+		}
+		t, m, ok := countsNumber(v, n+1, false)
+		if !ok {
+			return slowCounts(v)
+		}
+		b[seq] = int(t)
+		i = m
+	}
+	if i != len(v)-1 {
+		return slowCounts(v)
+	}
+	return b
+}
+
+// countsNumber reads the decimal number at v[i:] (quoted when quoted) and
+// returns it and the index after it.
+func countsNumber(v []byte, i int, quoted bool) (uint64, int, bool) {
+	if quoted {
+		if i >= len(v) || v[i] != '"' {
+			return 0, i, false
+		}
+		i++
+	}
+	start, n := i, uint64(0)
+	for ; i < len(v) && v[i] >= '0' && v[i] <= '9' && i-start < 18; i++ {
+		n = n*10 + uint64(v[i]-'0')
+	}
+	if i == start {
+		return 0, i, false
+	}
+	if quoted {
+		if i >= len(v) || v[i] != '"' {
+			return 0, i, false
+		}
+		i++
+	}
+	return n, i, true
+}
+
+func slowCounts(v []byte) map[uint64]int {
+	b := map[uint64]int{}
+	if json.Unmarshal(v, &b) != nil {
+		return map[uint64]int{}
+	}
+	return b
 }
 
 // saved returns the kept count of seq by the manager's counter, reading its
@@ -58,6 +125,10 @@ func KeptCounts(ctx context.Context, eng storage.Engine, session, counter string
 func (r *recounts) saved(ctx context.Context, m *Manager, seq uint64) (int, bool) {
 	if m.counter == "" {
 		return 0, false // an unnamed estimator's counts are not kept
+	}
+	if r.last != nil && r.lastBlock == seq/countsBlock {
+		t, ok := r.last[seq]
+		return t, ok
 	}
 	key := CountsKey(m.counter, seq)
 	b, ok := r.blocks[key]
@@ -69,6 +140,7 @@ func (r *recounts) saved(ctx context.Context, m *Manager, seq uint64) (int, bool
 		}
 		r.blocks[key] = b
 	}
+	r.lastBlock, r.last = seq/countsBlock, b
 	t, ok := b[seq]
 	return t, ok
 }

@@ -61,6 +61,7 @@ func commands() []*command {
 		viewCommand(),
 		addCommand(),
 		tailCommand(),
+		serveCommand(),
 		exportCommand(),
 		importCommand(),
 		ingestCommand(),

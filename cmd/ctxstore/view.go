@@ -129,7 +129,8 @@ type viewReport struct {
 
 // viewLine is one message of the view with where it came from.
 type viewLine struct {
-	Seq     uint64          `json:"seq,omitempty"` // 0: added by the view
+	Seq     uint64          `json:"seq,omitempty"`      // 0: added by the view
+	FromSeq uint64          `json:"from_seq,omitempty"` // a summary: the first message it stands for
 	Form    ctxstore.Form   `json:"form"`
 	Tokens  int             `json:"tokens"`
 	Message json.RawMessage `json:"message"`
@@ -193,7 +194,7 @@ func viewOf(ctx context.Context, mgr *persistent.Manager, log *eventLog, req ctx
 	rep.View.Messages, rep.View.Tokens = len(v.Messages), v.Tokens
 	for i, m := range v.Messages {
 		o := v.Origins[i]
-		rep.Messages = append(rep.Messages, viewLine{Seq: o.Seq, Form: o.Form, Tokens: o.Tokens, Message: m.Bytes()})
+		rep.Messages = append(rep.Messages, viewLine{Seq: o.Seq, FromSeq: o.FromSeq, Form: o.Form, Tokens: o.Tokens, Message: m.Bytes()})
 	}
 	return rep, nil
 }

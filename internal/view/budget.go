@@ -1,6 +1,8 @@
 package view
 
 import (
+	"slices"
+
 	"github.com/ctxstore/ctxstore"
 )
 
@@ -100,6 +102,19 @@ func (n Need) Covers(tokens int, oldest Item) bool {
 // back from the newest item only as far as the need reaches, so its cost
 // does not grow with the history.
 func (n Need) Start(items []Item) int {
+	if n.Tokens <= 0 && n.FromID != 0 {
+		// Only the cutoff counts: the newest item at or below it that
+		// may start a tail, found without walking the items above it.
+		i, _ := slices.BinarySearchFunc(items, n.FromID, func(it Item, id uint64) int {
+			if it.ID <= id {
+				return -1
+			}
+			return 1
+		})
+		for i--; i > 0 && !n.Covers(0, items[i]); i-- {
+		}
+		return max(i, 0)
+	}
 	start, sum := len(items), 0
 	for start > 0 {
 		start--

@@ -28,7 +28,9 @@
 // messages and the first human message, tracks the newest human message's
 // seq (pass it as LastHuman when it is older than the tail), and reads the
 // tail backwards, asking [Need.Covers] after each message. An optional
-// [Memo] keeps rewritten (truncated, stubbed) messages between requests.
+// [Memo] keeps rewritten (truncated, stubbed) messages between requests,
+// and the layout of the last request that reused its decisions, so the
+// next one lays out only the messages appended since.
 //
 // The tail must meet the need ([Need.Start] finds where): it reaches back at least
 // Need.Tokens tokens and at least to Need.FromID (the saved cutoff), and does

@@ -2,7 +2,6 @@ package view
 
 import (
 	"math"
-	"slices"
 
 	"github.com/ctxstore/ctxstore"
 )
@@ -179,10 +178,16 @@ func (d *Driver) Explain(plan Plan, res Result) ctxstore.View {
 		n++
 	}
 	v.StablePrefix = n
-	if len(d.prefixes) >= maxPrefixes {
+	if _, ok := d.prefixes[plan.Budget.Tokens]; !ok && len(d.prefixes) >= maxPrefixes {
 		clear(d.prefixes)
 	}
-	d.prefixes[plan.Budget.Tokens] = slices.Clone(v.Messages)
+	// The copy goes into the previous one's memory, which only the Driver
+	// holds: a view of thousands of messages is not allocated (and
+	// cleared) twice per request.
+	if len(v.Messages) < len(prev) {
+		clear(prev[len(v.Messages):]) // hold no message the view dropped
+	}
+	d.prefixes[plan.Budget.Tokens] = append(prev[:0], v.Messages...)
 	cp := v
 	cp.Messages, cp.Origins = nil, nil
 	d.lastView = &cp

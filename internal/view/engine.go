@@ -80,6 +80,9 @@ type engine struct {
 	level     int
 	firstBack bool // a new escalation or the breaker's floor view: a removed first user message may return
 	tripped   bool // the view is the floor because the breaker holds
+
+	protLo  int  // no entry below this index is marked protected
+	adopted bool // the region is the previous request's, grown by the new messages (see adoptRegion)
 }
 
 func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Config) Result {
@@ -110,8 +113,10 @@ func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Conf
 		e.d = cloneDecisions(saved)
 		e.d.Version = decisionsVersion
 	}
-	e.collectPinned()
 	e.locateHumans()
+	if fresh || !e.adoptRegion() {
+		e.collectPinned()
+	}
 
 	res := e.run(fresh)
 	res.Stats.Reused = !fresh && !res.Stats.Escalated
@@ -129,7 +134,9 @@ func (e *engine) run(fresh bool) Result {
 	}
 	// 2. Saved decisions (sticky) while they keep the view under the trigger.
 	if !fresh {
-		e.buildRegion(e.d.Cutoff, true)
+		if !e.adopted {
+			e.buildRegion(e.d.Cutoff, true)
+		}
 		if e.d.Tripped {
 			if e.floorWithFirst()+e.reserveFor() >= e.trig {
 				if _, _, need := e.firstUserNeed(); need && !e.d.KeepFirstUser {
@@ -143,7 +150,9 @@ func (e *engine) run(fresh bool) Result {
 			e.d.Tripped, e.d.Ineffective = false, 0
 		}
 		if e.total+e.noticeTokens() < e.trig && !e.firstUserShort() {
-			return e.finish(false, e.total)
+			res := e.finish(false, e.total)
+			e.keepRegion()
+			return res
 		}
 	}
 	// 3. New escalation.
@@ -283,8 +292,9 @@ func (e *engine) buildRegion(from uint64, sticky bool) {
 	}
 	e.group()
 	if sticky {
-		e.applySaved()
+		e.applySaved(0)
 	}
+	e.protLo = len(e.ents)
 	e.markProtection()
 	e.recount()
 }
@@ -404,9 +414,10 @@ func distinct(ids []string) int {
 	return n
 }
 
-// applySaved re-applies saved removals, truncations and stubs.
-func (e *engine) applySaved() {
-	for i := range e.ents {
+// applySaved re-applies saved removals, truncations and stubs to the
+// entries from index from on.
+func (e *engine) applySaved(from int) {
+	for i := from; i < len(e.ents); i++ {
 		en := &e.ents[i]
 		id := en.item.ID
 		if has(e.d.Removed, id) {
@@ -428,12 +439,18 @@ func has(ids []uint64, id uint64) bool {
 }
 
 // markProtection marks the newest ProtectedToolResults results, which
-// stay whole while older output can go.
+// stay whole while older output can go. Marks left from entries at
+// protLo or later (an adopted region that grew) are cleared first.
 func (e *engine) markProtection() {
+	for i := e.protLo; i < len(e.ents); i++ {
+		e.ents[i].protected = false
+	}
+	e.protLo = len(e.ents)
 	left := e.cfg.ProtectedToolResults
 	for i := len(e.ents) - 1; i >= 0 && left > 0; i-- {
 		if e.ents[i].result && !e.units[e.ents[i].unit].invalid {
 			e.ents[i].protected = true
+			e.protLo = i
 			left--
 		}
 	}
@@ -620,17 +637,15 @@ func (e *engine) summaryCount() int {
 	return e.summary.Count
 }
 
-func (e *engine) compacted() bool {
-	r, t, s, sum, _ := e.counts()
-	return r > 0 || t > 0 || s > 0 || sum > 0
-}
-
 // noticeTokens is the size of the notice the current layout would get.
 func (e *engine) noticeTokens() int {
-	if !e.cfg.Notice || e.pending || !e.compacted() {
+	if !e.cfg.Notice || e.pending {
 		return 0
 	}
 	r, t, s, sum, _ := e.counts()
+	if r == 0 && t == 0 && s == 0 && sum == 0 {
+		return 0 // not compacted: no notice
+	}
 	return e.est.Estimate(NoticeMessage(r, t, s, sum, e.cfg.Annotations, e.cfg.RecallTool))
 }
 

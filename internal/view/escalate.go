@@ -407,6 +407,6 @@ func equalDecisions(a, b Decisions) bool {
 		slices.Equal(a.Removed, b.Removed) && slices.Equal(a.Truncated, b.Truncated) && slices.Equal(a.Omitted, b.Omitted) &&
 		slices.Equal(a.Stubbed, b.Stubbed) && slices.Equal(a.Summaries, b.Summaries) &&
 		slices.Equal(a.Warned, b.Warned) && slices.EqualFunc(a.Held, b.Held, func(x, y Item) bool {
-		return x.ID == y.ID && x.Tokens == y.Tokens && x.Msg.String() == y.Msg.String()
+		return x.ID == y.ID && x.Tokens == y.Tokens && x.Msg.Equal(y.Msg)
 	})
 }

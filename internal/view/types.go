@@ -110,7 +110,10 @@ type History struct {
 	// as superseded memory-file versions. Optional.
 	Hidden []uint64
 	// Memo, optional, caches rewritten messages between requests so a
-	// truncated megabyte tool result is rewritten once, not per request.
+	// truncated megabyte tool result is rewritten once, not per request,
+	// and the last reused layout, so a request after an append costs in
+	// proportion to what was appended and to the view, not to the region
+	// back to the cutoff.
 	Memo *Memo
 	// Total and TotalTokens describe the whole current history (message
 	// count and Σ tokens); they are reported in events, never walked.
@@ -255,14 +258,22 @@ type Result struct {
 }
 
 // Memo caches the truncated and stubbed forms of messages across Compute
-// calls of one manager. A manager keeps one (NewMemo) and passes it in
-// History.Memo. It is not safe for concurrent use: pass it only under the
-// lock that serializes the manager's requests, and replace it when item IDs
-// are reused (Clear, SetMessages in memory). Entries are also keyed by the
-// message's size and estimate, so a stale entry is never used for another
-// message.
+// calls of one manager, and the layout of the last request that reused its
+// saved decisions: the next such request, over the same messages plus new
+// ones, lays out only the new ones. A manager keeps one (NewMemo) and
+// passes it in History.Memo. It is not safe for concurrent use: pass it
+// only under the lock that serializes the manager's requests, and replace
+// it when item IDs are reused (Clear, SetMessages in memory). Entries are
+// also keyed by the message's size and estimate, and a layout is adopted
+// only when the items it was made from are still given unchanged, so
+// nothing stale is ever used, provided the caller does not change items it
+// handed to Compute in place (it may append to its slice, or build a new
+// one). A Memo changes how much work a view takes, never the view.
 type Memo struct {
 	m map[memoKey]memoVal
+	// region is the layout of the last request that reused its saved
+	// decisions (see adoptRegion); nil when there is none to adopt.
+	region *stickyRegion
 }
 
 type memoKey struct {

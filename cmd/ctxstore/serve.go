@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+func serveCommand() *command {
+	return &command{
+		name:    "serve",
+		usage:   "[--addr HOST:PORT [--remote]] [--open]",
+		summary: "look at sessions in a browser: history, the view at a budget, live updates",
+		help: `Serves a local web viewer of the database and prints its URL, which holds
+a random token made for this run (as Jupyter does): open that URL; the
+browser keeps the token in a cookie afterwards. Requests without it are
+refused, and so are requests naming another host (DNS rebinding).
+
+The viewer lists the sessions (sort, filter), shows a session's history by
+epoch (tool calls with their results, images, each message's raw JSON),
+and beside it the view an agent would send at a budget or a model's
+window: which messages go whole, truncated, stubbed, summarized or
+removed, the notice, the tokens against the budget and the stable prefix,
+as 'ctxstore view' explains them. Messages other processes append appear
+within a second.
+
+serve is read-only: it opens the database read-only (a PostgreSQL login
+with SELECT alone is enough) and never holds it against the agents that
+keep appending. It listens on the loopback interface; another address
+needs --remote, and then anyone who can reach it and has the token reads
+every session. Ctrl-C stops it.`,
+		example: "ctxstore serve\nctxstore serve --addr 127.0.0.1:8765 --open\nctxstore --db postgres://db.internal/agents serve",
+		run: func(ctx context.Context, a *app, c *command, args []string) error {
+			fs := a.flags(c)
+			addr := fs.String("addr", "127.0.0.1:0", "listen on `HOST:PORT` (port 0: any free port)")
+			open := fs.Bool("open", false, "open the URL in the default browser")
+			remote := fs.Bool("remote", false, "allow an --addr that is not a loopback address")
+			if _, err := a.parse(c, fs, args, 0, 0); err != nil {
+				return err
+			}
+			loopback, err := checkServeAddr(*addr)
+			if err != nil {
+				return err
+			}
+			if !loopback && !*remote {
+				return usagef("--addr %s is not a loopback address: anyone who can reach it could read every session with the token; add --remote if that is meant", *addr)
+			}
+			return runServe(ctx, a, *addr, *open, !loopback)
+		},
+	}
+}
+
+// checkServeAddr checks that addr is HOST:PORT and reports whether HOST is
+// a loopback address (an empty host, which listens everywhere, is not).
+func checkServeAddr(addr string) (loopback bool, err error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, usagef("--addr %q: want HOST:PORT, such as 127.0.0.1:8765 (%v)", addr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return false, usagef("--addr %q: bad port %q", addr, port)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+// newToken returns a random token for one run of serve.
+func newToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("serve: make a token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// runServe opens the database read-only and serves the viewer until ctx
+// ends.
+func runServe(ctx context.Context, a *app, addr string, open, remote bool) error {
+	st, err := a.open(ctx, readOnly)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	token, err := newToken()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serve: listen on %s: %w (pick another with --addr, or port 0 for any free one)", addr, err)
+	}
+	srv := newViewer(st, token, ln.Addr().(*net.TCPAddr).Port)
+	defer srv.close()
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
+	if remote {
+		fmt.Fprintf(a.stderr, "warning: serving on %s, not a loopback address: anyone who reaches it with the token reads every session\n", ln.Addr())
+	}
+	fmt.Fprintf(a.stdout, "%s\n", url)
+	fmt.Fprintf(a.stderr, "ctxstore serve: %s read-only; open the URL above (Ctrl-C stops)\n", st.Location())
+	if open {
+		if err := openBrowser(url); err != nil {
+			fmt.Fprintf(a.stderr, "warning: could not open a browser (%v); open the URL yourself\n", err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// The event streams end with ctx; give the other requests a moment.
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("serve: stop: %w", err)
+	}
+	return nil
+}
+
+// openBrowser opens url in the desktop's default browser.
+func openBrowser(url string) error {
+	var cmd *exec.Cmd
+	switch runtime.GOOS {
+	case "darwin":
+		cmd = exec.Command("open", url)
+	case "windows":
+		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
+	default:
+		cmd = exec.Command("xdg-open", url)
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go cmd.Wait()
+	return nil
+}
+
+// hostAllowed reports whether a request's Host header names this server:
+// the port it listens on, with "localhost" or an IP address. A name that
+// resolves here only because an attacker's DNS says so (DNS rebinding) is
+// refused.
+func hostAllowed(host string, port int) bool {
+	h, p, err := net.SplitHostPort(host)
+	if err != nil || p != fmt.Sprint(port) {
+		return false
+	}
+	h = strings.TrimSuffix(strings.ToLower(h), ".")
+	return h == "localhost" || net.ParseIP(h) != nil
+}

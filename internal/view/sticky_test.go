@@ -1,0 +1,125 @@
+package view_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/internal/view/viewtest"
+	"github.com/ctxstore/ctxstore/tokens"
+)
+
+// TestMemoChangesNothing grows conversations message by message, as
+// TestPropertySession does, and computes every view twice: with the
+// manager's Memo (which lets a request adopt the previous request's
+// layout) and without one. Both must give the same result in every
+// respect, also when the host alternates between two budgets, hides a
+// message, or hands the engine copies of the items (a reloaded window).
+func TestMemoChangesNothing(t *testing.T) {
+	est := tokens.O200k()
+	r := rand.New(rand.NewPCG(11, 12))
+	adopted := 0
+	for c := range cases(24, 4, 2000) {
+		o := viewtest.Random(r)
+		o.Turns = 20 + r.IntN(120)
+		msgs := viewtest.Generate(r, o)
+		items := viewtest.Items(msgs, est)
+		total := viewtest.Sum(msgs, est)
+		budgets := []int{total/(2+r.IntN(8)) + 100, total/(2+r.IntN(8)) + 100}
+		if bs := firstUserBudgets(r, msgs, est); c%4 == 3 && len(bs) > 0 {
+			budgets[0] = bs[r.IntN(len(bs))]
+		}
+		cfg := defaultConfig(strategies[c%len(strategies)])
+		memo := view.NewMemo()
+		saved := map[int]view.Decisions{}
+		var hidden []uint64
+		for k := 1; k <= len(items); k++ {
+			b := budgets[0]
+			if c%3 == 1 && k%5 == 0 {
+				b = budgets[1] // a host alternating between two models
+			}
+			if c%5 == 2 && k == len(items)/2 {
+				hidden = []uint64{uint64(k / 2)} // a memory file superseded
+			}
+			hist := items[:k]
+			if c%7 == 3 && k%11 == 0 {
+				hist = cloneItems(hist) // a reloaded window: equal items, other memory
+			}
+			d := saved[b]
+			withMemo := computeHidden(hist, b, d, cfg, memo, hidden)
+			without := computeHidden(hist, b, d, cfg, nil, hidden)
+			where := fmt.Sprintf("conversation %d strategy %s budget %d after %d messages", c, cfg.Strategy, b, k)
+			sameResult(t, where, withMemo, without)
+			if withMemo.Stats.Reused {
+				adopted++
+			}
+			saved[b] = withMemo.Decisions
+		}
+	}
+	if adopted == 0 {
+		t.Error("no request reused its decisions: the adopted layout is not exercised")
+	}
+}
+
+func cloneItems(items []view.Item) []view.Item {
+	out := make([]view.Item, len(items))
+	for i, it := range items {
+		out[i] = it
+		out[i].Msg = ctxstore.MustParseMessage(it.Msg.Bytes())
+	}
+	return out
+}
+
+func computeHidden(items []view.Item, budget int, saved view.Decisions, cfg view.Config, memo *view.Memo, hidden []uint64) view.Result {
+	h := viewtest.Load(items, view.Horizon(budget, cfg, saved))
+	h.Memo, h.Hidden = memo, hidden
+	return view.Compute(context.Background(), h, view.Budget{Tokens: budget, Source: view.SourceExplicit}, saved, cfg)
+}
+
+func sameResult(t *testing.T, where string, a, b view.Result) {
+	t.Helper()
+	if messages(a.View) != messages(b.View) {
+		t.Fatalf("%s: views differ\nwith memo:\n%.3000s\nwithout:\n%.3000s", where, messages(a.View), messages(b.View))
+	}
+	if !reflect.DeepEqual(a.Origins, b.Origins) {
+		t.Fatalf("%s: origins differ:\n%v\n%v", where, a.Origins, b.Origins)
+	}
+	if da, db := decisionsJSON(t, a.Decisions), decisionsJSON(t, b.Decisions); da != db {
+		t.Fatalf("%s: decisions differ:\n%s\n%s", where, da, db)
+	}
+	if a.Stats != b.Stats || a.Changed != b.Changed {
+		t.Fatalf("%s: stats differ:\n%+v (changed %v)\n%+v (changed %v)", where, a.Stats, a.Changed, b.Stats, b.Changed)
+	}
+	if !reflect.DeepEqual(a.Events, b.Events) {
+		t.Fatalf("%s: events differ:\n%v\n%v", where, a.Events, b.Events)
+	}
+}
+
+// TestNeedStartAtCutoff: a need of a cutoff alone finds its start by
+// binary search; it must be where walking back from the newest item
+// stops.
+func TestNeedStartAtCutoff(t *testing.T) {
+	est := tokens.O200k()
+	r := rand.New(rand.NewPCG(5, 6))
+	for c := range 200 {
+		o := viewtest.Random(r)
+		items := viewtest.Items(viewtest.Generate(r, o), est)
+		for _, from := range []uint64{1, uint64(r.IntN(len(items)+2)) + 1, uint64(len(items)), uint64(len(items)) + 5, ^uint64(0)} {
+			n := view.Need{FromID: from}
+			want := len(items)
+			for want > 0 {
+				want--
+				if n.Covers(0, items[want]) {
+					break
+				}
+			}
+			if got := n.Start(items); got != want {
+				t.Fatalf("conversation %d: Need{FromID: %d}.Start = %d, walking back gives %d", c, from, got, want)
+			}
+		}
+	}
+}
