@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
@@ -89,4 +90,50 @@ func pgSearchN(t *testing.T, st *Store, q string, n int) {
 	if len(res.Hits) != n {
 		t.Fatalf("search %q: %d hits, want %d", q, len(res.Hits), n)
 	}
+}
+
+// TestSearchBulkCatchUp: a catch-up large enough to gather the terms in the
+// GIN index's pending list finds every message, leaves the pending list
+// merged, and passes VerifySearch; an append after it is found next.
+func TestSearchBulkCatchUp(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	schema := freshSchema(t, dsn)
+	st := openTest(t, dsn, schema)
+	const n = analyzeAfter + 500
+	for _, name := range []string{"a", "b"} {
+		entries := func(yield func(storage.Entry, error) bool) {
+			for i := 1; i <= n/2; i++ {
+				m := ctxstore.NewMessage("user", fmt.Sprintf("bulk tapir %d of %s", i, name))
+				if !yield(storage.Entry{Seq: uint64(i), Epoch: 1, Raw: m.Bytes(), Time: time.Unix(int64(i), 0)}, nil) {
+					return
+				}
+			}
+		}
+		info := storage.SessionInfo{Name: name, Epoch: 1, LastSeq: n / 2, Created: time.Unix(1, 0)}
+		if err := st.ImportSession(ctx, info, entries); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lags, err := st.searchLags(ctx)
+	if err != nil || !st.bulkCatchUp(ctx, lags) {
+		t.Fatalf("a catch-up of %d messages by the index's owner is not bulk (%v)", n, err)
+	}
+	res, err := st.Search(ctx, storage.SearchRequest{Query: "tapir 1234", Limit: 10})
+	if err != nil || len(res.Hits) != 2 {
+		t.Fatalf("search after a bulk catch-up: %+v %v", res.Hits, err)
+	}
+	var pending int64
+	if err := st.pool.QueryRow(ctx, `SELECT n_pending_tuples FROM pgstatginindex($1::regclass)`, st.schema+".search_docs_terms").Scan(&pending); err != nil {
+		t.Logf("pgstatginindex: %v (pgstattuple not installed: not checked)", err)
+	} else if pending != 0 {
+		t.Errorf("%d tuples left in the pending list", pending)
+	}
+	if problems, err := st.VerifySearch(ctx); err != nil || len(problems) > 0 {
+		t.Fatalf("verify: %q %v", problems, err)
+	}
+	if _, _, err := st.Append(ctx, "a", storage.Record{Message: ctxstore.NewMessage("user", "late okapi")}); err != nil {
+		t.Fatal(err)
+	}
+	pgSearchN(t, st, "okapi", 1)
 }
