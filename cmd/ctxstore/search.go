@@ -237,6 +237,21 @@ func verifySearch(ctx context.Context, st storage.Engine) ([]string, error) {
 	return ix.VerifySearch(ctx)
 }
 
+// withSearchProblems is rep's text with its summary line counting n
+// problems of the search index too: a log that is fine under an index that
+// is not is not called OK.
+func withSearchProblems(rep *storage.VerifyReport, n int) string {
+	text := rep.String()
+	if n == 0 {
+		return text
+	}
+	head, rest, _ := strings.Cut(text, "\n")
+	if ok := "verify " + rep.Path + ": OK: "; strings.HasPrefix(head, ok) {
+		head = "verify " + rep.Path + ": log OK, search index damaged: " + head[len(ok):]
+	}
+	return fmt.Sprintf("%s, %d search index problems\n%s", head, n, rest)
+}
+
 // printSearchProblems reports what verify found wrong with the search
 // index, which is derived from the log: no message is lost.
 func printSearchProblems(w io.Writer, problems []string) {

@@ -94,6 +94,10 @@ func TestSearchIndexVerify(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stdout, "search index") || !strings.Contains(r.stdout, "search --rebuild") {
 		t.Fatalf("verify of a damaged index: %s", r)
 	}
+	summary, _, _ := strings.Cut(r.stdout, "\n")
+	if strings.Contains(summary, ": OK:") || !strings.Contains(summary, "search index damaged") || !strings.HasSuffix(summary, ", 1 search index problems") {
+		t.Errorf("verify of a damaged index: the summary line does not count the index's problem: %q", summary)
+	}
 	if r := e.ok("", "search", "machine"); !strings.Contains(r.stdout, "work #4") {
 		t.Fatalf("search with a damaged index: %s", r)
 	}
