@@ -202,9 +202,10 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	bulk := s.bulkCatchUp(ctx, lags)
 	// Sessions are indexed by catchUpWorkers connections at once: the
-	// server's work (GIN inserts) dominates, and overlaps.
+	// server's work (GIN inserts) dominates, and overlaps. The GIN index
+	// gathers new rows' terms in its pending list and merges a few MB of
+	// them at a time (fastupdate, the default), within some insert.
 	var (
 		mu      sync.Mutex
 		indexed int64
@@ -216,7 +217,7 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 		wg.Go(func() {
 			for l := range work {
 				for l.mark < l.last {
-					next, err := s.indexBatch(ctx, l, bulk)
+					next, err := s.indexBatch(ctx, l)
 					mu.Lock()
 					if err != nil && first == nil {
 						first = s.errorf(string(l.name), "search: indexing: %w", err)
@@ -236,16 +237,10 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 	}
 	close(work)
 	wg.Wait()
-	if bulk {
-		// Merge the pending list into the index now, not in some
-		// search's way (it is read row by row until merged).
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `SET LOCAL maintenance_work_mem = '128MB'`)
-			if err == nil {
-				_, err = tx.Exec(ctx, `SELECT gin_clean_pending_list($1::regclass)`, s.schema+".search_docs_terms")
-			}
-			return err
-		})
+	if s.mergesPending(ctx, indexed) {
+		// Merge what is left in the pending list into the index now:
+		// searches read it row by row until it is merged.
+		_, err := s.pool.Exec(ctx, `SELECT gin_clean_pending_list($1::regclass)`, s.schema+".search_docs_terms")
 		if err != nil && first == nil {
 			first = s.errorf("", "search: merging the index's pending list: %w", err)
 		}
@@ -262,14 +257,10 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 	return nil
 }
 
-// bulkCatchUp reports whether catching up lags is large enough to gather
-// the new terms in the GIN index's pending list and merge them at the end,
-// which only the index's owner may do.
-func (s *Store) bulkCatchUp(ctx context.Context, lags []lag) bool {
-	var n int64
-	for _, l := range lags {
-		n += l.last - l.mark
-	}
+// mergesPending reports whether a catch-up that indexed n messages merges
+// the GIN index's pending list at its end: a large one does, when its role
+// owns the index (which gin_clean_pending_list requires).
+func (s *Store) mergesPending(ctx context.Context, n int64) bool {
 	if n < analyzeAfter {
 		return false
 	}
@@ -320,9 +311,8 @@ const analyzeAfter = 5000
 
 // indexBatch indexes up to searchBatch messages of l's session with seqs
 // in (l.mark, l.last] and moves the mark past them; it returns the new
-// mark. A bulk batch (part of a large catch-up) leaves its terms in the GIN
-// index's pending list, which catchUpSearch merges once at the end.
-func (s *Store) indexBatch(ctx context.Context, l lag, bulk bool) (int64, error) {
+// mark.
+func (s *Store) indexBatch(ctx context.Context, l lag) (int64, error) {
 	rows, err := s.pool.Query(ctx, `SELECT seq, epoch, time, role, raw FROM `+s.schema+`.messages
 		WHERE session = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT `+strconv.Itoa(searchBatch), l.name, l.mark, l.last)
 	if err != nil {
@@ -353,7 +343,7 @@ func (s *Store) indexBatch(ctx context.Context, l lag, bulk bool) (int64, error)
 		next = docs[len(docs)-1][1].(int64)
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return s.writeBatch(ctx, tx, l, docs, next, bulk)
+		return s.writeBatch(ctx, tx, l, docs, next)
 	})
 	return next, err
 }
@@ -372,18 +362,14 @@ func (s *Store) indexBatch(ctx context.Context, l lag, bulk bool) (int64, error)
 // session imported later under its name (from seq 1 again). (An advisory
 // lock, not a row lock on the messages: those would be written into every
 // message row indexed.)
-func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, l lag, docs [][]any, next int64, bulk bool) error {
+func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, l lag, docs [][]any, next int64) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, searchLockKey(s.schema, l.name)); err != nil {
 		return err
 	}
 	// The index is derived: a commit the server loses in a crash loses
 	// the rows and the mark together, and the next search indexes them
 	// again; so commits need not wait for the disk.
-	set := `SET LOCAL synchronous_commit = off`
-	if bulk {
-		set += `; SET LOCAL gin_pending_list_limit = '` + bulkPendingList + `'`
-	}
-	if _, err := tx.Exec(ctx, set); err != nil {
+	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
 		return err
 	}
 	// The mark now, and which of the messages read are still there.
@@ -416,11 +402,6 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, l lag, docs [][]any, 
 		ON CONFLICT (session) DO UPDATE SET seq = $2`, l.name, next)
 	return err
 }
-
-// bulkPendingList is the GIN pending list a large catch-up lets grow
-// before its terms are merged into the index: merging many rows' terms at
-// once costs a fraction of inserting each row's.
-const bulkPendingList = "256MB"
 
 // VerifySearch checks the search index against the messages: every
 // message up to its session's mark is indexed, and nothing else is.

@@ -123,7 +123,7 @@ func TestSearchMarkAfterPurgeAndImport(t *testing.T) {
 	if err := other.Purge(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := searcher.indexBatch(ctx, lags[0], false); err != nil {
+	if _, err := searcher.indexBatch(ctx, lags[0]); err != nil {
 		t.Fatal(err)
 	}
 	entries := func(yield func(storage.Entry, error) bool) {
