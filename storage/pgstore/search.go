@@ -391,6 +391,12 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, l lag, docs [][]any, 
 		there[seq] = seq > mark
 	}
 	docs = slices.DeleteFunc(docs, func(d []any) bool { return !there[d[1].(int64)] })
+	// Rows past the mark are left from a mark an operator deleted: they
+	// are replaced.
+	if _, err := tx.Exec(ctx, `DELETE FROM `+s.schema+`.search_docs WHERE session = $1 AND seq > $2 AND seq <= $3`,
+		l.name, mark, next); err != nil {
+		return err
+	}
 	if len(docs) > 0 {
 		_, err = tx.CopyFrom(ctx, pgx.Identifier{s.name, "search_docs"},
 			[]string{"session", "seq", "epoch", "time", "role", "tools", "terms"}, pgx.CopyFromRows(docs))

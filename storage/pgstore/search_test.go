@@ -81,6 +81,28 @@ func TestSearchIndexDamage(t *testing.T) {
 	})
 }
 
+// TestSearchMarksDeleted: with the marks deleted and the rows kept (an
+// operator's cleanup), the next search indexes every session again over
+// the rows left and finds each message once.
+func TestSearchMarksDeleted(t *testing.T) {
+	dsn := testDSN(t)
+	ctx := context.Background()
+	st := openTest(t, dsn, freshSchema(t, dsn))
+	for _, w := range []string{"first jaguar", "second jaguar"} {
+		if _, _, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", w)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pgSearchN(t, st, "jaguar", 2)
+	if _, err := st.pool.Exec(ctx, `DELETE FROM `+st.schema+`.search_marks`); err != nil {
+		t.Fatal(err)
+	}
+	pgSearchN(t, st, "jaguar", 2)
+	if problems, err := st.VerifySearch(ctx); err != nil || len(problems) > 0 {
+		t.Fatalf("verify: %q %v", problems, err)
+	}
+}
+
 func pgSearchN(t *testing.T, st *Store, q string, n int) {
 	t.Helper()
 	res, err := st.Search(context.Background(), storage.SearchRequest{Query: q})
