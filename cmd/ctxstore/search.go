@@ -38,7 +38,9 @@ epoch, role, time, score and snippet (matches between **). 'ctxstore show
 SESSION' prints the whole message.
 
 The index is derived from the log and kept beside a database file
-(FILE-search); --rebuild builds it again from the log.`,
+(FILE-search) or in a PostgreSQL schema; each search brings it up to date
+first, which writes the index only (a role that may only read still
+searches, more slowly: it says so). --rebuild builds it again from the log.`,
 		example: "ctxstore search ErrQuokkaLocked\nctxstore search '\"connection refused\" -retry' --session work --since 7d\nctxstore search read_file --tool read_file --json | jq .seq",
 		run:     runSearch,
 	}
