@@ -38,7 +38,9 @@ epoch, role, time, score and snippet (matches between **). 'ctxstore show
 SESSION' prints the whole message.
 
 The index is derived from the log and kept beside a database file
-(FILE-search); --rebuild builds it again from the log.`,
+(FILE-search) or in a PostgreSQL schema; each search brings it up to date
+first, which writes the index only (a role that may only read still
+searches, more slowly: it says so). --rebuild builds it again from the log.`,
 		example: "ctxstore search ErrQuokkaLocked\nctxstore search '\"connection refused\" -retry' --session work --since 7d\nctxstore search read_file --tool read_file --json | jq .seq",
 		run:     runSearch,
 	}
@@ -78,11 +80,16 @@ func runSearch(ctx context.Context, a *app, c *command, args []string) error {
 	if _, err := search.Parse(req.Query); err != nil {
 		return usagef("%v", strings.TrimPrefix(err.Error(), storage.ErrBadQuery.Error()+": "))
 	}
-	st, err := a.openForSearch(ctx)
+	st, writing, err := a.openForSearch(ctx)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { st.Close() }()
+	for _, name := range sessions {
+		if _, err := st.Session(ctx, name); err != nil {
+			return explainIn(st, name, err)
+		}
+	}
 	if *rebuild {
 		ix, ok := st.(storage.SearchIndexer)
 		if !ok {
@@ -93,6 +100,13 @@ func runSearch(ctx context.Context, a *app, c *command, args []string) error {
 		}
 	}
 	res, err := search.Search(ctx, st, req)
+	if _, file := st.(storage.FileEngine); err != nil && writing && !file && mayNotWrite(err) {
+		// The role may read the schema but not write its index.
+		if st, err = a.reopenReadOnly(ctx, st, err); err != nil {
+			return err
+		}
+		res, err = search.Search(ctx, st, req)
+	}
 	if errors.Is(err, storage.ErrBadQuery) {
 		return usagef("%v", err)
 	}
@@ -102,22 +116,31 @@ func runSearch(ctx context.Context, a *app, c *command, args []string) error {
 	return a.printHits(res, req)
 }
 
-// openForSearch opens the database: a file read-write when it exists, so
-// that the search index beside it is kept for the next search (the
-// messages are never written), a server read-only.
-func (a *app) openForSearch(ctx context.Context) (storage.Engine, error) {
+// openForSearch opens the database for writing when it exists, so that
+// the search index (beside a file, in a server's schema) is kept for the
+// next search; the messages are never written. A file that may not be
+// written, and a server role that may not write, search read-only.
+func (a *app) openForSearch(ctx context.Context) (st storage.Engine, writing bool, err error) {
 	path, err := a.dbPath()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if !isServer(path) {
-		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 && fi.Mode().IsRegular() && writable(path) {
-			return a.open(ctx, readWrite)
-		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+	if isServer(path) {
+		st, err := a.open(ctx, writeExisting)
+		if err != nil && mayNotWrite(err) {
+			st, err = a.reopenReadOnly(ctx, nil, err)
+			return st, false, err
 		}
+		return st, err == nil, err
 	}
-	return a.open(ctx, readOnly)
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 && fi.Mode().IsRegular() && writable(path) {
+		st, err := a.open(ctx, readWrite)
+		return st, err == nil, err
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, err
+	}
+	st, err = a.open(ctx, readOnly)
+	return st, false, err
 }
 
 func writable(path string) bool {
@@ -214,6 +237,21 @@ func verifySearch(ctx context.Context, st storage.Engine) ([]string, error) {
 		return nil, nil
 	}
 	return ix.VerifySearch(ctx)
+}
+
+// withSearchProblems is rep's text with its summary line counting n
+// problems of the search index too: a log that is fine under an index that
+// is not is not called OK.
+func withSearchProblems(rep *storage.VerifyReport, n int) string {
+	text := rep.String()
+	if n == 0 {
+		return text
+	}
+	head, rest, _ := strings.Cut(text, "\n")
+	if ok := "verify " + rep.Path + ": OK: "; strings.HasPrefix(head, ok) {
+		head = "verify " + rep.Path + ": log OK, search index damaged: " + head[len(ok):]
+	}
+	return fmt.Sprintf("%s, %d search index problems\n%s", head, n, rest)
 }
 
 // printSearchProblems reports what verify found wrong with the search

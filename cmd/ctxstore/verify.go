@@ -70,7 +70,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 					return err
 				}
 			} else {
-				fmt.Fprint(a.stdout, termSafe(rep.String(), true))
+				fmt.Fprint(a.stdout, termSafe(withSearchProblems(rep, len(searchProblems)), true))
 				for _, r := range repaired {
 					fmt.Fprintf(a.stdout, "  repaired: session %q epoch %d seq %d: call %q was interrupted; views answer it with %q\n",
 						r.Session, r.Epoch, r.AssistantSeq, r.CallID, persistent.InterruptedText)

@@ -135,6 +135,7 @@ type Store struct {
 	dsn      string          // the connection string without its password, for ConnectError
 	user     string          // the role logged in, for messages
 	schema   string          // quoted identifier
+	name     string          // the schema's name, unquoted
 	readOnly bool            // Options.ReadOnly
 	apart    bool            // Options.OneSessionPerTransaction
 	channel  string          // NOTIFY channel
@@ -194,6 +195,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		password: cfg.ConnConfig.Password,
 		user:     cfg.ConnConfig.User,
 		schema:   pgx.Identifier{opts.Schema}.Sanitize(),
+		name:     opts.Schema,
 		channel:  channelName(opts.Schema),
 		readOnly: opts.ReadOnly,
 		apart:    opts.OneSessionPerTransaction,

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
@@ -162,16 +164,17 @@ func lexeme(t string) string {
 	return "'" + t + "'"
 }
 
-// tsvector writes the terms of text as a tsvector with positions (at most
+// tsvector makes the terms of text a tsvector with positions (at most
 // 256 of each term, as the type allows), so that ts_rank sees how often
-// each occurs.
-func tsvector(text string) string {
-	pos := map[string][]int{}
+// each occurs. It travels in the type's binary form, which the server
+// reads without parsing.
+func tsvector(text string) pgtype.TSVector {
+	pos := map[string][]pgtype.TSVectorPosition{}
 	i := 0
 	for _, t := range search.Terms(text) {
 		i++
 		if p := pos[t]; len(p) < 256 && i <= 16383 {
-			pos[t] = append(p, i)
+			pos[t] = append(p, pgtype.TSVectorPosition{Position: uint16(i)})
 		}
 	}
 	terms := make([]string, 0, len(pos))
@@ -179,25 +182,15 @@ func tsvector(text string) string {
 		terms = append(terms, t)
 	}
 	slices.Sort(terms)
-	var b strings.Builder
+	v := pgtype.TSVector{Valid: true, Lexemes: make([]pgtype.TSVectorLexeme, 0, len(terms))}
+	size := 0
 	for _, t := range terms {
-		if b.Len() > 900_000 { // under the type's 1 MB
+		if size += len(t) + 4 + 2*len(pos[t]); size > 900_000 { // under the type's 1 MB
 			break
 		}
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(lexeme(t))
-		for j, p := range pos[t] {
-			if j == 0 {
-				b.WriteByte(':')
-			} else {
-				b.WriteByte(',')
-			}
-			b.WriteString(strconv.Itoa(p))
-		}
+		v.Lexemes = append(v.Lexemes, pgtype.TSVectorLexeme{Word: t, Positions: pos[t]})
 	}
-	return b.String()
+	return v
 }
 
 // searchBatch is how many messages one catch-up statement indexes.
@@ -210,7 +203,9 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 		return err
 	}
 	// Sessions are indexed by catchUpWorkers connections at once: the
-	// server's work (parsing, GIN inserts) dominates, and overlaps.
+	// server's work (GIN inserts) dominates, and overlaps. The GIN index
+	// gathers new rows' terms in its pending list and merges a few MB of
+	// them at a time (fastupdate, the default), within some insert.
 	var (
 		mu      sync.Mutex
 		indexed int64
@@ -242,6 +237,14 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 	}
 	close(work)
 	wg.Wait()
+	if s.mergesPending(ctx, indexed) {
+		// Merge what is left in the pending list into the index now:
+		// searches read it row by row until it is merged.
+		_, err := s.pool.Exec(ctx, `SELECT gin_clean_pending_list($1::regclass)`, s.schema+".search_docs_terms")
+		if err != nil && first == nil {
+			first = s.errorf("", "search: merging the index's pending list: %w", err)
+		}
+	}
 	if first != nil {
 		return first
 	}
@@ -252,6 +255,19 @@ func (s *Store) catchUpSearch(ctx context.Context) error {
 		_, _ = s.pool.Exec(ctx, `ANALYZE `+s.schema+`.search_docs`)
 	}
 	return nil
+}
+
+// mergesPending reports whether a catch-up that indexed n messages merges
+// the GIN index's pending list at its end: a large one does, when its role
+// owns the index (which gin_clean_pending_list requires).
+func (s *Store) mergesPending(ctx context.Context, n int64) bool {
+	if n < analyzeAfter {
+		return false
+	}
+	var owner bool
+	err := s.pool.QueryRow(ctx, `SELECT pg_has_role(current_user, c.relowner, 'USAGE')
+		FROM pg_class c WHERE c.oid = $1::regclass`, s.schema+".search_docs_terms").Scan(&owner)
+	return err == nil && owner
 }
 
 // lag is a session with messages past its search mark.
@@ -297,14 +313,12 @@ const analyzeAfter = 5000
 // in (l.mark, l.last] and moves the mark past them; it returns the new
 // mark.
 func (s *Store) indexBatch(ctx context.Context, l lag) (int64, error) {
-	session, mark, last := l.name, l.mark, l.last
-	var seqs, epochs, times []int64
-	var roles, tools, terms []string
 	rows, err := s.pool.Query(ctx, `SELECT seq, epoch, time, role, raw FROM `+s.schema+`.messages
-		WHERE session = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT `+strconv.Itoa(searchBatch), session, mark, last)
+		WHERE session = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT `+strconv.Itoa(searchBatch), l.name, l.mark, l.last)
 	if err != nil {
 		return 0, err
 	}
+	var docs [][]any
 	var seq, epoch, t int64
 	var role string
 	var raw []byte
@@ -314,45 +328,85 @@ func (s *Store) indexBatch(ctx context.Context, l lag) (int64, error) {
 			return fmt.Errorf("seq %d: %w", seq, err)
 		}
 		d := search.DocumentOf(m)
+		tools := make([]string, len(d.Tools)) // never nil: NOT NULL
 		for i := range d.Tools {
-			d.Tools[i] = strings.ToLower(d.Tools[i])
+			tools[i] = strings.ToLower(d.Tools[i])
 		}
-		seqs, epochs, times, roles = append(seqs, seq), append(epochs, epoch), append(times, t), append(roles, role)
-		tools, terms = append(tools, strings.Join(d.Tools, "\n")), append(terms, tsvector(d.Text))
+		docs = append(docs, []any{l.name, seq, epoch, t, role, tools, tsvector(d.Text)})
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	next := last // nothing left in (mark, last]: the rest was purged
-	if len(seqs) == searchBatch {
-		next = seqs[len(seqs)-1]
+	next := l.last // nothing left in (mark, last]: the rest was purged
+	if len(docs) == searchBatch {
+		next = docs[len(docs)-1][1].(int64)
 	}
-	// Only messages still there are indexed, under the session's search
-	// lock (shared; a purge takes it exclusively before it deletes): a
-	// purge that committed since the read is seen, one in progress is
-	// waited for, and one that comes later waits and then deletes these
-	// rows too. Otherwise a purge racing a catch-up would leave the purged
-	// text's terms behind. Nothing is written unless the session listed
-	// is still there: a mark of one purged since would hide the messages
-	// of a session imported later under its name (from seq 1 again). (An advisory lock, not a row lock on the
-	// messages: those would be written into every message row indexed.)
-	b := &pgx.Batch{}
-	b.Queue(`SELECT pg_advisory_xact_lock_shared($1)`, searchLockKey(s.schema, session))
-	b.Queue(`INSERT INTO `+s.schema+`.search_docs (session, seq, epoch, time, role, tools, terms)
-		SELECT $1, u.seq, u.epoch, u.time, u.role, string_to_array(u.tools, E'\n'), u.terms::tsvector
-		FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS u(seq, epoch, time, role, tools, terms)
-		WHERE EXISTS (SELECT FROM `+s.schema+`.messages m WHERE m.session = $1 AND m.seq = u.seq)
-			AND EXISTS (SELECT FROM `+s.schema+`.sessions s WHERE s.name = $1 AND s.live AND s.created = $8)
-		ON CONFLICT DO NOTHING`, session, seqs, epochs, times, roles, tools, terms, l.created)
-	b.Queue(`INSERT INTO `+s.schema+`.search_marks (session, seq)
-		SELECT $1, $2 FROM `+s.schema+`.sessions s WHERE s.name = $1 AND s.live AND s.created = $3
-		ON CONFLICT (session) DO UPDATE SET seq = CASE WHEN search_marks.seq <= $4 THEN greatest(search_marks.seq, excluded.seq) ELSE excluded.seq END`,
-		session, next, l.created, l.last)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return 0, err
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return s.writeBatch(ctx, tx, l, docs, next)
+	})
+	return next, err
+}
+
+// writeBatch copies docs, the index rows of l's session up to seq next,
+// into search_docs and moves the session's mark to next, in tx.
+//
+// It holds the session's search lock, which a purge takes too before it
+// deletes: a purge that committed since the messages were read is seen,
+// one in progress is waited for, and one that comes later waits and then
+// deletes these rows too. Otherwise a purge racing a catch-up would leave
+// the purged text's terms behind. The lock also makes hosts catching up
+// one session take turns, so that rows another host indexed meanwhile are
+// skipped, not copied twice. Nothing is written unless the session listed
+// is still there: a mark of one purged since would hide the messages of a
+// session imported later under its name (from seq 1 again). (An advisory
+// lock, not a row lock on the messages: those would be written into every
+// message row indexed.)
+func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, l lag, docs [][]any, next int64) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, searchLockKey(s.schema, l.name)); err != nil {
+		return err
 	}
-	return next, nil
+	// The index is derived: a commit the server loses in a crash loses
+	// the rows and the mark together, and the next search indexes them
+	// again; so commits need not wait for the disk.
+	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+		return err
+	}
+	// The mark now, and which of the messages read are still there.
+	var mark int64
+	var kept []int64
+	err := tx.QueryRow(ctx, `SELECT coalesce((SELECT CASE WHEN k.seq <= s.last_seq THEN k.seq ELSE 0 END
+			FROM `+s.schema+`.search_marks k WHERE k.session = s.name), 0),
+		ARRAY(SELECT m.seq FROM `+s.schema+`.messages m WHERE m.session = s.name AND m.seq > $3 AND m.seq <= $4)
+		FROM `+s.schema+`.sessions s WHERE s.name = $1 AND s.live AND s.created = $2`,
+		l.name, l.created, l.mark, next).Scan(&mark, &kept)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // purged since it was listed
+	}
+	if err != nil || mark >= next {
+		return err
+	}
+	there := make(map[int64]bool, len(kept))
+	for _, seq := range kept {
+		there[seq] = seq > mark
+	}
+	docs = slices.DeleteFunc(docs, func(d []any) bool { return !there[d[1].(int64)] })
+	// Rows past the mark are left from a mark an operator deleted: they
+	// are replaced.
+	if _, err := tx.Exec(ctx, `DELETE FROM `+s.schema+`.search_docs WHERE session = $1 AND seq > $2 AND seq <= $3`,
+		l.name, mark, next); err != nil {
+		return err
+	}
+	if len(docs) > 0 {
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{s.name, "search_docs"},
+			[]string{"session", "seq", "epoch", "time", "role", "tools", "terms"}, pgx.CopyFromRows(docs))
+		if err != nil {
+			return err
+		}
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO `+s.schema+`.search_marks (session, seq) VALUES ($1, $2)
+		ON CONFLICT (session) DO UPDATE SET seq = $2`, l.name, next)
+	return err
 }
 
 // VerifySearch checks the search index against the messages: every

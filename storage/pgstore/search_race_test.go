@@ -41,7 +41,7 @@ func TestSearchCatchUpRacingPurge(t *testing.T) {
 			if _, _, err := purger.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", "the current epoch")}); err != nil {
 				t.Fatal(err)
 			}
-			// An uncommitted row at seq 1 holds the catch-up's insert
+			// An uncommitted row at seq 1 holds the catch-up's copy
 			// after it has read the messages.
 			block, err := purger.pool.Begin(ctx)
 			if err != nil {
@@ -65,7 +65,7 @@ func TestSearchCatchUpRacingPurge(t *testing.T) {
 					return err == nil && n > 0
 				}
 			}
-			testkit.WaitFor(t, "the catch-up's insert waiting", waiting("%INSERT INTO "+purger.schema+".search_docs%"))
+			testkit.WaitFor(t, "the catch-up's copy waiting", waiting("%copy "+purger.schema+`."search_docs"%`))
 			purged := make(chan error, 1)
 			go func() { purged <- p.purge(purger) }()
 			// The purge commits, or waits for the catch-up.
