@@ -1,6 +1,8 @@
 package amplifier
 
 import (
+	"runtime"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
@@ -12,11 +14,16 @@ import (
 
 // ServerOptions returns the options a grpc.Server serving s should be
 // created with: a codec that writes the messages of a view from their
-// cached wire encoding instead of encoding each response anew. The bytes
-// on the wire are the standard protobuf encoding; a server created
-// without these options serves the same responses, only slower.
+// cached wire encoding instead of encoding each response anew, and a pool
+// of stream workers (one per CPU) so that a request does not wait for a
+// new goroutine. The bytes on the wire are the standard protobuf
+// encoding; a server created without these options serves the same
+// responses, only slower.
 func (s *Server) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(codec{cache: &s.protos, std: encoding.GetCodecV2("proto")})}
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec{cache: &s.protos, std: encoding.GetCodecV2("proto")}),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+	}
 }
 
 // codec is the standard protobuf codec, except that a GetMessagesResponse

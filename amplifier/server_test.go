@@ -25,9 +25,9 @@ func serve(t testing.TB, srv *amplifier.Server) *grpc.ClientConn {
 }
 
 // serveContext serves a bare ContextService.
-func serveContext(t testing.TB, cs pb.ContextServiceServer) *grpc.ClientConn {
+func serveContext(t testing.TB, cs pb.ContextServiceServer, opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
-	return serveWith(t, func(g grpc.ServiceRegistrar) { pb.RegisterContextServiceServer(g, cs) })
+	return serveWith(t, func(g grpc.ServiceRegistrar) { pb.RegisterContextServiceServer(g, cs) }, opts...)
 }
 
 func serveWith(t testing.TB, register func(grpc.ServiceRegistrar), opts ...grpc.ServerOption) *grpc.ClientConn {
