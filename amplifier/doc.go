@@ -10,7 +10,9 @@
 // MessageToProto convert between the protocol's typed Message and
 // ctxstore's JSON without losing anything the protocol carries; a message
 // that has no typed form (OpenAI "tool_calls", say) goes to the host in
-// the protocol's untyped form, its JSON byte for byte.
+// the protocol's untyped form, its JSON byte for byte. A grpc.Server
+// created with a Server's ServerOptions sends views from each message's
+// cached encoding (the same bytes on the wire, less work per request).
 //
 // One server serves one session, since the protocol's requests name none:
 // a host holding several conversations runs a module process for each.

@@ -37,7 +37,7 @@ func ExampleServer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(srv.ServerOptions()...)
 	srv.Register(g)
 	go g.Serve(lis)
 	defer g.Stop()

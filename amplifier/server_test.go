@@ -21,22 +21,22 @@ import (
 // serve serves srv on a loopback port and returns a connection to it.
 func serve(t testing.TB, srv *amplifier.Server) *grpc.ClientConn {
 	t.Helper()
-	return serveWith(t, srv.Register)
+	return serveWith(t, srv.Register, srv.ServerOptions()...)
 }
 
 // serveContext serves a bare ContextService.
-func serveContext(t testing.TB, cs pb.ContextServiceServer) *grpc.ClientConn {
+func serveContext(t testing.TB, cs pb.ContextServiceServer, opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
-	return serveWith(t, func(g grpc.ServiceRegistrar) { pb.RegisterContextServiceServer(g, cs) })
+	return serveWith(t, func(g grpc.ServiceRegistrar) { pb.RegisterContextServiceServer(g, cs) }, opts...)
 }
 
-func serveWith(t testing.TB, register func(grpc.ServiceRegistrar)) *grpc.ClientConn {
+func serveWith(t testing.TB, register func(grpc.ServiceRegistrar), opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(opts...)
 	register(g)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)

@@ -87,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 1
 	}
 	srv := newServer(logger, getenv)
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(maxRequest))
+	g := grpc.NewServer(append(srv.ServerOptions(), grpc.MaxRecvMsgSize(maxRequest))...)
 	srv.Register(g)
 
 	stop := make(chan os.Signal, 1)
