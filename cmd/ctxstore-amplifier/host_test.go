@@ -62,10 +62,42 @@ func TestMain(m *testing.M) {
 // module is one spawned module process and the host's connection to it.
 type module struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
 	conn   *grpc.ClientConn
 	ctx    pb.ContextServiceClient
 	life   pb.ModuleLifecycleClient
+}
+
+// lockedBuffer is the module's standard error, written by exec's copying
+// goroutine while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor reports whether s shows up within d (the copy lags the module's
+// write).
+func (b *lockedBuffer) waitFor(s string, d time.Duration) bool {
+	for end := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(b.String(), s) {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
 }
 
 // freePort picks a port as a host does before spawning a module.
@@ -87,7 +119,7 @@ func spawn(t *testing.T, env ...string) *module {
 	port := freePort(t)
 	cmd := exec.Command(binary(t), "--port", fmt.Sprint(port))
 	cmd.Env = append(os.Environ(), env...)
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -313,7 +345,7 @@ func TestHostErrors(t *testing.T) {
 	// No session given: a new one, whose name the module reports.
 	m.mount(t, map[string]string{"db": filepath.Join(t.TempDir(), "x.db")})
 	h, err := m.life.HealthCheck(bg, &pb.Empty{})
-	if err != nil || !strings.Contains(h.GetMessage(), "amplifier-") || !strings.Contains(m.stderr.String(), "new session") {
+	if err != nil || !strings.Contains(h.GetMessage(), "amplifier-") || !m.stderr.waitFor("new session", 10*time.Second) {
 		t.Fatalf("new session not reported: %v %v; stderr:\n%s", h, err, m.stderr.String())
 	}
 	if _, err := m.life.Mount(bg, &pb.MountRequest{}); code(err) != codes.FailedPrecondition {
