@@ -66,6 +66,11 @@ while IFS= read -r f; do
 	ok=0
 	if [ -d "$tmp/base/$pkg" ]; then
 		cp "$f" "$tmp/base/$f"
+		if [ ! -d "$tmp/base/storage/boltstore" ] && [ -d "$tmp/base/store" ]; then
+			# A base from before the bbolt engine moved to storage/boltstore:
+			# the same API under its old name.
+			sed -i 's#github.com/ctxstore/ctxstore/storage/boltstore#github.com/ctxstore/ctxstore/store#; s#\bboltstore\.#store.#g' "$tmp/base/$f"
+		fi
 		if (cd "$tmp/base" && go test -c -o "$tmp/bin/base-$name.test" "./$pkg") 2>"$tmp/build-$name.err"; then
 			ok=1
 		else
