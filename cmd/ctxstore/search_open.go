@@ -5,20 +5,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/ctxstore/ctxstore/storage"
 )
 
-// mayNotWrite reports whether err is a PostgreSQL server refusing a write:
-// the role lacks the privilege, or the server (a standby) or the login
-// takes read-only transactions only.
+// mayNotWrite reports whether err is the engine refusing a write (on
+// PostgreSQL: the role lacks the privilege, or the server or the login takes
+// read-only transactions only).
 func mayNotWrite(err error) bool {
-	if errors.Is(err, storage.ErrReadOnly) {
-		return true
-	}
-	pgErr, ok := errors.AsType[*pgconn.PgError](err)
-	return ok && (pgErr.Code == "42501" || pgErr.Code == "25006") // insufficient_privilege, read_only_sql_transaction
+	return errors.Is(err, storage.ErrReadOnly)
 }
 
 // reopenReadOnly closes st (when not nil), which could not write the

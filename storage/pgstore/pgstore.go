@@ -380,7 +380,7 @@ func (s *Store) prepare(ctx context.Context, schema string) error {
 	}
 	if err := s.migrate(ctx, schema, names); err != nil {
 		if isDenied(err) {
-			return fmt.Errorf("%w\nrole %q may not create or migrate schema %s (at version %d, this program needs %d): open it once read-write as a role that may create in the schema (in the database, while the schema does not exist), such as the database's owner; then this role can use it", err, s.user, s.schema, have, latest)
+			return fmt.Errorf("%w\nrole %q may not create or migrate schema %s (at version %d, this program needs %d): open it once read-write as a role that may create in the schema (in the database, while the schema does not exist), such as the database's owner; then this role can use it (%w)", err, s.user, s.schema, have, latest, ErrReadOnly)
 		}
 		return err
 	}
@@ -415,10 +415,12 @@ func (s *Store) version(ctx context.Context, q querier) (int, error) {
 	return have, nil
 }
 
-// isDenied reports whether err is the server refusing the role a privilege.
+// isDenied reports whether err is the server refusing a write: the role
+// lacks the privilege (42501), or the server (a standby) or the login takes
+// read-only transactions only (25006).
 func isDenied(err error) bool {
 	pgErr, ok := errors.AsType[*pgconn.PgError](err)
-	return ok && pgErr.Code == "42501"
+	return ok && (pgErr.Code == "42501" || pgErr.Code == "25006")
 }
 
 // migrate creates the schema and applies the migrations (names, in order)

@@ -51,6 +51,9 @@ func (s *Store) Search(ctx context.Context, req storage.SearchRequest) (storage.
 	}
 	if !s.readOnly {
 		if err := s.catchUpSearch(ctx); err != nil {
+			if isDenied(err) {
+				err = s.errorf("", "keep the search index of schema %s: %w (%w)", s.schema, ErrReadOnly, err)
+			}
 			return storage.SearchResult{}, err
 		}
 	}
