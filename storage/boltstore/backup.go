@@ -24,6 +24,9 @@ const backupTries = 20
 // its own: it gets a new identity, so no log of this store ever applies to it,
 // wherever it is put. Put it back with Restore.
 func (s *Store) Backup(ctx context.Context, out string) error {
+	if err := s.live(); err != nil {
+		return err
+	}
 	if _, err := os.Lstat(out); err == nil {
 		return fmt.Errorf("backup %s: %s exists: name a new file", s.path, out)
 	}

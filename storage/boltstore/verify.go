@@ -28,6 +28,9 @@ import (
 // bbolt's own consistency check (freelist, unreachable pages) runs only when that
 // walk found the tree sound. Writers wait while Verify runs.
 func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
 	r := &VerifyReport{Path: s.path}
 	if !s.opts.ReadOnly {
 		// The file alone is checked: bring the log's records into it.
