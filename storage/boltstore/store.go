@@ -10,6 +10,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"os"
@@ -22,8 +23,8 @@ import (
 )
 
 const (
-	fileMode = 0o600
-	dirMode  = 0o700
+	fileMode = fileops.FileMode
+	dirMode  = fileops.DirMode
 	// DefaultLockTimeout bounds the wait for another process's lock.
 	DefaultLockTimeout = 5 * time.Second
 	// lingerFor is how long the file stays open (and locked) after the
@@ -202,8 +203,8 @@ func Open(path string, opts Options) (*Store, error) {
 }
 
 // tempSuffix follows the store file's name (after a dot) in the names of
-// createFile's temporary files.
-const tempSuffix = ".new-"
+// createFile's and Restore's temporary files.
+const tempSuffix = fileops.TempSuffix
 
 // createFile makes a new, initialised store file at path atomically: a
 // process killed while bbolt writes the first pages must not leave a
