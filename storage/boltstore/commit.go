@@ -347,18 +347,12 @@ func (s *Store) checkTailFile(t *tailState) error {
 // holdsTailFile reports whether the file the Store holds open (acquired by
 // the caller) is the one t was read against.
 func (s *Store) holdsTailFile(t *tailState) (bool, error) {
+	// The key was learnt when the file was opened: an open descriptor's
+	// inode never changes.
 	s.mu.Lock()
-	f := s.file
+	k := s.fileKey
 	s.mu.Unlock()
-	fi, err := f.Stat()
-	if err != nil {
-		return false, fmt.Errorf("store %s: %w", s.path, err)
-	}
-	dev, ino, err := inodeOf(s.path, fi)
-	if err != nil {
-		return false, fmt.Errorf("store %s: %w", s.path, err)
-	}
-	return dev == t.dbDev && ino == t.dbIno, nil
+	return k == fileKey{t.dbDev, t.dbIno}, nil
 }
 
 // emptyAppliedLog empties the log after a commit into db applied t, giving

@@ -434,6 +434,38 @@ func (s *Store) catchUp(ctx context.Context, exclusive bool) (*tailState, error)
 	return t, nil
 }
 
+// readHeader reads the log's header and the offset up to which it is
+// synced, in one read: ok is false for a log without a header yet.
+func (s *Store) readHeader(f *os.File) (hdr wal.Header, ok bool, synced int64, err error) {
+	var b [wal.HeaderSize]byte
+	n, rerr := f.ReadAt(b[:], 0)
+	if rerr != nil && n < wal.HeaderSize && !errors.Is(rerr, io.EOF) {
+		return hdr, false, 0, fmt.Errorf("store %s: read the log: %w", s.path, rerr)
+	}
+	if n == wal.HeaderSize && !slices.ContainsFunc(b[:], func(c byte) bool { return c != 0 }) {
+		if m, _ := f.ReadAt(make([]byte, 1), wal.HeaderSize); m == 0 {
+			// Zeros and nothing after them: the header of a new log
+			// that did not reach the disk (its size did) before a
+			// crash. The log is empty; the next write writes the header.
+			n = 0
+		}
+	}
+	hdr, ok, err = wal.DecodeHeader(b[:n])
+	if err != nil {
+		return hdr, false, 0, fmt.Errorf("store %s: log %s: %w", s.path, s.walPath, err)
+	}
+	if ok {
+		synced = int64(binary.LittleEndian.Uint64(b[wal.SyncedAt:]))
+	}
+	return hdr, ok, synced, nil
+}
+
+// builtOn reports whether t was built on the bbolt transaction and log
+// header given.
+func (t *tailState) builtOn(dev, ino, txid uint64, hdr wal.Header, hasHdr bool) bool {
+	return t != nil && t.dbDev == dev && t.dbIno == ino && t.txid == txid && t.hasHdr == hasHdr && t.hdr == hdr
+}
+
 func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive bool) (*tailState, error) {
 	key, txid, held, err := s.boltStamp(old)
 	if err != nil {
@@ -445,27 +477,19 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 	hasHdr := false
 	var synced int64
 	if f != nil {
-		var b [wal.HeaderSize + 1]byte
-		n, rerr := f.ReadAt(b[:], 0)
-		if rerr != nil && n < wal.HeaderSize && !errors.Is(rerr, io.EOF) {
-			return nil, fmt.Errorf("store %s: read the log: %w", s.path, rerr)
-		}
-		if n == wal.HeaderSize && !slices.ContainsFunc(b[:n], func(c byte) bool { return c != 0 }) {
-			// Zeros and nothing after them: the header of a new log
-			// that did not reach the disk (its size did) before a
-			// crash. The log is empty; the next write writes the header.
-			n = 0
-		}
-		hdr, hasHdr, err = wal.DecodeHeader(b[:min(n, wal.HeaderSize)])
-		if err != nil {
-			return nil, fmt.Errorf("store %s: log %s: %w", s.path, s.walPath, err)
-		}
-		if hasHdr {
-			synced = int64(binary.LittleEndian.Uint64(b[wal.SyncedAt:]))
+		if hdr, hasHdr, synced, err = s.readHeader(f); err != nil {
+			return nil, err
 		}
 	}
 	t := old
-	if t == nil || t.dbDev != dev || t.dbIno != ino || t.txid != txid || t.hasHdr != hasHdr || t.hdr != hdr {
+	if w := s.tail; !exclusive && w != s.rtail && w.builtOn(dev, ino, txid, hdr, hasHdr) && w.mode == tailNormal &&
+		!w.torn && (w.off <= synced || w.off == wal.HeaderSize) && (!t.builtOn(dev, ino, txid, hdr, hasHdr) || t.off < w.off) {
+		// The writer's tail (this process's appends) is synced (a new
+		// generation's header says synced 0 until its first record): a
+		// reader takes it instead of reading and decoding them again.
+		t = w
+	}
+	if !t.builtOn(dev, ino, txid, hdr, hasHdr) {
 		if t, err = s.rebuildTail(ctx, dev, ino, txid, hdr, hasHdr); err != nil {
 			return nil, err
 		}
@@ -534,7 +558,7 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 // rebuildTail starts a tail afresh for the bbolt file at the path.
 func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr wal.Header, hasHdr bool) (*tailState, error) {
 	t := &tailState{dbDev: dev, dbIno: ino, txid: txid, hdr: hdr, hasHdr: hasHdr, sessions: map[string]*tailSession{}}
-	err := s.bolt(ctx, func(tx *bbolt.Tx) error {
+	err := s.boltAt(ctx, &fileKey{dev, ino}, func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(layout.BucketStore))
 		if b == nil {
 			return nil
@@ -680,7 +704,11 @@ func (s *Store) bolt(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 // boltOf is bolt on the file t (if not nil) was read against: another file
 // moved to the path meanwhile fails it with errReplacedMidway.
 func (s *Store) boltOf(ctx context.Context, t *tailState, fn func(tx *bbolt.Tx) error) error {
-	db, err := s.acquire(ctx)
+	var at *fileKey
+	if t != nil {
+		at = &fileKey{t.dbDev, t.dbIno}
+	}
+	db, err := s.acquireAt(ctx, at)
 	if err != nil {
 		return err
 	}
@@ -688,6 +716,18 @@ func (s *Store) boltOf(ctx context.Context, t *tailState, fn func(tx *bbolt.Tx) 
 	if err := s.checkTailFile(t); err != nil {
 		return err
 	}
+	return s.guard("read", func() error { return db.View(fn) })
+}
+
+// boltAt is bolt by a catch-up that has just found the file of key at at
+// the path: a lingering open of that file is used without looking at the
+// path again.
+func (s *Store) boltAt(ctx context.Context, at *fileKey, fn func(tx *bbolt.Tx) error) error {
+	db, err := s.acquireAt(ctx, at)
+	if err != nil {
+		return err
+	}
+	defer s.release()
 	return s.guard("read", func() error { return db.View(fn) })
 }
 

@@ -95,9 +95,22 @@ func (s *Store) boltStamp(t *tailState) (fileKey, uint64, uint64, error) {
 	if err != nil {
 		return fileKey{}, 0, 0, fmt.Errorf("store %s: %w", s.path, err)
 	}
-	held := s.heldOpen(k)
-	if held != 0 && t != nil && t.held == held && t.dbDev == k.dev && t.dbIno == k.ino {
-		return k, t.txid, held, nil
+	held, hf := s.heldOpen(k)
+	for _, c := range []*tailState{t, s.tail} {
+		// The writer's tail serves a reader's first catch-up too.
+		if held != 0 && c != nil && c.held == held && c.dbDev == k.dev && c.dbIno == k.ino {
+			return k, c.txid, held, nil
+		}
+	}
+	if held != 0 {
+		// Read through the descriptor held, which is the file at the
+		// path: no descriptor of its own is needed (a store open's first
+		// catch-up, while Open's bbolt open lingers).
+		if txid, err := boltTxidOf(hf); err == nil {
+			if again, _ := s.heldOpen(k); again == held {
+				return k, txid, held, nil
+			}
+		}
 	}
 	opened, txid, err := s.readTxid(k)
 	if err != nil {
@@ -108,21 +121,21 @@ func (s *Store) boltStamp(t *tailState) (fileKey, uint64, uint64, error) {
 		// read is what the stamp names.
 		return opened, txid, 0, nil
 	}
-	if held != 0 && s.heldOpen(k) != held {
+	if again, _ := s.heldOpen(k); held != 0 && again != held {
 		held = 0 // let go of, maybe reopened, during the read
 	}
 	return k, txid, held, nil
 }
 
 // heldOpen returns the open of the bbolt file (Store.dbOpens) this process
-// holds if it is the file of key k, else 0.
-func (s *Store) heldOpen(k fileKey) uint64 {
+// holds, and its descriptor, if it is the file of key k, else 0.
+func (s *Store) heldOpen(k fileKey) (uint64, *os.File) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.db == nil || s.fileKey != k {
-		return 0
+		return 0, nil
 	}
-	return s.dbOpens
+	return s.dbOpens, s.file
 }
 
 // readTxid reads the txid of the bbolt file of key k (just found at the
