@@ -194,7 +194,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 		}
 		return false, false
 	}
-	unlock, err := s.walLock(actx, true)
+	unlock, err := s.log.Lock(actx, true)
 	if err != nil {
 		return fail(err)
 	}
@@ -203,7 +203,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 	if err != nil {
 		return fail(err)
 	}
-	if t.mode == tailOrphan {
+	if t.Mode == tailOrphan {
 		// A log of this database that does not continue the file (an
 		// older copy of it was put in its place): never applied here.
 		// The batch is redone with a log of its own.
@@ -352,7 +352,7 @@ func (s *Store) holdsTailFile(t *tailState) (bool, error) {
 	s.mu.Lock()
 	k := s.fileKey
 	s.mu.Unlock()
-	return k == fileKey{t.dbDev, t.dbIno}, nil
+	return k == fileKey{Dev: t.DBDev, Ino: t.DBIno}, nil
 }
 
 // emptyAppliedLog empties the log after a commit into db applied t, giving
@@ -369,12 +369,12 @@ func (s *Store) emptyAppliedLog(db *bbolt.DB, t *tailState, next wal.Header) {
 	// A NoSync commit is not on disk yet: the log must not be emptied of
 	// records other processes acknowledged as synced before the file holds
 	// them for good.
-	if s.opts.NoSync && t.records() {
+	if s.opts.NoSync && t.Records() {
 		if err := db.Sync(); err != nil {
 			return
 		}
 	}
-	if s.resetLog(next) == nil {
+	if s.log.Reset(next) == nil {
 		// The log's records are now in the file, synced by this commit:
 		// the log may be used again.
 		s.syncErr.Store(nil)

@@ -265,10 +265,10 @@ func isLogName(name string) bool {
 // says so); the next operation starts a new log.
 func (s *Store) setAsideOwnLog(t *tailState) error {
 	defer s.forgetTail()
-	if s.walF == nil {
+	if s.log.File() == nil {
 		return nil
 	}
-	if _, err := setAsideLog(s.walF, s.walPath, t.hdr.ID); err != nil {
+	if _, err := setAsideLog(s.log.File(), s.log.Path(), t.Hdr.ID); err != nil {
 		return fmt.Errorf("store %s: %w", s.path, err)
 	}
 	return nil

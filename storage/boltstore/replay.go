@@ -59,7 +59,7 @@ func (w *wtx) putLogged(v []byte, renumber bool) error {
 	if err := putEnvelope(msgs, &env); err != nil {
 		return fmt.Errorf("store: session %q: %w", env.Session, err)
 	}
-	ws.meta.Add(&env, metaMessage(&ws.meta, &env))
+	ws.meta.Add(&env, wal.MetaMessage(&ws.meta, &env))
 	ws.dirty = true
 	return nil
 }
@@ -81,7 +81,7 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: look for logs beside it: %w", s.path, err)
 	}
-	own := filepath.Base(s.walPath)
+	own := filepath.Base(s.log.Path())
 	var out []StrayLog
 	for _, e := range ents {
 		name := e.Name()
@@ -192,7 +192,7 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	if s.opts.ReadOnly {
 		return nil, fmt.Errorf("store %s: replay %s: %w", s.path, log, ErrReadOnly)
 	}
-	if same, _ := filepath.Abs(log); same == s.walPath {
+	if same, _ := filepath.Abs(log); same == s.log.Path() {
 		return nil, fmt.Errorf("store %s: %s is its own log, applied by every write", s.path, log)
 	}
 	f, err := os.OpenFile(log, os.O_RDWR|syscall.O_NOFOLLOW, 0)
