@@ -228,7 +228,7 @@ func createFile(path string) error {
 
 // syncDir syncs a directory, so that the names created in it survive a
 // power cut.
-func syncDir(dir string) error { return wal.SyncDir(dir) }
+func syncDir(dir string) error { return tempfile.SyncDir(dir) }
 
 // walMode is the mode of a new log: the bbolt file's, so whoever may read
 // or write the one may do the same with the other.

@@ -84,14 +84,3 @@ func sameDescriptor(f, g *os.File) (bool, error) {
 	}
 	return os.SameFile(fi, gi), nil
 }
-
-// SyncDir syncs a directory, so that the names created in it survive a
-// power cut.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/pause"
+	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 )
@@ -189,7 +190,7 @@ func (l *Log) open(check bool) (*os.File, error) {
 		if fi.Size() < HeaderSize && !l.opts.ReadOnly {
 			// Never written: its creator may have died before syncing
 			// the directory. Sync it before any record is acknowledged.
-			if derr := SyncDir(filepath.Dir(l.path)); derr != nil {
+			if derr := tempfile.SyncDir(filepath.Dir(l.path)); derr != nil {
 				f.Close()
 				return nil, fmt.Errorf("store %s: log %s: sync its directory: %w", l.owner, l.path, derr)
 			}
