@@ -69,7 +69,7 @@ func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst strin
 		return fmt.Errorf("%s: %w", src.Name(), err)
 	}
 	if st.hasID {
-		if _, foreign := foreignLogID(log, st.id); log != nil && foreign {
+		if _, foreign := wal.ForeignID(log, st.id); log != nil && foreign {
 			// Another database's log: it stays out of the copy and is
 			// left as it is (a Store sets it aside).
 			log = nil

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -213,31 +212,12 @@ func walAppendTo(ts *tailSession, r *writeReq) ([][]byte, error) {
 			return nil, r.err
 		}
 	}
-	if ts.Meta.LastSeq > maxSeq-uint64(len(a.recs)) {
-		return nil, fmt.Errorf("store: append to session %q: seq %d is the last a session may hold", a.session, maxSeq)
+	first := ts.Meta.LastSeq + 1
+	vals, err := ts.Append(a.session, a.recs, now)
+	if err != nil {
+		return nil, err
 	}
-	vals := make([][]byte, 0, len(a.recs))
-	saved := ts.Meta.Clone()
-	savedRecs := len(ts.Recs)
-	*a.first = ts.Meta.LastSeq + 1
-	for _, rec := range a.recs {
-		env := layout.Envelope{
-			Seq: ts.Meta.LastSeq + 1, Epoch: ts.Meta.Epoch, Time: now,
-			Role: rec.Message.Role(), Tokens: rec.Tokens, Counter: rec.Counter,
-			CallIDs: rec.Message.CallIDs(), ResultIDs: rec.Message.ResultIDs(),
-			Raw: rec.Message.Bytes(), Session: a.session,
-		}
-		v, err := layout.EncodeEnvelope(&env)
-		if err != nil {
-			ts.Meta, ts.Recs = saved, ts.Recs[:savedRecs]
-			return nil, fmt.Errorf("store: session %q: %w", a.session, err)
-		}
-		ts.Meta.Add(&env, rec.Message)
-		ts.Recs = append(ts.Recs, tailRec{Seq: env.Seq, Val: v})
-		vals = append(vals, v)
-	}
-	*a.last = ts.Meta.LastSeq
-	ts.Exists = true
+	*a.first, *a.last = first, ts.Meta.LastSeq
 	return vals, nil
 }
 

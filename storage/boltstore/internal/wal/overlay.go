@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 )
 
@@ -270,4 +271,34 @@ func MetaMessage(m *layout.Meta, env *layout.Envelope) ctxstore.Message {
 	}
 	msg, _ := ctxstore.ParseStored(env.Raw)
 	return msg
+}
+
+// Append adds recs to session ts (named session), the session as the log
+// will hold it, as appended at now, and returns their envelopes, encoded as
+// bbolt stores them; on an error ts is as it was.
+func (ts *Session) Append(session string, recs []storage.Record, now int64) ([][]byte, error) {
+	if ts.Meta.LastSeq > storage.MaxSeq-uint64(len(recs)) {
+		return nil, fmt.Errorf("store: append to session %q: seq %d is the last a session may hold", session, storage.MaxSeq)
+	}
+	vals := make([][]byte, 0, len(recs))
+	saved := ts.Meta.Clone()
+	savedRecs := len(ts.Recs)
+	for _, rec := range recs {
+		env := layout.Envelope{
+			Seq: ts.Meta.LastSeq + 1, Epoch: ts.Meta.Epoch, Time: now,
+			Role: rec.Message.Role(), Tokens: rec.Tokens, Counter: rec.Counter,
+			CallIDs: rec.Message.CallIDs(), ResultIDs: rec.Message.ResultIDs(),
+			Raw: rec.Message.Bytes(), Session: session,
+		}
+		v, err := layout.EncodeEnvelope(&env)
+		if err != nil {
+			ts.Meta, ts.Recs = saved, ts.Recs[:savedRecs]
+			return nil, fmt.Errorf("store: session %q: %w", session, err)
+		}
+		ts.Meta.Add(&env, rec.Message)
+		ts.Recs = append(ts.Recs, Rec{Seq: env.Seq, Val: v})
+		vals = append(vals, v)
+	}
+	ts.Exists = true
+	return vals, nil
 }
