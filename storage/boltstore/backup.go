@@ -75,7 +75,7 @@ func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 		}
 		done := false
 		err := s.readView(ctx, func(v *rview) error {
-			if v.t.records() && !s.opts.ReadOnly {
+			if v.t.Records() && !s.opts.ReadOnly {
 				return nil // appended since: apply again
 			}
 			tx, err := v.bolt()
@@ -91,10 +91,10 @@ func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 			if _, err := tx.WriteTo(f); err != nil {
 				return err
 			}
-			if v.t.records() {
+			if v.t.Records() {
 				// Under the log's shared lock, no append or checkpoint
 				// changes the log or the file meanwhile.
-				_, err = fileops.ApplyLogToCopy(ctx, fileEngine{}, s.walF, f.Name())
+				_, err = fileops.ApplyLogToCopy(ctx, fileEngine{}, s.log.File(), f.Name())
 			}
 			done = err == nil
 			return err

@@ -66,7 +66,7 @@ func (s *Store) logToken(ctx context.Context) (any, error) {
 	var tok any
 	err := s.readView(ctx, func(v *rview) error {
 		if t := v.t; t != nil {
-			tok = logToken{t.dbDev, t.dbIno, t.txid, t.hdr, t.hasHdr, t.torn, t.off, t.mode}
+			tok = logToken{t.DBDev, t.DBIno, t.Txid, t.Hdr, t.HasHdr, t.Torn, t.Off, t.Mode}
 		}
 		return nil
 	})

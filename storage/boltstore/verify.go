@@ -34,7 +34,7 @@ func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
 			return nil, err
 		}
 	}
-	unlock, err := s.walLock(ctx, false)
+	unlock, err := s.log.Lock(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -45,11 +45,11 @@ func (s *Store) Verify(ctx context.Context) (*VerifyReport, error) {
 		r.AddProblem("log", "", 0, "%v", err)
 	case err != nil:
 		return nil, err
-	case t.mode == tailNormal:
+	case t.Mode == tailNormal:
 		// Read-only, or appended since: the log's messages count too.
-		r.Messages += t.messages
-		for _, ts := range t.sessions {
-			if len(ts.recs) > 0 && ts.recs[0].seq == ts.meta.EpochSeq && ts.meta.Total == len(ts.recs) {
+		r.Messages += t.Messages
+		for _, ts := range t.Sessions {
+			if len(ts.Recs) > 0 && ts.Recs[0].Seq == ts.Meta.EpochSeq && ts.Meta.Total == len(ts.Recs) {
 				r.Sessions++ // only in the log so far
 			}
 		}
