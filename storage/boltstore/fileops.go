@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
@@ -118,7 +117,7 @@ func (fileEngine) ForeignLog(tx *bbolt.Tx, log *os.File) (bool, error) {
 	if err != nil || !st.hasID || log == nil {
 		return false, err
 	}
-	_, foreign := wal.ForeignLogID(log, st.id)
+	_, foreign := foreignLogID(log, st.id)
 	return foreign, nil
 }
 

@@ -1,9 +1,12 @@
 package boltstore
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -166,6 +169,60 @@ func checkOneName(path string) error {
 // like gets its owner.
 func matchOwner(f *os.File, like string) error { return fileops.MatchOwner(f, like) }
 
+// orphanInfix separates a log's name from the rest of a set-aside log's
+// name: PATH-wal.orphan-ID-TIME.
+const orphanInfix = ".orphan-"
+
+// setAsideLog renames the log at path (held exclusively by the caller) out of
+// the way, to a name that says whose it is: PATH.orphan-ID-TIME. A log
+// without records has nothing to keep and is removed.
+func setAsideLog(f *os.File, path string, id [wal.IDLen]byte) (string, error) {
+	if fi, err := f.Stat(); err == nil && fi.Size() <= wal.HeaderSize {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("remove the log %s of another database: %w", path, err)
+		}
+		return "", nil
+	}
+	base := path + orphanInfix + idString(id) + "-" + time.Now().UTC().Format("20060102T150405Z")
+	name := base
+	for i := 2; ; i++ {
+		err := os.Link(path, name)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || i > 100 {
+			return "", fmt.Errorf("set aside the log %s of another database: %w", path, err)
+		}
+		name = base + "-" + strconv.Itoa(i)
+	}
+	if err := os.Remove(path); err != nil {
+		return "", fmt.Errorf("set aside the log %s of another database: %w", path, err)
+	}
+	_ = syncDir(filepath.Dir(path))
+	return name, nil
+}
+
+// foreignLogID reads the id in the header of the log open on f and reports
+// whether it is another database's than id. A log without a whole header,
+// or with a damaged one, is not judged here (catchUp reports damage).
+func foreignLogID(f *os.File, id [wal.IDLen]byte) ([wal.IDLen]byte, bool) {
+	var b [wal.HeaderSize]byte
+	if n, _ := f.ReadAt(b[:], 0); n < wal.HeaderSize {
+		return [wal.IDLen]byte{}, false
+	}
+	h, ok, err := wal.DecodeHeader(b[:])
+	if !ok || err != nil {
+		return [wal.IDLen]byte{}, false
+	}
+	return h.ID, h.ID != id
+}
+
+// isLogName reports whether name (a base name) is a log ctxstore made: a
+// PATH-wal or a set-aside PATH-wal.orphan-*.
+func isLogName(name string) bool {
+	return strings.HasSuffix(name, wal.Suffix) || strings.Contains(name, wal.Suffix+orphanInfix)
+}
+
 // setAsideOwnLog sets aside the open log, which carries this database's id
 // but does not continue the file (t, caught up under the exclusive lock,
 // says so); the next operation starts a new log.
@@ -174,7 +231,7 @@ func (s *Store) setAsideOwnLog(t *tailState) error {
 	if s.walF == nil {
 		return nil
 	}
-	if _, err := wal.SetAsideLog(s.walF, s.walPath, t.hdr.ID); err != nil {
+	if _, err := setAsideLog(s.walF, s.walPath, t.hdr.ID); err != nil {
 		return fmt.Errorf("store %s: %w", s.path, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,11 +88,11 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 	var out []StrayLog
 	for _, e := range ents {
 		name := e.Name()
-		if !e.Type().IsRegular() || !wal.IsLogName(name) {
+		if !e.Type().IsRegular() || !isLogName(name) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		h, envs, err := wal.LogEnvelopes(path)
+		h, envs, err := logEnvelopes(path)
 		if err != nil || len(envs) == 0 {
 			continue
 		}
@@ -101,7 +102,7 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 			continue // the file's own log
 		case name == own:
 			// Another database's, not yet set aside: a write does that.
-		case !l.Mine && !strings.HasPrefix(name, own+wal.OrphanInfix):
+		case !l.Mine && !strings.HasPrefix(name, own+orphanInfix):
 			continue // another database's log, beside its own file
 		case logOfAnotherFile(path, h.ID) != "":
 			// The log of a file beside this one, a copy of this
@@ -149,6 +150,39 @@ func (s *Store) missingFrom(ctx context.Context, envs [][]byte) (int, error) {
 	return n, err
 }
 
+// logEnvelopes reads the header of the log at path and the envelopes of its
+// valid records.
+func logEnvelopes(path string) (wal.Header, [][]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return wal.Header{}, nil, err
+	}
+	defer f.Close()
+	recs, h, err := readLogRecords(f, path)
+	return h, slices.Concat(recs...), err
+}
+
+// readLogRecords reads the header and every valid record of a log.
+func readLogRecords(f *os.File, path string) ([][][]byte, wal.Header, error) {
+	var b [wal.HeaderSize]byte
+	if n, err := f.ReadAt(b[:], 0); n < wal.HeaderSize {
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return nil, wal.Header{}, err
+	}
+	h, ok, err := wal.DecodeHeader(b[:])
+	if !ok || err != nil {
+		return nil, h, fmt.Errorf("log %s: %w", path, err)
+	}
+	_, synced, _, err := wal.SyncWords(f)
+	if err != nil {
+		return nil, h, fmt.Errorf("log %s: %w", path, err)
+	}
+	sc, err := wal.ScanFile(f, path, h.Gen, wal.HeaderSize, -1, int64(synced))
+	return sc.Records, h, err
+}
+
 // ReplayLog puts the messages of a log of this database that is not its
 // log (one set aside, or left behind when the file was moved) into the file:
 // each message the file does not hold is appended, in one transaction, when
@@ -175,7 +209,7 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	if err := filelock.Retry(f, syscall.LOCK_EX); err != nil {
 		return nil, fmt.Errorf("store %s: replay: lock %s: %w", s.path, log, err)
 	}
-	recs, h, err := wal.ReadLogRecords(f, log)
+	recs, h, err := readLogRecords(f, log)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: replay: %w", s.path, err)
 	}
