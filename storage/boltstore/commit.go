@@ -82,6 +82,9 @@ func (s *Store) write(ctx context.Context, apply func(w *wtx) error) error {
 
 // writeReq is write of a request that may also say how to log it.
 func (s *Store) writeReq(ctx context.Context, r *writeReq) error {
+	if err := s.live(); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -126,11 +126,3 @@ func boltPage(sessions *bbolt.Bucket, t *tailState, prefix, after string, first 
 	}
 	return out, false, nil
 }
-
-// ListSessions is Store.ListSessions.
-func (h *Shared) ListSessions(ctx context.Context, opts storage.ListOptions) iter.Seq2[SessionInfo, error] {
-	if err := h.check(); err != nil {
-		return func(yield func(SessionInfo, error) bool) { yield(SessionInfo{}, err) }
-	}
-	return h.st.ListSessions(ctx, opts)
-}

@@ -75,6 +75,9 @@ var errNoContinue = errors.New("the log does not continue this file")
 // its identity and gets a log of its own) and is not listed; only this
 // file's directory is looked in.
 func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
 	dir := filepath.Dir(s.path)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -155,6 +158,9 @@ func (s *Store) missingFrom(ctx context.Context, envs [][]byte) (int, error) {
 // exists (a copy's log). The log is removed once its messages are in the
 // file.
 func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
 	if s.opts.ReadOnly {
 		return nil, fmt.Errorf("store %s: replay %s: %w", s.path, log, ErrReadOnly)
 	}

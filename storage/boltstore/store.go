@@ -10,6 +10,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"os"
@@ -22,8 +23,8 @@ import (
 )
 
 const (
-	fileMode = 0o600
-	dirMode  = 0o700
+	fileMode = fileops.FileMode
+	dirMode  = fileops.DirMode
 	// DefaultLockTimeout bounds the wait for another process's lock.
 	DefaultLockTimeout = 5 * time.Second
 	// lingerFor is how long the file stays open (and locked) after the
@@ -61,6 +62,16 @@ type Options struct {
 // is open (and locked) only while operations are in flight, and for at most
 // 2 ms after them when no other process is waiting.
 type Store struct {
+	*storeCore
+	// handleClosed is set, on the Store a Shared handle serves, once that
+	// handle closed: its calls fail with ErrClosed (see live) while the
+	// core goes on for the file's other handles. Nil on a Store of its own.
+	handleClosed *atomic.Bool
+}
+
+// storeCore is an open file's state: what a Store is, shared by the
+// handles OpenShared gives out on one file.
+type storeCore struct {
 	path string // the file, symlinks resolved once at Open
 	name string // the path as given to Open
 	opts Options
@@ -133,7 +144,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
-	s := &Store{path: path, name: path, opts: opts, logBytes: wal.CheckpointBytes, logMessages: wal.MaxMessages}
+	s := &Store{storeCore: &storeCore{path: path, name: path, opts: opts, logBytes: wal.CheckpointBytes, logMessages: wal.MaxMessages}}
 	s.idle.L = &s.mu
 
 	fi, statErr := os.Stat(path)
@@ -184,8 +195,8 @@ func Open(path string, opts Options) (*Store, error) {
 }
 
 // tempSuffix follows the store file's name (after a dot) in the names of
-// createFile's temporary files.
-const tempSuffix = ".new-"
+// createFile's and Restore's temporary files.
+const tempSuffix = fileops.TempSuffix
 
 // createFile makes a new, initialised store file at path atomically: a
 // process killed while bbolt writes the first pages must not leave a
@@ -414,6 +425,16 @@ func (s *Store) checkpointOnClose() {
 	_ = s.Checkpoint(context.Background())
 }
 
+// live fails with ErrClosed once the Shared handle s serves is closed.
+// Every call goes through it (readView, writeReq and the few methods that
+// use neither), so a handle needs no method of its own but Close.
+func (s *Store) live() error {
+	if s.handleClosed != nil && s.handleClosed.Load() {
+		return fmt.Errorf("store %s: %w", s.path, ErrClosed)
+	}
+	return nil
+}
+
 // view runs fn in a read transaction on a briefly opened file.
 func (s *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 	return s.readView(ctx, func(v *rview) error {
@@ -476,6 +497,9 @@ func (v *rview) close() {
 // under the log's shared lock. A log left by another file (one moved over
 // this one) is adopted first when the store may write.
 func (s *Store) readView(ctx context.Context, fn func(v *rview) error) error {
+	if err := s.live(); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
