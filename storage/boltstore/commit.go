@@ -427,10 +427,10 @@ type wtx struct {
 
 // wsession is one session as seen inside a wtx.
 type wsession struct {
-	name   string
-	bucket *bbolt.Bucket
-	meta   layout.Meta
-	dirty  bool // meta must be written back
+	name  string
+	id    uint64 // the session's number in the file's keys
+	meta  layout.Meta
+	dirty bool // meta must be written back
 }
 
 func newWtx(tx *bbolt.Tx) *wtx { return &wtx{tx: tx, sessions: map[string]*wsession{}} }
@@ -440,14 +440,14 @@ func (w *wtx) session(name string) (*wsession, error) {
 	if ws := w.sessions[name]; ws != nil {
 		return ws, nil
 	}
-	sb, meta, err := getSession(w.tx, name)
+	id, meta, err := getSession(w.tx, name)
 	if w.beside != nil {
 		meta, err = w.besideSession(name, meta, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	ws := &wsession{name: name, bucket: sb, meta: meta}
+	ws := &wsession{name: name, id: id, meta: meta}
 	w.sessions[name] = ws
 	return ws, nil
 }
@@ -466,15 +466,15 @@ func (w *wtx) openSession(name string, now int64) (*wsession, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := w.tx.CreateBucketIfNotExists([]byte(layout.BucketSessions))
+	names, err := namesBucket(w.tx)
 	if err != nil {
 		return nil, fmt.Errorf("store: session %q: %w", name, err)
 	}
-	sb, err := sessions.CreateBucket([]byte(name))
+	id, err := names.NextSequence()
 	if err != nil {
 		return nil, fmt.Errorf("store: session %q: %w", name, err)
 	}
-	ws = &wsession{name: name, bucket: sb, meta: meta, dirty: true}
+	ws = &wsession{name: name, id: id, meta: meta, dirty: true}
 	w.sessions[name] = ws
 	return ws, nil
 }
@@ -534,11 +534,21 @@ func (w *wtx) purge(ws *wsession) error {
 		return fmt.Errorf("store: purge session %q: %w", ws.name, err)
 	}
 	w.forget(ws.name)
-	sessions, err := sessionsBucket(w.tx)
+	names, err := namesBucket(w.tx)
 	if err != nil {
 		return err
 	}
-	return sessions.DeleteBucket([]byte(ws.name))
+	if err := names.Delete([]byte(ws.name)); err != nil {
+		return fmt.Errorf("store: purge session %q: %w", ws.name, err)
+	}
+	for _, bucket := range []string{layout.BucketMessages, layout.BucketDerivedRecords} {
+		if b := w.tx.Bucket([]byte(bucket)); b != nil {
+			if _, err := layout.DeletePrefix(b, layout.SessionPrefix(ws.id)); err != nil {
+				return fmt.Errorf("store: purge session %q: %w", ws.name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // forget drops a session deleted in this transaction.
@@ -548,7 +558,7 @@ func (w *wtx) forget(name string) { delete(w.sessions, name) }
 func (w *wtx) flush() error {
 	for _, ws := range w.sessions {
 		if ws.dirty {
-			if err := putMeta(ws.bucket, ws.name, &ws.meta); err != nil {
+			if err := putRecord(w.tx, ws.name, ws.id, &ws.meta); err != nil {
 				return err
 			}
 		}

@@ -83,7 +83,14 @@ func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst strin
 		return fmt.Errorf("create the copy %s: %w", dst, err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- bbolt.Compact(out, db, 64<<20) }()
+	go func() {
+		if st.nested {
+			// A file of an older format: the copy is the upgraded file.
+			done <- migrateCopy(out, db)
+			return
+		}
+		done <- bbolt.Compact(out, db, 64<<20)
+	}()
 	select {
 	case err = <-done:
 	case <-ctx.Done():

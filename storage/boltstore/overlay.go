@@ -749,7 +749,7 @@ func (w *wtx) applySession(name string, ts *tailSession) error {
 	if ws.meta.LastSeq+1 != ts.recs[0].seq {
 		return fmt.Errorf("%w: session %q: the log continues at seq %d, the file at %d", ErrCorrupt, name, ts.recs[0].seq, ws.meta.LastSeq+1)
 	}
-	msgs, err := msgsBucket(ws.bucket, true)
+	msgs, err := w.msgsOf(ws)
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ const (
 	// FormatVersion is the layout version stored under "ctxstore"/"format".
 	// A file of a newer version is refused with ErrNewerFormat; one of an
 	// older version is migrated when opened for writing.
-	FormatVersion = 2
+	FormatVersion = 3
 	// EnvelopeVersion is element 0 of the message envelopes this version
 	// writes; it reads every version from 1 on.
 	EnvelopeVersion = 2
@@ -75,9 +75,16 @@ const (
 // Bucket and key names, as constants so nothing package-level is mutable;
 // verify and salvage use them too.
 const (
-	BucketStore    = "ctxstore"
-	KeyFormat      = "format"
-	BucketPurged   = "purged"
+	BucketStore  = "ctxstore"
+	KeyFormat    = "format"
+	BucketPurged = "purged"
+	// BucketNames, BucketMessages and BucketDerivedRecords are the flat
+	// buckets of format 3.
+	BucketNames          = "names"
+	BucketMessages       = "messages"
+	BucketDerivedRecords = "derived"
+	// BucketSessions and the names below it are format 1 and 2's nested
+	// layout, read by the migration and by salvage of such files.
 	BucketSessions = "sessions"
 	KeyMeta        = "meta"
 	BucketMsgs     = "msgs"
