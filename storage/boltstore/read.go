@@ -337,7 +337,7 @@ func (ts *tailSession) inBolt() bool {
 type mcursor struct {
 	v       *rview
 	session string
-	bbolt   bool          // bbolt may hold messages of the session
+	bbolt   bool              // bbolt may hold messages of the session
 	c       *layout.MsgCursor // opened on first use
 	opened  bool
 	err     error
