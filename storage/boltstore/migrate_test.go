@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
@@ -310,4 +315,111 @@ func TestShrinkUpgrades(t *testing.T) {
 		}
 		st.Close()
 	}
+}
+
+// childUpgrader opens the store at path for writing, which upgrades a file
+// of format 2, and prints "upgraded".
+func childUpgrader(path string) error {
+	st, err := Open(path, Options{})
+	if err != nil {
+		return err
+	}
+	fmt.Println("upgraded")
+	return st.Close()
+}
+
+// An upgrade SIGKILLed at any moment leaves the format 2 file and its log
+// as they were, or the upgraded file complete: the next Open (which
+// finishes the upgrade if need be) reads every message, acknowledged
+// appends of the log included, and the same export, and the temporary copy
+// does not outlive it.
+func TestMigrateCrashKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	kills := 16
+	if os.Getenv("CTXSTORE_SOAK") != "" {
+		kills = 200
+	}
+	dir := t.TempDir()
+	src, fixture := filepath.Join(dir, "src.db"), filepath.Join(dir, "fixture.db")
+	st, _ := storeWithLog(t, src)
+	fillRich(t, st)
+	// Enough sessions that the copy takes a while.
+	for batch := range slices.Chunk(storagetest.SmallSessions(4040)[40:], 1000) {
+		if err := st.ImportSessions(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if _, _, err := st.Append(ctx, "a", text("user", fmt.Sprint("last in the log ", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := allMessages(t, st)
+	wantExport, _, _ := storeImage(t, st)
+	cp := filepath.Join(dir, "copy.db")
+	copyStore(t, src, cp)
+	st.Close()
+	writeNested(t, cp, fixture)
+	copyFile(t, LogPath(cp), LogPath(fixture))
+	if len(logRecordOffsets(t, fixture)) == 0 {
+		t.Fatal("the fixture's log holds no records")
+	}
+
+	// How long an upgrade takes, start to end, on this machine now.
+	path := filepath.Join(dir, "run", "store.db")
+	fresh := func() {
+		os.RemoveAll(filepath.Dir(path))
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		copyStore(t, fixture, path)
+	}
+	fresh()
+	t0 := time.Now()
+	if out, err := child(t, "upgrader", path, "").Output(); err != nil || string(out) != "upgraded\n" {
+		t.Fatalf("upgrade: %v: %s", err, out)
+	}
+	whole := time.Since(t0)
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 22))
+	outcomes := map[string]int{}
+	for k := range kills {
+		fresh()
+		cmd := child(t, "upgrader", path, "")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Spread over the whole run, start-up included, and as long
+		// again: a run under load takes longer than the one timed.
+		step := 2 * whole / time.Duration(kills)
+		delay := step*time.Duration(k) + time.Duration(r.Int64N(int64(step)+1))
+		time.Sleep(delay)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		format := storedFormat(t, path)
+		outcomes[format]++
+		switch format {
+		case "2 nested":
+			if n := len(logRecordOffsets(t, path)); n != len(logRecordOffsets(t, fixture)) {
+				t.Fatalf("kill %d (after %v): the old file's log holds %d records, had %d", k, delay, n, len(logRecordOffsets(t, fixture)))
+			}
+		case strconv.Itoa(layout.FormatVersion):
+		default:
+			t.Fatalf("kill %d (after %v): the file is format %q", k, delay, format)
+		}
+		st, err := Open(path, Options{})
+		if err != nil {
+			t.Fatalf("kill %d (after %v, format %s): open: %v", k, delay, format, err)
+		}
+		checkSame(t, fmt.Sprintf("kill %d (after %v, format %s)", k, delay, format), allMessages(t, st), want)
+		if got, _, _ := storeImage(t, st); got != wantExport {
+			t.Fatalf("kill %d (after %v, format %s): the export differs", k, delay, format)
+		}
+		st.Close()
+		if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*")); len(left) != 0 {
+			t.Fatalf("kill %d: left behind: %v", k, left)
+		}
+	}
+	t.Logf("upgrade %v; files found after the kills: %v", whole, outcomes)
 }
