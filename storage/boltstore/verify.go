@@ -265,7 +265,7 @@ func (v *sessionVerifier) message(e boltpage.Elem) {
 	}
 	r.Messages++
 	seq, ok := layout.KeySeq(e.Key)
-	env, err := decodeAt(v.name, e.Key, e.Value)
+	env, err := layout.DecodeAt(v.name, e.Key, e.Value)
 	if errors.Is(err, ErrNewerFormat) {
 		if *v.newer == nil {
 			*v.newer = err
