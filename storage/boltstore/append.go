@@ -268,6 +268,13 @@ func namesBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 
 // getSession returns the number and metadata of an existing session.
 func getSession(tx *bbolt.Tx, name string) (uint64, layout.Meta, error) {
+	return lookupSession(tx, name, func(keys ...string) error { return boltpage.TxLookupDamage(tx, keys...) })
+}
+
+// lookupSession is getSession checking a lookup that came up empty with
+// damage (boltpage.LookupDamage's check), so that a missing session is
+// believed only of sound pages.
+func lookupSession(tx *bbolt.Tx, name string, damage func(keys ...string) error) (uint64, layout.Meta, error) {
 	names, err := namesBucket(tx)
 	if errors.Is(err, ErrCorrupt) {
 		return 0, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, err)
@@ -277,7 +284,7 @@ func getSession(tx *bbolt.Tx, name string) (uint64, layout.Meta, error) {
 	}
 	v := names.Get([]byte(name))
 	if v == nil {
-		if err := boltpage.TxLookupDamage(tx, layout.BucketNames, name); err != nil {
+		if err := damage(layout.BucketNames, name); err != nil {
 			return 0, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, err)
 		}
 		return 0, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)

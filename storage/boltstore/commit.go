@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ctxstore/ctxstore/internal/groupcommit"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
@@ -249,7 +250,9 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 		err = s.guard("write", func() error {
 			return db.Update(func(tx *bbolt.Tx) error {
 				var err error
-				next, err = newWtx(tx).applyLog(t)
+				w := newWtx(tx)
+				defer w.close()
+				next, err = w.applyLog(t)
 				return err
 			})
 		})
@@ -300,6 +303,7 @@ func (s *Store) applyBatch(db *bbolt.DB, t *tailState, batch []*writeReq) (next 
 	err = s.guard("write", func() error {
 		return db.Update(func(tx *bbolt.Tx) error {
 			w := newWtx(tx)
+			defer w.close()
 			var err error
 			if next, err = w.applyLog(t); err != nil {
 				return fmt.Errorf("apply the log: %w", err)
@@ -397,6 +401,7 @@ func (s *Store) commitEach(db *bbolt.DB, batch []*writeReq) {
 		r.err = s.guard("write", func() error {
 			return db.Update(func(tx *bbolt.Tx) error {
 				w := newWtx(tx)
+				defer w.close()
 				if err := r.apply(w); err != nil {
 					return err
 				}
@@ -423,6 +428,9 @@ type wtx struct {
 	// sessions are read as bbolt and the log make them, and none may be
 	// created or changed.
 	beside *tailState
+	// lookups checks the lookups that come up empty (a session created,
+	// a name never purged), reading each page once per transaction.
+	lookups *boltpage.Lookups
 }
 
 // wsession is one session as seen inside a wtx.
@@ -435,12 +443,25 @@ type wsession struct {
 
 func newWtx(tx *bbolt.Tx) *wtx { return &wtx{tx: tx, sessions: map[string]*wsession{}} }
 
+// damage checks the pages a lookup of keys read that came up empty (see
+// boltpage.LookupDamage).
+func (w *wtx) damage(keys ...string) error {
+	if w.lookups == nil {
+		w.lookups = boltpage.NewLookups(w.tx)
+	}
+	return w.lookups.Damage(keys...)
+}
+
+// close releases what the transaction's checks opened; the transaction is
+// over.
+func (w *wtx) close() { w.lookups.Close() }
+
 // session returns an existing session, or ErrNotFound.
 func (w *wtx) session(name string) (*wsession, error) {
 	if ws := w.sessions[name]; ws != nil {
 		return ws, nil
 	}
-	id, meta, err := getSession(w.tx, name)
+	id, meta, err := lookupSession(w.tx, name, w.damage)
 	if w.beside != nil {
 		meta, err = w.besideSession(name, meta, err)
 	}
@@ -502,7 +523,7 @@ func (w *wtx) peek(name string, now int64) (SessionInfo, error) {
 // session's last, so that neither is ever reused under one name.
 func (w *wtx) newSessionMeta(name string, now int64) (layout.Meta, error) {
 	m := layout.NewMeta(now)
-	t, found, err := layout.ReadTombstone(w.tx, name)
+	t, found, err := layout.LookupTombstone(w.tx, name, w.damage)
 	if err != nil || !found {
 		return m, err
 	}

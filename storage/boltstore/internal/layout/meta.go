@@ -196,6 +196,12 @@ type Tombstone struct {
 
 // ReadTombstone returns the Tombstone of a purged session name, if any.
 func ReadTombstone(tx *bbolt.Tx, name string) (Tombstone, bool, error) {
+	return LookupTombstone(tx, name, func(keys ...string) error { return boltpage.TxLookupDamage(tx, keys...) })
+}
+
+// LookupTombstone is ReadTombstone checking a lookup that came up empty
+// with damage (boltpage.LookupDamage's check).
+func LookupTombstone(tx *bbolt.Tx, name string, damage func(keys ...string) error) (Tombstone, bool, error) {
 	var t Tombstone
 	var v []byte
 	if sb := tx.Bucket([]byte(BucketStore)); sb != nil {
@@ -206,7 +212,7 @@ func ReadTombstone(tx *bbolt.Tx, name string) (Tombstone, bool, error) {
 	if v == nil {
 		// A name purged before must not start again at seq 1 because
 		// the pages holding its Tombstone are damaged.
-		if err := boltpage.TxLookupDamage(tx, BucketStore, BucketPurged, name); err != nil {
+		if err := damage(BucketStore, BucketPurged, name); err != nil {
 			return t, false, fmt.Errorf("store: session %q: tombstone: %w", name, err)
 		}
 		return t, false, nil
