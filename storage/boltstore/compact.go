@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -82,6 +83,7 @@ func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst strin
 	if err != nil {
 		return fmt.Errorf("create the copy %s: %w", dst, err)
 	}
+	out.AllocSize = layout.AllocSize
 	done := make(chan error, 1)
 	go func() {
 		if st.nested {
