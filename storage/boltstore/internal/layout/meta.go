@@ -166,9 +166,15 @@ func (m *Meta) Info(name string) storage.SessionInfo {
 	if len(m.Pinned) > 0 {
 		si.PinnedSeqs = append([]uint64(nil), m.Pinned...)
 	}
-	for _, name := range slices.Sorted(maps.Keys(m.Counters)) {
-		c := m.Counters[name]
-		si.Counters = append(si.Counters, storage.CounterCount{Counter: name, Messages: c.Messages, Tokens: c.Tokens})
+	if len(m.Counters) == 1 { // the usual case, without sorting
+		for name, c := range m.Counters {
+			si.Counters = []storage.CounterCount{{Counter: name, Messages: c.Messages, Tokens: c.Tokens}}
+		}
+	} else {
+		for _, name := range slices.Sorted(maps.Keys(m.Counters)) {
+			c := m.Counters[name]
+			si.Counters = append(si.Counters, storage.CounterCount{Counter: name, Messages: c.Messages, Tokens: c.Tokens})
+		}
 	}
 	si.Epochs = make([]storage.EpochInfo, len(m.Epochs))
 	for i, e := range m.Epochs {
