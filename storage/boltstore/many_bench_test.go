@@ -90,4 +90,3 @@ func BenchmarkOpenOneOfMany(b *testing.B) {
 	b.ReportMetric(built.Seconds(), "build-s")
 	b.ReportMetric(float64(fi.Size())/float64(n), "file-bytes/session")
 }
-
