@@ -116,6 +116,16 @@ func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst strin
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
 	}
+	if replace && st.nested {
+		// An upgraded file is a database of its own too: a process of
+		// an older build that has the old file open fails with ErrMoved
+		// at its next operation, instead of following the file and
+		// writing its nested layout into it. The log, whose records the
+		// copy holds, continues it.
+		if next, err = newIdentityLog(dst, log != nil); err != nil {
+			return err
+		}
+	}
 	if !replace {
 		// A copy beside the file is a database of its own: a log of
 		// the original never applies to it, wherever it is put.
@@ -193,6 +203,23 @@ func applyLogToCopy(ctx context.Context, log *os.File, dst string) ([]byte, erro
 		return nil, fmt.Errorf("apply the log %s to the copy: %d bytes left in the copy's log", log.Name(), len(hdr))
 	}
 	return hdr, nil
+}
+
+// newIdentityLog gives the copy at dst, which holds every record of its
+// source's log, an identity of its own, and returns the header of an empty
+// log that continues it (nil when there is no log to rewrite).
+func newIdentityLog(dst string, hasLog bool) ([]byte, error) {
+	id, err := wal.NewID()
+	if err != nil {
+		return nil, fmt.Errorf("give %s an identity: %w", dst, err)
+	}
+	if err := setApplied(dst, wal.Applied{ID: id}); err != nil {
+		return nil, err
+	}
+	if !hasLog {
+		return nil, nil
+	}
+	return wal.Header{ID: id, Gen: 1}.Encode(), nil
 }
 
 // emptyLog cuts log to hdr, the header of an empty log of the generation
