@@ -12,30 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
 )
-
-// smallSessionsFrom is storagetest.SmallSessions' batch of n sessions from
-// the from-th on, so that a million need not be held at once.
-func smallSessionsFrom(from, n int) []storage.SessionImport {
-	t0 := time.Unix(1_700_000_000, 0)
-	out := make([]storage.SessionImport, n)
-	for i := range out {
-		k := from + i
-		name := fmt.Sprintf("chat-%07d", k)
-		q := ctxstore.NewMessage("user", fmt.Sprintf("What is the capital of country number %d?", k))
-		a := ctxstore.NewMessage("assistant", "I am not sure which country you mean; could you name it?")
-		out[i] = storage.SessionImport{
-			Info: storage.SessionInfo{Name: name, Created: t0, Updated: t0.Add(time.Minute)},
-			Entries: []storage.Entry{
-				{Session: name, Seq: 1, Epoch: 1, Time: t0, Tokens: 12, Raw: q.Bytes()},
-				{Session: name, Seq: 2, Epoch: 1, Time: t0.Add(time.Second), Tokens: 14, Raw: a.Bytes()},
-			},
-		}
-	}
-	return out
-}
 
 // BenchmarkOpenOneOfMany: opening one session (its metadata and last 50
 // messages, as a chat UI resumes it) in a file of N two-message sessions
@@ -55,7 +33,7 @@ func BenchmarkOpenOneOfMany(b *testing.B) {
 	}
 	t0 := time.Now()
 	for i := 0; i < n; i += 1000 {
-		if err := st.ImportSessions(ctx, smallSessionsFrom(i, min(1000, n-i))); err != nil {
+		if err := st.ImportSessions(ctx, storagetest.SmallSessionsFrom(i, min(1000, n-i))); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -73,7 +51,7 @@ func BenchmarkOpenOneOfMany(b *testing.B) {
 			b.Fatal(err)
 		}
 		for range 1000 {
-			name := fmt.Sprintf("chat-%07d", r.IntN(n))
+			name := fmt.Sprintf("chat-%06d", r.IntN(n))
 			t1 := time.Now()
 			if _, err := ro.Session(ctx, name); err != nil {
 				b.Fatal(err)

@@ -188,19 +188,19 @@ func storedFormat(t testing.TB, path string) string {
 	return v
 }
 
-// A file of format 2 is upgraded by the first Open that may write: every
-// session, message, epoch, tombstone and derived record comes through, the
-// export is the same bytes, Verify finds nothing, and appends continue.
-// A read-only Open refuses it, saying how to upgrade it.
-func TestMigrateFormat2(t *testing.T) {
-	dir := t.TempDir()
-	src, old := filepath.Join(dir, "src.db"), filepath.Join(dir, "old.db")
+// nestedFixture writes a store of every shape (fillRich) and the same as a
+// file of format 2 at dir/old.db, and returns that path and what a user
+// can read of the store.
+func nestedFixture(t testing.TB, dir string) (old, export string, infos []SessionInfo, derived []Derived) {
+	t.Helper()
+	src := filepath.Join(dir, "src.db")
+	old = filepath.Join(dir, "old.db")
 	st, err := Open(src, Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fillRich(t, st)
-	wantExport, wantInfos, wantDerived := storeImage(t, st)
+	export, infos, derived = storeImage(t, st)
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -208,10 +208,20 @@ func TestMigrateFormat2(t *testing.T) {
 	if got := storedFormat(t, old); got != "2 nested" {
 		t.Fatalf("fixture is format %q", got)
 	}
+	return old, export, infos, derived
+}
+
+// A file of format 2 is upgraded by the first Open that may write: every
+// session, message, epoch, tombstone and derived record comes through, the
+// export is the same bytes, Verify finds nothing, and appends continue.
+// A read-only Open refuses it, saying how to upgrade it.
+func TestMigrateFormat2(t *testing.T) {
+	dir := t.TempDir()
+	old, wantExport, wantInfos, wantDerived := nestedFixture(t, dir)
 	if _, err := Open(old, Options{ReadOnly: true}); !errors.Is(err, ErrNeedsUpgrade) {
 		t.Fatalf("read-only open of a format 2 file: %v", err)
 	}
-	st, err = Open(old, Options{})
+	st, err := Open(old, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,15 +296,7 @@ func TestMigrateKeepsTheLog(t *testing.T) {
 // Shrink upgrades a format 2 file too: in place, or into a new file.
 func TestShrinkUpgrades(t *testing.T) {
 	dir := t.TempDir()
-	src, old := filepath.Join(dir, "src.db"), filepath.Join(dir, "old.db")
-	st, err := Open(src, Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fillRich(t, st)
-	want, _, _ := storeImage(t, st)
-	st.Close()
-	writeNested(t, src, old)
+	old, want, _, _ := nestedFixture(t, dir)
 	into := filepath.Join(dir, "into.db")
 	if err := Shrink(ctx, old, into, ShrinkOptions{}); err != nil {
 		t.Fatal(err)
