@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
@@ -189,7 +190,7 @@ func nestedLayout(tx *bbolt.Tx) bool { return tx.Bucket([]byte(layout.BucketSess
 // upgrade migrates the file at s.path in place (see the top of this file),
 // unless another process did so first.
 func (s *Store) upgrade(ctx context.Context) error {
-	if err := shrinkInPlace(ctx, s.path, s.opts.LockTimeout); err != nil {
+	if err := fileops.Shrink(ctx, fileEngine{}, s.path, "", s.opts.LockTimeout); err != nil {
 		return fmt.Errorf("store %s: upgrade the file to format %d: %w", s.path, layout.FormatVersion, err)
 	}
 	return nil
