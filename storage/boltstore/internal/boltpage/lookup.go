@@ -3,6 +3,7 @@ package boltpage
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ctxstore/ctxstore/storage"
@@ -167,6 +168,12 @@ func (w *Walker) Find(path []string, root BucketRoot, key []byte) (e Elem, found
 			return e, false
 		}
 		if children == nil {
+			if c, cached := w.File.cache[id]; cached && c.sound {
+				// Checked whole before: a key it lacks needs no walk.
+				if _, has := slices.BinarySearchFunc(keys, key, bytes.Compare); !has {
+					return e, false
+				}
+			}
 			h, buf, _ := w.File.Page(id) // read by pageKeys
 			w.leaf(path, id, buf, int64(id)*int64(w.File.PageSize), h.Count, match)
 			return e, found && len(w.Issues) == 0
