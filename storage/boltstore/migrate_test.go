@@ -425,3 +425,25 @@ func TestMigrateCrashKill(t *testing.T) {
 	}
 	t.Logf("upgrade %v; files found after the kills: %v", whole, outcomes)
 }
+
+// A backup of format 2 restores as an upgraded file, the backup left as
+// it was.
+func TestRestoreOldBackup(t *testing.T) {
+	dir := t.TempDir()
+	old, want, _, _ := nestedFixture(t, dir)
+	path := filepath.Join(dir, "restored.db")
+	if _, err := Restore(ctx, path, old); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedFormat(t, old); got != "2 nested" {
+		t.Errorf("the backup is now format %q", got)
+	}
+	st, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got, _, _ := storeImage(t, st); got != want {
+		t.Errorf("the restored file's export differs")
+	}
+}
