@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/viewreport"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/simple"
 	"github.com/ctxstore/ctxstore/storage"
@@ -60,7 +61,7 @@ type demo struct {
 	engines []storage.Engine // opened by this step's runs (PostgreSQL)
 	session string
 	mem     string // memory file
-	log     *eventLog
+	log     *viewreport.EventLog
 	appends []time.Duration
 	budget  int
 	turn    int
@@ -86,7 +87,7 @@ func runDemo(ctx context.Context, a *app, budget int) error {
 	}
 	out := &fitWriter{w: a.stdout, width: cols, cut: func(l string) bool { return strings.HasPrefix(l, "#") }}
 	defer out.Flush()
-	d := &demo{a: a, w: out, log: &eventLog{}, budget: budget, mem: filepath.Join(tmp, "USER.md")}
+	d := &demo{a: a, w: out, log: &viewreport.EventLog{}, budget: budget, mem: filepath.Join(tmp, "USER.md")}
 	kept := a.db != ""
 	if kept {
 		d.path = a.db
@@ -161,7 +162,7 @@ func freeName(ctx context.Context, st storage.Engine, base string) (string, erro
 
 func (d *demo) open(ctx context.Context) (*persistent.Manager, error) {
 	cfg := persistent.Config{
-		Config:      simple.Config{Hooks: d.log.hook},
+		Config:      simple.Config{Hooks: d.log.Hook},
 		MemoryFiles: []string{d.mem},
 		LockTimeout: d.a.lockTimeout,
 	}
@@ -272,7 +273,7 @@ func (d *demo) firstRun(ctx context.Context) error {
 	if err := m.SetMessages(ctx, []ctxstore.Message{ctxstore.NewMessage(ctxstore.RoleSystem, "You are Ana's home-server assistant. Use tools to check before answering.")}); err != nil {
 		return d.explain(d.session, err)
 	}
-	for _, ev := range d.log.take() {
+	for _, ev := range d.log.Take() {
 		if inc, ok := ctxstore.IncludeOf(ev.Name, ev.Data); ok {
 			d.say("memory file %v became a system message (%s)", inc.Source, ctxstore.EventInclude)
 		}
@@ -319,7 +320,7 @@ func (d *demo) restart(ctx context.Context) error {
 		return err
 	}
 	ignored := false
-	for _, ev := range d.log.take() {
+	for _, ev := range d.log.Take() {
 		if r, ok := ctxstore.ResumeOf(ev.Name, ev.Data); ok && r.IgnoredSetMessages {
 			ignored = true
 		}
@@ -334,9 +335,9 @@ func (d *demo) restart(ctx context.Context) error {
 	d.heading(fmt.Sprintf("The full history beside the view sent to the model (budget %d tokens)", d.budget))
 	req := ctxstore.Request{TokenBudget: d.budget}
 	t = time.Now()
-	rep, err := viewOf(ctx, m, d.log, req)
+	rep, err := viewreport.Of(ctx, m, d.log, req)
 	if err != nil {
-		return err
+		return explain(m.Store().Location(), m.Session(), err)
 	}
 	first := time.Since(t)
 	printViewReport(d.w, rep, false)
@@ -353,7 +354,7 @@ func (d *demo) restart(ctx context.Context) error {
 		return err
 	}
 	next := time.Since(t)
-	d.log.take()
+	d.log.Take()
 	d.say("view time: %v for the first request after the restart, %v for the next one after one more turn", first.Round(time.Microsecond), next.Round(time.Microsecond))
 	return m.Close()
 }
@@ -390,7 +391,7 @@ func (d *demo) crash(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.log.take()
+	d.log.Take()
 	d.say("the view now ends with:")
 	for _, msg := range view[max(len(view)-4, 0):] {
 		if msg.Source() == "context-compaction" {
