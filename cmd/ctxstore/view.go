@@ -102,19 +102,7 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 			return err
 		}
 	default:
-		printViewReport(w, rep, full)
+		io.WriteString(w, rep.Text(full))
 	}
 	return w.Flush()
-}
-
-// printViewReport prints the view's explanation (ctxstore.View.Report),
-// with the warnings the request emitted.
-func printViewReport(w io.Writer, rep viewreport.Report, full bool) {
-	var warnings []string
-	for _, ev := range rep.Events {
-		if wa, ok := ctxstore.WarningOf(ev.Name, ev.Data); ok {
-			warnings = append(warnings, wa.Message)
-		}
-	}
-	io.WriteString(w, rep.Explained.Report(ctxstore.ReportOptions{Full: full, Warnings: warnings}))
 }

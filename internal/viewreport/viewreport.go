@@ -108,3 +108,16 @@ func Of(ctx context.Context, mgr *persistent.Manager, log *EventLog, req ctxstor
 	}
 	return rep, nil
 }
+
+// Text is the view's explanation as 'ctxstore view' prints it
+// (ctxstore.View.Report), with the warnings the request emitted; full
+// prints whole message texts.
+func (r Report) Text(full bool) string {
+	var warnings []string
+	for _, ev := range r.Events {
+		if wa, ok := ctxstore.WarningOf(ev.Name, ev.Data); ok {
+			warnings = append(warnings, wa.Message)
+		}
+	}
+	return r.Explained.Report(ctxstore.ReportOptions{Full: full, Warnings: warnings})
+}
