@@ -113,12 +113,20 @@ func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Conf
 		e.d = cloneDecisions(saved)
 		e.d.Version = decisionsVersion
 	}
+	if len(h.Gaps) > 0 && (fresh || h.FirstUser == nil) {
+		// Gaps serve only saved decisions; and the first human message
+		// might lie in one.
+		return Result{NeedTail: true}
+	}
 	e.locateHumans()
 	if fresh || !e.adoptRegion() {
 		e.collectPinned()
 	}
 
 	res := e.run(fresh)
+	if res.NeedTail {
+		return res
+	}
 	res.Stats.Reused = !fresh && !res.Stats.Escalated
 	res.Changed = !equalDecisions(saved, res.Decisions)
 	return res
@@ -138,6 +146,9 @@ func (e *engine) run(fresh bool) Result {
 			e.buildRegion(e.d.Cutoff, true)
 		}
 		if e.d.Tripped {
+			if len(e.h.Gaps) > 0 {
+				return Result{NeedTail: true}
+			}
 			if e.floorWithFirst()+e.reserveFor() >= e.trig {
 				if _, _, need := e.firstUserNeed(); need && !e.d.KeepFirstUser {
 					e.firstBack = true // it may lie below the cutoff
@@ -155,7 +166,11 @@ func (e *engine) run(fresh bool) Result {
 			return res
 		}
 	}
-	// 3. New escalation.
+	// 3. New escalation: it weighs every message back to the horizon,
+	// also those the saved decisions removed.
+	if len(e.h.Gaps) > 0 {
+		return Result{NeedTail: true}
+	}
 	before := e.total
 	if fresh {
 		before = e.h.TotalTokens
@@ -349,7 +364,7 @@ func (e *engine) group() {
 			var buf [8]string
 			answered := buf[:0]
 			j := i + 1
-			for ; j < n && e.ents[j].result; j++ {
+			for ; j < n && e.ents[j].result && !e.afterGap(e.ents[j].item.ID); j++ {
 				rids := e.ents[j].item.Msg.ResultIDs()
 				if !answers(calls, rids) {
 					break
@@ -392,6 +407,18 @@ func (e *engine) group() {
 			e.units[k].removed = true
 		}
 	}
+}
+
+// afterGap reports whether messages were left out right before the item
+// with id (History.Gaps). They were a whole removed unit or more, so no
+// unit reaches across them: the item starts a unit, as in the whole
+// tail.
+func (e *engine) afterGap(id uint64) bool {
+	if len(e.h.Gaps) == 0 {
+		return false
+	}
+	_, ok := slices.BinarySearch(e.h.Gaps, id)
+	return ok
 }
 
 func answers(calls, results []string) bool {

@@ -22,6 +22,7 @@ type stickyRegion struct {
 	tail        []Item    // History.Tail
 	hPinned     []Item    // History.Pinned
 	hidden      []uint64  // History.Hidden
+	gaps        []uint64  // History.Gaps
 	firstUser   *Item     // History.FirstUser
 	lastHuman   *Item     // History.LastHuman
 	firstUserID uint64
@@ -46,7 +47,7 @@ func (e *engine) keepRegion() {
 		return
 	}
 	m.region = &stickyRegion{
-		d: cloneDecisions(e.d), tail: e.h.Tail, hPinned: e.h.Pinned, hidden: e.h.Hidden,
+		d: cloneDecisions(e.d), tail: e.h.Tail, hPinned: e.h.Pinned, hidden: e.h.Hidden, gaps: e.h.Gaps,
 		firstUser: e.h.FirstUser, lastHuman: e.h.LastHuman,
 		firstUserID: e.firstUserID, lastHumanID: e.lastHumanID, cfg: e.cfg,
 		pinned: e.pinned, pinnedTok: e.pinnedTok,
@@ -116,7 +117,7 @@ func (e *engine) adoptRegion() bool {
 // region to the appended messages.
 func (e *engine) canAdopt(r *stickyRegion) bool {
 	if e.d.Tripped || !equalDecisions(r.d, e.d) || !sameConfig(r.cfg, e.cfg) ||
-		r.firstUserID != e.firstUserID || !slices.Equal(r.hidden, e.h.Hidden) ||
+		r.firstUserID != e.firstUserID || !slices.Equal(r.hidden, e.h.Hidden) || !slices.Equal(r.gaps, e.h.Gaps) ||
 		len(e.h.Tail) < len(r.tail) || !sameItems(r.hPinned, e.h.Pinned) ||
 		!sameItem(r.firstUser, e.h.FirstUser) || !sameItems(r.tail, e.h.Tail[:len(r.tail)]) {
 		return false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
@@ -121,5 +122,46 @@ func TestNeedStartAtCutoff(t *testing.T) {
 				t.Fatalf("conversation %d: Need{FromID: %d}.Start = %d, walking back gives %d", c, from, got, want)
 			}
 		}
+	}
+}
+
+// TestGapsEndUnits: a tail that leaves out what the decisions remove shows
+// the same view, also when a result right after the left-out messages
+// answers the call before them (an orphan in the whole tail, which must
+// not join that group), and asks for the whole tail when it must
+// escalate.
+func TestGapsEndUnits(t *testing.T) {
+	est := tokens.O200k()
+	msgs := []ctxstore.Message{
+		ctxstore.NewMessage("user", "check the disks"),
+		ctxstore.MustParseMessage([]byte(`{"role":"assistant","content":null,"tool_calls":[{"id":"x","type":"function","function":{"name":"df","arguments":"{}"}}]}`)),
+		ctxstore.MustParseMessage([]byte(`{"role":"tool","tool_call_id":"x","content":"sda 91%"}`)),
+		ctxstore.MustParseMessage([]byte(`{"role":"assistant","content":null,"tool_calls":[{"id":"y","type":"function","function":{"name":"du","arguments":"{}"}}]}`)),
+		ctxstore.MustParseMessage([]byte(`{"role":"tool","tool_call_id":"y","content":"/var 40G"}`)),
+		ctxstore.MustParseMessage([]byte(`{"role":"tool","tool_call_id":"x","content":"sda 92% (late)"}`)),
+		ctxstore.NewMessage("assistant", "sda is nearly full"),
+		ctxstore.NewMessage("user", "clean it"),
+	}
+	items := viewtest.Items(msgs, est)
+	cfg := defaultConfig(view.StrategyProgressive)
+	const budget = 10_000
+	saved := view.Decisions{Version: 2, Strategy: view.StrategyProgressive, Budget: budget, Cutoff: 1,
+		KeepFirstUser: true, Removed: []uint64{4, 5}, Level: view.LevelRemove, Escalations: 1}
+	need := view.Horizon(budget, cfg, saved)
+	whole := view.Compute(context.Background(), viewtest.Load(items, need), view.Budget{Tokens: budget}, saved, cfg)
+	sh := viewtest.LoadSparse(items, need)
+	if len(sh.Gaps) != 1 || sh.Gaps[0] != 6 {
+		t.Fatalf("gaps %v, want [6]", sh.Gaps)
+	}
+	sparse := view.Compute(context.Background(), sh, view.Budget{Tokens: budget}, saved, cfg)
+	sameResult(t, "tail with a gap", sparse, whole)
+	if strings.Contains(messages(whole.View), "late") {
+		t.Fatalf("the orphan result is shown:\n%s", messages(whole.View))
+	}
+	// A budget the view is over: a new escalation needs the whole tail.
+	tight := saved
+	tight.Budget = 60
+	if res := view.Compute(context.Background(), viewtest.LoadSparse(items, view.Horizon(60, cfg, tight)), view.Budget{Tokens: 60}, tight, cfg); !res.NeedTail || res.View != nil {
+		t.Fatalf("an escalation on a tail with gaps: NeedTail %v, view of %d messages", res.NeedTail, len(res.View))
 	}
 }

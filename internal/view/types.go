@@ -109,6 +109,13 @@ type History struct {
 	// Hidden lists IDs (ascending) that must never appear in the view, such
 	// as superseded memory-file versions. Optional.
 	Hidden []uint64
+	// Gaps lists (ascending) the IDs of Tail items right after messages
+	// the caller left out of Tail because the need allowed it (Need.Skip):
+	// Tail is then the contiguous run less those messages. Such a tail
+	// serves a request that reuses the saved decisions; when the view
+	// needs more (a new escalation, the runaway breaker's floor view),
+	// Compute returns Result.NeedTail instead. Optional.
+	Gaps []uint64
 	// Memo, optional, caches rewritten messages between requests so a
 	// truncated megabyte tool result is rewritten once, not per request,
 	// and the last reused layout, so a request after an append costs in
@@ -194,6 +201,11 @@ type Need struct {
 	// FromID: the tail must reach back to an item with ID <= FromID (the
 	// saved cutoff), unless it reaches the first message. 0 = no demand.
 	FromID uint64
+	// Skip lists (ascending) IDs the loader may leave out of the tail:
+	// messages the saved decisions remove. A tail that leaves any out lists
+	// the item after each left-out run in History.Gaps. Reading less of a
+	// long history this way is optional; the view is the same.
+	Skip []uint64
 }
 
 // Event is one hook event for the manager to emit, in order, with
@@ -252,7 +264,11 @@ type Result struct {
 	// Changed reports whether Decisions differ from the saved ones, i.e.
 	// whether a persistent manager must write them.
 	Changed bool
-	Stats   Stats
+	// NeedTail reports that the history had gaps (History.Gaps) and the
+	// view needs what they left out: load the tail without gaps and
+	// compute again. Nothing else is set then.
+	NeedTail bool
+	Stats    Stats
 	// Events to emit, in order.
 	Events []Event
 }
