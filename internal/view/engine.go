@@ -83,6 +83,13 @@ type engine struct {
 
 	protLo  int  // no entry below this index is marked protected
 	adopted bool // the region is the previous request's, grown by the new messages (see adoptRegion)
+	// laid is what the adopted region's first units showed in the previous
+	// view, which they still show (nil when there is none); out and
+	// outOrigins the view finish laid out in memory the Memo keeps.
+	laid       *laidOut
+	out        []ctxstore.Message
+	outOrigins []ctxstore.Origin
+	stable     int // see Result.stable
 }
 
 func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Config) Result {
@@ -162,7 +169,7 @@ func (e *engine) run(fresh bool) Result {
 		}
 		if e.total+e.noticeTokens() < e.trig && !e.firstUserShort() {
 			res := e.finish(false, e.total)
-			e.keepRegion()
+			e.keepRegion(res)
 			return res
 		}
 	}
@@ -265,7 +272,7 @@ func (e *engine) buildRegion(from uint64, sticky bool) {
 		e.units = make([]unit, 0, len(e.h.Tail)+len(e.d.Held)+2)
 	}
 	e.ents, e.units = e.ents[:0], e.units[:0]
-	e.summary, e.pending = nil, false
+	e.summary, e.pending, e.laid = nil, false, nil
 	if sticky && e.d.Summary != nil {
 		e.setSummary(e.d.Summary)
 	}
@@ -624,35 +631,52 @@ func (e *engine) reserveFor() int {
 	return e.est.Estimate(NoticeMessage(999999, 999999, 999999, 999999, e.cfg.Annotations, e.cfg.RecallTool))
 }
 
-// counts returns what the current layout omits or changes.
-func (e *engine) counts() (removed, truncated, stubbed, summarized, shown int) {
-	dropped := 0
-	for _, u := range e.units {
+// layoutCounts are what units of the layout show: entries shown, of them
+// truncated (or omitted) and stubbed, and entries of invalid units.
+type layoutCounts struct {
+	shown, truncated, stubbed, dropped int
+}
+
+// unitCounts adds the counts of units[lo:hi] to c.
+func (e *engine) unitCounts(lo, hi int, c layoutCounts) layoutCounts {
+	for _, u := range e.units[lo:hi] {
 		if u.invalid {
-			dropped += u.hi - u.lo
+			c.dropped += u.hi - u.lo
 		}
 		if u.removed {
 			continue
 		}
 		for k := u.lo; k < u.hi; k++ {
-			shown++
+			c.shown++
 			switch e.ents[k].form {
 			case formTruncated, formOmitted:
-				truncated++
+				c.truncated++
 			case formStubbed:
-				stubbed++
+				c.stubbed++
 			}
 		}
 	}
-	shown += len(e.pinned)
+	return c
+}
+
+// counts returns what the current layout omits or changes. The units an
+// adopted layout shows as before are counted once, when they were laid out.
+func (e *engine) counts() (removed, truncated, stubbed, summarized, shown int) {
+	var c layoutCounts
+	from := 0
+	if l := e.laid; l != nil {
+		c, from = l.counts, l.unit
+	}
+	c = e.unitCounts(from, len(e.units), c)
+	shown = c.shown + len(e.pinned)
 	if e.summary != nil {
 		summarized = e.summaryCount()
 	}
-	removed = e.h.Total - shown - summarized - len(e.h.Hidden) - dropped
+	removed = e.h.Total - shown - summarized - len(e.h.Hidden) - c.dropped
 	if removed < 0 {
 		removed = 0
 	}
-	return removed, truncated, stubbed, summarized, shown
+	return removed, c.truncated, c.stubbed, summarized, shown
 }
 
 func (e *engine) summaryCount() int {

@@ -277,10 +277,19 @@ func (e *engine) warnOnce(reason, msg string) {
 	e.warn(reason, msg)
 }
 
-// finish lays out the view, the stats and the events.
-func (e *engine) finish(escalated bool, tokensBefore int) Result {
-	removed, truncated, stubbed, summarized, shown := e.counts()
-	compacted := removed > 0 || truncated > 0 || stubbed > 0 || summarized > 0
+// layOut returns the view's messages and their origins, without the
+// notice, in a slice the caller owns with room for it. A layout adopted
+// from the previous request copies what its first units showed then and
+// lays out only the rest, in the Memo's memory (kept in e.out for the
+// next request).
+func (e *engine) layOut(shown int) ([]ctxstore.Message, []ctxstore.Origin) {
+	if l := e.laid; l != nil && e.summary == nil && len(e.pinned) == l.pinned {
+		view, origins := e.appendUnits(l.view[:l.at], l.origins[:l.at], l.unit)
+		e.out, e.outOrigins, e.stable = view, origins, l.at
+		return append(make([]ctxstore.Message, 0, len(view)+1), view...),
+			append(make([]ctxstore.Origin, 0, len(origins)+1), origins...)
+	}
+	e.laid = nil
 	view := make([]ctxstore.Message, 0, shown+2)
 	origins := make([]ctxstore.Origin, 0, shown+2)
 	for _, it := range e.pinned {
@@ -294,18 +303,33 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 		view = append(view, m)
 		origins = append(origins, o)
 	}
+	if e.summary == nil {
+		return e.appendUnits(view, origins, 0)
+	}
 	// The summary stands where the span it condenses stood: after the
 	// system messages and anything kept from before the span.
-	summaryAt := -1
-	if e.summary != nil {
-		summaryAt = len(view)
-	}
+	summaryAt, at := len(view), len(view)
 	for _, u := range e.units {
 		if u.removed {
 			continue
 		}
-		if summaryAt >= 0 && e.ents[u.lo].item.ID < e.summary.From {
-			summaryAt = len(view) + (u.hi - u.lo)
+		at += u.hi - u.lo
+		if e.ents[u.lo].item.ID < e.summary.From {
+			summaryAt = at
+		}
+	}
+	view, origins = e.appendUnits(view, origins, 0)
+	view = slices.Insert(view, summaryAt, e.summaryMsg)
+	origins = slices.Insert(origins, summaryAt, ctxstore.Origin{
+		Form: ctxstore.FormSummary, Seq: e.summary.To, FromSeq: e.summary.From, Tokens: e.summaryTok})
+	return view, origins
+}
+
+// appendUnits appends what units[from:] show.
+func (e *engine) appendUnits(view []ctxstore.Message, origins []ctxstore.Origin, from int) ([]ctxstore.Message, []ctxstore.Origin) {
+	for _, u := range e.units[from:] {
+		if u.removed {
+			continue
 		}
 		for i := u.lo; i < u.hi; i++ {
 			en := &e.ents[i]
@@ -322,11 +346,14 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 			origins = append(origins, o)
 		}
 	}
-	if summaryAt >= 0 {
-		view = slices.Insert(view, summaryAt, e.summaryMsg)
-		origins = slices.Insert(origins, summaryAt, ctxstore.Origin{
-			Form: ctxstore.FormSummary, Seq: e.summary.To, FromSeq: e.summary.From, Tokens: e.summaryTok})
-	}
+	return view, origins
+}
+
+// finish lays out the view, the stats and the events.
+func (e *engine) finish(escalated bool, tokensBefore int) Result {
+	removed, truncated, stubbed, summarized, shown := e.counts()
+	compacted := removed > 0 || truncated > 0 || stubbed > 0 || summarized > 0
+	view, origins := e.layOut(shown)
 	total := e.total
 	notice := false
 	if compacted && e.cfg.Notice && !e.pending {
@@ -377,7 +404,7 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 			"level": st.Level, "removed": removed, "truncated": truncated, "stubbed": stubbed,
 		}})
 	}
-	return Result{View: view, Origins: origins, Decisions: e.d, Stats: st, Events: events}
+	return Result{View: view, Origins: origins, Decisions: e.d, Stats: st, Events: events, stable: e.stable}
 }
 
 func cloneDecisions(d Decisions) Decisions {

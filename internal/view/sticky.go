@@ -37,11 +37,26 @@ type stickyRegion struct {
 	ents       []entry
 	units      []unit
 	protLo     int
+	laid       *laidOut
+}
+
+// laidOut is what a reusing request's view showed for its pinned messages
+// and units[:unit] — all but the last unit, which the next request groups
+// again with what was appended — so the next request copies it instead of
+// laying it out. The Memo owns view and origins: the next request grows
+// them in place, and hands its caller a copy.
+type laidOut struct {
+	view    []ctxstore.Message // the view without its notice; view[:at] is the pinned messages and units[:unit]
+	origins []ctxstore.Origin
+	at      int
+	unit    int
+	pinned  int          // len(engine.pinned)
+	counts  layoutCounts // of units[:unit]
 }
 
 // keepRegion stores the region of a request that reused its decisions in
-// the Memo, for the next request to adopt.
-func (e *engine) keepRegion() {
+// the Memo, for the next request to adopt, with what its view showed.
+func (e *engine) keepRegion(res Result) {
 	m := e.h.Memo
 	if m == nil || e.tripped || e.firstBack {
 		return
@@ -52,8 +67,37 @@ func (e *engine) keepRegion() {
 		firstUserID: e.firstUserID, lastHumanID: e.lastHumanID, cfg: e.cfg,
 		pinned: e.pinned, pinnedTok: e.pinnedTok,
 		summary: e.summary, summaryMsg: e.summaryMsg, summaryTok: e.summaryTok,
-		ents: e.ents, units: e.units, protLo: e.protLo,
+		ents: e.ents, units: e.units, protLo: e.protLo, laid: e.laidOut(res),
 	}
+}
+
+// laidOut returns what res's view showed for all units but the last one,
+// in memory the Memo may keep: e.out when layOut grew the previous one, a
+// copy otherwise. Nil with a summary, which stands inside the view.
+func (e *engine) laidOut(res Result) *laidOut {
+	if e.summary != nil {
+		return nil
+	}
+	n := len(res.View)
+	if res.Stats.Notice {
+		n--
+	}
+	view, origins := e.out, e.outOrigins
+	if view == nil || e.laid == nil {
+		view, origins = slices.Clone(res.View[:n]), slices.Clone(res.Origins[:n])
+	}
+	k := len(e.units)
+	if k > 0 && !e.units[k-1].special {
+		k--
+	}
+	var c layoutCounts
+	from := 0
+	if e.laid != nil {
+		c, from = e.laid.counts, e.laid.unit
+	}
+	c = e.unitCounts(from, k, c)
+	last := e.unitCounts(k, len(e.units), layoutCounts{})
+	return &laidOut{view: view, origins: origins, at: n - last.shown, unit: k, pinned: len(e.pinned), counts: c}
 }
 
 // adoptRegion takes the region the Memo keeps when it was laid out with
@@ -74,6 +118,7 @@ func (e *engine) adoptRegion() bool {
 	e.pinned, e.pinnedTok = r.pinned, r.pinnedTok
 	e.summary, e.summaryMsg, e.summaryTok = r.summary, r.summaryMsg, r.summaryTok
 	e.ents, e.units, e.protLo = r.ents, r.units, r.protLo
+	e.laid = r.laid
 	from := e.d.Cutoff
 	if r.lastHumanID != e.lastHumanID {
 		// The old last human message lost its place in the floor.

@@ -25,11 +25,7 @@ func TestMemoChangesNothing(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	adopted := 0
 	for c := range cases(24, 4, 2000) {
-		o := viewtest.Random(r)
-		o.Turns = 20 + r.IntN(120)
-		msgs := viewtest.Generate(r, o)
-		items := viewtest.Items(msgs, est)
-		total := viewtest.Sum(msgs, est)
+		msgs, items, total := generated(r, est, 120)
 		budgets := []int{total/(2+r.IntN(8)) + 100, total/(2+r.IntN(8)) + 100}
 		if bs := firstUserBudgets(r, msgs, est); c%4 == 3 && len(bs) > 0 {
 			budgets[0] = bs[r.IntN(len(bs))]
@@ -64,6 +60,15 @@ func TestMemoChangesNothing(t *testing.T) {
 	if adopted == 0 {
 		t.Error("no request reused its decisions: the adopted layout is not exercised")
 	}
+}
+
+// generated is a random agent conversation of 20 to 20+spread turns: its
+// messages, their items and their tokens.
+func generated(r *rand.Rand, est ctxstore.Estimator, spread int) ([]ctxstore.Message, []view.Item, int) {
+	o := viewtest.Random(r)
+	o.Turns = 20 + r.IntN(spread)
+	msgs := viewtest.Generate(r, o)
+	return msgs, viewtest.Items(msgs, est), viewtest.Sum(msgs, est)
 }
 
 func cloneItems(items []view.Item) []view.Item {
@@ -163,5 +168,50 @@ func TestGapsEndUnits(t *testing.T) {
 	tight.Budget = 60
 	if res := view.Compute(context.Background(), viewtest.LoadSparse(items, view.Horizon(60, cfg, tight)), view.Budget{Tokens: 60}, tight, cfg); !res.NeedTail || res.View != nil {
 		t.Fatalf("an escalation on a tail with gaps: NeedTail %v, view of %d messages", res.NeedTail, len(res.View))
+	}
+}
+
+// TestStablePrefixWithMemo: a Driver takes the part of an adopted layout
+// that is unchanged as the stable prefix without comparing it; the prefix
+// is the one a Driver comparing every message finds, also when the host
+// alternates budgets, or sends another budget with the same fit.
+func TestStablePrefixWithMemo(t *testing.T) {
+	est := tokens.O200k()
+	r := rand.New(rand.NewPCG(13, 14))
+	hinted := 0
+	for c := range cases(12, 3, 500) {
+		_, items, total := generated(r, est, 100)
+		b := total/(2+r.IntN(6)) + 2000
+		cfg := defaultConfig(strategies[c%len(strategies)])
+		withMemo, without := view.NewDriver(cfg), view.NewDriver(cfg)
+		memo := view.NewMemo()
+		saved := map[int]view.Decisions{}
+		for k := 1; k <= len(items); k++ {
+			req := ctxstore.Request{TokenBudget: b}
+			switch k % 7 {
+			case 3:
+				req = ctxstore.Request{TokenBudget: b + 64, ExtraTokens: 64} // the same fit
+			case 5:
+				req = ctxstore.Request{TokenBudget: b / 2}
+			}
+			pa, _ := withMemo.Plan(req)
+			pb, _ := without.Plan(req)
+			d := saved[pa.Fit.Tokens]
+			h := viewtest.Load(items[:k], view.Horizon(pa.Fit.Tokens, cfg, d))
+			h.Memo = memo
+			ra := view.Compute(context.Background(), h, pa.Fit, d, cfg)
+			rb := view.Compute(context.Background(), viewtest.Load(items[:k], view.Horizon(pb.Fit.Tokens, cfg, d)), pb.Fit, d, cfg)
+			va, vb := withMemo.Explain(pa, ra), without.Explain(pb, rb)
+			if va.StablePrefix != vb.StablePrefix {
+				t.Fatalf("conversation %d after %d messages, request %+v: stable prefix %d, comparing every message %d", c, k, req, va.StablePrefix, vb.StablePrefix)
+			}
+			if ra.Stats.Reused && va.StablePrefix > 0 {
+				hinted++
+			}
+			saved[pa.Fit.Tokens] = ra.Decisions
+		}
+	}
+	if hinted == 0 {
+		t.Error("no adopted layout: the hint is not exercised")
 	}
 }

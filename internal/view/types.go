@@ -271,6 +271,10 @@ type Result struct {
 	Stats    Stats
 	// Events to emit, in order.
 	Events []Event
+	// stable is how many leading messages of View the previous view
+	// computed with the same Memo showed the same (an adopted layout's
+	// unchanged part): the Driver need not compare them.
+	stable int
 }
 
 // Memo caches the truncated and stubbed forms of messages across Compute
