@@ -42,7 +42,7 @@ func decisionKey(epoch uint64, budget int) string {
 // saved decisions. Changed decisions are saved to the store, so a reopened
 // session produces the same view. The stored history never changes.
 func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
-	v, err := m.Explain(ctx, r)
+	v, err := m.explain(ctx, r, true)
 	return v.Messages, err
 }
 
@@ -53,7 +53,12 @@ func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request)
 // same budget. Origins of messages the view adds (the notice, repaired
 // tool results) have seq 0.
 func (m *Manager) Explain(ctx context.Context, r ctxstore.Request) (ctxstore.View, error) {
-	v, events, err := m.request(ctx, r)
+	return m.explain(ctx, r, false)
+}
+
+// explain is Explain; with viewOnly, the view's Origins are left out (nil).
+func (m *Manager) explain(ctx context.Context, r ctxstore.Request, viewOnly bool) (ctxstore.View, error) {
+	v, events, err := m.request(ctx, r, viewOnly)
 	// Events go out after every lock is released, so a hook may call the
 	// manager, even for another view.
 	for _, ev := range events {
@@ -67,7 +72,7 @@ func (m *Manager) Explain(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 // rewritten messages), but not with AddMessage or GetMessages: the engine
 // runs without the manager's lock, since a summarizer may take seconds and
 // the history it is given only refers to items never modified in place.
-func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.View, []view.Event, error) {
+func (m *Manager) request(ctx context.Context, r ctxstore.Request, viewOnly bool) (ctxstore.View, []view.Event, error) {
 	m.reqMu.Lock()
 	defer m.reqMu.Unlock()
 	var in requestInput
@@ -83,7 +88,7 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 		if m.memo == nil || m.memoEpoch != in.epoch {
 			m.memo, m.memoEpoch = view.NewMemo(), in.epoch
 		}
-		in.h.Memo = m.memo
+		in.h.Memo, in.h.ViewOnly = m.memo, viewOnly
 		res, err = view.TryCompute(ctx, in.h, in.plan.Fit, in.saved, m.vcfg)
 		if err != nil {
 			return ctxstore.View{}, events, fmt.Errorf("persistent: view of session %q: %w", m.session, err)

@@ -117,7 +117,9 @@ func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Conf
 		e.d = Decisions{Version: decisionsVersion, Strategy: e.cfg.Strategy, Budget: e.budget.Tokens,
 			Summaries: slices.Clone(saved.Summaries)}
 	} else {
-		e.d = cloneDecisions(saved)
+		// Shared with saved until an escalation changes them (escalate
+		// clones): a request that reuses them copies no list.
+		e.d = saved
 		e.d.Version = decisionsVersion
 	}
 	if len(h.Gaps) > 0 && (fresh || h.FirstUser == nil) {
@@ -515,13 +517,18 @@ func (e *engine) setSummary(s *Summary) {
 	e.summaryTok = e.est.Estimate(e.summaryMsg)
 }
 
-// recount recomputes the shown total.
+// recount recomputes the shown total. The units an adopted layout shows
+// as before were summed when they were laid out.
 func (e *engine) recount() {
 	e.total = e.pinnedTok
 	if e.summary != nil {
 		e.total += e.summaryTok
 	}
-	for _, u := range e.units {
+	from := 0
+	if l := e.laid; l != nil {
+		e.total, from = e.total+l.tokens, l.unit
+	}
+	for _, u := range e.units[from:] {
 		if !u.removed {
 			for k := u.lo; k < u.hi; k++ {
 				e.total += e.ents[k].tokens
@@ -628,7 +635,24 @@ func (e *engine) reserveFor() int {
 	if !e.cfg.Notice || e.pending {
 		return 0
 	}
-	return e.est.Estimate(NoticeMessage(999999, 999999, 999999, 999999, e.cfg.Annotations, e.cfg.RecallTool))
+	_, t := e.notice(999999, 999999, 999999, 999999)
+	return t
+}
+
+// notice returns the tail notice for these counts and its size. Both are
+// kept in the Memo: between escalations every view has the same notice
+// (each new message is shown, so the counts stay), and counting it is
+// most of what a notice costs.
+func (e *engine) notice(removed, truncated, stubbed, summarized int) (ctxstore.Message, int) {
+	k := noticeKey{removed: removed, truncated: truncated, stubbed: stubbed, summarized: summarized,
+		annotate: e.cfg.Annotations, recall: e.cfg.RecallTool}
+	if v, ok := e.h.Memo.getNotice(k); ok {
+		return v.msg, v.tokens
+	}
+	nm := NoticeMessage(removed, truncated, stubbed, summarized, e.cfg.Annotations, e.cfg.RecallTool)
+	v := memoVal{msg: nm, tokens: e.est.Estimate(nm)}
+	e.h.Memo.putNotice(k, v)
+	return v.msg, v.tokens
 }
 
 // layoutCounts are what units of the layout show: entries shown, of them
@@ -697,7 +721,8 @@ func (e *engine) noticeTokens() int {
 	if r == 0 && t == 0 && s == 0 && sum == 0 {
 		return 0 // not compacted: no notice
 	}
-	return e.est.Estimate(NoticeMessage(r, t, s, sum, e.cfg.Annotations, e.cfg.RecallTool))
+	_, n := e.notice(r, t, s, sum)
+	return n
 }
 
 // fits reports whether the layout plus the notice reserve is within goal.

@@ -18,7 +18,7 @@ import (
 // stickyRegion is the layout a reusing request ended with and what it
 // was computed from.
 type stickyRegion struct {
-	d           Decisions // as the request returned them
+	d           Decisions // as the request returned them (sharing their lists)
 	tail        []Item    // History.Tail
 	hPinned     []Item    // History.Pinned
 	hidden      []uint64  // History.Hidden
@@ -52,6 +52,7 @@ type laidOut struct {
 	unit    int
 	pinned  int          // len(engine.pinned)
 	counts  layoutCounts // of units[:unit]
+	tokens  int          // Σ tokens units[:unit] show
 }
 
 // keepRegion stores the region of a request that reused its decisions in
@@ -62,7 +63,7 @@ func (e *engine) keepRegion(res Result) {
 		return
 	}
 	m.region = &stickyRegion{
-		d: cloneDecisions(e.d), tail: e.h.Tail, hPinned: e.h.Pinned, hidden: e.h.Hidden, gaps: e.h.Gaps,
+		d: e.d, tail: e.h.Tail, hPinned: e.h.Pinned, hidden: e.h.Hidden, gaps: e.h.Gaps,
 		firstUser: e.h.FirstUser, lastHuman: e.h.LastHuman,
 		firstUserID: e.firstUserID, lastHumanID: e.lastHumanID, cfg: e.cfg,
 		pinned: e.pinned, pinnedTok: e.pinnedTok,
@@ -84,20 +85,28 @@ func (e *engine) laidOut(res Result) *laidOut {
 	}
 	view, origins := e.out, e.outOrigins
 	if view == nil || e.laid == nil {
-		view, origins = slices.Clone(res.View[:n]), slices.Clone(res.Origins[:n])
+		view, origins = slices.Clone(res.View[:n]), nil
+		if res.Origins != nil {
+			origins = slices.Clone(res.Origins[:n])
+		}
 	}
 	k := len(e.units)
 	if k > 0 && !e.units[k-1].special {
 		k--
 	}
 	var c layoutCounts
-	from := 0
+	from, toks := 0, 0
 	if e.laid != nil {
-		c, from = e.laid.counts, e.laid.unit
+		c, from, toks = e.laid.counts, e.laid.unit, e.laid.tokens
 	}
 	c = e.unitCounts(from, k, c)
+	for _, u := range e.units[from:k] {
+		if !u.removed {
+			toks += e.unitTokens(u)
+		}
+	}
 	last := e.unitCounts(k, len(e.units), layoutCounts{})
-	return &laidOut{view: view, origins: origins, at: n - last.shown, unit: k, pinned: len(e.pinned), counts: c}
+	return &laidOut{view: view, origins: origins, at: n - last.shown, unit: k, pinned: len(e.pinned), counts: c, tokens: toks}
 }
 
 // adoptRegion takes the region the Memo keeps when it was laid out with

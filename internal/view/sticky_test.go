@@ -47,10 +47,24 @@ func TestMemoChangesNothing(t *testing.T) {
 				hist = cloneItems(hist) // a reloaded window: equal items, other memory
 			}
 			d := saved[b]
-			withMemo := computeHidden(hist, b, d, cfg, memo, hidden)
+			before := decisionsJSON(t, d)
+			// A host asking for the view alone now and then (no origins).
+			viewOnly := c%2 == 0 && k%3 == 0
+			withMemo := computeView(hist, b, d, cfg, memo, hidden, viewOnly)
 			without := computeHidden(hist, b, d, cfg, nil, hidden)
 			where := fmt.Sprintf("conversation %d strategy %s budget %d after %d messages", c, cfg.Strategy, b, k)
+			if viewOnly {
+				if withMemo.Origins != nil {
+					t.Fatalf("%s: origins of a view-only request", where)
+				}
+				without.Origins = nil
+			}
 			sameResult(t, where, withMemo, without)
+			// Reused decisions share their lists with the saved ones:
+			// computing must leave those as they were.
+			if after := decisionsJSON(t, d); after != before {
+				t.Fatalf("%s: the saved decisions changed:\n%s\n%s", where, before, after)
+			}
 			if withMemo.Stats.Reused {
 				adopted++
 			}
@@ -81,8 +95,12 @@ func cloneItems(items []view.Item) []view.Item {
 }
 
 func computeHidden(items []view.Item, budget int, saved view.Decisions, cfg view.Config, memo *view.Memo, hidden []uint64) view.Result {
+	return computeView(items, budget, saved, cfg, memo, hidden, false)
+}
+
+func computeView(items []view.Item, budget int, saved view.Decisions, cfg view.Config, memo *view.Memo, hidden []uint64, viewOnly bool) view.Result {
 	h := viewtest.Load(items, view.Horizon(budget, cfg, saved))
-	h.Memo, h.Hidden = memo, hidden
+	h.Memo, h.Hidden, h.ViewOnly = memo, hidden, viewOnly
 	return view.Compute(context.Background(), h, view.Budget{Tokens: budget, Source: view.SourceExplicit}, saved, cfg)
 }
 

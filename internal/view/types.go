@@ -122,6 +122,9 @@ type History struct {
 	// proportion to what was appended and to the view, not to the region
 	// back to the cutoff.
 	Memo *Memo
+	// ViewOnly: the caller needs the view, not where each message came
+	// from; Result.Origins is left nil.
+	ViewOnly bool
 	// Total and TotalTokens describe the whole current history (message
 	// count and Σ tokens); they are reported in events, never walked.
 	Total       int
@@ -141,6 +144,8 @@ type Summary struct {
 // plain data keyed by item IDs; it round-trips through encoding/json so a
 // persistent manager can save it as a derived record. The zero value means
 // "nothing decided yet". Treat it as opaque: only Compute interprets it.
+// Do not change its lists in place either: decisions a request reuses
+// share them with the saved ones, and a Memo keeps them.
 type Decisions struct {
 	// Version of this layout; Compute ignores decisions of another version.
 	Version int `json:"v"`
@@ -260,6 +265,7 @@ type Result struct {
 	Decisions Decisions
 	// Origins says where each message of View came from (same index).
 	// Seq holds the item ID; the manager maps it to its own numbering.
+	// Nil when the history asked for the view only.
 	Origins []ctxstore.Origin
 	// Changed reports whether Decisions differ from the saved ones, i.e.
 	// whether a persistent manager must write them.
@@ -294,6 +300,36 @@ type Memo struct {
 	// region is the layout of the last request that reused its saved
 	// decisions (see adoptRegion); nil when there is none to adopt.
 	region *stickyRegion
+	// notices holds tail notices made, by what they say.
+	notices map[noticeKey]memoVal
+}
+
+type noticeKey struct {
+	removed, truncated, stubbed, summarized int
+	annotate                                bool
+	recall                                  string
+}
+
+// maxNotices bounds Memo.notices: a view's notice and the worst case
+// reserved while compacting are the ones asked for again.
+const maxNotices = 8
+
+func (c *Memo) getNotice(k noticeKey) (memoVal, bool) {
+	if c == nil {
+		return memoVal{}, false
+	}
+	v, ok := c.notices[k]
+	return v, ok
+}
+
+func (c *Memo) putNotice(k noticeKey, v memoVal) {
+	if c == nil {
+		return
+	}
+	if c.notices == nil || len(c.notices) >= maxNotices {
+		c.notices = map[noticeKey]memoVal{}
+	}
+	c.notices[k] = v
 }
 
 type memoKey struct {
