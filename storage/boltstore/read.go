@@ -20,22 +20,6 @@ const (
 	pageBytes   = 1 << 20
 )
 
-// decodeAt decodes the value of key k, checking it belongs there.
-func decodeAt(session string, k, v []byte) (layout.Envelope, error) {
-	seq, ok := layout.KeySeq(k)
-	if !ok {
-		return layout.Envelope{}, fmt.Errorf("store: session %q: %w: message key of %d bytes", session, ErrCorrupt, len(k))
-	}
-	env, err := layout.DecodeEnvelope(v)
-	if err == nil && env.Seq != seq {
-		err = fmt.Errorf("%w: envelope says seq %d", ErrCorrupt, env.Seq)
-	}
-	if err != nil {
-		return layout.Envelope{}, fmt.Errorf("store: session %q seq %d: %w", session, seq, err)
-	}
-	return env, nil
-}
-
 // pageFunc reads one page of msgs into scan.items (entries, and errors for
 // records that did not decode) and sets scan.done at the end. start runs
 // before the first page, to fix the epoch and the starting seq.
@@ -85,9 +69,9 @@ func (s *Store) scan(ctx context.Context, init scanState, start startFunc, page 
 						return err
 					}
 				}
-				mc := &mcursor{v: v, session: st.session, bbolt: ts == nil || ts.inBolt()}
+				mc := &mcursor{v: v, session: st.session, bbolt: ts == nil || ts.InBolt()}
 				if ts != nil {
-					mc.recs = ts.recs
+					mc.recs = ts.Recs
 				}
 				page(mc, &st)
 				return mc.err
@@ -190,7 +174,7 @@ func (st *scanState) visit(k, v []byte, backward bool) bool {
 	if len(st.items) >= limit || st.size >= pageBytes {
 		return false
 	}
-	env, err := decodeAt(st.session, k, v)
+	env, err := layout.DecodeAt(st.session, k, v)
 	if seq, ok := layout.KeySeq(k); ok {
 		st.pos = seq + 1
 		if backward {
@@ -233,11 +217,11 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 			k := layout.SeqKey(seq)
 			var v []byte
 			if ts != nil {
-				if r := ts.recsFrom(seq); len(r) > 0 && r[0].seq == seq {
-					v = r[0].val
+				if r := ts.From(seq); len(r) > 0 && r[0].Seq == seq {
+					v = r[0].Val
 				}
 			}
-			if v == nil && (ts == nil || ts.inBolt()) {
+			if v == nil && (ts == nil || ts.InBolt()) {
 				if v, err = bc.get(rv, session, seq); err != nil {
 					return err
 				}
@@ -245,7 +229,7 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 			if v == nil {
 				return fmt.Errorf("store: session %q seq %d: %w", session, seq, ErrNotFound)
 			}
-			env, err := decodeAt(session, k, v)
+			env, err := layout.DecodeAt(session, k, v)
 			if err != nil {
 				return err
 			}
@@ -340,11 +324,11 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
 // its part in the log (nil otherwise), or ErrNotFound. It reads bbolt only
 // when the log does not know the session.
 func (v *rview) session(name string) (layout.Meta, *tailSession, error) {
-	if ts := v.t.session(name); ts != nil {
-		if !ts.exists {
+	if ts := v.t.Session(name); ts != nil {
+		if !ts.Exists {
 			return layout.Meta{}, nil, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
 		}
-		return ts.meta, ts, nil
+		return ts.Meta, ts, nil
 	}
 	tx, err := v.bolt()
 	if err != nil {
@@ -369,12 +353,6 @@ func (v *rview) msgs(name string) (*bbolt.Bucket, error) {
 		return nil, nil
 	}
 	return msgsBucket(sb, false)
-}
-
-// inBolt reports whether bbolt may hold messages of the session: its log
-// records do not start its history.
-func (ts *tailSession) inBolt() bool {
-	return len(ts.recs) == 0 || ts.recs[0].seq != ts.meta.Epochs[0].First || ts.meta.Total != len(ts.recs)
 }
 
 // mcursor walks a session's messages in bbolt and then in the log, as one
@@ -412,15 +390,15 @@ func (m *mcursor) at(i int) ([]byte, []byte) {
 		return nil, nil
 	}
 	m.inTail, m.i = true, i
-	return layout.SeqKey(m.recs[i].seq), m.recs[i].val
+	return layout.SeqKey(m.recs[i].Seq), m.recs[i].Val
 }
 
 // Seek moves to the first message with a key >= k.
 func (m *mcursor) Seek(k []byte) ([]byte, []byte) {
 	m.inTail = false
 	seq, _ := layout.KeySeq(k)
-	i := sort.Search(len(m.recs), func(i int) bool { return m.recs[i].seq >= seq })
-	if i > 0 || len(m.recs) > 0 && m.recs[0].seq == seq {
+	i := sort.Search(len(m.recs), func(i int) bool { return m.recs[i].Seq >= seq })
+	if i > 0 || len(m.recs) > 0 && m.recs[0].Seq == seq {
 		return m.at(i)
 	}
 	if c := m.cursor(); c != nil {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -43,6 +42,23 @@ func KeySeq(k []byte) (seq uint64, ok bool) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(k), true
+}
+
+// DecodeAt decodes the value v of message key k of the session, checking
+// that the envelope belongs under that key.
+func DecodeAt(session string, k, v []byte) (Envelope, error) {
+	seq, ok := KeySeq(k)
+	if !ok {
+		return Envelope{}, fmt.Errorf("store: session %q: %w: message key of %d bytes", session, storage.ErrCorrupt, len(k))
+	}
+	env, err := DecodeEnvelope(v)
+	if err == nil && env.Seq != seq {
+		err = fmt.Errorf("%w: envelope says seq %d", storage.ErrCorrupt, env.Seq)
+	}
+	if err != nil {
+		return Envelope{}, fmt.Errorf("store: session %q seq %d: %w", session, seq, err)
+	}
+	return env, nil
 }
 
 // EncodeEnvelope returns the msgpack encoding of e.
@@ -139,7 +155,7 @@ func decodeHead(dec *msgpack.Decoder, r *bytes.Reader, b []byte, e *Envelope) (n
 		return 0, 0, fmt.Errorf("version: %v", err)
 	}
 	if version > EnvelopeVersion {
-		return 0, 0, wal.NewerFormat("message envelope", version, EnvelopeVersion)
+		return 0, 0, NewerFormat("message envelope", version, EnvelopeVersion)
 	}
 	if version < 1 {
 		return 0, 0, fmt.Errorf("unsupported version %d", version)

@@ -3,9 +3,11 @@ package wal
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"hash/crc32"
 	"io"
 	"os"
@@ -98,7 +100,7 @@ func DecodeHeader(b []byte) (h Header, ok bool, err error) {
 		// The magic ends with the log format's version (big-endian):
 		// a newer one is not damage.
 		if v := binary.BigEndian.Uint32(b[12:16]); string(b[:12]) == Magic[:12] && v > walFormat {
-			return h, false, NewerFormat("log format", uint64(v), walFormat)
+			return h, false, layout.NewerFormat("log format", uint64(v), walFormat)
 		}
 		return h, false, fmt.Errorf("%w: log header: bad magic", storage.ErrCorrupt)
 	}
@@ -148,6 +150,9 @@ func NewID() ([IDLen]byte, error) {
 	_, err := rand.Read(id[:])
 	return id, err
 }
+
+// IDString is how messages show a database identity: its first 8 bytes in hex.
+func IDString(id [IDLen]byte) string { return hex.EncodeToString(id[:8]) }
 
 // EncodeRecord appends one record holding envs (encoded envelopes) to dst.
 func EncodeRecord(dst []byte, gen uint64, envs [][]byte) []byte {
