@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/pgtest"
+	"github.com/ctxstore/ctxstore/internal/pgtest/pgopen"
 	"github.com/ctxstore/ctxstore/simple"
 )
 
@@ -31,7 +33,15 @@ func TestResumeReadsOnlyTheView(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprintf("%s-%d-%d", c.strategy, c.budget, c.other), func(t *testing.T) {
-			sparse, filled := resumeReadsOnlyTheView(t, rand.New(rand.NewPCG(23, uint64(i))), c.strategy, c.budget, c.other)
+			pathS, pathC := dbPath(t), dbPath(t)
+			opener := func(reference bool) func(Config) *Manager {
+				path := pathS
+				if reference {
+					path = pathC
+				}
+				return func(cfg Config) *Manager { return open(t, path, "s", cfg) }
+			}
+			sparse, filled := resumeReadsOnlyTheView(t, rand.New(rand.NewPCG(23, uint64(i))), c.strategy, c.budget, c.other, opener)
 			if c.gaps && (sparse == 0 || filled == 0) {
 				t.Fatalf("requests on a tail with gaps %d, tails filled for an escalation or another budget %d: the test does not cover both", sparse, filled)
 			}
@@ -42,9 +52,29 @@ func TestResumeReadsOnlyTheView(t *testing.T) {
 	}
 }
 
+// The same on PostgreSQL, which reads the messages by seq in one query
+// per batch.
+func TestResumeReadsOnlyTheViewPostgres(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	engS := pgopen.Open(t, dsn, pgtest.Schema(t, dsn))
+	engC := pgopen.Open(t, dsn, pgtest.Schema(t, dsn))
+	opener := func(reference bool) func(Config) *Manager {
+		eng := engS
+		if reference {
+			eng = engC
+		}
+		return func(cfg Config) *Manager { return openEngine(t, eng, "s", cfg) }
+	}
+	sparse, filled := resumeReadsOnlyTheView(t, rand.New(rand.NewPCG(23, 99)), "progressive", 4000, 9000, opener)
+	if sparse == 0 || filled == 0 {
+		t.Fatalf("requests on a tail with gaps %d, tails filled %d: the test does not cover both", sparse, filled)
+	}
+}
+
 // resumeReadsOnlyTheView returns how many requests found gaps in the tail
-// and how many filled them first.
-func resumeReadsOnlyTheView(t *testing.T, r *rand.Rand, strategy string, budget, other int) (sparse, filled int) {
+// and how many filled them first. opener(reference) opens a manager of the
+// session read whole (reference) or of the one read sparse.
+func resumeReadsOnlyTheView(t *testing.T, r *rand.Rand, strategy string, budget, other int, opener func(reference bool) func(Config) *Manager) (sparse, filled int) {
 	ctx := context.Background()
 	sc := simple.Config{Strategy: strategy}
 	if strategy == "summarize" {
@@ -55,14 +85,14 @@ func resumeReadsOnlyTheView(t *testing.T, r *rand.Rand, strategy string, budget,
 	var recS, recC recorder
 	cfgS, cfgC := Config{Config: sc, noSync: true}, Config{Config: sc, noSync: true}
 	cfgS.Hooks, cfgC.Hooks = recS.Hook, recC.Hook
-	pathS, pathC := dbPath(t), dbPath(t)
+	openS, openC := opener(false), opener(true)
 	var s, c *Manager
 	reopen := func() {
 		if s != nil {
 			_ = s.Close()
 			_ = c.Close()
 		}
-		s, c = open(t, pathS, "s", cfgS), open(t, pathC, "s", cfgC)
+		s, c = openS(cfgS), openC(cfgC)
 		c.mu.Lock()
 		c.w.contiguous = true // the reference: reads never leave anything out
 		c.mu.Unlock()
@@ -118,8 +148,8 @@ func resumeReadsOnlyTheView(t *testing.T, r *rand.Rand, strategy string, budget,
 			t.Fatalf("after %d messages, budget %d: decisions differ:\n%+v\n%+v", j+1, b, ds, dc)
 		}
 	}
-	// Saved decisions as well: a third reading of each file agrees.
-	if d := diff(viewOf(t, open(t, pathS, "s", Config{Config: sc, noSync: true}), budget), viewOf(t, open(t, pathC, "s", Config{Config: sc, noSync: true}), budget)); d != "" {
+	// Saved decisions as well: a third reading of each session agrees.
+	if d := diff(viewOf(t, openS(Config{Config: sc, noSync: true}), budget), viewOf(t, openC(Config{Config: sc, noSync: true}), budget)); d != "" {
 		t.Fatalf("reopened: %s", d)
 	}
 	return sparse, filled
