@@ -55,9 +55,17 @@ type window struct {
 	firstUser *view.Item
 	lastHuman *view.Item // valid when lastKnown
 	lastKnown bool
-	tail      []view.Item // contiguous run of the newest messages, ending at lastSeq
+	tail      []view.Item // contiguous run of the newest messages, ending at lastSeq (less gaps)
 	tailToks  int         // Σ tokens over tail
 	need      view.Need   // what trimming keeps: the most tokens and the latest cutoff asked for
+	// gaps lists the tail items right after messages a read left out
+	// because the saved decisions remove them (view.Need.Skip; gapSkip is
+	// that list), ascending. Empty: the tail is contiguous. contiguous:
+	// the tail was filled once since the window was loaded; reads stay
+	// contiguous from then on.
+	gaps       []uint64
+	gapSkip    []uint64
+	contiguous bool
 
 	pending []view.Item // memory messages of an empty epoch, written with the first write
 
@@ -164,10 +172,36 @@ func (w *window) trim() {
 	if drop == 0 {
 		return
 	}
-	for _, it := range w.tail[:drop] {
+	w.dropOldest(drop)
+}
+
+// dropOldest drops the n oldest items of the tail, and the gaps among
+// them.
+func (w *window) dropOldest(n int) {
+	for _, it := range w.tail[:n] {
 		w.tailToks -= it.Tokens
 	}
-	w.tail = append([]view.Item(nil), w.tail[drop:]...)
+	w.tail = append([]view.Item(nil), w.tail[n:]...)
+	if len(w.gaps) > 0 {
+		i, _ := slices.BinarySearch(w.gaps, w.tail[0].ID+1)
+		w.gaps = w.gaps[i:]
+	}
+}
+
+// fill makes the tail contiguous again: it keeps the part after the
+// newest gap, for the next read to extend without leaving anything out.
+// A request that weighs every message (a new escalation, another budget)
+// needs that; reads stay contiguous from then on, so that a host
+// alternating between budgets does not read the same messages twice.
+func (w *window) fill() {
+	w.contiguous = true
+	if len(w.gaps) == 0 {
+		return
+	}
+	last := w.gaps[len(w.gaps)-1]
+	k, _ := slices.BinarySearchFunc(w.tail, last, func(it view.Item, id uint64) int { return cmp.Compare(it.ID, id) })
+	w.gaps, w.gapSkip = nil, nil
+	w.dropOldest(k)
 }
 
 // entryItem is the view item of a stored entry. A count made by another
@@ -331,14 +365,23 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 	// keep the whole history. A request with an older cutoff (another
 	// budget) reads the missing messages back.
 	w.need.FromID = need.FromID
+	if len(w.gaps) > 0 && !sameSkip(w.gapSkip, need.Skip) {
+		w.fill()
+	}
 	if w.complete() || (len(w.tail) > 0 && need.Covers(w.tailToks, w.tail[0])) {
 		return m.findLastHuman(ctx)
 	}
-	toks := w.tailToks
 	before := w.lastSeq + 1
 	if len(w.tail) > 0 {
 		before = idSeq(w.tail[0].ID)
 	}
+	if done, err := m.readSparse(ctx, need, before); done || err != nil {
+		if err != nil {
+			return err
+		}
+		return m.findLastHuman(ctx)
+	}
+	toks := w.tailToks
 	// Newest first, sized for the whole new tail so that neither growing
 	// it nor building the tail from it copies thousands of items.
 	older := make([]view.Item, 0, w.readEstimate(need, before)+len(w.tail))
