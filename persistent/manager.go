@@ -188,18 +188,15 @@ func newManager(st storage.Engine, session string, cfg Config, vcfg view.Config,
 }
 
 // openLocked loads the session: resumed when it holds messages, else fresh
-// with the memory files pending.
+// with the memory files pending. Its metadata, pinned messages, derived
+// records and usage ratio come from one read of the store (see load).
 func (m *Manager) openLocked(ctx context.Context) error {
-	info, err := m.sessionInfo(ctx)
+	rd, err := m.load(ctx, nil, true)
 	if err != nil {
 		return err
 	}
-	if err := m.reload(ctx, info); err != nil {
-		return err
-	}
-	if err := m.loadUsage(ctx); err != nil {
-		return err
-	}
+	m.applyUsage(rd.usage)
+	info := rd.info
 	m.resumed = info.Messages > 0
 	m.ignoreSet = m.resumed
 	if !m.resumed {

@@ -84,22 +84,15 @@ func (m *Manager) ReportUsage(ctx context.Context, u ctxstore.Usage) error {
 
 var errNothingToLearn = errors.New("nothing to learn")
 
-// loadUsage sets the driver's ratio from the saved record, if there is one
-// for this manager's counter. Called with reqMu held or before the manager
-// is shared.
-func (m *Manager) loadUsage(ctx context.Context) error {
-	for d, err := range m.st.ListDerived(ctx, m.session, KindUsage) {
-		if errors.Is(err, storage.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read usage ratio: %w", err)
-		}
+// applyUsage sets the driver's ratio from the saved record of usage (the
+// session's KindUsage records), if there is one for this manager's
+// counter. Called with reqMu held or before the manager is shared.
+func (m *Manager) applyUsage(usage []storage.Derived) {
+	for _, d := range usage {
 		var rec usageRecord
 		if d.Key != usageKey || json.Unmarshal(d.Value, &rec) != nil || rec.Counter != m.counter {
 			continue
 		}
 		m.drv.SetRatio(rec.Ratio)
 	}
-	return nil
 }

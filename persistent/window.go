@@ -284,11 +284,105 @@ func (m *Manager) historyTokens() int {
 	return m.w.own + base + m.w.added
 }
 
-// reload rebuilds the window from the store: at Open, after Clear, and when
-// another process started a new epoch. It reads the pinned messages, the
-// first user message, the repair records and the saved decisions of the
-// epoch; the tail is read on demand by the first request.
+// reload rebuilds the window from the store: after Clear, and when another
+// process started a new epoch (Open uses load). It reads the pinned
+// messages, the first user message, the repair records and the saved
+// decisions of info's epoch; the tail is read on demand by the first
+// request.
 func (m *Manager) reload(ctx context.Context, info storage.SessionInfo) error {
+	_, err := m.load(ctx, &info, false)
+	return err
+}
+
+// sessionRead is what loading a session reads, in one read of the store
+// when the engine can (storage.ReadSnapshot): its metadata and, when it
+// holds messages, its pinned and first user messages, repair records and
+// saved view decisions; the usage records when asked.
+type sessionRead struct {
+	info    storage.SessionInfo
+	pinned  []storage.Entry
+	repairs []storage.Derived
+	views   []storage.Derived
+	usage   []storage.Derived
+}
+
+// load reads the session (its metadata too when info is nil; its usage
+// records with usage) and rebuilds the window from what it read.
+func (m *Manager) load(ctx context.Context, info *storage.SessionInfo, usage bool) (sessionRead, error) {
+	rd, err := m.readSession(ctx, info, usage)
+	if errors.Is(err, storage.ErrNotFound) {
+		// Purged (maybe recreated) by another process since info was
+		// read: reload from a fresh look. The same session read again
+		// means a message is missing: that error stands.
+		fresh, ferr := m.sessionInfo(ctx)
+		if ferr != nil {
+			return rd, ferr
+		}
+		if fresh.Epoch != rd.info.Epoch || fresh.LastSeq != rd.info.LastSeq || !fresh.Created.Equal(rd.info.Created) {
+			return m.load(ctx, &fresh, usage)
+		}
+	}
+	if err != nil {
+		return rd, err
+	}
+	return rd, m.rebuild(ctx, rd)
+}
+
+// readSession reads what load needs in one storage.ReadSnapshot.
+func (m *Manager) readSession(ctx context.Context, info *storage.SessionInfo, usage bool) (sessionRead, error) {
+	var rd sessionRead
+	err := storage.ReadSnapshot(ctx, m.st, func(s storage.Snapshot) error {
+		rd = sessionRead{info: storage.SessionInfo{Name: m.session}}
+		if info != nil {
+			rd.info = *info
+		} else {
+			i, err := s.Session(m.session)
+			if errors.Is(err, storage.ErrNotFound) {
+				return nil // created by the first write
+			}
+			if err != nil {
+				return fmt.Errorf("read session: %w", err)
+			}
+			rd.info = i
+		}
+		var err error
+		if usage {
+			if rd.usage, err = s.Derived(m.session, KindUsage); err != nil {
+				return fmt.Errorf("read usage ratio: %w", err)
+			}
+		}
+		if rd.info.Messages == 0 {
+			return nil
+		}
+		if seqs := pinnedSeqs(rd.info); len(seqs) > 0 {
+			if rd.pinned, err = s.Get(m.session, seqs...); err != nil {
+				return fmt.Errorf("read pinned messages: %w", err)
+			}
+		}
+		if rd.repairs, err = s.Derived(m.session, KindRepair); err != nil {
+			return fmt.Errorf("read repair records: %w", err)
+		}
+		if rd.views, err = s.Derived(m.session, KindView); err != nil {
+			return fmt.Errorf("read saved view decisions: %w", err)
+		}
+		return nil
+	})
+	return rd, err
+}
+
+// pinnedSeqs are the seqs of info's pinned messages and of its first user
+// message.
+func pinnedSeqs(info storage.SessionInfo) []uint64 {
+	seqs := append([]uint64(nil), info.PinnedSeqs...)
+	if info.FirstUserSeq != 0 {
+		seqs = append(seqs, info.FirstUserSeq)
+	}
+	return seqs
+}
+
+// rebuild makes the window of what load read.
+func (m *Manager) rebuild(ctx context.Context, rd sessionRead) error {
+	info := rd.info
 	old := m.w
 	w := newWindow(info, m.counter)
 	m.recounted = [2]int{}
@@ -303,52 +397,17 @@ func (m *Manager) reload(ctx context.Context, info storage.SessionInfo) error {
 	fallback := view.DeriveBudget(ctxstore.Request{}, m.vcfg).Tokens
 	w.need.Tokens = view.Horizon(fallback, m.vcfg, view.Decisions{}).Tokens
 	w.ours = old.ours && old.epoch == info.Epoch && old.mem != nil
-	if info.Messages > 0 {
-		err := m.loadPinned(ctx, &w, info)
-		if err == nil {
-			err = m.loadDerived(ctx, &w)
-		}
-		if errors.Is(err, storage.ErrNotFound) {
-			// Purged (maybe recreated) by another process since info was
-			// read: reload from a fresh look. The same session read again
-			// means a message is missing: that error stands.
-			fresh, ferr := m.sessionInfo(ctx)
-			if ferr != nil {
-				return ferr
-			}
-			if fresh.Epoch != info.Epoch || fresh.LastSeq != info.LastSeq || !fresh.Created.Equal(info.Created) {
-				return m.reload(ctx, fresh)
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
-	m.w = w
-	if info.Messages == 0 {
-		return m.freshMemoryLocked(ctx)
-	}
-	return nil
-}
-
-func (m *Manager) loadPinned(ctx context.Context, w *window, info storage.SessionInfo) error {
-	seqs := append([]uint64(nil), info.PinnedSeqs...)
-	if info.FirstUserSeq != 0 {
-		seqs = append(seqs, info.FirstUserSeq)
-	}
-	if len(seqs) == 0 {
-		return nil
-	}
-	entries, err := storage.Get(ctx, m.st, m.session, seqs...)
-	if err != nil {
-		return fmt.Errorf("read pinned messages: %w", err)
-	}
-	for _, e := range entries {
+	for _, e := range rd.pinned {
 		it, err := m.entryItem(ctx, e)
 		if err != nil {
 			return fmt.Errorf("read pinned messages: %w", err)
 		}
 		w.note(it)
+	}
+	m.applyDerived(&w, rd.repairs, rd.views)
+	m.w = w
+	if info.Messages == 0 {
+		return m.freshMemoryLocked(ctx)
 	}
 	return nil
 }
@@ -528,16 +587,10 @@ func (m *Manager) leftEpoch(ctx context.Context) (bool, error) {
 	return info.Epoch != m.w.epoch || !info.Created.Equal(m.w.created), nil
 }
 
-// loadDerived reads the repair records and saved view decisions of the
-// current epoch.
-func (m *Manager) loadDerived(ctx context.Context, w *window) error {
-	for d, err := range m.st.ListDerived(ctx, m.session, KindRepair) {
-		if errors.Is(err, storage.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read repair records: %w", err)
-		}
+// applyDerived keeps the repair records and saved view decisions of w's
+// epoch; an unreadable one is skipped with a warning.
+func (m *Manager) applyDerived(w *window, repairs, views []storage.Derived) {
+	for _, d := range repairs {
 		var r repairRecord
 		if err := json.Unmarshal(d.Value, &r); err != nil {
 			m.cfg.Logger.Warn("ctxstore: skipping unreadable repair record", "session", m.session, "key", d.Key, "err", err)
@@ -548,13 +601,7 @@ func (m *Manager) loadDerived(ctx context.Context, w *window) error {
 		}
 	}
 	prefix := decisionPrefix(w.epoch)
-	for d, err := range m.st.ListDerived(ctx, m.session, KindView) {
-		if errors.Is(err, storage.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read saved view decisions: %w", err)
-		}
+	for _, d := range views {
 		if !strings.HasPrefix(d.Key, prefix) {
 			continue
 		}
@@ -569,7 +616,6 @@ func (m *Manager) loadDerived(ctx context.Context, w *window) error {
 		}
 		w.decisions[budget] = dec
 	}
-	return nil
 }
 
 // syncLocked catches up with appends (and Clears) made by other processes

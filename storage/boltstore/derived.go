@@ -184,31 +184,38 @@ func (s *Store) ListDerived(ctx context.Context, session, kind string) iter.Seq2
 			yield(Derived{}, err)
 			return
 		}
-		paging.Pages(pageEntries, yield, func(last *Derived) ([]Derived, error) {
-			var page []Derived
-			err := s.view(ctx, func(tx *bbolt.Tx) error {
-				kb, err := derivedBucket(tx, session, kind)
-				if errors.Is(err, ErrNotFound) {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				c := kb.Cursor()
-				k, v := c.First()
-				if last != nil {
-					after := []byte(last.Key)
-					k, v = c.Seek(after)
-					if k != nil && bytes.Equal(k, after) {
-						k, v = c.Next()
-					}
-				}
-				for ; k != nil && len(page) < pageEntries; k, v = c.Next() {
-					page = append(page, Derived{Kind: kind, Key: string(k), Value: bytes.Clone(v)})
-				}
-				return nil
+		paging.Pages(pageEntries, yield, func(last *Derived) (page []Derived, err error) {
+			err = s.view(ctx, func(tx *bbolt.Tx) error {
+				page, err = derivedPage(tx, session, kind, last, pageEntries)
+				return err
 			})
 			return page, err
 		})
 	}
+}
+
+// derivedPage reads up to n records of kind for session in tx, those after
+// last (from the first when last is nil), copied out of the transaction.
+func derivedPage(tx *bbolt.Tx, session, kind string, last *Derived, n int) ([]Derived, error) {
+	kb, err := derivedBucket(tx, session, kind)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var page []Derived
+	c := kb.Cursor()
+	k, v := c.First()
+	if last != nil {
+		after := []byte(last.Key)
+		k, v = c.Seek(after)
+		if k != nil && bytes.Equal(k, after) {
+			k, v = c.Next()
+		}
+	}
+	for ; k != nil && len(page) < n; k, v = c.Next() {
+		page = append(page, Derived{Kind: kind, Key: string(k), Value: bytes.Clone(v)})
+	}
+	return page, nil
 }

@@ -205,39 +205,46 @@ func (s *Store) Tail(ctx context.Context, session string, n int) ([]Entry, error
 // Get returns the messages of session with the given seqs, in the order
 // asked, from any epoch. A seq that is not stored fails with ErrNotFound.
 func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entry, error) {
-	out := make([]Entry, 0, len(seqs))
-	err := s.readView(ctx, func(rv *rview) error {
-		_, ts, err := rv.session(session)
-		if err != nil {
-			return err
-		}
-		var bc seqCursor
-		for _, seq := range seqs {
-			k := layout.SeqKey(seq)
-			var v []byte
-			if ts != nil {
-				if r := ts.From(seq); len(r) > 0 && r[0].Seq == seq {
-					v = r[0].Val
-				}
-			}
-			if v == nil && (ts == nil || ts.InBolt()) {
-				if v, err = bc.get(rv, session, seq); err != nil {
-					return err
-				}
-			}
-			if v == nil {
-				return fmt.Errorf("store: session %q seq %d: %w", session, seq, ErrNotFound)
-			}
-			env, err := layout.DecodeAt(session, k, v)
-			if err != nil {
-				return err
-			}
-			out = append(out, env.Entry(session))
-		}
-		return nil
+	var out []Entry
+	err := s.readView(ctx, func(rv *rview) (err error) {
+		out, err = rv.get(session, seqs)
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// get is Get within the read v.
+func (v *rview) get(session string, seqs []uint64) ([]Entry, error) {
+	_, ts, err := v.session(session)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(seqs))
+	var bc seqCursor
+	for _, seq := range seqs {
+		k := layout.SeqKey(seq)
+		var val []byte
+		if ts != nil {
+			if r := ts.From(seq); len(r) > 0 && r[0].Seq == seq {
+				val = r[0].Val
+			}
+		}
+		if val == nil && (ts == nil || ts.InBolt()) {
+			if val, err = bc.get(v, session, seq); err != nil {
+				return nil, err
+			}
+		}
+		if val == nil {
+			return nil, fmt.Errorf("store: session %q seq %d: %w", session, seq, ErrNotFound)
+		}
+		env, err := layout.DecodeAt(session, k, val)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, env.Entry(session))
 	}
 	return out, nil
 }
@@ -298,15 +305,20 @@ func (g *seqCursor) get(rv *rview, session string, seq uint64) ([]byte, error) {
 // Session returns the metadata of session, or ErrNotFound.
 func (s *Store) Session(ctx context.Context, session string) (SessionInfo, error) {
 	var si SessionInfo
-	err := s.readView(ctx, func(v *rview) error {
-		meta, _, err := v.session(session)
-		if err != nil {
-			return err
-		}
-		si = meta.Info(session)
-		return nil
+	err := s.readView(ctx, func(v *rview) (err error) {
+		si, err = v.info(session)
+		return err
 	})
 	return si, err
+}
+
+// info is Session within the read v.
+func (v *rview) info(session string) (SessionInfo, error) {
+	meta, _, err := v.session(session)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	return meta.Info(session), nil
 }
 
 // Sessions lists every session's metadata, ordered by name. It reads no

@@ -54,6 +54,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"ClearPurge", testClearPurge},
 		{"DerivedPages", testDerivedPages},
 		{"TailBackwardGet", testTailBackwardGet},
+		{"Snapshot", testSnapshot},
 		{"SessionsMetadata", testSessionsMetadata},
 		{"SeedsOnce", testSeedsOnce},
 		{"ImportRoundTrip", testImportRoundTrip},

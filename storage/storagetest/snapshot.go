@@ -1,0 +1,78 @@
+package storagetest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/ctxstore/ctxstore/storage"
+)
+
+// testSnapshot: what storage.ReadSnapshot reads is what the engine's own
+// calls read: the metadata, messages by seq from any epoch, derived
+// records in key order; an unknown session is ErrNotFound with no
+// derived records, a missing seq ErrNotFound, and fn's error comes back.
+func testSnapshot(t *testing.T, open Opener) {
+	ctx := context.Background()
+	s, _ := open(t)
+	appendOK(t, s, "r", text("system", "rules"), text("user", "first"), text("assistant", "a"))
+	if _, err := s.Clear(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	appendOK(t, s, "r", text("user", "second"), text("assistant", "b"))
+	for _, key := range []string{"b", "a", "c"} {
+		if err := storage.PutDerived(ctx, s, "r", "k", key, []byte("v"+key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := s.Session(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMsgs, err := storage.Get(ctx, s, "r", 5, 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errFn := errors.New("fn's error")
+	err = storage.ReadSnapshot(ctx, s, func(sn storage.Snapshot) error {
+		info, err := sn.Session("r")
+		if err != nil || info.LastSeq != want.LastSeq || info.Epoch != want.Epoch || info.Messages != want.Messages ||
+			!slices.Equal(info.PinnedSeqs, want.PinnedSeqs) || info.FirstUserSeq != want.FirstUserSeq {
+			t.Errorf("snapshot session = %+v, %v; engine's = %+v", info, err, want)
+		}
+		got, err := sn.Get("r", 5, 1, 4)
+		if err != nil || !slices.Equal(seqsOf(got), []uint64{5, 1, 4}) {
+			t.Errorf("snapshot get = %v, %v", seqsOf(got), err)
+		}
+		for i := range got {
+			if string(got[i].Raw) != string(wantMsgs[i].Raw) || got[i].Epoch != wantMsgs[i].Epoch {
+				t.Errorf("snapshot get seq %d = %s (epoch %d), engine's %s (epoch %d)", got[i].Seq, got[i].Raw, got[i].Epoch, wantMsgs[i].Raw, wantMsgs[i].Epoch)
+			}
+		}
+		if _, err := sn.Get("r", 6); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("snapshot get of a seq never stored: %v, want ErrNotFound", err)
+		}
+		ds, err := sn.Derived("r", "k")
+		var keys []string
+		for _, d := range ds {
+			keys = append(keys, d.Key+"="+string(d.Value))
+		}
+		if err != nil || !slices.Equal(keys, []string{"a=va", "b=vb", "c=vc"}) {
+			t.Errorf("snapshot derived = %v, %v", keys, err)
+		}
+		if ds, err := sn.Derived("r", "none"); err != nil || len(ds) != 0 {
+			t.Errorf("snapshot derived of an unknown kind = %v, %v", ds, err)
+		}
+		if _, err := sn.Session("nobody"); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("snapshot session of an unknown session: %v, want ErrNotFound", err)
+		}
+		if ds, err := sn.Derived("nobody", "k"); err != nil || len(ds) != 0 {
+			t.Errorf("snapshot derived of an unknown session = %v, %v", ds, err)
+		}
+		return errFn
+	})
+	if !errors.Is(err, errFn) {
+		t.Fatalf("ReadSnapshot = %v, want fn's error", err)
+	}
+}
