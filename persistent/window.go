@@ -330,6 +330,9 @@ func (m *Manager) load(ctx context.Context, info *storage.SessionInfo, usage boo
 
 // readSession reads what load needs in one storage.ReadSnapshot.
 func (m *Manager) readSession(ctx context.Context, info *storage.SessionInfo, usage bool) (sessionRead, error) {
+	if info != nil && info.Messages == 0 && !usage {
+		return sessionRead{info: *info}, nil // an empty epoch: nothing to read
+	}
 	var rd sessionRead
 	err := storage.ReadSnapshot(ctx, m.st, func(s storage.Snapshot) error {
 		rd = sessionRead{info: storage.SessionInfo{Name: m.session}}
