@@ -54,7 +54,10 @@ func TestSharedClosedHandleRefusesEveryCall(t *testing.T) {
 		"Tail":          func(h *Shared) error { _, err := h.Tail(ctx, "s", 1); return err },
 		"Get":           func(h *Shared) error { _, err := h.Get(ctx, "s", 1); return err },
 		"Session":       func(h *Shared) error { _, err := h.Session(ctx, "s"); return err },
-		"Sessions":      func(h *Shared) error { _, err := h.Sessions(ctx); return err },
+		"ReadSnapshot": func(h *Shared) error {
+			return h.ReadSnapshot(ctx, func(storage.Snapshot) error { return nil })
+		},
+		"Sessions": func(h *Shared) error { _, err := h.Sessions(ctx); return err },
 		"ListSessions": func(h *Shared) error {
 			for _, err := range h.ListSessions(ctx, storage.ListOptions{}) {
 				return err
