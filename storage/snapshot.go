@@ -24,7 +24,8 @@ type Snapshot interface {
 type SnapshotReader interface {
 	// ReadSnapshot is the ReadSnapshot function of this package for this
 	// engine: every read fn makes through the Snapshot sees one state,
-	// whoever writes meanwhile. fn must not call the engine itself.
+	// whoever writes meanwhile. fn must not call the engine itself. A
+	// panic in fn comes back, with its value, on the caller's goroutine.
 	ReadSnapshot(ctx context.Context, fn func(Snapshot) error) error
 }
 

@@ -11,27 +11,59 @@ import (
 // storage.SnapshotReader): one lock of the log, one catch-up with it, one
 // check of the files and at most one bbolt transaction, however many
 // reads fn makes. fn runs while the read holds the log's shared lock and
-// must not call the store.
+// must not call the store. A panic in fn comes back as it is, on the
+// caller's goroutine, after the read has ended; it does not mark the
+// file damaged, as a fault in a read of it does.
 func (s *Store) ReadSnapshot(ctx context.Context, fn func(storage.Snapshot) error) error {
-	return s.readView(ctx, func(v *rview) error { return fn(snapshot{v}) })
+	var caught any
+	panicked := false
+	err := s.readView(ctx, func(v *rview) error {
+		return func() error {
+			defer func() {
+				if p := recover(); p != nil {
+					caught, panicked = p, true
+				}
+			}()
+			return fn(snapshot{v})
+		}()
+	})
+	if panicked {
+		panic(caught)
+	}
+	return err
 }
 
-// snapshot is the storage.Snapshot of one rview.
+// snapshot is the storage.Snapshot of one rview. Each of its reads is
+// guarded on its own (see Store.guard): a panic that escapes fn is fn's.
 type snapshot struct{ v *rview }
 
-func (p snapshot) Session(session string) (SessionInfo, error) { return p.v.info(session) }
-
-func (p snapshot) Get(session string, seqs ...uint64) ([]Entry, error) {
-	return p.v.get(session, seqs)
+func (p snapshot) Session(session string) (info SessionInfo, err error) {
+	err = p.v.s.guard("read", func() error {
+		info, err = p.v.info(session)
+		return err
+	})
+	return info, err
 }
 
-func (p snapshot) Derived(session, kind string) ([]Derived, error) {
+func (p snapshot) Get(session string, seqs ...uint64) (es []Entry, err error) {
+	err = p.v.s.guard("read", func() error {
+		es, err = p.v.get(session, seqs)
+		return err
+	})
+	return es, err
+}
+
+func (p snapshot) Derived(session, kind string) (ds []Derived, err error) {
 	if err := checkDerived(session, kind, "", false); err != nil {
 		return nil, err
 	}
-	tx, err := p.v.bolt()
-	if err != nil {
-		return nil, err
-	}
-	return derivedPage(tx, session, kind, nil, math.MaxInt)
+	err = p.v.s.guard("read", func() error {
+		tx, err := p.v.bolt()
+		if err != nil {
+			return err
+		}
+		ds, err = derivedPage(tx, session, kind, nil, math.MaxInt)
+		return err
+	})
+	return ds, err
 }
