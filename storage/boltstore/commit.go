@@ -255,8 +255,12 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 				var err error
 				w := newWtx(tx)
 				defer w.close()
-				next, err = w.applyLog(t)
-				return err
+				if next, err = w.applyLog(t); err != nil {
+					return err
+				}
+				// The log's sessions' records: their new counts, and the
+				// record of a session only the log held.
+				return w.flush()
 			})
 		})
 		if err != nil {
