@@ -262,7 +262,6 @@ func namesBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 		}
 		return nil, fmt.Errorf("store: %w: no %q bucket", ErrNotFound, layout.BucketNames)
 	}
-	b.FillPercent = layout.MsgsFillPercent
 	return b, nil
 }
 
@@ -311,6 +310,9 @@ func (w *wtx) msgsOf(ws *wsession) (*layout.Msgs, error) {
 	m := sessionMsgs(w.tx, ws.id)
 	if m == nil {
 		return nil, fmt.Errorf("store: session %q: %w: no %q bucket", ws.name, ErrCorrupt, layout.BucketMessages)
+	}
+	if !ws.created && !w.newest(ws.id) {
+		w.msgsInside = true
 	}
 	return m, nil
 }
