@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,5 +109,25 @@ func TestMigrateKilledAfterRename(t *testing.T) {
 	}
 	if want := []string{"store.db", "store.db-wal"}; !slices.Equal(names, want) {
 		t.Errorf("beside the file: %v, want %v", names, want)
+	}
+}
+
+// OpenShared of a format 2 file upgrades it (a new file renamed over the
+// path); later OpenShareds of the path share that Store, as they do any
+// file's, instead of opening a second one on the same file, and options
+// that disagree with it are refused.
+func TestMigrateSharedOpensShare(t *testing.T) {
+	dir := t.TempDir()
+	old, _, _, _ := nestedFixture(t, dir)
+	a := openShared(t, old, Options{})
+	if c, err := OpenShared(old, Options{NoSync: true}); !errors.Is(err, ErrOptionsConflict) {
+		if err == nil {
+			c.Close()
+		}
+		t.Errorf("OpenShared with NoSync of the upgraded file open without: %v, want ErrOptionsConflict", err)
+	}
+	b := openShared(t, old, Options{})
+	if a.storeCore != b.storeCore {
+		t.Errorf("two OpenShared of the upgraded file %s opened two Stores (%d handles share the first)", old, sharedUsers(t, old, false))
 	}
 }
