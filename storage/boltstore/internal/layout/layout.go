@@ -24,6 +24,10 @@ package layout
 //	    "format"  -> format version as decimal text (FormatVersion)
 //	    "wal"     -> the database's identity and how far its log is applied
 //	              (id, generation, offset; see wal.go)
+//	    "wal-predecessor" -> in a copy given an identity of its own (an
+//	              upgraded file, a backup, a compacted copy): the same for
+//	              the database it was copied from, whose log it holds up
+//	              to there (identity.go)
 //	    "purged"  bucket: <session name bytes> -> msgpack Tombstone
 //	              (last seq and epoch of a purged session, nothing else)
 //	"names"                             top-level bucket: one record per session
