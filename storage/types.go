@@ -182,6 +182,10 @@ type SessionInfo struct {
 	// in which case the session lacks messages for good. Purge it and
 	// import it again.
 	Importing bool
+	// Erasures counts the erases (storage.Erase) that changed the
+	// session's messages: what keeps a copy of them (a search index)
+	// knows its copy is stale when the count moves.
+	Erasures uint64
 }
 
 // TokenTotal returns the current epoch's token total and the name of the
