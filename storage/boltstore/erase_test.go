@@ -69,7 +69,7 @@ func TestEraseZeroesFreePages(t *testing.T) {
 	var recs []Record
 	for i := range 300 {
 		txt := strings.Repeat("filler ", 40) + strconv.Itoa(i)
-		if i == 150 {
+		if i%15 == 0 { // on many pages, more than later commits reuse
 			txt = "the secret is " + marker
 		}
 		recs = append(recs, Record{Message: ctxstore.NewMessage("user", txt)})
@@ -80,7 +80,7 @@ func TestEraseZeroesFreePages(t *testing.T) {
 		}
 	}
 	seqs, err := storage.MatchSeqs(ctx, st, "s", marker)
-	if err != nil || len(seqs) != 1 {
+	if err != nil || len(seqs) != 20 {
 		t.Fatalf("match: %v %v", seqs, err)
 	}
 	if _, err := st.EraseMessages(ctx, "s", seqs, nil); err != nil {
