@@ -61,9 +61,14 @@ func testErase(t *testing.T, open Opener, leaks Leaks) {
 	if err := storage.PutDerived(ctx, e, s, "usage", "ratio", []byte(`{"ratio":1.1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if sr, ok := e.(storage.Searcher); ok { // the index learns the markers
-		if res, err := sr.Search(ctx, storage.SearchRequest{Query: eraseMarkers[2]}); err != nil || len(res.Hits) != 1 {
-			t.Fatalf("search before erase: %v %v", res.Hits, err)
+	// Two handles' indexes learn the markers; the other's is not the one
+	// that erases.
+	other := another(t)
+	for _, h := range []storage.Engine{e, other} {
+		if sr, ok := h.(storage.Searcher); ok {
+			if res, err := sr.Search(ctx, storage.SearchRequest{Query: eraseMarkers[2]}); err != nil || len(res.Hits) != 1 {
+				t.Fatalf("search before erase: %v %v", res.Hits, err)
+			}
 		}
 	}
 	for _, mk := range eraseMarkers {
@@ -91,10 +96,10 @@ func testErase(t *testing.T, open Opener, leaks Leaks) {
 		t.Fatalf("erase result %+v, want seqs %v and one derived record dropped", res, seqs)
 	}
 	checkErased(t, before, entries(t, e, s), seqs)
-	checkErased(t, before, entries(t, another(t), s), seqs)
+	checkErased(t, before, entries(t, other, s), seqs)
 	info, err := e.Session(ctx, s)
-	if err != nil || info.Title != "thanks, bye" || info.Erasures == 0 {
-		t.Fatalf("after erase: title %q erasures %d (%v); want the next user message's title", info.Title, info.Erasures, err)
+	if err != nil || info.Title != "thanks, bye" {
+		t.Fatalf("after erase: title %q (%v); want the next user message's title", info.Title, err)
 	}
 	if v, err := storage.GetDerived(ctx, e, s, "view", "v1/e1/b100"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("the summary built from the erased message is still there: %q %v", v, err)
@@ -107,9 +112,11 @@ func testErase(t *testing.T, open Opener, leaks Leaks) {
 		t.Fatalf("verify after erase: %v\n%v", err, r)
 	}
 	for _, mk := range eraseMarkers {
-		if sr, ok := e.(storage.Searcher); ok {
-			if res, err := sr.Search(ctx, storage.SearchRequest{Query: mk}); err != nil || len(res.Hits) != 0 {
-				t.Errorf("search %s after erase: %v %v", mk, res.Hits, err)
+		for _, h := range []storage.Engine{e, other} {
+			if sr, ok := h.(storage.Searcher); ok {
+				if res, err := sr.Search(ctx, storage.SearchRequest{Query: mk}); err != nil || len(res.Hits) != 0 {
+					t.Errorf("search %s after erase: %v %v", mk, res.Hits, err)
+				}
 			}
 		}
 		if where := leaks(t, e, []byte(mk)); len(where) > 0 {
