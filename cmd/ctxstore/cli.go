@@ -69,6 +69,8 @@ func commands() []*command {
 		doctorCommand(),
 		clearCommand(),
 		purgeCommand(),
+		eraseCommand(),
+		scrubCommand(),
 		shrinkCommand(),
 		backupCommand(),
 		restoreCommand(),

@@ -193,7 +193,9 @@ func purgeCommand() *command {
 session goes (every epoch, its derived records), leaving only a tombstone of
 its name with its last seq and epoch, so that a session later created under
 that name continues after them; with --epoch N only that earlier epoch's
-messages (the current epoch cannot be purged: 'clear' it first). The space
+messages (the current epoch cannot be purged: 'clear' it first). The title
+is recomputed from what remains, and the store is scrubbed: the purged
+bytes leave the file's free pages, its log and the search index. The space
 is reused by later writes; 'ctxstore shrink' shrinks the file. Asks
 for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 		example: "ctxstore purge scratch --yes\nctxstore purge work --epoch 1 --yes",
@@ -244,10 +246,15 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 			if err != nil {
 				return explainIn(st, name, fmt.Errorf("purge %s: %w", what, err))
 			}
+			rep, err := storage.Scrub(ctx, st)
+			if err != nil {
+				return fmt.Errorf("purged %s, but the scrub failed (run it again: %s): %w", what, a.cmdline("scrub"), err)
+			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": name, "epoch": *epoch, "purged": true})
+				return writeJSON(a.stdout, map[string]any{"session": name, "epoch": *epoch, "purged": true, "scrub": rep})
 			}
 			fmt.Fprintf(a.stdout, "purged %s\n", what)
+			printScrub(a, rep)
 			return nil
 		},
 	}
