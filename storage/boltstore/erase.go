@@ -62,7 +62,7 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 		if v == nil {
 			return reject(fmt.Errorf("store: session %q seq %d: %w (nothing was erased)", session, seq, ErrNotFound))
 		}
-		env, err := decodeAt(session, layout.SeqKey(seq), v)
+		env, err := layout.DecodeAt(session, layout.SeqKey(seq), v)
 		if err != nil {
 			return reject(err)
 		}
@@ -137,7 +137,7 @@ func retitle(ws *wsession) error {
 	} else if msgs != nil {
 		c := msgs.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			env, err := decodeAt(ws.name, k, v)
+			env, err := layout.DecodeAt(ws.name, k, v)
 			if err != nil {
 				return err
 			}
