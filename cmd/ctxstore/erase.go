@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -59,14 +58,8 @@ required.`,
 				}
 			}
 			what := fmt.Sprintf("%d message(s) of session %q (seqs %s)", len(seqs), name, seqList(seqs))
-			if !*yes {
-				ok, err := a.confirm(fmt.Sprintf("erase %s in %s for real?", what, st.Location()))
-				if err != nil {
-					return err
-				}
-				if !ok {
-					return errors.New("nothing was erased")
-				}
+			if err := a.confirmUnless(*yes, fmt.Sprintf("erase %s in %s for real?", what, st.Location()), "nothing was erased"); err != nil {
+				return err
 			}
 			res, err := storage.Erase(ctx, st, name, seqs...)
 			if err != nil {

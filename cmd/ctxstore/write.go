@@ -226,14 +226,8 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 				}
 				what = fmt.Sprintf("epoch %d of session %q (%d messages)", *epoch, name, ep.Messages)
 			}
-			if !*yes {
-				ok, err := a.confirm(fmt.Sprintf("delete %s from %s for real?", what, st.Location()))
-				if err != nil {
-					return err
-				}
-				if !ok {
-					return errors.New("nothing was purged")
-				}
+			if err := a.confirmUnless(*yes, fmt.Sprintf("delete %s from %s for real?", what, st.Location()), "nothing was purged"); err != nil {
+				return err
 			}
 			if *epoch != 0 {
 				err = storage.PurgeEpoch(ctx, st, name, *epoch)
@@ -258,6 +252,19 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 			return nil
 		},
 	}
+}
+
+// confirmUnless asks question (see confirm) unless yes; a "no" is an
+// error saying refused.
+func (a *app) confirmUnless(yes bool, question, refused string) error {
+	if yes {
+		return nil
+	}
+	ok, err := a.confirm(question)
+	if err == nil && !ok {
+		err = errors.New(refused)
+	}
+	return err
 }
 
 // confirm asks a yes/no question when stdin is a terminal; elsewhere (a
