@@ -75,6 +75,9 @@ required.`,
 			}
 			fmt.Fprintln(a.stdout)
 			printScrub(a, res.Scrub)
+			if res.Scrub == nil {
+				fmt.Fprintln(a.stdout, serverKeeps)
+			}
 			return nil
 		},
 	}
@@ -116,6 +119,10 @@ func printScrub(a *app, rep *storage.ScrubReport) {
 		rep.Pages, rep.PageBytes, rep.LogBytes, rep.Index, rep.Took.Round(1000))
 }
 
+// serverKeeps is what erase and scrub say of an engine without a scrub of
+// its own (a server's).
+const serverKeeps = "The server keeps old row versions until VACUUM, and in its WAL, replicas and backups: see docs/operations.md (PostgreSQL: what the server keeps)."
+
 func scrubCommand() *command {
 	return &command{
 		name:    "scrub",
@@ -145,7 +152,7 @@ processes use the store.`,
 				return writeJSON(a.stdout, rep)
 			}
 			if rep == nil {
-				fmt.Fprintf(a.stdout, "%s keeps no bytes beyond its records: nothing to scrub\n", st.Location())
+				fmt.Fprintf(a.stdout, "nothing for ctxstore to scrub in %s: its rows are all it keeps.\n%s\n", st.Location(), serverKeeps)
 				return nil
 			}
 			printScrub(a, rep)

@@ -89,6 +89,9 @@ func TestEraseZeroesFreePages(t *testing.T) {
 	if len(fileLeaks(t, st, []byte(marker))) == 0 {
 		t.Fatal("the erase alone left no copy in free pages: the test shows nothing")
 	}
+	if r, err := st.Verify(ctx); err != nil || !r.OK() { // a scrub owed is no damage
+		t.Fatalf("verify with the scrub owed: %v %v", r, err)
+	}
 	rep, err := st.Scrub(ctx)
 	if err != nil {
 		t.Fatal(err)

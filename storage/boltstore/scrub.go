@@ -37,6 +37,9 @@ func (s *Store) Scrub(ctx context.Context) (storage.ScrubReport, error) {
 	if s.opts.ReadOnly {
 		return rep, fmt.Errorf("store %s: scrub refused, the file was opened read-only: %w", s.path, ErrReadOnly)
 	}
+	if fi, err := os.Stat(s.walPath); err == nil && fi.Size() > wal.HeaderSize {
+		rep.LogBytes = fi.Size() - wal.HeaderSize // what the commits below cut
+	}
 	// Two commits: the first applies the log and empties it; after the
 	// second, neither meta page refers to a page the erase freed.
 	for range 2 {
