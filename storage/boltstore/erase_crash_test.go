@@ -202,3 +202,61 @@ func checkAfterKill(t *testing.T, path string, want []storage.Entry) string {
 	}
 	return "not begun"
 }
+
+// TestEraseBesideAppender erases and scrubs again and again while another
+// process appends: every append it acknowledged is kept (the scrub never
+// cuts records of the log it did not apply), and the file checks.
+func TestEraseBesideAppender(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i := range 40 {
+		if _, _, err := st.Append(ctx, "s", Record{Message: ctxstore.NewMessage("user", "secret "+strconv.Itoa(i)+" "+crashMarker)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := child(t, "appender", path, "")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	acked := make(chan uint64, 1)
+	go func() {
+		var last uint64
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var first uint64
+			fmt.Sscan(sc.Text(), &first, &last)
+		}
+		acked <- last
+	}()
+	for i := range 40 {
+		if _, err := storage.Erase(ctx, st, "s", uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	last := <-acked
+	if last == 0 {
+		t.Fatal("the appender acknowledged nothing while the erases ran")
+	}
+	info, err := st.Session(ctx, "crash")
+	if err != nil || info.LastSeq < last || info.Messages != int(info.LastSeq) {
+		t.Fatalf("appender acknowledged seq %d; the file has %+v (%v)", last, info, err)
+	}
+	if r, err := st.Verify(ctx); err != nil || !r.OK() {
+		t.Fatalf("verify: %v %v", r, err)
+	}
+	if where := fileLeaks(t, st, []byte(crashMarker)); len(where) > 0 {
+		t.Fatalf("marker still in %v", where)
+	}
+	t.Logf("40 erases beside an appender that acknowledged %d messages", last)
+}
