@@ -175,22 +175,6 @@ func scrubOwed(tx *bbolt.Tx) bool {
 	return b != nil && b.Get([]byte(keyScrub)) != nil
 }
 
-// EraseMessages is Store.EraseMessages.
-func (h *Shared) EraseMessages(ctx context.Context, session string, seqs []uint64, dropDerived []string) (storage.EraseResult, error) {
-	if err := h.check(); err != nil {
-		return storage.EraseResult{}, err
-	}
-	return h.st.EraseMessages(ctx, session, seqs, dropDerived)
-}
-
-// Scrub is Store.Scrub.
-func (h *Shared) Scrub(ctx context.Context) (storage.ScrubReport, error) {
-	if err := h.check(); err != nil {
-		return storage.ScrubReport{}, err
-	}
-	return h.st.Scrub(ctx)
-}
-
 // The engine and its shared handle erase and scrub.
 var (
 	_ storage.Eraser   = (*Store)(nil)

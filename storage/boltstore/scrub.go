@@ -37,7 +37,7 @@ func (s *Store) Scrub(ctx context.Context) (storage.ScrubReport, error) {
 	if s.opts.ReadOnly {
 		return rep, fmt.Errorf("store %s: scrub refused, the file was opened read-only: %w", s.path, ErrReadOnly)
 	}
-	if fi, err := os.Stat(s.walPath); err == nil && fi.Size() > wal.HeaderSize {
+	if fi, err := os.Stat(s.log.Path()); err == nil && fi.Size() > wal.HeaderSize {
 		rep.LogBytes = fi.Size() - wal.HeaderSize // what the commits below cut
 	}
 	// Two commits: the first applies the log and empties it; after the
@@ -70,7 +70,7 @@ func (s *Store) Scrub(ctx context.Context) (storage.ScrubReport, error) {
 // header, holding the log's lock exclusively and the file open (so that
 // no reader or writer, in any process, is in a transaction).
 func (s *Store) zeroFree(ctx context.Context, rep *storage.ScrubReport) error {
-	unlock, err := s.walLock(ctx, true)
+	unlock, err := s.log.Lock(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (s *Store) zeroFree(ctx context.Context, rep *storage.ScrubReport) error {
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("sync after zeroing: %w", err)
 	}
-	if t.records() || t.mode == tailOrphan {
+	if t.Records() || t.Mode == tailOrphan {
 		// Appended since the scrub's commits applied the log, which
 		// emptied it of what they erased: these records are newer.
 		return nil
@@ -192,7 +192,7 @@ func readBothMetas(bf *boltpage.File) ([2]boltpage.Meta, error) {
 // cutLog cuts the log, applied to the file by the commits before, to its
 // header, and syncs it: no record of the old generation stays in it.
 func (s *Store) cutLog(rep *storage.ScrubReport) error {
-	f := s.walF
+	f := s.log.File()
 	if f == nil {
 		return nil
 	}
