@@ -78,6 +78,7 @@ required.`,
 			if res.Scrub == nil {
 				fmt.Fprintln(a.stdout, serverKeeps)
 			}
+			warnStrayLogs(ctx, a, st)
 			return nil
 		},
 	}
@@ -122,6 +123,23 @@ func printScrub(a *app, rep *storage.ScrubReport) {
 // serverKeeps is what erase and scrub say of an engine without a scrub of
 // its own (a server's).
 const serverKeeps = "The server keeps old row versions until VACUUM, and in its WAL, replicas and backups: see docs/operations.md (PostgreSQL: what the server keeps)."
+
+// warnStrayLogs names the logs set aside beside the file: copies of its
+// log that ctxstore keeps for 'doctor --replay-log', which may hold bytes
+// an erase or purge removed everywhere else.
+func warnStrayLogs(ctx context.Context, a *app, st storage.Engine) {
+	l, ok := st.(storage.StrayLogLister)
+	if !ok {
+		return
+	}
+	logs, err := l.StrayLogs(ctx)
+	if err != nil {
+		return
+	}
+	for _, lg := range logs {
+		fmt.Fprintf(a.stderr, "note: %s is a log set aside beside the file (%d messages): it may still hold what was erased; delete it once nothing in it is needed (see 'ctxstore doctor')\n", lg.Path, lg.Messages)
+	}
+}
 
 func scrubCommand() *command {
 	return &command{

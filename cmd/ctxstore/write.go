@@ -249,6 +249,7 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 			}
 			fmt.Fprintf(a.stdout, "purged %s\n", what)
 			printScrub(a, rep)
+			warnStrayLogs(ctx, a, st)
 			return nil
 		},
 	}

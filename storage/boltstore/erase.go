@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -93,7 +94,7 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 			return fmt.Errorf("store: session %q: erase: %w", session, err)
 		}
 	}
-	n, err := dropDerivedKinds(ws.bucket, dropDerived)
+	n, err := dropDerivedKinds(w, session, dropDerived)
 	if err != nil {
 		return fmt.Errorf("store: session %q: erase: %w", session, err)
 	}
@@ -106,23 +107,29 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 	return markScrub(w.tx)
 }
 
-// dropDerivedKinds deletes the derived records of the given kinds from a
-// session's bucket, returning how many there were.
-func dropDerivedKinds(sb *bbolt.Bucket, kinds []string) (int, error) {
-	db := sb.Bucket([]byte(layout.BucketDerived))
-	if db == nil {
-		return 0, nil
-	}
+// dropDerivedKinds deletes session's derived records of the given kinds
+// (through the package's derived-record helpers), returning how many
+// there were.
+func dropDerivedKinds(w *wtx, session string, kinds []string) (int, error) {
 	n := 0
 	for _, kind := range kinds {
-		kb := db.Bucket([]byte(kind))
-		if kb == nil {
+		kb, err := derivedBucket(w.tx, session, kind)
+		if errors.Is(err, ErrNotFound) {
 			continue
 		}
-		n += kb.Stats().KeyN
-		if err := db.DeleteBucket([]byte(kind)); err != nil {
-			return n, fmt.Errorf("drop derived %q: %w", kind, err)
+		if err != nil {
+			return n, err
 		}
+		var keys []string
+		if err := kb.ForEach(func(k, _ []byte) error { keys = append(keys, string(k)); return nil }); err != nil {
+			return n, err
+		}
+		for _, k := range keys {
+			if err := deleteDerived(w, session, kind, k); err != nil {
+				return n, err
+			}
+		}
+		n += len(keys)
 	}
 	return n, nil
 }
