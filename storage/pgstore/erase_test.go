@@ -1,10 +1,20 @@
 package pgstore
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
 	"os/exec"
+	"strconv"
 	"testing"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/storagetest"
@@ -30,4 +40,116 @@ func TestErase(t *testing.T) {
 		}
 		return where
 	})
+}
+
+const pgCrashMarker = "dingoPG6631"
+
+// TestPGEraseChild is not a test: it is the body of the erasing child
+// processes of TestEraseKilledPG.
+func TestPGEraseChild(t *testing.T) {
+	testkit.Child(t, func(string) error {
+		ctx := context.Background()
+		st, err := Open(ctx, os.Getenv(envDSN), Options{Schema: os.Getenv(envSchema)})
+		if err != nil {
+			return err
+		}
+		fmt.Println("open")
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			return err
+		}
+		start := time.Now()
+		seqs, err := storage.MatchSeqs(ctx, st, "s", pgCrashMarker)
+		if err == nil {
+			_, err = storage.Erase(ctx, st, "s", seqs...)
+		}
+		fmt.Println("done", time.Since(start).Nanoseconds())
+		return err
+	})
+}
+
+// TestEraseKilledPG kills an erasing process at many points: the erase is
+// then wholly in the rows or not at all, and every other row is as it was.
+func TestEraseKilledPG(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dsn := testDSN(t)
+	ctx := context.Background()
+	var took time.Duration
+	outcomes := map[string]int{}
+	for i := -1; i < 12; i++ {
+		schema := freshSchema(t, dsn)
+		st := openTest(t, dsn, schema)
+		for j := range 60 {
+			txt := "filler " + strconv.Itoa(j)
+			if j%6 == 0 {
+				txt = "secret " + pgCrashMarker
+			}
+			if _, _, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", txt)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := allEntries(t, st)
+		cmd := testkit.Command("TestPGEraseChild", "eraser", envDSN+"="+dsn, envSchema+"="+schema)
+		cmd.Stderr = os.Stderr
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(out)
+		if line, err := r.ReadString('\n'); err != nil || line != "open\n" {
+			t.Fatalf("child: %q %v", line, err)
+		}
+		io.WriteString(in, "go\n")
+		if i < 0 { // the first run measures the whole erase
+			line, _ := r.ReadString('\n')
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("eraser: %v", err)
+			}
+			var ns int64
+			fmt.Sscanf(line, "done %d", &ns)
+			took = time.Duration(ns)
+			t.Logf("an erase takes %v in the child", took)
+		} else {
+			time.Sleep(took * time.Duration(i) / 10)
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		got := allEntries(t, st)
+		erased, kept := 0, 0
+		for k, w := range want {
+			g := got[k]
+			switch {
+			case bytes.Equal(g.Raw, w.Raw):
+				if bytes.Contains(w.Raw, []byte(pgCrashMarker)) {
+					kept++
+				}
+			case bytes.Contains(w.Raw, []byte(pgCrashMarker)) && g.Seq == w.Seq && bytes.Contains(g.Raw, []byte(storage.ErasedText)):
+				erased++
+			default:
+				t.Fatalf("seq %d changed: %s", w.Seq, g.Raw)
+			}
+		}
+		if erased > 0 && kept > 0 {
+			t.Fatalf("half erased: %d erased, %d kept", erased, kept)
+		}
+		if r, err := st.Verify(ctx); err != nil || !r.OK() {
+			t.Fatalf("verify: %v %v", r, err)
+		}
+		outcomes[map[bool]string{true: "complete", false: "not begun"}[erased > 0]]++
+	}
+	t.Logf("outcomes: %v", outcomes)
+}
+
+func allEntries(t *testing.T, st *Store) []storage.Entry {
+	t.Helper()
+	var out []storage.Entry
+	for e, err := range st.Messages(context.Background(), "s", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
 }
