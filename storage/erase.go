@@ -144,11 +144,14 @@ func MatchSeqs(ctx context.Context, e Engine, session, text string) ([]uint64, e
 			if err != nil {
 				return nil, err
 			}
+			if !messageContains(ent.Raw, text) {
+				continue
+			}
 			m, err := ent.Message()
 			if err != nil {
 				return nil, err
 			}
-			if !IsErased(m) && messageContains(m, ent.Raw, text) {
+			if !IsErased(m) {
 				seqs = append(seqs, ent.Seq)
 			}
 		}
@@ -156,33 +159,30 @@ func MatchSeqs(ctx context.Context, e Engine, session, text string) ([]uint64, e
 	return seqs, nil
 }
 
-// messageContains reports whether text appears in m as a provider reads it
-// or in its raw JSON (where escapes may hide it from a byte search).
-func messageContains(m ctxstore.Message, raw []byte, text string) bool {
-	if bytes.Contains(raw, []byte(text)) || strings.Contains(m.Text(), text) {
+// messageContains reports whether text appears in m's raw JSON or in any
+// of its strings as decoded (where escapes may hide it from a byte search).
+// JSON without a backslash has no escapes: its bytes are its strings'.
+func messageContains(raw []byte, text string) bool {
+	if bytes.Contains(raw, []byte(text)) {
 		return true
 	}
-	for _, c := range m.ToolCalls() {
-		if strings.Contains(string(c.Arguments), text) {
-			return true
-		}
-		var s string
-		if json.Unmarshal(c.Arguments, &s) == nil && strings.Contains(s, text) {
-			return true
-		}
+	if !bytes.ContainsRune(raw, '\\') {
+		return false
 	}
 	var v any
-	if json.Unmarshal(raw, &v) == nil {
-		return anyContains(v, text)
-	}
-	return false
+	return json.Unmarshal(raw, &v) == nil && anyContains(v, text)
 }
 
 // anyContains looks for text in every string of a decoded JSON value.
 func anyContains(v any, text string) bool {
 	switch v := v.(type) {
 	case string:
-		return strings.Contains(v, text)
+		if strings.Contains(v, text) {
+			return true
+		}
+		// A string of JSON (a call's arguments) holds escapes of its own.
+		var inner any
+		return strings.ContainsRune(v, '\\') && json.Unmarshal([]byte(v), &inner) == nil && anyContains(inner, text)
 	case []any:
 		return slices.ContainsFunc(v, func(x any) bool { return anyContains(x, text) })
 	case map[string]any:

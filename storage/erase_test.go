@@ -59,3 +59,23 @@ func TestErasedMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestMatchSeqsEscapes: text hidden by JSON escapes (in a string, and in a
+// call's arguments, a JSON string of JSON) is found as a provider reads it.
+func TestMatchSeqsEscapes(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		text string
+		want bool
+	}{
+		{`{"role":"user","content":"p\u0061ss"}`, "pass", true},
+		{`{"role":"user","content":"say \"hi\""}`, `"hi"`, true},
+		{`{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":"{\"k\":\"a\\\"b\"}"}}]}`, `a"b`, true},
+		{`{"role":"user","content":"plain"}`, "other", false},
+		{`{"role":"user","content":"a\nb"}`, "a b", false},
+	} {
+		if got := storage.MessageContainsForTest([]byte(tc.raw), tc.text); got != tc.want {
+			t.Errorf("%s contains %q: %v, want %v", tc.raw, tc.text, got, tc.want)
+		}
+	}
+}
