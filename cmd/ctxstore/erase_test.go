@@ -86,4 +86,11 @@ func TestEraseCommand(t *testing.T) {
 		t.Errorf("verify after erase:\n%s", r.stdout)
 	}
 	e.fail(1, "", []string{"erase", "s", "--match", "possum", "--yes"}, "nothing was erased")
+	if r := e.ok("", "scrub"); !strings.Contains(r.stdout, "scrubbed: ") {
+		t.Errorf("scrub:\n%s", r.stdout)
+	}
+	r = e.ok("", "--json", "erase", "s", "1", "--yes")
+	if !strings.Contains(r.stdout, `"already": [`) || !strings.Contains(r.stdout, `"scrub": {`) {
+		t.Errorf("erase --json of an erased seq:\n%s", r.stdout)
+	}
 }
