@@ -142,7 +142,7 @@ func (e Entry) Message() (ctxstore.Message, error) {
 type SessionInfo struct {
 	Name    string
 	Created time.Time // first write to the session
-	Updated time.Time // last append, Clear or PurgeEpoch
+	Updated time.Time // last append, Clear, PurgeEpoch or erase
 	// Epoch is the current epoch; Clear starts a new one. The first is 1,
 	// or the one after a purged predecessor's last (see Engine.Purge).
 	Epoch uint64

@@ -103,6 +103,7 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 		return err
 	}
 	ws.meta.Erasures++
+	ws.meta.Updated = time.Now().UnixNano()
 	ws.dirty = true
 	return markScrub(w.tx)
 }
