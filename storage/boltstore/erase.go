@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -109,17 +108,23 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 }
 
 // dropDerivedKinds deletes session's derived records of the given kinds
-// (through the package's derived-record helpers), returning how many
-// there were.
+// (each through deleteDerived), returning how many there were. The
+// session is read through w: a session the log created in this
+// transaction has no metadata in bbolt until w is flushed.
 func dropDerivedKinds(w *wtx, session string, kinds []string) (int, error) {
+	ws, err := w.session(session)
+	if err != nil {
+		return 0, err
+	}
+	d := ws.bucket.Bucket([]byte(layout.BucketDerived))
+	if d == nil {
+		return 0, nil
+	}
 	n := 0
 	for _, kind := range kinds {
-		kb, err := derivedBucket(w.tx, session, kind)
-		if errors.Is(err, ErrNotFound) {
+		kb := d.Bucket([]byte(kind))
+		if kb == nil {
 			continue
-		}
-		if err != nil {
-			return n, err
 		}
 		var keys []string
 		if err := kb.ForEach(func(k, _ []byte) error { keys = append(keys, string(k)); return nil }); err != nil {

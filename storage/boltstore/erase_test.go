@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,5 +110,29 @@ func TestEraseZeroesFreePages(t *testing.T) {
 	t.Logf("scrub: %+v; again: %+v", rep, rep2)
 	if r, err := st.Verify(ctx); err != nil || !r.OK() {
 		t.Fatalf("verify: %v %v", r, err)
+	}
+}
+
+// TestEraseSessionOnlyInLog: a session the log created and no commit has
+// applied yet is erased in the commit that applies it (its metadata is in
+// the transaction, not yet in bbolt).
+func TestEraseSessionOnlyInLog(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(filepath.Join(t.TempDir(), "store.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i := range 3 {
+		if _, _, err := st.Append(ctx, "s", Record{Message: ctxstore.NewMessage("user", "secret "+strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := storage.Erase(ctx, st, "s", 2)
+	if err != nil || !slices.Equal(res.Erased, []uint64{2}) {
+		t.Fatalf("erase: %+v %v", res, err)
+	}
+	if where := fileLeaks(t, st, []byte("secret 1")); len(where) > 0 {
+		t.Fatalf("still in %v", where)
 	}
 }
