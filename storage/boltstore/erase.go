@@ -49,16 +49,13 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 	if err != nil {
 		return reject(err)
 	}
-	msgs, err := msgsBucket(ws.bucket, false)
+	msgs, err := w.msgsOf(ws)
 	if err != nil {
 		return reject(err)
 	}
 	var changed []layout.Envelope
 	for _, seq := range seqs {
-		var v []byte
-		if msgs != nil {
-			v = msgs.Get(layout.SeqKey(seq))
-		}
+		v := msgs.Get(layout.SeqKey(seq))
 		if v == nil {
 			return reject(fmt.Errorf("store: session %q seq %d: %w (nothing was erased)", session, seq, ErrNotFound))
 		}
@@ -98,7 +95,7 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 		return fmt.Errorf("store: session %q: erase: %w", session, err)
 	}
 	res.DroppedDerived = n
-	if err := retitle(ws); err != nil {
+	if err := w.retitle(ws); err != nil {
 		return err
 	}
 	ws.meta.Erasures++
@@ -110,25 +107,22 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 // dropDerivedKinds deletes session's derived records of the given kinds
 // (each through deleteDerived), returning how many there were. The
 // session is read through w: a session the log created in this
-// transaction has no metadata in bbolt until w is flushed.
+// transaction has no record in bbolt until w is flushed.
 func dropDerivedKinds(w *wtx, session string, kinds []string) (int, error) {
 	ws, err := w.session(session)
 	if err != nil {
 		return 0, err
 	}
-	d := ws.bucket.Bucket([]byte(layout.BucketDerived))
-	if d == nil {
-		return 0, nil
-	}
 	n := 0
 	for _, kind := range kinds {
-		kb := d.Bucket([]byte(kind))
-		if kb == nil {
-			continue
+		d, err := w.derivedOf(ws, kind)
+		if err != nil {
+			return n, err
 		}
 		var keys []string
-		if err := kb.ForEach(func(k, _ []byte) error { keys = append(keys, string(k)); return nil }); err != nil {
-			return n, err
+		c := d.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			keys = append(keys, string(k))
 		}
 		for _, k := range keys {
 			if err := deleteDerived(w, session, kind, k); err != nil {
@@ -143,28 +137,28 @@ func dropDerivedKinds(w *wtx, session string, kinds []string) (int, error) {
 // retitle sets the session's title from the first message that may give
 // one (storage.TitleOf) among those it still holds: after an erase or a
 // purge of the message it came from, the title shows what remains.
-func retitle(ws *wsession) error {
-	title := ""
-	if msgs, err := msgsBucket(ws.bucket, false); err != nil {
+func (w *wtx) retitle(ws *wsession) error {
+	msgs, err := w.msgsOf(ws)
+	if err != nil {
 		return err
-	} else if msgs != nil {
-		c := msgs.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			env, err := layout.DecodeAt(ws.name, k, v)
-			if err != nil {
-				return err
-			}
-			if env.Role != ctxstore.RoleUser {
-				continue
-			}
-			m, err := ctxstore.ParseStored(env.Raw)
-			if err != nil {
-				return fmt.Errorf("store: session %q seq %d: %w", ws.name, env.Seq, err)
-			}
-			if t, ok := storage.TitleOf(m); ok {
-				title = t
-				break
-			}
+	}
+	title := ""
+	c := msgs.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		env, err := layout.DecodeAt(ws.name, k, v)
+		if err != nil {
+			return err
+		}
+		if env.Role != ctxstore.RoleUser {
+			continue
+		}
+		m, err := ctxstore.ParseStored(env.Raw)
+		if err != nil {
+			return fmt.Errorf("store: session %q seq %d: %w", ws.name, env.Seq, err)
+		}
+		if t, ok := storage.TitleOf(m); ok {
+			title = t
+			break
 		}
 	}
 	if title != ws.meta.Title {

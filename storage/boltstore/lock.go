@@ -217,6 +217,7 @@ func (s *Store) openDB(ctx context.Context) (*bbolt.DB, *os.File, error) {
 		}
 		return nil, nil, fmt.Errorf("store %s: open: %w", s.path, err)
 	}
+	db.AllocSize = layout.AllocSize
 	return db, f, nil
 }
 
@@ -265,7 +266,7 @@ func (s *Store) lockCurrentInode(block bool) (*os.File, error) {
 		how |= syscall.LOCK_NB
 	}
 	for {
-		f, err := os.OpenFile(s.path, flag, fileMode)
+		f, err := filelock.Open(s.path, flag, fileMode)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", s.path, err)
 		}
