@@ -1,9 +1,7 @@
 package boltstore
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -89,7 +87,9 @@ func (s *Store) zeroFree(ctx context.Context, rep *storage.ScrubReport) error {
 	s.mu.Lock()
 	f := s.file
 	s.mu.Unlock()
-	if err := zeroFreePages(f, rep); err != nil {
+	pages, n, err := boltpage.ZeroFree(f)
+	rep.Pages, rep.PageBytes = rep.Pages+pages, rep.PageBytes+n
+	if err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {
@@ -101,92 +101,6 @@ func (s *Store) zeroFree(ctx context.Context, rep *storage.ScrubReport) error {
 		return nil
 	}
 	return s.cutLog(rep)
-}
-
-// zeroFreePages overwrites with zeros the pages of f free under both its
-// meta pages, and whatever lies beyond its last page.
-func zeroFreePages(f *os.File, rep *storage.ScrubReport) error {
-	bf := &boltpage.File{Handle: f}
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	bf.Size = fi.Size()
-	metas, err := readBothMetas(bf)
-	if err != nil {
-		return err
-	}
-	free := map[uint64]int{}
-	for _, m := range metas {
-		if m.Freelist == boltpage.NoFreelist {
-			return errors.New("the file keeps no free-page list (bbolt's NoFreelistSync): shrink it instead (ctxstore shrink)")
-		}
-		bf.Meta = m
-		ids, err := bf.Freelist()
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			free[id]++
-		}
-	}
-	ps := int64(bf.PageSize)
-	zero := make([]byte, ps)
-	buf := make([]byte, ps)
-	wipe := func(off int64) error {
-		n, err := f.ReadAt(buf, off)
-		if err != nil && n == 0 {
-			return fmt.Errorf("read at %d: %w", off, err)
-		}
-		if bytes.Equal(buf[:n], zero[:n]) {
-			return nil
-		}
-		if _, err := f.WriteAt(zero[:n], off); err != nil {
-			return fmt.Errorf("zero at %d: %w", off, err)
-		}
-		rep.Pages++
-		rep.PageBytes += int64(n)
-		return nil
-	}
-	for id, n := range free {
-		if n == len(metas) {
-			if err := wipe(int64(id) * ps); err != nil {
-				return err
-			}
-		}
-	}
-	hwm := max(metas[0].HWM, metas[1].HWM)
-	for off := int64(hwm) * ps; off < bf.Size; off += ps {
-		if err := wipe(off); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readBothMetas reads the file's two meta pages; both must be valid (a
-// file whose other meta page is damaged is not scrubbed: shrink it).
-func readBothMetas(bf *boltpage.File) ([2]boltpage.Meta, error) {
-	var metas [2]boltpage.Meta
-	head := make([]byte, boltpage.FirstMetaRead)
-	if _, err := bf.Handle.ReadAt(head, 0); err != nil {
-		return metas, fmt.Errorf("read meta page 0: %w", err)
-	}
-	m0, err := boltpage.ParseMeta(head)
-	if err != nil {
-		return metas, fmt.Errorf("meta page 0: %w", err)
-	}
-	bf.PageSize = int(m0.PageSize)
-	buf := make([]byte, boltpage.PageHeaderSize+boltpage.MetaSize)
-	if _, err := bf.Handle.ReadAt(buf, int64(bf.PageSize)); err != nil {
-		return metas, fmt.Errorf("read meta page 1: %w", err)
-	}
-	m1, err := boltpage.ParseMeta(buf)
-	if err != nil {
-		return metas, fmt.Errorf("meta page 1: %w", err)
-	}
-	m0.Page, m1.Page = 0, 1
-	return [2]boltpage.Meta{m0, m1}, nil
 }
 
 // cutLog cuts the log, applied to the file by the commits before, to its
