@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,35 +88,11 @@ func entries(t *testing.T, e storage.Engine) []storage.Entry {
 	return out
 }
 
-// runEraser starts an erasing child on path, lets it erase, and kills it
-// after delay (never, when delay < 0); it returns how long the erase took
-// when the child finished.
+// runEraser runs an erasing child on path (testkit.RunOrKill).
 func runEraser(t *testing.T, path string, delay time.Duration) time.Duration {
 	cmd := testkit.Command("TestEraseChild", "eraser", envEraseDB+"="+path)
 	cmd.Stderr = os.Stderr
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(out)
-	if line, err := r.ReadString('\n'); err != nil || line != "open\n" {
-		t.Fatalf("child: %q %v", line, err)
-	}
-	io.WriteString(in, "go\n")
-	if delay >= 0 {
-		time.Sleep(delay)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		return 0
-	}
-	line, _ := r.ReadString('\n')
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("eraser: %v (%q)", err, line)
-	}
-	var ns int64
-	fmt.Sscanf(line, "done %d", &ns)
-	return time.Duration(ns)
+	return testkit.RunOrKill(t, cmd, delay)
 }
 
 // TestEraseKilled kills an erasing process (SIGKILL) at many points: on

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -92,29 +91,11 @@ func TestEraseKilledPG(t *testing.T) {
 		want := allEntries(t, st)
 		cmd := testkit.Command("TestPGEraseChild", "eraser", envDSN+"="+dsn, envSchema+"="+schema)
 		cmd.Stderr = os.Stderr
-		in, _ := cmd.StdinPipe()
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		r := bufio.NewReader(out)
-		if line, err := r.ReadString('\n'); err != nil || line != "open\n" {
-			t.Fatalf("child: %q %v", line, err)
-		}
-		io.WriteString(in, "go\n")
 		if i < 0 { // the first run measures the whole erase
-			line, _ := r.ReadString('\n')
-			if err := cmd.Wait(); err != nil {
-				t.Fatalf("eraser: %v", err)
-			}
-			var ns int64
-			fmt.Sscanf(line, "done %d", &ns)
-			took = time.Duration(ns)
+			took = testkit.RunOrKill(t, cmd, -1)
 			t.Logf("an erase takes %v in the child", took)
 		} else {
-			time.Sleep(took * time.Duration(i) / 10)
-			cmd.Process.Kill()
-			cmd.Wait()
+			testkit.RunOrKill(t, cmd, took*time.Duration(i)/10)
 		}
 		got := allEntries(t, st)
 		erased, kept := 0, 0
