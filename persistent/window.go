@@ -45,11 +45,14 @@ type window struct {
 	// created tells this session from another under the same name:
 	// one imported after a purge may reuse its epoch and seqs.
 	created time.Time
-	count   int  // messages in the current epoch
-	own     int  // the stored Σ tokens of the epoch at reload that the manager's counter made
-	base    int  // the rest of the stored Σ at reload: other counters' counts
-	added   int  // Σ tokens of messages pushed since, by the manager's counter
-	ours    bool // this manager wrote into the current epoch
+	// erasures is the session's erase count when read: an erase
+	// elsewhere changed messages the window may hold, so it is read again.
+	erasures uint64
+	count    int  // messages in the current epoch
+	own      int  // the stored Σ tokens of the epoch at reload that the manager's counter made
+	base     int  // the rest of the stored Σ at reload: other counters' counts
+	added    int  // Σ tokens of messages pushed since, by the manager's counter
+	ours     bool // this manager wrote into the current epoch
 
 	pinned    []view.Item // system and developer messages of the epoch, in order
 	firstUser *view.Item
@@ -78,7 +81,8 @@ type window struct {
 func newWindow(info storage.SessionInfo, counter string) window {
 	w := window{
 		epoch: info.Epoch, epochStart: info.EpochStartSeq, lastSeq: info.LastSeq, created: info.Created,
-		count: info.Messages, base: info.Tokens,
+		erasures: info.Erasures,
+		count:    info.Messages, base: info.Tokens,
 		mem: map[string]memVersion{}, superseded: map[uint64]bool{},
 		repairs: map[uint64]repairRecord{}, decisions: map[int]view.Decisions{},
 	}
@@ -585,7 +589,7 @@ func (m *Manager) syncLocked(ctx context.Context) error {
 
 // catchUpLocked brings the window up to info, the session as just read.
 func (m *Manager) catchUpLocked(ctx context.Context, info storage.SessionInfo) error {
-	if info.Epoch != m.w.epoch || info.LastSeq < m.w.lastSeq || !info.Created.Equal(m.w.created) {
+	if info.Epoch != m.w.epoch || info.LastSeq < m.w.lastSeq || !info.Created.Equal(m.w.created) || info.Erasures != m.w.erasures {
 		return m.reload(ctx, info)
 	}
 	if info.LastSeq == m.w.lastSeq {

@@ -69,6 +69,8 @@ func commands() []*command {
 		verifyCommand(),
 		doctorCommand(),
 		clearCommand(),
+		eraseCommand(),
+		scrubCommand(),
 		purgeCommand(),
 		shrinkCommand(),
 		backupCommand(),

@@ -244,7 +244,7 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 		em.Messages, em.Purged = 0, true
 		meta.Updated = time.Now().UnixNano()
 		ws.dirty = true
-		return nil
+		return w.retitle(ws) // the title may have come from the epoch
 	})
 	if err == nil {
 		s.searchPurged(ctx)

@@ -87,6 +87,8 @@ func TestSharedClosedHandleRefusesEveryCall(t *testing.T) {
 			return h.ImportSessions(ctx, []storage.SessionImport{{Info: info}})
 		},
 		"Verify":        func(h *Shared) error { _, err := h.Verify(ctx); return err },
+		"EraseMessages": func(h *Shared) error { _, err := h.EraseMessages(ctx, "s", []uint64{1}, nil); return err },
+		"Scrub":         func(h *Shared) error { _, err := h.Scrub(ctx); return err },
 		"Checkpoint":    func(h *Shared) error { return h.Checkpoint(ctx) },
 		"Backup":        func(h *Shared) error { return h.Backup(ctx, filepath.Join(t.TempDir(), "backup.db")) },
 		"StrayLogs":     func(h *Shared) error { _, err := h.StrayLogs(ctx); return err },

@@ -378,6 +378,7 @@ func (s *Store) Purge(ctx context.Context, session string) error {
 			w.batch.Queue(`DELETE FROM `+s.schema+`.`+table+` WHERE session = $1`, w.name)
 		}
 		w.m.live, w.m.changed, w.notify, w.purged = false, true, true, true
+		w.m.title = "" // the tombstone keeps numbers, never text
 		return nil
 	})
 }
@@ -386,6 +387,9 @@ func (s *Store) Purge(ctx context.Context, session string) error {
 // epoch stays listed, marked Purged.
 func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) error {
 	return s.write(ctx, session, nil, nil, func(w *wtx) error {
+		if w.written {
+			return errAlone // it reads rows (retitle)
+		}
 		if !w.m.live {
 			return w.notFound()
 		}
@@ -406,7 +410,8 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 				w.name, int64(epoch))
 			w.m.total -= int32(em.Messages)
 			w.m.updated, w.m.changed = w.now, true
-			return nil
+			first, last := int64(em.FirstSeq), int64(em.LastSeq)
+			return w.retitle(func(seq int64) bool { return seq >= first && seq <= last })
 		}
 		return reject(s.errorf(session, "epoch %d: %w", epoch, storage.ErrNotFound))
 	})

@@ -110,7 +110,9 @@ package layout
 //	13 importing    bool, absent when false
 //	14 counters     the counter's name when one counter made every message of
 //	                the epoch, else an array of [name, messages, tokens];
-//	                absent when none is known
+//	                absent (or nil) when none is known
+//	15 erasures     uint: how many erases changed the session's messages,
+//	                absent when none did
 //
 // Elements 12 to 14 are written only up to the last one that is not
 // empty; a decoder skips elements it does not know, so a later version may
