@@ -256,6 +256,11 @@ func (m *Manager) historyTokens() int {
 // epoch; the tail is read on demand by the first request.
 func (m *Manager) reload(ctx context.Context, info storage.SessionInfo) error {
 	old := m.w
+	if !old.created.IsZero() && !info.Created.Equal(old.created) {
+		// The session this manager held was deleted (maybe created again
+		// under its name): it must not be written to as if it were new.
+		m.deleted = true
+	}
 	w := newWindow(info, m.counter)
 	m.recounted = [2]int{}
 	if !info.Created.Equal(old.created) || info.LastSeq < old.lastSeq {
