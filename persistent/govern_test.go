@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/pgtest"
 	"github.com/ctxstore/ctxstore/internal/pgtest/pgopen"
 	"github.com/ctxstore/ctxstore/internal/testkit"
@@ -258,5 +259,44 @@ func TestGCBesideWriterInAnotherProcess(t *testing.T) {
 				t.Fatalf("history of the fresh session = %s", got)
 			}
 		})
+	}
+}
+
+// The explanation of a view says where its history came from: the fork
+// that made the session, the rewind that started the epoch.
+func TestExplainTellsLineage(t *testing.T) {
+	ctx := context.Background()
+	path := dbPath(t)
+	m := open(t, path, "s", Config{noSync: true})
+	addAll(t, m, []ctxstore.Message{user("a"), user("b"), user("c")})
+	eng := otherStore(t, path)
+	if _, err := storage.Fork(ctx, eng, "s", "f", 2); err != nil {
+		t.Fatal(err)
+	}
+	f := open(t, path, "f", Config{noSync: true})
+	v, err := f.Explain(ctx, ctxstore.Request{TokenBudget: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Lineage == nil || v.Lineage.ForkedFrom != "s" || v.Lineage.ForkSeq != 2 || len(v.Messages) != 2 {
+		t.Fatalf("view of the fork: lineage %+v, %d messages", v.Lineage, len(v.Messages))
+	}
+	if rep := v.Report(ctxstore.ReportOptions{}); !strings.Contains(rep, `forked from session "s" at seq 2`) {
+		t.Errorf("report lacks the lineage:\n%s", rep)
+	}
+	if _, err := storage.Rewind(ctx, eng, "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	// A manager that reloads after the rewind record was written.
+	r := open(t, path, "s", Config{noSync: true})
+	v, err = r.Explain(ctx, ctxstore.Request{TokenBudget: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Lineage == nil || v.Lineage.RewoundFrom != 1 || v.Lineage.RewindSeq != 1 {
+		t.Fatalf("view after a rewind: lineage %+v", v.Lineage)
+	}
+	if rep := v.Report(ctxstore.ReportOptions{}); !strings.Contains(rep, "rewound: this epoch starts with epoch 1 up to seq 1") {
+		t.Errorf("report lacks the rewind:\n%s", rep)
 	}
 }

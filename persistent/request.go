@@ -77,7 +77,7 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 	// Memory messages of a fresh session are not stored yet: they have no
 	// seq until the first write.
 	pending := len(m.w.pending) > 0
-	stored, lastSeq := m.w.count, m.w.lastSeq
+	stored, lastSeq, lineage := m.w.count, m.w.lastSeq, m.w.lineage
 	events := m.takeEvents()
 	m.mu.Unlock()
 	if err != nil {
@@ -110,7 +110,7 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 		m.mu.Unlock()
 	}
 	v := m.drv.Explain(plan, res)
-	v.Session, v.Epoch = m.session, epoch
+	v.Session, v.Epoch, v.Lineage = m.session, epoch, lineage
 	if stored > 0 {
 		v.FirstSeq, v.LastSeq = lastSeq-uint64(stored)+1, lastSeq
 	}

@@ -65,6 +65,7 @@ type window struct {
 	superseded map[uint64]bool       // seqs of older memory-file versions, hidden from views
 	repairs    map[uint64]repairRecord
 	decisions  map[int]view.Decisions // saved view decisions of this epoch, by budget
+	lineage    *ctxstore.Lineage      // the fork or rewind that made the history, nil when none
 }
 
 func newWindow(info storage.SessionInfo, counter string) window {
@@ -509,6 +510,9 @@ func (m *Manager) loadDerived(ctx context.Context, w *window) error {
 			w.repairs[r.AssistantSeq] = r
 		}
 	}
+	if err := m.loadLineage(ctx, w); err != nil {
+		return err
+	}
 	prefix := decisionPrefix(w.epoch)
 	for d, err := range m.st.ListDerived(ctx, m.session, KindView) {
 		if errors.Is(err, storage.ErrNotFound) {
@@ -588,6 +592,36 @@ func (m *Manager) catchUpLocked(ctx context.Context, info storage.SessionInfo) e
 	}
 	if m.w.count > 0 {
 		m.w.pending = nil
+	}
+	return nil
+}
+
+// loadLineage reads where the session came from (storage.Fork) and where
+// the window's epoch came from (storage.Rewind), for explanations.
+func (m *Manager) loadLineage(ctx context.Context, w *window) error {
+	var l ctxstore.Lineage
+	for d, err := range m.st.ListDerived(ctx, m.session, storage.KindLineage) {
+		if errors.Is(err, storage.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read lineage: %w", err)
+		}
+		switch d.Key {
+		case storage.LineageKey:
+			var f storage.Lineage
+			if json.Unmarshal(d.Value, &f) == nil {
+				l.ForkedFrom, l.ForkSeq = f.Parent, f.Seq
+			}
+		case storage.RewindKey(w.epoch):
+			var r storage.Rewound
+			if json.Unmarshal(d.Value, &r) == nil {
+				l.RewoundFrom, l.RewindSeq = r.FromEpoch, r.Seq
+			}
+		}
+	}
+	if l != (ctxstore.Lineage{}) {
+		w.lineage = &l
 	}
 	return nil
 }

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// lines returns the first n lines of s, each with its newline.
+func lines(s string, n int) string {
+	ls := strings.SplitAfter(s, "\n")
+	return strings.Join(ls[:n], "")
+}
+
+// fork copies a prefix byte for byte and says where it came from; a
+// point inside the tool group and an existing target are refused.
+func TestForkCommand(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	e.fail(1, "", []string{"fork", "s", "f", "--at", "3"}, "splits a tool group", "seq 2 and seq 4")
+	e.fail(1, "", []string{"show", "f"}, `session "f" not found`)
+	r := e.ok("", "fork", "s", "f", "--at", "4")
+	if !strings.Contains(r.stdout, "4 messages") {
+		t.Errorf("fork said: %s", r.stdout)
+	}
+	if got := e.ok("", "show", "f", "--jsonl").stdout; got != lines(conversation, 4) {
+		t.Errorf("the fork holds %q, want the first 4 messages byte for byte", got)
+	}
+	if got := e.ok("", "show", "f").stdout; !strings.Contains(got, `forked from session "s" at seq 4`) {
+		t.Errorf("show of the fork does not say where it came from:\n%s", got)
+	}
+	if got := e.ok("", "ls").stdout; !strings.Contains(got, "f from s at seq 4") {
+		t.Errorf("ls does not tell the fork:\n%s", got)
+	}
+	var listed []struct {
+		Name       string `json:"name"`
+		ForkedFrom *struct {
+			Session string `json:"session"`
+			Seq     uint64 `json:"seq"`
+		} `json:"forked_from"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("", "ls", "--json").stdout), &listed); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 2 || listed[0].ForkedFrom == nil || listed[0].ForkedFrom.Session != "s" || listed[1].ForkedFrom != nil {
+		t.Errorf("ls --json = %+v, want f forked from s, s not a fork", listed)
+	}
+	e.fail(1, "", []string{"fork", "s", "f"}, `session "f" already exists`)
+	e.fail(1, "", []string{"fork", "nosuch", "g"}, `session "nosuch" not found`)
+	e.ok(`{"role":"user","content":"only in the fork"}`, "add", "f")
+	if got := e.ok("", "show", "s", "--jsonl").stdout; got != conversation {
+		t.Errorf("the parent changed with its fork: %q", got)
+	}
+}
+
+// rewind keeps every message: the rest stays in the earlier epoch, and a
+// rewind to that epoch's last seq undoes it.
+func TestRewindCommand(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	e.fail(1, "", []string{"rewind", "s", "3"}, "splits a tool group", "seq 2 and seq 4")
+	e.fail(2, "", []string{"rewind", "s", "x"}, "want a message's seq")
+	r := e.ok("", "rewind", "s", "2")
+	if !strings.Contains(r.stdout, "now at epoch 2, 2 messages") {
+		t.Errorf("rewind said: %s", r.stdout)
+	}
+	if got := e.ok("", "show", "s", "--jsonl").stdout; got != lines(conversation, 2) {
+		t.Errorf("after the rewind: %q", got)
+	}
+	if got := e.ok("", "show", "s", "--jsonl", "--epoch", "1").stdout; got != conversation {
+		t.Errorf("the left epoch: %q", got)
+	}
+	if got := e.ok("", "show", "s").stdout; !strings.Contains(got, "rewound: epoch 1 up to seq 2") {
+		t.Errorf("show does not tell the rewind:\n%s", got)
+	}
+	e.ok("", "rewind", "s", "5")
+	if got := e.ok("", "show", "s", "--jsonl").stdout; got != conversation {
+		t.Errorf("after undoing the rewind: %q", got)
+	}
+	e.fail(1, "", []string{"rewind", "s", "99"}, "not found")
+}
+
+// gc lists with --dry-run, refuses without --yes off a terminal, deletes
+// with it, and leaves the name free.
+func TestGCCommand(t *testing.T) {
+	e := newEnv(t)
+	e.ok(conversation, "add", "s")
+	e.ok("", "clear", "s")
+	e.ok(conversation, "add", "s")
+	e.fail(2, "", []string{"gc"}, "--older-than")
+	e.fail(2, "", []string{"gc", "--older-than", "-3d"}, "positive")
+	if got := e.ok("", "gc", "--older-than", "1h").stdout; !strings.Contains(got, "0 sessions and 0 epochs") {
+		t.Errorf("gc of nothing old: %s", got)
+	}
+	time.Sleep(20 * time.Millisecond)
+	r := e.ok("", "gc", "--older-than", "10ms", "--dry-run")
+	if !strings.Contains(r.stdout, `would delete session "s" (10 messages`) {
+		t.Errorf("dry run: %s", r.stdout)
+	}
+	e.fail(2, "", []string{"gc", "--older-than", "10ms"}, "add --yes")
+	e.ok("", "show", "s")
+	r = e.ok("", "gc", "--older-than", "10ms", "--yes")
+	if !strings.Contains(r.stdout, "deleted 1 sessions and 0 epochs, 10 messages") || !strings.Contains(r.stdout, "shrink") {
+		t.Errorf("gc said: %s", r.stdout)
+	}
+	e.fail(1, "", []string{"show", "s"}, `session "s" not found`)
+	e.ok(`{"role":"user","content":"afresh"}`, "add", "s")
+	if got := e.ok("", "show", "s", "--jsonl").stdout; got != `{"role":"user","content":"afresh"}`+"\n" {
+		t.Errorf("the name started again holds %q", got)
+	}
+}
