@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -111,8 +112,10 @@ type GCReport struct {
 // manager still holding one gets ErrDeleted on its next write instead of
 // bringing it back), and with r.KeepEpochs old earlier epochs too. Each
 // purge is conditional on the session being as GC read it, so a session a
-// writer changes meanwhile is left alone (GCReport.Skipped). It stops at the
-// first error, returning what it did so far.
+// writer changes meanwhile is left alone (GCReport.Skipped). Purges run a
+// few at a time, so that an engine's group commit shares their commits.
+// On an error GC stops starting purges and returns the first error with
+// what it did.
 func GC(ctx context.Context, e Engine, r Retention) (GCReport, error) {
 	rep := GCReport{DryRun: r.DryRun, Sessions: []GCSession{}, Epochs: []GCEpoch{}}
 	if r.OlderThan <= 0 {
@@ -125,44 +128,129 @@ func GC(ctx context.Context, e Engine, r Retention) (GCReport, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	cutoff := now.Add(-r.OlderThan)
 	infos, err := e.Sessions(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("gc: %w", err)
 	}
-	for _, info := range infos {
-		if err := ctx.Err(); err != nil {
-			return rep, err
-		}
-		if info.Updated.Before(cutoff) {
-			if err := gcSession(ctx, e, info, r.DryRun, &rep); err != nil {
-				return rep, err
-			}
-			continue
-		}
-		if r.KeepEpochs > 0 {
-			if err := gcEpochs(ctx, e, info, r.KeepEpochs, cutoff, r.DryRun, &rep); err != nil {
-				return rep, err
+	jobs := gcPlan(infos, now.Add(-r.OlderThan), r.KeepEpochs)
+	if !r.DryRun {
+		err = gcRun(ctx, e, jobs)
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		switch {
+		case j.skipped:
+			rep.Skipped = append(rep.Skipped, j.info.Name)
+		case j.whole && (r.DryRun || j.done):
+			rep.Sessions = append(rep.Sessions, GCSession{Name: j.info.Name, Updated: j.info.Updated, Messages: j.info.TotalMessages})
+			rep.Messages += j.info.TotalMessages
+		case !j.whole:
+			for _, ep := range j.epochs[:j.purged] {
+				rep.Epochs = append(rep.Epochs, ep)
+				rep.Messages += ep.Messages
 			}
 		}
 	}
-	return rep, nil
+	return rep, err
 }
 
-// gcSession purges info's session if it is still as read.
-func gcSession(ctx context.Context, e Engine, info SessionInfo, dry bool, rep *GCReport) error {
-	if !dry {
-		err := PurgeIf(ctx, e, info.Name, unchangedSince(info))
-		switch {
-		case errors.Is(err, ErrConflict), errors.Is(err, ErrNotFound):
-			rep.Skipped = append(rep.Skipped, info.Name)
-			return nil
-		case err != nil:
-			return fmt.Errorf("gc: %w", err)
+// gcJob is what GC deletes of one session, and what it did.
+type gcJob struct {
+	info   SessionInfo
+	whole  bool      // the whole session, else epochs
+	epochs []GCEpoch // the epochs to purge
+	// What was done: the session purged, or the first purged epochs; or
+	// the session left alone since a writer changed it.
+	done    bool
+	purged  int
+	skipped bool
+}
+
+// gcPlan lists what a policy deletes of infos: sessions last changed
+// before cutoff, and with keep > 0 the epochs of the others before their
+// newest keep that ended before cutoff.
+func gcPlan(infos []SessionInfo, cutoff time.Time, keep int) []gcJob {
+	var jobs []gcJob
+	for _, info := range infos {
+		if info.Updated.Before(cutoff) {
+			jobs = append(jobs, gcJob{info: info, whole: true})
+			continue
+		}
+		if keep == 0 {
+			continue
+		}
+		j := gcJob{info: info}
+		eps := info.Epochs
+		for i := 0; i+keep < len(eps); i++ {
+			ep, ended := eps[i], eps[i+1].Started
+			if !ep.Purged && ep.Epoch != info.Epoch && ended.Before(cutoff) {
+				j.epochs = append(j.epochs, GCEpoch{Session: info.Name, Epoch: ep.Epoch, Ended: ended, Messages: ep.Messages})
+			}
+		}
+		if len(j.epochs) > 0 {
+			j.purged = len(j.epochs) // a dry run reports them all
+			jobs = append(jobs, j)
 		}
 	}
-	rep.Sessions = append(rep.Sessions, GCSession{Name: info.Name, Updated: info.Updated, Messages: info.TotalMessages})
-	rep.Messages += info.TotalMessages
+	return jobs
+}
+
+// gcWorkers is how many purges GC runs at once.
+const gcWorkers = 16
+
+// gcRun does jobs, gcWorkers at a time, and returns the first error.
+func gcRun(ctx context.Context, e Engine, jobs []gcJob) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan *gcJob)
+	var wg sync.WaitGroup
+	for range min(gcWorkers, len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				if err := j.run(ctx, e); err != nil {
+					cancel(fmt.Errorf("gc: %w", err))
+				}
+			}
+		}()
+	}
+	for i := range jobs {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- &jobs[i]
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// run does one job.
+func (j *gcJob) run(ctx context.Context, e Engine) error {
+	if j.whole {
+		err := PurgeIf(ctx, e, j.info.Name, unchangedSince(j.info))
+		switch {
+		case errors.Is(err, ErrConflict), errors.Is(err, ErrNotFound):
+			j.skipped = true
+			return nil
+		case err != nil:
+			return err
+		}
+		j.done = true
+		return nil
+	}
+	j.purged = 0
+	for _, ep := range j.epochs {
+		err := PurgeEpoch(ctx, e, j.info.Name, ep.Epoch)
+		if errors.Is(err, ErrNotFound) {
+			return nil // the session went meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		j.purged++
+	}
 	return nil
 }
 
@@ -174,29 +262,4 @@ func unchangedSince(info SessionInfo) func(SessionInfo) error {
 		}
 		return nil
 	}
-}
-
-// gcEpochs purges the epochs of info's session before its newest keep that
-// ended before cutoff.
-func gcEpochs(ctx context.Context, e Engine, info SessionInfo, keep int, cutoff time.Time, dry bool, rep *GCReport) error {
-	eps := info.Epochs
-	for i := 0; i+keep < len(eps); i++ {
-		ep := eps[i]
-		ended := eps[i+1].Started
-		if ep.Purged || ep.Epoch == info.Epoch || !ended.Before(cutoff) {
-			continue
-		}
-		if !dry {
-			err := PurgeEpoch(ctx, e, info.Name, ep.Epoch)
-			if errors.Is(err, ErrNotFound) {
-				continue // the session went meanwhile
-			}
-			if err != nil {
-				return fmt.Errorf("gc: %w", err)
-			}
-		}
-		rep.Epochs = append(rep.Epochs, GCEpoch{Session: info.Name, Epoch: ep.Epoch, Ended: ended, Messages: ep.Messages})
-		rep.Messages += ep.Messages
-	}
-	return nil
 }
