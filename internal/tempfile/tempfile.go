@@ -45,3 +45,14 @@ func globEscape(s string) string {
 	}
 	return b.String()
 }
+
+// SyncDir flushes the directory dir, so that a name just linked, renamed or
+// removed in it survives a power cut.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,7 +1,6 @@
 package boltstore
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -135,7 +134,7 @@ func setApplied(path string, a wal.Applied) error {
 }
 
 // idString is how messages show an identity.
-func idString(id [wal.IDLen]byte) string { return hex.EncodeToString(id[:8]) }
+func idString(id [wal.IDLen]byte) string { return wal.IDString(id) }
 
 // hardLinkSettle is how long checkOneName waits for a second name to go
 // away: createFile links a new file into place from a temporary name, which

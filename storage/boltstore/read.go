@@ -20,22 +20,6 @@ const (
 	pageBytes   = 1 << 20
 )
 
-// decodeAt decodes the value of key k, checking it belongs there.
-func decodeAt(session string, k, v []byte) (layout.Envelope, error) {
-	seq, ok := layout.KeySeq(k)
-	if !ok {
-		return layout.Envelope{}, fmt.Errorf("store: session %q: %w: message key of %d bytes", session, ErrCorrupt, len(k))
-	}
-	env, err := layout.DecodeEnvelope(v)
-	if err == nil && env.Seq != seq {
-		err = fmt.Errorf("%w: envelope says seq %d", ErrCorrupt, env.Seq)
-	}
-	if err != nil {
-		return layout.Envelope{}, fmt.Errorf("store: session %q seq %d: %w", session, seq, err)
-	}
-	return env, nil
-}
-
 // pageFunc reads one page of msgs into scan.items (entries, and errors for
 // records that did not decode) and sets scan.done at the end. start runs
 // before the first page, to fix the epoch and the starting seq.
@@ -190,7 +174,7 @@ func (st *scanState) visit(k, v []byte, backward bool) bool {
 	if len(st.items) >= limit || st.size >= pageBytes {
 		return false
 	}
-	env, err := decodeAt(st.session, k, v)
+	env, err := layout.DecodeAt(st.session, k, v)
 	if seq, ok := layout.KeySeq(k); ok {
 		st.pos = seq + 1
 		if backward {
@@ -248,7 +232,7 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 			if v == nil {
 				return fmt.Errorf("store: session %q seq %d: %w", session, seq, ErrNotFound)
 			}
-			env, err := decodeAt(session, k, v)
+			env, err := layout.DecodeAt(session, k, v)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/salvage"
 )
 
 // largeStore describes a store file of many sessions of large messages.
@@ -413,7 +414,7 @@ func TestSalvageStopsWhenFileChanges(t *testing.T) {
 			}
 			dst := filepath.Join(outDir, "dst.db")
 			changed := false
-			_, err := SalvageWith(ctx, src, dst, SalvageOptions{afterWalk: func() { c.change(t, src); changed = true }})
+			_, err := salvageWith(ctx, src, dst, salvage.Options{AfterWalk: func() { c.change(t, src); changed = true }})
 			if !changed {
 				t.Fatal("the salvage never reached the point between its passes")
 			}

@@ -236,14 +236,7 @@ func createFile(path string) error {
 
 // syncDir syncs a directory, so that the names created in it survive a
 // power cut.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+func syncDir(dir string) error { return tempfile.SyncDir(dir) }
 
 // init checks the format version of the file, migrates a file of an older
 // version and gives it an identity (initStore), and learns the identity.

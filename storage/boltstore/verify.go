@@ -140,7 +140,7 @@ func verifyPages(ctx context.Context, path string, r *VerifyReport) (sound bool,
 		return false, nil
 	}
 	w := boltpage.NewWalker(bf)
-	walkSessions(ctx, w, boltpage.BucketRoot{Page: bf.Meta.Root}, func(name string, root boltpage.BucketRoot) {
+	layout.WalkSessions(ctx, w, boltpage.BucketRoot{Page: bf.Meta.Root}, func(name string, root boltpage.BucketRoot) {
 		r.Sessions++
 		v := sessionVerifier{r: r, name: name, epochs: map[uint64]*epochTally{}, pairs: storage.PairingAudit{Session: name}, newer: &newer}
 		path := []string{layout.BucketSessions, name}
@@ -211,7 +211,7 @@ func (v *sessionVerifier) message(e boltpage.Elem) {
 	}
 	r.Messages++
 	seq, ok := layout.KeySeq(e.Key)
-	env, err := decodeAt(v.name, e.Key, e.Value)
+	env, err := layout.DecodeAt(v.name, e.Key, e.Value)
 	if errors.Is(err, ErrNewerFormat) {
 		if *v.newer == nil {
 			*v.newer = err

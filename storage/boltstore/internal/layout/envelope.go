@@ -45,6 +45,23 @@ func KeySeq(k []byte) (seq uint64, ok bool) {
 	return binary.BigEndian.Uint64(k), true
 }
 
+// DecodeAt decodes the value v of message key k of the session, checking
+// that the envelope belongs under that key.
+func DecodeAt(session string, k, v []byte) (Envelope, error) {
+	seq, ok := KeySeq(k)
+	if !ok {
+		return Envelope{}, fmt.Errorf("store: session %q: %w: message key of %d bytes", session, storage.ErrCorrupt, len(k))
+	}
+	env, err := DecodeEnvelope(v)
+	if err == nil && env.Seq != seq {
+		err = fmt.Errorf("%w: envelope says seq %d", storage.ErrCorrupt, env.Seq)
+	}
+	if err != nil {
+		return Envelope{}, fmt.Errorf("store: session %q seq %d: %w", session, seq, err)
+	}
+	return env, nil
+}
+
 // EncodeEnvelope returns the msgpack encoding of e.
 func EncodeEnvelope(e *Envelope) ([]byte, error) {
 	var buf bytes.Buffer

@@ -3,6 +3,7 @@ package wal
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/ctxstore/ctxstore/storage"
@@ -148,6 +149,9 @@ func NewID() ([IDLen]byte, error) {
 	_, err := rand.Read(id[:])
 	return id, err
 }
+
+// IDString is how messages show a database identity: its first 8 bytes in hex.
+func IDString(id [IDLen]byte) string { return hex.EncodeToString(id[:8]) }
 
 // EncodeRecord appends one record holding envs (encoded envelopes) to dst.
 func EncodeRecord(dst []byte, gen uint64, envs [][]byte) []byte {

@@ -1,16 +1,19 @@
-package boltstore
+package salvage
 
 import (
 	"bytes"
-	"context"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"io"
 	"os"
 	"slices"
+	"time"
+
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
 
 // Salvaging the write-ahead log: appends acknowledged but not yet applied to
@@ -44,7 +47,7 @@ type salvageLogMsg struct {
 // recognised when written (same bytes at the same seq). Damage (invalid
 // bytes followed by a valid record, a damaged header) goes into the report;
 // invalid bytes at the end are an append cut short, never acknowledged.
-func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvageLog, error) {
+func (sv *salvaged) readLog(f *os.File, path string, r *Report) (*salvageLog, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("log %s: %w", path, err)
@@ -61,7 +64,7 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 	if !ok && herr == nil {
 		return lg, nil // never written to: no records
 	}
-	if errors.Is(herr, ErrNewerFormat) {
+	if errors.Is(herr, storage.ErrNewerFormat) {
 		// Its records cannot be read by this ctxstore: a copy without
 		// them would lose them silently.
 		return nil, fmt.Errorf("log %s: %w", path, herr)
@@ -87,7 +90,7 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 		gens = []uint64{hdr.Gen}
 	case sv.hasApplied && hdr.ID != sv.applied.ID:
 		// Another database's log: none of its messages belong here.
-		sv.notes = append(sv.notes, fmt.Sprintf("the log %s belongs to another database (%s): left out of the copy, and left as it is", path, idString(hdr.ID)))
+		sv.notes = append(sv.notes, fmt.Sprintf("the log %s belongs to another database (%s): left out of the copy, and left as it is", path, wal.IDString(hdr.ID)))
 		return lg, nil
 	default:
 		// The next generation (every record is new), or a log the file
@@ -148,9 +151,9 @@ func (sv *salvaged) readLog(f *os.File, path string, r *SalvageReport) (*salvage
 }
 
 // logDamage reports damage found in the log.
-func (sv *salvaged) logDamage(r *SalvageReport, format string, args ...any) {
+func (sv *salvaged) logDamage(r *Report, format string, args ...any) {
 	r.Damaged++
-	if len(r.Damage) < maxReportedDamage {
+	if len(r.Damage) < storage.MaxReported {
 		r.Damage = append(r.Damage, fmt.Sprintf(format, args...))
 	}
 }
@@ -164,7 +167,7 @@ func (sv *salvaged) logMessage(lg *salvageLog, v []byte) {
 		sv.logSkipped[""]++
 		return
 	}
-	if env.Session == "" || checkSession(env.Session) != nil {
+	if env.Session == "" || storage.CheckSession(env.Session) != nil {
 		sv.skip(nil, "log record names no valid session", fmt.Sprintf("log %s: session %q seq %d", lg.path, env.Session, env.Seq))
 		sv.logSkipped[""]++
 		return
@@ -176,63 +179,117 @@ func (sv *salvaged) logMessage(lg *salvageLog, v []byte) {
 	lg.msgs = append(lg.msgs, salvageLogMsg{session: env.Session, val: v})
 }
 
-// writeLog adds the log's messages to st, the salvaged copy, as a writer
-// adopts a log that is not its file's: each is appended to its session
-// unless the copy holds identical bytes at its seq (a record the file had
-// applied). A message of a session that could not be written is skipped.
-// It returns how many messages each session gained.
-func (lg *salvageLog) write(ctx context.Context, st *Store, failed map[string]bool, sv *salvaged) (map[string]int, error) {
-	var added map[string]int
-	err := st.write(ctx, func(w *wtx) error {
-		added = map[string]int{} // apply may run twice
-		for _, m := range lg.msgs {
-			if failed[m.session] {
-				continue
-			}
-			var before uint64
-			ws, err := w.session(m.session)
-			existed := err == nil
-			if existed {
-				before = ws.meta.LastSeq
-			} else if !errors.Is(err, ErrNotFound) {
-				return err
-			}
-			if err := w.putLogged(m.val, true); err != nil {
-				return err
-			}
-			if ws, err = w.session(m.session); err != nil {
-				return err
-			}
-			if !existed || ws.meta.LastSeq != before {
-				added[m.session]++
-			}
-		}
+// bySession is the log's messages by session, each session's in log
+// order; nil when no log was read.
+func (lg *salvageLog) bySession() map[string][]salvageLogMsg {
+	if lg == nil {
 		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
+	out := map[string][]salvageLogMsg{}
+	for _, m := range lg.msgs {
+		out[m.session] = append(out[m.session], m)
+	}
+	return out
+}
+
+// logEntries works out what the log's messages of a session add to it, once
+// the messages the file holds of it (entries of s, nil when the file holds
+// none) are imported with info. As a writer adopting a log that is not its
+// file's would, each is appended after the session's last seq, in its
+// current epoch, unless the session holds the same bytes at its seq
+// already (a record the file had applied). It returns them and info
+// stretched to hold them.
+func (sv *salvaged) logEntries(s *salvageSession, info storage.SessionInfo, entries []seqRef, logged []salvageLogMsg) ([]storage.Entry, storage.SessionInfo, error) {
+	if len(logged) == 0 {
+		return nil, info, nil
+	}
+	chk, err := storage.NewImportCheck(info)
+	if err != nil {
+		return nil, info, nil // the import refuses the session, saying why
+	}
+	for _, m := range entries {
+		_ = chk.Entry(storage.Entry{Seq: m.seq, Epoch: m.ref.epoch}) // fit checked them
+	}
+	l := chk.Layout(time.Time{})
+	last, epoch := l.LastSeq, l.Epoch
+	appended := map[uint64][]byte{}
+	var out []storage.Entry
+	for _, m := range logged {
+		env, err := layout.DecodeEnvelope(m.val) // it decoded when the log was read
+		if err != nil {
+			return nil, info, fmt.Errorf("session %q: %w", m.session, err)
+		}
+		same, err := sv.holds(s, entries, appended, env)
+		if err != nil {
+			return nil, info, err
+		}
+		if same {
+			continue
+		}
+		last++
+		env.Seq, env.Epoch = last, epoch
+		appended[last] = env.Raw
+		out = append(out, env.Entry(m.session))
+	}
+	if len(out) == 0 {
+		return nil, info, nil
+	}
+	if s == nil {
+		info.Created = out[0].Time
+	}
+	info.Updated = out[len(out)-1].Time
+	if info.LastSeq != 0 || len(info.Epochs) > 0 {
+		info.LastSeq = last
+	}
+	for i := range info.Epochs {
+		if ep := &info.Epochs[i]; ep.Epoch == epoch {
+			ep.LastSeq = last
+		}
+	}
+	return out, info, nil
+}
+
+// holds reports whether the session, once its messages from the file
+// (entries of s) and those appended from the log so far are imported,
+// holds env's bytes at env's seq.
+func (sv *salvaged) holds(s *salvageSession, entries []seqRef, appended map[uint64][]byte, env layout.Envelope) (bool, error) {
+	if raw, ok := appended[env.Seq]; ok {
+		return bytes.Equal(raw, env.Raw), nil
+	}
+	i, ok := slices.BinarySearchFunc(entries, env.Seq, func(e seqRef, seq uint64) int { return cmp.Compare(e.seq, seq) })
+	if !ok {
+		return false, nil
+	}
+	have, err := sv.readMessage(s, env.Seq, entries[i].ref)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(have.Raw, env.Raw), nil
+}
+
+// skipFailed counts the log's messages of the sessions that could not be
+// written as skipped.
+func (lg *salvageLog) skipFailed(sv *salvaged, failed map[string]bool) {
 	for _, m := range lg.msgs {
 		if failed[m.session] {
 			sv.skip(nil, "session could not be written", fmt.Sprintf("log %s: session %q", lg.path, m.session))
 			sv.logSkipped[m.session]++
 		}
 	}
-	return added, nil
 }
 
 // addLogCounts puts what the log gave and cost each session into the report.
-func addLogCounts(r *SalvageReport, added, skipped map[string]int) {
+func addLogCounts(r *Report, added, skipped map[string]int) {
 	for _, name := range slices.Sorted(mapKeysInt(added, skipped)) {
 		if name == "" {
 			r.Skipped += skipped[name]
 			continue
 		}
-		i := slices.IndexFunc(r.Sessions, func(s SalvageSession) bool { return s.Name == name })
+		i := slices.IndexFunc(r.Sessions, func(s Session) bool { return s.Name == name })
 		if i < 0 {
 			// Only in the log: the log's records carry what its
 			// metadata would say, nothing was lost.
-			r.Sessions = append(r.Sessions, SalvageSession{Name: name, MetaOK: true})
+			r.Sessions = append(r.Sessions, Session{Name: name, MetaOK: true})
 			i = len(r.Sessions) - 1
 		}
 		s := &r.Sessions[i]
@@ -243,15 +300,7 @@ func addLogCounts(r *SalvageReport, added, skipped map[string]int) {
 		r.FromLog += added[name]
 		r.Skipped += skipped[name]
 	}
-	slices.SortFunc(r.Sessions, func(a, b SalvageSession) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(r.Sessions, func(a, b Session) int { return cmp.Compare(a.Name, b.Name) })
 }
 
 // mapKeysInt is the union of the keys of a and b.
@@ -270,12 +319,13 @@ func mapKeysInt(a, b map[string]int) func(func(string) bool) {
 	}
 }
 
-// keepIdentity gives the salvaged copy at tmp the source's identity, with
-// its log applied as far as the salvage read it: the copy is the same
-// database, so Stores that have the source open go on in it once it is moved
-// over the source, and appends made to the log after the salvage read it
-// continue the copy. A source without an identity leaves the copy its own.
-func (sv *salvaged) keepIdentity(tmp string) error {
+// identity is what makes the salvaged copy the source's database: its
+// identity, with its log applied as far as the salvage read it, so that
+// Stores that have the source open go on in the copy once it is moved over
+// the source, and appends made to the log after the salvage read it
+// continue the copy. Nil for a source without an identity: the copy keeps
+// its own.
+func (sv *salvaged) identity() *wal.Applied {
 	if !sv.hasApplied {
 		return nil
 	}
@@ -283,5 +333,5 @@ func (sv *salvaged) keepIdentity(tmp string) error {
 	if lg := sv.log; lg != nil && lg.own && lg.gen >= a.Gen {
 		a.Gen, a.Off = lg.gen, lg.end
 	}
-	return setApplied(tmp, a)
+	return &a
 }

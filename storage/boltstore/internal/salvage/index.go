@@ -1,17 +1,18 @@
-package boltstore
+package salvage
 
 import (
 	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"hash/maphash"
 	"io"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 )
 
 // Salvage works in two passes so that its memory does not grow with the
@@ -149,7 +150,7 @@ func (sv *salvaged) readMessage(s *salvageSession, seq uint64, ref msgRef) (layo
 	if err != nil {
 		return layout.Envelope{}, fmt.Errorf("session %q seq %d: %w", s.name, seq, err)
 	}
-	return decodeAt(s.name, layout.SeqKey(seq), buf[ref.off:ref.off+int64(ref.size)])
+	return layout.DecodeAt(s.name, layout.SeqKey(seq), buf[ref.off:ref.off+int64(ref.size)])
 }
 
 // records reads src again and calls fn with each message record the walk
