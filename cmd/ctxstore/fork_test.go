@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +110,55 @@ func TestGCCommand(t *testing.T) {
 	e.ok(`{"role":"user","content":"afresh"}`, "add", "s")
 	if got := e.ok("", "show", "s", "--jsonl").stdout; got != `{"role":"user","content":"afresh"}`+"\n" {
 		t.Errorf("the name started again holds %q", got)
+	}
+}
+
+// A fork killed (SIGKILL) at any moment leaves the target whole, with its
+// lineage, or absent: never a part. On a file and on PostgreSQL.
+func TestForkKilledIsWholeOrAbsent(t *testing.T) {
+	for _, engine := range []string{"file", "PostgreSQL"} {
+		t.Run(engine, func(t *testing.T) {
+			e := newEngineEnv(t, engine)
+			const n = 20_000
+			var in strings.Builder
+			for i := range n {
+				fmt.Fprintf(&in, `{"role":"user","content":"message %d %s"}`+"\n", i, strings.Repeat("x", 200))
+			}
+			e.ok(in.String(), "add", "big")
+			// Kills spread over the time a fork takes, and past it.
+			t0 := time.Now()
+			e.ok("", "fork", "big", "timed")
+			took := time.Since(t0)
+			whole, absent := 0, 0
+			for round := range 8 {
+				cmd := exec.Command(binary, "fork", "big", "dst")
+				cmd.Env, cmd.Dir = e.vars, e.dir
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(took * time.Duration(round) / 5)
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				r := e.run("", "show", "dst", "--json")
+				if r.code != 0 {
+					absent++
+					continue
+				}
+				var shown struct {
+					ForkedFrom *struct{ Session string } `json:"forked_from"`
+					Messages   []json.RawMessage         `json:"messages"`
+				}
+				if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil {
+					t.Fatal(err)
+				}
+				if len(shown.Messages) != n || shown.ForkedFrom == nil || shown.ForkedFrom.Session != "big" {
+					t.Fatalf("round %d: a killed fork left %d of %d messages (lineage %v)", round, len(shown.Messages), n, shown.ForkedFrom)
+				}
+				whole++
+				e.ok("", "purge", "dst", "--yes")
+			}
+			t.Logf("a fork took %v; killed: %d rounds whole, %d absent", took, whole, absent)
+			e.ok("", "verify")
+		})
 	}
 }
