@@ -300,3 +300,43 @@ func TestExplainTellsLineage(t *testing.T) {
 		t.Errorf("report lacks the rewind:\n%s", rep)
 	}
 }
+
+// A fork of a whole epoch carries the saved compaction decisions: a
+// manager on the fork reuses them and sends what the parent's manager
+// sends, with no escalation; a fork of a part decides again.
+func TestForkCarriesDecisions(t *testing.T) {
+	ctx := context.Background()
+	path := dbPath(t)
+	m := open(t, path, "s", Config{noSync: true})
+	addAll(t, m, conversation(60, 400))
+	req := ctxstore.Request{TokenBudget: 3000}
+	want, err := m.Explain(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Level == 0 {
+		t.Fatal("the parent's view compacted nothing: the test needs saved decisions")
+	}
+	eng := otherStore(t, path)
+	if _, err := storage.Fork(ctx, eng, "s", "whole", 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := open(t, path, "whole", Config{noSync: true}).Explain(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Reused || got.Escalated || !slices.Equal(texts(got.Messages), texts(want.Messages)) {
+		t.Fatalf("view of the whole fork: reused %v, escalated %v, same messages %v", got.Reused, got.Escalated, slices.Equal(texts(got.Messages), texts(want.Messages)))
+	}
+	info, _ := eng.Session(ctx, "s")
+	if _, err := storage.Fork(ctx, eng, "s", "part", info.LastSeq-1); err != nil {
+		t.Fatal(err)
+	}
+	part, err := open(t, path, "part", Config{noSync: true}).Explain(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if part.Reused {
+		t.Fatal("a fork of a part reused decisions made over messages it lacks")
+	}
+}

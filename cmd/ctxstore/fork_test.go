@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,14 @@ func TestForkCommand(t *testing.T) {
 	}
 	e.fail(1, "", []string{"fork", "s", "f"}, `session "f" already exists`)
 	e.fail(1, "", []string{"fork", "nosuch", "g"}, `session "nosuch" not found`)
+	// An export carries the lineage to another database.
+	out := filepath.Join(e.dir, "all.jsonl")
+	e.ok("", "export", "-o", out)
+	other := filepath.Join(e.dir, "other.db")
+	e.ok("", "--db", other, "import", out)
+	if got := e.ok("", "--db", other, "show", "f").stdout; !strings.Contains(got, `forked from session "s" at seq 4`) {
+		t.Errorf("show of the imported fork does not say where it came from:\n%s", got)
+	}
 	e.ok(`{"role":"user","content":"only in the fork"}`, "add", "f")
 	if got := e.ok("", "show", "s", "--jsonl").stdout; got != conversation {
 		t.Errorf("the parent changed with its fork: %q", got)
