@@ -384,9 +384,25 @@ type RewindReport struct {
 // other processes; the session's Rewound record follows it.
 //
 // A seq that splits a tool group fails with a *CutError; a seq the session
-// does not hold with ErrNotFound; a session changed between the read and
-// the write with ErrConflict (try again).
+// does not hold with ErrNotFound; a session that kept changing between the
+// read and the write (others appending) with ErrConflict.
 func Rewind(ctx context.Context, e Engine, session string, seq uint64) (RewindReport, error) {
+	// A writer appending meanwhile makes the write refuse (it cannot tell
+	// whether the new messages answer a call the kept part makes): read
+	// again, a few times.
+	for try := 1; ; try++ {
+		rep, err := rewindOnce(ctx, e, session, seq)
+		if !errors.Is(err, ErrConflict) || try == rewindTries {
+			return rep, err
+		}
+	}
+}
+
+// rewindTries bounds the reads Rewind makes while others write.
+const rewindTries = 3
+
+// rewindOnce is Rewind from one read of the session.
+func rewindOnce(ctx context.Context, e Engine, session string, seq uint64) (RewindReport, error) {
 	info, err := e.Session(ctx, session)
 	if err != nil {
 		return RewindReport{}, fmt.Errorf("rewind %q: %w", session, err)

@@ -61,7 +61,9 @@ func PurgeIf(ctx context.Context, e Engine, session string, check func(SessionIn
 type Retention struct {
 	// OlderThan is the age, since its last change (an append, a Clear, a
 	// purge of an epoch), past which a whole session is deleted. It must
-	// be positive.
+	// be positive. A session restored from an export keeps the export's
+	// times, and is judged by them; one whose import has not finished is
+	// left alone.
 	OlderThan time.Duration
 	// KeepEpochs, when positive, also deletes the messages of each
 	// remaining session's epochs before its newest KeepEpochs (the current
@@ -172,6 +174,9 @@ type gcJob struct {
 func gcPlan(infos []SessionInfo, cutoff time.Time, keep int) []gcJob {
 	var jobs []gcJob
 	for _, info := range infos {
+		if info.Importing {
+			continue // an import still writing it (or one to purge by hand)
+		}
 		if info.Updated.Before(cutoff) {
 			jobs = append(jobs, gcJob{info: info, whole: true})
 			continue
