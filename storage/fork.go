@@ -272,7 +272,7 @@ func forkImport(ctx context.Context, e Engine, src, dst string, at uint64) (Sess
 		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q: %w", src, err)
 	}
 	if len(kept) == 0 {
-		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q at seq %d: %w: the epoch's messages start at seq %d", src, at, ErrNotFound, items[0].seq)
+		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q at seq %d: %w: epoch %d holds no message up to it (cleared or purged meanwhile?)", src, at, ErrNotFound, info.Epoch)
 	}
 	if err := checkCut(src, info.Epoch, items, at); err != nil {
 		return SessionImport{}, ForkReport{}, fmt.Errorf("fork: %w", err)
