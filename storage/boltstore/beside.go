@@ -38,15 +38,15 @@ func (s *Store) writeDerived(ctx context.Context, session string, apply func(w *
 
 // besideLog reports whether batch may be committed beside the log t.
 func (s *Store) besideLog(batch []*writeReq, t *tailState) bool {
-	if len(batch) != 1 || batch[0].derived == "" || batch[0].Caught() || t.mode != tailNormal || s.syncErr.Load() != nil || s.walF == nil {
+	if len(batch) != 1 || batch[0].derived == "" || batch[0].Caught() || t.Mode != tailNormal || s.syncErr.Load() != nil || s.log.File() == nil {
 		return false
 	}
-	if ts := t.session(batch[0].derived); ts != nil && !ts.exists {
+	if ts := t.Session(batch[0].derived); ts != nil && !ts.Exists {
 		return false // bbolt does not hold it: the write creates it
 	}
-	gen, synced, _, err := wal.SyncWords(s.walF)
+	gen, synced, _, err := wal.SyncWords(s.log.File())
 	// A new generation's header says synced 0 until its first record.
-	return err == nil && gen == t.hdr.Gen && (int64(synced) >= t.off || t.off == wal.HeaderSize) && !t.torn
+	return err == nil && gen == t.Hdr.Gen && (int64(synced) >= t.Off || t.Off == wal.HeaderSize) && !t.Torn
 }
 
 // commitBeside commits batch (one write of derived records) into db without
@@ -118,12 +118,12 @@ func (s *Store) advanceTails(t *tailState, txid uint64) {
 	defer s.tailMu.Unlock()
 	for _, c := range []**tailState{&s.tail, &s.rtail} {
 		old := *c
-		if old == nil || old.dbDev != t.dbDev || old.dbIno != t.dbIno || old.txid != t.txid {
+		if old == nil || old.DBDev != t.DBDev || old.DBIno != t.DBIno || old.Txid != t.Txid {
 			*c = nil
 			continue
 		}
 		nt := *old
-		nt.txid = txid
+		nt.Txid = txid
 		*c = &nt
 	}
 }
@@ -132,13 +132,13 @@ func (s *Store) advanceTails(t *tailState, txid uint64) {
 // session as bbolt and the log make it, or errNeedsLog when that cannot be
 // had without applying the log.
 func (w *wtx) besideSession(name string, meta layout.Meta, err error) (layout.Meta, error) {
-	ts := w.beside.session(name)
+	ts := w.beside.Session(name)
 	switch {
 	case ts == nil:
 		return meta, err // the log does not know it: bbolt alone is right
-	case err == nil && ts.exists:
-		return ts.meta.Clone(), nil
-	case errors.Is(err, ErrNotFound) && !ts.exists:
+	case err == nil && ts.Exists:
+		return ts.Meta.Clone(), nil
+	case errors.Is(err, ErrNotFound) && !ts.Exists:
 		return meta, err
 	default:
 		return meta, errNeedsLog

@@ -82,6 +82,9 @@ func (s *Store) write(ctx context.Context, apply func(w *wtx) error) error {
 
 // writeReq is write of a request that may also say how to log it.
 func (s *Store) writeReq(ctx context.Context, r *writeReq) error {
+	if err := s.live(); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -194,7 +197,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 		}
 		return false, false
 	}
-	unlock, err := s.walLock(actx, true)
+	unlock, err := s.log.Lock(actx, true)
 	if err != nil {
 		return fail(err)
 	}
@@ -203,7 +206,7 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 	if err != nil {
 		return fail(err)
 	}
-	if t.mode == tailOrphan {
+	if t.Mode == tailOrphan {
 		// A log of this database that does not continue the file (an
 		// older copy of it was put in its place): never applied here.
 		// The batch is redone with a log of its own.
@@ -347,18 +350,12 @@ func (s *Store) checkTailFile(t *tailState) error {
 // holdsTailFile reports whether the file the Store holds open (acquired by
 // the caller) is the one t was read against.
 func (s *Store) holdsTailFile(t *tailState) (bool, error) {
+	// The key was learnt when the file was opened: an open descriptor's
+	// inode never changes.
 	s.mu.Lock()
-	f := s.file
+	k := s.fileKey
 	s.mu.Unlock()
-	fi, err := f.Stat()
-	if err != nil {
-		return false, fmt.Errorf("store %s: %w", s.path, err)
-	}
-	dev, ino, err := inodeOf(s.path, fi)
-	if err != nil {
-		return false, fmt.Errorf("store %s: %w", s.path, err)
-	}
-	return dev == t.dbDev && ino == t.dbIno, nil
+	return k == fileKey{Dev: t.DBDev, Ino: t.DBIno}, nil
 }
 
 // emptyAppliedLog empties the log after a commit into db applied t, giving
@@ -375,12 +372,12 @@ func (s *Store) emptyAppliedLog(db *bbolt.DB, t *tailState, next wal.Header) {
 	// A NoSync commit is not on disk yet: the log must not be emptied of
 	// records other processes acknowledged as synced before the file holds
 	// them for good.
-	if s.opts.NoSync && t.records() {
+	if s.opts.NoSync && t.Records() {
 		if err := db.Sync(); err != nil {
 			return
 		}
 	}
-	if s.resetLog(next) == nil {
+	if s.log.Reset(next) == nil {
 		// The log's records are now in the file, synced by this commit:
 		// the log may be used again.
 		s.syncErr.Store(nil)

@@ -96,10 +96,6 @@ func (fileDriver) Shrink(ctx context.Context, target, dst string, opts storage.S
 
 // LogPath is the write-ahead log of the file (see LogPath), for
 // storage.FileEngine.
-func (h *Shared) LogPath() string { return LogPath(h.path) }
-
-// LogPath is the write-ahead log of the file (see LogPath), for
-// storage.FileEngine.
 func (s *Store) LogPath() string { return LogPath(s.path) }
 
 // The file engine's own optional interfaces of package storage (those

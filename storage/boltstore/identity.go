@@ -1,15 +1,13 @@
 package boltstore
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
@@ -164,110 +162,19 @@ func checkOneName(path string) error {
 	}
 }
 
-// matchOwner gives f, a file ctxstore just created beside the store file at
-// like or from it (its log, a backup, a salvaged or compacted copy), the
-// owner and group of that file, when they differ and this process may give
-// them (root writing to a user's store): the owner must still be able to
-// open everything that belongs to their database, and a copy of it moved
-// into its place.
-func matchOwner(f *os.File, like string) error {
-	want, err := os.Stat(like)
-	if err != nil {
-		return nil // nothing to match
-	}
-	return matchOwnerInfo(f, want)
-}
-
-// matchOwnerPath is matchOwnerInfo for the file at path.
-func matchOwnerPath(path string, like os.FileInfo) error {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return fmt.Errorf("give %s the owner of %s: %w", path, like.Name(), err)
-	}
-	defer f.Close()
-	return matchOwnerInfo(f, like)
-}
-
-// matchOwnerInfo gives f the owner and group of want, as matchOwner does.
-func matchOwnerInfo(f *os.File, want os.FileInfo) error {
-	have, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	w, ok1 := want.Sys().(*syscall.Stat_t)
-	h, ok2 := have.Sys().(*syscall.Stat_t)
-	if !ok1 || !ok2 || (w.Uid == h.Uid && w.Gid == h.Gid) {
-		return nil
-	}
-	if err := f.Chown(int(w.Uid), int(w.Gid)); err != nil && !errors.Is(err, syscall.EPERM) {
-		return fmt.Errorf("give %s the owner of %s (%d:%d): %w", f.Name(), want.Name(), w.Uid, w.Gid, err)
-	}
-	return nil
-}
-
-// orphanInfix separates a log's name from the rest of a set-aside log's
-// name: PATH-wal.orphan-ID-TIME.
-const orphanInfix = ".orphan-"
-
-// setAsideLog renames the log at path (held exclusively by the caller) out of
-// the way, to a name that says whose it is: PATH.orphan-ID-TIME. A log
-// without records has nothing to keep and is removed.
-func setAsideLog(f *os.File, path string, id [wal.IDLen]byte) (string, error) {
-	if fi, err := f.Stat(); err == nil && fi.Size() <= wal.HeaderSize {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("remove the log %s of another database: %w", path, err)
-		}
-		return "", nil
-	}
-	base := path + orphanInfix + idString(id) + "-" + time.Now().UTC().Format("20060102T150405Z")
-	name := base
-	for i := 2; ; i++ {
-		err := os.Link(path, name)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, os.ErrExist) || i > 100 {
-			return "", fmt.Errorf("set aside the log %s of another database: %w", path, err)
-		}
-		name = base + "-" + strconv.Itoa(i)
-	}
-	if err := os.Remove(path); err != nil {
-		return "", fmt.Errorf("set aside the log %s of another database: %w", path, err)
-	}
-	_ = syncDir(filepath.Dir(path))
-	return name, nil
-}
-
-// foreignLogID reads the id in the header of the log open on f and reports
-// whether it is another database's than id. A log without a whole header,
-// or with a damaged one, is not judged here (catchUp reports damage).
-func foreignLogID(f *os.File, id [wal.IDLen]byte) ([wal.IDLen]byte, bool) {
-	var b [wal.HeaderSize]byte
-	if n, _ := f.ReadAt(b[:], 0); n < wal.HeaderSize {
-		return [wal.IDLen]byte{}, false
-	}
-	h, ok, err := wal.DecodeHeader(b[:])
-	if !ok || err != nil {
-		return [wal.IDLen]byte{}, false
-	}
-	return h.ID, h.ID != id
-}
-
-// isLogName reports whether name (a base name) is a log ctxstore made: a
-// PATH-wal or a set-aside PATH-wal.orphan-*.
-func isLogName(name string) bool {
-	return strings.HasSuffix(name, wal.Suffix) || strings.Contains(name, wal.Suffix+orphanInfix)
-}
+// matchOwner is fileops.MatchOwner: a file made beside the store file at
+// like gets its owner.
+func matchOwner(f *os.File, like string) error { return fileops.MatchOwner(f, like) }
 
 // setAsideOwnLog sets aside the open log, which carries this database's id
 // but does not continue the file (t, caught up under the exclusive lock,
 // says so); the next operation starts a new log.
 func (s *Store) setAsideOwnLog(t *tailState) error {
 	defer s.forgetTail()
-	if s.walF == nil {
+	if s.log.File() == nil {
 		return nil
 	}
-	if _, err := setAsideLog(s.walF, s.walPath, t.hdr.ID); err != nil {
+	if _, err := wal.SetAside(s.log.File(), s.log.Path(), t.Hdr.ID); err != nil {
 		return fmt.Errorf("store %s: %w", s.path, err)
 	}
 	return nil

@@ -101,7 +101,7 @@ func TestDamagedForeignLogSetAsideUnread(t *testing.T) {
 	if _, _, err := b.Append(ctx, "s", text("user", "b1")); err != nil {
 		t.Errorf("append to b beside a's damaged log: %v", err)
 	}
-	aside, _ := filepath.Glob(path + wal.Suffix + orphanInfix + "*")
+	aside, _ := filepath.Glob(path + wal.Suffix + wal.OrphanInfix + "*")
 	if len(aside) != 1 {
 		t.Fatalf("logs set aside: %q", aside)
 	}
@@ -137,7 +137,7 @@ func TestConcurrentMigration(t *testing.T) {
 			t.Fatalf("writer %d: %v", i, err)
 		}
 	}
-	if aside, _ := filepath.Glob(LogPath(path) + orphanInfix + "*"); len(aside) != 0 {
+	if aside, _ := filepath.Glob(LogPath(path) + wal.OrphanInfix + "*"); len(aside) != 0 {
 		t.Errorf("logs set aside: %q", aside)
 	}
 	st, err := Open(path, Options{ReadOnly: true})

@@ -66,11 +66,3 @@ func (s *Store) ImportSessions(ctx context.Context, batch []storage.SessionImpor
 		return nil
 	})
 }
-
-// ImportSessions is Store.ImportSessions.
-func (h *Shared) ImportSessions(ctx context.Context, batch []storage.SessionImport) error {
-	if err := h.check(); err != nil {
-		return err
-	}
-	return h.st.ImportSessions(ctx, batch)
-}

@@ -83,10 +83,10 @@ func (s *Store) sessionPage(ctx context.Context, prefix, after string, first boo
 		if more {
 			bound = out[len(out)-1].Name
 		}
-		for name, ts := range t.sessions {
+		for name, ts := range t.Sessions {
 			inPage := strings.HasPrefix(name, prefix) && (first || name > after) && (!more || name < bound)
-			if ts.exists && inPage && (sessions == nil || sessions.Bucket([]byte(name)) == nil) {
-				out = append(out, ts.meta.Info(name))
+			if ts.Exists && inPage && (sessions == nil || sessions.Bucket([]byte(name)) == nil) {
+				out = append(out, ts.Meta.Info(name))
 			}
 		}
 		return nil
@@ -114,8 +114,8 @@ func boltPage(sessions *bbolt.Bucket, t *tailState, prefix, after string, first 
 			return out, true, nil
 		}
 		name := string(k)
-		if ts := t.session(name); ts != nil && ts.exists {
-			out = append(out, ts.meta.Info(name))
+		if ts := t.Session(name); ts != nil && ts.Exists {
+			out = append(out, ts.Meta.Info(name))
 			continue
 		}
 		meta, err := layout.DecodeMeta(sessions.Bucket(k).Get([]byte(layout.KeyMeta)))
@@ -125,12 +125,4 @@ func boltPage(sessions *bbolt.Bucket, t *tailState, prefix, after string, first 
 		out = append(out, meta.Info(name))
 	}
 	return out, false, nil
-}
-
-// ListSessions is Store.ListSessions.
-func (h *Shared) ListSessions(ctx context.Context, opts storage.ListOptions) iter.Seq2[SessionInfo, error] {
-	if err := h.check(); err != nil {
-		return func(yield func(SessionInfo, error) bool) { yield(SessionInfo{}, err) }
-	}
-	return h.st.ListSessions(ctx, opts)
 }

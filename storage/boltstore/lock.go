@@ -12,6 +12,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
@@ -57,7 +58,7 @@ func (s *Store) acquireAt(ctx context.Context, at *fileKey) (*bbolt.DB, error) {
 			// operation; writing to the old inode would lose data.
 			same, err := at != nil && *at == s.fileKey, error(nil)
 			if at == nil {
-				same, err = atPath(s.fileKey, s.path)
+				same, err = wal.AtPath(s.fileKey, s.path)
 			}
 			if !same || err != nil {
 				s.closeDB()
@@ -94,7 +95,7 @@ func (s *Store) acquireAt(ctx context.Context, at *fileKey) (*bbolt.DB, error) {
 	db, f, err := s.openDB(ctx)
 	var key fileKey
 	if err == nil {
-		if key, err = fdKey(f); err != nil {
+		if key, err = wal.FdKey(f); err != nil {
 			db.Close()
 			err = fmt.Errorf("store %s: %w", s.path, err)
 		}

@@ -163,7 +163,7 @@ func logLockWaiters() int {
 	}
 	count := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "filelock.Retry") && strings.Contains(g, "flockLog") {
+		if strings.Contains(g, "filelock.Retry") && strings.Contains(g, "wal.(*Log).flock") {
 			count++
 		}
 	}

@@ -1,10 +1,6 @@
 package boltstore
 
-import (
-	"path/filepath"
-
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
-)
+import "github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 
 // LogPath is the write-ahead log of the store file at path (PATH-wal): the
 // appends acknowledged but not yet applied to the file. A Store opened on
@@ -16,9 +12,4 @@ import (
 // links cannot be followed: each name of a hard-linked file would get a log
 // of its own, so Open refuses a file with more than one name. Give a
 // database one name (symlinks to it are fine).
-func LogPath(path string) string {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
-	}
-	return path + wal.Suffix
-}
+func LogPath(path string) string { return wal.LogPath(path) }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -56,7 +55,7 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 		return true
 	}
 	preID, pre := s.preloadSessions(actx, batch)
-	unlock, err := s.walLock(actx, true)
+	unlock, err := s.log.Lock(actx, true)
 	if err != nil {
 		return fail(err)
 	}
@@ -77,7 +76,8 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	// checkpoint (a crash came between): a checkpoint resets it first, so
 	// that no record follows applied ones, or the hole a reset that half
 	// reached the disk leaves where they were.
-	if t.mode != tailNormal || s.walF == nil || t.hdr.Gen == t.applied.Gen || t.bytes+int64(size) > s.logBytes || t.messages+n > s.logMessages {
+	f := s.log.File()
+	if t.Mode != tailNormal || f == nil || t.Hdr.Gen == t.Applied.Gen || t.Bytes+int64(size) > s.logBytes || t.Messages+n > s.logMessages {
 		return false
 	}
 	nt, copied, err := s.walOverlay(actx, t, batch, preID, pre)
@@ -90,18 +90,17 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 	if len(buf) == 0 {
 		return true
 	}
-	f := s.walF
-	if !s.walWrite(f, buf, t.off, accepted) {
+	if !s.walWrite(f, buf, t.Off, accepted) {
 		return true
 	}
 	if !copied {
 		// Still t's map: the published tail must not change.
-		nt.sessions = maps.Clone(t.sessions)
+		nt.Sessions = maps.Clone(t.Sessions)
 	}
-	maps.Copy(nt.sessions, changed)
-	nt.off += int64(len(buf))
-	nt.bytes += int64(len(buf))
-	end := nt.off
+	maps.Copy(nt.Sessions, changed)
+	nt.Off += int64(len(buf))
+	nt.Bytes += int64(len(buf))
+	end := nt.Off
 	s.tailMu.Lock()
 	s.tail = &nt
 	s.tailMu.Unlock()
@@ -113,11 +112,10 @@ func (s *Store) walCommit(batch []*writeReq) bool {
 		return true
 	}
 	// Close waits for this sync before it closes the log.
-	s.inflight.Add(1)
-	defer s.inflight.Done()
+	defer s.log.Syncing()()
 	unlock()
 	locked = false
-	s.walSync(f, t.hdr.Gen, end, accepted)
+	s.walSync(f, t.Hdr.Gen, end, accepted)
 	return true
 }
 
@@ -144,7 +142,7 @@ func walBatchSize(batch []*writeReq) (size, n int, ok bool) {
 func (s *Store) walOverlay(ctx context.Context, t *tailState, batch []*writeReq, preID fileTx, pre map[string]*tailSession) (nt tailState, copied bool, err error) {
 	var need []string
 	for _, r := range batch {
-		if t.sessions[r.wal.session] == nil {
+		if t.Sessions[r.wal.session] == nil {
 			need = append(need, r.wal.session)
 		}
 	}
@@ -152,12 +150,12 @@ func (s *Store) walOverlay(ctx context.Context, t *tailState, batch []*writeReq,
 	if len(need) == 0 {
 		return nt, false, nil
 	}
-	nt.sessions = make(map[string]*tailSession, len(t.sessions)+len(need))
-	maps.Copy(nt.sessions, t.sessions)
+	nt.Sessions = make(map[string]*tailSession, len(t.Sessions)+len(need))
+	maps.Copy(nt.Sessions, t.Sessions)
 	var rest []string
 	for _, name := range need {
-		if ts := pre[name]; ts != nil && preID == (fileTx{t.dbDev, t.dbIno, t.txid}) {
-			nt.sessions[name] = ts
+		if ts := pre[name]; ts != nil && preID == (fileTx{t.DBDev, t.DBIno, t.Txid}) {
+			nt.Sessions[name] = ts
 		} else {
 			rest = append(rest, name)
 		}
@@ -180,8 +178,8 @@ func walRecords(t, nt *tailState, batch []*writeReq) (changed map[string]*tailSe
 		a := r.wal
 		ts := changed[a.session]
 		if ts == nil {
-			c := *nt.sessions[a.session]
-			c.meta = c.meta.Clone()
+			c := *nt.Sessions[a.session]
+			c.Meta = c.Meta.Clone()
 			ts = &c
 		}
 		vals, err := walAppendTo(ts, r)
@@ -190,8 +188,8 @@ func walRecords(t, nt *tailState, batch []*writeReq) (changed map[string]*tailSe
 			continue
 		}
 		changed[a.session] = ts
-		buf = wal.EncodeRecord(buf, t.hdr.Gen, vals)
-		nt.messages += len(vals)
+		buf = wal.EncodeRecord(buf, t.Hdr.Gen, vals)
+		nt.Messages += len(vals)
 		accepted = append(accepted, r)
 	}
 	return changed, buf, accepted
@@ -204,41 +202,22 @@ func walAppendTo(ts *tailSession, r *writeReq) ([][]byte, error) {
 	// A session this append creates is shown to its check as it will
 	// be stored: created now.
 	now := time.Now().UnixNano()
-	if !ts.exists {
-		ts.meta.Born(now)
+	if !ts.Exists {
+		ts.Meta.Born(now)
 	}
 	if a.check != nil {
-		if err := callCheck(a.check, ts.meta.Info(a.session)); err != nil {
+		if err := callCheck(a.check, ts.Meta.Info(a.session)); err != nil {
 			r.err = err
 			caught(r)
 			return nil, r.err
 		}
 	}
-	if ts.meta.LastSeq > maxSeq-uint64(len(a.recs)) {
-		return nil, fmt.Errorf("store: append to session %q: seq %d is the last a session may hold", a.session, maxSeq)
+	first := ts.Meta.LastSeq + 1
+	vals, err := ts.Append(a.session, a.recs, now)
+	if err != nil {
+		return nil, err
 	}
-	vals := make([][]byte, 0, len(a.recs))
-	saved := ts.meta.Clone()
-	savedRecs := len(ts.recs)
-	*a.first = ts.meta.LastSeq + 1
-	for _, rec := range a.recs {
-		env := layout.Envelope{
-			Seq: ts.meta.LastSeq + 1, Epoch: ts.meta.Epoch, Time: now,
-			Role: rec.Message.Role(), Tokens: rec.Tokens, Counter: rec.Counter,
-			CallIDs: rec.Message.CallIDs(), ResultIDs: rec.Message.ResultIDs(),
-			Raw: rec.Message.Bytes(), Session: a.session,
-		}
-		v, err := layout.EncodeEnvelope(&env)
-		if err != nil {
-			ts.meta, ts.recs = saved, ts.recs[:savedRecs]
-			return nil, fmt.Errorf("store: session %q: %w", a.session, err)
-		}
-		ts.meta.Add(&env, rec.Message)
-		ts.recs = append(ts.recs, tailRec{seq: env.Seq, val: v})
-		vals = append(vals, v)
-	}
-	*a.last = ts.meta.LastSeq
-	ts.exists = true
+	*a.first, *a.last = first, ts.Meta.LastSeq
 	return vals, nil
 }
 
@@ -293,12 +272,12 @@ func (s *Store) preloadSessions(ctx context.Context, batch []*writeReq) (fileTx,
 	s.tailMu.Lock()
 	t := s.tail
 	s.tailMu.Unlock()
-	if t == nil || t.mode != tailNormal {
+	if t == nil || t.Mode != tailNormal {
 		return fileTx{}, nil
 	}
 	var names []string
 	for _, r := range batch {
-		if r.wal != nil && t.sessions[r.wal.session] == nil && !slices.Contains(names, r.wal.session) {
+		if r.wal != nil && t.Sessions[r.wal.session] == nil && !slices.Contains(names, r.wal.session) {
 			names = append(names, r.wal.session)
 		}
 	}
@@ -308,18 +287,11 @@ func (s *Store) preloadSessions(ctx context.Context, batch []*writeReq) (fileTx,
 	var id fileTx
 	found := make(map[string]*tailSession, len(names))
 	err := s.bolt(ctx, func(tx *bbolt.Tx) error {
+		// The key was learnt when the file was opened.
 		s.mu.Lock()
-		f := s.file
+		k := s.fileKey
 		s.mu.Unlock()
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		dev, ino, err := inodeOf(s.path, fi)
-		if err != nil {
-			return err
-		}
-		id = fileTx{dev, ino, uint64(tx.ID())}
+		id = fileTx{k.Dev, k.Ino, uint64(tx.ID())}
 		for _, name := range names {
 			ts, err := boltSession(tx, name)
 			if err != nil {
@@ -354,25 +326,5 @@ func (s *Store) syncLog(f *os.File, gen uint64, end int64) error {
 	if s.synced != nil {
 		s.synced()
 	}
-	// The record is acknowledged only once readers can see it: the lock
-	// to say so is waited for several times over before giving up.
-	var unlock func()
-	var lerr error
-	for range wal.SyncMarkTries {
-		if unlock, lerr = s.lockLog(context.Background(), true); lerr == nil {
-			break
-		}
-	}
-	if lerr != nil {
-		return fmt.Errorf("%w: synced, but could not mark it for readers: %w", ErrOutcomeUnknown, lerr)
-	}
-	defer unlock()
-	g, synced, syncing, err := wal.SyncWords(f)
-	if err != nil {
-		return fmt.Errorf("%w: synced, but could not mark it for readers: %w", ErrOutcomeUnknown, err)
-	}
-	if g == gen { // else applied by a checkpoint meanwhile
-		wal.MarkSynced(f, end, synced, syncing)
-	}
-	return nil
+	return s.log.MarkSynced(f, gen, end)
 }

@@ -69,9 +69,9 @@ func (s *Store) scan(ctx context.Context, init scanState, start startFunc, page 
 						return err
 					}
 				}
-				mc := &mcursor{v: v, session: st.session, bbolt: ts == nil || ts.inBolt()}
+				mc := &mcursor{v: v, session: st.session, bbolt: ts == nil || ts.InBolt()}
 				if ts != nil {
-					mc.recs = ts.recs
+					mc.recs = ts.Recs
 				}
 				page(mc, &st)
 				return mc.err
@@ -216,11 +216,11 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 			k := layout.SeqKey(seq)
 			var v []byte
 			if ts != nil {
-				if r := ts.recsFrom(seq); len(r) > 0 && r[0].seq == seq {
-					v = r[0].val
+				if r := ts.From(seq); len(r) > 0 && r[0].Seq == seq {
+					v = r[0].Val
 				}
 			}
-			if v == nil && (ts == nil || ts.inBolt()) {
+			if v == nil && (ts == nil || ts.InBolt()) {
 				msgs, err := rv.msgs(session)
 				if err != nil {
 					return err
@@ -274,11 +274,11 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
 // its part in the log (nil otherwise), or ErrNotFound. It reads bbolt only
 // when the log does not know the session.
 func (v *rview) session(name string) (layout.Meta, *tailSession, error) {
-	if ts := v.t.session(name); ts != nil {
-		if !ts.exists {
+	if ts := v.t.Session(name); ts != nil {
+		if !ts.Exists {
 			return layout.Meta{}, nil, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
 		}
-		return ts.meta, ts, nil
+		return ts.Meta, ts, nil
 	}
 	tx, err := v.bolt()
 	if err != nil {
@@ -303,12 +303,6 @@ func (v *rview) msgs(name string) (*bbolt.Bucket, error) {
 		return nil, nil
 	}
 	return msgsBucket(sb, false)
-}
-
-// inBolt reports whether bbolt may hold messages of the session: its log
-// records do not start its history.
-func (ts *tailSession) inBolt() bool {
-	return len(ts.recs) == 0 || ts.recs[0].seq != ts.meta.Epochs[0].First || ts.meta.Total != len(ts.recs)
 }
 
 // mcursor walks a session's messages in bbolt and then in the log, as one
@@ -346,15 +340,15 @@ func (m *mcursor) at(i int) ([]byte, []byte) {
 		return nil, nil
 	}
 	m.inTail, m.i = true, i
-	return layout.SeqKey(m.recs[i].seq), m.recs[i].val
+	return layout.SeqKey(m.recs[i].Seq), m.recs[i].Val
 }
 
 // Seek moves to the first message with a key >= k.
 func (m *mcursor) Seek(k []byte) ([]byte, []byte) {
 	m.inTail = false
 	seq, _ := layout.KeySeq(k)
-	i := sort.Search(len(m.recs), func(i int) bool { return m.recs[i].seq >= seq })
-	if i > 0 || len(m.recs) > 0 && m.recs[0].seq == seq {
+	i := sort.Search(len(m.recs), func(i int) bool { return m.recs[i].Seq >= seq })
+	if i > 0 || len(m.recs) > 0 && m.recs[0].Seq == seq {
 		return m.at(i)
 	}
 	if c := m.cursor(); c != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,7 +58,7 @@ func (w *wtx) putLogged(v []byte, renumber bool) error {
 	if err := putEnvelope(msgs, &env); err != nil {
 		return fmt.Errorf("store: session %q: %w", env.Session, err)
 	}
-	ws.meta.Add(&env, metaMessage(&ws.meta, &env))
+	ws.meta.Add(&env, wal.MetaMessage(&ws.meta, &env))
 	ws.dirty = true
 	return nil
 }
@@ -76,20 +75,23 @@ var errNoContinue = errors.New("the log does not continue this file")
 // its identity and gets a log of its own) and is not listed; only this
 // file's directory is looked in.
 func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
 	dir := filepath.Dir(s.path)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: look for logs beside it: %w", s.path, err)
 	}
-	own := filepath.Base(s.walPath)
+	own := filepath.Base(s.log.Path())
 	var out []StrayLog
 	for _, e := range ents {
 		name := e.Name()
-		if !e.Type().IsRegular() || !isLogName(name) {
+		if !e.Type().IsRegular() || !wal.IsLogName(name) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		h, envs, err := logEnvelopes(path)
+		h, envs, err := wal.Envelopes(path)
 		if err != nil || len(envs) == 0 {
 			continue
 		}
@@ -99,7 +101,7 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 			continue // the file's own log
 		case name == own:
 			// Another database's, not yet set aside: a write does that.
-		case !l.Mine && !strings.HasPrefix(name, own+orphanInfix):
+		case !l.Mine && !strings.HasPrefix(name, own+wal.OrphanInfix):
 			continue // another database's log, beside its own file
 		case logOfAnotherFile(path, h.ID) != "":
 			// The log of a file beside this one, a copy of this
@@ -147,39 +149,6 @@ func (s *Store) missingFrom(ctx context.Context, envs [][]byte) (int, error) {
 	return n, err
 }
 
-// logEnvelopes reads the header of the log at path and the envelopes of its
-// valid records.
-func logEnvelopes(path string) (wal.Header, [][]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return wal.Header{}, nil, err
-	}
-	defer f.Close()
-	recs, h, err := readLogRecords(f, path)
-	return h, slices.Concat(recs...), err
-}
-
-// readLogRecords reads the header and every valid record of a log.
-func readLogRecords(f *os.File, path string) ([][][]byte, wal.Header, error) {
-	var b [wal.HeaderSize]byte
-	if n, err := f.ReadAt(b[:], 0); n < wal.HeaderSize {
-		if errors.Is(err, io.EOF) {
-			err = nil
-		}
-		return nil, wal.Header{}, err
-	}
-	h, ok, err := wal.DecodeHeader(b[:])
-	if !ok || err != nil {
-		return nil, h, fmt.Errorf("log %s: %w", path, err)
-	}
-	_, synced, _, err := wal.SyncWords(f)
-	if err != nil {
-		return nil, h, fmt.Errorf("log %s: %w", path, err)
-	}
-	sc, err := wal.ScanFile(f, path, h.Gen, wal.HeaderSize, -1, int64(synced))
-	return sc.Records, h, err
-}
-
 // ReplayLog puts the messages of a log of this database that is not its
 // log (one set aside, or left behind when the file was moved) into the file:
 // each message the file does not hold is appended, in one transaction, when
@@ -189,10 +158,13 @@ func readLogRecords(f *os.File, path string) ([][][]byte, wal.Header, error) {
 // exists (a copy's log). The log is removed once its messages are in the
 // file.
 func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
 	if s.opts.ReadOnly {
 		return nil, fmt.Errorf("store %s: replay %s: %w", s.path, log, ErrReadOnly)
 	}
-	if same, _ := filepath.Abs(log); same == s.walPath {
+	if same, _ := filepath.Abs(log); same == s.log.Path() {
 		return nil, fmt.Errorf("store %s: %s is its own log, applied by every write", s.path, log)
 	}
 	f, err := os.OpenFile(log, os.O_RDWR|syscall.O_NOFOLLOW, 0)
@@ -203,7 +175,7 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	if err := filelock.Retry(f, syscall.LOCK_EX); err != nil {
 		return nil, fmt.Errorf("store %s: replay: lock %s: %w", s.path, log, err)
 	}
-	recs, h, err := readLogRecords(f, log)
+	recs, h, err := wal.ReadRecords(f, log)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: replay: %w", s.path, err)
 	}

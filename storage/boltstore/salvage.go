@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/salvage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
@@ -105,5 +106,5 @@ func (salvageEngine) Adopt(path string, a *wal.Applied, like os.FileInfo) error 
 			return err
 		}
 	}
-	return matchOwnerPath(path, like)
+	return fileops.MatchOwnerPath(path, like)
 }

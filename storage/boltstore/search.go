@@ -66,7 +66,7 @@ func (s *Store) logToken(ctx context.Context) (any, error) {
 	var tok any
 	err := s.readView(ctx, func(v *rview) error {
 		if t := v.t; t != nil {
-			tok = logToken{t.dbDev, t.dbIno, t.txid, t.hdr, t.hasHdr, t.torn, t.off, t.mode}
+			tok = logToken{t.DBDev, t.DBIno, t.Txid, t.Hdr, t.HasHdr, t.Torn, t.Off, t.Mode}
 		}
 		return nil
 	})
@@ -80,6 +80,9 @@ func (s *Store) logToken(ctx context.Context) (any, error) {
 // store (SearchPath); when that file is missing or damaged, the search
 // builds the index again from the log.
 func (s *Store) Search(ctx context.Context, req storage.SearchRequest) (storage.SearchResult, error) {
+	if err := s.live(); err != nil {
+		return storage.SearchResult{}, err
+	}
 	ix := s.searchIndex()
 	res, err := ix.Search(ctx, s, req)
 	if err == nil && ix.Unsaved() >= saveSearchEvery && !s.opts.ReadOnly {
@@ -92,12 +95,18 @@ func (s *Store) Search(ctx context.Context, req storage.SearchRequest) (storage.
 // second index from the log and reports every message the two disagree
 // on, and an index file that could not be read.
 func (s *Store) VerifySearch(ctx context.Context) ([]string, error) {
+	if err := s.live(); err != nil {
+		return nil, err
+	}
 	return s.searchIndex().Verify(ctx, s)
 }
 
 // RebuildSearch discards the search index and builds it again from the
 // log, writing its file.
 func (s *Store) RebuildSearch(ctx context.Context) error {
+	if err := s.live(); err != nil {
+		return err
+	}
 	ix := s.searchIndex()
 	if err := ix.Rebuild(ctx, s); err != nil {
 		return err
@@ -134,30 +143,6 @@ func (s *Store) searchPurged(ctx context.Context) {
 	if err := ix.Prune(ctx, s); err == nil && ix.Unsaved() > 0 {
 		_ = ix.Save() // a failure leaves the file to the next Close
 	}
-}
-
-// Search is Store.Search.
-func (h *Shared) Search(ctx context.Context, req storage.SearchRequest) (storage.SearchResult, error) {
-	if err := h.check(); err != nil {
-		return storage.SearchResult{}, err
-	}
-	return h.st.Search(ctx, req)
-}
-
-// VerifySearch is Store.VerifySearch.
-func (h *Shared) VerifySearch(ctx context.Context) ([]string, error) {
-	if err := h.check(); err != nil {
-		return nil, err
-	}
-	return h.st.VerifySearch(ctx)
-}
-
-// RebuildSearch is Store.RebuildSearch.
-func (h *Shared) RebuildSearch(ctx context.Context) error {
-	if err := h.check(); err != nil {
-		return err
-	}
-	return h.st.RebuildSearch(ctx)
 }
 
 // The shared handle offers every optional path the Store offers.

@@ -19,16 +19,22 @@ var ErrOptionsConflict = errors.New("the file is already open in this process wi
 
 // Shared is one user's handle on a Store that every OpenShared of the same
 // file in this process shares. It has the Store's methods (it is a
-// storage.Engine); Close closes this handle only, and the Store closes with
-// the last handle.
+// storage.Engine), each failing with ErrClosed once the handle is closed;
+// Close closes this handle only, and the Store closes with the last handle.
 type Shared struct {
-	st   *Store
+	// sharedStore is this handle's Store: the file's, seen through this
+	// handle (its calls fail once the handle is closed).
+	*sharedStore
 	file *sharedFile
 	path string // as given to OpenShared
 	// watches are this handle's watches, ended by its Close.
 	watches watchset.Set
 	closed  atomic.Bool
 }
+
+// sharedStore names the Store a Shared embeds without exporting it: its
+// Close would close the file under the other handles.
+type sharedStore = Store
 
 // OpenShared opens the store at path as Open does, except that every
 // OpenShared of one file in this process shares one Store: the file is
@@ -73,7 +79,9 @@ func OpenShared(path string, opts Options) (*Shared, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Shared{st: f.st, file: f, path: path}, nil
+	h := &Shared{file: f, path: path}
+	h.sharedStore = &Store{storeCore: f.st.storeCore, handleClosed: &h.closed}
+	return h, nil
 }
 
 // openFiles is the process's registry of files open through OpenShared.
@@ -295,14 +303,6 @@ func (h *Shared) Close() error {
 	return openFiles.release(h.file)
 }
 
-// check fails with ErrClosed once h is closed.
-func (h *Shared) check() error {
-	if h.closed.Load() {
-		return fmt.Errorf("store %s: %w", h.path, ErrClosed)
-	}
-	return nil
-}
-
 // Path returns the file's path as given to OpenShared.
 func (h *Shared) Path() string { return h.path }
 
@@ -312,17 +312,17 @@ func (h *Shared) Location() string { return h.path }
 // Watch is Store.Watch. The channel also closes soon after this handle's
 // Close.
 func (h *Shared) Watch(ctx context.Context, session string) (<-chan Change, error) {
-	if err := h.check(); err != nil {
+	if err := h.live(); err != nil {
 		return nil, err
 	}
 	wctx, stop, err := h.watches.Start(ctx)
 	if errors.Is(err, ErrClosed) {
-		return nil, h.check()
+		return nil, h.live()
 	}
 	if err != nil {
 		return nil, err
 	}
-	ch, err := h.st.Watch(wctx, session)
+	ch, err := h.sharedStore.Watch(wctx, session)
 	if err != nil {
 		stop()
 		return nil, err

@@ -3,7 +3,9 @@ package boltstore
 import (
 	"fmt"
 	"os"
-	"syscall"
+
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
 
 // What a read's catch-up with the files costs (catchUp), and how it is kept
@@ -28,60 +30,7 @@ import (
 // as before.
 
 // fileKey is a file's device and inode.
-type fileKey struct{ dev, ino uint64 }
-
-// statKey returns the key of the file at path (following symlinks).
-func statKey(path string) (fileKey, error) {
-	var st syscall.Stat_t
-	if err := statNoEINTR(path, &st); err != nil {
-		return fileKey{}, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	return fileKey{uint64(st.Dev), uint64(st.Ino)}, nil
-}
-
-// fdKey returns the key of the file f is open on.
-func fdKey(f *os.File) (fileKey, error) {
-	var st syscall.Stat_t
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return fileKey{}, err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			if serr = syscall.Fstat(int(fd), &st); serr != syscall.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return fileKey{}, err
-	}
-	if serr != nil {
-		return fileKey{}, &os.PathError{Op: "fstat", Path: f.Name(), Err: serr}
-	}
-	return fileKey{uint64(st.Dev), uint64(st.Ino)}, nil
-}
-
-func statNoEINTR(path string, st *syscall.Stat_t) error {
-	for {
-		if err := syscall.Stat(path, st); err != syscall.EINTR {
-			return err
-		}
-	}
-}
-
-// atPath reports whether path leads to the file of key k; a path that leads
-// nowhere does not.
-func atPath(k fileKey, path string) (bool, error) {
-	pk, err := statKey(path)
-	if os.IsNotExist(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("store %s: %w", path, err)
-	}
-	return pk == k, nil
-}
+type fileKey = wal.FileKey
 
 // boltStamp returns the key of the bbolt file at the path and the id of its
 // newest transaction, read through s.metaF (opened again when the path leads
@@ -91,13 +40,26 @@ func atPath(k fileKey, path string) (bool, error) {
 // tailMu. A file whose meta pages are both unreadable has txid 0: the bbolt
 // open, which checks the file, reports the damage.
 func (s *Store) boltStamp(t *tailState) (fileKey, uint64, uint64, error) {
-	k, err := statKey(s.path)
+	k, err := wal.StatKey(s.path)
 	if err != nil {
 		return fileKey{}, 0, 0, fmt.Errorf("store %s: %w", s.path, err)
 	}
-	held := s.heldOpen(k)
-	if held != 0 && t != nil && t.held == held && t.dbDev == k.dev && t.dbIno == k.ino {
-		return k, t.txid, held, nil
+	held, hf := s.heldOpen(k)
+	for _, c := range []*tailState{t, s.tail} {
+		// The writer's tail serves a reader's first catch-up too.
+		if held != 0 && c != nil && c.Held == held && c.DBDev == k.Dev && c.DBIno == k.Ino {
+			return k, c.Txid, held, nil
+		}
+	}
+	if held != 0 {
+		// Read through the descriptor held, which is the file at the
+		// path: no descriptor of its own is needed (a store open's first
+		// catch-up, while Open's bbolt open lingers).
+		if txid, err := boltTxidOf(hf); err == nil {
+			if again, _ := s.heldOpen(k); again == held {
+				return k, txid, held, nil
+			}
+		}
 	}
 	opened, txid, err := s.readTxid(k)
 	if err != nil {
@@ -108,21 +70,21 @@ func (s *Store) boltStamp(t *tailState) (fileKey, uint64, uint64, error) {
 		// read is what the stamp names.
 		return opened, txid, 0, nil
 	}
-	if held != 0 && s.heldOpen(k) != held {
+	if again, _ := s.heldOpen(k); held != 0 && again != held {
 		held = 0 // let go of, maybe reopened, during the read
 	}
 	return k, txid, held, nil
 }
 
 // heldOpen returns the open of the bbolt file (Store.dbOpens) this process
-// holds if it is the file of key k, else 0.
-func (s *Store) heldOpen(k fileKey) uint64 {
+// holds, and its descriptor, if it is the file of key k, else 0.
+func (s *Store) heldOpen(k fileKey) (uint64, *os.File) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.db == nil || s.fileKey != k {
-		return 0
+		return 0, nil
 	}
-	return s.dbOpens
+	return s.dbOpens, s.file
 }
 
 // readTxid reads the txid of the bbolt file of key k (just found at the
@@ -135,7 +97,7 @@ func (s *Store) readTxid(k fileKey) (fileKey, uint64, error) {
 		if err != nil {
 			return fileKey{}, 0, fmt.Errorf("store %s: %w", s.path, err)
 		}
-		fk, err := fdKey(f)
+		fk, err := wal.FdKey(f)
 		if err != nil {
 			f.Close()
 			return fileKey{}, 0, fmt.Errorf("store %s: %w", s.path, err)
@@ -158,8 +120,33 @@ func (s *Store) closeMetaF() {
 	}
 }
 
-// walAtPath reports whether the log open (s.walF, whose key is s.walKey) is
-// still the file at the log's path. Callers hold walMu as walFile needs.
-func (s *Store) walAtPath() (bool, error) {
-	return atPath(s.walKey, s.walPath)
+// boltTxidOf reads the id of the newest transaction of the bbolt file f is
+// open on from its meta pages, without mapping it.
+func boltTxidOf(f *os.File) (uint64, error) {
+	var buf [boltpage.PageHeaderSize + boltpage.MetaSize]byte
+	var best uint64
+	found := false
+	ps := int64(0)
+	for i := range 2 {
+		if n, _ := f.ReadAt(buf[:], int64(i)*ps); n < len(buf) {
+			continue
+		}
+		m, err := boltpage.ParseMeta(buf[:])
+		if err != nil {
+			if i == 0 {
+				ps = boltpage.FirstMetaRead // damaged meta 0: checkLocked decides later
+			}
+			continue
+		}
+		if i == 0 {
+			ps = int64(m.PageSize)
+		}
+		if !found || m.Txid > best {
+			best, found = m.Txid, true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("%w: no valid meta page", ErrCorrupt)
+	}
+	return best, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"os"
@@ -22,8 +23,8 @@ import (
 )
 
 const (
-	fileMode = 0o600
-	dirMode  = 0o700
+	fileMode = fileops.FileMode
+	dirMode  = fileops.DirMode
 	// DefaultLockTimeout bounds the wait for another process's lock.
 	DefaultLockTimeout = 5 * time.Second
 	// lingerFor is how long the file stays open (and locked) after the
@@ -61,6 +62,16 @@ type Options struct {
 // is open (and locked) only while operations are in flight, and for at most
 // 2 ms after them when no other process is waiting.
 type Store struct {
+	*storeCore
+	// handleClosed is set, on the Store a Shared handle serves, once that
+	// handle closed: its calls fail with ErrClosed (see live) while the
+	// core goes on for the file's other handles. Nil on a Store of its own.
+	handleClosed *atomic.Bool
+}
+
+// storeCore is an open file's state: what a Store is, shared by the
+// handles OpenShared gives out on one file.
+type storeCore struct {
 	path string // the file, symlinks resolved once at Open
 	name string // the path as given to Open
 	opts Options
@@ -94,24 +105,13 @@ type Store struct {
 
 	commits groupcommit.Queue[*writeReq] // the writes waiting for a commit
 
-	// The write-ahead log (wal.go, tail.go).
-	walPath string
-	walMu   sync.RWMutex       // held exclusively to write, shared to read
-	walF    *os.File           // the log; nil while a read-only store has none
-	walKey  fileKey            // walF's device and inode
-	shMu    sync.Mutex         // guards shRefs and shHeld
-	shRefs  int                // readers holding the shared lock
-	shHeld  heldLock           // the shared lock, while shRefs > 0
-	logWait [2]filelock.Waiter // waits for the log's lock: shared, exclusive
-	tailMu  sync.Mutex         // guards tail and rtail
-	tail    *tailState         // the log beyond bbolt as a writer last read it; nil: rebuild
-	rtail   *tailState         // the same up to where the log is synced, for readers
-	metaF   *os.File           // the bbolt file, to read its meta pages (stamp.go); guarded by tailMu
-	metaKey fileKey            // metaF's device and inode
-	// walClosed is set once Close has begun: nothing takes the log after
-	// it but the syncs in flight (inflight), which Close waits for.
-	walClosed atomic.Bool
-	inflight  sync.WaitGroup
+	// The write-ahead log (internal/wal) and its overlay (overlay.go).
+	log     *wal.Log
+	tailMu  sync.Mutex // guards tail and rtail
+	tail    *tailState // the log beyond bbolt as a writer last read it; nil: rebuild
+	rtail   *tailState // the same up to where the log is synced, for readers
+	metaF   *os.File   // the bbolt file, to read its meta pages (stamp.go); guarded by tailMu
+	metaKey fileKey    // metaF's device and inode
 	// syncErr is set when a sync (or a cut) of the log failed; appends
 	// then commit to bbolt until a commit has applied the log again.
 	syncErr atomic.Pointer[error]
@@ -144,7 +144,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
-	s := &Store{path: path, name: path, opts: opts, logBytes: wal.CheckpointBytes, logMessages: wal.MaxMessages}
+	s := &Store{storeCore: &storeCore{path: path, name: path, opts: opts, logBytes: wal.CheckpointBytes, logMessages: wal.MaxMessages}}
 	s.idle.L = &s.mu
 
 	fi, statErr := os.Stat(path)
@@ -179,7 +179,10 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := checkOneName(s.path); err != nil {
 		return nil, err
 	}
-	s.walPath = s.path + wal.Suffix
+	s.log = wal.New(s.path, wal.Options{
+		ReadOnly: opts.ReadOnly, LockTimeout: opts.LockTimeout, Mode: s.walMode,
+		Created: func(f *os.File) error { return matchOwner(f, s.path) },
+	})
 	if err := s.init(context.Background()); err != nil {
 		return nil, err
 	}
@@ -192,8 +195,8 @@ func Open(path string, opts Options) (*Store, error) {
 }
 
 // tempSuffix follows the store file's name (after a dot) in the names of
-// createFile's temporary files.
-const tempSuffix = ".new-"
+// createFile's and Restore's temporary files.
+const tempSuffix = fileops.TempSuffix
 
 // createFile makes a new, initialised store file at path atomically: a
 // process killed while bbolt writes the first pages must not leave a
@@ -237,6 +240,15 @@ func createFile(path string) error {
 // syncDir syncs a directory, so that the names created in it survive a
 // power cut.
 func syncDir(dir string) error { return tempfile.SyncDir(dir) }
+
+// walMode is the mode of a new log: the bbolt file's, so whoever may read
+// or write the one may do the same with the other.
+func (s *Store) walMode() os.FileMode {
+	if fi, err := os.Stat(s.path); err == nil {
+		return fi.Mode().Perm() & 0o666
+	}
+	return fileMode
+}
 
 // init checks the format version of the file, migrates a file of an older
 // version and gives it an identity (initStore), and learns the identity.
@@ -302,7 +314,7 @@ func (s *Store) init(ctx context.Context) error {
 // log is left alone until it is written. Errors are left for the first
 // write to report.
 func (s *Store) warmTail(ctx context.Context, created bool) {
-	if _, err := os.Lstat(s.walPath); err != nil {
+	if _, err := os.Lstat(s.log.Path()); err != nil {
 		if !created {
 			return
 		}
@@ -318,7 +330,7 @@ func (s *Store) warmTail(ctx context.Context, created bool) {
 	// Only if the lock is free: Open never waits for it here.
 	tctx, cancel := context.WithCancel(ctx)
 	cancel()
-	unlock, err := s.walLock(tctx, true)
+	unlock, err := s.log.Lock(tctx, true)
 	if err != nil {
 		return
 	}
@@ -365,16 +377,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	// No new operation takes the log from here on; the syncs of appends
 	// already written finish on it before it is closed.
-	s.walMu.Lock()
-	s.walClosed.Store(true)
-	s.walMu.Unlock()
-	s.inflight.Wait()
-	s.walMu.Lock()
-	if s.walF != nil {
-		s.walF.Close()
-		s.walF = nil
-	}
-	s.walMu.Unlock()
+	s.log.Close()
 	s.tailMu.Lock()
 	s.closeMetaF()
 	s.tailMu.Unlock()
@@ -412,7 +415,7 @@ func (s *Store) checkpointOnClose() {
 		presence.Close()
 	}
 	// An empty log needs no checkpoint, whoever else has the file open.
-	fi, err := os.Stat(s.walPath)
+	fi, err := os.Stat(s.log.Path())
 	if err != nil || fi.Size() <= wal.HeaderSize {
 		return
 	}
@@ -420,6 +423,16 @@ func (s *Store) checkpointOnClose() {
 		return
 	}
 	_ = s.Checkpoint(context.Background())
+}
+
+// live fails with ErrClosed once the Shared handle s serves is closed.
+// Every call goes through it (readView, writeReq and the few methods that
+// use neither), so a handle needs no method of its own but Close.
+func (s *Store) live() error {
+	if s.handleClosed != nil && s.handleClosed.Load() {
+		return fmt.Errorf("store %s: %w", s.path, ErrClosed)
+	}
+	return nil
 }
 
 // view runs fn in a read transaction on a briefly opened file.
@@ -453,7 +466,7 @@ func (v *rview) bolt() (*bbolt.Tx, error) {
 	}
 	var at *fileKey
 	if v.t != nil {
-		at = &fileKey{v.t.dbDev, v.t.dbIno}
+		at = &fileKey{Dev: v.t.DBDev, Ino: v.t.DBIno}
 	}
 	db, err := v.s.acquireAt(v.ctx, at)
 	if err != nil {
@@ -484,10 +497,13 @@ func (v *rview) close() {
 // under the log's shared lock. A log left by another file (one moved over
 // this one) is adopted first when the store may write.
 func (s *Store) readView(ctx context.Context, fn func(v *rview) error) error {
+	if err := s.live(); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	unlock, err := s.walLock(ctx, false)
+	unlock, err := s.log.Lock(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -496,13 +512,13 @@ func (s *Store) readView(ctx context.Context, fn func(v *rview) error) error {
 	if err != nil {
 		return err
 	}
-	if t.mode == tailOrphan && (len(t.orphan) > 0 || t.foreign) && !s.opts.ReadOnly {
+	if t.Mode == tailOrphan && (len(t.Orphan) > 0 || t.Foreign) && !s.opts.ReadOnly {
 		unlock()
 		unlock = func() {}
 		if err := s.write(ctx, func(*wtx) error { return nil }); err != nil {
 			return err
 		}
-		if unlock, err = s.walLock(ctx, false); err != nil {
+		if unlock, err = s.log.Lock(ctx, false); err != nil {
 			unlock = func() {}
 			return err
 		}
@@ -510,7 +526,7 @@ func (s *Store) readView(ctx context.Context, fn func(v *rview) error) error {
 			return err
 		}
 	}
-	if t.mode == tailOrphan {
+	if t.Mode == tailOrphan {
 		t = nil // another file's records: not this file's messages
 	}
 	v := &rview{s: s, ctx: ctx, t: t}

@@ -349,7 +349,7 @@ func TestCompactFileTakesTheLog(t *testing.T) {
 	if got := allMessages(t, re); len(got) != 2 {
 		t.Errorf("reopened: %d messages, want the other file's and the new one", len(got))
 	}
-	if aside, _ := filepath.Glob(LogPath(path) + orphanInfix + "*"); len(aside) != 1 {
+	if aside, _ := filepath.Glob(LogPath(path) + wal.OrphanInfix + "*"); len(aside) != 1 {
 		t.Errorf("set-aside logs: %q", aside)
 	}
 	if rep, err := re.Verify(ctx); err != nil || !rep.OK() {
@@ -681,7 +681,7 @@ func TestForeignLogSetAside(t *testing.T) {
 			t.Fatalf("round %d: the other database's log was applied: %q", round, got)
 		}
 		st.Close()
-		aside, _ := filepath.Glob(path + wal.Suffix + orphanInfix + "*")
+		aside, _ := filepath.Glob(path + wal.Suffix + wal.OrphanInfix + "*")
 		if len(aside) != round+1 {
 			t.Fatalf("round %d: set-aside logs %q", round, aside)
 		}

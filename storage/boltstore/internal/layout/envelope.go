@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -156,7 +155,7 @@ func decodeHead(dec *msgpack.Decoder, r *bytes.Reader, b []byte, e *Envelope) (n
 		return 0, 0, fmt.Errorf("version: %v", err)
 	}
 	if version > EnvelopeVersion {
-		return 0, 0, wal.NewerFormat("message envelope", version, EnvelopeVersion)
+		return 0, 0, NewerFormat("message envelope", version, EnvelopeVersion)
 	}
 	if version < 1 {
 		return 0, 0, fmt.Errorf("unsupported version %d", version)

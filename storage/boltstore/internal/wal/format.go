@@ -1,13 +1,6 @@
 package wal
 
-import (
-	"fmt"
+import "github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 
-	"github.com/ctxstore/ctxstore/storage"
-)
-
-// NewerFormat is the error for something written in version n of a format of
-// which this build reads up to have.
-func NewerFormat(what string, n, have uint64) error {
-	return fmt.Errorf("%w (%s version %d; this ctxstore reads up to version %d)", storage.ErrNewerFormat, what, n, have)
-}
+// NewerFormat is layout.NewerFormat, for the log's readers.
+func NewerFormat(what string, n, have uint64) error { return layout.NewerFormat(what, n, have) }

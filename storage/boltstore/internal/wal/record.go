@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"hash/crc32"
 	"io"
 	"os"
@@ -99,7 +100,7 @@ func DecodeHeader(b []byte) (h Header, ok bool, err error) {
 		// The magic ends with the log format's version (big-endian):
 		// a newer one is not damage.
 		if v := binary.BigEndian.Uint32(b[12:16]); string(b[:12]) == Magic[:12] && v > walFormat {
-			return h, false, NewerFormat("log format", uint64(v), walFormat)
+			return h, false, layout.NewerFormat("log format", uint64(v), walFormat)
 		}
 		return h, false, fmt.Errorf("%w: log header: bad magic", storage.ErrCorrupt)
 	}

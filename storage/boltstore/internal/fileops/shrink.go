@@ -1,4 +1,4 @@
-package boltstore
+package fileops
 
 import (
 	"context"
@@ -11,53 +11,30 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/tempfile"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
-
-// ShrinkOptions tune Shrink.
-type ShrinkOptions struct {
-	// LockTimeout bounds the wait for other processes' locks; 0 means
-	// DefaultLockTimeout.
-	LockTimeout time.Duration
-}
 
 // compactTempSuffix follows a compaction's target name (after a dot) in the
 // name of the copy being written, so a copy left by a killed Shrink is
 // recognisable and removed by the next one.
 const compactTempSuffix = ".compact-"
 
-// Shrink writes a tightly packed copy of the store file at path, without
-// the pages purges freed (bbolt never gives them back to the file system),
-// its log's appends included (see CompactFile), taking the locks of the log and of
-// the file itself (the log's first, as every Store takes them).
-//
-// With dst, the copy goes to dst, a new file (it fails if dst exists), under
-// shared locks: writers wait (at most their lock timeout) while the copy is
-// made, readers do not; dst appears only once complete, and is a database
-// of its own. With dst "", the copy replaces path under exclusive locks: it
-// is written beside the file, synced and renamed over it while the locks
-// are held, and the log is emptied to continue it; a Store waiting for the
-// lock meanwhile notices the file was replaced and locks the new one. A
-// symlink is followed: its target is replaced, the link stays. The copy
-// keeps the file's mode and owner; if it cannot, the file stays as it was.
-//
-// Whatever fails or is cancelled before the copy is in place, path and dst
-// are left as they were ("unchanged" in the error), and the partial copy
-// is removed (a copy left by a killed process, by the next Shrink).
-func Shrink(ctx context.Context, path, dst string, opts ShrinkOptions) error {
-	wait := opts.LockTimeout
-	if wait <= 0 {
-		wait = DefaultLockTimeout
-	}
+// Shrink writes a tightly packed copy of the store file at path into dst,
+// or in its place when dst is "", taking the locks of the log and of the
+// file (waiting at most wait for each); the engine's Shrink says what it
+// promises.
+func Shrink(ctx context.Context, eng Engine, path, dst string, wait time.Duration) error {
 	if dst == "" {
-		return shrinkInPlace(ctx, path, wait)
+		return shrinkInPlace(ctx, eng, path, wait)
 	}
-	return shrinkInto(ctx, path, dst, wait)
+	return shrinkInto(ctx, eng, path, dst, wait)
 }
 
 // shrinkInto copies src and the records of its log into a new file dst
 // under shared locks of both. dst must not exist (src itself, for one).
-func shrinkInto(ctx context.Context, src, dst string, wait time.Duration) error {
+func shrinkInto(ctx context.Context, eng Engine, src, dst string, wait time.Duration) error {
 	if _, err := os.Lstat(dst); err == nil {
 		return fmt.Errorf("%s already exists: shrink writes only new files", dst)
 	}
@@ -72,19 +49,19 @@ func shrinkInto(ctx context.Context, src, dst string, wait time.Duration) error 
 	if err != nil {
 		return interrupted(ctx, err, src, dst)
 	}
-	return copyShrunk(ctx, f, log, src, dst, false, func(tmp string) error {
+	return copyShrunk(ctx, eng, f, log, src, dst, false, func(tmp string) error {
 		// Link, unlike rename, fails if dst appeared meanwhile.
 		if err := os.Link(tmp, dst); err != nil {
 			return fmt.Errorf("shrink %s into %s: %w", src, dst, err)
 		}
-		return syncDir(filepath.Dir(dst))
+		return tempfile.SyncDir(filepath.Dir(dst))
 	})
 }
 
 // shrinkInPlace replaces path with a compacted copy, holding the
 // exclusive locks of its log and of the file, so no other process writes
 // in between. The log is the symlink target's (LogPath).
-func shrinkInPlace(ctx context.Context, path string, wait time.Duration) error {
+func shrinkInPlace(ctx context.Context, eng Engine, path string, wait time.Duration) error {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return fmt.Errorf("shrink %s: %w", path, err)
@@ -104,7 +81,7 @@ func shrinkInPlace(ctx context.Context, path string, wait time.Duration) error {
 		return interrupted(ctx, err, path, path)
 	}
 	// copyShrunk keeps f (and so the lock) until the rename is done.
-	return copyShrunk(ctx, f, log, real, real, true, func(tmp string) error {
+	return copyShrunk(ctx, eng, f, log, real, real, true, func(tmp string) error {
 		fi, err := f.Stat()
 		if err != nil {
 			return fmt.Errorf("shrink %s: %w", real, err)
@@ -115,7 +92,7 @@ func shrinkInPlace(ctx context.Context, path string, wait time.Duration) error {
 		if err := os.Rename(tmp, real); err != nil {
 			return fmt.Errorf("shrink %s: replace: %w", real, err)
 		}
-		return syncDir(filepath.Dir(real))
+		return tempfile.SyncDir(filepath.Dir(real))
 	})
 }
 
@@ -135,7 +112,7 @@ func interrupted(ctx context.Context, err error, src, dst string) error {
 // src (releasing the lock). replace says finish puts it in src's place.
 // Whatever fails or is cancelled before finish ran, the temporary file is
 // removed and dst is left as it was.
-func copyShrunk(ctx context.Context, f, log *os.File, src, dst string, replace bool, finish func(tmp string) error) error {
+func copyShrunk(ctx context.Context, eng Engine, f, log *os.File, src, dst string, replace bool, finish func(tmp string) error) error {
 	tempfile.RemoveAbandoned(dst, ".compact") // also the older ".compact<digits>" names
 	tmpf, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+compactTempSuffix+"*")
 	if err != nil {
@@ -147,7 +124,7 @@ func copyShrunk(ctx context.Context, f, log *os.File, src, dst string, replace b
 	defer os.Remove(tmp) // gone already when finish renamed it
 	var finishErr error
 	finished := false
-	err = CompactFile(ctx, f, log, replace, tmp, func() error {
+	err = CompactFile(ctx, eng, f, log, replace, tmp, func() error {
 		finishErr = finish(tmp)
 		finished = finishErr == nil
 		return finishErr
@@ -191,7 +168,7 @@ func lockPathWaiting(ctx context.Context, path string, flag, how int, wait time.
 			// The pending flock ends with the descriptor's last
 			// reference; the caller's process exits soon after.
 			f.Close()
-			return nil, fmt.Errorf("shrink %s: %w: waited %v", path, ErrLocked, wait)
+			return nil, fmt.Errorf("shrink %s: %w: waited %v", path, storage.ErrLocked, wait)
 		case <-ctx.Done():
 			f.Close()
 			return nil, ctx.Err()
@@ -215,7 +192,7 @@ func lockPathWaiting(ctx context.Context, path string, flag, how int, wait time.
 // until the file's lock, taken next, is free (a log gets its first record
 // only after a commit to the file).
 func lockLogWaiting(ctx context.Context, path string, flag, how int, wait time.Duration) (*os.File, error) {
-	log := LogPath(path)
+	log := wal.LogPath(path)
 	if _, err := os.Lstat(log); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package boltstore
+package fileops
 
 import (
 	"context"
@@ -8,44 +8,16 @@ import (
 	"os"
 	"time"
 
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
-// CompactFile writes a tightly packed copy of a store file into dst: bbolt
-// never gives the pages freed by purges back to the file system, the copy
-// holds only what is in use. src is the store file, already opened and
-// locked by the caller; log is its write-ahead log (LogPath), opened and
-// locked by the caller before src, or nil when there is none. Both are
-// locked shared for a copy beside src, exclusively to replace it: every
-// writer takes the log's lock exclusively, so either way no append lands
-// in the log while the copy is made. dst is a new, empty file
-// (os.CreateTemp's), which CompactFile initialises with src's page size,
-// fills and syncs.
-//
-// The copy holds every message the store holds: the log's records are
-// applied to it (through a copy of the log beside dst, removed afterwards),
-// as a checkpoint would apply them to src. A damaged log (a bad record with
-// valid ones after it) fails with ErrCorrupt: doctor --salvage recovers its
-// records.
-//
-// replace says that finish puts dst in src's place (src and log were then
-// opened for writing). Once dst is complete, finish runs while src and log
-// are still open and locked, to put dst in place (a rename over src keeps
-// every writer out until it is done); then, when replace is set and log
-// held records, the log is emptied under the generation the copy expects
-// next and synced, so that it continues the new file (the file records how
-// far the log is applied, so a log left as it was would be consistent
-// too). Then src is closed, releasing its lock; the caller releases the
-// log's after CompactFile returns. An error from finish comes back
-// unchanged; an error emptying the log says the file was compacted.
-//
-// The copy itself cannot be stopped: when ctx ends first CompactFile
-// returns an error wrapping ctx.Err() at once, finish never runs, and the
-// copy is left to the exiting process (src stays open until then). On
-// every error before finish ran, dst is incomplete: remove it.
-func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst string, finish func() error) (err error) {
+// CompactFile writes a tightly packed copy of the store file src, open and
+// locked by the caller with its log, into dst; the engine's CompactFile
+// says what it promises.
+func CompactFile(ctx context.Context, eng Engine, src, log *os.File, replace bool, dst string, finish func() error) (err error) {
 	db, err := bbolt.Open(src.Name(), 0o600, &bbolt.Options{
 		OpenFile: func(string, int, os.FileMode) (*os.File, error) { return src, nil },
 		ReadOnly: !replace,
@@ -64,16 +36,14 @@ func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst strin
 			err = fmt.Errorf("close %s: %w", src.Name(), cerr)
 		}
 	}()
-	var st fileState
-	if err := db.View(func(tx *bbolt.Tx) (err error) { st, err = readFileState(tx); return err }); err != nil {
+	var foreign bool
+	if err := db.View(func(tx *bbolt.Tx) (err error) { foreign, err = eng.ForeignLog(tx, log); return err }); err != nil {
 		return fmt.Errorf("%s: %w", src.Name(), err)
 	}
-	if st.hasID {
-		if _, foreign := foreignLogID(log, st.id); log != nil && foreign {
-			// Another database's log: it stays out of the copy and is
-			// left as it is (a Store sets it aside).
-			log = nil
-		}
+	if foreign {
+		// Another database's log: it stays out of the copy and is
+		// left as it is (a Store sets it aside).
+		log = nil
 	}
 	// The copy keeps the source's page size (Open picks it for packing,
 	// not the OS page size bbolt would default to). bbolt initialises the
@@ -100,7 +70,7 @@ func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst strin
 	if err != nil {
 		return fmt.Errorf("write the copy: %w", err)
 	}
-	next, err := applyLogToCopy(ctx, log, dst)
+	next, err := ApplyLogToCopy(ctx, eng, log, dst)
 	if err != nil {
 		return err
 	}
@@ -110,11 +80,11 @@ func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst strin
 	if !replace {
 		// A copy beside the file is a database of its own: a log of
 		// the original never applies to it, wherever it is put.
-		if err := giveNewIdentity(dst); err != nil {
+		if err := eng.NewIdentity(dst); err != nil {
 			return err
 		}
 		if fi, err := src.Stat(); err == nil {
-			if err := matchOwnerPath(dst, fi); err != nil {
+			if err := MatchOwnerPath(dst, fi); err != nil {
 				return err
 			}
 		}
@@ -130,13 +100,13 @@ func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst strin
 	return nil
 }
 
-// applyLogToCopy applies the records of log (src's, locked by the caller)
+// ApplyLogToCopy applies the records of log (src's, locked by the caller)
 // to dst, a compacted copy of src: it copies the log beside dst, where a
 // Store on dst finds it continuing dst exactly as it continued src (the
 // copy holds src's record of how far the log is applied), checkpoints and
 // removes it. It returns the header the copy's log was left with (empty,
 // next generation), or nil when log held no records.
-func applyLogToCopy(ctx context.Context, log *os.File, dst string) ([]byte, error) {
+func ApplyLogToCopy(ctx context.Context, eng Engine, log *os.File, dst string) ([]byte, error) {
 	if log == nil {
 		return nil, nil
 	}
@@ -147,9 +117,9 @@ func applyLogToCopy(ctx context.Context, log *os.File, dst string) ([]byte, erro
 	if fi.Size() <= wal.HeaderSize {
 		return nil, nil // no records: the copy holds everything
 	}
-	logCopy := LogPath(dst)
+	logCopy := wal.LogPath(dst)
 	defer os.Remove(logCopy)
-	w, err := os.OpenFile(logCopy, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
+	w, err := os.OpenFile(logCopy, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("copy the log %s: %w", log.Name(), err)
 	}
@@ -160,15 +130,8 @@ func applyLogToCopy(ctx context.Context, log *os.File, dst string) ([]byte, erro
 	if err != nil {
 		return nil, fmt.Errorf("copy the log %s: %w", log.Name(), err)
 	}
-	st, err := Open(dst, Options{})
-	if err != nil {
-		return nil, fmt.Errorf("apply the log %s to the copy: %w", log.Name(), err)
-	}
-	err = st.Checkpoint(ctx)
-	if cerr := st.Close(); err == nil {
-		err = cerr
-	}
-	if errors.Is(err, ErrCorrupt) {
+	err = eng.Checkpoint(ctx, dst)
+	if errors.Is(err, storage.ErrCorrupt) {
 		return nil, fmt.Errorf("the log %s is damaged (%w): recover its records with ctxstore doctor --salvage", log.Name(), err)
 	}
 	if err != nil {
@@ -211,7 +174,7 @@ func PageSize(path string) (int, error) {
 		err = errors.New("empty file")
 	}
 	if err != nil {
-		return 0, fmt.Errorf("page size of %s: %w", path, errors.Join(ErrCorrupt, err))
+		return 0, fmt.Errorf("page size of %s: %w", path, errors.Join(storage.ErrCorrupt, err))
 	}
 	return bf.PageSize, nil
 }

@@ -1,0 +1,216 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
+	"go.etcd.io/bbolt"
+)
+
+// Tombstones checks that every purged name's layout.Tombstone decodes: a
+// session can no longer be created under a name whose layout.Tombstone does not.
+func Tombstones(tx *bbolt.Tx, r *storage.VerifyReport) {
+	sb := tx.Bucket([]byte(layout.BucketStore))
+	if sb == nil {
+		return
+	}
+	pb := sb.Bucket([]byte(layout.BucketPurged))
+	if pb == nil {
+		return
+	}
+	_ = pb.ForEach(func(k, _ []byte) error {
+		if _, _, err := layout.ReadTombstone(tx, string(k)); err != nil {
+			r.AddProblem("meta", string(k), 0, "%v", err)
+		}
+		return nil
+	})
+}
+
+// Pages walks the file behind path and checks every session. It reports
+// whether the page structure was sound, and the first record it found written
+// by a newer ctxstore (storage.ErrNewerFormat), if any.
+func Pages(ctx context.Context, path string, r *storage.VerifyReport) (sound bool, newer error) {
+	bf, err := boltpage.Open(path)
+	if bf == nil {
+		r.AddProblem("structure", "", 0, "%v", err)
+		return false, nil
+	}
+	defer bf.Close()
+	if err == nil {
+		err = bf.CheckMeta()
+	}
+	if err == nil {
+		err = bf.CheckRootAndFreelist()
+	}
+	if err != nil {
+		r.AddProblem("structure", "", 0, "%v", err)
+		return false, nil
+	}
+	w := boltpage.NewWalker(bf)
+	layout.WalkSessions(ctx, w, boltpage.BucketRoot{Page: bf.Meta.Root}, func(name string, root boltpage.BucketRoot) {
+		r.Sessions++
+		v := sessionVerifier{r: r, name: name, epochs: map[uint64]*epochTally{}, pairs: storage.PairingAudit{Session: name}, newer: &newer}
+		path := []string{layout.BucketSessions, name}
+		w.ForEach(path, root, func(e boltpage.Elem) bool {
+			switch {
+			case string(e.Key) == layout.KeyMeta && !e.Bucket:
+				m, err := layout.DecodeMeta(e.Value)
+				if err != nil {
+					r.AddProblem("meta", name, 0, "%v", err)
+				} else {
+					v.meta = &m
+					v.epochList = storage.NewEpochAudit(r, m.Info(name))
+					if m.Importing {
+						r.AddProblem("import", name, 0, "an import of this session has not finished (%d messages so far): if no import is running, purge the session and import it again", m.Total)
+					}
+				}
+			case string(e.Key) == layout.BucketMsgs && e.Bucket:
+				br, ok := w.Sub(path, e)
+				if !ok {
+					return true
+				}
+				w.ForEach(append(path, layout.BucketMsgs), br, func(m boltpage.Elem) bool {
+					v.message(m)
+					return ctx.Err() == nil
+				})
+			}
+			return ctx.Err() == nil
+		})
+		v.finish()
+	})
+	for _, is := range w.Issues {
+		r.AddProblem("structure", "", 0, "%s", is)
+	}
+	return len(w.Issues) == 0, newer
+}
+
+// implausibleSeq is a seq no session reaches (a million appends a second
+// for nine years): a key that reads as a larger one is damaged.
+const implausibleSeq = 1 << 48
+
+// epochTally is what one epoch's messages add up to.
+type epochTally struct {
+	messages, tokens int
+	bytes            int64
+	counters         map[string]layout.CounterSum // the current epoch's only
+}
+
+// sessionVerifier checks one session's messages as they stream past in key order.
+type sessionVerifier struct {
+	r    *storage.VerifyReport
+	name string
+	meta *layout.Meta
+	// epochList checks the messages against meta's epoch list.
+	epochList *storage.EpochAudit
+	epochs    map[uint64]*epochTally
+	lastSeq   uint64
+	lastEp    uint64
+	total     int
+	pairs     storage.PairingAudit
+	newer     *error // set to the first record written by a newer ctxstore
+}
+
+func (v *sessionVerifier) message(e boltpage.Elem) {
+	r := v.r
+	if e.Bucket {
+		r.AddProblem("record", v.name, 0, "nested bucket %q among messages", e.Key)
+		return
+	}
+	r.Messages++
+	seq, ok := layout.KeySeq(e.Key)
+	env, err := layout.DecodeAt(v.name, e.Key, e.Value)
+	if errors.Is(err, storage.ErrNewerFormat) {
+		if *v.newer == nil {
+			*v.newer = err
+		}
+		return
+	}
+	if err != nil {
+		if !ok || seq == 0 || (v.meta != nil && seq > v.meta.LastSeq) || seq > implausibleSeq {
+			// Its key is damaged too: the number it reads as is no seq.
+			r.AddProblem("record", v.name, 0, "unreadable record under a damaged key")
+			return
+		}
+		detail := strings.TrimPrefix(err.Error(), fmt.Sprintf("store: session %q seq %d: ", v.name, seq))
+		r.AddProblem("record", v.name, seq, "%s", strings.TrimPrefix(detail, storage.ErrCorrupt.Error()+": "))
+		return
+	}
+	msg, err := ctxstore.ParseMessage(env.Raw)
+	if err != nil {
+		r.AddProblem("record", v.name, seq, "stored JSON: %v", err)
+		return
+	}
+	if msg.Role() != env.Role {
+		r.AddProblem("record", v.name, seq, "record says role %q, its JSON %q", env.Role, msg.Role())
+	}
+	if seq <= v.lastSeq {
+		r.AddProblem("order", v.name, seq, "after seq %d", v.lastSeq)
+	}
+	if env.Epoch < v.lastEp {
+		r.AddProblem("order", v.name, seq, "epoch %d after epoch %d", env.Epoch, v.lastEp)
+	}
+	v.lastSeq, v.lastEp = max(v.lastSeq, seq), max(v.lastEp, env.Epoch)
+	v.total++
+	t := v.epochs[env.Epoch]
+	if t == nil {
+		t = &epochTally{}
+		v.epochs[env.Epoch] = t
+	}
+	t.messages++
+	t.tokens += env.Tokens
+	t.bytes += int64(len(env.Raw))
+	if v.meta != nil && env.Epoch == v.meta.Epoch {
+		t.counters = layout.CountBy(t.counters, &env)
+	}
+	if v.epochList != nil {
+		v.epochList.Message(r, seq, env.Epoch)
+	}
+	v.pairs.Add(r, env.Epoch, seq, env.CallIDs, env.ResultIDs)
+}
+
+// finish compares the tallies with the metadata and reports unanswered calls.
+func (v *sessionVerifier) finish() {
+	r := v.r
+	v.pairs.Finish(r)
+	m := v.meta
+	if m == nil {
+		r.AddProblem("meta", v.name, 0, "no readable metadata")
+		return
+	}
+	if v.lastSeq > m.LastSeq {
+		r.AddProblem("meta", v.name, 0, "last seq is %d, metadata says %d", v.lastSeq, m.LastSeq)
+	}
+	if v.total != m.Total {
+		r.AddProblem("meta", v.name, 0, "%d messages stored, metadata counts %d", v.total, m.Total)
+	}
+	v.epochList.Finish(r)
+	cur := v.epochs[m.Epoch]
+	if cur == nil {
+		cur = &epochTally{}
+	}
+	if cur.messages != m.Messages || cur.tokens != m.Tokens || cur.bytes != m.Bytes {
+		r.AddProblem("meta", v.name, 0, "current epoch %d holds %d messages, %d tokens, %d bytes; metadata says %d, %d, %d",
+			m.Epoch, cur.messages, cur.tokens, cur.bytes, m.Messages, m.Tokens, m.Bytes)
+	}
+	// The split by counter may leave out messages (written by a version
+	// that did not keep it), never add any.
+	split := 0
+	for _, c := range m.Counters {
+		split += c.Messages
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.Counters)) {
+		c, got := m.Counters[name], cur.counters[name]
+		if c.Messages > got.Messages || c.Tokens > got.Tokens || split == m.Messages && c != got {
+			r.AddProblem("meta", v.name, 0, "current epoch %d holds %d messages, %d tokens counted by %q; metadata says %d, %d",
+				m.Epoch, got.Messages, got.Tokens, name, c.Messages, c.Tokens)
+		}
+	}
+}
