@@ -25,11 +25,3 @@ func (s *Store) PurgeIf(ctx context.Context, session string, check func(SessionI
 	}
 	return err
 }
-
-// PurgeIf is Store.PurgeIf.
-func (h *Shared) PurgeIf(ctx context.Context, session string, check func(SessionInfo) error) error {
-	if err := h.check(); err != nil {
-		return err
-	}
-	return h.st.PurgeIf(ctx, session, check)
-}
