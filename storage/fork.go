@@ -114,20 +114,21 @@ func RewindsOf(ctx context.Context, e Engine, session string) ([]Rewound, error)
 	return out, nil
 }
 
-// cutItem is what checking a cut point needs of one message.
-type cutItem struct {
-	seq              uint64
-	calls, answering []string
+// CutItem is what checking a fork's or rewind's point needs of one
+// message: its seq, the tool calls it makes and those it answers.
+type CutItem struct {
+	Seq                uint64
+	CallIDs, ResultIDs []string
 }
 
 // validCuts reports, for each message of an epoch in order, whether the
 // epoch may be cut right after it: whether every tool call made at or
 // before it that the epoch answers at all is answered at or before it.
 // Calls never answered (an interrupted tail) do not hold a cut back.
-func validCuts(items []cutItem) []bool {
+func validCuts(items []CutItem) []bool {
 	callAt := map[string]int{}
 	for i, it := range items {
-		for _, id := range it.calls {
+		for _, id := range it.CallIDs {
 			if _, ok := callAt[id]; !ok {
 				callAt[id] = i
 			}
@@ -136,7 +137,7 @@ func validCuts(items []cutItem) []bool {
 	// open[i] counts the calls made at or before i answered after i.
 	delta := make([]int, len(items)+1)
 	for j, it := range items {
-		for _, id := range it.answering {
+		for _, id := range it.ResultIDs {
 			if i, ok := callAt[id]; ok && i < j {
 				delta[i]++
 				delta[j]--
@@ -154,11 +155,11 @@ func validCuts(items []cutItem) []bool {
 
 // checkCut refuses a cut after seq (which items holds) when it splits a
 // tool group, naming the nearest points that do not.
-func checkCut(session string, epoch uint64, items []cutItem, seq uint64) error {
+func checkCut(session string, epoch uint64, items []CutItem, seq uint64) error {
 	ok := validCuts(items)
 	at := -1
 	for i, it := range items {
-		if it.seq == seq {
+		if it.Seq == seq {
 			at = i
 			break
 		}
@@ -169,13 +170,13 @@ func checkCut(session string, epoch uint64, items []cutItem, seq uint64) error {
 	ce := &CutError{Session: session, Epoch: epoch, Seq: seq}
 	for i := at - 1; i >= 0; i-- {
 		if ok[i] {
-			ce.Before = items[i].seq
+			ce.Before = items[i].Seq
 			break
 		}
 	}
 	for i := at + 1; i < len(items); i++ {
 		if ok[i] {
-			ce.After = items[i].seq
+			ce.After = items[i].Seq
 			break
 		}
 	}
@@ -184,14 +185,14 @@ func checkCut(session string, epoch uint64, items []cutItem, seq uint64) error {
 
 // epochPrefix reads epoch of session: its messages up to seq upTo, whole,
 // and what checking a cut needs of all of them.
-func epochPrefix(ctx context.Context, e Engine, session string, epoch, upTo uint64) ([]Entry, []cutItem, error) {
+func epochPrefix(ctx context.Context, e Engine, session string, epoch, upTo uint64) ([]Entry, []CutItem, error) {
 	var kept []Entry
-	var items []cutItem
+	var items []CutItem
 	for ent, err := range e.EpochMessages(ctx, session, epoch, 0) {
 		if err != nil {
 			return nil, nil, err
 		}
-		items = append(items, cutItem{seq: ent.Seq, calls: ent.CallIDs, answering: ent.ResultIDs})
+		items = append(items, CutItem{Seq: ent.Seq, CallIDs: ent.CallIDs, ResultIDs: ent.ResultIDs})
 		if ent.Seq <= upTo {
 			kept = append(kept, ent)
 		}
@@ -227,6 +228,9 @@ type ForkReport struct {
 // an at outside src's current epoch with ErrNotFound. The copied messages
 // are held in memory.
 func Fork(ctx context.Context, e Engine, src, dst string, at uint64) (ForkReport, error) {
+	if f, ok := e.(Forker); ok {
+		return f.Fork(ctx, src, dst, at)
+	}
 	if err := CheckSession(dst); err != nil {
 		return ForkReport{}, err
 	}
@@ -251,55 +255,94 @@ func Fork(ctx context.Context, e Engine, src, dst string, at uint64) (ForkReport
 	return rep, nil
 }
 
+// ForkPlan is what a fork copies and stores, as PlanFork works it out: an
+// engine's own Fork (Forker) copies the messages of epoch Source.Epoch
+// with seqs Source.EpochStartSeq to Last, and stores Derived with them.
+type ForkPlan struct {
+	// Source is the forked session as read; Last the last seq copied.
+	Source SessionInfo
+	Last   uint64
+	// Messages is how many messages the copy holds.
+	Messages int
+	Lineage  Lineage
+	// Derived are the records to store with the copy: those carried over
+	// from Source (the first Carried), then the lineage record.
+	Derived []Derived
+	Carried int
+}
+
+// PlanFork checks a fork of info's session (as just read) at seq at (0:
+// the whole current epoch) against items, every message of its current
+// epoch in order, and works out what the fork stores, for an engine's own
+// Fork. Its errors are Fork's: a *CutError, ErrNotFound.
+func PlanFork(ctx context.Context, e Engine, info SessionInfo, at uint64, items []CutItem) (ForkPlan, error) {
+	src := info.Name
+	if info.Messages == 0 {
+		return ForkPlan{}, fmt.Errorf("fork %q: its current epoch %d holds no messages: %w", src, info.Epoch, ErrNotFound)
+	}
+	if at == 0 {
+		at = info.LastSeq
+	}
+	if at < info.EpochStartSeq || at > info.LastSeq {
+		return ForkPlan{}, fmt.Errorf("fork %q at seq %d: %w: its current epoch %d holds seqs %d to %d",
+			src, at, ErrNotFound, info.Epoch, info.EpochStartSeq, info.LastSeq)
+	}
+	n := 0
+	for _, it := range items {
+		if it.Seq <= at {
+			n++
+		}
+	}
+	if n == 0 {
+		return ForkPlan{}, fmt.Errorf("fork %q at seq %d: %w: epoch %d holds no message up to it (cleared or purged meanwhile?)", src, at, ErrNotFound, info.Epoch)
+	}
+	if err := checkCut(src, info.Epoch, items, at); err != nil {
+		return ForkPlan{}, fmt.Errorf("fork: %w", err)
+	}
+	last := items[n-1].Seq
+	lin := Lineage{Parent: src, Epoch: info.Epoch, Seq: last, Time: time.Now().UTC()}
+	derived, err := carried(ctx, e, src, info, last)
+	if err != nil {
+		return ForkPlan{}, fmt.Errorf("fork %q: %w", src, err)
+	}
+	lv, err := json.Marshal(lin)
+	if err != nil {
+		return ForkPlan{}, err
+	}
+	plan := ForkPlan{Source: info, Last: last, Messages: n, Lineage: lin, Carried: len(derived)}
+	plan.Derived = append(derived, Derived{Kind: KindLineage, Key: LineageKey, Value: lv})
+	return plan, nil
+}
+
 // forkImport reads what Fork imports as dst.
 func forkImport(ctx context.Context, e Engine, src, dst string, at uint64) (SessionImport, ForkReport, error) {
 	info, err := e.Session(ctx, src)
 	if err != nil {
 		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q: %w", src, err)
 	}
-	if info.Messages == 0 {
-		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q: its current epoch %d holds no messages: %w", src, info.Epoch, ErrNotFound)
+	upTo := at
+	if upTo == 0 {
+		upTo = info.LastSeq
 	}
-	if at == 0 {
-		at = info.LastSeq
-	}
-	if at < info.EpochStartSeq || at > info.LastSeq {
-		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q at seq %d: %w: its current epoch %d holds seqs %d to %d",
-			src, at, ErrNotFound, info.Epoch, info.EpochStartSeq, info.LastSeq)
-	}
-	kept, items, err := epochPrefix(ctx, e, src, info.Epoch, at)
+	kept, items, err := epochPrefix(ctx, e, src, info.Epoch, upTo)
 	if err != nil {
 		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q: %w", src, err)
 	}
-	if len(kept) == 0 {
-		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q at seq %d: %w: epoch %d holds no message up to it (cleared or purged meanwhile?)", src, at, ErrNotFound, info.Epoch)
-	}
-	if err := checkCut(src, info.Epoch, items, at); err != nil {
-		return SessionImport{}, ForkReport{}, fmt.Errorf("fork: %w", err)
-	}
-	last := kept[len(kept)-1].Seq
-	now := time.Now().UTC()
-	lin := Lineage{Parent: src, Epoch: info.Epoch, Seq: last, Time: now}
-	derived, err := carried(ctx, e, src, info, last)
-	if err != nil {
-		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q: %w", src, err)
-	}
-	lv, err := json.Marshal(lin)
+	plan, err := PlanFork(ctx, e, info, at, items)
 	if err != nil {
 		return SessionImport{}, ForkReport{}, err
 	}
-	carriedN := len(derived)
-	derived = append(derived, Derived{Kind: KindLineage, Key: LineageKey, Value: lv})
 	for i := range kept {
 		kept[i].Session = dst
 	}
-	ep := EpochInfo{Epoch: info.Epoch, FirstSeq: info.EpochStartSeq, LastSeq: last, Messages: len(kept), Started: now}
+	now := plan.Lineage.Time
+	ep := EpochInfo{Epoch: info.Epoch, FirstSeq: info.EpochStartSeq, LastSeq: plan.Last, Messages: len(kept), Started: now}
 	imp := SessionImport{
 		Info: SessionInfo{Name: dst, Created: now, Updated: now, Epoch: info.Epoch, EpochStartSeq: info.EpochStartSeq,
-			LastSeq: last, Epochs: []EpochInfo{ep}},
-		Entries: kept, Derived: derived,
+			LastSeq: plan.Last, Epochs: []EpochInfo{ep}},
+		Entries: kept, Derived: plan.Derived,
 	}
-	return imp, ForkReport{Lineage: lin, Messages: len(kept), Derived: carriedN}, nil
+	return imp, ForkReport{Lineage: plan.Lineage, Messages: len(kept), Derived: plan.Carried}, nil
 }
 
 // importWhole imports one session with its derived records: in one
@@ -464,4 +507,12 @@ func epochOf(info SessionInfo, seq uint64) (EpochInfo, error) {
 		return ep, nil
 	}
 	return EpochInfo{}, fmt.Errorf("session %q seq %d: %w: the session holds seqs up to %d", info.Name, seq, ErrNotFound, info.LastSeq)
+}
+
+// Forker is implemented by engines that copy a fork's messages without
+// handing them to the program and back. Fork uses it.
+type Forker interface {
+	// Fork is the Fork function of this package for this engine: it
+	// works the fork out with PlanFork and stores it in one transaction.
+	Fork(ctx context.Context, src, dst string, at uint64) (ForkReport, error)
 }

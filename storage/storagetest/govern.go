@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,7 +27,9 @@ func governSession(t *testing.T, e storage.Engine) (s0 uint64) {
 	if _, err := e.Clear(ctx, "src"); err != nil {
 		t.Fatal(err)
 	}
-	s0, _ = appendOK(t, e, "src", text("system", "rules"), msg(t, odd), call("c1"), result("c1"),
+	counted := msg(t, odd)
+	counted.Counter = "o200k_base/1"
+	s0, _ = appendOK(t, e, "src", text("system", "rules"), counted, call("c1"), result("c1"),
 		text("assistant", "done"), text("user", "next"))
 	return s0
 }
@@ -96,6 +99,30 @@ func testFork(t *testing.T, open Opener) {
 		t.Errorf("fork's metadata %+v: want 5 messages up to seq %d, its own title, one epoch", pinfo, s0+4)
 	}
 
+	// The fork's metadata is what its messages make: Verify checks it
+	// against them, on both engines' paths.
+	if vr, err := storage.Verify(ctx, e); err != nil || !vr.OK() {
+		t.Fatalf("verify after forks: %+v, %v", vr, err)
+	}
+	var tokens int
+	var bytes_ int64
+	for _, ent := range got {
+		tokens += ent.Tokens
+		bytes_ += int64(len(ent.Raw))
+	}
+	if pinfo.Tokens != tokens || pinfo.Bytes != bytes_ || !slices.Equal(pinfo.PinnedSeqs, []uint64{s0}) || pinfo.FirstUserSeq != s0+1 {
+		t.Errorf("fork's counts: tokens %d bytes %d pinned %v first user %d; want %d, %d, [%d], %d",
+			pinfo.Tokens, pinfo.Bytes, pinfo.PinnedSeqs, pinfo.FirstUserSeq, tokens, bytes_, s0, s0+1)
+	}
+
+	// A search finds the fork's messages as it finds any appended.
+	if sr, ok := e.(storage.Searcher); ok {
+		res, err := sr.Search(ctx, storage.SearchRequest{Query: "rules", Sessions: []string{"part"}})
+		if err != nil || len(res.Hits) != 1 || res.Hits[0].Seq != s0 {
+			t.Errorf("search of the fork: %+v, %v; want its seq %d", res.Hits, err, s0)
+		}
+	}
+
 	// Isolation: each goes on alone.
 	appendOK(t, e, "part", text("user", "only in the fork"))
 	appendOK(t, e, "src", text("user", "only in the parent"))
@@ -135,7 +162,8 @@ func sameEntries(t *testing.T, want, got []storage.Entry) {
 	}
 	for i := range want {
 		w, g := want[i], got[i]
-		if g.Seq != w.Seq || g.Epoch != w.Epoch || !g.Time.Equal(w.Time) || g.Tokens != w.Tokens || g.Role != w.Role || !bytes.Equal(g.Raw, w.Raw) {
+		if g.Seq != w.Seq || g.Epoch != w.Epoch || !g.Time.Equal(w.Time) || g.Tokens != w.Tokens || g.Counter != w.Counter ||
+			g.Role != w.Role || !bytes.Equal(g.Raw, w.Raw) {
 			t.Fatalf("message %d = seq %d epoch %d %s %q, want seq %d epoch %d %s %q", i, g.Seq, g.Epoch, g.Time, g.Raw, w.Seq, w.Epoch, w.Time, w.Raw)
 		}
 	}
