@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -246,8 +247,14 @@ func TestCompactFileFailuresAndPaths(t *testing.T) {
 				err = cmd.Wait()
 			}
 			after, _ := os.Stat(e.db)
+			var exit *exec.ExitError
 			if err == nil {
 				t.Log("compact-file finished before SIGINT arrived")
+			} else if errors.As(err, &exit) && !exit.Exited() && os.SameFile(before, after) {
+				// On a busy machine the signal can arrive before the
+				// command installed its handler: it dies of it, and the
+				// file must still be the one it was.
+				t.Log("SIGINT arrived before compact-file handled signals")
 			} else if !os.SameFile(before, after) || !strings.Contains(stderr.String(), "unchanged") {
 				t.Errorf("interrupted compact-file: %v, replaced %v, stderr:\n%s", err, !os.SameFile(before, after), stderr.String())
 			} else {

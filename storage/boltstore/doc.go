@@ -19,6 +19,13 @@
 // ([Shrink]), and backs up and restores a file ([Store.Backup],
 // [Restore]).
 //
+// Its parts are packages of their own under internal/: the write-ahead
+// log's format (wal), the file layout (layout), the bbolt page reader
+// (boltpage), lock waiting (filelock), salvage, the page-by-page check
+// (verify), operations on files no Store has open (fileops), the registry
+// behind OpenShared (sharing) and Watch's directory watch (filewatch);
+// docs/architecture.md maps them.
+//
 // docs/engines.md describes the guarantees (durability, atomicity,
 // conditional writes, damage never crashing the process), the write-ahead
 // log, sharing a file between processes and the group commit;

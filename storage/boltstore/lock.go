@@ -265,7 +265,7 @@ func (s *Store) lockCurrentInode(block bool) (*os.File, error) {
 		how |= syscall.LOCK_NB
 	}
 	for {
-		f, err := os.OpenFile(s.path, flag, fileMode)
+		f, err := filelock.Open(s.path, flag, fileMode)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", s.path, err)
 		}

@@ -95,9 +95,6 @@ func (salvageEngine) Create(path string) (salvage.Target, error) {
 	return st, nil
 }
 
-// LogPath is the store file's log.
-func (salvageEngine) LogPath(path string) string { return LogPath(path) }
-
 // Adopt gives the salvaged copy at path the source's identity (when a is
 // not nil) and owner.
 func (salvageEngine) Adopt(path string, a *wal.Applied, like os.FileInfo) error {

@@ -58,7 +58,7 @@ func TestOpenSharedSymlinkSwap(t *testing.T) {
 			}
 			// a.db is still open in this process: a new open of it shares
 			// that Store, not a second one.
-			if again := openShared(t, a, Options{}); again.file.st != viaFile.file.st {
+			if again := openShared(t, a, Options{}); again.file.Value != viaFile.file.Value {
 				t.Errorf("an open of a.db after the swap got a Store of its own while a.db's is open")
 			}
 			if err := viaFile.Close(); err != nil {
@@ -103,13 +103,13 @@ func TestOpenSharedRelativePathChdir(t *testing.T) {
 		t.Fatalf("append after chdir: %v", err)
 	}
 	other := openShared(t, "ctx.db", Options{})
-	if other.file.st == h.file.st {
+	if other.file.Value == h.file.Value {
 		t.Fatal("ctx.db of dir2 shares the Store of dir1's")
 	}
 	if _, err := other.Session(ctx, "s"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("dir2's ctx.db: session s: %v, want ErrNotFound", err)
 	}
-	if got := textsOf(t, h.file.st, "s"); !slices.Equal(got, []string{"in dir1", "in dir1 too"}) {
+	if got := textsOf(t, h.file.Value, "s"); !slices.Equal(got, []string{"in dir1", "in dir1 too"}) {
 		t.Fatalf("dir1's ctx.db holds %q", got)
 	}
 }

@@ -34,12 +34,7 @@ func sharedUsers(t testing.TB, path string, readOnly bool) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	openFiles.mu.Lock()
-	defer openFiles.mu.Unlock()
-	if f := openFiles.find(id, readOnly); f != nil {
-		return f.users
-	}
-	return 0
+	return openFiles.Users(id, readOnly)
 }
 
 // TestConformanceShared runs the engine conformance suite on handles of
@@ -88,7 +83,7 @@ func TestOpenSharedOneStore(t *testing.T) {
 			a := openShared(t, path, Options{})
 			other := tc.other(t, dir, path)
 			b := openShared(t, other, Options{})
-			if a.file.st != b.file.st {
+			if a.file.Value != b.file.Value {
 				t.Fatalf("%s and %s: two Stores, want one", path, other)
 			}
 			if n := sharedUsers(t, path, false); n != 2 {
@@ -100,13 +95,13 @@ func TestOpenSharedOneStore(t *testing.T) {
 			if _, _, err := a.Append(ctx, "s", text("user", "from a")); err != nil {
 				t.Fatal(err)
 			}
-			if got := textsOf(t, b.file.st, "s"); !slices.Equal(got, []string{"from a"}) {
+			if got := textsOf(t, b.file.Value, "s"); !slices.Equal(got, []string{"from a"}) {
 				t.Fatalf("b sees %q right after a's append", got)
 			}
 			if _, _, err := b.Append(ctx, "s", text("user", "from b")); err != nil {
 				t.Fatal(err)
 			}
-			if got := textsOf(t, a.file.st, "s"); !slices.Equal(got, []string{"from a", "from b"}) {
+			if got := textsOf(t, a.file.Value, "s"); !slices.Equal(got, []string{"from a", "from b"}) {
 				t.Fatalf("a sees %q right after b's append", got)
 			}
 
@@ -122,7 +117,7 @@ func TestOpenSharedOneStore(t *testing.T) {
 			if _, _, err := b.Append(ctx, "s", text("user", "b goes on")); err != nil {
 				t.Fatalf("b after a's Close: %v", err)
 			}
-			if got := textsOf(t, b.file.st, "s"); len(got) != 3 {
+			if got := textsOf(t, b.file.Value, "s"); len(got) != 3 {
 				t.Fatalf("b reads %q", got)
 			}
 			if err := b.Close(); err != nil {
@@ -131,15 +126,15 @@ func TestOpenSharedOneStore(t *testing.T) {
 			if n := sharedUsers(t, path, false); n != 0 {
 				t.Fatalf("users after the last Close = %d", n)
 			}
-			if _, err := b.file.st.Session(ctx, "s"); !errors.Is(err, ErrClosed) {
+			if _, err := b.file.Value.Session(ctx, "s"); !errors.Is(err, ErrClosed) {
 				t.Fatalf("the Store after the last Close: %v, want ErrClosed", err)
 			}
 			// Opened again, the file is a new Store holding everything.
 			c := openShared(t, other, Options{})
-			if c.file.st == b.file.st {
+			if c.file.Value == b.file.Value {
 				t.Fatal("reopened the closed Store")
 			}
-			if got := textsOf(t, c.file.st, "s"); !slices.Equal(got, []string{"from a", "from b", "b goes on"}) {
+			if got := textsOf(t, c.file.Value, "s"); !slices.Equal(got, []string{"from a", "from b", "b goes on"}) {
 				t.Fatalf("reopened: %q", got)
 			}
 		})
@@ -185,7 +180,7 @@ func TestOpenSharedOptions(t *testing.T) {
 				if n := sharedUsers(t, path, tc.first.ReadOnly); n != 1 {
 					t.Fatalf("users after the refused open = %d", n)
 				}
-				if got := textsOf(t, a.file.st, "s"); len(got) != 1 {
+				if got := textsOf(t, a.file.Value, "s"); len(got) != 1 {
 					t.Fatalf("the open handle reads %q", got)
 				}
 				return
@@ -194,21 +189,21 @@ func TestOpenSharedOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			if (a.file.st == b.file.st) != tc.shared {
-				t.Fatalf("shared = %v, want %v", a.file.st == b.file.st, tc.shared)
+			if (a.file.Value == b.file.Value) != tc.shared {
+				t.Fatalf("shared = %v, want %v", a.file.Value == b.file.Value, tc.shared)
 			}
 			// Each keeps its promise: a read-only handle writes nothing and
 			// sees the writable one's appends.
 			for _, h := range []*Shared{a, b} {
 				_, _, err := h.Append(ctx, "s", text("user", "write"))
-				if h.file.st.opts.ReadOnly != errors.Is(err, ErrReadOnly) {
-					t.Fatalf("append through a handle opened with %+v: %v", h.file.st.opts, err)
+				if h.file.Value.opts.ReadOnly != errors.Is(err, ErrReadOnly) {
+					t.Fatalf("append through a handle opened with %+v: %v", h.file.Value.opts, err)
 				}
 			}
 			want := 1 + btoi(!tc.first.ReadOnly) + btoi(!tc.second.ReadOnly)
 			for _, h := range []*Shared{a, b} {
-				if got := textsOf(t, h.file.st, "s"); len(got) != want {
-					t.Fatalf("%+v reads %q, want %d messages", h.file.st.opts, got, want)
+				if got := textsOf(t, h.file.Value, "s"); len(got) != want {
+					t.Fatalf("%+v reads %q, want %d messages", h.file.Value.opts, got, want)
 				}
 			}
 		})
@@ -260,7 +255,7 @@ func TestOpenSharedCreateRace(t *testing.T) {
 			t.Fatal(errs[i])
 		}
 		defer hs[i].Close()
-		if hs[i].file.st != hs[0].file.st {
+		if hs[i].file.Value != hs[0].file.Value {
 			t.Fatalf("handle %d has a Store of its own", i)
 		}
 	}
@@ -304,9 +299,7 @@ func TestOpenSharedCloseRace(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	openFiles.mu.Lock()
-	left := len(openFiles.files)
-	openFiles.mu.Unlock()
+	left := openFiles.Len()
 	if left != 0 {
 		t.Fatalf("%d files left in the registry", left)
 	}
@@ -341,13 +334,13 @@ func TestOpenSharedRenamedAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := openShared(t, moved, Options{})
-	if b.file.st == a.file.st {
+	if b.file.Value == a.file.Value {
 		t.Fatal("the moved file shares the Store of its old name")
 	}
 	if _, _, err := b.Append(ctx, "s", text("user", "after the move")); err != nil {
 		t.Fatal(err)
 	}
-	if got := textsOf(t, b.file.st, "s"); !slices.Equal(got, []string{"before the move", "after the move"}) {
+	if got := textsOf(t, b.file.Value, "s"); !slices.Equal(got, []string{"before the move", "after the move"}) {
 		t.Fatalf("moved file holds %q", got)
 	}
 }

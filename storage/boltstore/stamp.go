@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"fmt"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"os"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
@@ -93,7 +94,7 @@ func (s *Store) heldOpen(k fileKey) (uint64, *os.File) {
 func (s *Store) readTxid(k fileKey) (fileKey, uint64, error) {
 	if s.metaF == nil || s.metaKey != k {
 		s.closeMetaF()
-		f, err := os.Open(s.path)
+		f, err := filelock.Open(s.path, os.O_RDONLY, 0)
 		if err != nil {
 			return fileKey{}, 0, fmt.Errorf("store %s: %w", s.path, err)
 		}

@@ -348,7 +348,7 @@ func (bf *File) Freelist() ([]uint64, error) {
 // Open opens path read-only and reads its meta pages. It does not check the
 // meta against the file: callers decide how much damage they tolerate.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, err := filelock.Open(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

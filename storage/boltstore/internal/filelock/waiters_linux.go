@@ -48,7 +48,7 @@ const presenceAt = 1
 // HoldPresence marks the file at path as open by one more Store until the
 // returned descriptor is closed; nil if it cannot.
 func HoldPresence(path string) *os.File {
-	f, err := os.Open(path)
+	f, err := Open(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil
 	}
@@ -62,7 +62,7 @@ func HoldPresence(path string) *os.File {
 // OthersPresent reports whether another Store holds the file at path open;
 // when it cannot tell, it says no, so that Close applies the log.
 func OthersPresent(path string) bool {
-	f, err := os.Open(path)
+	f, err := Open(path, os.O_RDONLY, 0)
 	if err != nil {
 		return false
 	}

@@ -6,8 +6,8 @@
 // it is no second writer of the file format.
 //
 // The engine asks for a salvage with Run, handing it an Engine: how to
-// create the new store, where a file's log lies, and how the finished copy
-// takes on the source's identity. The report (Report) says what was
+// create the new store, and how the finished copy takes on the source's
+// identity. The report (Report) says what was
 // recovered, skipped and missing, session by session.
 //
 // docs/architecture.md places it among the engine's rooms;

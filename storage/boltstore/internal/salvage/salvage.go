@@ -20,13 +20,11 @@ import (
 )
 
 // Engine is what a salvage asks of the engine whose files it rescues: a
-// fresh store to import into, where a file's log lies, and how a finished
-// copy becomes the same database as its source.
+// fresh store to import into, and how a finished copy becomes the same
+// database as its source.
 type Engine interface {
 	// Create opens a new store on the empty file at path.
 	Create(path string) (Target, error)
-	// LogPath is where the write-ahead log of the store file at path lies.
-	LogPath(path string) string
 	// Adopt prepares the closed copy at path to replace its source: it
 	// records a (when not nil) as the copy's identity and how far its log
 	// is applied, and gives it the owner of like.
@@ -74,7 +72,7 @@ func Run(ctx context.Context, src, dst string, eng Engine, opts Options) (*Repor
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("salvage %s: is a directory, not a store file", src)
 	}
-	logPath := eng.LogPath(src)
+	logPath := wal.LogPath(src)
 	lf, err := os.Open(logPath)
 	switch {
 	case errors.Is(err, os.ErrNotExist):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
 
 // write imports every session found into a temporary file, which becomes dst
@@ -29,7 +30,7 @@ func (sv *salvaged) write(ctx context.Context, eng Engine, dst string, r *Report
 	f.Close()
 	defer os.Remove(tmp) // after the link below, only the temporary name goes
 	// The copy's own log: closed, the copy holds everything by itself.
-	defer os.Remove(eng.LogPath(tmp))
+	defer os.Remove(wal.LogPath(tmp))
 	st, err := eng.Create(tmp)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", dst, err)

@@ -219,11 +219,11 @@ func (l *Log) openFile() (*os.File, error) {
 	if l.opts.ReadOnly {
 		flag = os.O_RDONLY
 	}
-	f, err := os.OpenFile(l.path, flag|syscall.O_NOFOLLOW, 0)
+	f, err := filelock.Open(l.path, flag|syscall.O_NOFOLLOW, 0)
 	if !errors.Is(err, os.ErrNotExist) || l.opts.ReadOnly {
 		return f, err
 	}
-	f, err = os.OpenFile(l.path, flag|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, l.opts.Mode())
+	f, err = filelock.Open(l.path, flag|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, l.opts.Mode())
 	if err == nil && l.opts.Created != nil {
 		if oerr := l.opts.Created(f); oerr != nil {
 			f.Close()
@@ -232,7 +232,7 @@ func (l *Log) openFile() (*os.File, error) {
 	}
 	if errors.Is(err, os.ErrExist) {
 		// Another process created it meanwhile.
-		f, err = os.OpenFile(l.path, flag|syscall.O_NOFOLLOW, 0)
+		f, err = filelock.Open(l.path, flag|syscall.O_NOFOLLOW, 0)
 	}
 	return f, err
 }
@@ -284,7 +284,7 @@ func (l *Log) flock(ctx context.Context, f *os.File, how int) (heldLock, error) 
 			w = &l.wait[1]
 		}
 		g, err := w.Wait(ctx, timer.C, func() (*os.File, error) {
-			g, err := os.OpenFile(l.path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+			g, err := filelock.Open(l.path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 			if err != nil {
 				return nil, err
 			}

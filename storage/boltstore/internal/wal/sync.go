@@ -48,8 +48,13 @@ func MarkSynced(f *os.File, end int64, synced, syncing uint64) {
 	if synced >= uint64(end) {
 		return
 	}
-	WriteWord(f, SyncedAt, uint64(end))
-	if syncing < uint64(end) {
-		WriteWord(f, SyncingAt, uint64(end))
+	if syncing >= uint64(end) {
+		WriteWord(f, SyncedAt, uint64(end))
+		return
 	}
+	// The two words are side by side: one write sets both.
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(end))
+	binary.LittleEndian.PutUint64(b[SyncingAt-SyncedAt:], uint64(end))
+	_, _ = f.WriteAt(b[:], SyncedAt)
 }
