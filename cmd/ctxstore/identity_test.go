@@ -551,3 +551,42 @@ func TestPostgresBackupIsAnExport(t *testing.T) {
 		t.Fatalf("the backup imported elsewhere differs:\n%s\n---\n%s", a, b)
 	}
 }
+
+// A file the previous release (main at 761b3f5, format 2) wrote: commands
+// that only read refuse it, saying how to upgrade it; shrink upgrades it
+// and its export is then byte for byte what the previous release exported;
+// and the previous release refuses the upgraded file, naming the version
+// it would need.
+func TestUpgradeFromPreviousBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the previous release")
+	}
+	old := buildOld(t, "761b3f5")
+	e := newEnv(t)
+	runOld := func(stdin string, args ...string) (string, error) {
+		c := exec.Command(old, args...)
+		c.Env = e.vars
+		c.Stdin = strings.NewReader(stdin)
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	for _, args := range [][]string{{"add", "s"}, {"add", "t"}, {"clear", "t"}, {"add", "t"}, {"add", "u"}, {"purge", "--yes", "u"}} {
+		if out, err := runOld(conversation, args...); err != nil {
+			t.Fatalf("previous release %v: %v: %s", args, err, out)
+		}
+	}
+	want, err := runOld("", "export")
+	if err != nil || !strings.Contains(want, `"type":"message"`) {
+		t.Fatalf("previous release's export: %v: %s", err, want)
+	}
+	e.fail(1, "", []string{"ls"}, "older format", "shrink")
+	e.ok("", "shrink")
+	if got := e.ok("", "export").stdout; got != want {
+		t.Errorf("export after the upgrade differs from the previous release's:\n%s\n---\n%s", got, want)
+	}
+	e.ok(conversation, "add", "u") // after its tombstone
+	out, err := runOld("", "ls")
+	if wantMsg := fmt.Sprintf("file format version %d; this ctxstore reads up to version 2", boltstore.FormatVersion); err == nil || !strings.Contains(out, wantMsg) {
+		t.Errorf("previous release on the upgraded file: %v: %s", err, out)
+	}
+}

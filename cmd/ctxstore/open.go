@@ -13,6 +13,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/internal/pgdsn"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/storage/pgstore"
 )
 
@@ -231,6 +232,9 @@ func explain(path, session string, err error) error {
 		return withSentinel(fmt.Errorf("session %q not found in %s (see: ctxstore --db %s ls)", session, path, shellQuote(path)), storage.ErrNotFound)
 	case errors.Is(err, storage.ErrNewerFormat):
 		return fmt.Errorf("%w; this is ctxstore %s, and nothing was changed", err, buildVersion())
+	case errors.Is(err, boltstore.ErrNeedsUpgrade):
+		return fmt.Errorf("%w\nupgrade it once with: ctxstore --db %s shrink (any command that writes to it upgrades it too; ctxstore builds from before the upgrade cannot open it afterwards)",
+			err, shellQuote(path))
 	case errors.Is(err, storage.ErrMoved):
 		return fmt.Errorf("%s changed under this command: %w", path, err)
 	case errors.Is(err, fs.ErrPermission):

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 func shrinkCommand() *command {
@@ -43,6 +45,10 @@ open the whole time (not ctxstore's way) makes shrink fail with a
 "held by another process" error instead. A symlinked database has its
 target replaced; the copy keeps the file's mode and owner.
 
+A file of an older format (ctxstore builds before the flat layout of
+format 3) is upgraded by shrink, and by the first command that writes to
+it; commands that only read refuse it until then.
+
 Ctrl-C or a failed write (a full disk) leaves the database and OUT as they
 were, with exit status 1; a copy left by a killed run is removed by the
 next one.`,
@@ -58,6 +64,14 @@ next one.`,
 			// Verify first: bbolt faults fatally (not a recoverable panic)
 			// on some damaged pages, and copying damage helps nobody.
 			st, err := a.open(ctx, readOnly)
+			if errors.Is(err, boltstore.ErrNeedsUpgrade) {
+				// A file of an older format: opening it for writing
+				// upgrades it (into a packed copy, the shrink's own way).
+				if st, err = a.open(ctx, writeExisting); err == nil {
+					st.Close()
+					st, err = a.open(ctx, readOnly)
+				}
+			}
 			if err != nil {
 				return err
 			}

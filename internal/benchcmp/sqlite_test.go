@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,13 +217,30 @@ func child(b *testing.B, what, path string) (time.Duration, int64) {
 	if err != nil {
 		b.Fatalf("%s: %v\n%s", what, err, out)
 	}
-	var ns int64
+	var ns, hwm int64
 	var count int
-	if _, err := fmt.Sscanf(string(out), "listed %d in %d", &count, &ns); err != nil {
+	if _, err := fmt.Sscanf(string(out), "listed %d in %d, peak resident %d", &count, &ns, &hwm); err != nil {
 		b.Fatalf("%s: %q", what, out)
 	}
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return time.Duration(ns), ru.Maxrss * 1024
+	return time.Duration(ns), hwm
+}
+
+// peakResident is this process's peak resident memory in bytes (VmHWM).
+// The rusage of a child is no measure of it: Linux keeps the maximum
+// across execve, so a child started by a large parent reports the
+// parent's.
+func peakResident() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if kb, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+			return n * 1024
+		}
+	}
+	return 0
 }
 
 // TestChild is the child of child; it does nothing in a plain test run.
@@ -268,5 +285,6 @@ func TestChild(t *testing.T) {
 		rows.Close()
 		db.Close()
 	}
-	fmt.Printf("listed %d in %d\n", count, time.Since(t0).Nanoseconds())
+	took := time.Since(t0)
+	fmt.Printf("listed %d in %d, peak resident %d\n", count, took.Nanoseconds(), peakResident())
 }

@@ -20,7 +20,14 @@ const AbandonedAfter = time.Minute
 // path><suffix>*" beside path that are older than AbandonedAfter (a younger
 // one may be another process's write in progress). Best effort: a leftover
 // costs disk space, nothing else.
-func RemoveAbandoned(path, suffix string) {
+func RemoveAbandoned(path, suffix string) { removeOlder(path, suffix, AbandonedAfter) }
+
+// RemoveAll deletes every temporary file named ".<base of path><suffix>*"
+// beside path, however young: for a caller that holds the locks any writer
+// of such a file takes, so that none is being written.
+func RemoveAll(path, suffix string) { removeOlder(path, suffix, 0) }
+
+func removeOlder(path, suffix string, age time.Duration) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -28,7 +35,7 @@ func RemoveAbandoned(path, suffix string) {
 	names, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+suffix+"*"))
 	for _, name := range names {
 		fi, err := os.Lstat(name)
-		if err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > AbandonedAfter {
+		if err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) >= age {
 			_ = os.Remove(name)
 		}
 	}

@@ -78,7 +78,7 @@ func appendTx(session string, recs []Record, check func(SessionInfo) error, firs
 			return reject(err)
 		}
 		meta := &ws.meta
-		msgs, err := msgsBucket(ws.bucket, true)
+		msgs, err := w.msgsOf(ws)
 		if err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ func appendTx(session string, recs []Record, check func(SessionInfo) error, firs
 	}
 }
 
-func putEnvelope(msgs *bbolt.Bucket, env *layout.Envelope) error {
+func putEnvelope(msgs *layout.Msgs, env *layout.Envelope) error {
 	v, err := layout.EncodeEnvelope(env)
 	if err != nil {
 		return err
@@ -213,19 +213,17 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 		case epoch == meta.Epoch:
 			return reject(fmt.Errorf("store: session %q: epoch %d: %w", session, epoch, ErrCurrentEpoch))
 		}
-		msgs, err := msgsBucket(ws.bucket, false)
+		msgs, err := w.msgsOf(ws)
 		if err != nil {
 			return reject(err)
 		}
 		var keys [][]byte
-		if msgs != nil {
-			c := msgs.Cursor()
-			for k, _ := c.Seek(layout.SeqKey(em.First)); k != nil; k, _ = c.Next() {
-				if seq, ok := layout.KeySeq(k); !ok || seq > em.Last {
-					break
-				}
-				keys = append(keys, k)
+		c := msgs.Cursor()
+		for k, _ := c.Seek(layout.SeqKey(em.First)); k != nil; k, _ = c.Next() {
+			if seq, ok := layout.KeySeq(k); !ok || seq > em.Last {
+				break
 			}
+			keys = append(keys, k)
 		}
 		for _, k := range keys {
 			if err := msgs.Delete(k); err != nil {
@@ -244,64 +242,79 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 	return err
 }
 
-// sessionsBucket returns the top-level bucket of sessions. A read-only
-// store on a file no writer has initialised has none: it reads as empty.
-func sessionsBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
-	b := tx.Bucket([]byte(layout.BucketSessions))
+// namesBucket returns the bucket of session records. A read-only store on
+// a file no writer has initialised has none: it reads as empty.
+func namesBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
+	b := tx.Bucket([]byte(layout.BucketNames))
 	if b == nil {
-		if err := boltpage.TxLookupDamage(tx, layout.BucketSessions); err != nil {
+		if err := boltpage.TxLookupDamage(tx, layout.BucketNames); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("store: %w: no %q bucket", ErrNotFound, layout.BucketSessions)
+		return nil, fmt.Errorf("store: %w: no %q bucket", ErrNotFound, layout.BucketNames)
 	}
+	b.FillPercent = layout.MsgsFillPercent
 	return b, nil
 }
 
-// getSession returns the bucket and metadata of an existing session.
-func getSession(tx *bbolt.Tx, name string) (*bbolt.Bucket, layout.Meta, error) {
-	sessions, err := sessionsBucket(tx)
+// getSession returns the number and metadata of an existing session.
+func getSession(tx *bbolt.Tx, name string) (uint64, layout.Meta, error) {
+	return lookupSession(tx, name, func(keys ...string) error { return boltpage.TxLookupDamage(tx, keys...) })
+}
+
+// lookupSession is getSession checking a lookup that came up empty with
+// damage (boltpage.LookupDamage's check), so that a missing session is
+// believed only of sound pages.
+func lookupSession(tx *bbolt.Tx, name string, damage func(keys ...string) error) (uint64, layout.Meta, error) {
+	names, err := namesBucket(tx)
 	if errors.Is(err, ErrCorrupt) {
-		return nil, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, err)
+		return 0, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, err)
 	}
 	if err != nil {
-		return nil, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+		return 0, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
 	}
-	sb := sessions.Bucket([]byte(name))
-	if sb == nil {
-		if err := boltpage.TxLookupDamage(tx, layout.BucketSessions, name); err != nil {
-			return nil, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, err)
+	v := names.Get([]byte(name))
+	if v == nil {
+		if err := damage(layout.BucketNames, name); err != nil {
+			return 0, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, err)
 		}
-		return nil, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
+		return 0, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, ErrNotFound)
 	}
-	meta, err := layout.DecodeMeta(sb.Get([]byte(layout.KeyMeta)))
+	id, meta, err := layout.DecodeRecord(v)
 	if err != nil {
-		return nil, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, err)
+		return 0, layout.Meta{}, fmt.Errorf("store: session %q: %w", name, err)
 	}
-	return sb, meta, nil
+	return id, meta, nil
 }
 
-// msgsBucket returns the session's message bucket (nil if absent and not
-// create), set up for append-only use.
-func msgsBucket(sb *bbolt.Bucket, create bool) (*bbolt.Bucket, error) {
-	b := sb.Bucket([]byte(layout.BucketMsgs))
-	if b == nil && create {
-		var err error
-		if b, err = sb.CreateBucket([]byte(layout.BucketMsgs)); err != nil {
-			return nil, err
-		}
+// sessionMsgs returns the messages of the session numbered id, or nil on
+// a file no writer has initialised.
+func sessionMsgs(tx *bbolt.Tx, id uint64) *layout.Msgs {
+	b := tx.Bucket([]byte(layout.BucketMessages))
+	if b == nil {
+		return nil
 	}
-	if b != nil {
-		b.FillPercent = layout.MsgsFillPercent
-	}
-	return b, nil
+	return layout.SessionMsgs(b, id)
 }
 
-func putMeta(sb *bbolt.Bucket, name string, meta *layout.Meta) error {
-	v, err := layout.EncodeMeta(meta)
+// msgsOf returns the messages of a session of a write transaction.
+func (w *wtx) msgsOf(ws *wsession) (*layout.Msgs, error) {
+	m := sessionMsgs(w.tx, ws.id)
+	if m == nil {
+		return nil, fmt.Errorf("store: session %q: %w: no %q bucket", ws.name, ErrCorrupt, layout.BucketMessages)
+	}
+	return m, nil
+}
+
+func putRecord(tx *bbolt.Tx, name string, id uint64, meta *layout.Meta) error {
+	v, err := layout.EncodeRecord(id, meta)
 	if err != nil {
 		return fmt.Errorf("store: session %q: %w", name, err)
 	}
-	if err := sb.Put([]byte(layout.KeyMeta), v); err != nil {
+	names, err := namesBucket(tx)
+	if err != nil {
+		return fmt.Errorf("store: session %q: %w", name, err)
+	}
+	if err := names.Put([]byte(name), v); err != nil {
 		return fmt.Errorf("store: session %q: put meta: %w", name, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -115,13 +116,16 @@ func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 // file. The restored file gets an identity of its own, so no log of the
 // backup's database applies to it either. Restore refuses while a Store in
 // any process has path open (they would go on writing to the old file), and
-// a backup written by a newer ctxstore. A symlink at path stays; the file it
+// a backup written by a newer ctxstore; one of an older format is restored
+// upgraded, the backup left as it is. A symlink at path stays; the file it
 // names is replaced.
 func Restore(ctx context.Context, path, backup string) (*RestoreReport, error) {
 	b, err := Open(backup, Options{ReadOnly: true})
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNeedsUpgrade) { // an older one is restored upgraded
 		return nil, fmt.Errorf("restore %s: the backup: %w", path, err)
 	}
-	b.Close()
+	if b != nil {
+		b.Close()
+	}
 	return fileops.Restore(ctx, fileEngine{}, path, backup)
 }

@@ -60,6 +60,7 @@ func (s *Store) commitBeside(db *bbolt.DB, t *tailState, batch []*writeReq) (don
 	err := s.guard("write", func() error {
 		return db.Update(func(tx *bbolt.Tx) error {
 			w := newWtx(tx)
+			defer w.close()
 			w.beside = t
 			err := r.apply(w)
 			var rj *rejected

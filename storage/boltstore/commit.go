@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ctxstore/ctxstore/internal/groupcommit"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
@@ -252,7 +253,9 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 		err = s.guard("write", func() error {
 			return db.Update(func(tx *bbolt.Tx) error {
 				var err error
-				next, err = newWtx(tx).applyLog(t)
+				w := newWtx(tx)
+				defer w.close()
+				next, err = w.applyLog(t)
 				return err
 			})
 		})
@@ -303,6 +306,7 @@ func (s *Store) applyBatch(db *bbolt.DB, t *tailState, batch []*writeReq) (next 
 	err = s.guard("write", func() error {
 		return db.Update(func(tx *bbolt.Tx) error {
 			w := newWtx(tx)
+			defer w.close()
 			var err error
 			if next, err = w.applyLog(t); err != nil {
 				return fmt.Errorf("apply the log: %w", err)
@@ -394,6 +398,7 @@ func (s *Store) commitEach(db *bbolt.DB, batch []*writeReq) {
 		r.err = s.guard("write", func() error {
 			return db.Update(func(tx *bbolt.Tx) error {
 				w := newWtx(tx)
+				defer w.close()
 				if err := r.apply(w); err != nil {
 					return err
 				}
@@ -420,31 +425,47 @@ type wtx struct {
 	// sessions are read as bbolt and the log make them, and none may be
 	// created or changed.
 	beside *tailState
+	// lookups checks the lookups that come up empty (a session created,
+	// a name never purged), reading each page once per transaction.
+	lookups *boltpage.Lookups
 }
 
 // wsession is one session as seen inside a wtx.
 type wsession struct {
-	name   string
-	bucket *bbolt.Bucket
-	meta   layout.Meta
-	dirty  bool // meta must be written back
+	name  string
+	id    uint64 // the session's number in the file's keys
+	meta  layout.Meta
+	dirty bool // meta must be written back
 }
 
 func newWtx(tx *bbolt.Tx) *wtx { return &wtx{tx: tx, sessions: map[string]*wsession{}} }
+
+// damage checks the pages a lookup of keys read that came up empty (see
+// boltpage.LookupDamage).
+func (w *wtx) damage(keys ...string) error {
+	if w.lookups == nil {
+		w.lookups = boltpage.NewLookups(w.tx)
+	}
+	return w.lookups.Damage(keys...)
+}
+
+// close releases what the transaction's checks opened; the transaction is
+// over.
+func (w *wtx) close() { w.lookups.Close() }
 
 // session returns an existing session, or ErrNotFound.
 func (w *wtx) session(name string) (*wsession, error) {
 	if ws := w.sessions[name]; ws != nil {
 		return ws, nil
 	}
-	sb, meta, err := getSession(w.tx, name)
+	id, meta, err := lookupSession(w.tx, name, w.damage)
 	if w.beside != nil {
 		meta, err = w.besideSession(name, meta, err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	ws := &wsession{name: name, bucket: sb, meta: meta}
+	ws := &wsession{name: name, id: id, meta: meta}
 	w.sessions[name] = ws
 	return ws, nil
 }
@@ -463,15 +484,15 @@ func (w *wtx) openSession(name string, now int64) (*wsession, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := w.tx.CreateBucketIfNotExists([]byte(layout.BucketSessions))
+	names, err := namesBucket(w.tx)
 	if err != nil {
 		return nil, fmt.Errorf("store: session %q: %w", name, err)
 	}
-	sb, err := sessions.CreateBucket([]byte(name))
+	id, err := names.NextSequence()
 	if err != nil {
 		return nil, fmt.Errorf("store: session %q: %w", name, err)
 	}
-	ws = &wsession{name: name, bucket: sb, meta: meta, dirty: true}
+	ws = &wsession{name: name, id: id, meta: meta, dirty: true}
 	w.sessions[name] = ws
 	return ws, nil
 }
@@ -499,7 +520,7 @@ func (w *wtx) peek(name string, now int64) (SessionInfo, error) {
 // session's last, so that neither is ever reused under one name.
 func (w *wtx) newSessionMeta(name string, now int64) (layout.Meta, error) {
 	m := layout.NewMeta(now)
-	t, found, err := layout.ReadTombstone(w.tx, name)
+	t, found, err := layout.LookupTombstone(w.tx, name, w.damage)
 	if err != nil || !found {
 		return m, err
 	}
@@ -531,11 +552,21 @@ func (w *wtx) purge(ws *wsession) error {
 		return fmt.Errorf("store: purge session %q: %w", ws.name, err)
 	}
 	w.forget(ws.name)
-	sessions, err := sessionsBucket(w.tx)
+	names, err := namesBucket(w.tx)
 	if err != nil {
 		return err
 	}
-	return sessions.DeleteBucket([]byte(ws.name))
+	if err := names.Delete([]byte(ws.name)); err != nil {
+		return fmt.Errorf("store: purge session %q: %w", ws.name, err)
+	}
+	for _, bucket := range []string{layout.BucketMessages, layout.BucketDerivedRecords} {
+		if b := w.tx.Bucket([]byte(bucket)); b != nil {
+			if _, err := layout.DeletePrefix(b, layout.SessionPrefix(ws.id)); err != nil {
+				return fmt.Errorf("store: purge session %q: %w", ws.name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // forget drops a session deleted in this transaction.
@@ -545,7 +576,7 @@ func (w *wtx) forget(name string) { delete(w.sessions, name) }
 func (w *wtx) flush() error {
 	for _, ws := range w.sessions {
 		if ws.dirty {
-			if err := putMeta(ws.bucket, ws.name, &ws.meta); err != nil {
+			if err := putRecord(w.tx, ws.name, ws.id, &ws.meta); err != nil {
 				return err
 			}
 		}

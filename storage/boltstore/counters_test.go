@@ -127,12 +127,12 @@ func rewriteMeta(t *testing.T, path, name string, fn func(*layout.Meta)) {
 		t.Fatal(err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		sb, meta, err := getSession(tx, name)
+		id, meta, err := getSession(tx, name)
 		if err != nil {
 			return err
 		}
 		fn(&meta)
-		return putMeta(sb, name, &meta)
+		return putRecord(tx, name, id, &meta)
 	})
 	if cerr := db.Close(); err != nil || cerr != nil {
 		t.Fatal(err, cerr)

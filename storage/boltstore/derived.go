@@ -21,7 +21,7 @@ func checkDerived(session, kind, key string, needKey bool) error {
 	if kind == "" || (needKey && key == "") {
 		return fmt.Errorf("store: session %q: derived record needs a kind and a key", session)
 	}
-	if len(kind) > MaxSessionName || len(key) > bbolt.MaxKeySize {
+	if len(kind) > MaxSessionName || len(key) > layout.MaxDerivedKey {
 		return fmt.Errorf("store: session %q: derived kind or key too long", session)
 	}
 	return nil
@@ -43,13 +43,9 @@ func putDerived(w *wtx, session, kind, key string, value []byte) error {
 	if err != nil {
 		return reject(err)
 	}
-	d, err := ws.bucket.CreateBucketIfNotExists([]byte(layout.BucketDerived))
+	kb, err := w.derivedOf(ws, kind)
 	if err != nil {
-		return fmt.Errorf("store: session %q: %w", session, err)
-	}
-	kb, err := d.CreateBucketIfNotExists([]byte(kind))
-	if err != nil {
-		return fmt.Errorf("store: session %q: derived kind %q: %w", session, kind, err)
+		return err
 	}
 	if err := kb.Put([]byte(key), bytes.Clone(value)); err != nil {
 		return fmt.Errorf("store: session %q: derived %s/%s: %w", session, kind, key, err)
@@ -86,11 +82,11 @@ func (s *Store) UpdateDerived(ctx context.Context, session, kind, key string, fn
 		}
 		var cur []byte
 		if ws, err := w.session(session); err == nil {
-			if d := ws.bucket.Bucket([]byte(layout.BucketDerived)); d != nil {
-				if kb := d.Bucket([]byte(kind)); kb != nil {
-					cur = bytes.Clone(kb.Get([]byte(key)))
-				}
+			kb, err := w.derivedOf(ws, kind)
+			if err != nil {
+				return reject(err)
 			}
+			cur = bytes.Clone(kb.Get([]byte(key)))
 		} else if !errors.Is(err, ErrNotFound) {
 			return reject(err)
 		}
@@ -124,13 +120,9 @@ func deleteDerived(w *wtx, session, kind, key string) error {
 	if err != nil {
 		return reject(err)
 	}
-	d := ws.bucket.Bucket([]byte(layout.BucketDerived))
-	if d == nil {
-		return nil
-	}
-	kb := d.Bucket([]byte(kind))
-	if kb == nil {
-		return nil
+	kb, err := w.derivedOf(ws, kind)
+	if err != nil {
+		return err
 	}
 	if err := kb.Delete([]byte(key)); err != nil {
 		return fmt.Errorf("store: session %q: derived %s/%s: %w", session, kind, key, err)
@@ -138,18 +130,27 @@ func deleteDerived(w *wtx, session, kind, key string) error {
 	return nil
 }
 
-// derivedBucket returns the bucket of kind for session, or ErrNotFound.
-func derivedBucket(tx *bbolt.Tx, session, kind string) (*bbolt.Bucket, error) {
-	sb, _, err := getSession(tx, session)
+// derivedOf returns kind's records of a session of a write transaction.
+func (w *wtx) derivedOf(ws *wsession, kind string) (*layout.Derived, error) {
+	b := w.tx.Bucket([]byte(layout.BucketDerivedRecords))
+	if b == nil {
+		return nil, fmt.Errorf("store: session %q: %w: no %q bucket", ws.name, ErrCorrupt, layout.BucketDerivedRecords)
+	}
+	return layout.SessionDerived(b, ws.id, kind), nil
+}
+
+// derivedBucket returns kind's records of session, or ErrNotFound when
+// the session does not exist.
+func derivedBucket(tx *bbolt.Tx, session, kind string) (*layout.Derived, error) {
+	id, _, err := getSession(tx, session)
 	if err != nil {
 		return nil, err
 	}
-	if d := sb.Bucket([]byte(layout.BucketDerived)); d != nil {
-		if kb := d.Bucket([]byte(kind)); kb != nil {
-			return kb, nil
-		}
+	b := tx.Bucket([]byte(layout.BucketDerivedRecords))
+	if b == nil {
+		return nil, fmt.Errorf("store: session %q: derived kind %q: %w", session, kind, ErrNotFound)
 	}
-	return nil, fmt.Errorf("store: session %q: derived kind %q: %w", session, kind, ErrNotFound)
+	return layout.SessionDerived(b, id, kind), nil
 }
 
 // GetDerived returns the value stored under (kind, key) for session, or

@@ -27,7 +27,8 @@ import (
 // fileState is what the "ctxstore" bucket says about a file.
 type fileState struct {
 	format   uint64 // 0: no format recorded (a file being created)
-	sessions bool   // the sessions bucket exists
+	sessions bool   // the bucket of session records exists
+	nested   bool   // the file is of the nested layout (formats 1 and 2)
 	id       [wal.IDLen]byte
 	hasID    bool
 }
@@ -39,7 +40,8 @@ func (st fileState) current() bool { return st.format == layout.FormatVersion &&
 // format fails with ErrNewerFormat.
 func readFileState(tx *bbolt.Tx) (fileState, error) {
 	var st fileState
-	st.sessions = tx.Bucket([]byte(layout.BucketSessions)) != nil
+	st.sessions = tx.Bucket([]byte(layout.BucketNames)) != nil
+	st.nested = nestedLayout(tx)
 	b := tx.Bucket([]byte(layout.BucketStore))
 	if b == nil {
 		return st, nil
@@ -69,6 +71,9 @@ func readFileState(tx *bbolt.Tx) (fileState, error) {
 // new version, which those builds refuse, and gives the file an identity if
 // it has none.
 func initStore(tx *bbolt.Tx) error {
+	if nestedLayout(tx) {
+		return fmt.Errorf("%w: a file of the nested layout is upgraded by copying it, not in place", ErrCorrupt)
+	}
 	b, err := tx.CreateBucketIfNotExists([]byte(layout.BucketStore))
 	if err != nil {
 		return err
@@ -94,8 +99,12 @@ func initStore(tx *bbolt.Tx) error {
 			return err
 		}
 	}
-	_, err = tx.CreateBucketIfNotExists([]byte(layout.BucketSessions))
-	return err
+	for _, name := range []string{layout.BucketNames, layout.BucketMessages, layout.BucketDerivedRecords} {
+		if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // giveNewIdentity gives the store file at path (a copy no process has open)

@@ -152,7 +152,7 @@ func TestReplayRefuses(t *testing.T) {
 // never as damage, and salvage refuses to copy the file rather than drop it.
 func TestNewerEnvelope(t *testing.T) {
 	path := fileEdited(t, func(tx *bbolt.Tx) error {
-		msgs := tx.Bucket([]byte(layout.BucketSessions)).Bucket([]byte("s")).Bucket([]byte(layout.BucketMsgs))
+		msgs := fileMsgs(t, tx, "s")
 		v := slices.Clone(msgs.Get(layout.SeqKey(1)))
 		return msgs.Put(layout.SeqKey(1), withVersion(t, v, layout.EnvelopeVersion+1, layout.EnvelopeFieldsV2+1))
 	})

@@ -150,7 +150,7 @@ func (s *Store) importEntries(ctx context.Context, im *importer, entries iter.Se
 						im.name, ErrConflict, ws.meta.LastSeq, ws.meta.Epoch))
 				}
 			}
-			if err := im.put(ws, b); err != nil {
+			if err := im.put(w, ws, b); err != nil {
 				return err
 			}
 			ws.meta, ws.dirty = meta, true
@@ -200,11 +200,11 @@ func (im *importer) absent(w *wtx) error {
 }
 
 // put stores envs in ws's messages.
-func (im *importer) put(ws *wsession, envs []layout.Envelope) error {
+func (im *importer) put(w *wtx, ws *wsession, envs []layout.Envelope) error {
 	if len(envs) == 0 {
 		return nil
 	}
-	msgs, err := msgsBucket(ws.bucket, true)
+	msgs, err := w.msgsOf(ws)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func (s *Store) ImportSessions(ctx context.Context, batch []storage.SessionImpor
 			if err != nil {
 				return err
 			}
-			if err := im.put(ws, envs[i]); err != nil {
+			if err := im.put(w, ws, envs[i]); err != nil {
 				return err
 			}
 			ws.meta, ws.dirty = im.finish(), true

@@ -60,7 +60,7 @@ func (s *Store) sessionPage(ctx context.Context, prefix, after string, first boo
 			return err
 		}
 		t := v.t
-		sessions, err := sessionsBucket(tx)
+		sessions, err := namesBucket(tx)
 		if errors.Is(err, ErrCorrupt) {
 			return err
 		}
@@ -70,7 +70,7 @@ func (s *Store) sessionPage(ctx context.Context, prefix, after string, first boo
 			}
 			if len(out) == 0 && first && prefix == "" {
 				// No session in bbolt: believed only of a sound tree.
-				if err := boltpage.TreeDamage(tx.DB().Path(), layout.BucketSessions); err != nil {
+				if err := boltpage.TreeDamage(tx.DB().Path(), layout.BucketNames); err != nil {
 					return err
 				}
 			}
@@ -85,7 +85,7 @@ func (s *Store) sessionPage(ctx context.Context, prefix, after string, first boo
 		}
 		for name, ts := range t.Sessions {
 			inPage := strings.HasPrefix(name, prefix) && (first || name > after) && (!more || name < bound)
-			if ts.Exists && inPage && (sessions == nil || sessions.Bucket([]byte(name)) == nil) {
+			if ts.Exists && inPage && (sessions == nil || sessions.Get([]byte(name)) == nil) {
 				out = append(out, ts.Meta.Info(name))
 			}
 		}
@@ -95,7 +95,7 @@ func (s *Store) sessionPage(ctx context.Context, prefix, after string, first boo
 	return out, more, err
 }
 
-// boltPage reads up to limit sessions (0: all) of bbolt's sessions bucket
+// boltPage reads up to limit sessions (0: all) of bbolt's session records
 // whose names start with prefix, after after unless first; the log's
 // metadata of a session replaces bbolt's.
 func boltPage(sessions *bbolt.Bucket, t *tailState, prefix, after string, first bool, limit int) (out []SessionInfo, more bool, err error) {
@@ -107,9 +107,6 @@ func boltPage(sessions *bbolt.Bucket, t *tailState, prefix, after string, first 
 		}
 	}
 	for ; k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
-		if v != nil {
-			continue // a value, not a session's bucket
-		}
 		if limit > 0 && len(out) == limit {
 			return out, true, nil
 		}
@@ -118,7 +115,7 @@ func boltPage(sessions *bbolt.Bucket, t *tailState, prefix, after string, first 
 			out = append(out, ts.Meta.Info(name))
 			continue
 		}
-		meta, err := layout.DecodeMeta(sessions.Bucket(k).Get([]byte(layout.KeyMeta)))
+		_, meta, err := layout.DecodeRecord(v)
 		if err != nil {
 			return nil, false, fmt.Errorf("store: session %q: %w", k, err)
 		}

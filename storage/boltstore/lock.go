@@ -217,6 +217,7 @@ func (s *Store) openDB(ctx context.Context) (*bbolt.DB, *os.File, error) {
 		}
 		return nil, nil, fmt.Errorf("store %s: open: %w", s.path, err)
 	}
+	db.AllocSize = layout.AllocSize
 	return db, f, nil
 }
 

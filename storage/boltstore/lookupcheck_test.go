@@ -82,7 +82,7 @@ func damageSessionsBranch(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	w := boltpage.NewWalker(bf)
-	e, found := w.Find(nil, boltpage.BucketRoot{Page: bf.Meta.Root}, []byte(layout.BucketSessions))
+	e, found := w.Find(nil, boltpage.BucketRoot{Page: bf.Meta.Root}, []byte(layout.BucketNames))
 	root, ok := w.Sub(nil, e)
 	if !found || !ok || root.Page == 0 {
 		t.Fatalf("no sessions bucket of its own pages: %v %v %+v", found, ok, w.Issues)

@@ -249,7 +249,7 @@ func (w *wtx) applySession(name string, ts *tailSession) error {
 	if ws.meta.LastSeq+1 != ts.Recs[0].Seq {
 		return fmt.Errorf("%w: session %q: the log continues at seq %d, the file at %d", ErrCorrupt, name, ts.Recs[0].Seq, ws.meta.LastSeq+1)
 	}
-	msgs, err := msgsBucket(ws.bucket, true)
+	msgs, err := w.msgsOf(ws)
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,8 @@ func playStoreRole(role string) error {
 		err = childSharedPresence(path, arg)
 	case "bbolt-churn":
 		err = childBoltChurn(path, arg)
+	case "upgrader":
+		err = childUpgrader(path)
 	default:
 		var ok bool
 		if ok, err = walChildRole(role, path, arg); !ok {

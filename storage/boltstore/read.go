@@ -9,7 +9,6 @@ import (
 
 	"github.com/ctxstore/ctxstore/internal/paging"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
-	"go.etcd.io/bbolt"
 )
 
 // Reads page through the log in short transactions so that a slow consumer
@@ -288,21 +287,26 @@ func (v *rview) session(name string) (layout.Meta, *tailSession, error) {
 	return meta, nil, err
 }
 
-// msgs returns the session's bbolt message bucket, or nil.
-func (v *rview) msgs(name string) (*bbolt.Bucket, error) {
+// msgs returns the session's messages in bbolt, or nil when bbolt does
+// not hold the session.
+func (v *rview) msgs(name string) (*layout.Msgs, error) {
 	tx, err := v.bolt()
 	if err != nil {
 		return nil, err
 	}
-	sessions := tx.Bucket([]byte(layout.BucketSessions))
-	if sessions == nil {
+	names := tx.Bucket([]byte(layout.BucketNames))
+	if names == nil {
 		return nil, nil
 	}
-	sb := sessions.Bucket([]byte(name))
-	if sb == nil {
+	rec := names.Get([]byte(name))
+	if rec == nil {
 		return nil, nil
 	}
-	return msgsBucket(sb, false)
+	id, ok := layout.RecordID(rec)
+	if !ok {
+		return nil, fmt.Errorf("store: session %q: %w: session record without a number", name, ErrCorrupt)
+	}
+	return sessionMsgs(tx, id), nil
 }
 
 // mcursor walks a session's messages in bbolt and then in the log, as one
@@ -311,8 +315,8 @@ func (v *rview) msgs(name string) (*bbolt.Bucket, error) {
 type mcursor struct {
 	v       *rview
 	session string
-	bbolt   bool          // bbolt may hold messages of the session
-	c       *bbolt.Cursor // opened on first use
+	bbolt   bool              // bbolt may hold messages of the session
+	c       *layout.MsgCursor // opened on first use
 	opened  bool
 	err     error
 	recs    []tailRec
@@ -322,7 +326,7 @@ type mcursor struct {
 
 // cursor returns the bbolt cursor, or nil when bbolt holds no messages of
 // the session (or could not be read: m.err says why).
-func (m *mcursor) cursor() *bbolt.Cursor {
+func (m *mcursor) cursor() *layout.MsgCursor {
 	if !m.opened && m.bbolt {
 		m.opened = true
 		msgs, err := m.v.msgs(m.session)

@@ -38,7 +38,7 @@ func (w *wtx) putLogged(v []byte, renumber bool) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := msgsBucket(ws.bucket, true)
+	msgs, err := w.msgsOf(ws)
 	if err != nil {
 		return err
 	}
@@ -129,12 +129,12 @@ func (s *Store) missingFrom(ctx context.Context, envs [][]byte) (int, error) {
 				n++
 				continue
 			}
-			sb, _, err := getSession(tx, env.Session)
+			id, _, err := getSession(tx, env.Session)
 			if err != nil {
 				n++
 				continue
 			}
-			msgs, _ := msgsBucket(sb, false)
+			msgs := sessionMsgs(tx, id)
 			if msgs == nil {
 				n++
 				continue

@@ -236,6 +236,20 @@ func messagePages(t testing.TB, path string) (map[msgKey][]pageSpan, int) {
 			case !e.Bucket && len(p) == 4 && p[2] == layout.BucketMsgs:
 				seq, _ := layout.KeySeq(e.Key)
 				out[msgKey{p[1], seq}] = stack
+			case e.Bucket && len(p) == 1 && p[0] == layout.BucketMessages:
+				br, err := boltpage.SubBucket(e.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				names(p, br, stack)
+			case !e.Bucket && len(p) == 2 && p[0] == layout.BucketMessages:
+				// The flat layout: the envelope names the session.
+				_, seq, _ := layout.SplitMsgKey(e.Key)
+				env, err := layout.DecodeEnvelope(e.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[msgKey{env.Session, seq}] = stack
 			}
 		})
 	}
@@ -486,13 +500,14 @@ func TestSalvageStaleMeta(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw := func(f func(sessions *bbolt.Bucket) error) {
+	raw := func(f func(tx *bbolt.Tx) error) {
 		t.Helper()
 		db, err := bbolt.Open(path, 0o600, nil)
 		must(err)
-		must(db.Update(func(tx *bbolt.Tx) error { return f(tx.Bucket([]byte(layout.BucketSessions))) }))
+		must(db.Update(f))
 		must(db.Close())
 	}
+	var metas map[string]layout.Meta
 	names := []string{"stale", "contradicts"}
 	write(func(st *Store) {
 		for _, s := range names {
@@ -504,10 +519,12 @@ func TestSalvageStaleMeta(t *testing.T) {
 			must(err)
 		}
 	})
-	old := map[string][]byte{}
-	raw(func(b *bbolt.Bucket) error {
+	metas = map[string]layout.Meta{}
+	raw(func(tx *bbolt.Tx) error {
 		for _, s := range names {
-			old[s] = slices.Clone(b.Bucket([]byte(s)).Get([]byte(layout.KeyMeta)))
+			_, m, err := getSession(tx, s)
+			must(err)
+			metas[s] = m
 		}
 		return nil
 	})
@@ -521,17 +538,12 @@ func TestSalvageStaleMeta(t *testing.T) {
 	})
 	// Back to the metadata of before the last Clear; "contradicts" also
 	// says epoch 2 starts at seq 5, after its message 4.
-	raw(func(b *bbolt.Bucket) error {
-		m, err := layout.DecodeMeta(old["contradicts"])
-		must(err)
+	raw(func(tx *bbolt.Tx) error {
+		m := metas["contradicts"]
 		m.Epochs[0].Last, m.Epochs[1].First, m.EpochSeq = 4, 5, 5
-		if old["contradicts"], err = layout.EncodeMeta(&m); err != nil {
-			return err
-		}
+		metas["contradicts"] = m
 		for _, s := range names {
-			if err := b.Bucket([]byte(s)).Put([]byte(layout.KeyMeta), old[s]); err != nil {
-				return err
-			}
+			editMeta(t, tx, s, func(cur *layout.Meta) { *cur = metas[s] })
 		}
 		return nil
 	})

@@ -251,13 +251,29 @@ func (s *Store) walMode() os.FileMode {
 }
 
 // init checks the format version of the file, migrates a file of an older
-// version and gives it an identity (initStore), and learns the identity.
+// version (upgrade, for the nested layout; initStore, for the rest) and
+// gives it an identity, and learns the identity.
 func (s *Store) init(ctx context.Context) error {
-	db, err := s.acquire(ctx)
-	if err != nil {
+	nested, err := s.initOnce(ctx)
+	if err != nil || !nested {
 		return err
 	}
-	defer s.release()
+	if err := s.upgrade(ctx); err != nil {
+		return err
+	}
+	if nested, err = s.initOnce(ctx); err == nil && nested {
+		err = fmt.Errorf("store %s: %w: still of the nested layout after the upgrade", s.path, ErrCorrupt)
+	}
+	return err
+}
+
+// initOnce is init on the file at the path; it reports a file of the
+// nested layout, which it leaves alone, closed.
+func (s *Store) initOnce(ctx context.Context) (nested bool, err error) {
+	db, err := s.acquire(ctx)
+	if err != nil {
+		return false, err
+	}
 	var st fileState
 	err = s.guard("open", func() error {
 		return db.View(func(tx *bbolt.Tx) error {
@@ -265,6 +281,21 @@ func (s *Store) init(ctx context.Context) error {
 			return err
 		})
 	})
+	if err == nil && st.nested {
+		s.release()
+		s.dropHandle()
+		if s.opts.ReadOnly {
+			return false, fmt.Errorf("store %s: format %d, this program keeps format %d: %w", s.path, st.format, layout.FormatVersion, ErrNeedsUpgrade)
+		}
+		return true, nil
+	}
+	defer s.release()
+	return false, s.initState(db, st, err)
+}
+
+// initState is the rest of initOnce, on a file of the flat layout (or a
+// new one).
+func (s *Store) initState(db *bbolt.DB, st fileState, err error) error {
 	if err == nil && (!st.sessions || st.format == 0) && !s.opts.ReadOnly {
 		// A new file, or one whose root page lost the keys: never
 		// initialised again over damage. (Read-only, the reads that
@@ -274,7 +305,7 @@ func (s *Store) init(ctx context.Context) error {
 				if err := boltpage.TxLookupDamage(tx, layout.BucketStore); err != nil {
 					return err
 				}
-				return boltpage.TxLookupDamage(tx, layout.BucketSessions)
+				return boltpage.TxLookupDamage(tx, layout.BucketNames)
 			})
 		})
 	}
@@ -303,6 +334,16 @@ func (s *Store) init(ctx context.Context) error {
 	}
 	s.id, s.hasID = st.id, st.hasID
 	return nil
+}
+
+// dropHandle closes the file if this process holds it open and unused
+// (lingering), releasing its lock.
+func (s *Store) dropHandle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db != nil && s.refs == 0 {
+		s.closeDB()
+	}
 }
 
 // warmTail reads the log's records since the last checkpoint, as the first

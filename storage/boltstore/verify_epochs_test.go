@@ -44,7 +44,7 @@ func TestVerifyEpochList(t *testing.T) {
 	db, err := bbolt.Open(path, 0o600, nil)
 	must(err)
 	must(db.View(func(tx *bbolt.Tx) error {
-		seq2 = slices.Clone(tx.Bucket([]byte(layout.BucketSessions)).Bucket([]byte("purged message")).Bucket([]byte(layout.BucketMsgs)).Get(layout.SeqKey(2)))
+		seq2 = slices.Clone(fileMsgs(t, tx, "purged message").Get(layout.SeqKey(2)))
 		return nil
 	}))
 	must(db.Close())
@@ -60,16 +60,7 @@ func TestVerifyEpochList(t *testing.T) {
 	db, err = bbolt.Open(path, 0o600, nil)
 	must(err)
 	must(db.Update(func(tx *bbolt.Tx) error {
-		sb := tx.Bucket([]byte(layout.BucketSessions))
-		tamper := func(s string, f func(m *layout.Meta)) {
-			b := sb.Bucket([]byte(s))
-			m, err := layout.DecodeMeta(b.Get([]byte(layout.KeyMeta)))
-			must(err)
-			f(&m)
-			v, err := layout.EncodeMeta(&m)
-			must(err)
-			must(b.Put([]byte(layout.KeyMeta), v))
-		}
+		tamper := func(s string, f func(m *layout.Meta)) { editMeta(t, tx, s, f) }
 		tamper("order", func(m *layout.Meta) { m.Epochs[0], m.Epochs[1] = m.Epochs[1], m.Epochs[0] })
 		tamper("overlap", func(m *layout.Meta) { m.Epochs[1].First = 3 })
 		tamper("beyond current", func(m *layout.Meta) {
@@ -81,7 +72,7 @@ func TestVerifyEpochList(t *testing.T) {
 		tamper("purged count", func(m *layout.Meta) { m.Epochs[0].Messages = 3 })
 		tamper("outside", func(m *layout.Meta) { m.Epochs[1].Last, m.Epochs[1].Messages = 5, 2 })
 		// PurgeEpoch's deletion of seq 2 undone.
-		return sb.Bucket([]byte("purged message")).Bucket([]byte(layout.BucketMsgs)).Put(layout.SeqKey(2), seq2)
+		return fileMsgs(t, tx, "purged message").Put(layout.SeqKey(2), seq2)
 	}))
 	must(db.Close())
 

@@ -140,7 +140,23 @@ type File struct {
 	PageSize int
 	Meta     Meta     // the meta bbolt would use
 	MetaErrs [2]error // why each meta page was rejected, nil if valid
+	// cache, when set (Lookups), keeps the pages read: the file is a
+	// snapshot that does not change while it is read.
+	cache map[uint64]cachedPage
 }
+
+// cachedPage is a page File.Page read, kept for the next read of it.
+type cachedPage struct {
+	h   PageHeader
+	buf []byte
+	// keys and children are the page's, once pageKeys found it sound.
+	keys     [][]byte
+	children []uint64
+	sound    bool
+}
+
+// maxCachedPages bounds a Lookups' cache (16 MiB of 16 KiB pages).
+const maxCachedPages = 1024
 
 // readMetas finds the meta pages the way bbolt's getPageSize and mmap do, and picks the
 // valid one with the highest txid (bbolt's DB.meta). It fails when bbolt would refuse
@@ -252,6 +268,17 @@ func (bf *File) CheckMeta() error {
 // file and below the high-water mark and that its header names it, so that whatever the
 // bytes say, the caller only ever slices inside the returned buffer.
 func (bf *File) Page(id uint64) (PageHeader, []byte, error) {
+	if c, ok := bf.cache[id]; ok {
+		return c.h, c.buf, nil
+	}
+	h, buf, err := bf.readPage(id)
+	if err == nil && bf.cache != nil && len(bf.cache) < maxCachedPages {
+		bf.cache[id] = cachedPage{h: h, buf: buf}
+	}
+	return h, buf, err
+}
+
+func (bf *File) readPage(id uint64) (PageHeader, []byte, error) {
 	ps := int64(bf.PageSize)
 	if id >= bf.Meta.HWM {
 		return PageHeader{}, nil, fmt.Errorf("page %d: beyond the high-water mark %d", id, bf.Meta.HWM)

@@ -3,6 +3,7 @@ package boltpage
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ctxstore/ctxstore/storage"
@@ -39,18 +40,68 @@ func TxLookupDamage(tx *bbolt.Tx, keys ...string) error {
 	return LookupDamage(tx.DB().Path(), keys...)
 }
 
-func checkPath(path string, keys []string, whole bool) error {
+// Lookups checks the lookups of one transaction, whose snapshot of the file
+// does not change while it lasts: the file is opened once, and a page one
+// lookup read is not read again by the next, so a transaction that creates
+// many sessions pays for their common path once. Close releases it.
+type Lookups struct {
+	path string
+	bf   *File
+	err  error
+}
+
+// NewLookups returns the lookups of a transaction on the file tx reads.
+func NewLookups(tx *bbolt.Tx) *Lookups { return &Lookups{path: tx.DB().Path()} }
+
+// Damage is LookupDamage, through the pages read already.
+func (l *Lookups) Damage(keys ...string) error {
+	if l.bf == nil && l.err == nil {
+		l.bf, l.err = openChecked(l.path)
+		if l.bf != nil {
+			l.bf.cache = map[uint64]cachedPage{}
+		}
+	}
+	if l.err != nil {
+		return l.err
+	}
+	return walkPath(l.bf, l.path, keys, false)
+}
+
+// Close closes the file, if a lookup opened it.
+func (l *Lookups) Close() {
+	if l != nil && l.bf != nil {
+		l.bf.Close()
+		l.bf = nil
+	}
+}
+
+// openChecked opens the file at path and checks its meta page; damage is
+// an error wrapping storage.ErrCorrupt.
+func openChecked(path string) (*File, error) {
 	bf, err := Open(path)
 	if bf == nil {
-		return fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
+		return nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
 	}
-	defer bf.Close()
 	if err == nil {
 		err = bf.CheckMeta()
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
+		bf.Close()
+		return nil, fmt.Errorf("%w: %s: %v", storage.ErrCorrupt, path, err)
 	}
+	return bf, nil
+}
+
+func checkPath(path string, keys []string, whole bool) error {
+	bf, err := openChecked(path)
+	if err != nil {
+		return err
+	}
+	defer bf.Close()
+	return walkPath(bf, path, keys, whole)
+}
+
+func walkPath(bf *File, path string, keys []string, whole bool) error {
 	w := NewWalker(bf)
 	damaged := func() error {
 		if len(w.Issues) == 0 {
@@ -117,6 +168,12 @@ func (w *Walker) Find(path []string, root BucketRoot, key []byte) (e Elem, found
 			return e, false
 		}
 		if children == nil {
+			if c, cached := w.File.cache[id]; cached && c.sound {
+				// Checked whole before: a key it lacks needs no walk.
+				if _, has := slices.BinarySearchFunc(keys, key, bytes.Compare); !has {
+					return e, false
+				}
+			}
 			h, buf, _ := w.File.Page(id) // read by pageKeys
 			w.leaf(path, id, buf, int64(id)*int64(w.File.PageSize), h.Count, match)
 			return e, found && len(w.Issues) == 0
@@ -142,6 +199,24 @@ func (w *Walker) Find(path []string, root BucketRoot, key []byte) (e Elem, found
 // returns its keys, checked in order and within lo <= k < hi, and for a
 // branch page its children (nil for a leaf page).
 func (w *Walker) pageKeys(path []string, id uint64, lo, hi []byte) (keys [][]byte, children []uint64, ok bool) {
+	if c, cached := w.File.cache[id]; cached && c.sound {
+		// Sound when read before: only its bounds may differ.
+		n := len(c.keys)
+		if n > 0 && (lo != nil && bytes.Compare(c.keys[0], lo) < 0 || hi != nil && bytes.Compare(c.keys[n-1], hi) >= 0) {
+			w.Issue(path, id, "an element's key outside the range its parent page gives")
+			return nil, nil, false
+		}
+		return c.keys, c.children, true
+	}
+	keys, children, ok = w.readPageKeys(path, id, lo, hi)
+	if c, cached := w.File.cache[id]; cached && ok {
+		c.keys, c.children, c.sound = keys, children, true
+		w.File.cache[id] = c
+	}
+	return keys, children, ok
+}
+
+func (w *Walker) readPageKeys(path []string, id uint64, lo, hi []byte) (keys [][]byte, children []uint64, ok bool) {
 	h, buf, err := w.File.Page(id)
 	if err != nil {
 		w.Issue(path, id, "%v", err)

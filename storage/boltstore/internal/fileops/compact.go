@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -37,7 +38,12 @@ func CompactFile(ctx context.Context, eng Engine, src, log *os.File, replace boo
 		}
 	}()
 	var foreign bool
-	if err := db.View(func(tx *bbolt.Tx) (err error) { foreign, err = eng.ForeignLog(tx, log); return err }); err != nil {
+	var upgrade func(dst, src *bbolt.DB) error
+	if err := db.View(func(tx *bbolt.Tx) (err error) {
+		upgrade = eng.Upgrade(tx)
+		foreign, err = eng.ForeignLog(tx, log)
+		return err
+	}); err != nil {
 		return fmt.Errorf("%s: %w", src.Name(), err)
 	}
 	if foreign {
@@ -52,8 +58,16 @@ func CompactFile(ctx context.Context, eng Engine, src, log *os.File, replace boo
 	if err != nil {
 		return fmt.Errorf("create the copy %s: %w", dst, err)
 	}
+	out.AllocSize = layout.AllocSize
 	done := make(chan error, 1)
-	go func() { done <- bbolt.Compact(out, db, 64<<20) }()
+	go func() {
+		if upgrade != nil {
+			// A file of an older format: the copy is the upgraded file.
+			done <- upgrade(out, db)
+			return
+		}
+		done <- bbolt.Compact(out, db, 64<<20)
+	}()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -76,6 +90,16 @@ func CompactFile(ctx context.Context, eng Engine, src, log *os.File, replace boo
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
+	}
+	if replace && upgrade != nil {
+		// An upgraded file is a database of its own too: a process of
+		// an older build that has the old file open fails with ErrMoved
+		// at its next operation, instead of following the file and
+		// writing its nested layout into it. The log, whose records the
+		// copy holds, continues it.
+		if next, err = newIdentityLog(eng, dst, log != nil); err != nil {
+			return err
+		}
 	}
 	if !replace {
 		// A copy beside the file is a database of its own: a log of
@@ -147,6 +171,40 @@ func ApplyLogToCopy(ctx context.Context, eng Engine, log *os.File, dst string) (
 		return nil, fmt.Errorf("apply the log %s to the copy: %d bytes left in the copy's log", log.Name(), len(hdr))
 	}
 	return hdr, nil
+}
+
+// newIdentityLog gives the copy at dst, which holds every record of its
+// source's log, an identity of its own, and returns the header of an empty
+// log that continues it (nil when there is no log to rewrite).
+func newIdentityLog(eng Engine, dst string, hasLog bool) ([]byte, error) {
+	if err := eng.NewIdentity(dst); err != nil {
+		return nil, err
+	}
+	if !hasLog {
+		return nil, nil
+	}
+	db, err := bbolt.Open(dst, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("read the identity of %s: %w", dst, err)
+	}
+	defer db.Close()
+	var a wal.Applied
+	err = db.View(func(tx *bbolt.Tx) error {
+		var v []byte
+		if b := tx.Bucket([]byte(layout.BucketStore)); b != nil {
+			v = b.Get([]byte(wal.KeyState))
+		}
+		var ok bool
+		if a, ok, err = wal.DecodeApplied(v); err == nil && !ok {
+			err = fmt.Errorf("%w: no identity", storage.ErrCorrupt)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the identity of %s: %w", dst, err)
+	}
+	// The log of a file applied up to generation g continues it from g+1.
+	return wal.Header{ID: a.ID, Gen: a.Gen + 1}.Encode(), nil
 }
 
 // emptyLog cuts log to hdr, the header of an empty log of the generation

@@ -46,4 +46,9 @@ type Engine interface {
 	// NewIdentity gives the closed store file at path an identity of its
 	// own: a database no log of another applies to.
 	NewIdentity(path string) error
+	// Upgrade returns, for a file tx reads of an older layout that the
+	// engine upgrades by copying it, the copy (src into dst, a new file),
+	// and nil for a file of the current layout. CompactFile copies an
+	// older file with it instead of bbolt.Compact.
+	Upgrade(tx *bbolt.Tx) func(dst, src *bbolt.DB) error
 }

@@ -114,6 +114,12 @@ func interrupted(ctx context.Context, err error, src, dst string) error {
 // removed and dst is left as it was.
 func copyShrunk(ctx context.Context, eng Engine, f, log *os.File, src, dst string, replace bool, finish func(tmp string) error) error {
 	tempfile.RemoveAbandoned(dst, ".compact") // also the older ".compact<digits>" names
+	if replace {
+		// Under the exclusive locks, which every in-place shrink (and
+		// upgrade) holds while it writes its copy: any copy there is a
+		// killed one's.
+		tempfile.RemoveAll(dst, compactTempSuffix)
+	}
 	tmpf, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+compactTempSuffix+"*")
 	if err != nil {
 		f.Close()

@@ -1,17 +1,24 @@
 package layout
 
-// File layout (format version 2).
+// File layout (format version 3).
 //
-// Version 2 is version 1 with the write-ahead log (wal.go) and the identity
-// binding the two: a file of version 2 may hold acknowledged appends in its
-// log that version 1 readers cannot see, so they refuse it (their check of
-// the version). A file of version 1 is migrated by the first open that may
-// write: the new version and, if it has none, an identity, in one
-// transaction.
+// Version 3 keeps every session in three flat buckets, keyed by a number
+// the file gives each session, instead of a bucket per session: a bucket
+// with sub-buckets is never inlined into its parent's page, so each session
+// of versions 1 and 2 took a 16 KiB page or more however short it was
+// (docs/performance.md has the figures). A session now costs about what its
+// messages and its metadata cost, and short sessions share pages.
 //
-// One bbolt file holds many sessions. Keys of message buckets are 8-byte
-// big-endian sequence numbers, so bbolt's byte order is numeric order and an
-// append always lands on the right-most leaf (the raft-boltdb layout).
+// Version 2 was version 1 with the write-ahead log (wal.go) and the identity
+// binding the two. Builds of version 2 refuse a file of version 3 by their
+// check of the version, naming it. A file of version 1 or 2 (the nested
+// layout below) is upgraded by the first open that may write, and by
+// Shrink: it is copied into the flat layout beside itself (the same
+// sessions, numbered in name order; the envelopes byte for byte; the
+// "ctxstore" bucket as it was, but for the version), the records of its log
+// applied to the copy, and the copy synced and renamed over it under the
+// exclusive locks of the log and the file. A crash leaves the old file and
+// its log, or the new file and a log that continues it (migrate.go).
 //
 //	"ctxstore"                          top-level bucket: store-wide values
 //	    "format"  -> format version as decimal text (FormatVersion)
@@ -19,17 +26,39 @@ package layout
 //	              (id, generation, offset; see wal.go)
 //	    "purged"  bucket: <session name bytes> -> msgpack Tombstone
 //	              (last seq and epoch of a purged session, nothing else)
+//	"names"                             top-level bucket: one record per session
+//	    <session name bytes> -> uint(id) compact Meta
+//	"messages"                          top-level bucket: every session's messages
+//	    uint(id) uint(seq)   -> msgpack Envelope, all epochs together
+//	"derived"                           top-level bucket: every derived record
+//	    uint(id) uint(len(kind)) <kind> <key bytes> -> value (opaque to the store)
+//
+// uint(v) is AppendUint's form: a length byte (1 to 8), then v's big-endian
+// bytes without leading zeros. A shorter number is a smaller one, so byte
+// order is numeric order, and no number's form is a prefix of another's.
+// A session's messages are therefore one contiguous key range of
+// "messages", in seq order; an append lands on the right-most leaf of its
+// session's range (of the whole bucket when it is the newest session's);
+// an epoch is a contiguous range within it. Ids come from the "names"
+// bucket's sequence and are never reused: Purge deletes the session's
+// record and both its key ranges, and a session recreated under the name
+// gets a new id. The flat buckets are filled to 100% (MsgsFillPercent):
+// ids and seqs only grow.
+//
+// Versions 1 and 2 kept each session in a bucket of its own (the nested
+// layout, which the upgrade and Salvage still read):
+//
 //	"sessions"                          top-level bucket: one sub-bucket per session
 //	    <session name bytes>            bucket of one session
-//	        "meta"    -> msgpack Meta (counts, epochs, title, pinned seqs)
+//	        "meta"    -> msgpack Meta (a map with short keys)
 //	        "msgs"    bucket: be64(seq) -> msgpack Envelope, all epochs together
 //	        "derived" bucket: one sub-bucket per kind
-//	            <kind> bucket: <key bytes> -> value bytes (opaque to the store)
+//	            <kind> bucket: <key bytes> -> value bytes
 //
 // Seqs are per session, start at 1, and increase strictly across epochs; a
 // seq is never reused, even after PurgeEpoch or Purge-then-recreate of the
 // epoch's messages. An epoch's messages are therefore one contiguous key
-// range of "msgs", and its bounds are in Meta.Epochs. Purge leaves
+// range, and its bounds are in Meta.Epochs. Purge leaves
 // a Tombstone under "ctxstore"/"purged" so that a session recreated under
 // the same name continues after the purged one's last seq and epoch:
 // a process still holding the old session's seqs or epoch in memory sees
@@ -59,14 +88,37 @@ package layout
 // more elements than it knows (later versions may add fields at the end) but
 // never fewer than envelopeFields.
 //
-// Meta is a msgpack map with short keys so fields can be added; it is
-// rewritten in the same transaction as every append, Clear and PurgeEpoch, so
-// Sessions and Session never read message bodies.
+// The session's record holds its Meta in a compact form: a msgpack array
+// of what a short session needs, with what follows from the rest left out
+// (metacompact.go):
+//
+//	0 created       int (Unix nanoseconds)
+//	1 updated       int (nanoseconds after created)
+//	2 epoch, 3 epoch start seq, 4 last seq   uint
+//	5 messages, 6 tokens, 7 bytes, 8 total   int (7: of JSON)
+//	9 title         string
+//	10 first user seq uint
+//	11 pinned seqs  array of uint, nil when none
+//	12 epochs       array of [epoch, first, last, messages, started-created,
+//	                purged], nil (or absent) when the list is the one epoch
+//	                the fields above imply, started when the session was
+//	                created
+//	13 importing    bool, absent when false
+//	14 counters     the counter's name when one counter made every message of
+//	                the epoch, else an array of [name, messages, tokens];
+//	                absent when none is known
+//
+// Elements 12 to 14 are written only up to the last one that is not
+// empty; a decoder skips elements it does not know, so a later version may
+// add some at the end. The record is rewritten in the same transaction as
+// every append, Clear and PurgeEpoch, so listing sessions never reads a
+// message. Versions 1 and 2 kept Meta as a msgpack map with short keys
+// (EncodeMeta), which the upgrade reads.
 const (
 	// FormatVersion is the layout version stored under "ctxstore"/"format".
 	// A file of a newer version is refused with ErrNewerFormat; one of an
 	// older version is migrated when opened for writing.
-	FormatVersion = 2
+	FormatVersion = 3
 	// EnvelopeVersion is element 0 of the message envelopes this version
 	// writes; it reads every version from 1 on.
 	EnvelopeVersion = 2
@@ -75,9 +127,16 @@ const (
 // Bucket and key names, as constants so nothing package-level is mutable;
 // verify and salvage use them too.
 const (
-	BucketStore    = "ctxstore"
-	KeyFormat      = "format"
-	BucketPurged   = "purged"
+	BucketStore  = "ctxstore"
+	KeyFormat    = "format"
+	BucketPurged = "purged"
+	// BucketNames, BucketMessages and BucketDerivedRecords are the flat
+	// buckets of format 3.
+	BucketNames          = "names"
+	BucketMessages       = "messages"
+	BucketDerivedRecords = "derived"
+	// BucketSessions and the names below it are format 1 and 2's nested
+	// layout, read by the migration and by salvage of such files.
 	BucketSessions = "sessions"
 	KeyMeta        = "meta"
 	BucketMsgs     = "msgs"
@@ -106,4 +165,8 @@ const (
 	// into a second page: 16 KiB pages cut the file by about a third
 	//, and cost little per commit (see doc.go).
 	PageSize = 16384
+	// AllocSize is how far past the pages in use bbolt grows a file
+	// larger than this (bbolt's default is 16 MiB: a file of 40 MB in use
+	// took up to 56). A growth costs an fsync, one per MiB written.
+	AllocSize = 1 << 20
 )

@@ -166,9 +166,15 @@ func (m *Meta) Info(name string) storage.SessionInfo {
 	if len(m.Pinned) > 0 {
 		si.PinnedSeqs = append([]uint64(nil), m.Pinned...)
 	}
-	for _, name := range slices.Sorted(maps.Keys(m.Counters)) {
-		c := m.Counters[name]
-		si.Counters = append(si.Counters, storage.CounterCount{Counter: name, Messages: c.Messages, Tokens: c.Tokens})
+	if len(m.Counters) == 1 { // the usual case, without sorting
+		for name, c := range m.Counters {
+			si.Counters = []storage.CounterCount{{Counter: name, Messages: c.Messages, Tokens: c.Tokens}}
+		}
+	} else {
+		for _, name := range slices.Sorted(maps.Keys(m.Counters)) {
+			c := m.Counters[name]
+			si.Counters = append(si.Counters, storage.CounterCount{Counter: name, Messages: c.Messages, Tokens: c.Tokens})
+		}
 	}
 	si.Epochs = make([]storage.EpochInfo, len(m.Epochs))
 	for i, e := range m.Epochs {
@@ -196,6 +202,12 @@ type Tombstone struct {
 
 // ReadTombstone returns the Tombstone of a purged session name, if any.
 func ReadTombstone(tx *bbolt.Tx, name string) (Tombstone, bool, error) {
+	return LookupTombstone(tx, name, func(keys ...string) error { return boltpage.TxLookupDamage(tx, keys...) })
+}
+
+// LookupTombstone is ReadTombstone checking a lookup that came up empty
+// with damage (boltpage.LookupDamage's check).
+func LookupTombstone(tx *bbolt.Tx, name string, damage func(keys ...string) error) (Tombstone, bool, error) {
 	var t Tombstone
 	var v []byte
 	if sb := tx.Bucket([]byte(BucketStore)); sb != nil {
@@ -206,7 +218,7 @@ func ReadTombstone(tx *bbolt.Tx, name string) (Tombstone, bool, error) {
 	if v == nil {
 		// A name purged before must not start again at seq 1 because
 		// the pages holding its Tombstone are damaged.
-		if err := boltpage.TxLookupDamage(tx, BucketStore, BucketPurged, name); err != nil {
+		if err := damage(BucketStore, BucketPurged, name); err != nil {
 			return t, false, fmt.Errorf("store: session %q: tombstone: %w", name, err)
 		}
 		return t, false, nil

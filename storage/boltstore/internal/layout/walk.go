@@ -6,24 +6,12 @@ import (
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 )
 
-// WalkSessions calls fn for each session bucket of the tree under root, in
-// name order, reading the file page by page with w (verify and salvage use
-// it on files bbolt may not open). Damage goes into w's issues.
-func WalkSessions(ctx context.Context, w *boltpage.Walker, root boltpage.BucketRoot, fn func(name string, root boltpage.BucketRoot)) {
-	var sessionsRoot *boltpage.BucketRoot
-	w.ForEach(nil, root, func(e boltpage.Elem) bool {
-		if e.Bucket && string(e.Key) == BucketSessions {
-			if br, ok := w.Sub(nil, e); ok {
-				sessionsRoot = &br
-			}
-		}
-		return true
-	})
-	if sessionsRoot == nil {
-		w.Issue(nil, root.Page, "no %q bucket reachable from the root", BucketSessions)
-		return
-	}
-	w.ForEach([]string{BucketSessions}, *sessionsRoot, func(e boltpage.Elem) bool {
+// WalkSessionsUnder calls fn for each session bucket of a file of the
+// nested layout (formats 1 and 2) under sessionsRoot, its "sessions"
+// bucket, in name order, reading the file page by page with w (salvage
+// uses it on files bbolt may not open). Damage goes into w's issues.
+func WalkSessionsUnder(ctx context.Context, w *boltpage.Walker, sessionsRoot boltpage.BucketRoot, fn func(name string, root boltpage.BucketRoot)) {
+	w.ForEach([]string{BucketSessions}, sessionsRoot, func(e boltpage.Elem) bool {
 		if ctx.Err() != nil {
 			return false
 		}

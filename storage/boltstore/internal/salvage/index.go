@@ -50,6 +50,9 @@ type recordSource struct {
 	size int64
 	sum  uint64   // maphash of its bytes when the walk read them
 	bad  []uint16 // elements that held no valid message
+	// prefix, for a page of the flat layout, is the key prefix of the
+	// session's messages: the others are other sessions'.
+	prefix []byte
 }
 
 // newSource describes the page holding e.
@@ -60,11 +63,13 @@ func (sv *salvaged) newSource(e boltpage.Elem) recordSource {
 // sourceOf returns the source of s holding e, adding it when e is the first
 // element of its page that s takes. The walk takes a page's elements one
 // after another, so the page is the last source if s has it at all.
-func (s *salvageSession) sourceOf(sv *salvaged, e boltpage.Elem) *recordSource {
-	if n := len(s.sources); n > 0 && s.sources[n-1].off == e.LeafOff {
+func (s *salvageSession) sourceOf(sv *salvaged, e boltpage.Elem, prefix []byte) *recordSource {
+	if n := len(s.sources); n > 0 && s.sources[n-1].off == e.LeafOff && bytes.Equal(s.sources[n-1].prefix, prefix) {
 		return &s.sources[n-1]
 	}
-	s.sources = append(s.sources, sv.newSource(e))
+	src := sv.newSource(e)
+	src.prefix = prefix
+	s.sources = append(s.sources, src)
 	return &s.sources[len(s.sources)-1]
 }
 
@@ -168,6 +173,10 @@ func (sv *salvaged) records(src *recordSource, fn func(boltpage.Elem) error) err
 		}
 		if e.Bucket || slices.Contains(src.bad, uint16(i)) {
 			continue
+		}
+		var ok bool
+		if e.Key, ok = src.under(e.Key); !ok {
+			continue // another session's message
 		}
 		e.Page, e.Index, e.Leaf, e.LeafOff = src.page, i, buf, src.off
 		if err := fn(e); err != nil {

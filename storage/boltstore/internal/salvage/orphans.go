@@ -36,6 +36,11 @@ func (sv *salvaged) scanOrphans(ctx context.Context, w *boltpage.Walker, useFree
 		elems := leafElems(w.File, id)
 		paths := g.pathsOf(id, 0)
 		delete(g.memo, id) // asked for once: keep only the pages above leaves
+		if flatLeafElems(elems) {
+			// Its keys say whose each message is.
+			sv.orphans += sv.flatLeaf(w, nil, elems)
+			continue
+		}
 		if len(paths) != 1 {
 			if leaf, ok := sv.unownedLeaf(id, elems); ok {
 				unowned = append(unowned, leaf)
@@ -131,7 +136,8 @@ func (g *pageGraph) leaf(id uint64, h boltpage.PageHeader, buf []byte) {
 			if br, err := boltpage.SubBucket(e.Value); err == nil && br.Page != 0 {
 				g.refs[br.Page] = append(g.refs[br.Page], orphanRef{id, string(e.Key)})
 			}
-			if string(e.Key) == layout.BucketSessions || string(e.Key) == layout.BucketStore {
+			switch string(e.Key) {
+			case layout.BucketSessions, layout.BucketStore, layout.BucketNames, layout.BucketMessages:
 				g.looksRoot[id] = true
 			}
 		}
@@ -204,6 +210,10 @@ func (sv *salvaged) ownedLeaf(w *boltpage.Walker, path []string, elems []boltpag
 				sv.orphans++
 			}
 		}
+	case len(path) == 0:
+		sv.orphans += sv.flatInline(w, elems)
+	case len(path) == 1 && (path[0] == layout.BucketNames || path[0] == layout.BucketDerivedRecords):
+		sv.flatLeaf(w, path, elems)
 	case len(path) == 2 && path[0] == layout.BucketSessions:
 		s := sv.session(path[1])
 		before := s.seqs.n

@@ -154,6 +154,8 @@ type salvaged struct {
 	cached   *recordSource
 	sessions map[string]*salvageSession
 	order    []string // session names in the order found
+	// idName names the sessions of a file of the flat layout by number.
+	idName   map[uint64]string
 	reasons  map[string]int
 	examples map[string]string
 	orphans  int
@@ -216,7 +218,13 @@ func (sv *salvaged) skip(s *salvageSession, reason, example string) {
 // message considers one key/value of a session's msgs bucket. It reports whether the
 // message was kept: it is valid and its seq new to s.
 func (sv *salvaged) message(s *salvageSession, e boltpage.Elem) bool {
-	src := s.sourceOf(sv, e)
+	return sv.messageUnder(s, e, nil)
+}
+
+// messageUnder is message of an element of a page holding the messages of
+// several sessions, s's under prefix (flat.go); the key is the seq's.
+func (sv *salvaged) messageUnder(s *salvageSession, e boltpage.Elem, prefix []byte) bool {
+	src := s.sourceOf(sv, e, prefix)
 	env, ok := sv.record(s, s.name, e.Key, e.Value)
 	if !ok {
 		src.bad = append(src.bad, uint16(e.Index))
@@ -259,7 +267,7 @@ func readForSalvage(ctx context.Context, src string, r *Report) (*salvaged, erro
 	if bf == nil {
 		return nil, fmt.Errorf("salvage %s: %w", src, err)
 	}
-	sv := &salvaged{bf: bf, seed: maphash.MakeSeed(), sessions: map[string]*salvageSession{}, reasons: map[string]int{}, examples: map[string]string{}, logSkipped: map[string]int{}}
+	sv := &salvaged{bf: bf, seed: maphash.MakeSeed(), sessions: map[string]*salvageSession{}, idName: map[uint64]string{}, reasons: map[string]int{}, examples: map[string]string{}, logSkipped: map[string]int{}}
 	start, serr := bf.Handle.Stat()
 	if serr != nil {
 		return sv, fmt.Errorf("salvage %s: %w", src, serr)
@@ -370,13 +378,6 @@ func storeValue(bf *boltpage.File, root boltpage.BucketRoot, key string) []byte 
 		return false
 	})
 	return v
-}
-
-// walkTree collects every session of the tree under root.
-func (sv *salvaged) walkTree(ctx context.Context, w *boltpage.Walker, root boltpage.BucketRoot) {
-	layout.WalkSessions(ctx, w, root, func(name string, br boltpage.BucketRoot) {
-		sv.walkSession(w, sv.session(name), br)
-	})
 }
 
 // walkSession collects one session bucket: its metadata, messages and derived records.

@@ -55,41 +55,95 @@ func Pages(ctx context.Context, path string, r *storage.VerifyReport) (sound boo
 		return false, nil
 	}
 	w := boltpage.NewWalker(bf)
-	layout.WalkSessions(ctx, w, boltpage.BucketRoot{Page: bf.Meta.Root}, func(name string, root boltpage.BucketRoot) {
-		r.Sessions++
-		v := sessionVerifier{r: r, name: name, epochs: map[uint64]*epochTally{}, pairs: storage.PairingAudit{Session: name}, newer: &newer}
-		path := []string{layout.BucketSessions, name}
-		w.ForEach(path, root, func(e boltpage.Elem) bool {
-			switch {
-			case string(e.Key) == layout.KeyMeta && !e.Bucket:
-				m, err := layout.DecodeMeta(e.Value)
-				if err != nil {
-					r.AddProblem("meta", name, 0, "%v", err)
-				} else {
-					v.meta = &m
-					v.epochList = storage.NewEpochAudit(r, m.Info(name))
-					if m.Importing {
-						r.AddProblem("import", name, 0, "an import of this session has not finished (%d messages so far): if no import is running, purge the session and import it again", m.Total)
-					}
-				}
-			case string(e.Key) == layout.BucketMsgs && e.Bucket:
-				br, ok := w.Sub(path, e)
-				if !ok {
-					return true
-				}
-				w.ForEach(append(path, layout.BucketMsgs), br, func(m boltpage.Elem) bool {
-					v.message(m)
-					return ctx.Err() == nil
-				})
-			}
-			return ctx.Err() == nil
-		})
-		v.finish()
-	})
+	flat(ctx, w, boltpage.BucketRoot{Page: bf.Meta.Root}, r, &newer)
 	for _, is := range w.Issues {
 		r.AddProblem("structure", "", 0, "%s", is)
 	}
 	return len(w.Issues) == 0, newer
+}
+
+// topBuckets finds the root's buckets of the given names; a missing one is
+// an issue of the walk.
+func topBuckets(w *boltpage.Walker, root boltpage.BucketRoot, names ...string) (map[string]boltpage.BucketRoot, bool) {
+	out := map[string]boltpage.BucketRoot{}
+	w.ForEach(nil, root, func(e boltpage.Elem) bool {
+		if e.Bucket && slices.Contains(names, string(e.Key)) {
+			if br, ok := w.Sub(nil, e); ok {
+				out[string(e.Key)] = br
+			}
+		}
+		return true
+	})
+	for _, name := range names {
+		if _, ok := out[name]; !ok {
+			w.Issue(nil, root.Page, "no %q bucket reachable from the root", name)
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// flat checks every session of a format 3 file: its record, then its
+// messages, which follow in the messages bucket in session number order.
+func flat(ctx context.Context, w *boltpage.Walker, root boltpage.BucketRoot, r *storage.VerifyReport, newer *error) {
+	tops, ok := topBuckets(w, root, layout.BucketNames, layout.BucketMessages)
+	if !ok {
+		return
+	}
+	byID := map[uint64]*sessionVerifier{}
+	var order []*sessionVerifier
+	w.ForEach([]string{layout.BucketNames}, tops[layout.BucketNames], func(e boltpage.Elem) bool {
+		name := string(e.Key)
+		r.Sessions++
+		v := &sessionVerifier{r: r, name: name, epochs: map[uint64]*epochTally{}, pairs: storage.PairingAudit{Session: name}, newer: newer}
+		order = append(order, v)
+		id, m, err := layout.DecodeRecord(e.Value)
+		switch {
+		case e.Bucket:
+			r.AddProblem("meta", name, 0, "a bucket where the session's record belongs")
+		case err != nil:
+			r.AddProblem("meta", name, 0, "%v", err)
+		case byID[id] != nil:
+			r.AddProblem("meta", name, 0, "session number %d is also session %q's", id, byID[id].name)
+		default:
+			byID[id] = v
+			v.setMeta(m)
+		}
+		return ctx.Err() == nil
+	})
+	orphans := map[uint64]bool{}
+	w.ForEach([]string{layout.BucketMessages}, tops[layout.BucketMessages], func(e boltpage.Elem) bool {
+		id, seq, ok := layout.SplitMsgKey(e.Key)
+		v := byID[id]
+		switch {
+		case !ok:
+			r.Messages++
+			r.AddProblem("record", "", 0, "unreadable record under a damaged key")
+		case v == nil:
+			r.Messages++
+			if !orphans[id] {
+				orphans[id] = true
+				r.AddProblem("record", "", 0, "messages of session number %d, which no session record names", id)
+			}
+		default:
+			e.Key = layout.SeqKey(seq)
+			v.message(e)
+		}
+		return ctx.Err() == nil
+	})
+	for _, v := range order {
+		v.finish()
+	}
+}
+
+// setMeta takes the session's metadata, which the messages are checked
+// against.
+func (v *sessionVerifier) setMeta(m layout.Meta) {
+	v.meta = &m
+	v.epochList = storage.NewEpochAudit(v.r, m.Info(v.name))
+	if m.Importing {
+		v.r.AddProblem("import", v.name, 0, "an import of this session has not finished (%d messages so far): if no import is running, purge the session and import it again", m.Total)
+	}
 }
 
 // implausibleSeq is a seq no session reaches (a million appends a second
