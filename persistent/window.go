@@ -76,6 +76,7 @@ type window struct {
 	superseded map[uint64]bool       // seqs of older memory-file versions, hidden from views
 	repairs    map[uint64]repairRecord
 	decisions  map[int]view.Decisions // saved view decisions of this epoch, by budget
+	lineage    *ctxstore.Lineage      // the fork or rewind that made the history, nil when none
 }
 
 func newWindow(info storage.SessionInfo, counter string) window {
@@ -294,6 +295,11 @@ func (m *Manager) historyTokens() int {
 // epoch; the tail is read on demand by the first request.
 func (m *Manager) reload(ctx context.Context, info storage.SessionInfo) error {
 	old := m.w
+	if !old.created.IsZero() && !info.Created.Equal(old.created) {
+		// The session this manager held was deleted (maybe created again
+		// under its name): it must not be written to as if it were new.
+		m.deleted = true
+	}
 	w := newWindow(info, m.counter)
 	m.recounted = [2]int{}
 	if !info.Created.Equal(old.created) || info.LastSeq < old.lastSeq {
@@ -551,6 +557,9 @@ func (m *Manager) loadDerived(ctx context.Context, w *window) error {
 			w.repairs[r.AssistantSeq] = r
 		}
 	}
+	if err := m.loadLineage(ctx, w); err != nil {
+		return err
+	}
 	prefix := decisionPrefix(w.epoch)
 	for d, err := range m.st.ListDerived(ctx, m.session, KindView) {
 		if errors.Is(err, storage.ErrNotFound) {
@@ -630,6 +639,36 @@ func (m *Manager) catchUpLocked(ctx context.Context, info storage.SessionInfo) e
 	}
 	if m.w.count > 0 {
 		m.w.pending = nil
+	}
+	return nil
+}
+
+// loadLineage reads where the session came from (storage.Fork) and where
+// the window's epoch came from (storage.Rewind), for explanations.
+func (m *Manager) loadLineage(ctx context.Context, w *window) error {
+	var l ctxstore.Lineage
+	for d, err := range m.st.ListDerived(ctx, m.session, storage.KindLineage) {
+		if errors.Is(err, storage.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read lineage: %w", err)
+		}
+		switch d.Key {
+		case storage.LineageKey:
+			var f storage.Lineage
+			if json.Unmarshal(d.Value, &f) == nil {
+				l.ForkedFrom, l.ForkSeq = f.Parent, f.Seq
+			}
+		case storage.RewindKey(w.epoch):
+			var r storage.Rewound
+			if json.Unmarshal(d.Value, &r) == nil {
+				l.RewoundFrom, l.RewindSeq = r.FromEpoch, r.Seq
+			}
+		}
+	}
+	if l != (ctxstore.Lineage{}) {
+		w.lineage = &l
 	}
 	return nil
 }

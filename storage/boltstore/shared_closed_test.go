@@ -20,7 +20,7 @@ func TestSharedClosedHandleRefusesEveryCall(t *testing.T) {
 	path := filepath.Join(dir, "ctx.db")
 	a := openShared(t, path, Options{})
 	b := openShared(t, path, Options{})
-	for _, session := range []string{"s", "gone"} {
+	for _, session := range []string{"s", "gone", "gone-if"} {
 		if _, _, err := a.Append(ctx, session, text("user", "before")); err != nil {
 			t.Fatal(err)
 		}
@@ -47,6 +47,7 @@ func TestSharedClosedHandleRefusesEveryCall(t *testing.T) {
 		},
 		"Clear":         func(h *Shared) error { _, err := h.Clear(ctx, "s"); return err },
 		"Purge":         func(h *Shared) error { return h.Purge(ctx, "gone") },
+		"PurgeIf":       func(h *Shared) error { return h.PurgeIf(ctx, "gone-if", nil) },
 		"PurgeEpoch":    func(h *Shared) error { return h.PurgeEpoch(ctx, "s", 1) },
 		"Messages":      func(h *Shared) error { return seqErr(h.Messages(ctx, "s", 0)) },
 		"EpochMessages": func(h *Shared) error { return seqErr(h.EpochMessages(ctx, "s", 1, 0)) },

@@ -369,9 +369,20 @@ func (s *Store) Clear(ctx context.Context, session string) (newEpoch uint64, err
 // tombstone (its row, no longer live) so that a session created later under
 // the name continues after its last seq and epoch.
 func (s *Store) Purge(ctx context.Context, session string) error {
+	return s.PurgeIf(ctx, session, nil)
+}
+
+// PurgeIf is Purge done only if check (nil accepts anything) accepts the
+// session as the purging transaction sees it; otherwise nothing is deleted
+// and check's error comes back unchanged. A retention policy purges this
+// way, so that a session written meanwhile is not deleted with the write.
+func (s *Store) PurgeIf(ctx context.Context, session string, check func(storage.SessionInfo) error) error {
 	return s.write(ctx, session, nil, nil, func(w *wtx) error {
 		if !w.m.live {
 			return w.notFound()
+		}
+		if err := w.check(check); err != nil {
+			return err
 		}
 		w.batch.Queue(`SELECT pg_advisory_xact_lock($1)`, searchLockKey(s.schema, w.name)) // see indexBatch
 		for _, table := range []string{"messages", "epochs", "derived", "search_docs", "search_marks"} {
