@@ -235,7 +235,8 @@ func BenchmarkRequestAfterAppend(b *testing.B) {
 // and 100k stored messages. Target: 100k ≤ 3 × 1k (metric "x100k/1k").
 // The first view of a session without saved decisions reads the tail back
 // to the horizon (4 × budget tokens); with saved decisions (every iteration
-// after the first) only back to their cutoff, about the size of the view.
+// after the first) only back to their cutoff, and of that only the
+// messages the decisions did not remove: the view's.
 func BenchmarkResume(b *testing.B) {
 	for _, budget := range []int{benchBudget, 100_000} {
 		b.Run(fmt.Sprintf("budget=%d", budget), func(b *testing.B) {

@@ -42,7 +42,7 @@ func decisionKey(epoch uint64, budget int) string {
 // saved decisions. Changed decisions are saved to the store, so a reopened
 // session produces the same view. The stored history never changes.
 func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
-	v, err := m.Explain(ctx, r)
+	v, err := m.explain(ctx, r, true)
 	return v.Messages, err
 }
 
@@ -53,7 +53,12 @@ func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request)
 // same budget. Origins of messages the view adds (the notice, repaired
 // tool results) have seq 0.
 func (m *Manager) Explain(ctx context.Context, r ctxstore.Request) (ctxstore.View, error) {
-	v, events, err := m.request(ctx, r)
+	return m.explain(ctx, r, false)
+}
+
+// explain is Explain; with viewOnly, the view's Origins are left out (nil).
+func (m *Manager) explain(ctx context.Context, r ctxstore.Request, viewOnly bool) (ctxstore.View, error) {
+	v, events, err := m.request(ctx, r, viewOnly)
 	// Events go out after every lock is released, so a hook may call the
 	// manager, even for another view.
 	for _, ev := range events {
@@ -67,30 +72,37 @@ func (m *Manager) Explain(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 // rewritten messages), but not with AddMessage or GetMessages: the engine
 // runs without the manager's lock, since a summarizer may take seconds and
 // the history it is given only refers to items never modified in place.
-func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.View, []view.Event, error) {
+func (m *Manager) request(ctx context.Context, r ctxstore.Request, viewOnly bool) (ctxstore.View, []view.Event, error) {
 	m.reqMu.Lock()
 	defer m.reqMu.Unlock()
-	if err := m.lock(); err != nil {
-		return ctxstore.View{}, nil, err
+	var in requestInput
+	var res view.Result
+	var events []view.Event
+	for fill := false; ; fill = true {
+		var err error
+		in, err = m.prepare(ctx, r, fill)
+		events = append(events, in.events...)
+		if err != nil {
+			return ctxstore.View{}, events, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
+		}
+		if m.memo == nil || m.memoEpoch != in.epoch {
+			m.memo, m.memoEpoch = view.NewMemo(), in.epoch
+		}
+		in.h.Memo, in.h.ViewOnly = m.memo, viewOnly
+		res, err = view.TryCompute(ctx, in.h, in.plan.Fit, in.saved, m.vcfg)
+		if err != nil {
+			return ctxstore.View{}, events, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
+		}
+		// The tail left out what the decisions remove (a resumed session),
+		// and the view needs it now (a new escalation): read it, once.
+		if !res.NeedTail || fill {
+			break
+		}
 	}
-	h, plan, saved, epoch, err := m.prepareLocked(ctx, r)
-	// Memory messages of a fresh session are not stored yet: they have no
-	// seq until the first write.
-	pending := len(m.w.pending) > 0
-	stored, lastSeq := m.w.count, m.w.lastSeq
-	events := m.takeEvents()
-	m.mu.Unlock()
-	if err != nil {
-		return ctxstore.View{}, events, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
+	if res.NeedTail {
+		return ctxstore.View{}, events, fmt.Errorf("persistent: view of session %q: internal error: the view needs more of the history than was read", m.session)
 	}
-	if m.memo == nil || m.memoEpoch != epoch {
-		m.memo, m.memoEpoch = view.NewMemo(), epoch
-	}
-	h.Memo = m.memo
-	res, err := view.TryCompute(ctx, h, plan.Fit, saved, m.vcfg)
-	if err != nil {
-		return ctxstore.View{}, events, fmt.Errorf("persistent: view of session %q: %w", m.session, err)
-	}
+	plan, epoch, pending, stored, lastSeq, lineage := in.plan, in.epoch, in.pending, in.stored, in.lastSeq, in.lineage
 	events = append(events, res.Events...)
 	if res.Changed {
 		if err := m.saveDecisions(ctx, epoch, plan.Fit.Tokens, res.Decisions); err != nil && !errors.Is(err, ErrClosed) {
@@ -110,7 +122,7 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 		m.mu.Unlock()
 	}
 	v := m.drv.Explain(plan, res)
-	v.Session, v.Epoch = m.session, epoch
+	v.Session, v.Epoch, v.Lineage = m.session, epoch, lineage
 	if stored > 0 {
 		v.FirstSeq, v.LastSeq = lastSeq-uint64(stored)+1, lastSeq
 	}
@@ -123,6 +135,39 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request) (ctxstore.Vie
 		o.Seq, o.FromSeq, o.Epoch = idSeq(o.Seq), idSeq(o.FromSeq), epoch
 	}
 	return v, events, nil
+}
+
+// requestInput is what a request computes its view from, taken under the
+// manager's lock.
+type requestInput struct {
+	h       view.History
+	plan    view.Plan
+	saved   view.Decisions
+	epoch   uint64
+	pending bool // memory messages of a fresh session, not stored yet: no seqs
+	stored  int
+	lastSeq uint64
+	lineage *ctxstore.Lineage // the fork or rewind that made the history, nil when none
+	events  []view.Event
+}
+
+// prepare takes the manager's lock and builds the engine's input for r;
+// with fill, from a tail that leaves nothing out (see readSparse).
+func (m *Manager) prepare(ctx context.Context, r ctxstore.Request, fill bool) (requestInput, error) {
+	if err := m.lock(); err != nil {
+		return requestInput{}, err
+	}
+	defer m.mu.Unlock()
+	if fill {
+		m.w.fill()
+	}
+	var in requestInput
+	var err error
+	in.h, in.plan, in.saved, in.epoch, err = m.prepareLocked(ctx, r)
+	in.pending = len(m.w.pending) > 0
+	in.stored, in.lastSeq, in.lineage = m.w.count, m.w.lastSeq, m.w.lineage
+	in.events = m.takeEvents()
+	return in, err
 }
 
 // prepareLocked syncs with the store, derives the budgets and builds the
@@ -193,6 +238,10 @@ func (m *Manager) history(need view.Need) view.History {
 	}
 	if w.lastHuman != nil && (len(w.tail) == 0 || w.lastHuman.ID < w.tail[start].ID) {
 		h.LastHuman = w.lastHuman
+	}
+	if len(w.gaps) > 0 && len(w.tail) > 0 {
+		i, _ := slices.BinarySearch(w.gaps, w.tail[start].ID+1)
+		h.Gaps = w.gaps[i:len(w.gaps):len(w.gaps)]
 	}
 	if len(w.superseded) > 0 {
 		h.Hidden = make([]uint64, 0, len(w.superseded))

@@ -45,19 +45,30 @@ type window struct {
 	// created tells this session from another under the same name:
 	// one imported after a purge may reuse its epoch and seqs.
 	created time.Time
-	count   int  // messages in the current epoch
-	own     int  // the stored Σ tokens of the epoch at reload that the manager's counter made
-	base    int  // the rest of the stored Σ at reload: other counters' counts
-	added   int  // Σ tokens of messages pushed since, by the manager's counter
-	ours    bool // this manager wrote into the current epoch
+	// erasures is the session's erase count when read: an erase
+	// elsewhere changed messages the window may hold, so it is read again.
+	erasures uint64
+	count    int  // messages in the current epoch
+	own      int  // the stored Σ tokens of the epoch at reload that the manager's counter made
+	base     int  // the rest of the stored Σ at reload: other counters' counts
+	added    int  // Σ tokens of messages pushed since, by the manager's counter
+	ours     bool // this manager wrote into the current epoch
 
 	pinned    []view.Item // system and developer messages of the epoch, in order
 	firstUser *view.Item
 	lastHuman *view.Item // valid when lastKnown
 	lastKnown bool
-	tail      []view.Item // contiguous run of the newest messages, ending at lastSeq
+	tail      []view.Item // contiguous run of the newest messages, ending at lastSeq (less gaps)
 	tailToks  int         // Σ tokens over tail
 	need      view.Need   // what trimming keeps: the most tokens and the latest cutoff asked for
+	// gaps lists the tail items right after messages a read left out
+	// because the saved decisions remove them (view.Need.Skip; gapSkip is
+	// that list), ascending. Empty: the tail is contiguous. contiguous:
+	// the tail was filled once since the window was loaded; reads stay
+	// contiguous from then on.
+	gaps       []uint64
+	gapSkip    []uint64
+	contiguous bool
 
 	pending []view.Item // memory messages of an empty epoch, written with the first write
 
@@ -65,12 +76,14 @@ type window struct {
 	superseded map[uint64]bool       // seqs of older memory-file versions, hidden from views
 	repairs    map[uint64]repairRecord
 	decisions  map[int]view.Decisions // saved view decisions of this epoch, by budget
+	lineage    *ctxstore.Lineage      // the fork or rewind that made the history, nil when none
 }
 
 func newWindow(info storage.SessionInfo, counter string) window {
 	w := window{
 		epoch: info.Epoch, epochStart: info.EpochStartSeq, lastSeq: info.LastSeq, created: info.Created,
-		count: info.Messages, base: info.Tokens,
+		erasures: info.Erasures,
+		count:    info.Messages, base: info.Tokens,
 		mem: map[string]memVersion{}, superseded: map[uint64]bool{},
 		repairs: map[uint64]repairRecord{}, decisions: map[int]view.Decisions{},
 	}
@@ -164,10 +177,36 @@ func (w *window) trim() {
 	if drop == 0 {
 		return
 	}
-	for _, it := range w.tail[:drop] {
+	w.dropOldest(drop)
+}
+
+// dropOldest drops the n oldest items of the tail, and the gaps among
+// them.
+func (w *window) dropOldest(n int) {
+	for _, it := range w.tail[:n] {
 		w.tailToks -= it.Tokens
 	}
-	w.tail = append([]view.Item(nil), w.tail[drop:]...)
+	w.tail = append([]view.Item(nil), w.tail[n:]...)
+	if len(w.gaps) > 0 {
+		i, _ := slices.BinarySearch(w.gaps, w.tail[0].ID+1)
+		w.gaps = w.gaps[i:]
+	}
+}
+
+// fill makes the tail contiguous again: it keeps the part after the
+// newest gap, for the next read to extend without leaving anything out.
+// A request that weighs every message (a new escalation, another budget)
+// needs that; reads stay contiguous from then on, so that a host
+// alternating between budgets does not read the same messages twice.
+func (w *window) fill() {
+	w.contiguous = true
+	if len(w.gaps) == 0 {
+		return
+	}
+	last := w.gaps[len(w.gaps)-1]
+	k, _ := slices.BinarySearchFunc(w.tail, last, func(it view.Item, id uint64) int { return cmp.Compare(it.ID, id) })
+	w.gaps, w.gapSkip = nil, nil
+	w.dropOldest(k)
 }
 
 // entryItem is the view item of a stored entry. A count made by another
@@ -256,6 +295,11 @@ func (m *Manager) historyTokens() int {
 // epoch; the tail is read on demand by the first request.
 func (m *Manager) reload(ctx context.Context, info storage.SessionInfo) error {
 	old := m.w
+	if !old.created.IsZero() && !info.Created.Equal(old.created) {
+		// The session this manager held was deleted (maybe created again
+		// under its name): it must not be written to as if it were new.
+		m.deleted = true
+	}
 	w := newWindow(info, m.counter)
 	m.recounted = [2]int{}
 	if !info.Created.Equal(old.created) || info.LastSeq < old.lastSeq {
@@ -331,14 +375,23 @@ func (m *Manager) ensureTail(ctx context.Context, need view.Need) error {
 	// keep the whole history. A request with an older cutoff (another
 	// budget) reads the missing messages back.
 	w.need.FromID = need.FromID
+	if len(w.gaps) > 0 && !sameSkip(w.gapSkip, need.Skip) {
+		w.fill()
+	}
 	if w.complete() || (len(w.tail) > 0 && need.Covers(w.tailToks, w.tail[0])) {
 		return m.findLastHuman(ctx)
 	}
-	toks := w.tailToks
 	before := w.lastSeq + 1
 	if len(w.tail) > 0 {
 		before = idSeq(w.tail[0].ID)
 	}
+	if done, err := m.readSparse(ctx, need, before); done || err != nil {
+		if err != nil {
+			return err
+		}
+		return m.findLastHuman(ctx)
+	}
+	toks := w.tailToks
 	// Newest first, sized for the whole new tail so that neither growing
 	// it nor building the tail from it copies thousands of items.
 	older := make([]view.Item, 0, w.readEstimate(need, before)+len(w.tail))
@@ -504,6 +557,9 @@ func (m *Manager) loadDerived(ctx context.Context, w *window) error {
 			w.repairs[r.AssistantSeq] = r
 		}
 	}
+	if err := m.loadLineage(ctx, w); err != nil {
+		return err
+	}
 	prefix := decisionPrefix(w.epoch)
 	for d, err := range m.st.ListDerived(ctx, m.session, KindView) {
 		if errors.Is(err, storage.ErrNotFound) {
@@ -542,7 +598,7 @@ func (m *Manager) syncLocked(ctx context.Context) error {
 
 // catchUpLocked brings the window up to info, the session as just read.
 func (m *Manager) catchUpLocked(ctx context.Context, info storage.SessionInfo) error {
-	if info.Epoch != m.w.epoch || info.LastSeq < m.w.lastSeq || !info.Created.Equal(m.w.created) {
+	if info.Epoch != m.w.epoch || info.LastSeq < m.w.lastSeq || !info.Created.Equal(m.w.created) || info.Erasures != m.w.erasures {
 		return m.reload(ctx, info)
 	}
 	if info.LastSeq == m.w.lastSeq {
@@ -583,6 +639,36 @@ func (m *Manager) catchUpLocked(ctx context.Context, info storage.SessionInfo) e
 	}
 	if m.w.count > 0 {
 		m.w.pending = nil
+	}
+	return nil
+}
+
+// loadLineage reads where the session came from (storage.Fork) and where
+// the window's epoch came from (storage.Rewind), for explanations.
+func (m *Manager) loadLineage(ctx context.Context, w *window) error {
+	var l ctxstore.Lineage
+	for d, err := range m.st.ListDerived(ctx, m.session, storage.KindLineage) {
+		if errors.Is(err, storage.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read lineage: %w", err)
+		}
+		switch d.Key {
+		case storage.LineageKey:
+			var f storage.Lineage
+			if json.Unmarshal(d.Value, &f) == nil {
+				l.ForkedFrom, l.ForkSeq = f.Parent, f.Seq
+			}
+		case storage.RewindKey(w.epoch):
+			var r storage.Rewound
+			if json.Unmarshal(d.Value, &r) == nil {
+				l.RewoundFrom, l.RewindSeq = r.FromEpoch, r.Seq
+			}
+		}
+	}
+	if l != (ctxstore.Lineage{}) {
+		w.lineage = &l
 	}
 	return nil
 }

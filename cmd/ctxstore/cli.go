@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/completion"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -68,7 +69,12 @@ func commands() []*command {
 		verifyCommand(),
 		doctorCommand(),
 		clearCommand(),
+		eraseCommand(),
+		scrubCommand(),
 		purgeCommand(),
+		forkCommand(),
+		rewindCommand(),
+		gcCommand(),
 		shrinkCommand(),
 		backupCommand(),
 		restoreCommand(),
@@ -328,13 +334,7 @@ func flagError(c *command, fs *flag.FlagSet, err error) error {
 }
 
 // dashed is a flag name as users type it: "-n", "--epoch".
-func dashed(name string) string {
-	name = strings.TrimLeft(name, "-")
-	if len(name) == 1 {
-		return "-" + name
-	}
-	return "--" + name
-}
+func dashed(name string) string { return completion.Dashed(name) }
 
 func printOverview(w io.Writer, cmds []*command) {
 	fmt.Fprint(w, `ctxstore keeps LLM agents' conversations in a bbolt file, or in a

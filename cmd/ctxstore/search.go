@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/serve"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/search"
 )
@@ -171,23 +172,12 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, errors.New("want a duration (90m, 36h, 7d) or a date or time (2026-11-27, 2026-11-27T09:00:00Z)")
 }
 
-// searchHit is one line of search --json.
-type searchHit struct {
-	Session string    `json:"session"`
-	Seq     uint64    `json:"seq"`
-	Epoch   uint64    `json:"epoch"`
-	Role    string    `json:"role"`
-	Time    time.Time `json:"time"`
-	Score   float64   `json:"score"`
-	Snippet string    `json:"snippet"`
-}
-
 func (a *app) printHits(res storage.SearchResult, req storage.SearchRequest) error {
 	w := bufio.NewWriter(a.stdout)
 	defer w.Flush()
 	if a.json {
 		for _, h := range res.Hits {
-			if err := writeJSONLine(w, searchHit{h.Session, h.Seq, h.Epoch, h.Role, h.Time, h.Score, h.Marked("**", "**")}); err != nil {
+			if err := writeJSONLine(w, serve.HitOf(h, h.Marked("**", "**"))); err != nil {
 				return err
 			}
 		}

@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
 	"runtime"
-	"strings"
 	"time"
+
+	"github.com/ctxstore/ctxstore/internal/serve"
 )
 
 func serveCommand() *command {
@@ -75,15 +74,6 @@ func checkServeAddr(addr string) (loopback bool, err error) {
 	return ip != nil && ip.IsLoopback(), nil
 }
 
-// newToken returns a random token for one run of serve.
-func newToken() (string, error) {
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("serve: make a token: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
-
 // runServe opens the database read-only and serves the viewer until ctx
 // ends.
 func runServe(ctx context.Context, a *app, addr string, open, remote bool) error {
@@ -92,7 +82,7 @@ func runServe(ctx context.Context, a *app, addr string, open, remote bool) error
 		return err
 	}
 	defer st.Close()
-	token, err := newToken()
+	token, err := serve.NewToken()
 	if err != nil {
 		return err
 	}
@@ -100,8 +90,8 @@ func runServe(ctx context.Context, a *app, addr string, open, remote bool) error
 	if err != nil {
 		return fmt.Errorf("serve: listen on %s: %w (pick another with --addr, or port 0 for any free one)", addr, err)
 	}
-	srv := newViewer(st, token, ln.Addr().(*net.TCPAddr).Port)
-	defer srv.close()
+	srv := serve.New(st, serve.Options{Token: token, Port: ln.Addr().(*net.TCPAddr).Port, Version: buildVersion(), Explain: explainIn})
+	defer srv.Close()
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
 	if remote {
@@ -146,17 +136,4 @@ func openBrowser(url string) error {
 	}
 	go cmd.Wait()
 	return nil
-}
-
-// hostAllowed reports whether a request's Host header names this server:
-// the port it listens on, with "localhost" or an IP address. A name that
-// resolves here only because an attacker's DNS says so (DNS rebinding) is
-// refused.
-func hostAllowed(host string, port int) bool {
-	h, p, err := net.SplitHostPort(host)
-	if err != nil || p != fmt.Sprint(port) {
-		return false
-	}
-	h = strings.TrimSuffix(strings.ToLower(h), ".")
-	return h == "localhost" || net.ParseIP(h) != nil
 }

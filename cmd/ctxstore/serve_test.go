@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/serve"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -199,7 +200,7 @@ func TestServeAPI(t *testing.T) {
 	e := newEnv(t)
 	e.ok(longConversation(300), "add", "long")
 	s := e.serve()
-	var list struct{ Sessions []sessionRow }
+	var list struct{ Sessions []serve.SessionRow }
 	s.getJSON(t, "/api/sessions", http.StatusOK, &list)
 	if len(list.Sessions) != 1 || list.Sessions[0].Name != "long" || list.Sessions[0].Messages == 0 || list.Sessions[0].Title == "" {
 		t.Fatalf("sessions %+v", list.Sessions)
@@ -208,7 +209,7 @@ func TestServeAPI(t *testing.T) {
 	type pageJSON struct {
 		FirstSeq uint64 `json:"first_seq"`
 		LastSeq  uint64 `json:"last_seq"`
-		Messages []messageJSON
+		Messages []serve.MessageJSON
 	}
 	seqs := func(p pageJSON) (uint64, uint64, int) {
 		if len(p.Messages) == 0 {
@@ -235,21 +236,21 @@ func TestServeAPI(t *testing.T) {
 			t.Errorf("messages%s: seqs %d-%d (%d), want %d-%d (%d)", p.query, f, l, c, p.first, p.last, p.count)
 		}
 	}
-	var small, large viewJSON
+	var small, large serve.ViewJSON
 	s.getJSON(t, "/api/view?s=long&budget=500", http.StatusOK, &small)
 	s.getJSON(t, "/api/view?s=long&budget=1000000", http.StatusOK, &large)
-	if small.Level == 0 || small.Removed == 0 || len(small.NotSent) == 0 || !strings.Contains(small.Report, "budget 500 tokens") {
-		t.Errorf("view at 500 tokens compacted nothing: %+v", small.viewReport)
+	if small.Level == 0 || small.Removed == 0 || len(small.NotSent) == 0 || !strings.Contains(small.Text, "budget 500 tokens") {
+		t.Errorf("view at 500 tokens compacted nothing: %+v", small.Report)
 	}
 	if large.Level != 0 || large.Removed != 0 || large.View.Messages != int(n) {
 		t.Errorf("view at 1M tokens: level %d, removed %d, %d messages", large.Level, large.Removed, large.View.Messages)
 	}
-	var again viewJSON
+	var again serve.ViewJSON
 	s.getJSON(t, "/api/view?s=long&budget=500", http.StatusOK, &again)
 	if again.StablePrefix != len(small.Messages) {
 		t.Errorf("the same view again: stable prefix %d, want all %d messages", again.StablePrefix, len(small.Messages))
 	}
-	var window viewJSON
+	var window serve.ViewJSON
 	s.getJSON(t, "/api/view?s=long&window=8192&out=1024", http.StatusOK, &window)
 	if window.BudgetSource != "model" {
 		t.Errorf("view of a model's window: budget source %q", window.BudgetSource)
@@ -341,7 +342,7 @@ func TestServeViewerConcurrent(t *testing.T) {
 	sctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel) // before the server's Close, which waits for the stream
 	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, ts.URL+"/api/events", nil)
-	req.AddCookie(&http.Cookie{Name: v.cookie, Value: "tok"})
+	req.AddCookie(&http.Cookie{Name: "ctxstore_token_" + ts.URL[strings.LastIndex(ts.URL, ":")+1:], Value: "tok"})
 	stream, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -373,14 +374,14 @@ func TestServeViewerConcurrent(t *testing.T) {
 	}
 	cancel()
 	stream.Body.Close()
-	if n := len(v.views.open); n > maxViewManagers {
-		t.Errorf("%d managers kept, want at most %d", n, maxViewManagers)
+	if n := v.Managers(); n > serve.MaxViewManagers {
+		t.Errorf("%d managers kept, want at most %d", n, serve.MaxViewManagers)
 	}
 }
 
 // inProcess serves the database at db in this process and returns the
 // handler, its server and a GET with the token's cookie.
-func inProcess(t *testing.T, db string) (*viewer, *httptest.Server, func(string) (int, string)) {
+func inProcess(t *testing.T, db string) (*serve.Viewer, *httptest.Server, func(string) (int, string)) {
 	st, err := storage.Open(context.Background(), db, storage.OpenOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -390,12 +391,12 @@ func inProcess(t *testing.T, db string) (*viewer, *httptest.Server, func(string)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(ts.Close)
 	port, _ := strconv.Atoi(ts.URL[strings.LastIndex(ts.URL, ":")+1:])
-	v := newViewer(st, "tok", port)
-	t.Cleanup(v.close)
+	v := serve.New(st, serve.Options{Token: "tok", Port: port, Explain: explainIn})
+	t.Cleanup(v.Close)
 	h = v
 	get := func(path string) (int, string) {
 		req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
-		req.AddCookie(&http.Cookie{Name: v.cookie, Value: "tok"})
+		req.AddCookie(&http.Cookie{Name: fmt.Sprintf("ctxstore_token_%d", port), Value: "tok"})
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, err.Error()

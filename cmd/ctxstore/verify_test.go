@@ -138,6 +138,18 @@ func TestSalvageVerdict(t *testing.T) {
 	}
 }
 
+// messageKey reports whether k is a message's key in a file of format 3:
+// two numbers, each a length byte of 1 to 8 and that many bytes.
+func messageKey(k []byte) bool {
+	for range 2 {
+		if len(k) == 0 || k[0] < 1 || k[0] > 8 || len(k) < 1+int(k[0]) {
+			return false
+		}
+		k = k[1+int(k[0]):]
+	}
+	return len(k) == 0
+}
+
 // scrambleKeys overwrites the keys of every element of the first n leaf
 // pages that hold messages with garbage: records whose seqs read as huge
 // numbers, out of order, none matching its envelope.
@@ -160,13 +172,15 @@ func scrambleKeys(t *testing.T, path string, n int) {
 		for i := range count {
 			e := hdr + i*elem
 			pos, ksize := int(bin.NativeEndian.Uint32(page[e+4:])), int(bin.NativeEndian.Uint32(page[e+8:]))
-			if ksize != 8 || e+pos+8 > ps {
+			if e+pos+ksize > ps || !messageKey(page[e+pos:e+pos+ksize]) {
 				continue
 			}
 			rng ^= rng << 13
 			rng ^= rng >> 7
 			rng ^= rng << 17
-			bin.BigEndian.PutUint64(page[e+pos:], rng|1<<63)
+			var garbage [8]byte
+			bin.BigEndian.PutUint64(garbage[:], rng|1<<63) // no length byte of a number
+			copy(page[e+pos:e+pos+ksize], garbage[:])
 		}
 	}
 	if n > 0 {

@@ -3,13 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
-	"sync"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/internal/viewreport"
 	"github.com/ctxstore/ctxstore/persistent"
 )
 
@@ -69,73 +67,6 @@ as they were. Decisions it makes for a new budget are not saved.`,
 	}
 }
 
-// event is one Hooks event, kept for the report.
-type event struct {
-	Name string         `json:"name"`
-	Data map[string]any `json:"data"`
-}
-
-// eventLog collects Hooks events; the demo and view print them.
-type eventLog struct {
-	mu     sync.Mutex
-	events []event
-}
-
-func (l *eventLog) hook(_ context.Context, name string, data map[string]any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, event{Name: name, Data: data})
-}
-
-// take returns the events so far and forgets them.
-func (l *eventLog) take() []event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ev := l.events
-	l.events = nil
-	return ev
-}
-
-// viewReport is the typed explanation of one view; --json prints it as is.
-type viewReport struct {
-	Session      string `json:"session"`
-	Epoch        uint64 `json:"epoch"`
-	Budget       int    `json:"budget"`
-	BudgetSource string `json:"budget_source"`
-	Counter      string `json:"counter"`
-	History      struct {
-		Messages int `json:"messages"`
-		Tokens   int `json:"tokens"`
-	} `json:"history"`
-	View struct {
-		Messages int `json:"messages"`
-		Tokens   int `json:"tokens"`
-	} `json:"view"`
-	Fits         bool        `json:"fits"`
-	Level        int         `json:"level"`
-	Removed      int         `json:"removed"`
-	Truncated    int         `json:"truncated"`
-	Stubbed      int         `json:"stubbed"`
-	Summarized   int         `json:"summarized"`
-	Escalated    bool        `json:"escalated"`
-	Reused       bool        `json:"reused_decisions"`
-	OverBudget   bool        `json:"over_budget"`
-	StablePrefix int         `json:"stable_prefix"`
-	NotSent      [][2]uint64 `json:"not_sent_verbatim"` // seq ranges of stored messages absent from the view as they are
-	Events       []event     `json:"events"`
-	Messages     []viewLine  `json:"messages"`
-	view         ctxstore.View
-}
-
-// viewLine is one message of the view with where it came from.
-type viewLine struct {
-	Seq     uint64          `json:"seq,omitempty"`      // 0: added by the view
-	FromSeq uint64          `json:"from_seq,omitempty"` // a summary: the first message it stands for
-	Form    ctxstore.Form   `json:"form"`
-	Tokens  int             `json:"tokens"`
-	Message json.RawMessage `json:"message"`
-}
-
 func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg ctxstore.Config, full, payload bool) error {
 	// Check the database and the session first, read-only: view writes nothing.
 	st, err := a.open(ctx, readOnly)
@@ -146,17 +77,17 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 		st.Close()
 		return err
 	}
-	log := &eventLog{}
-	cfg.Hooks = log.hook
+	log := &viewreport.EventLog{}
+	cfg.Hooks = log.Hook
 	defer st.Close() // after the manager's Close
 	mgr, err := persistent.OpenEngine(st, name, persistent.Config{Config: cfg, ReadOnly: true})
 	if err != nil {
 		return explainIn(st, name, err)
 	}
 	defer mgr.Close()
-	rep, err := viewOf(ctx, mgr, log, req)
+	rep, err := viewreport.Of(ctx, mgr, log, req)
 	if err != nil {
-		return err
+		return explain(st.Location(), name, err)
 	}
 	w := bufio.NewWriter(a.stdout)
 	switch {
@@ -171,42 +102,7 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 			return err
 		}
 	default:
-		printViewReport(w, rep, full)
+		io.WriteString(w, rep.Text(full))
 	}
 	return w.Flush()
-}
-
-// viewOf asks mgr for the typed explanation of req's view.
-func viewOf(ctx context.Context, mgr *persistent.Manager, log *eventLog, req ctxstore.Request) (viewReport, error) {
-	name := mgr.Session()
-	log.take() // only this request's events
-	v, err := mgr.Explain(ctx, req)
-	if err != nil {
-		return viewReport{}, explain(mgr.Store().Location(), name, fmt.Errorf("view of session %q: %w", name, err))
-	}
-	rep := viewReport{
-		Session: name, Epoch: v.Epoch, Budget: v.Budget, BudgetSource: v.BudgetSource, Counter: v.Counter,
-		Fits: !v.OverBudget, Level: v.Level, Removed: v.Removed, Truncated: v.Truncated, Stubbed: v.Stubbed,
-		Summarized: v.Summarized, Escalated: v.Escalated, Reused: v.Reused, OverBudget: v.OverBudget,
-		StablePrefix: v.StablePrefix, NotSent: v.NotSent(), Events: log.take(), view: v,
-	}
-	rep.History.Messages, rep.History.Tokens = v.HistoryMessages, v.HistoryTokens
-	rep.View.Messages, rep.View.Tokens = len(v.Messages), v.Tokens
-	for i, m := range v.Messages {
-		o := v.Origins[i]
-		rep.Messages = append(rep.Messages, viewLine{Seq: o.Seq, FromSeq: o.FromSeq, Form: o.Form, Tokens: o.Tokens, Message: m.Bytes()})
-	}
-	return rep, nil
-}
-
-// printViewReport prints the view's explanation (ctxstore.View.Report),
-// with the warnings the request emitted.
-func printViewReport(w io.Writer, rep viewReport, full bool) {
-	var warnings []string
-	for _, ev := range rep.Events {
-		if wa, ok := ctxstore.WarningOf(ev.Name, ev.Data); ok {
-			warnings = append(warnings, wa.Message)
-		}
-	}
-	io.WriteString(w, rep.view.Report(ctxstore.ReportOptions{Full: full, Warnings: warnings}))
 }

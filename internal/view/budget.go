@@ -65,12 +65,19 @@ func (b Budget) Event() Event {
 // further back, so the cutoff wins either way. The view is therefore the
 // same whether the caller loads this much or more. Load the tail
 // backwards from the newest message until Need.Covers is
-// true or the history is exhausted.
+// true or the history is exhausted. While the decisions are active the
+// messages they remove (Need.Skip) may be left out as well, which at
+// large budgets is about half of what lies back to the cutoff: a
+// resumed session reads only what its view shows.
+//
+// Skip is the decisions' own list: Decisions.Removed holds every message
+// of each removed unit (a tool group whole), so the messages left are
+// the view's, grouped as they were.
 func Horizon(budget int, cfg Config, saved Decisions) Need {
 	if active(saved, budget, cfg) {
 		// Cutoff 0: nothing was cut, the sticky view starts at the first
 		// message (IDs are >= 1).
-		return Need{FromID: max(saved.Cutoff, 1)}
+		return Need{FromID: max(saved.Cutoff, 1), Skip: saved.Removed}
 	}
 	return Need{Tokens: horizonTokens(budget)}
 }

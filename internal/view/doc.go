@@ -40,7 +40,11 @@
 // without active saved decisions needs the whole horizon (HorizonFactor ×
 // budget tokens); with them, the tail back to the cutoff is enough, even
 // for a new escalation, so a steady or resumed session reads about the
-// size of its view.
+// size of its view. A loader may also leave out the messages the saved
+// decisions removed (Need.Skip), listing where in History.Gaps: Compute
+// then shows the same view, or returns Result.NeedTail when it needs them
+// (a new escalation), and the caller loads the tail whole and computes
+// again.
 //
 // # Decisions
 //

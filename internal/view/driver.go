@@ -174,6 +174,11 @@ func (d *Driver) Explain(plan Plan, res Result) ctxstore.View {
 	// message, not a hash of the whole view.
 	prev := d.prefixes[plan.Budget.Tokens]
 	n := 0
+	if d.lastView != nil && d.lastView.Budget == plan.Budget.Tokens {
+		// The view before this one had this budget: what the engine says
+		// it showed the same (an adopted layout) needs no comparison.
+		n = min(res.stable, len(prev), len(v.Messages))
+	}
 	for n < len(prev) && n < len(v.Messages) && prev[n].Equal(v.Messages[n]) {
 		n++
 	}
@@ -183,11 +188,13 @@ func (d *Driver) Explain(plan Plan, res Result) ctxstore.View {
 	}
 	// The copy goes into the previous one's memory, which only the Driver
 	// holds: a view of thousands of messages is not allocated (and
-	// cleared) twice per request.
+	// cleared) twice per request. Only what changed is copied: the stable
+	// prefix holds the same bytes already, which is all the next
+	// comparison reads.
 	if len(v.Messages) < len(prev) {
 		clear(prev[len(v.Messages):]) // hold no message the view dropped
 	}
-	d.prefixes[plan.Budget.Tokens] = append(prev[:0], v.Messages...)
+	d.prefixes[plan.Budget.Tokens] = append(prev[:n], v.Messages[n:]...)
 	cp := v
 	cp.Messages, cp.Origins = nil, nil
 	d.lastView = &cp

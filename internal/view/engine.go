@@ -83,6 +83,13 @@ type engine struct {
 
 	protLo  int  // no entry below this index is marked protected
 	adopted bool // the region is the previous request's, grown by the new messages (see adoptRegion)
+	// laid is what the adopted region's first units showed in the previous
+	// view, which they still show (nil when there is none); out and
+	// outOrigins the view finish laid out in memory the Memo keeps.
+	laid       *laidOut
+	out        []ctxstore.Message
+	outOrigins []ctxstore.Origin
+	stable     int // see Result.stable
 }
 
 func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Config) Result {
@@ -110,8 +117,15 @@ func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Conf
 		e.d = Decisions{Version: decisionsVersion, Strategy: e.cfg.Strategy, Budget: e.budget.Tokens,
 			Summaries: slices.Clone(saved.Summaries)}
 	} else {
-		e.d = cloneDecisions(saved)
+		// Shared with saved until an escalation changes them (escalate
+		// clones): a request that reuses them copies no list.
+		e.d = saved
 		e.d.Version = decisionsVersion
+	}
+	if len(h.Gaps) > 0 && (fresh || h.FirstUser == nil) {
+		// Gaps serve only saved decisions; and the first human message
+		// might lie in one.
+		return Result{NeedTail: true}
 	}
 	e.locateHumans()
 	if fresh || !e.adoptRegion() {
@@ -119,6 +133,9 @@ func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Conf
 	}
 
 	res := e.run(fresh)
+	if res.NeedTail {
+		return res
+	}
 	res.Stats.Reused = !fresh && !res.Stats.Escalated
 	res.Changed = !equalDecisions(saved, res.Decisions)
 	return res
@@ -138,6 +155,9 @@ func (e *engine) run(fresh bool) Result {
 			e.buildRegion(e.d.Cutoff, true)
 		}
 		if e.d.Tripped {
+			if len(e.h.Gaps) > 0 {
+				return Result{NeedTail: true}
+			}
 			if e.floorWithFirst()+e.reserveFor() >= e.trig {
 				if _, _, need := e.firstUserNeed(); need && !e.d.KeepFirstUser {
 					e.firstBack = true // it may lie below the cutoff
@@ -151,11 +171,15 @@ func (e *engine) run(fresh bool) Result {
 		}
 		if e.total+e.noticeTokens() < e.trig && !e.firstUserShort() {
 			res := e.finish(false, e.total)
-			e.keepRegion()
+			e.keepRegion(res)
 			return res
 		}
 	}
-	// 3. New escalation.
+	// 3. New escalation: it weighs every message back to the horizon,
+	// also those the saved decisions removed.
+	if len(e.h.Gaps) > 0 {
+		return Result{NeedTail: true}
+	}
 	before := e.total
 	if fresh {
 		before = e.h.TotalTokens
@@ -250,7 +274,7 @@ func (e *engine) buildRegion(from uint64, sticky bool) {
 		e.units = make([]unit, 0, len(e.h.Tail)+len(e.d.Held)+2)
 	}
 	e.ents, e.units = e.ents[:0], e.units[:0]
-	e.summary, e.pending = nil, false
+	e.summary, e.pending, e.laid = nil, false, nil
 	if sticky && e.d.Summary != nil {
 		e.setSummary(e.d.Summary)
 	}
@@ -349,7 +373,7 @@ func (e *engine) group() {
 			var buf [8]string
 			answered := buf[:0]
 			j := i + 1
-			for ; j < n && e.ents[j].result; j++ {
+			for ; j < n && e.ents[j].result && !e.afterGap(e.ents[j].item.ID); j++ {
 				rids := e.ents[j].item.Msg.ResultIDs()
 				if !answers(calls, rids) {
 					break
@@ -392,6 +416,18 @@ func (e *engine) group() {
 			e.units[k].removed = true
 		}
 	}
+}
+
+// afterGap reports whether messages were left out right before the item
+// with id (History.Gaps). They were a whole removed unit or more, so no
+// unit reaches across them: the item starts a unit, as in the whole
+// tail.
+func (e *engine) afterGap(id uint64) bool {
+	if len(e.h.Gaps) == 0 {
+		return false
+	}
+	_, ok := slices.BinarySearch(e.h.Gaps, id)
+	return ok
 }
 
 func answers(calls, results []string) bool {
@@ -481,13 +517,18 @@ func (e *engine) setSummary(s *Summary) {
 	e.summaryTok = e.est.Estimate(e.summaryMsg)
 }
 
-// recount recomputes the shown total.
+// recount recomputes the shown total. The units an adopted layout shows
+// as before were summed when they were laid out.
 func (e *engine) recount() {
 	e.total = e.pinnedTok
 	if e.summary != nil {
 		e.total += e.summaryTok
 	}
-	for _, u := range e.units {
+	from := 0
+	if l := e.laid; l != nil {
+		e.total, from = e.total+l.tokens, l.unit
+	}
+	for _, u := range e.units[from:] {
 		if !u.removed {
 			for k := u.lo; k < u.hi; k++ {
 				e.total += e.ents[k].tokens
@@ -594,38 +635,72 @@ func (e *engine) reserveFor() int {
 	if !e.cfg.Notice || e.pending {
 		return 0
 	}
-	return e.est.Estimate(NoticeMessage(999999, 999999, 999999, 999999, e.cfg.Annotations, e.cfg.RecallTool))
+	_, t := e.notice(999999, 999999, 999999, 999999)
+	return t
 }
 
-// counts returns what the current layout omits or changes.
-func (e *engine) counts() (removed, truncated, stubbed, summarized, shown int) {
-	dropped := 0
-	for _, u := range e.units {
+// notice returns the tail notice for these counts and its size. Both are
+// kept in the Memo: between escalations every view has the same notice
+// (each new message is shown, so the counts stay), and counting it is
+// most of what a notice costs.
+func (e *engine) notice(removed, truncated, stubbed, summarized int) (ctxstore.Message, int) {
+	k := noticeKey{removed: removed, truncated: truncated, stubbed: stubbed, summarized: summarized,
+		annotate: e.cfg.Annotations, recall: e.cfg.RecallTool}
+	if v, ok := e.h.Memo.getNotice(k); ok {
+		return v.msg, v.tokens
+	}
+	nm := NoticeMessage(removed, truncated, stubbed, summarized, e.cfg.Annotations, e.cfg.RecallTool)
+	v := memoVal{msg: nm, tokens: e.est.Estimate(nm)}
+	e.h.Memo.putNotice(k, v)
+	return v.msg, v.tokens
+}
+
+// layoutCounts are what units of the layout show: entries shown, of them
+// truncated (or omitted) and stubbed, and entries of invalid units.
+type layoutCounts struct {
+	shown, truncated, stubbed, dropped int
+}
+
+// unitCounts adds the counts of units[lo:hi] to c.
+func (e *engine) unitCounts(lo, hi int, c layoutCounts) layoutCounts {
+	for _, u := range e.units[lo:hi] {
 		if u.invalid {
-			dropped += u.hi - u.lo
+			c.dropped += u.hi - u.lo
 		}
 		if u.removed {
 			continue
 		}
 		for k := u.lo; k < u.hi; k++ {
-			shown++
+			c.shown++
 			switch e.ents[k].form {
 			case formTruncated, formOmitted:
-				truncated++
+				c.truncated++
 			case formStubbed:
-				stubbed++
+				c.stubbed++
 			}
 		}
 	}
-	shown += len(e.pinned)
+	return c
+}
+
+// counts returns what the current layout omits or changes. The units an
+// adopted layout shows as before are counted once, when they were laid out.
+func (e *engine) counts() (removed, truncated, stubbed, summarized, shown int) {
+	var c layoutCounts
+	from := 0
+	if l := e.laid; l != nil {
+		c, from = l.counts, l.unit
+	}
+	c = e.unitCounts(from, len(e.units), c)
+	shown = c.shown + len(e.pinned)
 	if e.summary != nil {
 		summarized = e.summaryCount()
 	}
-	removed = e.h.Total - shown - summarized - len(e.h.Hidden) - dropped
+	removed = e.h.Total - shown - summarized - len(e.h.Hidden) - c.dropped
 	if removed < 0 {
 		removed = 0
 	}
-	return removed, truncated, stubbed, summarized, shown
+	return removed, c.truncated, c.stubbed, summarized, shown
 }
 
 func (e *engine) summaryCount() int {
@@ -646,7 +721,8 @@ func (e *engine) noticeTokens() int {
 	if r == 0 && t == 0 && s == 0 && sum == 0 {
 		return 0 // not compacted: no notice
 	}
-	return e.est.Estimate(NoticeMessage(r, t, s, sum, e.cfg.Annotations, e.cfg.RecallTool))
+	_, n := e.notice(r, t, s, sum)
+	return n
 }
 
 // fits reports whether the layout plus the notice reserve is within goal.

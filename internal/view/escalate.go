@@ -14,6 +14,7 @@ const maxCachedSummaries = 8
 // escalate runs one new escalation of the configured strategy, starting
 // from the saved decisions unless fresh.
 func (e *engine) escalate(fresh bool) {
+	e.d = cloneDecisions(e.d) // compute shares the saved ones' lists
 	e.d.Escalations++
 	from := e.horizonStart()
 	if !fresh && e.d.Cutoff > from {
@@ -273,16 +274,35 @@ func (e *engine) warnOnce(reason, msg string) {
 	if slices.Contains(e.d.Warned, reason) {
 		return
 	}
-	e.d.Warned = append(e.d.Warned, reason)
+	e.d.Warned = append(slices.Clip(e.d.Warned), reason) // never into the saved decisions' list
 	e.warn(reason, msg)
 }
 
-// finish lays out the view, the stats and the events.
-func (e *engine) finish(escalated bool, tokensBefore int) Result {
-	removed, truncated, stubbed, summarized, shown := e.counts()
-	compacted := removed > 0 || truncated > 0 || stubbed > 0 || summarized > 0
+// layOut returns the view's messages and their origins, without the
+// notice, in a slice the caller owns with room for it. A layout adopted
+// from the previous request copies what its first units showed then and
+// lays out only the rest, in the Memo's memory (kept in e.out for the
+// next request).
+func (e *engine) layOut(shown int) ([]ctxstore.Message, []ctxstore.Origin) {
+	if l := e.laid; l != nil && e.summary == nil && len(e.pinned) == l.pinned && (e.h.ViewOnly || l.origins != nil) {
+		var origins []ctxstore.Origin
+		if !e.h.ViewOnly {
+			origins = l.origins[:l.at]
+		}
+		view, origins := e.appendUnits(l.view[:l.at], origins, l.unit)
+		e.out, e.outOrigins, e.stable = view, origins, l.at
+		if e.h.ViewOnly {
+			return append(make([]ctxstore.Message, 0, len(view)+1), view...), nil
+		}
+		return append(make([]ctxstore.Message, 0, len(view)+1), view...),
+			append(make([]ctxstore.Origin, 0, len(origins)+1), origins...)
+	}
+	e.laid = nil
 	view := make([]ctxstore.Message, 0, shown+2)
-	origins := make([]ctxstore.Origin, 0, shown+2)
+	var origins []ctxstore.Origin
+	if !e.h.ViewOnly {
+		origins = make([]ctxstore.Origin, 0, shown+2)
+	}
 	for _, it := range e.pinned {
 		m, o := it.Msg, ctxstore.Origin{Form: ctxstore.FormWhole, Seq: it.ID, Tokens: it.Tokens}
 		if it.Form != "" {
@@ -292,23 +312,47 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 			m, _, _ = e.rewrite(it, formClean)
 		}
 		view = append(view, m)
-		origins = append(origins, o)
+		if !e.h.ViewOnly {
+			origins = append(origins, o)
+		}
+	}
+	if e.summary == nil {
+		return e.appendUnits(view, origins, 0)
 	}
 	// The summary stands where the span it condenses stood: after the
 	// system messages and anything kept from before the span.
-	summaryAt := -1
-	if e.summary != nil {
-		summaryAt = len(view)
-	}
+	summaryAt, at := len(view), len(view)
 	for _, u := range e.units {
 		if u.removed {
 			continue
 		}
-		if summaryAt >= 0 && e.ents[u.lo].item.ID < e.summary.From {
-			summaryAt = len(view) + (u.hi - u.lo)
+		at += u.hi - u.lo
+		if e.ents[u.lo].item.ID < e.summary.From {
+			summaryAt = at
+		}
+	}
+	view, origins = e.appendUnits(view, origins, 0)
+	view = slices.Insert(view, summaryAt, e.summaryMsg)
+	if !e.h.ViewOnly {
+		origins = slices.Insert(origins, summaryAt, ctxstore.Origin{
+			Form: ctxstore.FormSummary, Seq: e.summary.To, FromSeq: e.summary.From, Tokens: e.summaryTok})
+	}
+	return view, origins
+}
+
+// appendUnits appends what units[from:] show, and where it came from
+// unless the history asked for the view only.
+func (e *engine) appendUnits(view []ctxstore.Message, origins []ctxstore.Origin, from int) ([]ctxstore.Message, []ctxstore.Origin) {
+	for _, u := range e.units[from:] {
+		if u.removed {
+			continue
 		}
 		for i := u.lo; i < u.hi; i++ {
 			en := &e.ents[i]
+			view = append(view, en.shown())
+			if e.h.ViewOnly {
+				continue
+			}
 			o := ctxstore.Origin{Form: ctxstore.FormWhole, Seq: en.item.ID, Tokens: en.tokens}
 			switch {
 			case en.form == formTruncated || en.form == formOmitted:
@@ -318,22 +362,25 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 			case en.item.Form != "":
 				o.Form = en.item.Form
 			}
-			view = append(view, en.shown())
 			origins = append(origins, o)
 		}
 	}
-	if summaryAt >= 0 {
-		view = slices.Insert(view, summaryAt, e.summaryMsg)
-		origins = slices.Insert(origins, summaryAt, ctxstore.Origin{
-			Form: ctxstore.FormSummary, Seq: e.summary.To, FromSeq: e.summary.From, Tokens: e.summaryTok})
-	}
+	return view, origins
+}
+
+// finish lays out the view, the stats and the events.
+func (e *engine) finish(escalated bool, tokensBefore int) Result {
+	removed, truncated, stubbed, summarized, shown := e.counts()
+	compacted := removed > 0 || truncated > 0 || stubbed > 0 || summarized > 0
+	view, origins := e.layOut(shown)
 	total := e.total
 	notice := false
 	if compacted && e.cfg.Notice && !e.pending {
-		nm := NoticeMessage(removed, truncated, stubbed, summarized, e.cfg.Annotations, e.cfg.RecallTool)
-		if nt := e.est.Estimate(nm); total+nt <= e.budget.Tokens {
+		if nm, nt := e.notice(removed, truncated, stubbed, summarized); total+nt <= e.budget.Tokens {
 			view = append(view, nm)
-			origins = append(origins, ctxstore.Origin{Form: ctxstore.FormNotice, Tokens: nt})
+			if !e.h.ViewOnly {
+				origins = append(origins, ctxstore.Origin{Form: ctxstore.FormNotice, Tokens: nt})
+			}
 			total += nt
 			notice = true
 		}
@@ -377,7 +424,7 @@ func (e *engine) finish(escalated bool, tokensBefore int) Result {
 			"level": st.Level, "removed": removed, "truncated": truncated, "stubbed": stubbed,
 		}})
 	}
-	return Result{View: view, Origins: origins, Decisions: e.d, Stats: st, Events: events}
+	return Result{View: view, Origins: origins, Decisions: e.d, Stats: st, Events: events, stable: e.stable}
 }
 
 func cloneDecisions(d Decisions) Decisions {
@@ -404,9 +451,19 @@ func equalDecisions(a, b Decisions) bool {
 	return a.Version == b.Version && a.Strategy == b.Strategy && a.Budget == b.Budget &&
 		a.Cutoff == b.Cutoff && a.KeepFirstUser == b.KeepFirstUser && a.Level == b.Level &&
 		a.Escalations == b.Escalations && a.Ineffective == b.Ineffective && a.Tripped == b.Tripped &&
-		slices.Equal(a.Removed, b.Removed) && slices.Equal(a.Truncated, b.Truncated) && slices.Equal(a.Omitted, b.Omitted) &&
-		slices.Equal(a.Stubbed, b.Stubbed) && slices.Equal(a.Summaries, b.Summaries) &&
-		slices.Equal(a.Warned, b.Warned) && slices.EqualFunc(a.Held, b.Held, func(x, y Item) bool {
+		equalList(a.Removed, b.Removed) && equalList(a.Truncated, b.Truncated) && equalList(a.Omitted, b.Omitted) &&
+		equalList(a.Stubbed, b.Stubbed) && equalList(a.Summaries, b.Summaries) &&
+		equalList(a.Warned, b.Warned) && (sameList(a.Held, b.Held) || slices.EqualFunc(a.Held, b.Held, func(x, y Item) bool {
 		return x.ID == y.ID && x.Tokens == y.Tokens && x.Msg.Equal(y.Msg)
-	})
+	}))
+}
+
+// sameList reports whether a and b are the same list in the same memory:
+// decisions a request reused share their lists with the saved ones.
+func sameList[S ~[]E, E any](a, b S) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+func equalList[S ~[]E, E comparable](a, b S) bool {
+	return sameList(a, b) || slices.Equal(a, b)
 }

@@ -372,7 +372,7 @@ func (e *engine) firstUserShort() bool {
 // keepOnlyFloor shows the floor alone (the runaway breaker holds), and
 // the first human message as firstUserNeed allows.
 func (e *engine) keepOnlyFloor() {
-	e.summary = nil
+	e.summary, e.laid = nil, nil // units of an adopted layout change
 	for k, u := range e.units {
 		if !u.floor && !(u.firstUser && e.keepsFirst()) {
 			e.units[k].removed = true

@@ -134,9 +134,16 @@ func TestPropertySession(t *testing.T) {
 	// how often a new escalation ran on such a tail, so the test is known
 	// to cover the lazy path.
 	lazy, lazyEscalations := 0, 0
+	// A tail that leaves out what the decisions remove (Need.Skip, as a
+	// resumed persistent manager reads it) must give the same result, or
+	// ask for the whole tail; count both so the test covers both.
+	sparse, needTail := 0, 0
 	defer func() {
 		if !t.Failed() && (lazy == 0 || lazyEscalations == 0) {
 			t.Errorf("lazy tails %d, escalations on them %d: the lazy path is not exercised", lazy, lazyEscalations)
+		}
+		if !t.Failed() && (sparse == 0 || needTail == 0) {
+			t.Errorf("tails with gaps served %d, sent back %d: the sparse path is not exercised", sparse, needTail)
 		}
 	}()
 	for c := range cases(14, 3, 1500) {
@@ -152,7 +159,7 @@ func TestPropertySession(t *testing.T) {
 		s := strategies[c%len(strategies)]
 		cfg := defaultConfig(s)
 		var d view.Decisions
-		memo := view.NewMemo()
+		memo, sparseMemo := view.NewMemo(), view.NewMemo()
 		var prev []ctxstore.Message
 		var prevStats view.Stats
 		for k := 1; k <= len(items); k++ {
@@ -167,6 +174,16 @@ func TestPropertySession(t *testing.T) {
 			res := compute(items[:k], b, d, cfg, memo)
 			if res.Stats.Escalated && h.Partial && viewtest.Sum(tailMessages(h.Tail), est) < 4*b {
 				lazyEscalations++
+			}
+			if sh := viewtest.LoadSparse(items[:k], need); len(sh.Gaps) > 0 {
+				sh.Memo = sparseMemo
+				sres := view.Compute(context.Background(), sh, view.Budget{Tokens: b, Source: view.SourceExplicit}, d, cfg)
+				if sres.NeedTail {
+					needTail++
+				} else {
+					sparse++
+					sameResult(t, fmt.Sprintf("conversation %d strategy %s budget %d after %d messages, tail with gaps", c, s, b, k), sres, res)
+				}
 			}
 			if err := viewtest.Check(msgs[:k], res.View, b, est, s); err != nil {
 				t.Fatalf("conversation %d strategy %s budget %d after %d messages: %v\nview:\n%.3000s", c, s, b, k, err, messages(res.View))

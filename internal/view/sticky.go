@@ -18,10 +18,11 @@ import (
 // stickyRegion is the layout a reusing request ended with and what it
 // was computed from.
 type stickyRegion struct {
-	d           Decisions // as the request returned them
+	d           Decisions // as the request returned them (sharing their lists)
 	tail        []Item    // History.Tail
 	hPinned     []Item    // History.Pinned
 	hidden      []uint64  // History.Hidden
+	gaps        []uint64  // History.Gaps
 	firstUser   *Item     // History.FirstUser
 	lastHuman   *Item     // History.LastHuman
 	firstUserID uint64
@@ -36,23 +37,76 @@ type stickyRegion struct {
 	ents       []entry
 	units      []unit
 	protLo     int
+	laid       *laidOut
+}
+
+// laidOut is what a reusing request's view showed for its pinned messages
+// and units[:unit] — all but the last unit, which the next request groups
+// again with what was appended — so the next request copies it instead of
+// laying it out. The Memo owns view and origins: the next request grows
+// them in place, and hands its caller a copy.
+type laidOut struct {
+	view    []ctxstore.Message // the view without its notice; view[:at] is the pinned messages and units[:unit]
+	origins []ctxstore.Origin
+	at      int
+	unit    int
+	pinned  int          // len(engine.pinned)
+	counts  layoutCounts // of units[:unit]
+	tokens  int          // Σ tokens units[:unit] show
 }
 
 // keepRegion stores the region of a request that reused its decisions in
-// the Memo, for the next request to adopt.
-func (e *engine) keepRegion() {
+// the Memo, for the next request to adopt, with what its view showed.
+func (e *engine) keepRegion(res Result) {
 	m := e.h.Memo
 	if m == nil || e.tripped || e.firstBack {
 		return
 	}
 	m.region = &stickyRegion{
-		d: cloneDecisions(e.d), tail: e.h.Tail, hPinned: e.h.Pinned, hidden: e.h.Hidden,
+		d: e.d, tail: e.h.Tail, hPinned: e.h.Pinned, hidden: e.h.Hidden, gaps: e.h.Gaps,
 		firstUser: e.h.FirstUser, lastHuman: e.h.LastHuman,
 		firstUserID: e.firstUserID, lastHumanID: e.lastHumanID, cfg: e.cfg,
 		pinned: e.pinned, pinnedTok: e.pinnedTok,
 		summary: e.summary, summaryMsg: e.summaryMsg, summaryTok: e.summaryTok,
-		ents: e.ents, units: e.units, protLo: e.protLo,
+		ents: e.ents, units: e.units, protLo: e.protLo, laid: e.laidOut(res),
 	}
+}
+
+// laidOut returns what res's view showed for all units but the last one,
+// in memory the Memo may keep: e.out when layOut grew the previous one, a
+// copy otherwise. Nil with a summary, which stands inside the view.
+func (e *engine) laidOut(res Result) *laidOut {
+	if e.summary != nil {
+		return nil
+	}
+	n := len(res.View)
+	if res.Stats.Notice {
+		n--
+	}
+	view, origins := e.out, e.outOrigins
+	if view == nil || e.laid == nil {
+		view, origins = slices.Clone(res.View[:n]), nil
+		if res.Origins != nil {
+			origins = slices.Clone(res.Origins[:n])
+		}
+	}
+	k := len(e.units)
+	if k > 0 && !e.units[k-1].special {
+		k--
+	}
+	var c layoutCounts
+	from, toks := 0, 0
+	if e.laid != nil {
+		c, from, toks = e.laid.counts, e.laid.unit, e.laid.tokens
+	}
+	c = e.unitCounts(from, k, c)
+	for _, u := range e.units[from:k] {
+		if !u.removed {
+			toks += e.unitTokens(u)
+		}
+	}
+	last := e.unitCounts(k, len(e.units), layoutCounts{})
+	return &laidOut{view: view, origins: origins, at: n - last.shown, unit: k, pinned: len(e.pinned), counts: c, tokens: toks}
 }
 
 // adoptRegion takes the region the Memo keeps when it was laid out with
@@ -73,6 +127,7 @@ func (e *engine) adoptRegion() bool {
 	e.pinned, e.pinnedTok = r.pinned, r.pinnedTok
 	e.summary, e.summaryMsg, e.summaryTok = r.summary, r.summaryMsg, r.summaryTok
 	e.ents, e.units, e.protLo = r.ents, r.units, r.protLo
+	e.laid = r.laid
 	from := e.d.Cutoff
 	if r.lastHumanID != e.lastHumanID {
 		// The old last human message lost its place in the floor.
@@ -116,7 +171,7 @@ func (e *engine) adoptRegion() bool {
 // region to the appended messages.
 func (e *engine) canAdopt(r *stickyRegion) bool {
 	if e.d.Tripped || !equalDecisions(r.d, e.d) || !sameConfig(r.cfg, e.cfg) ||
-		r.firstUserID != e.firstUserID || !slices.Equal(r.hidden, e.h.Hidden) ||
+		r.firstUserID != e.firstUserID || !slices.Equal(r.hidden, e.h.Hidden) || !slices.Equal(r.gaps, e.h.Gaps) ||
 		len(e.h.Tail) < len(r.tail) || !sameItems(r.hPinned, e.h.Pinned) ||
 		!sameItem(r.firstUser, e.h.FirstUser) || !sameItems(r.tail, e.h.Tail[:len(r.tail)]) {
 		return false

@@ -109,12 +109,22 @@ type History struct {
 	// Hidden lists IDs (ascending) that must never appear in the view, such
 	// as superseded memory-file versions. Optional.
 	Hidden []uint64
+	// Gaps lists (ascending) the IDs of Tail items right after messages
+	// the caller left out of Tail because the need allowed it (Need.Skip):
+	// Tail is then the contiguous run less those messages. Such a tail
+	// serves a request that reuses the saved decisions; when the view
+	// needs more (a new escalation, the runaway breaker's floor view),
+	// Compute returns Result.NeedTail instead. Optional.
+	Gaps []uint64
 	// Memo, optional, caches rewritten messages between requests so a
 	// truncated megabyte tool result is rewritten once, not per request,
 	// and the last reused layout, so a request after an append costs in
 	// proportion to what was appended and to the view, not to the region
 	// back to the cutoff.
 	Memo *Memo
+	// ViewOnly: the caller needs the view, not where each message came
+	// from; Result.Origins is left nil.
+	ViewOnly bool
 	// Total and TotalTokens describe the whole current history (message
 	// count and Σ tokens); they are reported in events, never walked.
 	Total       int
@@ -134,6 +144,8 @@ type Summary struct {
 // plain data keyed by item IDs; it round-trips through encoding/json so a
 // persistent manager can save it as a derived record. The zero value means
 // "nothing decided yet". Treat it as opaque: only Compute interprets it.
+// Do not change its lists in place either: decisions a request reuses
+// share them with the saved ones, and a Memo keeps them.
 type Decisions struct {
 	// Version of this layout; Compute ignores decisions of another version.
 	Version int `json:"v"`
@@ -194,6 +206,11 @@ type Need struct {
 	// FromID: the tail must reach back to an item with ID <= FromID (the
 	// saved cutoff), unless it reaches the first message. 0 = no demand.
 	FromID uint64
+	// Skip lists (ascending) IDs the loader may leave out of the tail:
+	// messages the saved decisions remove. A tail that leaves any out lists
+	// the item after each left-out run in History.Gaps. Reading less of a
+	// long history this way is optional; the view is the same.
+	Skip []uint64
 }
 
 // Event is one hook event for the manager to emit, in order, with
@@ -248,13 +265,22 @@ type Result struct {
 	Decisions Decisions
 	// Origins says where each message of View came from (same index).
 	// Seq holds the item ID; the manager maps it to its own numbering.
+	// Nil when the history asked for the view only.
 	Origins []ctxstore.Origin
 	// Changed reports whether Decisions differ from the saved ones, i.e.
 	// whether a persistent manager must write them.
 	Changed bool
-	Stats   Stats
+	// NeedTail reports that the history had gaps (History.Gaps) and the
+	// view needs what they left out: load the tail without gaps and
+	// compute again. Nothing else is set then.
+	NeedTail bool
+	Stats    Stats
 	// Events to emit, in order.
 	Events []Event
+	// stable is how many leading messages of View the previous view
+	// computed with the same Memo showed the same (an adopted layout's
+	// unchanged part): the Driver need not compare them.
+	stable int
 }
 
 // Memo caches the truncated and stubbed forms of messages across Compute
@@ -274,6 +300,36 @@ type Memo struct {
 	// region is the layout of the last request that reused its saved
 	// decisions (see adoptRegion); nil when there is none to adopt.
 	region *stickyRegion
+	// notices holds tail notices made, by what they say.
+	notices map[noticeKey]memoVal
+}
+
+type noticeKey struct {
+	removed, truncated, stubbed, summarized int
+	annotate                                bool
+	recall                                  string
+}
+
+// maxNotices bounds Memo.notices: a view's notice and the worst case
+// reserved while compacting are the ones asked for again.
+const maxNotices = 8
+
+func (c *Memo) getNotice(k noticeKey) (memoVal, bool) {
+	if c == nil {
+		return memoVal{}, false
+	}
+	v, ok := c.notices[k]
+	return v, ok
+}
+
+func (c *Memo) putNotice(k noticeKey, v memoVal) {
+	if c == nil {
+		return
+	}
+	if c.notices == nil || len(c.notices) >= maxNotices {
+		c.notices = map[noticeKey]memoVal{}
+	}
+	c.notices[k] = v
 }
 
 type memoKey struct {

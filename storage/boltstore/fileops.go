@@ -3,7 +3,6 @@ package boltstore
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"time"
 
@@ -108,7 +107,7 @@ func (fileEngine) CopyApplied(ctx context.Context, path string, f *os.File) erro
 	b, err := Open(path, Options{ReadOnly: true})
 	if errors.Is(err, ErrNeedsUpgrade) {
 		// A backup of an older format, restored: an upgraded copy.
-		return copyUpgraded(ctx, path, f)
+		return fileops.CopyUpgraded(ctx, fileEngine{}, path, f, DefaultLockTimeout)
 	}
 	if err != nil {
 		return err
@@ -138,28 +137,4 @@ func (fileEngine) Upgrade(tx *bbolt.Tx) func(dst, src *bbolt.DB) error {
 		return migrateCopy
 	}
 	return nil
-}
-
-// copyUpgraded writes into f a copy of the store file at path, of an older
-// format, upgraded and with its log applied (a shrink into a new file
-// beside f, read back), leaving path as it is.
-func copyUpgraded(ctx context.Context, path string, f *os.File) error {
-	tmp := f.Name() + ".upgraded"
-	defer os.Remove(tmp)
-	if err := fileops.Shrink(ctx, fileEngine{}, path, tmp, DefaultLockTimeout); err != nil {
-		return err
-	}
-	src, err := os.Open(tmp)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	if err := f.Truncate(0); err != nil {
-		return err
-	}
-	_, err = io.Copy(f, src)
-	return err
 }

@@ -43,7 +43,7 @@ func writeNested(t testing.TB, src, dst string) {
 			if err != nil {
 				return err
 			}
-			if err := copyBucket(store, stx.Bucket([]byte(layout.BucketStore))); err != nil {
+			if err := layout.CopyBucket(store, stx.Bucket([]byte(layout.BucketStore))); err != nil {
 				return err
 			}
 			if err := store.Put([]byte(layout.KeyFormat), []byte("2")); err != nil {

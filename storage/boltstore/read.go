@@ -211,6 +211,7 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 		if err != nil {
 			return err
 		}
+		var bc seqCursor
 		for _, seq := range seqs {
 			k := layout.SeqKey(seq)
 			var v []byte
@@ -220,12 +221,8 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 				}
 			}
 			if v == nil && (ts == nil || ts.InBolt()) {
-				msgs, err := rv.msgs(session)
-				if err != nil {
+				if v, err = bc.get(rv, session, seq); err != nil {
 					return err
-				}
-				if msgs != nil {
-					v = msgs.Get(k)
 				}
 			}
 			if v == nil {
@@ -243,6 +240,59 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]Entr
 		return nil, err
 	}
 	return out, nil
+}
+
+// seqCursor reads a session's messages in bbolt by seq with one cursor:
+// a seq a few after the one read before (a caller reading a view's
+// messages, every other pair left out) is reached by stepping, not by a
+// search from the root.
+type seqCursor struct {
+	c      *layout.MsgCursor
+	opened bool
+	at     uint64 // the seq the cursor is on; 0: none
+}
+
+// seqStep is how far ahead a seqCursor steps instead of seeking.
+const seqStep = 8
+
+// get returns the stored value of seq, nil when bbolt does not hold it.
+func (g *seqCursor) get(rv *rview, session string, seq uint64) ([]byte, error) {
+	if !g.opened {
+		g.opened = true
+		msgs, err := rv.msgs(session)
+		if err != nil {
+			return nil, err
+		}
+		if msgs != nil {
+			g.c = msgs.Cursor()
+		}
+	}
+	if g.c == nil {
+		return nil, nil
+	}
+	var k, v []byte
+	if g.at != 0 && seq > g.at && seq-g.at <= seqStep {
+		for n := seq - g.at; n > 0; n-- {
+			if k, v = g.c.Next(); k == nil {
+				break
+			}
+			if s, ok := layout.KeySeq(k); !ok || s >= seq {
+				break
+			}
+		}
+	} else {
+		k, v = g.c.Seek(layout.SeqKey(seq))
+	}
+	g.at = 0
+	s, ok := layout.KeySeq(k)
+	if k == nil || !ok {
+		return nil, nil
+	}
+	g.at = s
+	if s != seq {
+		return nil, nil
+	}
+	return v, nil
 }
 
 // Session returns the metadata of session, or ErrNotFound.

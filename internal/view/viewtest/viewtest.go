@@ -219,6 +219,45 @@ func Load(items []view.Item, need view.Need) view.History {
 	return h
 }
 
+// LoadSparse is Load that also leaves out of the tail the messages
+// need.Skip allows, as a resumed persistent manager does: it lists the
+// item after each left-out run in Gaps, never leaves out the newest
+// messages, and gives the first human message (the engine needs it when
+// the tail has gaps).
+func LoadSparse(items []view.Item, need view.Need) view.History {
+	h := Load(items, need)
+	if len(need.Skip) == 0 {
+		return h
+	}
+	if i := slices.IndexFunc(items, func(it view.Item) bool { return it.Msg.IsHuman() }); i >= 0 {
+		h.FirstUser = &items[i]
+	}
+	end := len(h.Tail)
+	for end > 0 && skipped(need.Skip, h.Tail[end-1].ID) {
+		end--
+	}
+	tail := make([]view.Item, 0, len(h.Tail))
+	left := false
+	for i, it := range h.Tail {
+		if i < end && skipped(need.Skip, it.ID) {
+			left = true
+			continue
+		}
+		if left {
+			h.Gaps = append(h.Gaps, it.ID)
+			left = false
+		}
+		tail = append(tail, it)
+	}
+	h.Tail = tail
+	return h
+}
+
+func skipped(skip []uint64, id uint64) bool {
+	_, ok := slices.BinarySearch(skip, id)
+	return ok
+}
+
 // Floor returns the floor of a history: its system/developer
 // messages, its last human message and its trailing tool group.
 func Floor(history []ctxstore.Message) []int {

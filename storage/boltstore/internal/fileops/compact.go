@@ -236,3 +236,27 @@ func PageSize(path string) (int, error) {
 	}
 	return bf.PageSize, nil
 }
+
+// CopyUpgraded writes into f a copy of the store file at path, of an older
+// format, upgraded and with its log applied (a shrink into a new file
+// beside f, read back), leaving path as it is.
+func CopyUpgraded(ctx context.Context, eng Engine, path string, f *os.File, wait time.Duration) error {
+	tmp := f.Name() + ".upgraded"
+	defer os.Remove(tmp)
+	if err := Shrink(ctx, eng, path, tmp, wait); err != nil {
+		return err
+	}
+	src, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err = io.Copy(f, src)
+	return err
+}

@@ -24,6 +24,10 @@ package layout
 //	    "format"  -> format version as decimal text (FormatVersion)
 //	    "wal"     -> the database's identity and how far its log is applied
 //	              (id, generation, offset; see wal.go)
+//	    "wal-predecessor" -> in a copy given an identity of its own (an
+//	              upgraded file, a backup, a compacted copy): the same for
+//	              the database it was copied from, whose log it holds up
+//	              to there (identity.go)
 //	    "purged"  bucket: <session name bytes> -> msgpack Tombstone
 //	              (last seq and epoch of a purged session, nothing else)
 //	"names"                             top-level bucket: one record per session
@@ -106,7 +110,9 @@ package layout
 //	13 importing    bool, absent when false
 //	14 counters     the counter's name when one counter made every message of
 //	                the epoch, else an array of [name, messages, tokens];
-//	                absent when none is known
+//	                absent (or nil) when none is known
+//	15 erasures     uint: how many erases changed the session's messages,
+//	                absent when none did
 //
 // Elements 12 to 14 are written only up to the last one that is not
 // empty; a decoder skips elements it does not know, so a later version may

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -39,18 +39,18 @@ func modelPresets() []modelPreset {
 	}
 }
 
-func (v *viewer) handleConfig(w http.ResponseWriter, r *http.Request) {
+func (v *Viewer) handleConfig(w http.ResponseWriter, r *http.Request) {
 	writeJSONResponse(w, http.StatusOK, map[string]any{
 		"location":  v.st.Location(),
 		"read_only": true,
 		"search":    v.search != nil,
 		"presets":   modelPresets(),
-		"version":   buildVersion(),
+		"version":   v.version,
 	})
 }
 
-// sessionRow is one session of the list.
-type sessionRow struct {
+// SessionRow is one session of the list.
+type SessionRow struct {
 	Name          string    `json:"name"`
 	Messages      int       `json:"messages"`
 	TotalMessages int       `json:"total_messages"`
@@ -64,22 +64,22 @@ type sessionRow struct {
 	Importing     bool      `json:"importing"`
 }
 
-func toSessionRow(info storage.SessionInfo) sessionRow {
+func toSessionRow(info storage.SessionInfo) SessionRow {
 	_, counter, ok := info.TokenTotal()
-	return sessionRow{
+	return SessionRow{
 		Name: info.Name, Messages: info.Messages, TotalMessages: info.TotalMessages, Tokens: info.Tokens,
 		Counter: counter, MixedCounters: !ok, Epoch: info.Epoch, Created: info.Created, Updated: info.Updated,
 		Title: info.Title, Importing: info.Importing,
 	}
 }
 
-func (v *viewer) handleSessions(w http.ResponseWriter, r *http.Request) {
+func (v *Viewer) handleSessions(w http.ResponseWriter, r *http.Request) {
 	infos, err := v.st.Sessions(r.Context())
 	if err != nil {
 		apiError(w, err)
 		return
 	}
-	rows := make([]sessionRow, 0, len(infos))
+	rows := make([]SessionRow, 0, len(infos))
 	for _, info := range infos {
 		rows = append(rows, toSessionRow(info))
 	}
@@ -88,13 +88,13 @@ func (v *viewer) handleSessions(w http.ResponseWriter, r *http.Request) {
 
 // sessionDetail is one session with its epochs.
 type sessionDetail struct {
-	sessionRow
+	SessionRow
 	LastSeq       uint64               `json:"last_seq"`
 	EpochStartSeq uint64               `json:"epoch_start_seq"`
 	Epochs        []export.EpochRecord `json:"epochs"`
 }
 
-func (v *viewer) session(r *http.Request) (storage.SessionInfo, error) {
+func (v *Viewer) session(r *http.Request) (storage.SessionInfo, error) {
 	name, err := sessionParam(r)
 	if err != nil {
 		return storage.SessionInfo{}, err
@@ -106,18 +106,18 @@ func (v *viewer) session(r *http.Request) (storage.SessionInfo, error) {
 	return info, err
 }
 
-func (v *viewer) handleSession(w http.ResponseWriter, r *http.Request) {
+func (v *Viewer) handleSession(w http.ResponseWriter, r *http.Request) {
 	info, err := v.session(r)
 	if err != nil {
 		apiError(w, err)
 		return
 	}
-	writeJSONResponse(w, http.StatusOK, sessionDetail{sessionRow: toSessionRow(info), LastSeq: info.LastSeq, EpochStartSeq: info.EpochStartSeq, Epochs: export.EpochRecords(info.Epochs)})
+	writeJSONResponse(w, http.StatusOK, sessionDetail{SessionRow: toSessionRow(info), LastSeq: info.LastSeq, EpochStartSeq: info.EpochStartSeq, Epochs: export.EpochRecords(info.Epochs)})
 }
 
-// messageJSON is one stored message for the page: what the store recorded,
+// MessageJSON is one stored message for the page: what the store recorded,
 // what the library parsed out of it, and the raw JSON, as stored.
-type messageJSON struct {
+type MessageJSON struct {
 	Seq       uint64          `json:"seq"`
 	Epoch     uint64          `json:"epoch"`
 	Time      time.Time       `json:"time"`
@@ -137,8 +137,8 @@ type callJSON struct {
 	Arguments string `json:"arguments"`
 }
 
-func toMessageJSON(e storage.Entry) messageJSON {
-	m := messageJSON{Seq: e.Seq, Epoch: e.Epoch, Time: e.Time, Role: e.Role, Tokens: e.Tokens, Counter: e.Counter, ResultIDs: e.ResultIDs}
+func toMessageJSON(e storage.Entry) MessageJSON {
+	m := MessageJSON{Seq: e.Seq, Epoch: e.Epoch, Time: e.Time, Role: e.Role, Tokens: e.Tokens, Counter: e.Counter, ResultIDs: e.ResultIDs}
 	msg, err := e.Message()
 	if err != nil || !json.Valid(e.Raw) {
 		m.RawText = string(e.Raw)
@@ -161,7 +161,7 @@ const (
 // handleMessages returns one page of an epoch's messages, oldest first:
 // the limit messages before seq "before" (0: the newest), or those after
 // seq "after". A 100k-message session is read a page at a time.
-func (v *viewer) handleMessages(w http.ResponseWriter, r *http.Request) {
+func (v *Viewer) handleMessages(w http.ResponseWriter, r *http.Request) {
 	info, err := v.session(r)
 	if err != nil {
 		apiError(w, err)
@@ -193,7 +193,7 @@ func (v *viewer) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	from, to := pageRange(*ep, before, after, limit)
-	out := []messageJSON{}
+	out := []MessageJSON{}
 	if from <= to && !ep.Purged {
 		for e, err := range v.st.EpochMessages(r.Context(), info.Name, epoch, from) {
 			if err != nil {
@@ -233,11 +233,11 @@ func pageRange(ep storage.EpochInfo, before, after uint64, limit int) (from, to 
 // storage.Change as JSON, for each change the engine's Watch reports for
 // session s (every session when s is absent), in this process or any
 // other. The stream ends when the client leaves or the server stops.
-func (v *viewer) handleEvents(w http.ResponseWriter, r *http.Request) {
+func (v *Viewer) handleEvents(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("s")
 	if name != "" {
 		if err := storage.CheckSession(name); err != nil {
-			apiError(w, usagef("parameter s: %v", err))
+			apiError(w, badf("parameter s: %v", err))
 			return
 		}
 	}
@@ -278,20 +278,37 @@ func (v *viewer) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// Hit is one search hit as JSON: a line of `ctxstore search --json`, and
+// one of the viewer's search answers.
+type Hit struct {
+	Session string    `json:"session"`
+	Seq     uint64    `json:"seq"`
+	Epoch   uint64    `json:"epoch"`
+	Role    string    `json:"role"`
+	Time    time.Time `json:"time"`
+	Score   float64   `json:"score"`
+	Snippet string    `json:"snippet"`
+}
+
+// HitOf is h as JSON, with snippet as its snippet.
+func HitOf(h storage.Hit, snippet string) Hit {
+	return Hit{Session: h.Session, Seq: h.Seq, Epoch: h.Epoch, Role: h.Role, Time: h.Time, Score: h.Score, Snippet: snippet}
+}
+
 // searchEngine is the viewer's search: the library's, over st, the best
 // hits first (at most 50), each snippet as plain text.
-func searchEngine(st storage.Engine) func(ctx context.Context, query string) ([]searchHit, error) {
-	return func(ctx context.Context, query string) ([]searchHit, error) {
+func searchEngine(st storage.Engine) func(ctx context.Context, query string) ([]Hit, error) {
+	return func(ctx context.Context, query string) ([]Hit, error) {
 		res, err := search.Search(ctx, st, storage.SearchRequest{Query: query, Limit: 50})
 		if errors.Is(err, storage.ErrBadQuery) {
-			return nil, usagef("%v", err)
+			return nil, badf("%v", err)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("search: %w", err)
 		}
-		hits := make([]searchHit, 0, len(res.Hits))
+		hits := make([]Hit, 0, len(res.Hits))
 		for _, h := range res.Hits {
-			hits = append(hits, searchHit{h.Session, h.Seq, h.Epoch, h.Role, h.Time, h.Score, h.Snippet})
+			hits = append(hits, HitOf(h, h.Snippet))
 		}
 		return hits, nil
 	}
@@ -299,14 +316,14 @@ func searchEngine(st storage.Engine) func(ctx context.Context, query string) ([]
 
 // handleSearch answers the search box through the search hook; without
 // one it says that this build has no search.
-func (v *viewer) handleSearch(w http.ResponseWriter, r *http.Request) {
+func (v *Viewer) handleSearch(w http.ResponseWriter, r *http.Request) {
 	if v.search == nil {
 		writeJSONResponse(w, http.StatusNotImplemented, map[string]string{"error": "this ctxstore has no search"})
 		return
 	}
 	q := r.URL.Query().Get("q")
 	if q == "" {
-		apiError(w, usagef("parameter q: empty query"))
+		apiError(w, badf("parameter q: empty query"))
 		return
 	}
 	hits, err := v.search(r.Context(), q)
@@ -314,5 +331,5 @@ func (v *viewer) handleSearch(w http.ResponseWriter, r *http.Request) {
 		apiError(w, err)
 		return
 	}
-	writeJSONResponse(w, http.StatusOK, map[string]any{"hits": append([]searchHit{}, hits...)})
+	writeJSONResponse(w, http.StatusOK, map[string]any{"hits": append([]Hit{}, hits...)})
 }

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 //go:embed web
 var web embed.FS
 
-// viewer is the HTTP handler of ctxstore serve: the page, its JSON API and
+// Viewer is the HTTP handler of ctxstore serve: the page, its JSON API and
 // the event streams, over one engine opened read-only.
-type viewer struct {
+type Viewer struct {
 	st     storage.Engine
 	token  string
 	port   int
@@ -32,13 +32,32 @@ type viewer struct {
 	views  *viewCache
 	// search answers the search box (the library's search, searchEngine);
 	// without it the page shows none.
-	search func(ctx context.Context, query string) ([]searchHit, error)
+	search  func(ctx context.Context, query string) ([]Hit, error)
+	version string
 }
 
-// newViewer returns the handler serving st, on port, to those who hold
-// token.
-func newViewer(st storage.Engine, token string, port int) *viewer {
-	v := &viewer{st: st, token: token, port: port, cookie: fmt.Sprintf("ctxstore_token_%d", port), views: newViewCache(st), search: searchEngine(st)}
+// Options say whom a Viewer serves and how it explains errors.
+type Options struct {
+	// Token is the secret a request must carry (NewToken makes one).
+	Token string
+	// Port is the port the server listens on: a request's Host must name
+	// it, and the token's cookie is named after it.
+	Port int
+	// Version is the program's version, shown by the page.
+	Version string
+	// Explain turns an error about a session of st into a message that
+	// names the database and says what to do; nil keeps errors as they are.
+	Explain func(st storage.Engine, session string, err error) error
+}
+
+// New returns the handler serving st to those who hold opts.Token.
+func New(st storage.Engine, opts Options) *Viewer {
+	explain := opts.Explain
+	if explain == nil {
+		explain = func(_ storage.Engine, _ string, err error) error { return err }
+	}
+	v := &Viewer{st: st, token: opts.Token, port: opts.Port, cookie: fmt.Sprintf("ctxstore_token_%d", opts.Port),
+		views: newViewCache(st, explain), search: searchEngine(st), version: opts.Version}
 	static, _ := fs.Sub(web, "web")
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
@@ -56,8 +75,16 @@ func newViewer(st storage.Engine, token string, port int) *viewer {
 	return v
 }
 
-// close releases the managers the views keep open.
-func (v *viewer) close() { v.views.close() }
+// Close releases the managers the views keep open.
+func (v *Viewer) Close() { v.views.close() }
+
+// Managers is how many managers the views keep open (at most
+// MaxViewManagers).
+func (v *Viewer) Managers() int {
+	v.views.mu.Lock()
+	defer v.views.mu.Unlock()
+	return len(v.views.open)
+}
 
 // contentSecurityPolicy lets the page run its own script and style sheet
 // and nothing else: no inline script (a message's text can never become
@@ -70,7 +97,7 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 // header must name this server, the method must read, and the token must
 // come with it (in the cookie, or in the URL, which sets the cookie and
 // redirects to the same URL without it).
-func (v *viewer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (v *Viewer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -107,7 +134,7 @@ func (v *viewer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v.mux.ServeHTTP(w, r)
 }
 
-func (v *viewer) tokenOK(t string) bool {
+func (v *Viewer) tokenOK(t string) bool {
 	return subtle.ConstantTimeCompare([]byte(t), []byte(v.token)) == 1
 }
 
@@ -128,11 +155,11 @@ func writeJSONResponse(w http.ResponseWriter, status int, body any) {
 // 500 otherwise.
 func apiError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
-	var ue *usageError
+	var bad *badRequest
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.As(err, &ue):
+	case errors.As(err, &bad):
 		status = http.StatusBadRequest
 	}
 	writeJSONResponse(w, status, map[string]string{"error": err.Error()})
@@ -146,7 +173,7 @@ func uintParam(r *http.Request, name string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(s, 10, 63)
 	if err != nil {
-		return 0, usagef("parameter %s=%q: want a whole number, 0 or more", name, s)
+		return 0, badf("parameter %s=%q: want a whole number, 0 or more", name, s)
 	}
 	return n, nil
 }
@@ -155,7 +182,17 @@ func uintParam(r *http.Request, name string) (uint64, error) {
 func sessionParam(r *http.Request) (string, error) {
 	name := r.URL.Query().Get("s")
 	if err := storage.CheckSession(name); err != nil {
-		return "", usagef("parameter s: %v", err)
+		return "", badf("parameter s: %v", err)
 	}
 	return name, nil
+}
+
+// badRequest is a request the API refuses as malformed (400).
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+// badf makes a badRequest.
+func badf(format string, args ...any) error {
+	return &badRequest{fmt.Sprintf(format, args...)}
 }

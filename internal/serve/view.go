@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/internal/viewreport"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 )
@@ -19,7 +20,8 @@ import (
 // (the stable prefix a provider's cache serves again). Managers of one
 // budget never see requests of another.
 type viewCache struct {
-	st storage.Engine
+	st      storage.Engine
+	explain func(st storage.Engine, session string, err error) error
 
 	mu     sync.Mutex
 	open   map[viewKey]*viewEntry
@@ -35,16 +37,16 @@ type viewKey struct {
 type viewEntry struct {
 	mu    sync.Mutex // one request at a time: the events are this request's
 	mgr   *persistent.Manager
-	log   *eventLog
+	log   *viewreport.EventLog
 	used  time.Time // guarded by the cache's mu, as users is
 	users int       // requests holding it: it is not closed under them
 }
 
-// maxViewManagers bounds the managers the cache keeps; the least recently
+// MaxViewManagers bounds the managers the cache keeps; the least recently
 // used one is closed first.
-const maxViewManagers = 16
+const MaxViewManagers = 16
 
-func newViewCache(st storage.Engine) *viewCache {
+func newViewCache(st storage.Engine, explain func(storage.Engine, string, error) error) *viewCache {
 	// The default counter loads its vocabulary on first use, about a tenth
 	// of a second: while the first page loads, not inside its first view.
 	go func() {
@@ -52,7 +54,7 @@ func newViewCache(st storage.Engine) *viewCache {
 			l.Load()
 		}
 	}()
-	return &viewCache{st: st, open: map[viewKey]*viewEntry{}}
+	return &viewCache{st: st, explain: explain, open: map[viewKey]*viewEntry{}}
 }
 
 // get returns the entry for k, opening its manager if needed; the caller
@@ -68,13 +70,13 @@ func (c *viewCache) get(k viewKey) (*viewEntry, error) {
 		e.users++
 		return e, nil
 	}
-	if len(c.open) >= maxViewManagers {
+	if len(c.open) >= MaxViewManagers {
 		c.evictLocked()
 	}
-	log := &eventLog{}
-	mgr, err := persistent.OpenEngine(c.st, k.session, persistent.Config{Config: ctxstore.Config{Strategy: k.strategy, Hooks: log.hook}, ReadOnly: true})
+	log := &viewreport.EventLog{}
+	mgr, err := persistent.OpenEngine(c.st, k.session, persistent.Config{Config: ctxstore.Config{Strategy: k.strategy, Hooks: log.Hook}, ReadOnly: true})
 	if err != nil {
-		return nil, explainIn(c.st, k.session, err)
+		return nil, c.explain(c.st, k.session, err)
 	}
 	e := &viewEntry{mgr: mgr, log: log, used: time.Now(), users: 1}
 	c.open[k] = e
@@ -113,11 +115,11 @@ func (c *viewCache) close() {
 	}
 }
 
-// viewJSON is the typed explanation of one view for the page: what
+// ViewJSON is the typed explanation of one view for the page: what
 // 'ctxstore view --json' prints, and the facts of ctxstore.View it
 // leaves out.
-type viewJSON struct {
-	viewReport
+type ViewJSON struct {
+	viewreport.Report
 	FirstSeq    uint64   `json:"first_seq"`
 	LastSeq     uint64   `json:"last_seq"`
 	Capped      bool     `json:"capped"`
@@ -125,7 +127,7 @@ type viewJSON struct {
 	UsageRatio  float64  `json:"usage_ratio"`
 	Tripped     bool     `json:"tripped"`
 	Warnings    []string `json:"warnings"`
-	Report      string   `json:"report"` // View.Report, as 'ctxstore view' prints it
+	Text        string   `json:"report"` // View.Report, as 'ctxstore view' prints it
 	Millis      float64  `json:"millis"` // how long the manager took
 }
 
@@ -144,7 +146,7 @@ func viewRequest(r *http.Request) (ctxstore.Request, string, string, error) {
 	switch strategy {
 	case "", view.StrategyProgressive, view.StrategyTruncate:
 	default:
-		return ctxstore.Request{}, "", "", usagef("strategy %q: want progressive or truncate", strategy)
+		return ctxstore.Request{}, "", "", badf("strategy %q: want progressive or truncate", strategy)
 	}
 	budget, window, out := p[0], p[1], p[2]
 	switch {
@@ -154,10 +156,10 @@ func viewRequest(r *http.Request) (ctxstore.Request, string, string, error) {
 		m := &ctxstore.ModelInfo{ContextWindow: int(min(window, view.MaxBudget)), MaxOutputTokens: int(min(out, view.MaxBudget))}
 		return ctxstore.Request{Model: m}, fmt.Sprintf("window=%d,out=%d", window, out), strategy, nil
 	}
-	return ctxstore.Request{}, "", "", usagef("give budget=N, or window=N and out=N")
+	return ctxstore.Request{}, "", "", badf("give budget=N, or window=N and out=N")
 }
 
-func (v *viewer) handleView(w http.ResponseWriter, r *http.Request) {
+func (v *Viewer) handleView(w http.ResponseWriter, r *http.Request) {
 	name, err := sessionParam(r)
 	if err != nil {
 		apiError(w, err)
@@ -179,22 +181,22 @@ func (v *viewer) handleView(w http.ResponseWriter, r *http.Request) {
 	}
 	e.mu.Lock()
 	start := time.Now()
-	rep, err := viewOf(r.Context(), e.mgr, e.log, req)
+	rep, err := viewreport.Of(r.Context(), e.mgr, e.log, req)
 	took := time.Since(start)
 	e.mu.Unlock()
 	v.views.put(e)
 	if err != nil {
-		apiError(w, err)
+		apiError(w, v.views.explain(v.st, name, err))
 		return
 	}
-	out := viewJSON{viewReport: rep, FirstSeq: rep.view.FirstSeq, LastSeq: rep.view.LastSeq, Capped: rep.view.Capped,
-		ExtraTokens: rep.view.ExtraTokens, UsageRatio: rep.view.UsageRatio, Tripped: rep.view.Tripped,
+	out := ViewJSON{Report: rep, FirstSeq: rep.Explained.FirstSeq, LastSeq: rep.Explained.LastSeq, Capped: rep.Explained.Capped,
+		ExtraTokens: rep.Explained.ExtraTokens, UsageRatio: rep.Explained.UsageRatio, Tripped: rep.Explained.Tripped,
 		Warnings: []string{}, Millis: float64(took.Microseconds()) / 1000}
 	for _, ev := range rep.Events {
 		if ev.Name == ctxstore.EventWarning {
 			out.Warnings = append(out.Warnings, fmt.Sprint(ev.Data["message"]))
 		}
 	}
-	out.Report = rep.view.Report(ctxstore.ReportOptions{Warnings: out.Warnings})
+	out.Text = rep.Explained.Report(ctxstore.ReportOptions{Warnings: out.Warnings})
 	writeJSONResponse(w, http.StatusOK, out)
 }
