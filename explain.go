@@ -66,6 +66,9 @@ type View struct {
 	Epoch    uint64
 	FirstSeq uint64
 	LastSeq  uint64
+	// Lineage says where the session's history came from when a fork or a
+	// rewind made it (nil otherwise, and for an in-memory manager).
+	Lineage *Lineage
 
 	// Level is the highest compaction level in effect: 0 nothing
 	// compacted, 1 tool results truncated, 2 messages removed, 3 user
@@ -92,6 +95,18 @@ type View struct {
 	// previous view of the same budget: what a provider's prompt cache can
 	// serve again. 0 for the first view.
 	StablePrefix int
+}
+
+// Lineage is where a session's history came from.
+type Lineage struct {
+	// ForkedFrom is the session this one was forked from, and ForkSeq the
+	// last seq copied ("" and 0 for a session that was not forked).
+	ForkedFrom string
+	ForkSeq    uint64
+	// RewoundFrom is the epoch whose messages up to seq RewindSeq seeded
+	// the current epoch by a rewind (0 and 0 when it was not).
+	RewoundFrom uint64
+	RewindSeq   uint64
 }
 
 // Form says what a view did to a message.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ctxstore/ctxstore/internal/textsafe"
@@ -61,6 +62,12 @@ func (v View) writeSummary(w io.Writer, warnings []string) {
 		name = fmt.Sprintf("session %q, epoch %d: ", v.Session, v.Epoch)
 	}
 	fmt.Fprintf(w, "%sfull history %d messages, %d tokens (%s)\n", name, v.HistoryMessages, v.HistoryTokens, v.Counter)
+	if l := v.Lineage; l != nil && l.ForkedFrom != "" {
+		fmt.Fprintf(w, "forked from session %s at seq %d\n", textsafe.Escape(strconv.Quote(l.ForkedFrom), false), l.ForkSeq)
+	}
+	if l := v.Lineage; l != nil && l.RewoundFrom != 0 {
+		fmt.Fprintf(w, "rewound: this epoch starts with epoch %d up to seq %d\n", l.RewoundFrom, l.RewindSeq)
+	}
 	fmt.Fprintf(w, "budget %d tokens (%s): view %d messages, %d tokens", v.Budget, v.BudgetSource, len(v.Messages), v.Tokens)
 	switch {
 	case v.OverBudget:

@@ -19,6 +19,9 @@ import (
 // (testkit.Command; see runChild), but for the chaos writers', which
 // TestChaosChild plays.
 func TestMain(m *testing.M) {
+	if testkit.Role() == governRole {
+		os.Exit(runGovernHost())
+	}
 	if role := testkit.Role(); role != "" && role != chaosRole {
 		os.Exit(runChild(role))
 	}

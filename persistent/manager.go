@@ -69,8 +69,13 @@ type Manager struct {
 	// session, reset by this manager's Clear (the cleared epoch is empty,
 	// like a fresh session's).
 	ignoreSet bool
-	w         window       // guarded by mu
-	events    []view.Event // queued under mu, emitted after unlocking
+	// deleted is set once the session this manager held was deleted by
+	// another process (purged, maybe created again since): every later
+	// write fails with storage.ErrDeleted rather than bring it back.
+	// Guarded by mu.
+	deleted bool
+	w       window       // guarded by mu
+	events  []view.Event // queued under mu, emitted after unlocking
 
 	reqMu     sync.Mutex   // serializes requests; guards memo and drv
 	drv       *view.Driver // budgets, usage ratio, explanations
@@ -391,14 +396,16 @@ var errEpochMoved = errors.New("the session moved to another epoch")
 // how a session purged since looks.
 func (m *Manager) sameEpoch() func(storage.SessionInfo) error {
 	epoch, last, created := m.w.epoch, m.w.lastSeq, m.w.created
+	same := storage.SameSession(storage.SessionInfo{Created: created})
 	return func(si storage.SessionInfo) error {
+		if err := same(si); err != nil {
+			return err
+		}
 		switch {
 		case epoch == 0 && si.TotalMessages != 0:
 			return fmt.Errorf("%w: created elsewhere meanwhile (epoch %d)", errEpochMoved, si.Epoch)
 		case epoch != 0 && si.Epoch != epoch:
 			return fmt.Errorf("%w: epoch %d, the window's is %d", errEpochMoved, si.Epoch, epoch)
-		case epoch != 0 && !si.Created.Equal(created):
-			return fmt.Errorf("%w: another session under this name (purged and imported)", errEpochMoved)
 		case si.LastSeq < last:
 			return fmt.Errorf("%w: last seq %d is behind the window's %d", errEpochMoved, si.LastSeq, last)
 		}
@@ -421,15 +428,35 @@ func emptyEpoch(si storage.SessionInfo) error {
 // Reading it after the write instead could see a Clear made since, and the
 // window would take the new epoch for the one holding its messages.
 func (m *Manager) appendChecked(ctx context.Context, check func(storage.SessionInfo) error, recs []storage.Record) (uint64, storage.SessionInfo, error) {
+	if err := m.deletedErr(); err != nil {
+		return 0, storage.SessionInfo{}, err
+	}
 	var seen storage.SessionInfo
+	same := storage.SameSession(storage.SessionInfo{Created: m.w.created})
 	first, _, err := m.st.AppendIf(ctx, m.session, func(si storage.SessionInfo) error {
+		if err := same(si); err != nil {
+			return err
+		}
 		if err := check(si); err != nil {
 			return err
 		}
 		seen = si
 		return nil
 	}, recs...)
+	if errors.Is(err, storage.ErrDeleted) {
+		m.deleted = true
+		return 0, seen, m.deletedErr()
+	}
 	return first, seen, err
+}
+
+// deletedErr is the error of a write after the session this manager held
+// was deleted by another process (nil when it was not).
+func (m *Manager) deletedErr() error {
+	if !m.deleted {
+		return nil
+	}
+	return fmt.Errorf("%w by another process: open session %q again to start it afresh", storage.ErrDeleted, m.session)
 }
 
 // afterAppend adds what was just appended to the window. When the write
@@ -625,7 +652,14 @@ func (m *Manager) replaceLocked(ctx context.Context, recs []storage.Record) erro
 	if err != nil {
 		return err
 	}
+	if err := m.deletedErr(); err != nil {
+		return err
+	}
 	if _, _, _, err := m.st.ReplaceEpoch(ctx, m.session, m.sameEpoch(), append(mem, recs...)...); err != nil {
+		if errors.Is(err, storage.ErrDeleted) {
+			m.deleted = true
+			return m.deletedErr()
+		}
 		return err
 	}
 	// The window moves to the new epoch the way it follows any Clear.
@@ -677,6 +711,15 @@ func (m *Manager) Clear(ctx context.Context) error {
 }
 
 func (m *Manager) clearLocked(ctx context.Context) error {
+	if err := m.deletedErr(); err != nil {
+		return err
+	}
+	if err := m.syncLocked(ctx); err != nil {
+		return err
+	}
+	if err := m.deletedErr(); err != nil {
+		return err
+	}
 	if _, err := m.st.Clear(ctx, m.session); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return err
 	}

@@ -2,6 +2,7 @@ package persistent
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -13,20 +14,41 @@ import (
 	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
-// Purged while idle, then used again: the manager starts the session
-// afresh (no endless retry on the purged name's tombstone).
+// Purged while idle, then used again: the manager's writes are refused
+// with storage.ErrDeleted (whether or not it read the session since), and
+// nothing brings the session back; opening the name again starts it
+// afresh.
 func TestPurgedElsewhereThenAdd(t *testing.T) {
 	ctx := context.Background()
-	path := dbPath(t)
-	m := open(t, path, "s", Config{noSync: true})
-	addAll(t, m, []ctxstore.Message{user("before")})
-	other := otherStore(t, path)
-	if err := other.Purge(ctx, "s"); err != nil {
-		t.Fatal(err)
-	}
-	addAll(t, m, []ctxstore.Message{user("after")})
-	if got := texts(viewOf(t, m, 10_000)); strings.Join(got, "|") != "user:after" {
-		t.Fatalf("view after a purge elsewhere = %q, want only the new message", got)
+	for _, readFirst := range []bool{false, true} {
+		path := dbPath(t)
+		m := open(t, path, "s", Config{noSync: true})
+		addAll(t, m, []ctxstore.Message{user("before")})
+		other := otherStore(t, path)
+		if err := other.Purge(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		if readFirst {
+			viewOf(t, m, 10_000)
+		}
+		for _, write := range []func() error{
+			func() error { return m.AddMessage(ctx, user("after")) },
+			func() error { return m.SetMessages(ctx, []ctxstore.Message{user("set")}) },
+			func() error { return m.Clear(ctx) },
+			func() error { return m.AddMessage(ctx, user("again")) },
+		} {
+			if err := write(); !errors.Is(err, storage.ErrDeleted) {
+				t.Fatalf("read first %v: write after a purge elsewhere: %v, want ErrDeleted", readFirst, err)
+			}
+		}
+		if _, err := other.Session(ctx, "s"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("read first %v: the purged session came back: %v", readFirst, err)
+		}
+		n := open(t, path, "s", Config{noSync: true})
+		addAll(t, n, []ctxstore.Message{user("fresh")})
+		if got := texts(viewOf(t, n, 10_000)); strings.Join(got, "|") != "user:fresh" {
+			t.Fatalf("view of the name opened again = %q, want only the new message", got)
+		}
 	}
 }
 
@@ -111,8 +133,8 @@ func TestRepairFromTwoManagersReportsOnce(t *testing.T) {
 // its name, by appending (the new session continues after the purged one's
 // epoch and seqs) or by importing an export (ctxstore import, which may
 // reuse them; the creation time differs). A manager still holding the old
-// session never mixes the two: its next append lands in the new
-// conversation and its views show that conversation only.
+// session never mixes the two: its next append is refused with
+// storage.ErrDeleted and its views show the new conversation only.
 func TestPurgedAndRecreatedElsewhere(t *testing.T) {
 	newTexts := []string{"new a", "new b", "new c", "new d", "new e"}
 	for name, recreate := range map[string]func(storage.Engine) error{
@@ -148,9 +170,11 @@ func TestPurgedAndRecreatedElsewhere(t *testing.T) {
 			if err := recreate(other); err != nil {
 				t.Fatal(err)
 			}
-			addAll(t, m, []ctxstore.Message{user("after")})
+			if err := m.AddMessage(context.Background(), user("after")); !errors.Is(err, storage.ErrDeleted) {
+				t.Fatalf("append to the purged session: %v, want ErrDeleted", err)
+			}
 			var want []string
-			for _, s := range append(newTexts, "after") {
+			for _, s := range newTexts {
 				want = append(want, "user:"+s)
 			}
 			requireTexts(t, "history", texts(history(t, m)), want)

@@ -102,7 +102,7 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request, viewOnly bool
 	if res.NeedTail {
 		return ctxstore.View{}, events, fmt.Errorf("persistent: view of session %q: internal error: the view needs more of the history than was read", m.session)
 	}
-	plan, epoch, pending, stored, lastSeq := in.plan, in.epoch, in.pending, in.stored, in.lastSeq
+	plan, epoch, pending, stored, lastSeq, lineage := in.plan, in.epoch, in.pending, in.stored, in.lastSeq, in.lineage
 	events = append(events, res.Events...)
 	if res.Changed {
 		if err := m.saveDecisions(ctx, epoch, plan.Fit.Tokens, res.Decisions); err != nil && !errors.Is(err, ErrClosed) {
@@ -122,7 +122,7 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request, viewOnly bool
 		m.mu.Unlock()
 	}
 	v := m.drv.Explain(plan, res)
-	v.Session, v.Epoch = m.session, epoch
+	v.Session, v.Epoch, v.Lineage = m.session, epoch, lineage
 	if stored > 0 {
 		v.FirstSeq, v.LastSeq = lastSeq-uint64(stored)+1, lastSeq
 	}
@@ -147,6 +147,7 @@ type requestInput struct {
 	pending bool // memory messages of a fresh session, not stored yet: no seqs
 	stored  int
 	lastSeq uint64
+	lineage *ctxstore.Lineage // the fork or rewind that made the history, nil when none
 	events  []view.Event
 }
 
@@ -164,7 +165,7 @@ func (m *Manager) prepare(ctx context.Context, r ctxstore.Request, fill bool) (r
 	var err error
 	in.h, in.plan, in.saved, in.epoch, err = m.prepareLocked(ctx, r)
 	in.pending = len(m.w.pending) > 0
-	in.stored, in.lastSeq = m.w.count, m.w.lastSeq
+	in.stored, in.lastSeq, in.lineage = m.w.count, m.w.lastSeq, m.w.lineage
 	in.events = m.takeEvents()
 	return in, err
 }

@@ -45,11 +45,14 @@ type window struct {
 	// created tells this session from another under the same name:
 	// one imported after a purge may reuse its epoch and seqs.
 	created time.Time
-	count   int  // messages in the current epoch
-	own     int  // the stored Σ tokens of the epoch at reload that the manager's counter made
-	base    int  // the rest of the stored Σ at reload: other counters' counts
-	added   int  // Σ tokens of messages pushed since, by the manager's counter
-	ours    bool // this manager wrote into the current epoch
+	// erasures is the session's erase count when read: an erase
+	// elsewhere changed messages the window may hold, so it is read again.
+	erasures uint64
+	count    int  // messages in the current epoch
+	own      int  // the stored Σ tokens of the epoch at reload that the manager's counter made
+	base     int  // the rest of the stored Σ at reload: other counters' counts
+	added    int  // Σ tokens of messages pushed since, by the manager's counter
+	ours     bool // this manager wrote into the current epoch
 
 	pinned    []view.Item // system and developer messages of the epoch, in order
 	firstUser *view.Item
@@ -73,12 +76,14 @@ type window struct {
 	superseded map[uint64]bool       // seqs of older memory-file versions, hidden from views
 	repairs    map[uint64]repairRecord
 	decisions  map[int]view.Decisions // saved view decisions of this epoch, by budget
+	lineage    *ctxstore.Lineage      // the fork or rewind that made the history, nil when none
 }
 
 func newWindow(info storage.SessionInfo, counter string) window {
 	w := window{
 		epoch: info.Epoch, epochStart: info.EpochStartSeq, lastSeq: info.LastSeq, created: info.Created,
-		count: info.Messages, base: info.Tokens,
+		erasures: info.Erasures,
+		count:    info.Messages, base: info.Tokens,
 		mem: map[string]memVersion{}, superseded: map[uint64]bool{},
 		repairs: map[uint64]repairRecord{}, decisions: map[int]view.Decisions{},
 	}
@@ -296,19 +301,25 @@ func (m *Manager) reload(ctx context.Context, info storage.SessionInfo) error {
 
 // sessionRead is what loading a session reads, in one read of the store
 // when the engine can (storage.ReadSnapshot): its metadata and, when it
-// holds messages, its pinned and first user messages, repair records and
-// saved view decisions; the usage records when asked.
+// holds messages, its pinned and first user messages, repair records,
+// lineage and saved view decisions; the usage records when asked.
 type sessionRead struct {
 	info    storage.SessionInfo
 	pinned  []storage.Entry
 	repairs []storage.Derived
 	views   []storage.Derived
+	lineage []storage.Derived
 	usage   []storage.Derived
 }
 
 // load reads the session (its metadata too when info is nil; its usage
 // records with usage) and rebuilds the window from what it read.
 func (m *Manager) load(ctx context.Context, info *storage.SessionInfo, usage bool) (sessionRead, error) {
+	if info != nil && !m.w.created.IsZero() && !info.Created.Equal(m.w.created) {
+		// The session this manager held was deleted (maybe created again
+		// under its name): it must not be written to as if it were new.
+		m.deleted = true
+	}
 	rd, err := m.readSession(ctx, info, usage)
 	if errors.Is(err, storage.ErrNotFound) {
 		// Purged (maybe recreated) by another process since info was
@@ -365,6 +376,9 @@ func (m *Manager) readSession(ctx context.Context, info *storage.SessionInfo, us
 		if rd.repairs, err = s.Derived(m.session, KindRepair); err != nil {
 			return fmt.Errorf("read repair records: %w", err)
 		}
+		if rd.lineage, err = s.Derived(m.session, storage.KindLineage); err != nil {
+			return fmt.Errorf("read lineage: %w", err)
+		}
 		if rd.views, err = s.Derived(m.session, KindView); err != nil {
 			return fmt.Errorf("read saved view decisions: %w", err)
 		}
@@ -407,7 +421,7 @@ func (m *Manager) rebuild(ctx context.Context, rd sessionRead) error {
 		}
 		w.note(it)
 	}
-	m.applyDerived(&w, rd.repairs, rd.views)
+	m.applyDerived(&w, rd)
 	m.w = w
 	if info.Messages == 0 {
 		return m.freshMemoryLocked(ctx)
@@ -590,9 +604,12 @@ func (m *Manager) leftEpoch(ctx context.Context) (bool, error) {
 	return info.Epoch != m.w.epoch || !info.Created.Equal(m.w.created), nil
 }
 
-// applyDerived keeps the repair records and saved view decisions of w's
-// epoch; an unreadable one is skipped with a warning.
-func (m *Manager) applyDerived(w *window, repairs, views []storage.Derived) {
+// applyDerived keeps the repair records, lineage and saved view decisions
+// of w's epoch; an unreadable one is skipped (with a warning, but for
+// lineage, which only explains).
+func (m *Manager) applyDerived(w *window, rd sessionRead) {
+	repairs, views := rd.repairs, rd.views
+	applyLineage(w, rd.lineage)
 	for _, d := range repairs {
 		var r repairRecord
 		if err := json.Unmarshal(d.Value, &r); err != nil {
@@ -634,7 +651,7 @@ func (m *Manager) syncLocked(ctx context.Context) error {
 
 // catchUpLocked brings the window up to info, the session as just read.
 func (m *Manager) catchUpLocked(ctx context.Context, info storage.SessionInfo) error {
-	if info.Epoch != m.w.epoch || info.LastSeq < m.w.lastSeq || !info.Created.Equal(m.w.created) {
+	if info.Epoch != m.w.epoch || info.LastSeq < m.w.lastSeq || !info.Created.Equal(m.w.created) || info.Erasures != m.w.erasures {
 		return m.reload(ctx, info)
 	}
 	if info.LastSeq == m.w.lastSeq {
@@ -677,4 +694,28 @@ func (m *Manager) catchUpLocked(ctx context.Context, info storage.SessionInfo) e
 		m.w.pending = nil
 	}
 	return nil
+}
+
+// applyLineage keeps where the session came from (storage.Fork) and where
+// the window's epoch came from (storage.Rewind), for explanations, from
+// the session's KindLineage records.
+func applyLineage(w *window, lineage []storage.Derived) {
+	var l ctxstore.Lineage
+	for _, d := range lineage {
+		switch d.Key {
+		case storage.LineageKey:
+			var f storage.Lineage
+			if json.Unmarshal(d.Value, &f) == nil {
+				l.ForkedFrom, l.ForkSeq = f.Parent, f.Seq
+			}
+		case storage.RewindKey(w.epoch):
+			var r storage.Rewound
+			if json.Unmarshal(d.Value, &r) == nil {
+				l.RewoundFrom, l.RewindSeq = r.FromEpoch, r.Seq
+			}
+		}
+	}
+	if l != (ctxstore.Lineage{}) {
+		w.lineage = &l
+	}
 }

@@ -142,7 +142,7 @@ func (e Entry) Message() (ctxstore.Message, error) {
 type SessionInfo struct {
 	Name    string
 	Created time.Time // first write to the session
-	Updated time.Time // last append, Clear or PurgeEpoch
+	Updated time.Time // last append, Clear, PurgeEpoch or erase
 	// Epoch is the current epoch; Clear starts a new one. The first is 1,
 	// or the one after a purged predecessor's last (see Engine.Purge).
 	Epoch uint64
@@ -182,6 +182,10 @@ type SessionInfo struct {
 	// in which case the session lacks messages for good. Purge it and
 	// import it again.
 	Importing bool
+	// Erasures counts the erases (storage.Erase) that changed the
+	// session's messages: what keeps a copy of them (a search index)
+	// knows its copy is stale when the count moves.
+	Erasures uint64
 }
 
 // TokenTotal returns the current epoch's token total and the name of the

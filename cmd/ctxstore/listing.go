@@ -107,6 +107,9 @@ func (a *app) eachListed(ctx context.Context, opts storage.ListOptions, again, n
 			default:
 				l.split, err = sessionSplit(ctx, st, info)
 			}
+			if err == nil && !namesOnly {
+				l.forked, _, err = lineageOf(ctx, st, info.Name, 0)
+			}
 			if !yield(l, err) || err != nil {
 				return
 			}

@@ -138,13 +138,25 @@ type sessionJSON struct {
 	TotalMessages int                  `json:"total_messages"`
 	LastSeq       uint64               `json:"last_seq"`
 	Epochs        []export.EpochRecord `json:"epochs"`
+	// ForkedFrom is where a fork came from (see storage.Fork).
+	ForkedFrom *forkedJSON `json:"forked_from,omitempty"`
 }
 
-func toSessionJSON(info storage.SessionInfo, split splitTokens) sessionJSON {
+// forkedJSON is a fork's lineage in --json output.
+type forkedJSON struct {
+	Session string `json:"session"`
+	Epoch   uint64 `json:"epoch"`
+	Seq     uint64 `json:"seq"`
+}
+
+func toSessionJSON(info storage.SessionInfo, split splitTokens, forked *storage.Lineage) sessionJSON {
 	s := sessionJSON{
 		Name: info.Name, Title: info.Title, Created: info.Created.UTC(), Updated: info.Updated.UTC(),
 		Epoch: info.Epoch, Messages: info.Messages, tokensJSON: split.json(), Bytes: info.Bytes,
 		TotalMessages: info.TotalMessages, LastSeq: info.LastSeq, Epochs: export.EpochRecords(info.Epochs),
+	}
+	if forked != nil {
+		s.ForkedFrom = &forkedJSON{Session: forked.Parent, Epoch: forked.Epoch, Seq: forked.Seq}
 	}
 	return s
 }

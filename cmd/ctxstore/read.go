@@ -66,7 +66,7 @@ what is printed (and, sorted other than by name, the --limit first).`,
 						if err != nil {
 							return err
 						}
-						if err := arr.add(toSessionJSON(s.SessionInfo, s.split)); err != nil {
+						if err := arr.add(toSessionJSON(s.SessionInfo, s.split, s.forked)); err != nil {
 							return err
 						}
 					}
@@ -81,7 +81,7 @@ what is printed (and, sorted other than by name, the --limit first).`,
 // printSessions is ls's table.
 func (a *app) printSessions(where, pattern string, sessions iter.Seq2[listed, error]) error {
 	now := time.Now()
-	var notes []string
+	var notes, forks []string
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	n := 0
 	for s, err := range sessions {
@@ -96,6 +96,9 @@ func (a *app) printSessions(where, pattern string, sessions iter.Seq2[listed, er
 			tokens, counter = strconv.Itoa(t), counterLabel(name)
 		} else {
 			notes = append(notes, fmt.Sprintf("%s: %s; not added up", termSafe(s.Name, false), s.split.describe()))
+		}
+		if s.forked != nil {
+			forks = append(forks, fmt.Sprintf("%s from %s at seq %d", termSafe(s.Name, false), termSafe(s.forked.Parent, false), s.forked.Seq))
 		}
 		if s.Messages == 0 {
 			counter = "-"
@@ -114,6 +117,9 @@ func (a *app) printSessions(where, pattern string, sessions iter.Seq2[listed, er
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(forks) > 0 {
+		fmt.Fprintf(a.stdout, "\nforks:\n  %s\n", strings.Join(forks, "\n  "))
+	}
 	if len(notes) > 0 {
 		fmt.Fprintf(a.stdout, "\nTOKENS of different counters:\n  %s\nexact totals: %s\n", strings.Join(notes, "\n  "), a.cmdline("ls --recount"))
 	}
@@ -124,7 +130,8 @@ func (a *app) printSessions(where, pattern string, sessions iter.Seq2[listed, er
 // current epoch's token counts by counter.
 type listed struct {
 	storage.SessionInfo
-	split splitTokens
+	split  splitTokens
+	forked *storage.Lineage // where a fork came from; nil when not a fork
 }
 
 // session returns a session's metadata, with an error that says how to
@@ -198,11 +205,28 @@ token estimate beside each message.`,
 func showEpoch(ctx context.Context, a *app, st storage.Engine, info storage.SessionInfo, ep storage.EpochInfo, jsonl bool) error {
 	w := bufio.NewWriterSize(a.stdout, 64<<10)
 	defer w.Flush()
+	lin, rw, err := lineageOf(ctx, st, info.Name, ep.Epoch)
+	if err != nil {
+		return explainIn(st, info.Name, err)
+	}
 	switch {
 	case a.json:
-		fmt.Fprintf(w, "{\"session\":%s,\"epoch\":%d,\"messages\":[", strconv.Quote(info.Name), ep.Epoch)
+		fmt.Fprintf(w, "{\"session\":%s,\"epoch\":%d,", strconv.Quote(info.Name), ep.Epoch)
+		if lin != nil {
+			fmt.Fprintf(w, "\"forked_from\":{\"session\":%s,\"epoch\":%d,\"seq\":%d},", strconv.Quote(lin.Parent), lin.Epoch, lin.Seq)
+		}
+		if rw != nil {
+			fmt.Fprintf(w, "\"rewound_from\":{\"epoch\":%d,\"seq\":%d},", rw.FromEpoch, rw.Seq)
+		}
+		w.WriteString("\"messages\":[")
 	case !jsonl:
 		fmt.Fprintf(w, "session %q, epoch %d of %d: %d messages\n", info.Name, ep.Epoch, info.Epoch, ep.Messages)
+		if lin != nil {
+			fmt.Fprintf(w, "forked from session %q at seq %d (its epoch %d), %s\n", lin.Parent, lin.Seq, lin.Epoch, lin.Time.Local().Format("2006-01-02 15:04"))
+		}
+		if rw != nil {
+			fmt.Fprintf(w, "rewound: epoch %d up to seq %d, %s\n", rw.FromEpoch, rw.Seq, rw.Time.Local().Format("2006-01-02 15:04"))
+		}
 		if ep.Messages == 0 && len(info.Epochs) > 1 {
 			fmt.Fprintf(w, "(empty since 'clear'; earlier epochs: %s)\n", a.cmdline("show %s --epoch %d", shellQuote(info.Name), info.Epochs[len(info.Epochs)-2].Epoch))
 		}

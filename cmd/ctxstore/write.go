@@ -193,7 +193,9 @@ func purgeCommand() *command {
 session goes (every epoch, its derived records), leaving only a tombstone of
 its name with its last seq and epoch, so that a session later created under
 that name continues after them; with --epoch N only that earlier epoch's
-messages (the current epoch cannot be purged: 'clear' it first). The space
+messages (the current epoch cannot be purged: 'clear' it first). The title
+is recomputed from what remains, and the store is scrubbed: the purged
+bytes leave the file's free pages, its log and the search index. The space
 is reused by later writes; 'ctxstore shrink' shrinks the file. Asks
 for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 		example: "ctxstore purge scratch --yes\nctxstore purge work --epoch 1 --yes",
@@ -224,14 +226,8 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 				}
 				what = fmt.Sprintf("epoch %d of session %q (%d messages)", *epoch, name, ep.Messages)
 			}
-			if !*yes {
-				ok, err := a.confirm(fmt.Sprintf("delete %s from %s for real?", what, st.Location()))
-				if err != nil {
-					return err
-				}
-				if !ok {
-					return errors.New("nothing was purged")
-				}
+			if err := a.confirmUnless(*yes, fmt.Sprintf("delete %s from %s for real?", what, st.Location()), "nothing was purged"); err != nil {
+				return err
 			}
 			if *epoch != 0 {
 				err = storage.PurgeEpoch(ctx, st, name, *epoch)
@@ -244,13 +240,32 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 			if err != nil {
 				return explainIn(st, name, fmt.Errorf("purge %s: %w", what, err))
 			}
+			rep, err := storage.Scrub(ctx, st)
+			if err != nil {
+				return fmt.Errorf("purged %s, but the scrub failed (run it again: %s): %w", what, a.cmdline("scrub"), err)
+			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": name, "epoch": *epoch, "purged": true})
+				return writeJSON(a.stdout, map[string]any{"session": name, "epoch": *epoch, "purged": true, "scrub": rep})
 			}
 			fmt.Fprintf(a.stdout, "purged %s\n", what)
+			printScrub(a, rep)
+			warnStrayLogs(ctx, a, st)
 			return nil
 		},
 	}
+}
+
+// confirmUnless asks question (see confirm) unless yes; a "no" is an
+// error saying refused.
+func (a *app) confirmUnless(yes bool, question, refused string) error {
+	if yes {
+		return nil
+	}
+	ok, err := a.confirm(question)
+	if err == nil && !ok {
+		err = errors.New(refused)
+	}
+	return err
 }
 
 // confirm asks a yes/no question when stdin is a terminal; elsewhere (a

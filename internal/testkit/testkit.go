@@ -24,7 +24,9 @@
 package testkit
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"testing"
@@ -132,4 +134,45 @@ func Queue(t testing.TB, queued func() int, release func() error, writes ...func
 		}
 	}
 	return errs, panics
+}
+
+// RunOrKill runs a child that prints "open" once it is ready, waits for a
+// line on its stdin, does its work and prints "done <nanoseconds>". It
+// tells the child to go and then, with delay >= 0, kills it (SIGKILL)
+// delay later, returning 0; with delay < 0 it waits for the child to
+// finish and returns the duration it printed. Killing at delays spread
+// over that duration kills the work at as many points.
+func RunOrKill(t testing.TB, cmd *exec.Cmd, delay time.Duration) time.Duration {
+	t.Helper()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	if line, err := r.ReadString('\n'); err != nil || line != "open\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child: %q %v", line, err)
+	}
+	io.WriteString(in, "go\n")
+	if delay >= 0 {
+		time.Sleep(delay)
+		cmd.Process.Kill() // SIGKILL
+		cmd.Wait()
+		return 0
+	}
+	line, _ := r.ReadString('\n')
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v (%q)", err, line)
+	}
+	var ns int64
+	fmt.Sscanf(line, "done %d", &ns)
+	return time.Duration(ns)
 }

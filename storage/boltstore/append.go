@@ -192,17 +192,7 @@ func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(Ses
 // of the file, copy it compacted (ctxstore compact-file). An unknown
 // session fails with ErrNotFound.
 func (s *Store) Purge(ctx context.Context, session string) error {
-	err := s.write(ctx, func(w *wtx) error {
-		ws, err := w.session(session)
-		if err != nil {
-			return reject(err)
-		}
-		return w.purge(ws)
-	})
-	if err == nil {
-		s.searchPurged(ctx)
-	}
-	return err
+	return s.PurgeIf(ctx, session, nil)
 }
 
 // PurgeEpoch deletes the messages of one earlier epoch of session. The
@@ -244,7 +234,7 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 		em.Messages, em.Purged = 0, true
 		meta.Updated = time.Now().UnixNano()
 		ws.dirty = true
-		return nil
+		return w.retitle(ws) // the title may have come from the epoch
 	})
 	if err == nil {
 		s.searchPurged(ctx)
@@ -262,7 +252,6 @@ func namesBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 		}
 		return nil, fmt.Errorf("store: %w: no %q bucket", ErrNotFound, layout.BucketNames)
 	}
-	b.FillPercent = layout.MsgsFillPercent
 	return b, nil
 }
 
@@ -311,6 +300,9 @@ func (w *wtx) msgsOf(ws *wsession) (*layout.Msgs, error) {
 	m := sessionMsgs(w.tx, ws.id)
 	if m == nil {
 		return nil, fmt.Errorf("store: session %q: %w: no %q bucket", ws.name, ErrCorrupt, layout.BucketMessages)
+	}
+	if !ws.created && !w.newest(ws.id) {
+		w.msgsInside = true
 	}
 	return m, nil
 }

@@ -255,8 +255,12 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 				var err error
 				w := newWtx(tx)
 				defer w.close()
-				next, err = w.applyLog(t)
-				return err
+				if next, err = w.applyLog(t); err != nil {
+					return err
+				}
+				// The log's sessions' records: their new counts, and the
+				// record of a session only the log held.
+				return w.flush()
 			})
 		})
 		if err != nil {
@@ -421,6 +425,9 @@ func (s *Store) commitEach(db *bbolt.DB, batch []*writeReq) {
 type wtx struct {
 	tx       *bbolt.Tx
 	sessions map[string]*wsession
+	// msgsInside is set once the transaction writes messages of a session
+	// other than the file's newest: between other sessions' keys.
+	msgsInside bool
 	// beside is the log a commit beside it leaves unapplied (beside.go):
 	// sessions are read as bbolt and the log make them, and none may be
 	// created or changed.
@@ -432,10 +439,11 @@ type wtx struct {
 
 // wsession is one session as seen inside a wtx.
 type wsession struct {
-	name  string
-	id    uint64 // the session's number in the file's keys
-	meta  layout.Meta
-	dirty bool // meta must be written back
+	name    string
+	id      uint64 // the session's number in the file's keys
+	meta    layout.Meta
+	dirty   bool // meta must be written back
+	created bool // by this transaction: its number is past every other's
 }
 
 func newWtx(tx *bbolt.Tx) *wtx { return &wtx{tx: tx, sessions: map[string]*wsession{}} }
@@ -492,7 +500,7 @@ func (w *wtx) openSession(name string, now int64) (*wsession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: session %q: %w", name, err)
 	}
-	ws = &wsession{name: name, id: id, meta: meta, dirty: true}
+	ws = &wsession{name: name, id: id, meta: meta, dirty: true, created: true}
 	w.sessions[name] = ws
 	return ws, nil
 }
@@ -572,8 +580,12 @@ func (w *wtx) purge(ws *wsession) error {
 // forget drops a session deleted in this transaction.
 func (w *wtx) forget(name string) { delete(w.sessions, name) }
 
-// flush writes back the metadata of the sessions changed.
+// flush writes back the metadata of the sessions changed, and sets how
+// full the commit fills the pages of the flat buckets (fill).
 func (w *wtx) flush() error {
+	if names := w.tx.Bucket([]byte(layout.BucketNames)); names != nil {
+		w.fill(names, w.recordsInside(names))
+	}
 	for _, ws := range w.sessions {
 		if ws.dirty {
 			if err := putRecord(w.tx, ws.name, ws.id, &ws.meta); err != nil {
@@ -581,5 +593,53 @@ func (w *wtx) flush() error {
 			}
 		}
 	}
+	if msgs := w.tx.Bucket([]byte(layout.BucketMessages)); msgs != nil {
+		w.fill(msgs, w.msgsInside)
+	}
 	return nil
+}
+
+// recordsInside reports whether the records flush writes go between
+// others of names: a session's rewritten, or a new one's under a name
+// before the last.
+func (w *wtx) recordsInside(names *bbolt.Bucket) bool {
+	var last []byte
+	for _, ws := range w.sessions {
+		switch {
+		case !ws.dirty:
+		case !ws.created:
+			return true
+		case last == nil:
+			if last, _ = names.Cursor().Last(); last == nil {
+				last = []byte{} // an empty bucket: every name comes after
+			}
+			fallthrough
+		default:
+			if ws.name <= string(last) && len(last) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fill sets how full the commit fills the pages of b it writes. Keys added
+// only past b's last (a new session's, the newest session's appends)
+// leave nothing to make room for: the pages are filled (MsgsFillPercent).
+// A key written between others (an older session's append, a record
+// rewritten) would split a full page into a full one and one holding a
+// key or two, each time: those commits split pages in half (bbolt's
+// default), and their pages stay at least half full.
+func (w *wtx) fill(b *bbolt.Bucket, inside bool) {
+	b.FillPercent = layout.MsgsFillPercent
+	if inside {
+		b.FillPercent = bbolt.DefaultFillPercent
+	}
+}
+
+// newest reports whether id is the number of the file's newest session,
+// whose keys come after every other's.
+func (w *wtx) newest(id uint64) bool {
+	names := w.tx.Bucket([]byte(layout.BucketNames))
+	return names != nil && names.Sequence() == id
 }

@@ -110,17 +110,65 @@ func initStore(tx *bbolt.Tx) error {
 // giveNewIdentity gives the store file at path (a copy no process has open)
 // an identity of its own: a backup or a compacted copy is a database of its
 // own, to which no log of the original ever applies.
+//
+// The identity it had is kept as its predecessor (keyPredecessor): the
+// copy holds that database's log up to where it says, so the log, found
+// beside the copy (an upgrade killed between renaming its copy over the
+// file and rewriting the log leaves it there), is emptied like one of the
+// copy's own old generations instead of being set aside as another
+// database's messages.
 func giveNewIdentity(path string) error {
 	id, err := wal.NewID()
 	if err != nil {
 		return fmt.Errorf("give %s an identity: %w", path, err)
 	}
-	return setApplied(path, wal.Applied{ID: id})
+	return updateIdentity(path, func(b *bbolt.Bucket) error {
+		if old := b.Get([]byte(wal.KeyState)); old != nil {
+			if err := b.Put([]byte(keyPredecessor), old); err != nil {
+				return err
+			}
+		}
+		return b.Put([]byte(wal.KeyState), wal.Applied{ID: id}.Encode())
+	})
+}
+
+// keyPredecessor, in the "ctxstore" bucket of a file given an identity of
+// its own as a copy of another database, is that database's identity and
+// how far its log was applied into the copy (wal.Applied's form).
+const keyPredecessor = "wal-predecessor"
+
+// predecessorsLog reports whether the log with header hdr and size bytes
+// (asked only of such a log), found beside the file whose "ctxstore"
+// bucket is b, is the
+// log of the database the file was copied from (keyPredecessor), holding
+// nothing the file does not: of a generation that database had applied
+// whole, or of the one it was applying, no longer than it had applied.
+func predecessorsLog(b *bbolt.Bucket, hdr wal.Header, size func() (int64, error)) bool {
+	if b == nil {
+		return false
+	}
+	p, ok, err := wal.DecodeApplied(b.Get([]byte(keyPredecessor)))
+	if !ok || err != nil || hdr.ID != p.ID {
+		return false
+	}
+	if hdr.Gen < p.Gen {
+		return true
+	}
+	n, err := size()
+	return err == nil && hdr.Gen == p.Gen && n <= max(p.Off, wal.HeaderSize)
 }
 
 // setApplied records a as the identity of the store file at path (a copy no
 // process has open) and how far its log is applied.
 func setApplied(path string, a wal.Applied) error {
+	return updateIdentity(path, func(b *bbolt.Bucket) error {
+		return b.Put([]byte(wal.KeyState), a.Encode())
+	})
+}
+
+// updateIdentity runs fn on the "ctxstore" bucket of the store file at path
+// (a copy no process has open), in one transaction.
+func updateIdentity(path string, fn func(b *bbolt.Bucket) error) error {
 	db, err := bbolt.Open(path, fileMode, &bbolt.Options{Timeout: time.Second})
 	if err != nil {
 		return fmt.Errorf("record the identity of %s: %w", path, err)
@@ -129,7 +177,7 @@ func setApplied(path string, a wal.Applied) error {
 		if err := initStore(tx); err != nil {
 			return err
 		}
-		return tx.Bucket([]byte(layout.BucketStore)).Put([]byte(wal.KeyState), a.Encode())
+		return fn(tx.Bucket([]byte(layout.BucketStore)))
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr

@@ -96,7 +96,7 @@ func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive boo
 // rebuildTail starts a tail afresh for the bbolt file at the path.
 func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr wal.Header, hasHdr bool) (*tailState, error) {
 	var applied wal.Applied
-	hasApplied := false
+	hasApplied, predecessors := false, false
 	err := s.boltAt(ctx, &fileKey{Dev: dev, Ino: ino}, func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(layout.BucketStore))
 		if b == nil {
@@ -104,6 +104,9 @@ func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr wal.
 		}
 		var err error
 		applied, hasApplied, err = wal.DecodeApplied(b.Get([]byte(wal.KeyState)))
+		if err == nil && hasApplied && hasHdr && hdr.ID != applied.ID {
+			predecessors = predecessorsLog(b, hdr, s.logSize)
+		}
 		return err
 	})
 	if err != nil {
@@ -113,7 +116,22 @@ func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr wal.
 		return nil, fmt.Errorf("store %s: %w: it holds database %s, this Store opened %s; open the path again to use the file now there",
 			s.path, ErrMoved, idString(applied.ID), idString(s.id))
 	}
-	return wal.NewTail(dev, ino, txid, hdr, hasHdr, applied, hasApplied), nil
+	t := wal.NewTail(dev, ino, txid, hdr, hasHdr, applied, hasApplied)
+	if predecessors {
+		// Every record of it is in the file already: nothing beyond
+		// bbolt, and a writer empties it, as an older generation's.
+		t.Mode, t.Foreign, t.Off = tailStale, false, wal.HeaderSize
+	}
+	return t, nil
+}
+
+// logSize is the size of the open log. The caller holds its lock.
+func (s *Store) logSize() (int64, error) {
+	fi, err := s.log.File().Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }
 
 // loadSessions reads the named sessions' metadata from bbolt into t (whose

@@ -100,7 +100,14 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 		case name == own && (l.Mine || !s.hasID):
 			continue // the file's own log
 		case name == own:
-			// Another database's, not yet set aside: a write does that.
+			// Another database's, not yet set aside: a write does that,
+			// or empties it if it is the log of the database this file
+			// was copied from and this file holds it.
+			if pred, err := s.predecessorsLogAt(ctx, h, path); err != nil {
+				return nil, err
+			} else if pred {
+				continue
+			}
 		case !l.Mine && !strings.HasPrefix(name, own+wal.OrphanInfix):
 			continue // another database's log, beside its own file
 		case logOfAnotherFile(path, h.ID) != "":
@@ -116,6 +123,23 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// predecessorsLogAt is predecessorsLog for the log at path, whose header
+// is h.
+func (s *Store) predecessorsLogAt(ctx context.Context, h wal.Header, path string) (bool, error) {
+	pred := false
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		pred = predecessorsLog(tx.Bucket([]byte(layout.BucketStore)), h, func() (int64, error) {
+			fi, err := os.Stat(path)
+			if err != nil {
+				return 0, err
+			}
+			return fi.Size(), nil
+		})
+		return nil
+	})
+	return pred, err
 }
 
 // missingFrom counts the envelopes the file does not hold at their seq.

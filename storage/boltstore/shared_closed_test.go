@@ -20,7 +20,7 @@ func TestSharedClosedHandleRefusesEveryCall(t *testing.T) {
 	path := filepath.Join(dir, "ctx.db")
 	a := openShared(t, path, Options{})
 	b := openShared(t, path, Options{})
-	for _, session := range []string{"s", "gone"} {
+	for _, session := range []string{"s", "gone", "gone-if"} {
 		if _, _, err := a.Append(ctx, session, text("user", "before")); err != nil {
 			t.Fatal(err)
 		}
@@ -47,6 +47,7 @@ func TestSharedClosedHandleRefusesEveryCall(t *testing.T) {
 		},
 		"Clear":         func(h *Shared) error { _, err := h.Clear(ctx, "s"); return err },
 		"Purge":         func(h *Shared) error { return h.Purge(ctx, "gone") },
+		"PurgeIf":       func(h *Shared) error { return h.PurgeIf(ctx, "gone-if", nil) },
 		"PurgeEpoch":    func(h *Shared) error { return h.PurgeEpoch(ctx, "s", 1) },
 		"Messages":      func(h *Shared) error { return seqErr(h.Messages(ctx, "s", 0)) },
 		"EpochMessages": func(h *Shared) error { return seqErr(h.EpochMessages(ctx, "s", 1, 0)) },
@@ -90,6 +91,8 @@ func TestSharedClosedHandleRefusesEveryCall(t *testing.T) {
 			return h.ImportSessions(ctx, []storage.SessionImport{{Info: info}})
 		},
 		"Verify":        func(h *Shared) error { _, err := h.Verify(ctx); return err },
+		"EraseMessages": func(h *Shared) error { _, err := h.EraseMessages(ctx, "s", []uint64{1}, nil); return err },
+		"Scrub":         func(h *Shared) error { _, err := h.Scrub(ctx); return err },
 		"Checkpoint":    func(h *Shared) error { return h.Checkpoint(ctx) },
 		"Backup":        func(h *Shared) error { return h.Backup(ctx, filepath.Join(t.TempDir(), "backup.db")) },
 		"StrayLogs":     func(h *Shared) error { _, err := h.StrayLogs(ctx); return err },

@@ -190,6 +190,7 @@ func Open(path string, opts Options) (*Store, error) {
 		tempfile.RemoveAbandoned(path, tempSuffix)
 		s.presence = filelock.HoldPresence(path)
 		s.warmTail(context.Background(), created)
+		s.finishScrub(context.Background())
 	}
 	return s, nil
 }

@@ -202,7 +202,7 @@ func TestKindsAreTheManagers(t *testing.T) {
 			t.Errorf("export carries kind %q, its owner names it %q", tc.export, tc.owner)
 		}
 	}
-	if len(export.Kinds()) != 3 {
+	if len(export.Kinds()) != 4 {
 		t.Errorf("Kinds() = %q", export.Kinds())
 	}
 }

@@ -35,7 +35,7 @@ const (
 // Kinds lists the kinds of derived records an export carries, in the order
 // Write writes them. An engine cannot list a session's kinds, so a kind not
 // listed here is left out of exports.
-func Kinds() []string { return []string{KindImport, KindRepair, KindView} }
+func Kinds() []string { return []string{KindImport, storage.KindLineage, KindRepair, KindView} }
 
 // Header is an export's first line.
 type Header struct {

@@ -330,12 +330,8 @@ func (s *Store) indexBatch(ctx context.Context, l lag) (int64, error) {
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", seq, err)
 		}
-		d := search.DocumentOf(m)
-		tools := make([]string, len(d.Tools)) // never nil: NOT NULL
-		for i := range d.Tools {
-			tools[i] = strings.ToLower(d.Tools[i])
-		}
-		docs = append(docs, []any{l.name, seq, epoch, t, role, tools, tsvector(d.Text)})
+		tools, terms := searchDoc(m)
+		docs = append(docs, []any{l.name, seq, epoch, t, role, tools, terms})
 		return nil
 	})
 	if err != nil {
@@ -349,6 +345,17 @@ func (s *Store) indexBatch(ctx context.Context, l lag) (int64, error) {
 		return s.writeBatch(ctx, tx, l, docs, next)
 	})
 	return next, err
+}
+
+// searchDoc is what the index keeps of m: the tools it calls, lower
+// case, and the terms of its text.
+func searchDoc(m ctxstore.Message) ([]string, pgtype.TSVector) {
+	d := search.DocumentOf(m)
+	tools := make([]string, len(d.Tools)) // never nil: NOT NULL
+	for i := range d.Tools {
+		tools[i] = strings.ToLower(d.Tools[i])
+	}
+	return tools, tsvector(d.Text)
 }
 
 // writeBatch copies docs, the index rows of l's session up to seq next,
@@ -388,6 +395,12 @@ func (s *Store) writeBatch(ctx context.Context, tx pgx.Tx, l lag, docs [][]any, 
 	}
 	if err != nil || mark >= next {
 		return err
+	}
+	if mark < l.mark {
+		// Moved back since the listing: an erase changed messages the
+		// batch may have read before it. The next catch-up reads them
+		// again.
+		return nil
 	}
 	there := make(map[int64]bool, len(kept))
 	for _, seq := range kept {

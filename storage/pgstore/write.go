@@ -369,15 +369,27 @@ func (s *Store) Clear(ctx context.Context, session string) (newEpoch uint64, err
 // tombstone (its row, no longer live) so that a session created later under
 // the name continues after its last seq and epoch.
 func (s *Store) Purge(ctx context.Context, session string) error {
+	return s.PurgeIf(ctx, session, nil)
+}
+
+// PurgeIf is Purge done only if check (nil accepts anything) accepts the
+// session as the purging transaction sees it; otherwise nothing is deleted
+// and check's error comes back unchanged. A retention policy purges this
+// way, so that a session written meanwhile is not deleted with the write.
+func (s *Store) PurgeIf(ctx context.Context, session string, check func(storage.SessionInfo) error) error {
 	return s.write(ctx, session, nil, nil, func(w *wtx) error {
 		if !w.m.live {
 			return w.notFound()
+		}
+		if err := w.check(check); err != nil {
+			return err
 		}
 		w.batch.Queue(`SELECT pg_advisory_xact_lock($1)`, searchLockKey(s.schema, w.name)) // see indexBatch
 		for _, table := range []string{"messages", "epochs", "derived", "search_docs", "search_marks"} {
 			w.batch.Queue(`DELETE FROM `+s.schema+`.`+table+` WHERE session = $1`, w.name)
 		}
 		w.m.live, w.m.changed, w.notify, w.purged = false, true, true, true
+		w.m.title = "" // the tombstone keeps numbers, never text
 		return nil
 	})
 }
@@ -386,6 +398,9 @@ func (s *Store) Purge(ctx context.Context, session string) error {
 // epoch stays listed, marked Purged.
 func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) error {
 	return s.write(ctx, session, nil, nil, func(w *wtx) error {
+		if w.written {
+			return errAlone // it reads rows (retitle)
+		}
 		if !w.m.live {
 			return w.notFound()
 		}
@@ -406,7 +421,8 @@ func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) er
 				w.name, int64(epoch))
 			w.m.total -= int32(em.Messages)
 			w.m.updated, w.m.changed = w.now, true
-			return nil
+			first, last := int64(em.FirstSeq), int64(em.LastSeq)
+			return w.retitle(func(seq int64) bool { return seq >= first && seq <= last })
 		}
 		return reject(s.errorf(session, "epoch %d: %w", epoch, storage.ErrNotFound))
 	})

@@ -19,7 +19,7 @@ import (
 // built again from the log.
 const (
 	fileMagic   = "ctxsearch"
-	fileVersion = 2
+	fileVersion = 3
 )
 
 // tempSuffix follows the index file's name in the temporary file it is
@@ -92,6 +92,7 @@ func (s *state) encode(origin []byte) []byte {
 		b = binary.AppendUvarint(b, ss.mark)
 		b = binary.AppendVarint(b, ss.created)
 		b = binary.AppendVarint(b, ss.updated)
+		b = binary.AppendUvarint(b, ss.erasures)
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.roles)))
 	for _, r := range s.roles {
@@ -233,7 +234,7 @@ func (r *reader) state() (state, error) {
 	s.init()
 	for range r.count() {
 		ss := s.session(r.string())
-		ss.mark, ss.created, ss.updated = r.uvarint(), r.varint(), r.varint()
+		ss.mark, ss.created, ss.updated, ss.erasures = r.uvarint(), r.varint(), r.varint(), r.uvarint()
 	}
 	for range r.count() {
 		s.roles = append(s.roles, r.string())

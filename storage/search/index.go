@@ -79,6 +79,9 @@ type sessionState struct {
 	updated int64  // its SessionInfo.Updated when last caught up or checked
 	docs    []uint32
 	purged  int // purged epochs when last checked; -1: not checked
+	// erasures is the session's SessionInfo.Erasures when indexed: an
+	// erase since changed messages the index holds, which it forgets.
+	erasures uint64
 	// checked is set once the session's last doc was found in the log as
 	// indexed (sessions read from the file are not, until then).
 	checked bool
@@ -286,6 +289,11 @@ func (ix *Index) dropGone(infos []storage.SessionInfo) {
 			ss.mark, ss.created = 0, info.Created.UnixNano()
 			continue
 		}
+		if ss.erasures != info.Erasures {
+			s.forget(ss, nil)
+			ss.mark, ss.erasures = 0, info.Erasures
+			continue
+		}
 		live, purged := liveEpochs(info)
 		if purged != ss.purged {
 			s.forget(ss, func(e uint64) bool { return live[e] })
@@ -330,6 +338,7 @@ func (ix *Index) catchUp(ctx context.Context, eng storage.Engine, info storage.S
 		ix.mu.Lock()
 		ss := ix.st.session(info.Name)
 		ss.created, ss.updated, ss.checked = info.Created.UnixNano(), info.Updated.UnixNano(), true
+		ss.erasures = info.Erasures
 		tf := make(map[string]uint32)
 		for i, e := range batch {
 			ix.st.add(ss, e, docs[i], tf)

@@ -72,6 +72,9 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"ImportRefused", testImportRefused},
 		{"ImportShapes", testImportShapes},
 		{"BulkImport", testBulkImport},
+		{"Fork", testFork},
+		{"Rewind", testRewind},
+		{"GC", testGC},
 		{"Cancelled", testCancelled},
 		{"Closed", testClosed},
 	}

@@ -17,7 +17,6 @@ type Msgs struct {
 // SessionMsgs is the messages of the session numbered id in b, the
 // BucketMessages of a transaction.
 func SessionMsgs(b *bbolt.Bucket, id uint64) *Msgs {
-	b.FillPercent = MsgsFillPercent
 	return &Msgs{b: b, prefix: SessionPrefix(id)}
 }
 

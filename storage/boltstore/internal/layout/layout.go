@@ -24,6 +24,10 @@ package layout
 //	    "format"  -> format version as decimal text (FormatVersion)
 //	    "wal"     -> the database's identity and how far its log is applied
 //	              (id, generation, offset; see wal.go)
+//	    "wal-predecessor" -> in a copy given an identity of its own (an
+//	              upgraded file, a backup, a compacted copy): the same for
+//	              the database it was copied from, whose log it holds up
+//	              to there (identity.go)
 //	    "purged"  bucket: <session name bytes> -> msgpack Tombstone
 //	              (last seq and epoch of a purged session, nothing else)
 //	"names"                             top-level bucket: one record per session
@@ -42,8 +46,11 @@ package layout
 // an epoch is a contiguous range within it. Ids come from the "names"
 // bucket's sequence and are never reused: Purge deletes the session's
 // record and both its key ranges, and a session recreated under the name
-// gets a new id. The flat buckets are filled to 100% (MsgsFillPercent):
-// ids and seqs only grow.
+// gets a new id. A commit that only adds keys past a flat bucket's last
+// (a new session, the newest session's appends) fills its pages to 100%
+// (MsgsFillPercent); one that writes between other keys (an older
+// session's append, a record rewritten) splits pages in half, bbolt's
+// default, so that they stay at least half full.
 //
 // Versions 1 and 2 kept each session in a bucket of its own (the nested
 // layout, which the upgrade and Salvage still read):
@@ -106,7 +113,9 @@ package layout
 //	13 importing    bool, absent when false
 //	14 counters     the counter's name when one counter made every message of
 //	                the epoch, else an array of [name, messages, tokens];
-//	                absent when none is known
+//	                absent (or nil) when none is known
+//	15 erasures     uint: how many erases changed the session's messages,
+//	                absent when none did
 //
 // Elements 12 to 14 are written only up to the last one that is not
 // empty; a decoder skips elements it does not know, so a later version may
@@ -155,9 +164,10 @@ const (
 	EnvelopeFieldsCounter = 11
 	// SeqKeyLen is the length of a message key.
 	SeqKeyLen = 8
-	// MsgsFillPercent is the bbolt FillPercent of "msgs" buckets. Keys only
-	// ever grow, so a split never needs room in the left page: filling
-	// pages completely roughly halves the file compared with the default 0.5.
+	// MsgsFillPercent is the bbolt FillPercent of a commit that adds keys
+	// only past a bucket's last: a split then never needs room in the left
+	// page, and filling pages completely roughly halves the file compared
+	// with the default 0.5.
 	MsgsFillPercent = 1.0
 	// PageSize is the bbolt page size of new files (existing files keep
 	// theirs). bbolt never splits a node of 4 keys or fewer, so with 4 KiB

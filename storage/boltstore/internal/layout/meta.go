@@ -35,6 +35,8 @@ type Meta struct {
 	// metadata: messages it does not account for were counted by unknown
 	// counters.
 	Counters map[string]CounterSum `msgpack:"ct,omitempty"`
+	// Erasures counts the erases that changed the session's messages.
+	Erasures uint64 `msgpack:"er,omitempty"`
 }
 
 // CounterSum is one counter's share of the current epoch.
@@ -162,6 +164,7 @@ func (m *Meta) Info(name string) storage.SessionInfo {
 		Title:         m.Title,
 		FirstUserSeq:  m.FirstUser,
 		Importing:     m.Importing,
+		Erasures:      m.Erasures,
 	}
 	if len(m.Pinned) > 0 {
 		si.PinnedSeqs = append([]uint64(nil), m.Pinned...)

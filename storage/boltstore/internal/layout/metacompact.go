@@ -16,7 +16,7 @@ import (
 // elements it does not know.
 const (
 	metaMinFields = 12
-	metaFields    = 15
+	metaFields    = 16
 )
 
 // encodeCompactMeta appends m's compact form to b.
@@ -28,6 +28,8 @@ func encodeCompactMeta(b []byte, m *Meta) ([]byte, error) {
 	epochs := !m.epochsImplied()
 	n := metaMinFields
 	switch {
+	case m.Erasures > 0:
+		n = 16
 	case m.Counters != nil:
 		n = 15
 	case m.Importing:
@@ -57,7 +59,14 @@ func encodeCompactMeta(b []byte, m *Meta) ([]byte, error) {
 		err = enc.EncodeBool(m.Importing)
 	}
 	if err == nil && n > 14 {
-		err = encodeCounters(enc, m)
+		if m.Counters == nil {
+			err = enc.EncodeNil() // none known
+		} else {
+			err = encodeCounters(enc, m)
+		}
+	}
+	if err == nil && n > 15 {
+		err = enc.EncodeUint(m.Erasures)
 	}
 	if err != nil {
 		return nil, err
@@ -191,6 +200,11 @@ func decodeCompactFields(b []byte) (m Meta, err error) {
 	if n > 14 {
 		if err := decodeCounters(dec, r, &m); err != nil {
 			return m, fmt.Errorf("counters: %v", err)
+		}
+	}
+	if n > 15 {
+		if err := decodeUint(dec, &m.Erasures); err != nil {
+			return m, fmt.Errorf("erasures: %v", err)
 		}
 	}
 	for i := metaFields; i < n; i++ {

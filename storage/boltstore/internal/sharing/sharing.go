@@ -31,7 +31,8 @@ type Registry[S io.Closer, O any] struct {
 
 // File is one file's shared value and its users.
 type File[S io.Closer, O any] struct {
-	// Set before the entry is published, then read-only.
+	// Set before the entry is published, then read-only (id: but for
+	// its update once the open is done, under Registry.mu).
 	id       os.FileInfo // the file's identity when it was opened
 	Path     string      // the path Value was opened with
 	Opts     O
@@ -61,6 +62,9 @@ func (r *Registry[S, O]) Acquire(path string, opts O, readOnly bool) (*File[S, O
 		}
 		r.mu.Lock()
 		f := r.find(id, readOnly)
+		if f == nil {
+			f = r.opening(real, readOnly)
+		}
 		if f != nil && f.gone != nil {
 			gone := f.gone
 			r.mu.Unlock()
@@ -82,6 +86,13 @@ func (r *Registry[S, O]) Acquire(path string, opts O, readOnly bool) (*File[S, O
 		f.Value, f.err = r.Open(real, opts)
 		if f.err != nil {
 			r.remove(f)
+		} else if now, err := os.Stat(real); err == nil {
+			// The open may have put another file at the path (the
+			// engine upgrades an older file by renaming a new one over
+			// it): the entry is the file the value opened.
+			r.mu.Lock()
+			f.id = now
+			r.mu.Unlock()
 		}
 		close(f.ready)
 		return f.opened()
@@ -175,6 +186,22 @@ func (r *Registry[S, O]) find(id os.FileInfo, readOnly bool) *File[S, O] {
 			continue
 		}
 		if now, err := os.Stat(f.Path); err == nil && os.SameFile(now, id) {
+			return f
+		}
+	}
+	return nil
+}
+
+// opening returns the entry being opened under the name real, if any:
+// the file at real may be one its open put there. Called with r.mu held.
+func (r *Registry[S, O]) opening(real string, readOnly bool) *File[S, O] {
+	for _, f := range r.files {
+		if f.readOnly != readOnly || f.Path != real {
+			continue
+		}
+		select {
+		case <-f.ready:
+		default:
 			return f
 		}
 	}

@@ -1,0 +1,191 @@
+package boltstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
+	"go.etcd.io/bbolt"
+)
+
+// keyScrub, under the "ctxstore" bucket, says a scrub is owed: set in the
+// transaction of an erase, removed once Scrub has zeroed the erased bytes
+// everywhere. A process killed in between leaves it set, and the next
+// Open that may write finishes the scrub.
+const keyScrub = "scrub"
+
+// EraseMessages erases the messages of session with the given seqs in one
+// transaction (see storage.Eraser): each keeps its seq, epoch, time, role,
+// count and tool pairing, its content becomes storage.ErasedMessage's
+// marker; the title is recomputed, the session's derived records of the
+// kinds in dropDerived are dropped, and a scrub is marked owed in the same
+// transaction. The old bytes stay in the file's free pages until Scrub
+// (storage.Erase runs it at once); a process killed before it ran leaves
+// the scrub to the next Open.
+func (s *Store) EraseMessages(ctx context.Context, session string, seqs []uint64, dropDerived []string) (storage.EraseResult, error) {
+	if err := checkSession(session); err != nil {
+		return storage.EraseResult{}, err
+	}
+	seqs = slices.Compact(slices.Sorted(slices.Values(seqs)))
+	var res storage.EraseResult
+	err := s.write(ctx, func(w *wtx) error {
+		res = storage.EraseResult{}
+		return w.erase(session, seqs, dropDerived, &res)
+	})
+	if err != nil {
+		return storage.EraseResult{}, err
+	}
+	return res, nil
+}
+
+// erase is EraseMessages inside w: every seq is read and checked before
+// the first write.
+func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *storage.EraseResult) error {
+	ws, err := w.session(session)
+	if err != nil {
+		return reject(err)
+	}
+	msgs, err := w.msgsOf(ws)
+	if err != nil {
+		return reject(err)
+	}
+	var changed []layout.Envelope
+	for _, seq := range seqs {
+		v := msgs.Get(layout.SeqKey(seq))
+		if v == nil {
+			return reject(fmt.Errorf("store: session %q seq %d: %w (nothing was erased)", session, seq, ErrNotFound))
+		}
+		env, err := layout.DecodeAt(session, layout.SeqKey(seq), v)
+		if err != nil {
+			return reject(err)
+		}
+		m, err := ctxstore.ParseStored(env.Raw)
+		if err != nil {
+			return reject(fmt.Errorf("store: session %q seq %d: %w", session, seq, err))
+		}
+		if storage.IsErased(m) {
+			res.Already = append(res.Already, seq)
+			continue
+		}
+		e, err := storage.ErasedMessage(m)
+		if err != nil {
+			return reject(fmt.Errorf("store: session %q seq %d: %w", session, seq, err))
+		}
+		if env.Epoch == ws.meta.Epoch {
+			ws.meta.Bytes += int64(e.Size() - len(env.Raw))
+		}
+		env.Raw = e.Bytes()
+		changed = append(changed, env)
+		res.Erased = append(res.Erased, seq)
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	for i := range changed {
+		if err := putEnvelope(msgs, &changed[i]); err != nil {
+			return fmt.Errorf("store: session %q: erase: %w", session, err)
+		}
+	}
+	n, err := dropDerivedKinds(w, session, dropDerived)
+	if err != nil {
+		return fmt.Errorf("store: session %q: erase: %w", session, err)
+	}
+	res.DroppedDerived = n
+	if err := w.retitle(ws); err != nil {
+		return err
+	}
+	ws.meta.Erasures++
+	ws.meta.Updated = time.Now().UnixNano()
+	ws.dirty = true
+	return markScrub(w.tx)
+}
+
+// dropDerivedKinds deletes session's derived records of the given kinds
+// (each through deleteDerived), returning how many there were. The
+// session is read through w: a session the log created in this
+// transaction has no record in bbolt until w is flushed.
+func dropDerivedKinds(w *wtx, session string, kinds []string) (int, error) {
+	ws, err := w.session(session)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, kind := range kinds {
+		d, err := w.derivedOf(ws, kind)
+		if err != nil {
+			return n, err
+		}
+		var keys []string
+		c := d.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			keys = append(keys, string(k))
+		}
+		for _, k := range keys {
+			if err := deleteDerived(w, session, kind, k); err != nil {
+				return n, err
+			}
+		}
+		n += len(keys)
+	}
+	return n, nil
+}
+
+// retitle sets the session's title from the first message that may give
+// one (storage.TitleOf) among those it still holds: after an erase or a
+// purge of the message it came from, the title shows what remains.
+func (w *wtx) retitle(ws *wsession) error {
+	msgs, err := w.msgsOf(ws)
+	if err != nil {
+		return err
+	}
+	title := ""
+	c := msgs.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		env, err := layout.DecodeAt(ws.name, k, v)
+		if err != nil {
+			return err
+		}
+		if env.Role != ctxstore.RoleUser {
+			continue
+		}
+		m, err := ctxstore.ParseStored(env.Raw)
+		if err != nil {
+			return fmt.Errorf("store: session %q seq %d: %w", ws.name, env.Seq, err)
+		}
+		if t, ok := storage.TitleOf(m); ok {
+			title = t
+			break
+		}
+	}
+	if title != ws.meta.Title {
+		ws.meta.Title, ws.dirty = title, true
+	}
+	return nil
+}
+
+// markScrub records in tx that a scrub is owed.
+func markScrub(tx *bbolt.Tx) error {
+	b, err := tx.CreateBucketIfNotExists([]byte(layout.BucketStore))
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(keyScrub), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+}
+
+// scrubOwed reports whether an erase's scrub was left unfinished.
+func scrubOwed(tx *bbolt.Tx) bool {
+	b := tx.Bucket([]byte(layout.BucketStore))
+	return b != nil && b.Get([]byte(keyScrub)) != nil
+}
+
+// The engine and its shared handle erase and scrub.
+var (
+	_ storage.Eraser   = (*Store)(nil)
+	_ storage.Scrubber = (*Store)(nil)
+	_ storage.Eraser   = (*Shared)(nil)
+	_ storage.Scrubber = (*Shared)(nil)
+)

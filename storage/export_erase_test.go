@@ -1,0 +1,4 @@
+package storage
+
+// MessageContainsForTest exposes messageContains to the external tests.
+var MessageContainsForTest = messageContains

@@ -1,0 +1,518 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrSplitsToolGroup means a fork or a rewind was asked to stop inside a
+// tool group: after an assistant message whose calls are answered by
+// results that come later. The error is a *CutError naming the nearest
+// points that do not split a group.
+var ErrSplitsToolGroup = errors.New("the point splits a tool group (a call whose results come later)")
+
+// ErrExists means a session that must be new (the target of a fork)
+// already exists.
+var ErrExists = errors.New("store: session exists")
+
+// CutError is the error of a fork or rewind point inside a tool group. It
+// matches ErrSplitsToolGroup.
+type CutError struct {
+	Session string
+	Epoch   uint64
+	Seq     uint64
+	// Before and After are the nearest seqs of the epoch on either side of
+	// Seq after which it may be cut (0 when there is none).
+	Before, After uint64
+}
+
+func (e *CutError) Error() string {
+	near := "no other point of the epoch"
+	switch {
+	case e.Before != 0 && e.After != 0:
+		near = fmt.Sprintf("the nearest valid points are seq %d and seq %d", e.Before, e.After)
+	case e.Before != 0:
+		near = fmt.Sprintf("the nearest valid point is seq %d", e.Before)
+	case e.After != 0:
+		near = fmt.Sprintf("the nearest valid point is seq %d", e.After)
+	}
+	return fmt.Sprintf("session %q epoch %d: seq %d: %v; %s", e.Session, e.Epoch, e.Seq, ErrSplitsToolGroup, near)
+}
+
+// Is makes a CutError match ErrSplitsToolGroup.
+func (e *CutError) Is(target error) bool { return target == ErrSplitsToolGroup }
+
+// KindLineage is the kind of the derived records Fork and Rewind leave:
+// key LineageKey holds a fork's Lineage, keys RewindKey(epoch) the Rewound
+// record of each epoch a rewind started.
+const KindLineage = "lineage"
+
+// LineageKey is the key of a forked session's Lineage record.
+const LineageKey = "fork"
+
+// RewindKey is the key of the Rewound record of epoch.
+func RewindKey(epoch uint64) string { return fmt.Sprintf("rewind/%020d", epoch) }
+
+// Lineage is where a forked session came from.
+type Lineage struct {
+	// Parent is the session forked; Epoch its epoch that was copied, and
+	// Seq the last seq copied. The fork's messages keep their seqs, so
+	// seq N of the fork is seq N of the parent for every N up to Seq.
+	Parent string    `json:"parent"`
+	Epoch  uint64    `json:"epoch"`
+	Seq    uint64    `json:"seq"`
+	Time   time.Time `json:"time"`
+}
+
+// Rewound is what a rewind left: the epoch it started was seeded with
+// epoch FromEpoch's messages up to seq Seq.
+type Rewound struct {
+	Epoch     uint64    `json:"epoch"`
+	FromEpoch uint64    `json:"from_epoch"`
+	Seq       uint64    `json:"seq"`
+	Time      time.Time `json:"time"`
+}
+
+// LineageOf returns the Lineage of a forked session, and false for a
+// session that was not forked (or does not exist).
+func LineageOf(ctx context.Context, e Engine, session string) (Lineage, bool, error) {
+	v, err := GetDerived(ctx, e, session, KindLineage, LineageKey)
+	if errors.Is(err, ErrNotFound) {
+		return Lineage{}, false, nil
+	}
+	if err != nil {
+		return Lineage{}, false, err
+	}
+	var l Lineage
+	if err := json.Unmarshal(v, &l); err != nil {
+		return Lineage{}, false, fmt.Errorf("session %q: lineage record: %w: %w", session, ErrCorrupt, err)
+	}
+	return l, true, nil
+}
+
+// RewindsOf returns the Rewound records of session, oldest epoch first.
+func RewindsOf(ctx context.Context, e Engine, session string) ([]Rewound, error) {
+	var out []Rewound
+	for d, err := range e.ListDerived(ctx, session, KindLineage) {
+		if err != nil {
+			return nil, err
+		}
+		if !strings.HasPrefix(d.Key, "rewind/") {
+			continue
+		}
+		var r Rewound
+		if err := json.Unmarshal(d.Value, &r); err != nil {
+			return nil, fmt.Errorf("session %q: rewind record %s: %w: %w", session, d.Key, ErrCorrupt, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// CutItem is what checking a fork's or rewind's point needs of one
+// message: its seq, the tool calls it makes and those it answers.
+type CutItem struct {
+	Seq                uint64
+	CallIDs, ResultIDs []string
+}
+
+// validCuts reports, for each message of an epoch in order, whether the
+// epoch may be cut right after it: whether every tool call made at or
+// before it that the epoch answers at all is answered at or before it.
+// Calls never answered (an interrupted tail) do not hold a cut back.
+func validCuts(items []CutItem) []bool {
+	callAt := map[string]int{}
+	for i, it := range items {
+		for _, id := range it.CallIDs {
+			if _, ok := callAt[id]; !ok {
+				callAt[id] = i
+			}
+		}
+	}
+	// open[i] counts the calls made at or before i answered after i.
+	delta := make([]int, len(items)+1)
+	for j, it := range items {
+		for _, id := range it.ResultIDs {
+			if i, ok := callAt[id]; ok && i < j {
+				delta[i]++
+				delta[j]--
+			}
+		}
+	}
+	ok := make([]bool, len(items))
+	open := 0
+	for i := range items {
+		open += delta[i]
+		ok[i] = open == 0
+	}
+	return ok
+}
+
+// checkCut refuses a cut after seq (which items holds) when it splits a
+// tool group, naming the nearest points that do not.
+func checkCut(session string, epoch uint64, items []CutItem, seq uint64) error {
+	ok := validCuts(items)
+	at := -1
+	for i, it := range items {
+		if it.Seq == seq {
+			at = i
+			break
+		}
+	}
+	if at < 0 || ok[at] {
+		return nil
+	}
+	ce := &CutError{Session: session, Epoch: epoch, Seq: seq}
+	for i := at - 1; i >= 0; i-- {
+		if ok[i] {
+			ce.Before = items[i].Seq
+			break
+		}
+	}
+	for i := at + 1; i < len(items); i++ {
+		if ok[i] {
+			ce.After = items[i].Seq
+			break
+		}
+	}
+	return ce
+}
+
+// epochPrefix reads epoch of session: its messages up to seq upTo, whole,
+// and what checking a cut needs of all of them.
+func epochPrefix(ctx context.Context, e Engine, session string, epoch, upTo uint64) ([]Entry, []CutItem, error) {
+	var kept []Entry
+	var items []CutItem
+	for ent, err := range e.EpochMessages(ctx, session, epoch, 0) {
+		if err != nil {
+			return nil, nil, err
+		}
+		items = append(items, CutItem{Seq: ent.Seq, CallIDs: ent.CallIDs, ResultIDs: ent.ResultIDs})
+		if ent.Seq <= upTo {
+			kept = append(kept, ent)
+		}
+	}
+	return kept, items, nil
+}
+
+// ForkReport says what Fork did.
+type ForkReport struct {
+	// Session is the new session as the fork left it.
+	Session SessionInfo
+	Lineage Lineage
+	// Messages is how many messages were copied.
+	Messages int
+	// Derived is how many derived records (compaction decisions, repair
+	// notes, counts) were carried over as still valid.
+	Derived int
+}
+
+// Fork starts session dst as a copy of the current epoch of src up to seq
+// at (0: all of it). Each message is copied byte for byte with its seq,
+// epoch, time, token count and counter, so the fork's seq N is src's seq N;
+// dst records its Lineage (LineageOf). Derived records that stay valid for
+// the copied messages come along: every saved compaction decision of the
+// epoch when the whole epoch is copied (for a part, decisions are made
+// again on the next request), the repair notes and kept counts of the
+// copied seqs, and the learned usage ratio; import records do not (dst was
+// not imported).
+//
+// The fork is atomic on an engine that imports in one transaction
+// (BulkImporter): dst then exists whole or not at all. dst must not exist
+// (ErrExists); a point at that splits a tool group fails with a *CutError;
+// an at outside src's current epoch with ErrNotFound. The copied messages
+// are held in memory.
+func Fork(ctx context.Context, e Engine, src, dst string, at uint64) (ForkReport, error) {
+	if f, ok := e.(Forker); ok {
+		return f.Fork(ctx, src, dst, at)
+	}
+	if err := CheckSession(dst); err != nil {
+		return ForkReport{}, err
+	}
+	if _, err := e.Session(ctx, dst); err == nil {
+		return ForkReport{}, fmt.Errorf("fork %q to %q: session %q: %w: a fork needs a new name", src, dst, dst, ErrExists)
+	} else if !errors.Is(err, ErrNotFound) {
+		return ForkReport{}, err
+	}
+	imp, rep, err := forkImport(ctx, e, src, dst, at)
+	if err != nil {
+		return ForkReport{}, err
+	}
+	if err := importWhole(ctx, e, imp); err != nil {
+		if errors.Is(err, ErrNotEmpty) {
+			return ForkReport{}, fmt.Errorf("fork %q to %q: session %q: %w: a fork needs a new name", src, dst, dst, ErrExists)
+		}
+		return ForkReport{}, fmt.Errorf("fork %q to %q: %w", src, dst, err)
+	}
+	if rep.Session, err = e.Session(ctx, dst); err != nil {
+		return ForkReport{}, err
+	}
+	return rep, nil
+}
+
+// ForkPlan is what a fork copies and stores, as PlanFork works it out: an
+// engine's own Fork (Forker) copies the messages of epoch Source.Epoch
+// with seqs Source.EpochStartSeq to Last, and stores Derived with them.
+type ForkPlan struct {
+	// Source is the forked session as read; Last the last seq copied.
+	Source SessionInfo
+	Last   uint64
+	// Messages is how many messages the copy holds.
+	Messages int
+	Lineage  Lineage
+	// Derived are the records to store with the copy: those carried over
+	// from Source (the first Carried), then the lineage record.
+	Derived []Derived
+	Carried int
+}
+
+// PlanFork checks a fork of info's session (as just read) at seq at (0:
+// the whole current epoch) against items, every message of its current
+// epoch in order, and works out what the fork stores, for an engine's own
+// Fork. Its errors are Fork's: a *CutError, ErrNotFound.
+func PlanFork(ctx context.Context, e Engine, info SessionInfo, at uint64, items []CutItem) (ForkPlan, error) {
+	src := info.Name
+	if info.Messages == 0 {
+		return ForkPlan{}, fmt.Errorf("fork %q: its current epoch %d holds no messages: %w", src, info.Epoch, ErrNotFound)
+	}
+	if at == 0 {
+		at = info.LastSeq
+	}
+	if at < info.EpochStartSeq || at > info.LastSeq {
+		return ForkPlan{}, fmt.Errorf("fork %q at seq %d: %w: its current epoch %d holds seqs %d to %d",
+			src, at, ErrNotFound, info.Epoch, info.EpochStartSeq, info.LastSeq)
+	}
+	n := 0
+	for _, it := range items {
+		if it.Seq <= at {
+			n++
+		}
+	}
+	if n == 0 {
+		return ForkPlan{}, fmt.Errorf("fork %q at seq %d: %w: epoch %d holds no message up to it (cleared or purged meanwhile?)", src, at, ErrNotFound, info.Epoch)
+	}
+	if err := checkCut(src, info.Epoch, items, at); err != nil {
+		return ForkPlan{}, fmt.Errorf("fork: %w", err)
+	}
+	last := items[n-1].Seq
+	lin := Lineage{Parent: src, Epoch: info.Epoch, Seq: last, Time: time.Now().UTC()}
+	derived, err := carried(ctx, e, src, info, last)
+	if err != nil {
+		return ForkPlan{}, fmt.Errorf("fork %q: %w", src, err)
+	}
+	lv, err := json.Marshal(lin)
+	if err != nil {
+		return ForkPlan{}, err
+	}
+	plan := ForkPlan{Source: info, Last: last, Messages: n, Lineage: lin, Carried: len(derived)}
+	plan.Derived = append(derived, Derived{Kind: KindLineage, Key: LineageKey, Value: lv})
+	return plan, nil
+}
+
+// forkImport reads what Fork imports as dst.
+func forkImport(ctx context.Context, e Engine, src, dst string, at uint64) (SessionImport, ForkReport, error) {
+	info, err := e.Session(ctx, src)
+	if err != nil {
+		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q: %w", src, err)
+	}
+	upTo := at
+	if upTo == 0 {
+		upTo = info.LastSeq
+	}
+	kept, items, err := epochPrefix(ctx, e, src, info.Epoch, upTo)
+	if err != nil {
+		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q: %w", src, err)
+	}
+	plan, err := PlanFork(ctx, e, info, at, items)
+	if err != nil {
+		return SessionImport{}, ForkReport{}, err
+	}
+	for i := range kept {
+		kept[i].Session = dst
+	}
+	now := plan.Lineage.Time
+	ep := EpochInfo{Epoch: info.Epoch, FirstSeq: info.EpochStartSeq, LastSeq: plan.Last, Messages: len(kept), Started: now}
+	imp := SessionImport{
+		Info: SessionInfo{Name: dst, Created: now, Updated: now, Epoch: info.Epoch, EpochStartSeq: info.EpochStartSeq,
+			LastSeq: plan.Last, Epochs: []EpochInfo{ep}},
+		Entries: kept, Derived: plan.Derived,
+	}
+	return imp, ForkReport{Lineage: plan.Lineage, Messages: len(kept), Derived: plan.Carried}, nil
+}
+
+// importWhole imports one session with its derived records: in one
+// transaction when the engine can (BulkImporter), else as ImportSession
+// and the records after it, removing the session again if a record fails.
+func importWhole(ctx context.Context, e Engine, imp SessionImport) error {
+	if b, ok := e.(BulkImporter); ok {
+		err := b.ImportSessions(ctx, []SessionImport{imp})
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
+	}
+	if err := ImportSession(ctx, e, imp.Info, imp.EntrySeq()); err != nil {
+		return err
+	}
+	for _, d := range imp.Derived {
+		if err := PutDerived(ctx, e, imp.Info.Name, d.Kind, d.Key, d.Value); err != nil {
+			if perr := e.Purge(context.WithoutCancel(ctx), imp.Info.Name); perr != nil {
+				return fmt.Errorf("%w (and removing the half-made session failed: %w)", err, perr)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// The derived kinds Fork knows. They are those of package persistent
+// (storage knows nothing of their values, only how their keys relate to
+// seqs and epochs).
+const (
+	kindView   = "view"   // key "v1/e<epoch, 20 digits>/b<budget>": one epoch's decisions
+	kindRepair = "repair" // key: the assistant message's seq, 20 digits
+	kindCounts = "counts" // key "<counter>/<seq/256 in 16 hex digits>"
+	kindUsage  = "usage"  // key "ratio": the session's learned usage ratio
+)
+
+// carried returns the derived records of src that stay valid for a copy of
+// its current epoch (info) up to seq last.
+func carried(ctx context.Context, e Engine, src string, info SessionInfo, last uint64) ([]Derived, error) {
+	whole := last == info.LastSeq
+	inCopy := func(seq uint64) bool { return seq >= info.EpochStartSeq && seq <= last }
+	viewPrefix := fmt.Sprintf("v1/e%020d/", info.Epoch)
+	keep := map[string]func(key string) bool{
+		kindView:   func(key string) bool { return whole && strings.HasPrefix(key, viewPrefix) },
+		kindRepair: func(key string) bool { seq, err := strconv.ParseUint(key, 10, 64); return err == nil && inCopy(seq) },
+		kindCounts: func(key string) bool {
+			i := strings.LastIndexByte(key, '/')
+			block, err := strconv.ParseUint(key[i+1:], 16, 64)
+			return i >= 0 && err == nil && block*256+255 >= info.EpochStartSeq && block*256 <= last
+		},
+		kindUsage: func(string) bool { return true },
+	}
+	var out []Derived
+	for _, kind := range []string{kindCounts, kindRepair, kindUsage, kindView} {
+		for d, err := range e.ListDerived(ctx, src, kind) {
+			if err != nil {
+				return nil, err
+			}
+			if keep[kind](d.Key) {
+				out = append(out, Derived{Kind: kind, Key: d.Key, Value: d.Value})
+			}
+		}
+	}
+	return out, nil
+}
+
+// RewindReport says what Rewind did.
+type RewindReport struct {
+	Rewound
+	// First and Last are the seqs the copied messages got in the new
+	// epoch; Messages how many there are.
+	First, Last uint64
+	Messages    int
+}
+
+// Rewind makes session continue from seq: a new epoch starts, seeded with
+// the messages of the epoch holding seq up to it, copied byte for byte
+// (they get new seqs, as appended messages do). Nothing is deleted: every
+// earlier epoch stays readable (EpochMessages), so a rewind is undone by
+// rewinding to the last seq of the epoch it left. seq may be in any epoch
+// not purged. The new epoch appears at once, whole, as a Clear's does to
+// other processes; the session's Rewound record follows it.
+//
+// A seq that splits a tool group fails with a *CutError; a seq the session
+// does not hold with ErrNotFound; a session that kept changing between the
+// read and the write (others appending) with ErrConflict.
+func Rewind(ctx context.Context, e Engine, session string, seq uint64) (RewindReport, error) {
+	// A writer appending meanwhile makes the write refuse (it cannot tell
+	// whether the new messages answer a call the kept part makes): read
+	// again, a few times.
+	for try := 1; ; try++ {
+		rep, err := rewindOnce(ctx, e, session, seq)
+		if !errors.Is(err, ErrConflict) || try == rewindTries {
+			return rep, err
+		}
+	}
+}
+
+// rewindTries bounds the reads Rewind makes while others write.
+const rewindTries = 3
+
+// rewindOnce is Rewind from one read of the session.
+func rewindOnce(ctx context.Context, e Engine, session string, seq uint64) (RewindReport, error) {
+	info, err := e.Session(ctx, session)
+	if err != nil {
+		return RewindReport{}, fmt.Errorf("rewind %q: %w", session, err)
+	}
+	ep, err := epochOf(info, seq)
+	if err != nil {
+		return RewindReport{}, err
+	}
+	kept, items, err := epochPrefix(ctx, e, session, ep.Epoch, seq)
+	if err != nil {
+		return RewindReport{}, fmt.Errorf("rewind %q: %w", session, err)
+	}
+	if len(kept) == 0 || kept[len(kept)-1].Seq != seq {
+		return RewindReport{}, fmt.Errorf("rewind %q to seq %d: %w: epoch %d does not hold it", session, seq, ErrNotFound, ep.Epoch)
+	}
+	if err := checkCut(session, ep.Epoch, items, seq); err != nil {
+		return RewindReport{}, fmt.Errorf("rewind: %w", err)
+	}
+	recs := make([]Record, len(kept))
+	for i, ent := range kept {
+		m, err := ent.Message()
+		if err != nil {
+			return RewindReport{}, err
+		}
+		recs[i] = Record{Message: m, Tokens: ent.Tokens, Counter: ent.Counter}
+	}
+	unchanged := func(si SessionInfo) error {
+		if si.Epoch != info.Epoch || si.LastSeq != info.LastSeq || !si.Created.Equal(info.Created) {
+			return fmt.Errorf("rewind %q: %w: it changed since it was read (epoch %d, last seq %d; now %d, %d): try again",
+				session, ErrConflict, info.Epoch, info.LastSeq, si.Epoch, si.LastSeq)
+		}
+		return nil
+	}
+	epoch, first, last, err := e.ReplaceEpoch(ctx, session, unchanged, recs...)
+	if err != nil {
+		return RewindReport{}, err
+	}
+	rep := RewindReport{Rewound: Rewound{Epoch: epoch, FromEpoch: ep.Epoch, Seq: seq, Time: time.Now().UTC()},
+		First: first, Last: last, Messages: len(recs)}
+	v, err := json.Marshal(rep.Rewound)
+	if err != nil {
+		return rep, err
+	}
+	if err := PutDerived(ctx, e, session, KindLineage, RewindKey(epoch), v); err != nil {
+		return rep, fmt.Errorf("rewind %q: the new epoch %d is written; recording where it came from failed: %w", session, epoch, err)
+	}
+	return rep, nil
+}
+
+// epochOf returns the epoch of info that holds seq, not purged.
+func epochOf(info SessionInfo, seq uint64) (EpochInfo, error) {
+	for _, ep := range info.Epochs {
+		if seq < ep.FirstSeq || seq > ep.LastSeq {
+			continue
+		}
+		if ep.Purged {
+			return EpochInfo{}, fmt.Errorf("session %q seq %d: %w: its epoch %d was purged", info.Name, seq, ErrNotFound, ep.Epoch)
+		}
+		return ep, nil
+	}
+	return EpochInfo{}, fmt.Errorf("session %q seq %d: %w: the session holds seqs up to %d", info.Name, seq, ErrNotFound, info.LastSeq)
+}
+
+// Forker is implemented by engines that copy a fork's messages without
+// handing them to the program and back. Fork uses it.
+type Forker interface {
+	// Fork is the Fork function of this package for this engine: it
+	// works the fork out with PlanFork and stores it in one transaction.
+	Fork(ctx context.Context, src, dst string, at uint64) (ForkReport, error)
+}

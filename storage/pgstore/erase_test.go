@@ -1,0 +1,136 @@
+package pgstore
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
+
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
+)
+
+// TestErase runs the erase and purge checks on PostgreSQL: the marker is
+// looked for in a pg_dump of the schema, as text, as the lower-case terms
+// the search index keeps, and hex-encoded as pg_dump writes bytea.
+func TestErase(t *testing.T) {
+	dsn := testDSN(t)
+	storagetest.RunErase(t, schemaOpener(dsn), func(t *testing.T, e storage.Engine, marker []byte) []string {
+		t.Helper()
+		out, err := exec.Command("pg_dump", "--data-only", "--schema="+e.(*Store).name, dsn).Output()
+		if err != nil {
+			t.Skipf("pg_dump: %v", err)
+		}
+		var where []string
+		lower := bytes.ToLower(marker)
+		for _, needle := range [][]byte{marker, lower, []byte(hex.EncodeToString(marker)), []byte(hex.EncodeToString(lower))} {
+			if bytes.Contains(out, needle) {
+				where = append(where, "pg_dump ("+string(needle)+")")
+			}
+		}
+		return where
+	})
+}
+
+const pgCrashMarker = "dingoPG6631"
+
+// TestPGEraseChild is not a test: it is the body of the erasing child
+// processes of TestEraseKilledPG.
+func TestPGEraseChild(t *testing.T) {
+	testkit.Child(t, func(string) error {
+		ctx := context.Background()
+		st, err := Open(ctx, os.Getenv(envDSN), Options{Schema: os.Getenv(envSchema)})
+		if err != nil {
+			return err
+		}
+		fmt.Println("open")
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			return err
+		}
+		start := time.Now()
+		seqs, err := storage.MatchSeqs(ctx, st, "s", pgCrashMarker)
+		if err == nil {
+			_, err = storage.Erase(ctx, st, "s", seqs...)
+		}
+		fmt.Println("done", time.Since(start).Nanoseconds())
+		return err
+	})
+}
+
+// TestEraseKilledPG kills an erasing process at many points: the erase is
+// then wholly in the rows or not at all, and every other row is as it was.
+func TestEraseKilledPG(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dsn := testDSN(t)
+	ctx := context.Background()
+	var took time.Duration
+	outcomes := map[string]int{}
+	for i := -1; i < 12; i++ {
+		schema := freshSchema(t, dsn)
+		st := openTest(t, dsn, schema)
+		for j := range 60 {
+			txt := "filler " + strconv.Itoa(j)
+			if j%6 == 0 {
+				txt = "secret " + pgCrashMarker
+			}
+			if _, _, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", txt)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := allEntries(t, st)
+		cmd := testkit.Command("TestPGEraseChild", "eraser", envDSN+"="+dsn, envSchema+"="+schema)
+		cmd.Stderr = os.Stderr
+		if i < 0 { // the first run measures the whole erase
+			took = testkit.RunOrKill(t, cmd, -1)
+			t.Logf("an erase takes %v in the child", took)
+		} else {
+			testkit.RunOrKill(t, cmd, took*time.Duration(i)/10)
+		}
+		got := allEntries(t, st)
+		erased, kept := 0, 0
+		for k, w := range want {
+			g := got[k]
+			switch {
+			case bytes.Equal(g.Raw, w.Raw):
+				if bytes.Contains(w.Raw, []byte(pgCrashMarker)) {
+					kept++
+				}
+			case bytes.Contains(w.Raw, []byte(pgCrashMarker)) && g.Seq == w.Seq && bytes.Contains(g.Raw, []byte(storage.ErasedText)):
+				erased++
+			default:
+				t.Fatalf("seq %d changed: %s", w.Seq, g.Raw)
+			}
+		}
+		if erased > 0 && kept > 0 {
+			t.Fatalf("half erased: %d erased, %d kept", erased, kept)
+		}
+		if r, err := st.Verify(ctx); err != nil || !r.OK() {
+			t.Fatalf("verify: %v %v", r, err)
+		}
+		outcomes[map[bool]string{true: "complete", false: "not begun"}[erased > 0]]++
+	}
+	t.Logf("outcomes: %v", outcomes)
+}
+
+func allEntries(t *testing.T, st *Store) []storage.Entry {
+	t.Helper()
+	var out []storage.Entry
+	for e, err := range st.Messages(context.Background(), "s", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}

@@ -1,0 +1,233 @@
+package storagetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ctxstore/ctxstore/storage"
+)
+
+// Leaks reports where an engine's backing store still holds marker's
+// bytes (files, rows, a dump): an engine's test greps what the engine
+// keeps, raw.
+type Leaks func(t *testing.T, e storage.Engine, marker []byte) []string
+
+// RunErase checks that erase and purge are real (the engine must be a
+// storage.Eraser): erased messages keep their place, role and pairing,
+// every other message stays byte for byte, titles are recomputed, and,
+// once storage.Erase or storage.Scrub returned, leaks finds none of the
+// erased or purged bytes anywhere.
+func RunErase(t *testing.T, open Opener, leaks Leaks) {
+	t.Run("Erase", func(t *testing.T) { testErase(t, open, leaks) })
+	t.Run("EraseRefused", func(t *testing.T) { testEraseRefused(t, open) })
+	t.Run("PurgeIsReal", func(t *testing.T) { testPurgeReal(t, open, leaks) })
+}
+
+// eraseMarkers are unique words placed in the messages to erase: a user
+// message (the session's title), a tool call's arguments, a tool result,
+// and an Anthropic-style tool_use / tool_result pair.
+var eraseMarkers = []string{"quokkaUSER7731", "quokkaARGS7732", "quokkaRESULT7733", "quokkaUSE7734", "quokkaTR7735"}
+
+func eraseSession(t *testing.T) []storage.Record {
+	m := eraseMarkers
+	return []storage.Record{
+		text("system", "be brief"),
+		msg(t, `{"role":"user","content":"my key is `+m[0]+` keep it","metadata":{"k":"`+m[0]+`"}}`),
+		text("assistant", "noted"),
+		msg(t, `{"role":"assistant","content":"running","tool_calls":[{"id":"call_a","type":"function","function":{"name":"login","arguments":"{\"password\":\"`+m[1]+`\"}"}}]}`),
+		msg(t, `{"role":"tool","tool_call_id":"call_a","content":"token `+m[2]+`"}`),
+		msg(t, `{"role":"assistant","content":[{"type":"text","text":"again"},{"type":"tool_use","id":"tu_1","name":"read","input":{"path":"`+m[3]+`"}}]}`),
+		msg(t, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu_1","content":"file `+m[4]+`"},{"type":"text","text":"and?"}]}`),
+		text("assistant", "done"),
+		text("user", "thanks, bye"),
+	}
+}
+
+func testErase(t *testing.T, open Opener, leaks Leaks) {
+	ctx := context.Background()
+	e, another := open(t)
+	const s = "erase-me"
+	if _, _, err := storage.Append(ctx, e, s, eraseSession(t)...); err != nil {
+		t.Fatal(err)
+	}
+	// A summary built from the user message, and a record that is not.
+	if err := storage.PutDerived(ctx, e, s, "view", "v1/e1/b100", []byte("summary: "+eraseMarkers[0])); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.PutDerived(ctx, e, s, "usage", "ratio", []byte(`{"ratio":1.1}`)); err != nil {
+		t.Fatal(err)
+	}
+	// Two handles' indexes learn the markers; the other's is not the one
+	// that erases.
+	other := another(t)
+	for _, h := range []storage.Engine{e, other} {
+		if sr, ok := h.(storage.Searcher); ok {
+			if res, err := sr.Search(ctx, storage.SearchRequest{Query: eraseMarkers[2]}); err != nil || len(res.Hits) != 1 {
+				t.Fatalf("search before erase: %v %v", res.Hits, err)
+			}
+		}
+	}
+	for _, mk := range eraseMarkers {
+		if len(leaks(t, e, []byte(mk))) == 0 {
+			t.Fatalf("the leak check does not find %s before the erase", mk)
+		}
+	}
+	before := entries(t, e, s)
+	if info, _ := e.Session(ctx, s); !strings.Contains(info.Title, eraseMarkers[0]) {
+		t.Fatalf("title %q before erase", info.Title)
+	}
+	var seqs []uint64
+	for _, mk := range eraseMarkers {
+		got, err := storage.MatchSeqs(ctx, e, s, mk)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("MatchSeqs(%s) = %v, %v; want one seq", mk, got, err)
+		}
+		seqs = append(seqs, got...)
+	}
+	res, err := storage.Erase(ctx, e, s, seqs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Erased, slices.Sorted(slices.Values(seqs))) || res.DroppedDerived != 1 {
+		t.Fatalf("erase result %+v, want seqs %v and one derived record dropped", res, seqs)
+	}
+	checkErased(t, before, entries(t, e, s), seqs)
+	checkErased(t, before, entries(t, other, s), seqs)
+	info, err := e.Session(ctx, s)
+	if err != nil || info.Title != "thanks, bye" {
+		t.Fatalf("after erase: title %q (%v); want the next user message's title", info.Title, err)
+	}
+	if v, err := storage.GetDerived(ctx, e, s, "view", "v1/e1/b100"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("the summary built from the erased message is still there: %q %v", v, err)
+	}
+	if _, err := storage.GetDerived(ctx, e, s, "usage", "ratio"); err != nil {
+		t.Fatalf("a record not built from messages went: %v", err)
+	}
+	r, err := storage.Verify(ctx, e)
+	if err != nil || !r.OK() {
+		t.Fatalf("verify after erase: %v\n%v", err, r)
+	}
+	for _, mk := range eraseMarkers {
+		for _, h := range []storage.Engine{e, other} {
+			if sr, ok := h.(storage.Searcher); ok {
+				if res, err := sr.Search(ctx, storage.SearchRequest{Query: mk}); err != nil || len(res.Hits) != 0 {
+					t.Errorf("search %s after erase: %v %v", mk, res.Hits, err)
+				}
+			}
+		}
+		if where := leaks(t, e, []byte(mk)); len(where) > 0 {
+			t.Errorf("%s still in %v", mk, where)
+		}
+	}
+	again, err := storage.Erase(ctx, e, s, seqs[0])
+	if err != nil || len(again.Erased) != 0 || !slices.Equal(again.Already, seqs[:1]) {
+		t.Fatalf("erasing again: %+v %v; want it reported as already erased", again, err)
+	}
+}
+
+// checkErased compares a session before and after an erase of seqs.
+func checkErased(t *testing.T, before, after []storage.Entry, seqs []uint64) {
+	t.Helper()
+	if len(before) != len(after) {
+		t.Fatalf("%d messages before the erase, %d after", len(before), len(after))
+	}
+	for i, b := range before {
+		a := after[i]
+		if !slices.Contains(seqs, b.Seq) {
+			if !bytes.Equal(a.Raw, b.Raw) || a.Seq != b.Seq || a.Time != b.Time {
+				t.Errorf("seq %d changed by an erase of others:\n%s\n%s", b.Seq, b.Raw, a.Raw)
+			}
+			continue
+		}
+		m, err := a.Message()
+		switch {
+		case err != nil:
+			t.Errorf("seq %d erased into an invalid message: %v", b.Seq, err)
+		case a.Seq != b.Seq || a.Epoch != b.Epoch || a.Role != b.Role || a.Time != b.Time || a.Tokens != b.Tokens:
+			t.Errorf("seq %d lost its place: %+v -> %+v", b.Seq, b, a)
+		case !slices.Equal(a.CallIDs, b.CallIDs) || !slices.Equal(a.ResultIDs, b.ResultIDs):
+			t.Errorf("seq %d lost its pairing: calls %v->%v results %v->%v", b.Seq, b.CallIDs, a.CallIDs, b.ResultIDs, a.ResultIDs)
+		case !storage.IsErased(m) || !bytes.Contains(a.Raw, []byte(storage.ErasedText)):
+			t.Errorf("seq %d not erased: %s", b.Seq, a.Raw)
+		}
+	}
+}
+
+func entries(t *testing.T, e storage.Engine, s string) []storage.Entry {
+	t.Helper()
+	var out []storage.Entry
+	for ent, err := range e.Messages(context.Background(), s, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ent)
+	}
+	return out
+}
+
+// testEraseRefused: a seq not stored fails the whole erase, changing
+// nothing; so does an unknown session.
+func testEraseRefused(t *testing.T, open Opener) {
+	ctx := context.Background()
+	e, _ := open(t)
+	if _, _, err := storage.Append(ctx, e, "s", text("user", "one"), text("assistant", "two")); err != nil {
+		t.Fatal(err)
+	}
+	before := entries(t, e, "s")
+	if _, err := storage.Erase(ctx, e, "s", 1, 9); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("erase of seq 9 of 2: %v, want ErrNotFound", err)
+	}
+	checkErased(t, before, entries(t, e, "s"), nil)
+	if _, err := storage.Erase(ctx, e, "nobody", 1); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("erase in an unknown session: %v, want ErrNotFound", err)
+	}
+	if _, err := storage.Erase(ctx, e, "s"); err == nil {
+		t.Fatal("erase of no seq accepted")
+	}
+}
+
+// testPurgeReal: a purged epoch's first user message no longer titles the
+// session, and after Scrub neither it nor a purged session's bytes are
+// anywhere.
+func testPurgeReal(t *testing.T, open Opener, leaks Leaks) {
+	ctx := context.Background()
+	e, _ := open(t)
+	const first, gone = "wombatTITLE4411", "wombatGONE4412"
+	if _, _, err := storage.Append(ctx, e, "chat-1", text("user", "hello "+first), text("assistant", "hi")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := storage.Append(ctx, e, "chat-2", text("user", "bye "+gone)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Clear(ctx, "chat-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := storage.Append(ctx, e, "chat-1", text("user", "second start")); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.PurgeEpoch(ctx, e, "chat-1", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Purge(ctx, "chat-2"); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.Session(ctx, "chat-1")
+	if err != nil || info.Title != "second start" {
+		t.Fatalf("title after purging epoch 1: %q %v", info.Title, err)
+	}
+	if _, err := storage.Scrub(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	for _, mk := range []string{first, gone} {
+		if where := leaks(t, e, []byte(mk)); len(where) > 0 {
+			t.Errorf("%s still in %v after purge and scrub", mk, where)
+		}
+	}
+	if r, err := storage.Verify(ctx, e); err != nil || !r.OK() {
+		t.Fatalf("verify after scrub: %v\n%v", err, r)
+	}
+}
