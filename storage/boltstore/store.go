@@ -82,22 +82,23 @@ type storeCore struct {
 	id    [wal.IDLen]byte
 	hasID bool
 
-	mu        sync.Mutex // guards the fields below
-	idle      sync.Cond  // signalled when refs drops to 0
-	closed    bool
-	db        *bbolt.DB // open while refs > 0, and while lingering
-	file      *os.File  // db's locked descriptor
-	fileKey   fileKey   // file's device and inode
-	dbOpens   uint64    // counts the opens of db: one value is one continuous hold
-	refs      int
-	opening   *openAttempt    // the open in progress, if any
-	fileWait  filelock.Waiter // the wait for another process's lock on the file
-	presence  *os.File        // says the file is open, until Close (see holdPresence)
-	closeErr  error
-	lingerEnd time.Time // when a lingering file closes
-	lingering bool      // a linger goroutine runs
-	poisoned  bool      // a fault hit the open db: close it, do not linger
-	replaced  bool      // another file was moved to the path: close db, do not reuse it
+	mu          sync.Mutex // guards the fields below
+	idle        sync.Cond  // signalled when refs drops to 0
+	closed      bool
+	db          *bbolt.DB // open while refs > 0, and while lingering
+	file        *os.File  // db's locked descriptor
+	fileKey     fileKey   // file's device and inode
+	dbOpens     uint64    // counts the opens of db: one value is one continuous hold
+	refs        int
+	opening     *openAttempt    // the open in progress, if any
+	fileWait    filelock.Waiter // the wait for another process's lock on the file
+	presence    *os.File        // says the file is open, until Close (see holdPresence)
+	presenceKey fileKey         // the device and inode of the file presence is on
+	closeErr    error
+	lingerEnd   time.Time // when a lingering file closes
+	lingering   bool      // a linger goroutine runs
+	poisoned    bool      // a fault hit the open db: close it, do not linger
+	replaced    bool      // another file was moved to the path: close db, do not reuse it
 	// watches are the running watches: Close cancels each one's context
 	// and waits for its goroutine, which closes its channel.
 	watches watchset.Set
@@ -189,6 +190,9 @@ func Open(path string, opts Options) (*Store, error) {
 	if !opts.ReadOnly {
 		tempfile.RemoveAbandoned(path, tempSuffix)
 		s.presence = filelock.HoldPresence(path)
+		if s.presence != nil {
+			s.presenceKey, _ = wal.FdKey(s.presence)
+		}
 		s.warmTail(context.Background(), created)
 	}
 	return s, nil
@@ -464,6 +468,28 @@ func (s *Store) checkpointOnClose() {
 		return
 	}
 	_ = s.Checkpoint(context.Background())
+}
+
+// followPresence moves the Store's presence to the file of key k, the
+// database it opened found at the path in another file (an in-place shrink
+// renamed a copy over it): Restore, and the last Store to close, look for
+// the Stores present in the file now at the path.
+func (s *Store) followPresence(k fileKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.presence == nil || s.presenceKey == k {
+		return
+	}
+	p := filelock.HoldPresence(s.path)
+	if p == nil {
+		return
+	}
+	if pk, err := wal.FdKey(p); err != nil || pk != k {
+		p.Close() // moved again meanwhile: the next catch-up follows it
+		return
+	}
+	s.presence.Close()
+	s.presence, s.presenceKey = p, k
 }
 
 // live fails with ErrClosed once the Shared handle s serves is closed.
