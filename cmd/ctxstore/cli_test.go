@@ -71,14 +71,14 @@ func TestTailFollowWaits(t *testing.T) {
 			select {
 			case got := <-first:
 				if got != `{"role":"user","content":"first"}`+"\n" {
-					t.Errorf("tail -f printed %q", got)
+					t.Errorf("tail -f printed %q; stderr: %s", got, stderr.String())
 				}
 			case <-time.After(20 * time.Second):
 				t.Fatalf("tail -f printed nothing in 20 s; stderr: %s", stderr.String())
 			}
 			cmd.Process.Signal(os.Interrupt)
 			if err := cmd.Wait(); err != nil {
-				t.Errorf("tail -f after SIGINT: %v, want exit 0", err)
+				t.Errorf("tail -f after SIGINT: %v, want exit 0; stderr: %s", err, stderr.String())
 			}
 		})
 	}

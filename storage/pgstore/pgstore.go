@@ -373,6 +373,20 @@ func (s *Store) prepare(ctx context.Context, schema string) error {
 		return s.errorf("", "schema %s is at version %d, newer than this program's %d: use a newer ctxstore", s.schema, have, latest)
 	case have == latest:
 		return nil
+	case s.readOnly && have > 0:
+		// A host may be migrating it right now (each migration commits on
+		// its own): wait for that to end, then look again.
+		if have, err = s.versionAfterMigration(ctx, schema); err != nil {
+			return err
+		}
+		if have == latest {
+			return nil
+		}
+		if have > latest {
+			return s.errorf("", "schema %s is at version %d, newer than this program's %d: use a newer ctxstore", s.schema, have, latest)
+		}
+	}
+	switch {
 	case s.readOnly && have == 0:
 		return s.errorf("", "no ctxstore tables in schema %s (check its name; a read-write open, by a role that may create in the database, creates them): %w", s.schema, noTablesError{})
 	case s.readOnly:
@@ -386,6 +400,32 @@ func (s *Store) prepare(ctx context.Context, schema string) error {
 	}
 	return nil
 }
+
+// versionAfterMigration reads the schema's version once no host holds the
+// migration lock, so that a read-only open never takes a schema some
+// migrations into an upgrade for an old one.
+func (s *Store) versionAfterMigration(ctx context.Context, schema string) (int, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, connectError(s.errorf("", "connect: %w", err), s.connCfg, s.dsn)
+	}
+	defer conn.Release()
+	lockKey := migrateLockKey(schema)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared(hashtext($1))", lockKey); err != nil {
+		return 0, s.errorf("", "schema %s: wait for a migration: %w", s.schema, err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock_shared(hashtext($1))", lockKey); err != nil {
+			conn.Conn().Close(uctx)
+		}
+	}()
+	return s.version(ctx, conn)
+}
+
+// migrateLockKey names the advisory lock that migrations of schema hold.
+func migrateLockKey(schema string) string { return "ctxstore migrate " + schema }
 
 // querier is a pool or a connection.
 type querier interface {
@@ -432,7 +472,7 @@ func (s *Store) migrate(ctx context.Context, schema string, names []string) erro
 		return connectError(s.errorf("", "connect: %w", err), s.connCfg, s.dsn)
 	}
 	defer conn.Release()
-	lockKey := "ctxstore migrate " + schema
+	lockKey := migrateLockKey(schema)
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", lockKey); err != nil {
 		return s.errorf("", "migrate schema %s: lock: %w", s.schema, err)
 	}

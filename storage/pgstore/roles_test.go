@@ -368,3 +368,51 @@ func TestSchemaOwnerMigrates(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadOnlyWaitsForMigration: a read-only Open that finds the schema
+// part way through a migration by another host (each migration commits on
+// its own) waits for it to end instead of calling the schema too old.
+func TestReadOnlyWaitsForMigration(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	st := openTest(t, dsn, schema)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	host, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close(context.Background())
+	// The other host: holds the migration lock, its last migration not
+	// committed yet.
+	if _, err := host.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", migrateLockKey(schema)); err != nil {
+		t.Fatal(err)
+	}
+	var last int
+	var name string
+	if err := host.QueryRow(ctx, "DELETE FROM "+st.schema+".migrations WHERE version = (SELECT max(version) FROM "+st.schema+".migrations) RETURNING version, name").Scan(&last, &name); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		ro, err := Open(ctx, dsn, Options{Schema: schema, ReadOnly: true})
+		if err == nil {
+			ro.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		t.Fatalf("a read-only open during a migration returned at once: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := host.Exec(ctx, "INSERT INTO "+st.schema+".migrations (version, name) VALUES ($1, $2)", last, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := host.Exec(ctx, "SELECT pg_advisory_unlock(hashtext($1))", migrateLockKey(schema)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Errorf("read-only open once the migration ended: %v", err)
+	}
+}
