@@ -122,8 +122,10 @@ func Scrub(ctx context.Context, e Engine) (*ScrubReport, error) {
 }
 
 // MatchSeqs returns the seqs of the messages of session (every epoch not
-// purged) whose text, tool arguments or raw JSON contain text, exactly
-// (case matters), leaving out messages already erased.
+// purged) in which text appears, exactly (case matters), in what an
+// erase removes: text, tool arguments and results, metadata; not in what
+// every erased message keeps (its role, the JSON keys, tool ids and
+// names). Messages already erased are left out.
 func MatchSeqs(ctx context.Context, e Engine, session, text string) ([]uint64, error) {
 	if text == "" {
 		return nil, fmt.Errorf("store %s: session %q: empty text to match", e.Location(), session)
@@ -159,40 +161,74 @@ func MatchSeqs(ctx context.Context, e Engine, session, text string) ([]uint64, e
 	return seqs, nil
 }
 
-// messageContains reports whether text appears in m's raw JSON or in any
-// of its strings as decoded (where escapes may hide it from a byte search).
-// JSON without a backslash has no escapes: its bytes are its strings'.
+// messageContains reports whether text appears in what erasing the
+// message raw would remove: its strings (keys and values, as decoded, so
+// escapes hide nothing; a call's arguments decoded again) and numbers,
+// less those its erased form keeps (the keys, the role, tool ids and
+// names, the marker). Text found only in what stays, such as "user" or
+// "role", matches nothing: an erase of it would remove nothing.
 func messageContains(raw []byte, text string) bool {
-	if bytes.Contains(raw, []byte(text)) {
-		return true
+	if !bytes.Contains(raw, []byte(text)) && !bytes.ContainsRune(raw, '\\') {
+		return false // without escapes, the bytes are the strings'
 	}
-	if !bytes.ContainsRune(raw, '\\') {
+	m, err := ctxstore.ParseMessage(raw)
+	if err != nil {
 		return false
 	}
-	var v any
-	return json.Unmarshal(raw, &v) == nil && anyContains(v, text)
-}
-
-// anyContains looks for text in every string of a decoded JSON value.
-func anyContains(v any, text string) bool {
-	switch v := v.(type) {
-	case string:
-		if strings.Contains(v, text) {
-			return true
+	e, err := ErasedMessage(m)
+	if err != nil {
+		return bytes.Contains(raw, []byte(text))
+	}
+	kept := map[string]int{}
+	for _, s := range jsonStrings(e.Bytes()) {
+		kept[s]++
+	}
+	for _, s := range jsonStrings(raw) {
+		if kept[s] > 0 {
+			kept[s]--
+			continue
 		}
-		// A string of JSON (a call's arguments) holds escapes of its own.
-		var inner any
-		return strings.ContainsRune(v, '\\') && json.Unmarshal([]byte(v), &inner) == nil && anyContains(inner, text)
-	case []any:
-		return slices.ContainsFunc(v, func(x any) bool { return anyContains(x, text) })
-	case map[string]any:
-		for k, x := range v {
-			if strings.Contains(k, text) || anyContains(x, text) {
-				return true
-			}
+		if strings.Contains(s, text) {
+			return true
 		}
 	}
 	return false
+}
+
+// jsonStrings returns every key, string and number of the JSON value raw,
+// depth first; a string that is itself JSON (a call's arguments) adds its
+// own strings after it.
+func jsonStrings(raw []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil
+	}
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			out = append(out, v)
+			if t := strings.TrimSpace(v); strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {
+				out = append(out, jsonStrings([]byte(t))...)
+			}
+		case json.Number:
+			out = append(out, v.String())
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		case map[string]any:
+			for k, x := range v {
+				out = append(out, k)
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return out
 }
 
 // IsErased reports whether m is an erased message: what ErasedMessage

@@ -79,3 +79,36 @@ func TestMatchSeqsEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchSeqsOnlyWhatEraseRemoves: a match looks in what an erase
+// removes, never in what every erased message keeps (the keys, the role,
+// tool ids and names): "--match user" must not erase every user message,
+// "--match role" every message.
+func TestMatchSeqsOnlyWhatEraseRemoves(t *testing.T) {
+	call := `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"login","arguments":"{\"pw\":\"hunter2\"}"}}]}`
+	for _, tc := range []struct {
+		raw  string
+		text string
+		want bool
+	}{
+		{`{"role":"user","content":"hi"}`, "role", false},
+		{`{"role":"user","content":"hi"}`, "user", false},
+		{`{"role":"user","content":"hi"}`, "content", false},
+		{`{"role":"user","content":"hello user"}`, "user", true},
+		{`{"role":"tool","tool_call_id":"call_1","content":"ok"}`, "call_", false},
+		{call, "login", false},
+		{call, "function", false},
+		{call, "call_1", false},
+		{call, "hunter2", true},
+		{call, "pw", true},
+		{`{"role":"tool","tool_call_id":"c1","name":"login","content":"login"}`, "login", true},
+		{`{"role":"user","content":[{"type":"text","text":"see"}]}`, "text", false},
+		{`{"role":"user","content":[{"type":"text","text":"plain text"}]}`, "text", true},
+		{`{"role":"user","content":"x","metadata":{"SECRETKEY":1}}`, "SECRETKEY", true},
+		{`{"role":"user","content":"x","metadata":{"n":987654}}`, "987654", true},
+	} {
+		if got := storage.MessageContainsForTest([]byte(tc.raw), tc.text); got != tc.want {
+			t.Errorf("%s contains %q: %v, want %v", tc.raw, tc.text, got, tc.want)
+		}
+	}
+}

@@ -94,3 +94,34 @@ func TestEraseCommand(t *testing.T) {
 		t.Errorf("erase --json of an erased seq:\n%s", r.stdout)
 	}
 }
+
+// TestEraseNamesCopies: rewind and fork copy messages byte for byte (a
+// rewind into new seqs of the session, a fork into another session); an
+// erase by seq removes only the seqs named, so it names the copies left
+// and the command that erases them, instead of leaving the user to think
+// the text is gone.
+func TestEraseNamesCopies(t *testing.T) {
+	e := newEnv(t)
+	e.ok(`{"role":"user","content":"key is quokkaKEY77"}
+{"role":"assistant","content":"noted"}
+`, "add", "s")
+	e.ok("", "rewind", "s", "2")
+	e.ok("", "fork", "s", "f")
+	r := e.ok("", "erase", "s", "1", "--yes")
+	for _, want := range []string{"copies", "erase s 3 --yes", "erase f 3 --yes"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("erase of a copied message does not say %q:\n%s", want, r)
+		}
+	}
+	if where := filesHolding(t, e.dir, "quokkaKEY77"); len(where) == 0 {
+		t.Fatal("the copies are gone: nothing to name")
+	}
+	e.ok("", "erase", "s", "3", "--yes")
+	r = e.ok("", "erase", "f", "3", "--yes")
+	if strings.Contains(r.stderr, "copies") {
+		t.Errorf("copies named when none is left:\n%s", r)
+	}
+	if where := filesHolding(t, e.dir, "quokkaKEY77"); len(where) > 0 {
+		t.Errorf("still in %v after erasing every copy", where)
+	}
+}
