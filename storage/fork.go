@@ -473,9 +473,11 @@ func rewindOnce(ctx context.Context, e Engine, session string, seq uint64) (Rewi
 		recs[i] = Record{Message: m, Tokens: ent.Tokens, Counter: ent.Counter}
 	}
 	unchanged := func(si SessionInfo) error {
-		if si.Epoch != info.Epoch || si.LastSeq != info.LastSeq || !si.Created.Equal(info.Created) {
-			return fmt.Errorf("rewind %q: %w: it changed since it was read (epoch %d, last seq %d; now %d, %d): try again",
-				session, ErrConflict, info.Epoch, info.LastSeq, si.Epoch, si.LastSeq)
+		// An erase meanwhile changes none of the seqs: the copy read
+		// before it would write the erased text back.
+		if si.Epoch != info.Epoch || si.LastSeq != info.LastSeq || !si.Created.Equal(info.Created) || si.Erasures != info.Erasures {
+			return fmt.Errorf("rewind %q: %w: it changed since it was read (epoch %d, last seq %d, erasures %d; now %d, %d, %d): try again",
+				session, ErrConflict, info.Epoch, info.LastSeq, info.Erasures, si.Epoch, si.LastSeq, si.Erasures)
 		}
 		return nil
 	}
