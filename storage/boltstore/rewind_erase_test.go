@@ -97,3 +97,71 @@ func TestRewindAfterEraseKeepsItErased(t *testing.T) {
 		}
 	}
 }
+
+// eraseBeforeImport is eraseBeforeReplace for a fork: the other process
+// erases between the fork's read of its source and its write.
+type eraseBeforeImport struct {
+	eraseBeforeReplace
+}
+
+func (e *eraseBeforeImport) ImportSessions(ctx context.Context, batch []storage.SessionImport) error {
+	if !e.done {
+		e.done = true
+		cmd := testkit.Command("TestRewindEraseChild", "erase", envRewindEraseDB+"="+e.path)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			e.t.Fatalf("erasing process: %v\n%s", err, out)
+		}
+	}
+	return e.Store.ImportSessions(ctx, batch)
+}
+
+// A fork whose source is erased by another process after the fork read it
+// must not create the copy holding the erased text (or its summaries)
+// after the erase: either it fails and nothing is created, or the copy
+// holds the marker nowhere.
+func TestForkAfterEraseKeepsItErased(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "store.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, m := range []ctxstore.Message{
+		ctxstore.NewMessage("user", "my key is "+rewindMarker),
+		ctxstore.NewMessage("assistant", "noted"),
+	} {
+		if _, _, err := st.Append(ctx, "s", Record{Message: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A saved view decision holding a summary of the message.
+	if err := st.PutDerived(ctx, "s", "view", "v1/e00000000000000000001/b1000", []byte(`{"summary":"user's key is `+rewindMarker+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, ferr := storage.Fork(ctx, &eraseBeforeImport{eraseBeforeReplace{Store: st, t: t, path: path}}, "s", "d", 0)
+	if ferr != nil {
+		t.Logf("fork: %v", ferr)
+		if where := fileLeaks(t, st, []byte(rewindMarker)); len(where) > 0 {
+			t.Errorf("the refused fork left the erased text in %v", where)
+		}
+	}
+	for _, name := range []string{"s", "d"} {
+		for ent, err := range st.Messages(ctx, name, 0) {
+			if err != nil {
+				break // d absent is fine
+			}
+			if bytes.Contains(ent.Raw, []byte(rewindMarker)) {
+				t.Errorf("session %s seq %d holds the erased text: %s", name, ent.Seq, ent.Raw)
+			}
+		}
+		if info, err := st.Session(ctx, name); err == nil && bytes.Contains([]byte(info.Title), []byte(rewindMarker)) {
+			t.Errorf("session %s's title holds the erased text: %q", name, info.Title)
+		}
+		for d, err := range st.ListDerived(ctx, name, "view") {
+			if err == nil && bytes.Contains(d.Value, []byte(rewindMarker)) {
+				t.Errorf("session %s's derived %s holds the erased text", name, d.Key)
+			}
+		}
+	}
+}
