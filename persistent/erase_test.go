@@ -32,3 +32,59 @@ func TestErasedElsewhere(t *testing.T) {
 		t.Fatalf("view after an erase elsewhere: %q", got)
 	}
 }
+
+// An erase by one process is seen by a manager open in another, on both
+// engines: its history shows the marker, not the text it had read.
+func TestEraseSeenByAnotherProcess(t *testing.T) {
+	for name, open := range governEngines() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			db, eng := open(t)
+			h := startGovernHost(t, db, "s")
+			for _, s := range []string{"pw-emu4471", "next"} {
+				if got := h.ask("add " + s); got != "ok" {
+					t.Fatalf("add %s: %s", s, got)
+				}
+			}
+			if got := h.ask("history"); got != `["user:pw-emu4471","user:next"]` {
+				t.Fatalf("history before = %s", got)
+			}
+			seqs, err := storage.MatchSeqs(ctx, eng, "s", "emu4471")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := storage.Erase(ctx, eng, "s", seqs...); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.ask("history"); got != `["user:[erased]","user:next"]` {
+				t.Fatalf("history after an erase elsewhere = %s", got)
+			}
+		})
+	}
+}
+
+// A manager's views (from its window, not the store) after an erase by
+// another handle, on both engines: they show the marker.
+func TestEraseSeenInViews(t *testing.T) {
+	for name, open := range governEngines() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			db, eng := open(t)
+			m, err := Open(db, "s", Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Close() })
+			addAll(t, m, []ctxstore.Message{user("pw-quoll5512"), user("next")})
+			if got := strings.Join(texts(viewOf(t, m, 10_000)), "|"); !strings.Contains(got, "quoll5512") {
+				t.Fatalf("view before: %q", got)
+			}
+			if _, err := storage.Erase(ctx, eng, "s", 1); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(texts(viewOf(t, m, 10_000)), "|"); strings.Contains(got, "quoll5512") {
+				t.Fatalf("view after an erase elsewhere: %q", got)
+			}
+		})
+	}
+}

@@ -103,10 +103,12 @@ type GCReport struct {
 	Skipped []string `json:"skipped,omitempty"`
 	// Scrubbed reports that the bytes of what was deleted were also removed
 	// from where the engine keeps them after a delete (free pages, a log,
-	// an index). When false, the data is gone from every reader, but its
-	// bytes may remain on disk until the engine reuses the space (see
-	// docs/operations.md for the command that removes them).
-	Scrubbed bool `json:"scrubbed"`
+	// an index): GC scrubs once after its deletes on an engine that can
+	// (Scrubber), and Scrub says what that did. When false, the data is
+	// gone from every reader, but a server keeps its bytes until it reuses
+	// the space (see docs/operations.md).
+	Scrubbed bool         `json:"scrubbed"`
+	Scrub    *ScrubReport `json:"scrub,omitempty"`
 }
 
 // GC applies a retention policy to every session of e: sessions not
@@ -115,7 +117,9 @@ type GCReport struct {
 // bringing it back), and with r.KeepEpochs old earlier epochs too. Each
 // purge is conditional on the session being as GC read it, so a session a
 // writer changes meanwhile is left alone (GCReport.Skipped). Purges run a
-// few at a time, so that an engine's group commit shares their commits.
+// few at a time, so that an engine's group commit shares their commits;
+// then, on an engine that keeps bytes of deleted data (Scrubber), one
+// scrub removes them.
 // On an error GC stops starting purges and returns the first error with
 // what it did.
 func GC(ctx context.Context, e Engine, r Retention) (GCReport, error) {
@@ -151,6 +155,14 @@ func GC(ctx context.Context, e Engine, r Retention) (GCReport, error) {
 				rep.Epochs = append(rep.Epochs, ep)
 				rep.Messages += ep.Messages
 			}
+		}
+	}
+	if !r.DryRun && len(rep.Sessions)+len(rep.Epochs) > 0 {
+		// Once for every delete: a scrub rewrites what all of them freed.
+		scrub, serr := Scrub(ctx, e)
+		rep.Scrub, rep.Scrubbed = scrub, scrub != nil
+		if serr != nil && err == nil {
+			err = fmt.Errorf("gc: deleted, but the scrub failed (run it again: ctxstore scrub): %w", serr)
 		}
 	}
 	return rep, err

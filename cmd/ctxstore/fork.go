@@ -166,7 +166,11 @@ terminal; elsewhere --yes (-y) is required.`,
 				a.printGC(rep, st)
 				return explainIn(st, "", err)
 			}
-			return a.printGC(rep, st)
+			if err := a.printGC(rep, st); err != nil {
+				return err
+			}
+			warnStrayLogs(ctx, a, st)
+			return nil
 		},
 	}
 }
@@ -207,14 +211,14 @@ func (a *app) printGC(rep storage.GCReport, st storage.Engine) error {
 		fmt.Fprintf(a.stdout, "left session %s alone: it was written to meanwhile\n", termSafe(strconv.Quote(s), false))
 	}
 	fmt.Fprintf(a.stdout, "%s: %s %d sessions and %d epochs, %d messages\n", st.Location(), verb, len(rep.Sessions), len(rep.Epochs), rep.Messages)
-	if rep.DryRun || rep.Messages == 0 || rep.Scrubbed {
+	if rep.DryRun || len(rep.Sessions)+len(rep.Epochs) == 0 {
 		return nil
 	}
-	if _, ok := st.(storage.FileEngine); ok {
-		fmt.Fprintf(a.stdout, "gone from every reader; the bytes stay in the file's free pages until reused or: %s\n", a.cmdline("shrink"))
-	} else {
-		fmt.Fprintln(a.stdout, "gone from every reader; the server keeps the bytes until VACUUM (see docs/operations.md)")
+	if rep.Scrubbed {
+		printScrub(a, rep.Scrub)
+		return nil
 	}
+	fmt.Fprintln(a.stdout, serverKeeps)
 	return nil
 }
 

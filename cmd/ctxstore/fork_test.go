@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -98,7 +100,8 @@ func TestGCCommand(t *testing.T) {
 	e := newEnv(t)
 	e.ok(conversation, "add", "s")
 	e.ok("", "clear", "s")
-	e.ok(conversation, "add", "s")
+	e.ok(conversation+`{"role":"user","content":"GC-MARKER-5e1f0c"}`+"\n", "add", "s")
+	e.ok("", "search", "GC-MARKER-5e1f0c") // an index that holds it too
 	e.fail(2, "", []string{"gc"}, "--older-than")
 	e.fail(2, "", []string{"gc", "--older-than", "-3d"}, "positive")
 	if got := e.ok("", "gc", "--older-than", "1h").stdout; !strings.Contains(got, "0 sessions and 0 epochs") {
@@ -106,14 +109,21 @@ func TestGCCommand(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	r := e.ok("", "gc", "--older-than", "10ms", "--dry-run")
-	if !strings.Contains(r.stdout, `would delete session "s" (10 messages`) {
+	if !strings.Contains(r.stdout, `would delete session "s" (11 messages`) {
 		t.Errorf("dry run: %s", r.stdout)
 	}
 	e.fail(2, "", []string{"gc", "--older-than", "10ms"}, "add --yes")
 	e.ok("", "show", "s")
+	if held := holding(t, e.db+"*", "GC-MARKER-5e1f0c"); len(held) == 0 {
+		t.Fatal("no file holds the marker before gc: the check after it would prove nothing")
+	}
 	r = e.ok("", "gc", "--older-than", "10ms", "--yes")
-	if !strings.Contains(r.stdout, "deleted 1 sessions and 0 epochs, 10 messages") || !strings.Contains(r.stdout, "shrink") {
+	if !strings.Contains(r.stdout, "deleted 1 sessions and 0 epochs, 11 messages") || !strings.Contains(r.stdout, "scrubbed: ") {
 		t.Errorf("gc said: %s", r.stdout)
+	}
+	// No file of the database holds the deleted bytes any more.
+	if held := holding(t, e.db+"*", "GC-MARKER-5e1f0c"); len(held) > 0 {
+		t.Errorf("%v still hold the collected session's bytes", held)
 	}
 	e.fail(1, "", []string{"show", "s"}, `session "s" not found`)
 	e.ok(`{"role":"user","content":"afresh"}`, "add", "s")
@@ -170,4 +180,24 @@ func TestForkKilledIsWholeOrAbsent(t *testing.T) {
 			e.ok("", "verify")
 		})
 	}
+}
+
+// holding lists the files matching glob that contain text.
+func holding(t *testing.T, glob, text string) []string {
+	t.Helper()
+	files, err := filepath.Glob(glob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(text)) {
+			held = append(held, f)
+		}
+	}
+	return held
 }

@@ -575,12 +575,24 @@ func TestUpgradeFromPreviousBuild(t *testing.T) {
 			t.Fatalf("previous release %v: %v: %s", args, err, out)
 		}
 	}
+	for i := range 12 { // a 16 KiB page or more each in format 2, far less in 3
+		if out, err := runOld(conversation, "add", fmt.Sprint("more-", i)); err != nil {
+			t.Fatalf("previous release: %v: %s", err, out)
+		}
+	}
 	want, err := runOld("", "export")
 	if err != nil || !strings.Contains(want, `"type":"message"`) {
 		t.Fatalf("previous release's export: %v: %s", err, want)
 	}
 	e.fail(1, "", []string{"ls"}, "older format", "shrink")
-	e.ok("", "shrink")
+	fi, err := os.Stat(e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What shrink reports is the format 2 file's size, not the upgraded one's.
+	if out := e.ok("", "shrink").stdout; !strings.Contains(out, ": "+human(fi.Size())+" -> ") {
+		t.Errorf("shrink of a format 2 file of %s says: %s", human(fi.Size()), out)
+	}
 	if got := e.ok("", "export").stdout; got != want {
 		t.Errorf("export after the upgrade differs from the previous release's:\n%s\n---\n%s", got, want)
 	}

@@ -64,9 +64,13 @@ next one.`,
 			// Verify first: bbolt faults fatally (not a recoverable panic)
 			// on some damaged pages, and copying damage helps nobody.
 			st, err := a.open(ctx, readOnly)
+			var upgraded os.FileInfo // the file before an upgrade replaced it
 			if errors.Is(err, boltstore.ErrNeedsUpgrade) {
 				// A file of an older format: opening it for writing
 				// upgrades it (into a packed copy, the shrink's own way).
+				if target, perr := a.dbPath(); perr == nil {
+					upgraded, _ = os.Stat(target)
+				}
 				if st, err = a.open(ctx, writeExisting); err == nil {
 					st.Close()
 					st, err = a.open(ctx, readOnly)
@@ -92,6 +96,9 @@ next one.`,
 			before, err := os.Stat(path)
 			if err != nil {
 				return err
+			}
+			if upgraded != nil {
+				before = upgraded
 			}
 			out := path
 			if len(pos) == 1 {

@@ -30,9 +30,11 @@ func leafFill(t *testing.T, path, name string) float64 {
 // Pages stay well used however sessions take turns: a bulk import fills
 // them, and appends to older sessions (each checkpoint of the log adding a
 // message to every one, as a desktop assistant's chats do over weeks)
-// leave them at least half full. Filled to 100%, every such checkpoint
-// split each full page into a full one and one holding a message or two:
-// the file grew 4.6 times what the same messages took in one go.
+// leave them about half full or more (a split at half leaves the left
+// page a key short of it, so the bound is 45%). Filled to 100%, every
+// such checkpoint split each full page into a full one and one holding a
+// message or two: the file grew 4.6 times what the same messages took in
+// one go.
 func TestPagesStayFullAcrossTurns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store.db")
 	st, err := Open(path, Options{NoSync: true})
@@ -64,7 +66,7 @@ func TestPagesStayFullAcrossTurns(t *testing.T) {
 	for _, b := range []string{layout.BucketNames, layout.BucketMessages} {
 		f := leafFill(t, path, b)
 		t.Logf("after %d rounds: %q leaves %.0f%% used", rounds, b, 100*f)
-		if f < 0.5 {
+		if f < 0.45 {
 			t.Errorf("after %d rounds of appends to every session, %q's leaves are %.0f%% used", rounds, b, 100*f)
 		}
 	}

@@ -116,6 +116,7 @@ func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr wal.
 		return nil, fmt.Errorf("store %s: %w: it holds database %s, this Store opened %s; open the path again to use the file now there",
 			s.path, ErrMoved, idString(applied.ID), idString(s.id))
 	}
+	s.followPresence(fileKey{Dev: dev, Ino: ino})
 	t := wal.NewTail(dev, ino, txid, hdr, hasHdr, applied, hasApplied)
 	if predecessors {
 		// Every record of it is in the file already: nothing beyond

@@ -65,6 +65,8 @@ func playStoreRole(role string) error {
 		err = childBoltChurn(path, arg)
 	case "upgrader":
 		err = childUpgrader(path)
+	case "open-holder":
+		err = childOpenHolder(path)
 	case "upgrade-killed-after-rename":
 		err = childUpgradeKilledAfterRename(path)
 	default:

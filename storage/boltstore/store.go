@@ -82,22 +82,28 @@ type storeCore struct {
 	id    [wal.IDLen]byte
 	hasID bool
 
-	mu        sync.Mutex // guards the fields below
-	idle      sync.Cond  // signalled when refs drops to 0
-	closed    bool
-	db        *bbolt.DB // open while refs > 0, and while lingering
-	file      *os.File  // db's locked descriptor
-	fileKey   fileKey   // file's device and inode
-	dbOpens   uint64    // counts the opens of db: one value is one continuous hold
-	refs      int
-	opening   *openAttempt    // the open in progress, if any
-	fileWait  filelock.Waiter // the wait for another process's lock on the file
-	presence  *os.File        // says the file is open, until Close (see holdPresence)
-	closeErr  error
-	lingerEnd time.Time // when a lingering file closes
-	lingering bool      // a linger goroutine runs
-	poisoned  bool      // a fault hit the open db: close it, do not linger
-	replaced  bool      // another file was moved to the path: close db, do not reuse it
+	mu          sync.Mutex // guards the fields below
+	idle        sync.Cond  // signalled when refs drops to 0
+	closed      bool
+	db          *bbolt.DB // open while refs > 0, and while lingering
+	file        *os.File  // db's locked descriptor
+	fileKey     fileKey   // file's device and inode
+	dbOpens     uint64    // counts the opens of db: one value is one continuous hold
+	refs        int
+	opening     *openAttempt    // the open in progress, if any
+	fileWait    filelock.Waiter // the wait for another process's lock on the file
+	presence    *os.File        // says the file is open, until Close (see holdPresence)
+	presenceKey fileKey         // the device and inode of the file presence is on
+	// logPresence says the same in the log, which an in-place shrink or
+	// upgrade empties in place rather than replacing: a Store idle since
+	// the file was replaced is still found there.
+	logPresence    *os.File
+	logPresenceKey fileKey
+	closeErr       error
+	lingerEnd      time.Time // when a lingering file closes
+	lingering      bool      // a linger goroutine runs
+	poisoned       bool      // a fault hit the open db: close it, do not linger
+	replaced       bool      // another file was moved to the path: close db, do not reuse it
 	// watches are the running watches: Close cancels each one's context
 	// and waits for its goroutine, which closes its channel.
 	watches watchset.Set
@@ -189,6 +195,9 @@ func Open(path string, opts Options) (*Store, error) {
 	if !opts.ReadOnly {
 		tempfile.RemoveAbandoned(path, tempSuffix)
 		s.presence = filelock.HoldPresence(path)
+		if s.presence != nil {
+			s.presenceKey, _ = wal.FdKey(s.presence)
+		}
 		s.warmTail(context.Background(), created)
 		s.finishScrub(context.Background())
 	}
@@ -450,6 +459,10 @@ func (s *Store) checkpointOnClose() {
 	s.mu.Lock()
 	presence := s.presence
 	s.presence = nil
+	if s.logPresence != nil {
+		s.logPresence.Close()
+		s.logPresence = nil
+	}
 	s.mu.Unlock()
 	if presence != nil {
 		// Let go first: of two Stores closing together, the one that
@@ -461,10 +474,52 @@ func (s *Store) checkpointOnClose() {
 	if err != nil || fi.Size() <= wal.HeaderSize {
 		return
 	}
-	if presence != nil && filelock.OthersPresent(s.path) {
+	if presence != nil && (filelock.OthersPresent(s.path) || filelock.OthersPresent(s.log.Path())) {
 		return
 	}
 	_ = s.Checkpoint(context.Background())
+}
+
+// followPresence moves the Store's presence to the file of key k, the
+// database it opened found at the path in another file (an in-place shrink
+// renamed a copy over it), and holds it in the log open now too: Restore,
+// and the last Store to close, look for the Stores present in the files
+// now at the paths. The caller holds the log's lock.
+func (s *Store) followPresence(k fileKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.presence == nil {
+		return // read-only, or closing
+	}
+	if s.presenceKey != k {
+		if p := holdPresenceIn(s.path, k); p != nil {
+			s.presence.Close()
+			s.presence, s.presenceKey = p, k
+		}
+	}
+	if s.log.File() != nil && (s.logPresence == nil || s.logPresenceKey != s.log.Key()) {
+		if p := holdPresenceIn(s.log.Path(), s.log.Key()); p != nil {
+			if s.logPresence != nil {
+				s.logPresence.Close()
+			}
+			s.logPresence, s.logPresenceKey = p, s.log.Key()
+		}
+	}
+}
+
+// holdPresenceIn is filelock.HoldPresence on the file at path if it is the
+// file of key k (nil if it moved again meanwhile: the next catch-up
+// follows it).
+func holdPresenceIn(path string, k fileKey) *os.File {
+	p := filelock.HoldPresence(path)
+	if p == nil {
+		return nil
+	}
+	if pk, err := wal.FdKey(p); err != nil || pk != k {
+		p.Close()
+		return nil
+	}
+	return p
 }
 
 // live fails with ErrClosed once the Shared handle s serves is closed.

@@ -104,6 +104,7 @@ func (w *wtx) erase(seqs []uint64, dropDerived []string, res *storage.EraseResul
 		res.DroppedDerived += int(tag.RowsAffected())
 		w.batch.Queue(`DELETE FROM `+s.schema+`.derived WHERE session = $1 AND kind = $2`, w.name, []byte(kind))
 	}
+	w.m.erasures++
 	w.m.updated, w.m.changed = w.now, true
 	return w.retitle(func(seq int64) bool { return erased[seq] })
 }

@@ -71,7 +71,7 @@ func (s *Store) ListSessions(ctx context.Context, opts storage.ListOptions) iter
 // first page, otherwise $4 and $5 are the order's key and the name of the
 // last session read; $6 is the page's size.
 func listQuery(schema, epochs string, o storage.ListOrder) string {
-	sel := `SELECT name, ` + metaCols + `, ep.* FROM ` + schema + `.sessions s ` + epochs + `
+	sel := `SELECT name, ` + readCols + `, ep.* FROM ` + schema + `.sessions s ` + epochs + `
 		WHERE live AND name >= $1 AND ($2::bytea IS NULL OR name < $2) AND `
 	col := listColumn[o]
 	if col == "" {

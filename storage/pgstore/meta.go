@@ -18,6 +18,10 @@ type queries struct {
 
 const metaCols = `live, created, updated, epoch, epoch_seq, epoch_started, last_seq, messages, tokens, bytes, total, title, pinned, first_user`
 
+// readCols are metaCols and the columns a write leaves to their default
+// when it creates a row: what reads scan (scanArgs).
+const readCols = metaCols + `, erasures`
+
 const msgCols = `session, seq, epoch, time, role, tokens, counter, call_ids, result_ids, raw`
 
 func newQueries(s string) queries {
@@ -33,11 +37,11 @@ func newQueries(s string) queries {
 		placeholder: `INSERT INTO ` + s + `.sessions (name, ` + metaCols + `)
 			VALUES ($1, false, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, '', '{}', 0) ON CONFLICT (name) DO NOTHING`,
 		// The rows of sessions $1, locked in name order.
-		lock: `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + `
+		lock: `SELECT name, ` + readCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + `
 			WHERE name = ANY($1) ORDER BY name FOR UPDATE OF s`,
 		saveMeta: `UPDATE ` + s + `.sessions SET live = $2, created = $3, updated = $4, epoch = $5, epoch_seq = $6,
 			epoch_started = $7, last_seq = $8, messages = $9, tokens = $10, bytes = $11, total = $12, title = $13,
-			pinned = $14, first_user = $15 WHERE name = $1`,
+			pinned = $14, first_user = $15, erasures = $16 WHERE name = $1`,
 		insertMessages: `INSERT INTO ` + s + `.messages (` + msgCols + `, append_key)
 			SELECT $1, u.seq, u.epoch, u.time, u.role, u.tokens, u.counter, u.calls::text[], u.results::text[], u.raw,
 				CASE WHEN u.ord = 1 THEN $11::bytea END
@@ -69,10 +73,10 @@ func newQueries(s string) queries {
 		// commits asynchronously (it changes no data; see notifySQL).
 		notifyAfter: `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, encode(name, 'hex') || ' ' || last_seq || ' ' || epoch) FROM ` + s + `.sessions WHERE name = ANY($2) AND live`,
 		recall:      `SELECT epoch, seq FROM ` + s + `.messages WHERE session = $1 AND append_key = $2`,
-		sessionInfo: `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE name = $1 AND live`,
-		sessions:    `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE live ORDER BY name`,
+		sessionInfo: `SELECT name, ` + readCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE name = $1 AND live`,
+		sessions:    `SELECT name, ` + readCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + ` WHERE live ORDER BY name`,
 		// The sessions after $1 ($2: from the first), $3 at most.
-		sessionsPage: `SELECT name, ` + metaCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + `
+		sessionsPage: `SELECT name, ` + readCols + `, ep.* FROM ` + s + `.sessions s ` + epochs("s.name") + `
 			WHERE live AND (name > $1 OR $2) ORDER BY name LIMIT $3`,
 		readFwd: `SELECT ` + msgCols + ` FROM ` + s + `.messages
 			WHERE session = $1 AND seq >= $2 AND seq <= $3 AND epoch = $4 ORDER BY seq LIMIT $5`,
@@ -100,14 +104,15 @@ type meta struct {
 	title                          string
 	pinned                         []int64
 	firstUser                      int64
+	erasures                       int64               // erases that changed its messages
 	closed                         []storage.EpochInfo // epochs left by Clear
 	changed                        bool                // to be saved
 }
 
-// scanArgs are the destinations of metaCols, then the closed epochs' arrays.
+// scanArgs are the destinations of readCols, then the closed epochs' arrays.
 func (m *meta) scanArgs(ep *epochArrays) []any {
 	return []any{&m.live, &m.created, &m.updated, &m.epoch, &m.epochSeq, &m.epochStarted, &m.lastSeq,
-		&m.messages, &m.tokens, &m.bytes, &m.total, &m.title, &m.pinned, &m.firstUser,
+		&m.messages, &m.tokens, &m.bytes, &m.total, &m.title, &m.pinned, &m.firstUser, &m.erasures,
 		&ep.epoch, &ep.first, &ep.last, &ep.messages, &ep.started, &ep.purged}
 }
 
@@ -129,7 +134,7 @@ func (ep *epochArrays) infos() []storage.EpochInfo {
 // saveArgs are the parameters of saveMeta.
 func (m *meta) saveArgs(name []byte) []any {
 	return []any{name, m.live, m.created, m.updated, m.epoch, m.epochSeq, m.epochStarted, m.lastSeq,
-		m.messages, m.tokens, m.bytes, m.total, m.title, m.pinned, m.firstUser}
+		m.messages, m.tokens, m.bytes, m.total, m.title, m.pinned, m.firstUser, m.erasures}
 }
 
 // revive makes a tombstone a new, empty session created at now, after the
@@ -190,7 +195,7 @@ func (m *meta) info(name string, now int64) storage.SessionInfo {
 		Name: name, Created: unixTime(v.created), Updated: unixTime(v.updated),
 		Epoch: uint64(v.epoch), EpochStartSeq: uint64(v.epochSeq), LastSeq: uint64(v.lastSeq),
 		Messages: int(v.messages), Tokens: int(v.tokens), Bytes: v.bytes, TotalMessages: int(v.total),
-		Title: v.title, FirstUserSeq: uint64(v.firstUser),
+		Title: v.title, FirstUserSeq: uint64(v.firstUser), Erasures: uint64(v.erasures),
 	}
 	for _, p := range v.pinned {
 		si.PinnedSeqs = append(si.PinnedSeqs, uint64(p))

@@ -98,8 +98,8 @@ func testErase(t *testing.T, open Opener, leaks Leaks) {
 	checkErased(t, before, entries(t, e, s), seqs)
 	checkErased(t, before, entries(t, other, s), seqs)
 	info, err := e.Session(ctx, s)
-	if err != nil || info.Title != "thanks, bye" {
-		t.Fatalf("after erase: title %q (%v); want the next user message's title", info.Title, err)
+	if err != nil || info.Title != "thanks, bye" || info.Erasures != 1 {
+		t.Fatalf("after erase: title %q, erasures %d (%v); want the next user message's title, and 1", info.Title, info.Erasures, err)
 	}
 	if v, err := storage.GetDerived(ctx, e, s, "view", "v1/e1/b100"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("the summary built from the erased message is still there: %q %v", v, err)

@@ -266,6 +266,9 @@ func testGC(t *testing.T, open Opener) {
 	if len(rep.Sessions) != 1 || len(rep.Epochs) != 2 || rep.Messages != 3 {
 		t.Fatalf("gc = %+v, want 1 session and 2 epochs, 3 messages", rep)
 	}
+	if _, ok := e.(storage.Scrubber); ok != rep.Scrubbed || ok != (rep.Scrub != nil) {
+		t.Errorf("gc on an engine that scrubs (%v): scrubbed %v, report %+v", ok, rep.Scrubbed, rep.Scrub)
+	}
 	other := another(t)
 	if _, err := other.Session(ctx, "old"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("old after gc: %v", err)

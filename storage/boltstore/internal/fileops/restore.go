@@ -96,7 +96,10 @@ func lockForRestore(path string, exists bool) (func(), error) {
 			return nil, fmt.Errorf("restore %s: %w", path, err)
 		}
 	}
-	if exists && filelock.OthersPresent(path) {
+	// A Store says it is present in the file it opened and in its log,
+	// which an in-place shrink empties in place: one idle since a shrink
+	// replaced the file is found in the log.
+	if exists && (filelock.OthersPresent(path) || filelock.OthersPresent(path+wal.Suffix)) {
 		unlock()
 		return nil, fmt.Errorf("restore %s: %w: another process has the store open; stop it (every agent and ctxstore command using it) first", path, storage.ErrLocked)
 	}

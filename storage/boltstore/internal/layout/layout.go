@@ -46,8 +46,11 @@ package layout
 // an epoch is a contiguous range within it. Ids come from the "names"
 // bucket's sequence and are never reused: Purge deletes the session's
 // record and both its key ranges, and a session recreated under the name
-// gets a new id. The flat buckets are filled to 100% (MsgsFillPercent):
-// ids and seqs only grow.
+// gets a new id. A commit that only adds keys past a flat bucket's last
+// (a new session, the newest session's appends) fills its pages to 100%
+// (MsgsFillPercent); one that writes between other keys (an older
+// session's append, a record rewritten) splits pages in half, bbolt's
+// default, so that they stay at least half full.
 //
 // Versions 1 and 2 kept each session in a bucket of its own (the nested
 // layout, which the upgrade and Salvage still read):
@@ -161,9 +164,10 @@ const (
 	EnvelopeFieldsCounter = 11
 	// SeqKeyLen is the length of a message key.
 	SeqKeyLen = 8
-	// MsgsFillPercent is the bbolt FillPercent of "msgs" buckets. Keys only
-	// ever grow, so a split never needs room in the left page: filling
-	// pages completely roughly halves the file compared with the default 0.5.
+	// MsgsFillPercent is the bbolt FillPercent of a commit that adds keys
+	// only past a bucket's last: a split then never needs room in the left
+	// page, and filling pages completely roughly halves the file compared
+	// with the default 0.5.
 	MsgsFillPercent = 1.0
 	// PageSize is the bbolt page size of new files (existing files keep
 	// theirs). bbolt never splits a node of 4 keys or fewer, so with 4 KiB

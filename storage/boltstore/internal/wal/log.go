@@ -153,6 +153,10 @@ func (l *Log) lockCurrent(ctx context.Context, how int) (heldLock, error) {
 	}
 }
 
+// Key returns the device and inode of the open log (File). The caller
+// holds the lock.
+func (l *Log) Key() FileKey { return l.key }
+
 // AtPath reports whether the open log is still the file at the log's path.
 // Callers hold the lock.
 func (l *Log) AtPath() (bool, error) { return AtPath(l.key, l.path) }
