@@ -48,14 +48,20 @@ type eraseBeforeReplace struct {
 }
 
 func (e *eraseBeforeReplace) ReplaceEpoch(ctx context.Context, session string, check func(SessionInfo) error, recs ...Record) (uint64, uint64, uint64, error) {
-	if !e.done {
-		e.done = true
-		cmd := testkit.Command("TestRewindEraseChild", "erase", envRewindEraseDB+"="+e.path)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			e.t.Fatalf("erasing process: %v\n%s", err, out)
-		}
-	}
+	e.eraseOnce()
 	return e.Store.ReplaceEpoch(ctx, session, check, recs...)
+}
+
+// eraseOnce runs the erasing process, the first time only.
+func (e *eraseBeforeReplace) eraseOnce() {
+	if e.done {
+		return
+	}
+	e.done = true
+	cmd := testkit.Command("TestRewindEraseChild", "erase", envRewindEraseDB+"="+e.path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		e.t.Fatalf("erasing process: %v\n%s", err, out)
+	}
 }
 
 // A rewind that read the session just before another process erased a
@@ -105,13 +111,7 @@ type eraseBeforeImport struct {
 }
 
 func (e *eraseBeforeImport) ImportSessions(ctx context.Context, batch []storage.SessionImport) error {
-	if !e.done {
-		e.done = true
-		cmd := testkit.Command("TestRewindEraseChild", "erase", envRewindEraseDB+"="+e.path)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			e.t.Fatalf("erasing process: %v\n%s", err, out)
-		}
-	}
+	e.eraseOnce()
 	return e.Store.ImportSessions(ctx, batch)
 }
 
