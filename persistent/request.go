@@ -337,9 +337,11 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 	// a purged session back holding its summaries.
 	// The same goes for a session restored from an older export: its
 	// creation time is the old one, but its last seq went back.
-	created, lastSeq := m.w.created, m.w.lastSeq
+	// And an erase meanwhile dropped the summaries built from what it
+	// erased: these may be built from it.
+	created, lastSeq, erasures := m.w.created, m.w.lastSeq, m.w.erasures
 	err = m.st.UpdateDerived(ctx, m.session, KindView, decisionKey(epoch, budget), func(_ []byte, si storage.SessionInfo) ([]byte, error) {
-		if si.Epoch != epoch || si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq {
+		if si.Epoch != epoch || si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq || si.Erasures != erasures {
 			return nil, errEpochMoved
 		}
 		return b, nil

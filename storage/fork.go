@@ -239,7 +239,7 @@ func Fork(ctx context.Context, e Engine, src, dst string, at uint64) (ForkReport
 	} else if !errors.Is(err, ErrNotFound) {
 		return ForkReport{}, err
 	}
-	imp, rep, err := forkImport(ctx, e, src, dst, at)
+	imp, rep, source, err := forkImport(ctx, e, src, dst, at)
 	if err != nil {
 		return ForkReport{}, err
 	}
@@ -252,7 +252,44 @@ func Fork(ctx context.Context, e Engine, src, dst string, at uint64) (ForkReport
 	if rep.Session, err = e.Session(ctx, dst); err != nil {
 		return ForkReport{}, err
 	}
+	if err := sourceKept(ctx, e, src, source); err != nil {
+		// An erase or purge of src committed between the read and the
+		// copy's write: the copy would keep what it took away.
+		if perr := PurgeIf(context.WithoutCancel(ctx), e, dst, unchangedSince(rep.Session)); perr != nil {
+			return ForkReport{}, fmt.Errorf("fork %q to %q: %w (and removing the copy failed: %w)", src, dst, err, perr)
+		}
+		if sc, ok := e.(Scrubber); ok { // the copy's bytes too, as the erase did
+			if _, serr := sc.Scrub(context.WithoutCancel(ctx)); serr != nil {
+				return ForkReport{}, fmt.Errorf("fork %q to %q: %w (and scrubbing the removed copy failed: %w)", src, dst, err, serr)
+			}
+		}
+		return ForkReport{}, fmt.Errorf("fork %q to %q: %w", src, dst, err)
+	}
 	return rep, nil
+}
+
+// sourceKept checks that src is still the session read as info, with
+// nothing of it erased or purged since: ErrConflict otherwise.
+func sourceKept(ctx context.Context, e Engine, src string, info SessionInfo) error {
+	now, err := e.Session(ctx, src)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if err != nil || !now.Created.Equal(info.Created) || now.Erasures != info.Erasures || now.Epoch < info.Epoch || purgedEpochs(now) != purgedEpochs(info) {
+		return fmt.Errorf("%w: %q was erased or purged while it was copied; try again", ErrConflict, src)
+	}
+	return nil
+}
+
+// purgedEpochs counts info's purged epochs.
+func purgedEpochs(info SessionInfo) int {
+	n := 0
+	for _, ep := range info.Epochs {
+		if ep.Purged {
+			n++
+		}
+	}
+	return n
 }
 
 // ForkPlan is what a fork copies and stores, as PlanFork works it out: an
@@ -314,11 +351,11 @@ func PlanFork(ctx context.Context, e Engine, info SessionInfo, at uint64, items 
 	return plan, nil
 }
 
-// forkImport reads what Fork imports as dst.
-func forkImport(ctx context.Context, e Engine, src, dst string, at uint64) (SessionImport, ForkReport, error) {
+// forkImport reads what Fork imports as dst, and src as it read it.
+func forkImport(ctx context.Context, e Engine, src, dst string, at uint64) (SessionImport, ForkReport, SessionInfo, error) {
 	info, err := e.Session(ctx, src)
 	if err != nil {
-		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q: %w", src, err)
+		return SessionImport{}, ForkReport{}, info, fmt.Errorf("fork %q: %w", src, err)
 	}
 	upTo := at
 	if upTo == 0 {
@@ -326,11 +363,11 @@ func forkImport(ctx context.Context, e Engine, src, dst string, at uint64) (Sess
 	}
 	kept, items, err := epochPrefix(ctx, e, src, info.Epoch, upTo)
 	if err != nil {
-		return SessionImport{}, ForkReport{}, fmt.Errorf("fork %q: %w", src, err)
+		return SessionImport{}, ForkReport{}, info, fmt.Errorf("fork %q: %w", src, err)
 	}
 	plan, err := PlanFork(ctx, e, info, at, items)
 	if err != nil {
-		return SessionImport{}, ForkReport{}, err
+		return SessionImport{}, ForkReport{}, info, err
 	}
 	for i := range kept {
 		kept[i].Session = dst
@@ -342,7 +379,7 @@ func forkImport(ctx context.Context, e Engine, src, dst string, at uint64) (Sess
 			LastSeq: plan.Last, Epochs: []EpochInfo{ep}},
 		Entries: kept, Derived: plan.Derived,
 	}
-	return imp, ForkReport{Lineage: plan.Lineage, Messages: len(kept), Derived: plan.Carried}, nil
+	return imp, ForkReport{Lineage: plan.Lineage, Messages: len(kept), Derived: plan.Carried}, info, nil
 }
 
 // importWhole imports one session with its derived records: in one
@@ -473,9 +510,11 @@ func rewindOnce(ctx context.Context, e Engine, session string, seq uint64) (Rewi
 		recs[i] = Record{Message: m, Tokens: ent.Tokens, Counter: ent.Counter}
 	}
 	unchanged := func(si SessionInfo) error {
-		if si.Epoch != info.Epoch || si.LastSeq != info.LastSeq || !si.Created.Equal(info.Created) {
-			return fmt.Errorf("rewind %q: %w: it changed since it was read (epoch %d, last seq %d; now %d, %d): try again",
-				session, ErrConflict, info.Epoch, info.LastSeq, si.Epoch, si.LastSeq)
+		// An erase meanwhile changes none of the seqs: the copy read
+		// before it would write the erased text back.
+		if si.Epoch != info.Epoch || si.LastSeq != info.LastSeq || !si.Created.Equal(info.Created) || si.Erasures != info.Erasures {
+			return fmt.Errorf("rewind %q: %w: it changed since it was read (epoch %d, last seq %d, erasures %d; now %d, %d, %d): try again",
+				session, ErrConflict, info.Epoch, info.LastSeq, info.Erasures, si.Epoch, si.LastSeq, si.Erasures)
 		}
 		return nil
 	}

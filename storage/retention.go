@@ -30,6 +30,30 @@ func SameSession(info SessionInfo) func(SessionInfo) error {
 	}
 }
 
+// ConditionalEpochPurger is implemented by engines that purge one epoch
+// only if a check accepts the session as the purging transaction sees it.
+// PurgeEpochIf uses it.
+type ConditionalEpochPurger interface {
+	PurgeEpochIf(ctx context.Context, session string, epoch uint64, check func(SessionInfo) error) error
+}
+
+// PurgeEpochIf is PurgeEpoch done only if check accepts the session: in
+// the purging transaction when the engine can (ConditionalEpochPurger),
+// else just before.
+func PurgeEpochIf(ctx context.Context, e Engine, session string, epoch uint64, check func(SessionInfo) error) error {
+	if p, ok := e.(ConditionalEpochPurger); ok {
+		return p.PurgeEpochIf(ctx, session, epoch, check)
+	}
+	info, err := e.Session(ctx, session)
+	if err != nil {
+		return err
+	}
+	if err := check(info); err != nil {
+		return err
+	}
+	return PurgeEpoch(ctx, e, session, epoch)
+}
+
 // ConditionalPurger is implemented by engines that purge a session only if
 // a check accepts it as the purging transaction sees it. PurgeIf uses it.
 type ConditionalPurger interface {
@@ -259,9 +283,11 @@ func (j *gcJob) run(ctx context.Context, e Engine) error {
 	}
 	j.purged = 0
 	for _, ep := range j.epochs {
-		err := PurgeEpoch(ctx, e, j.info.Name, ep.Epoch)
-		if errors.Is(err, ErrNotFound) {
-			return nil // the session went meanwhile
+		// Only the session read: one purged and restored from an export
+		// since may hold other messages under the same epoch numbers.
+		err := PurgeEpochIf(ctx, e, j.info.Name, ep.Epoch, SameSession(j.info))
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDeleted) {
+			return nil // the session went, or was replaced, meanwhile
 		}
 		if err != nil {
 			return err

@@ -200,7 +200,17 @@ func (s *Store) Purge(ctx context.Context, session string) error {
 // epoch fails with ErrCurrentEpoch; an unknown session or epoch with
 // ErrNotFound.
 func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) error {
+	return s.PurgeEpochIf(ctx, session, epoch, nil)
+}
+
+// PurgeEpochIf is PurgeEpoch done only if check (nil accepts anything)
+// accepts the session as the purging transaction sees it; otherwise
+// nothing is deleted and check's error comes back unchanged.
+func (s *Store) PurgeEpochIf(ctx context.Context, session string, epoch uint64, check func(SessionInfo) error) error {
 	err := s.write(ctx, func(w *wtx) error {
+		if err := w.vet(session, time.Now().UnixNano(), check); err != nil {
+			return err
+		}
 		ws, err := w.session(session)
 		if err != nil {
 			return reject(err)

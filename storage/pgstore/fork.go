@@ -2,10 +2,12 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/jackc/pgx/v5"
 )
 
 // Fork is storage.Fork done on the server: the messages are copied by one
@@ -59,9 +61,22 @@ func (s *Store) Fork(ctx context.Context, src, dst string, at uint64) (storage.F
 // metadata and derived records.
 func (s *Store) forkTx(w *wtx, plan storage.ForkPlan, title string) error {
 	info := plan.Source
+	// The title and the carried records were read before: an erase or a
+	// purge of the source since would leave them holding what it took
+	// away. The share lock keeps one from committing until this does.
+	var live bool
+	var created, erasures int64
+	err := w.conn.QueryRow(w.ctx, `SELECT live, created, erasures FROM `+s.schema+`.sessions WHERE name = $1 FOR SHARE`,
+		[]byte(info.Name)).Scan(&live, &created, &erasures)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	if err != nil || !live || !unixTime(created).Equal(info.Created) || uint64(erasures) != info.Erasures {
+		return reject(s.errorf(info.Name, "fork: %w: it was erased or purged while the fork read it; try again", storage.ErrConflict))
+	}
 	var n int32
 	var tokens, bytes int64
-	err := w.conn.QueryRow(w.ctx, `WITH copied AS (
+	err = w.conn.QueryRow(w.ctx, `WITH copied AS (
 			INSERT INTO `+s.schema+`.messages (session, seq, epoch, time, role, tokens, counter, call_ids, result_ids, raw)
 			SELECT $1, seq, epoch, time, role, tokens, counter, call_ids, result_ids, raw FROM `+s.schema+`.messages
 			WHERE session = $2 AND seq >= $3 AND seq <= $4

@@ -397,12 +397,21 @@ func (s *Store) PurgeIf(ctx context.Context, session string, check func(storage.
 // PurgeEpoch deletes the messages of one earlier epoch of session; the
 // epoch stays listed, marked Purged.
 func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) error {
+	return s.PurgeEpochIf(ctx, session, epoch, nil)
+}
+
+// PurgeEpochIf is PurgeEpoch done only if check (nil accepts anything)
+// accepts the session as the purging transaction sees it.
+func (s *Store) PurgeEpochIf(ctx context.Context, session string, epoch uint64, check func(storage.SessionInfo) error) error {
 	return s.write(ctx, session, nil, nil, func(w *wtx) error {
 		if w.written {
 			return errAlone // it reads rows (retitle)
 		}
 		if !w.m.live {
 			return w.notFound()
+		}
+		if err := w.check(check); err != nil {
+			return err
 		}
 		if int64(epoch) == w.m.epoch {
 			return reject(s.errorf(session, "epoch %d: %w", epoch, storage.ErrCurrentEpoch))
