@@ -49,6 +49,7 @@ func TestSharedClosedHandleRefusesEveryCall(t *testing.T) {
 		"Purge":         func(h *Shared) error { return h.Purge(ctx, "gone") },
 		"PurgeIf":       func(h *Shared) error { return h.PurgeIf(ctx, "gone-if", nil) },
 		"PurgeEpoch":    func(h *Shared) error { return h.PurgeEpoch(ctx, "s", 1) },
+		"PurgeEpochIf":  func(h *Shared) error { return h.PurgeEpochIf(ctx, "s", 1, nil) },
 		"Messages":      func(h *Shared) error { return seqErr(h.Messages(ctx, "s", 0)) },
 		"EpochMessages": func(h *Shared) error { return seqErr(h.EpochMessages(ctx, "s", 1, 0)) },
 		"Backward":      func(h *Shared) error { return seqErr(h.Backward(ctx, "s", 0)) },
