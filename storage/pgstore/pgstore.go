@@ -405,23 +405,39 @@ func (s *Store) prepare(ctx context.Context, schema string) error {
 // migration lock, so that a read-only open never takes a schema some
 // migrations into an upgrade for an old one.
 func (s *Store) versionAfterMigration(ctx context.Context, schema string) (int, error) {
+	var have int
+	err := s.withMigrationLock(ctx, schema, true, func(conn *pgxpool.Conn) (err error) {
+		have, err = s.version(ctx, conn)
+		return err
+	})
+	return have, err
+}
+
+// withMigrationLock runs fn on a pooled connection holding schema's
+// migration lock: exclusive for a migration, shared to wait for one to end.
+// A cancelled ctx never leaves the lock held on the pooled connection.
+func (s *Store) withMigrationLock(ctx context.Context, schema string, shared bool, fn func(*pgxpool.Conn) error) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return 0, connectError(s.errorf("", "connect: %w", err), s.connCfg, s.dsn)
+		return connectError(s.errorf("", "connect: %w", err), s.connCfg, s.dsn)
 	}
 	defer conn.Release()
-	lockKey := migrateLockKey(schema)
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared(hashtext($1))", lockKey); err != nil {
-		return 0, s.errorf("", "schema %s: wait for a migration: %w", s.schema, err)
+	lock, unlock := "pg_advisory_lock", "pg_advisory_unlock"
+	if shared {
+		lock, unlock = lock+"_shared", unlock+"_shared"
+	}
+	key := migrateLockKey(schema)
+	if _, err := conn.Exec(ctx, "SELECT "+lock+"(hashtext($1))", key); err != nil {
+		return s.errorf("", "schema %s: migration lock: %w", s.schema, err)
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock_shared(hashtext($1))", lockKey); err != nil {
+		if _, err := conn.Exec(uctx, "SELECT "+unlock+"(hashtext($1))", key); err != nil {
 			conn.Conn().Close(uctx)
 		}
 	}()
-	return s.version(ctx, conn)
+	return fn(conn)
 }
 
 // migrateLockKey names the advisory lock that migrations of schema hold.
@@ -467,24 +483,11 @@ func isDenied(err error) bool {
 // it lacks, each in its own transaction, under an advisory lock so that
 // several hosts starting together apply each exactly once.
 func (s *Store) migrate(ctx context.Context, schema string, names []string) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return connectError(s.errorf("", "connect: %w", err), s.connCfg, s.dsn)
-	}
-	defer conn.Release()
-	lockKey := migrateLockKey(schema)
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", lockKey); err != nil {
-		return s.errorf("", "migrate schema %s: lock: %w", s.schema, err)
-	}
-	defer func() {
-		// A cancelled ctx must not leave the lock held on a pooled
-		// connection.
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, "SELECT pg_advisory_unlock(hashtext($1))", lockKey); err != nil {
-			conn.Conn().Close(uctx)
-		}
-	}()
+	return s.withMigrationLock(ctx, schema, false, func(conn *pgxpool.Conn) error { return s.migrateLocked(ctx, conn, schema, names) })
+}
+
+// migrateLocked is migrate once conn holds the migration lock.
+func (s *Store) migrateLocked(ctx context.Context, conn *pgxpool.Conn, schema string, names []string) error {
 	// Another host may have migrated while this one waited for the lock:
 	// a current schema needs no CREATE.
 	have, err := s.version(ctx, conn)
