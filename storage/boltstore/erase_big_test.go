@@ -63,6 +63,15 @@ func TestEraseBigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	written := wchar(t) - w0
+	for e, err := range st.Messages(ctx, "big-050", seq) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := e.Message(); e.Seq != seq || !storage.IsErased(m) {
+			t.Fatalf("seq %d after the erase: %s, want it erased", seq, e.Raw)
+		}
+		break
+	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	t.Logf("file %d bytes; erase of seq %d: %v, %d bytes written (wchar), scrub %+v; load %s",
 		fi.Size(), seq, took.Round(time.Millisecond), written, *res.Scrub, strings.TrimSpace(string(load)))
