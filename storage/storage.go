@@ -9,10 +9,10 @@
 // records (compaction decisions, summaries) kept apart from the messages.
 // Message bytes come back exactly as they were appended.
 //
-// Two engines exist: package store keeps the log in one bbolt file (the
-// embedded default), package storage/pgstore in PostgreSQL, for hosts that
-// share memory across machines. Package storage/storagetest checks that an
-// engine keeps this contract.
+// Two engines exist: package storage/boltstore keeps the log in one bbolt
+// file (the embedded default), package storage/pgstore in PostgreSQL, for
+// hosts that share memory across machines. Package storage/storagetest
+// checks that an engine keeps this contract.
 //
 // Engine holds what every engine must do itself. What composes from it is
 // a function of this package (Append, Tail, Get, …), which uses the
