@@ -79,4 +79,7 @@
 // A process sees another's new memory-file versions at once (they are
 // messages); the view decisions and repair records another process saves
 // reach it when it reopens the session (or the epoch changes).
+//
+// docs/compaction.md describes the views (budget, strategies, guarantees);
+// docs/engines.md the engines a manager runs over.
 package persistent
