@@ -42,7 +42,7 @@ import (
 // What can be composed from these is a function of this package (Append,
 // Backward, Tail, Get, PutDerived, GetDerived); what only some engines can
 // do is an optional interface (Importer, Watcher, Verifier, EpochPurger,
-// and the file engine's FileEngine, Backuper, Compacter…). A function
+// and the file engine's FileEngine, Backuper, Shrinker…). A function
 // uses an engine's own, faster method when it has one, as io/fs's
 // ReadFile uses a ReadFileFS's.
 type Engine interface {
