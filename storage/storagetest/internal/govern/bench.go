@@ -29,7 +29,7 @@ func BenchFork(b *testing.B, e storage.Engine, n int) {
 	b.ResetTimer()
 	i := 0
 	for b.Loop() {
-		rep, err := storage.Fork(ctx, e, "src", fmt.Sprintf("fork-%d", i), 0)
+		rep, err := storage.Fork(ctx, e, "src", fmt.Sprintf("fork-%d", i), 0, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
