@@ -1,7 +1,13 @@
 // Package storagetest checks that an engine keeps the storage contract,
 // in the spirit of testing/fstest: an engine's own tests call Run with a
 // function that opens fresh, empty engines, and every behaviour callers rely
-// on is exercised through the storage.Engine interface alone.
+// on is exercised through the storage.Engine interface alone. RunErase and
+// RunSearch add the checks of erase and of search.
+//
+// Some checks live in rooms of their own under internal/: govern holds
+// those of governing a log (fork, rewind, gc, erase and purge), fixture the
+// records and readers every check is written with. Engines call only this
+// package.
 package storagetest
 
 import (
