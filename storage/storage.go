@@ -58,8 +58,9 @@ type Engine interface {
 	// purged predecessor's epoch and seq). check may run more than once. A
 	// check that panics writes nothing; the panic comes back, with its
 	// value, on the caller's goroutine (never on another caller's), and
-	// the engine writes on. The same holds for ReplaceEpoch's check and
-	// UpdateDerived's fn.
+	// the engine writes on; a check that calls runtime.Goexit ends its own
+	// caller's goroutine the same way. The same holds for ReplaceEpoch's
+	// check and UpdateDerived's fn.
 	AppendIf(ctx context.Context, session string, check func(SessionInfo) error, recs ...Record) (first, last uint64, err error)
 	// ReplaceEpoch starts a new epoch of session holding exactly recs, in
 	// one transaction, if check (nil accepts anything) accepts the session
