@@ -214,16 +214,16 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 			return nil
 		}
 	}
-	opts := resume.ImportOptions{Progress: func(read int64, imported int) { bar.update(read, int64(imported)) }}
-	var rep resume.ImportReport
+	opts := resume.IngestOptions{Progress: func(read int64, imported int) { bar.update(read, int64(imported)) }}
+	var rep resume.IngestReport
 	if file == "-" {
 		// Hand the transcript reader everything, the first line included.
 		rest := io.MultiReader(strings.NewReader(string(first)+"\n"), br)
-		rep, err = resume.ImportJSONL(ctx, st, session, rest, opts)
+		rep, err = resume.IngestJSONL(ctx, st, session, rest, opts)
 	} else {
 		// By path: the import is recorded under the file's absolute path,
 		// so importing the same file again is a no-op.
-		rep, err = resume.ImportFile(ctx, st, session, file, opts)
+		rep, err = resume.IngestFile(ctx, st, session, file, opts)
 	}
 	bar.finish()
 	if err != nil {
@@ -323,7 +323,7 @@ func transcriptSession(path string) string {
 
 // reportTranscript says what reading a transcript did, verb saying how it
 // was read ("ingested", or "imported" by the command's former name).
-func reportTranscript(a *app, label, db string, rep resume.ImportReport, verb string) error {
+func reportTranscript(a *app, label, db string, rep resume.IngestReport, verb string) error {
 	if a.json {
 		return writeJSON(a.stdout, rep)
 	}
