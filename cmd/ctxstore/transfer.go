@@ -124,8 +124,7 @@ the name of every session (import a backup beside the sessions it came
 from).
 
 An Amplifier transcript is read with 'ctxstore ingest'; given one, import
-ingests it as ingest does, as it always has (it took both before ingest
-had a name of its own).
+ingests it as ingest does.
 
 On a terminal, long imports show a progress bar on stderr.`,
 		example: "ctxstore --db fresh.db import backup.jsonl\nctxstore import --prefix restored/ backup.jsonl",
