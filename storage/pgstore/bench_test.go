@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -219,14 +220,7 @@ func BenchmarkAppendersAcrossProcesses(b *testing.B) {
 		var outs []io.Reader
 		for p := range procs {
 			cmd := child(b, "appenders", dsn, schema, fmt.Sprintf("%d %d %d %s-p%d %s", per, n, start.UnixNano(), mode, p, mode))
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			cmds, outs = append(cmds, cmd), append(outs, out)
+			cmds, outs = append(cmds, cmd), append(outs, testkit.StartReading(b, cmd))
 		}
 		var end int64
 		for i, cmd := range cmds {
