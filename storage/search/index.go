@@ -241,22 +241,6 @@ func (ix *Index) Sync(ctx context.Context, eng storage.Engine) error {
 	return nil
 }
 
-// Prune forgets what was purged from eng's log since the last catch-up,
-// indexing nothing new: an engine calls it after a purge and before
-// writing the index's file, so that the file keeps no term of a purged
-// message.
-func (ix *Index) Prune(ctx context.Context, eng storage.Engine) error {
-	ix.syncMu.Lock()
-	defer ix.syncMu.Unlock()
-	if ix.token != nil && ix.lastTok != nil {
-		if t, err := ix.token(ctx); err == nil && t == ix.lastTok {
-			return nil // nothing written since the last catch-up
-		}
-	}
-	_, err := ix.prune(ctx, eng)
-	return err
-}
-
 // prune lists eng's sessions and forgets what is gone from them; forgotten
 // docs count as changes the file must be written for.
 func (ix *Index) prune(ctx context.Context, eng storage.Engine) ([]storage.SessionInfo, error) {
@@ -264,13 +248,19 @@ func (ix *Index) prune(ctx context.Context, eng storage.Engine) ([]storage.Sessi
 	if err != nil {
 		return nil, fmt.Errorf("search: listing sessions: %w", err)
 	}
+	ix.forgetGone(infos)
+	return infos, nil
+}
+
+// forgetGone is dropGone under the index's lock; forgotten docs count as
+// changes the file must be written for.
+func (ix *Index) forgetGone(infos []storage.SessionInfo) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.st.init()
 	live := ix.st.live
 	ix.dropGone(infos)
 	ix.added += live - ix.st.live
-	return infos, nil
 }
 
 // dropGone forgets sessions that are gone, replaced (created again since
