@@ -1,7 +1,6 @@
 package boltstore
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -33,13 +32,7 @@ func TestBackupKeepsNoBytesOfAnErase(t *testing.T) {
 		}
 	}
 	must(t, st.Checkpoint(ctx))
-	cmd := testkit.Command("TestBackupEraseChild", "eraser", envPath+"="+path, envArg+"="+strconv.Itoa(rounds))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	must(t, err)
-	must(t, cmd.Start())
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	lines := bufio.NewScanner(out)
+	_, lines := startPiped(t, "TestBackupEraseChild", "eraser", envPath+"="+path, envArg+"="+strconv.Itoa(rounds))
 	for i := range rounds {
 		if !lines.Scan() || lines.Text() != "erasing" {
 			t.Fatalf("eraser: %q %v", lines.Text(), lines.Err())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,15 +26,7 @@ func TestRewindDoesNotBringBackAPurgedSession(t *testing.T) {
 	st, err := Open(path, Options{})
 	must(t, err)
 	defer st.Close()
-	cmd := testkit.Command("TestRewindPurgeChild", "purger", envPath+"="+path)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	must(t, err)
-	out, err := cmd.StdoutPipe()
-	must(t, err)
-	must(t, cmd.Start())
-	defer func() { in.Close(); cmd.Process.Kill(); cmd.Wait() }()
-	lines := bufio.NewScanner(out)
+	in, lines := startPiped(t, "TestRewindPurgeChild", "purger", envPath+"="+path)
 	between := 0
 	for i := range 300 {
 		name := fmt.Sprintf("s%d", i)
@@ -75,4 +68,20 @@ func TestRewindPurgeChild(t *testing.T) {
 		}
 		return in.Err()
 	})
+}
+
+// startPiped starts this test binary as a child process playing role in
+// test, with env, and returns its stdin and the lines of its stdout; the
+// child is killed when the test ends.
+func startPiped(t *testing.T, test, role string, env ...string) (io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
+	cmd := testkit.Command(test, role, env...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	must(t, err)
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return in, bufio.NewScanner(out)
 }

@@ -42,15 +42,7 @@ func TestSearchFileKeepsNoTextErasedMidCatchUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := testkit.Command("TestSearchEraseChild", "searcher", envPath+"="+path)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	must(t, err)
-	out, err := cmd.StdoutPipe()
-	must(t, err)
-	must(t, cmd.Start())
-	defer func() { in.Close(); cmd.Process.Kill(); cmd.Wait() }()
-	lines := bufio.NewScanner(out)
+	in, lines := startPiped(t, "TestSearchEraseChild", "searcher", envPath+"="+path)
 	if !lines.Scan() || lines.Text() != "open" {
 		t.Fatalf("searcher: %q %v", lines.Text(), lines.Err())
 	}
