@@ -403,9 +403,11 @@ func (m *Manager) rebuild(ctx context.Context, rd sessionRead) error {
 	old := m.w
 	w := newWindow(info, m.counter)
 	m.recounted = [2]int{}
-	if !info.Created.Equal(old.created) || info.LastSeq < old.lastSeq {
+	if !info.Created.Equal(old.created) || info.LastSeq < old.lastSeq || info.Erasures != old.erasures {
 		// Another session under the same name (an import of an older
-		// export keeps the creation time but not the later seqs).
+		// export keeps the creation time but not the later seqs), or
+		// messages erased since they were counted (the erase dropped
+		// the saved counts).
 		m.counts = recounts{}
 	}
 	// Until a request says otherwise, keep what a request without a budget
