@@ -381,9 +381,13 @@ func (ix *Index) checkSession(ctx context.Context, eng storage.Engine, info stor
 		return 0, nil
 	}
 	// Unchanged since indexed (same last write, same last seq): the
-	// same session as the index saw, whatever file holds it.
+	// same session as the index saw, whatever file holds it. One checked
+	// before and grown since is looked at again: another process may have
+	// purged it, imported it again from an export taken earlier (same
+	// creation time, fewer seqs) and appended past the mark.
 	mark := ss.mark
-	checked := ss.checked || len(ss.docs) == 0 || (ss.updated == info.Updated.UnixNano() && mark == info.LastSeq)
+	checked := len(ss.docs) == 0 || (ss.updated == info.Updated.UnixNano() && mark == info.LastSeq) ||
+		(ss.checked && mark >= info.LastSeq)
 	var last doc
 	if !checked {
 		last = ix.st.docs[ss.docs[len(ss.docs)-1]]
@@ -393,7 +397,7 @@ func (ix *Index) checkSession(ctx context.Context, eng storage.Engine, info stor
 		return mark, nil
 	}
 	same := false
-	for e, err := range eng.Messages(ctx, info.Name, last.seq) {
+	for e, err := range eng.EpochMessages(ctx, info.Name, last.epoch, last.seq) {
 		if err != nil && !errors.Is(err, storage.ErrNotFound) {
 			return 0, fmt.Errorf("search: checking session %q: %w", info.Name, err)
 		}
