@@ -29,6 +29,9 @@ func runChild(role string) int {
 	if role == eraseRole {
 		return runErase()
 	}
+	if role == reimportRole {
+		return runReimport()
+	}
 	ctx := context.Background()
 	m, err := Open(os.Getenv("CHILD_DB"), os.Getenv("CHILD_SESSION"), Config{})
 	if err != nil {
