@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -77,14 +78,12 @@ func globMatch(pattern, name string) bool {
 }
 
 // eachListed opens the store read-only and calls fn with where it is and
-// the sessions opts selects, each with its current epoch's token counts by
-// counter (recounted with the default counter when again; not read at
-// all when namesOnly). The sessions are read as fn goes: nothing holds the
-// whole list. A PostgreSQL schema without tables yet has no sessions.
-func (a *app) eachListed(ctx context.Context, opts storage.ListOptions, again, namesOnly bool, fn func(where string, sessions iter.Seq2[listed, error]) error) error {
+// the sessions opts selects (persistent.List), read as fn goes. A
+// PostgreSQL schema without tables yet has no sessions.
+func (a *app) eachListed(ctx context.Context, opts persistent.ListOptions, fn func(where string, sessions iter.Seq2[persistent.Listed, error]) error) error {
 	st, err := a.open(ctx, readOnly)
 	if where, empty := a.noTablesYet(err); empty {
-		return fn(where, func(func(listed, error) bool) {})
+		return fn(where, func(func(persistent.Listed, error) bool) {})
 	}
 	if err != nil {
 		return err
@@ -93,22 +92,10 @@ func (a *app) eachListed(ctx context.Context, opts storage.ListOptions, again, n
 	if _, err := a.strayLogs(ctx, st, a.stderr); err != nil {
 		return explainIn(st, "", err)
 	}
-	return fn(st.Location(), func(yield func(listed, error) bool) {
-		for info, err := range storage.ListSessions(ctx, st, opts) {
+	return fn(st.Location(), func(yield func(persistent.Listed, error) bool) {
+		for l, err := range persistent.List(ctx, st, opts) {
 			if err != nil {
-				yield(listed{}, explainIn(st, "", err))
-				return
-			}
-			l := listed{SessionInfo: info}
-			switch {
-			case namesOnly:
-			case again:
-				l.split, err = recount(ctx, st, info)
-			default:
-				l.split, err = sessionSplit(ctx, st, info)
-			}
-			if err == nil && !namesOnly {
-				l.forked, _, err = lineageOf(ctx, st, info.Name, 0)
+				err = explainSession(st, err)
 			}
 			if !yield(l, err) || err != nil {
 				return

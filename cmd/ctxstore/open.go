@@ -206,6 +206,16 @@ func explainIn(st storage.Engine, session string, err error) error {
 	return explainServer(st.Location(), session, err)
 }
 
+// explainSession is explainIn for an error that may be about one session
+// (a *storage.SessionError names it).
+func explainSession(st storage.Engine, err error) error {
+	session := ""
+	if se, ok := errors.AsType[*storage.SessionError](err); ok {
+		session = se.Session
+	}
+	return explainIn(st, session, err)
+}
+
 // explainServer is explain for a PostgreSQL database, named by where
 // (never with its password).
 func explainServer(where, session string, err error) error {

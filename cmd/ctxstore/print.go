@@ -149,10 +149,10 @@ type forkedJSON struct {
 	Seq     uint64 `json:"seq"`
 }
 
-func toSessionJSON(info storage.SessionInfo, split splitTokens, forked *storage.Lineage) sessionJSON {
+func toSessionJSON(info storage.SessionInfo, split storage.Split, forked *storage.Lineage) sessionJSON {
 	s := sessionJSON{
 		Name: info.Name, Title: info.Title, Created: info.Created.UTC(), Updated: info.Updated.UTC(),
-		Epoch: info.Epoch, Messages: info.Messages, tokensJSON: split.json(), Bytes: info.Bytes,
+		Epoch: info.Epoch, Messages: info.Messages, tokensJSON: splitJSON(split), Bytes: info.Bytes,
 		TotalMessages: info.TotalMessages, LastSeq: info.LastSeq, Epochs: export.EpochRecords(info.Epochs),
 	}
 	if forked != nil {

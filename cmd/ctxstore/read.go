@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/export"
 )
@@ -56,7 +57,8 @@ what is printed (and, sorted other than by name, the --limit first).`,
 			if err != nil {
 				return err
 			}
-			return a.eachListed(ctx, opts, *again, *names, func(where string, sessions iter.Seq2[listed, error]) error {
+			lo := persistent.ListOptions{ListOptions: opts, Recount: *again, NamesOnly: *names}
+			return a.eachListed(ctx, lo, func(where string, sessions iter.Seq2[persistent.Listed, error]) error {
 				switch {
 				case *names:
 					return a.printNames(sessions)
@@ -66,7 +68,7 @@ what is printed (and, sorted other than by name, the --limit first).`,
 						if err != nil {
 							return err
 						}
-						if err := arr.add(toSessionJSON(s.SessionInfo, s.split, s.forked)); err != nil {
+						if err := arr.add(toSessionJSON(s.SessionInfo, s.Split, s.Forked)); err != nil {
 							return err
 						}
 					}
@@ -79,7 +81,7 @@ what is printed (and, sorted other than by name, the --limit first).`,
 }
 
 // printSessions is ls's table.
-func (a *app) printSessions(where, pattern string, sessions iter.Seq2[listed, error]) error {
+func (a *app) printSessions(where, pattern string, sessions iter.Seq2[persistent.Listed, error]) error {
 	now := time.Now()
 	var notes, forks []string
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
@@ -92,13 +94,13 @@ func (a *app) printSessions(where, pattern string, sessions iter.Seq2[listed, er
 			fmt.Fprintln(tw, "SESSION\tMESSAGES\tTOKENS\tCOUNTER\tEPOCH\tTOTAL\tUPDATED\tTITLE")
 		}
 		tokens, counter := "-", "mixed"
-		if t, name, ok := s.split.total(); ok {
+		if t, name, ok := s.Split.Total(); ok {
 			tokens, counter = strconv.Itoa(t), counterLabel(name)
 		} else {
-			notes = append(notes, fmt.Sprintf("%s: %s; not added up", termSafe(s.Name, false), s.split.describe()))
+			notes = append(notes, fmt.Sprintf("%s: %s; not added up", termSafe(s.Name, false), describeSplit(s.Split)))
 		}
-		if s.forked != nil {
-			forks = append(forks, fmt.Sprintf("%s from %s at seq %d", termSafe(s.Name, false), termSafe(s.forked.Parent, false), s.forked.Seq))
+		if s.Forked != nil {
+			forks = append(forks, fmt.Sprintf("%s from %s at seq %d", termSafe(s.Name, false), termSafe(s.Forked.Parent, false), s.Forked.Seq))
 		}
 		if s.Messages == 0 {
 			counter = "-"
@@ -124,14 +126,6 @@ func (a *app) printSessions(where, pattern string, sessions iter.Seq2[listed, er
 		fmt.Fprintf(a.stdout, "\nTOKENS of different counters:\n  %s\nexact totals: %s\n", strings.Join(notes, "\n  "), a.cmdline("ls --recount"))
 	}
 	return nil
-}
-
-// listed is a session as ls and stats show it: its metadata and its
-// current epoch's token counts by counter.
-type listed struct {
-	storage.SessionInfo
-	split  splitTokens
-	forked *storage.Lineage // where a fork came from; nil when not a fork
 }
 
 // session returns a session's metadata, with an error that says how to
@@ -181,15 +175,11 @@ token estimate beside each message.`,
 			if a.json && *jsonl {
 				return usagef("--json and --jsonl are exclusive")
 			}
-			st, err := a.open(ctx, readOnly)
+			st, info, err := a.openSession(ctx, readOnly, pos[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			info, err := session(ctx, st, pos[0])
-			if err != nil {
-				return err
-			}
 			if *epoch == 0 {
 				*epoch = info.Epoch
 			}
@@ -205,7 +195,7 @@ token estimate beside each message.`,
 func showEpoch(ctx context.Context, a *app, st storage.Engine, info storage.SessionInfo, ep storage.EpochInfo, jsonl bool) error {
 	w := bufio.NewWriterSize(a.stdout, 64<<10)
 	defer w.Flush()
-	lin, rw, err := lineageOf(ctx, st, info.Name, ep.Epoch)
+	lin, rw, err := storage.OriginOf(ctx, st, info.Name, ep.Epoch)
 	if err != nil {
 		return explainIn(st, info.Name, err)
 	}
@@ -471,12 +461,16 @@ the current epochs exactly with the default counter.`,
 				return err
 			}
 			var path string
-			var sum totals
-			err := a.eachListed(ctx, storage.ListOptions{}, *again, false, func(where string, sessions iter.Seq2[listed, error]) error {
+			var sum persistent.Totals
+			err := a.eachListed(ctx, persistent.ListOptions{Recount: *again}, func(where string, sessions iter.Seq2[persistent.Listed, error]) error {
 				path = where
-				var err error
-				sum, err = sumSessions(sessions)
-				return err
+				for s, err := range sessions {
+					if err != nil {
+						return err
+					}
+					sum.Add(s)
+				}
+				return nil
 			})
 			if err != nil {
 				return err
@@ -501,7 +495,7 @@ the current epochs exactly with the default counter.`,
 				// clear).
 				BytesPerJSON *float64 `json:"bytes_per_json_byte"`
 			}
-			s.File, s.FileBytes, s.totals = path, fi.Size(), sum
+			s.File, s.FileBytes, s.totals = path, fi.Size(), totalsOf(sum)
 			if li, err := os.Stat(a.file.LogPath()); err == nil {
 				s.LogBytes = li.Size()
 			}
@@ -538,36 +532,24 @@ the current epochs exactly with the default counter.`,
 // store/wal.go).
 const logHeaderBytes = 64
 
-// totals is what stats counts over the sessions.
+// totals is what stats counts over the sessions, as --json writes it.
 type totals struct {
 	Sessions    int `json:"sessions"`
 	Messages    int `json:"messages"`       // current epochs
 	AllMessages int `json:"total_messages"` // all stored epochs
 	tokensJSON
 	JSONBytes int64 `json:"json_bytes"` // current epochs
-	split     splitTokens
+	split     storage.Split
 }
 
-func sumSessions(sessions iter.Seq2[listed, error]) (totals, error) {
-	var t totals
-	for s, err := range sessions {
-		if err != nil {
-			return t, err
-		}
-		t.Sessions++
-		t.Messages += s.Messages
-		t.AllMessages += s.TotalMessages
-		t.split = t.split.add(s.split)
-		t.JSONBytes += s.Bytes
-	}
-	t.tokensJSON = t.split.json()
-	return t, nil
+func totalsOf(t persistent.Totals) totals {
+	return totals{Sessions: t.Sessions, Messages: t.Messages, AllMessages: t.TotalMessages, tokensJSON: splitJSON(t.Split), JSONBytes: t.Bytes, split: t.Split}
 }
 
 // printTokens is stats' tokens line: the total when one counter made every
 // count, otherwise each counter's share.
-func (a *app) printTokens(w io.Writer, s splitTokens) {
-	if t, name, ok := s.total(); ok {
+func (a *app) printTokens(w io.Writer, s storage.Split) {
+	if t, name, ok := s.Total(); ok {
 		by := ""
 		if len(s) == 1 {
 			by = "by " + counterLabel(name) + ", "
@@ -585,11 +567,11 @@ func (a *app) printTokens(w io.Writer, s splitTokens) {
 // serverStats is stats for a PostgreSQL database: what the sessions hold.
 // The server's disk use is not the command's to measure (the tables may
 // share a database with others); psql's \dt+ shows it.
-func serverStats(a *app, where string, sum totals) error {
+func serverStats(a *app, where string, sum persistent.Totals) error {
 	s := struct {
 		Database string `json:"database"`
 		totals
-	}{where, sum}
+	}{where, totalsOf(sum)}
 	if a.json {
 		return writeJSON(a.stdout, s)
 	}

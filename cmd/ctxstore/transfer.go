@@ -49,7 +49,7 @@ the export is complete.`,
 			defer st.Close()
 			if *out == "" || *out == "-" {
 				_, err := export.Write(ctx, st, a.stdout, names)
-				return explainExport(st, err)
+				return explainSession(st, err)
 			}
 			stats, err := exportToFile(ctx, st, names, *out)
 			if err != nil {
@@ -83,7 +83,7 @@ func exportToFile(ctx context.Context, st storage.Engine, names []string, path s
 	}
 	defer os.Remove(tmp.Name()) // a no-op after the rename
 	stats, err := export.Write(ctx, st, tmp, names)
-	err = explainExport(st, err)
+	err = explainSession(st, err)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -97,15 +97,6 @@ func exportToFile(ctx context.Context, st storage.Engine, names []string, path s
 		return stats, fmt.Errorf("export to %s: %w; %s was not written", path, err, path)
 	}
 	return stats, nil
-}
-
-// explainExport is explainIn for an error of export.Write or export.Read,
-// naming the session it is about.
-func explainExport(st storage.Engine, err error) error {
-	if se, ok := errors.AsType[*export.SessionError](err); ok {
-		return explainIn(st, se.Session, err)
-	}
-	return explainIn(st, "", err)
 }
 
 func importCommand() *command {
@@ -295,7 +286,7 @@ func (a *app) importError(st storage.Engine, err error) error {
 	if e, ok := errors.AsType[*export.UnfinishedError](err); ok {
 		return fmt.Errorf("%v; to remove it: %s", e, a.cmdline("purge %s --yes", shellQuote(e.Session)))
 	}
-	return explainExport(st, err)
+	return explainSession(st, err)
 }
 
 // transcriptSession derives a session name from a transcript's path:

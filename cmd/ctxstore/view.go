@@ -69,12 +69,8 @@ as they were. Decisions it makes for a new budget are not saved.`,
 
 func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg ctxstore.Config, full, payload bool) error {
 	// Check the database and the session first, read-only: view writes nothing.
-	st, err := a.open(ctx, readOnly)
+	st, _, err := a.openSession(ctx, readOnly, name)
 	if err != nil {
-		return err
-	}
-	if _, err = session(ctx, st, name); err != nil {
-		st.Close()
 		return err
 	}
 	log := &viewreport.EventLog{}

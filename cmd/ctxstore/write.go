@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -202,22 +203,17 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
 			epoch := fs.Uint64("epoch", 0, "purge only epoch `N` (an earlier one)")
-			yes := fs.Bool("yes", false, "do not ask for confirmation")
-			fs.BoolVar(yes, "y", false, "short for --yes")
+			yes := yesFlag(fs)
 			pos, err := a.parse(c, fs, args, 1, 1)
 			if err != nil {
 				return err
 			}
 			name := pos[0]
-			st, err := a.openExisting(ctx)
+			st, info, err := a.openSession(ctx, writeExisting, name)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			info, err := session(ctx, st, name)
-			if err != nil {
-				return err
-			}
 			what := fmt.Sprintf("session %q (%d messages in %d epochs)", name, info.TotalMessages, len(info.Epochs))
 			if *epoch != 0 {
 				ep, err := a.findEpoch(st, info, *epoch)
@@ -253,6 +249,28 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 			return nil
 		},
 	}
+}
+
+// yesFlag defines --yes and its short -y, for the commands that delete.
+func yesFlag(fs *flag.FlagSet) *bool {
+	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	fs.BoolVar(yes, "y", false, "short for --yes")
+	return yes
+}
+
+// openSession opens the database (see open) and looks up the session name
+// in it, for the commands about one session.
+func (a *app) openSession(ctx context.Context, mode openMode, name string) (storage.Engine, storage.SessionInfo, error) {
+	st, err := a.open(ctx, mode)
+	if err != nil {
+		return nil, storage.SessionInfo{}, err
+	}
+	info, err := session(ctx, st, name)
+	if err != nil {
+		st.Close()
+		return nil, info, err
+	}
+	return st, info, nil
 }
 
 // confirmUnless asks question (see confirm) unless yes; a "no" is an

@@ -132,16 +132,7 @@ type Stats struct {
 // SessionError is an error about one session of an export (reading it from
 // the engine, or storing it), for callers that explain it: a session that
 // is not there matches storage.ErrNotFound.
-type SessionError struct {
-	Session string // the session's name
-	Err     error  // what went wrong
-}
-
-// Error is Err's message.
-func (e *SessionError) Error() string { return e.Err.Error() }
-
-// Unwrap is Err.
-func (e *SessionError) Unwrap() error { return e.Err }
+type SessionError = storage.SessionError
 
 // Write streams the named sessions of e (all sessions when names is empty;
 // a name given twice is written once) to w in the export format. It reads
