@@ -9,7 +9,6 @@ import (
 	"io"
 	"iter"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
@@ -38,43 +37,9 @@ func (f listFlags) options(pattern string) (storage.ListOptions, error) {
 	if *f.limit < 0 {
 		return storage.ListOptions{}, usagef("--limit %d: want 0 (all) or more", *f.limit)
 	}
-	opts := storage.ListOptions{Order: order, Limit: *f.limit, Prefix: pattern}
-	if i := strings.IndexAny(pattern, "*?"); i >= 0 {
-		opts.Prefix = pattern[:i]
-		opts.Match = func(name string) bool { return globMatch(pattern, name) }
-	}
+	opts := storage.PatternOptions(pattern)
+	opts.Order, opts.Limit = order, *f.limit
 	return opts, nil
-}
-
-// globMatch reports whether name matches pattern, where * stands for any
-// run of characters ('/' included) and ? for one character; every other
-// character stands for itself.
-func globMatch(pattern, name string) bool {
-	// Backtracking on the last star: linear in practice, never exponential.
-	p, n := 0, 0
-	star, mark := -1, 0
-	for n < len(name) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, n
-			p++
-		case p < len(pattern) && pattern[p] == '?':
-			_, w := utf8.DecodeRuneInString(name[n:])
-			p, n = p+1, n+w
-		case p < len(pattern) && pattern[p] == name[n]:
-			p, n = p+1, n+1
-		case star >= 0:
-			_, w := utf8.DecodeRuneInString(name[mark:])
-			mark += w
-			p, n = star+1, mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
 }
 
 // eachListed opens the store read-only and calls fn with where it is and

@@ -88,17 +88,3 @@ func TestJSONArray(t *testing.T) {
 	}
 }
 
-func TestGlobMatch(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, name string
-		want          bool
-	}{
-		{"*", "", true}, {"*", "a/b", true}, {"a*", "abc", true}, {"a*c", "abxc", true}, {"a*c", "abcx", false},
-		{"?", "é", true}, {"??", "é", false}, {"a?c", "abc", true}, {"*-*-x", "a-b-c-x", true}, {"*a*a*a*b", strings.Repeat("a", 40), false},
-		{"chat-*", "chat/x", false}, {"", "", true}, {"", "a", false},
-	} {
-		if got := globMatch(tc.pattern, tc.name); got != tc.want {
-			t.Errorf("globMatch(%q, %q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
-		}
-	}
-}

@@ -298,31 +298,10 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 		printEntry(w, e, 2000)
 		return nil
 	}
-	var changes <-chan storage.Change
-	if follow {
-		// Watch before reading the tail, so nothing appended in between
-		// is missed; reading from the last seq printed makes repeats
-		// impossible.
-		watchCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		ch, err := storage.Watch(watchCtx, st, name)
-		if err != nil {
-			return explainIn(st, name, fmt.Errorf("watch session %q: %w", name, err))
+	if !follow {
+		if _, err := st.Session(ctx, name); err != nil {
+			return explainIn(st, name, err)
 		}
-		changes = ch
-	}
-	info, err := st.Session(ctx, name)
-	switch {
-	case follow && errors.Is(err, storage.ErrNotFound):
-		// Watched already: its first message will be a change.
-		fmt.Fprintf(a.stderr, "ctxstore tail: session %q does not exist in %s yet; waiting for it\n", name, st.Location())
-		n = 0
-	case err != nil:
-		return explainIn(st, name, err)
-	}
-	epoch, created := info.Epoch, info.Created
-	var last uint64
-	if n > 0 {
 		entries, err := storage.Tail(ctx, st, name, n)
 		if err != nil {
 			return explainIn(st, name, fmt.Errorf("read session %q: %w", name, err))
@@ -331,69 +310,37 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 			if err := emit(e); err != nil {
 				return err
 			}
-			last = e.Seq
 		}
+		return w.Flush()
 	}
-	if last == 0 {
-		last = info.LastSeq
-	}
-	if err := w.Flush(); err != nil || !follow {
-		return err
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil // interrupted: the normal way to stop tail -f
-		case _, ok := <-changes:
-			if !ok {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("watching session %q in %s stopped unexpectedly", name, st.Location())
-			}
-		}
-		info, err := st.Session(ctx, name)
-		if errors.Is(err, storage.ErrNotFound) {
-			if !jsonl && last > 0 {
-				fmt.Fprintf(w, "--- session %q was purged ---\n", name)
-				w.Flush()
-			}
-			last, created = 0, time.Time{} // a session created again under the name is read from its start
-			continue
-		}
+	for ev, err := range storage.Follow(ctx, st, name, n) {
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return explainIn(st, name, err)
 		}
-		if !info.Created.Equal(created) || info.LastSeq < last {
-			// Purged and created again between two looks (an import may
-			// even reuse the old seqs): read the new session from its start.
-			if !jsonl && !created.IsZero() {
-				fmt.Fprintf(w, "--- session %q was purged and started again ---\n", name)
-			}
-			last = 0
-		} else if info.Epoch != epoch && !jsonl {
-			fmt.Fprintf(w, "--- session %q cleared: epoch %d ---\n", name, info.Epoch)
+		switch ev.Kind {
+		case storage.FollowEntry:
+			err = emit(ev.Entry)
+		case storage.FollowCaughtUp:
+			err = w.Flush()
+		case storage.FollowWaiting:
+			fmt.Fprintf(a.stderr, "ctxstore tail: session %q does not exist in %s yet; waiting for it\n", name, st.Location())
 		}
-		epoch, created = info.Epoch, info.Created
-		for e, err := range st.Messages(ctx, name, last+1) {
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return explainIn(st, name, err)
-			}
-			if err := emit(e); err != nil {
-				return err
-			}
-			last = e.Seq
-		}
-		if err := w.Flush(); err != nil {
+		if err != nil {
 			return err
 		}
+		if jsonl {
+			continue
+		}
+		switch ev.Kind {
+		case storage.FollowPurged:
+			fmt.Fprintf(w, "--- session %q was purged ---\n", name)
+		case storage.FollowRestarted:
+			fmt.Fprintf(w, "--- session %q was purged and started again ---\n", name)
+		case storage.FollowCleared:
+			fmt.Fprintf(w, "--- session %q cleared: epoch %d ---\n", name, ev.Epoch)
+		}
 	}
+	return nil // interrupted: the normal way to stop tail -f
 }
 
 // waitForDatabase waits, like 'tail -F', until the database opens (the file

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ctxstore/ctxstore/internal/tempfile"
 	"github.com/ctxstore/ctxstore/resume"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/export"
@@ -64,39 +63,13 @@ the export is complete.`,
 	}
 }
 
-// exportToFile writes the export beside path and renames it into place once
-// complete, so an interrupted export never leaves a plausible-looking file.
+// exportToFile is export.WriteFile, its errors explained.
 func exportToFile(ctx context.Context, st storage.Engine, names []string, path string) (export.Stats, error) {
-	if f, ok := st.(storage.FileEngine); ok {
-		if same, _ := sameFilePath(f.Path(), path); same {
-			return export.Stats{}, fmt.Errorf("export: %s is the database itself: writing the export there would replace the store; pick another file", path)
-		}
+	stats, err := export.WriteFile(ctx, st, path, names)
+	if fe, ok := errors.AsType[*export.FileError](err); ok {
+		fe.Err = explainSession(st, fe.Err)
 	}
-	// An existing symlink stays: the file it points to is replaced.
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
-	}
-	tempfile.RemoveAbandoned(path, ".tmp")
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return export.Stats{}, fmt.Errorf("export: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
-	stats, err := export.Write(ctx, st, tmp, names)
-	err = explainSession(st, err)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return stats, fmt.Errorf("export to %s: %w; %s was not written", path, err, path)
-	}
-	return stats, nil
+	return stats, err
 }
 
 func importCommand() *command {

@@ -40,7 +40,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 			if err != nil {
 				return explainIn(st, "", fmt.Errorf("verify: %w", err))
 			}
-			repaired, err := setAsideRepaired(ctx, st, rep)
+			repaired, err := persistent.SetAsideRepaired(ctx, st, rep)
 			if err != nil {
 				return explainIn(st, "", fmt.Errorf("verify: %w", err))
 			}
@@ -90,43 +90,6 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 			return nil
 		},
 	}
-}
-
-// setAsideRepaired removes from rep the calls without results that repair
-// records answer (an interrupted run, repaired on resume), and returns them:
-// they are not lost, views answer them, so they do not fail verify.
-func setAsideRepaired(ctx context.Context, st storage.Engine, rep *storage.VerifyReport) ([]persistent.RepairedCall, error) {
-	type key struct {
-		session string
-		epoch   uint64
-		call    string
-	}
-	known := map[key]persistent.RepairedCall{}
-	seen := map[string]bool{}
-	for _, p := range rep.Pairing {
-		if p.Kind != storage.CallWithoutResult || seen[p.Session] {
-			continue
-		}
-		seen[p.Session] = true
-		calls, err := persistent.RepairedCalls(ctx, st, p.Session)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range calls {
-			known[key{c.Session, c.Epoch, c.CallID}] = c
-		}
-	}
-	var repaired []persistent.RepairedCall
-	kept := rep.Pairing[:0]
-	for _, p := range rep.Pairing {
-		if c, ok := known[key{p.Session, p.Epoch, p.CallID}]; ok && p.Kind == storage.CallWithoutResult {
-			repaired = append(repaired, c)
-			continue
-		}
-		kept = append(kept, p)
-	}
-	rep.Pairing = kept
-	return repaired, nil
 }
 
 func doctorCommand() *command {
