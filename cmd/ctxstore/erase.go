@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
+
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -67,7 +69,7 @@ required.`,
 				return fmt.Errorf("erase %s: %w", what, err)
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": name, "result": res})
+				return termio.WriteJSON(a.stdout, map[string]any{"session": name, "result": res})
 			}
 			fmt.Fprintf(a.stdout, "erased %d message(s) of session %q (seqs %s)", len(res.Erased), name, seqList(res.Erased))
 			if len(res.Already) > 0 {
@@ -184,7 +186,7 @@ processes use the store.`,
 				return fmt.Errorf("scrub %s: %w", st.Location(), err)
 			}
 			if a.json {
-				return writeJSON(a.stdout, rep)
+				return termio.WriteJSON(a.stdout, rep)
 			}
 			if rep == nil {
 				fmt.Fprintf(a.stdout, "nothing for ctxstore to scrub in %s: its rows are all it keeps.\n%s\n", st.Location(), serverKeeps)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
+
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -46,7 +48,7 @@ is refused with the nearest seqs that are not.`,
 				return explainIn(st, "", err)
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": dst, "parent": src, "epoch": rep.Lineage.Epoch,
+				return termio.WriteJSON(a.stdout, map[string]any{"session": dst, "parent": src, "epoch": rep.Lineage.Epoch,
 					"seq": rep.Lineage.Seq, "messages": rep.Messages, "derived": rep.Derived})
 			}
 			fmt.Fprintf(a.stdout, "forked %q to %q: %d messages (seqs %d to %d of epoch %d), %d saved decisions and notes carried\n",
@@ -89,7 +91,7 @@ with the nearest seqs that are not.`,
 				return explainIn(st, "", err)
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": name, "epoch": rep.Epoch, "from_epoch": rep.FromEpoch,
+				return termio.WriteJSON(a.stdout, map[string]any{"session": name, "epoch": rep.Epoch, "from_epoch": rep.FromEpoch,
 					"seq": rep.Seq, "messages": rep.Messages, "first": rep.First, "last": rep.Last})
 			}
 			fmt.Fprintf(a.stdout, "session %q: now at epoch %d, %d messages (epoch %d up to seq %d); the rest stays readable: %s\n",
@@ -181,7 +183,7 @@ func parseAge(s string) (time.Duration, error) {
 // printGC prints what gc deleted, or would delete.
 func (a *app) printGC(rep storage.GCReport, st storage.Engine) error {
 	if a.json {
-		return writeJSON(a.stdout, rep)
+		return termio.WriteJSON(a.stdout, rep)
 	}
 	verb := "deleted"
 	if rep.DryRun {
@@ -189,10 +191,10 @@ func (a *app) printGC(rep storage.GCReport, st storage.Engine) error {
 	}
 	now := time.Now()
 	for _, s := range rep.Sessions {
-		fmt.Fprintf(a.stdout, "%s session %s (%d messages, last changed %s)\n", verb, termSafe(strconv.Quote(s.Name), false), s.Messages, ago(s.Updated, now))
+		fmt.Fprintf(a.stdout, "%s session %s (%d messages, last changed %s)\n", verb, termSafe(strconv.Quote(s.Name), false), s.Messages, termio.Ago(s.Updated, now))
 	}
 	for _, e := range rep.Epochs {
-		fmt.Fprintf(a.stdout, "%s epoch %d of session %s (%d messages, ended %s)\n", verb, e.Epoch, termSafe(strconv.Quote(e.Session), false), e.Messages, ago(e.Ended, now))
+		fmt.Fprintf(a.stdout, "%s epoch %d of session %s (%d messages, ended %s)\n", verb, e.Epoch, termSafe(strconv.Quote(e.Session), false), e.Messages, termio.Ago(e.Ended, now))
 	}
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(a.stdout, "left session %s alone: it was written to meanwhile\n", termSafe(strconv.Quote(s), false))

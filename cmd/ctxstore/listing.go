@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
-	"fmt"
-	"io"
 	"iter"
-	"strings"
 
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
@@ -67,41 +62,4 @@ func (a *app) eachListed(ctx context.Context, opts persistent.ListOptions, fn fu
 			}
 		}
 	})
-}
-
-// jsonArray writes a JSON array an element at a time, as writeJSON writes
-// a whole slice.
-type jsonArray struct {
-	w io.Writer
-	n int
-}
-
-func (j *jsonArray) add(v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("  ", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("write JSON: %w", err)
-	}
-	sep := ",\n  "
-	if j.n == 0 {
-		sep = "[\n  "
-	}
-	j.n++
-	if _, err := io.WriteString(j.w, sep+termSafeJSON(strings.TrimSuffix(buf.String(), "\n"))); err != nil {
-		return fmt.Errorf("write JSON: %w", err)
-	}
-	return nil
-}
-
-func (j *jsonArray) close() error {
-	end := "\n]\n"
-	if j.n == 0 {
-		end = "[]\n"
-	}
-	if _, err := io.WriteString(j.w, end); err != nil {
-		return fmt.Errorf("write JSON: %w", err)
-	}
-	return nil
 }

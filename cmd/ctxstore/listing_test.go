@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -61,30 +60,3 @@ func TestLsSelect(t *testing.T) {
 		})
 	}
 }
-
-// TestJSONArray: the streamed array is what writeJSON writes of the slice.
-func TestJSONArray(t *testing.T) {
-	type item struct {
-		Name string         `json:"name"`
-		M    map[string]int `json:"m,omitempty"`
-	}
-	for _, items := range [][]item{nil, {{Name: "a"}}, {{Name: "a<b>", M: map[string]int{"x": 1}}, {Name: "é"}}} {
-		var want, got bytes.Buffer
-		if err := writeJSON(&want, append([]item{}, items...)); err != nil {
-			t.Fatal(err)
-		}
-		arr := &jsonArray{w: &got}
-		for _, it := range items {
-			if err := arr.add(it); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := arr.close(); err != nil {
-			t.Fatal(err)
-		}
-		if got.String() != want.String() {
-			t.Errorf("streamed\n%s\nwant\n%s", got.String(), want.String())
-		}
-	}
-}
-

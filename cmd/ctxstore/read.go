@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
+
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/export"
@@ -63,16 +65,16 @@ what is printed (and, sorted other than by name, the --limit first).`,
 				case *names:
 					return a.printNames(sessions)
 				case a.json:
-					arr := &jsonArray{w: a.stdout}
+					arr := &termio.JSONArray{W: a.stdout}
 					for s, err := range sessions {
 						if err != nil {
 							return err
 						}
-						if err := arr.add(toSessionJSON(s.SessionInfo, s.Split, s.Forked)); err != nil {
+						if err := arr.Add(toSessionJSON(s.SessionInfo, s.Split, s.Forked)); err != nil {
 							return err
 						}
 					}
-					return arr.close()
+					return arr.Close()
 				}
 				return a.printSessions(where, pattern, sessions)
 			})
@@ -106,7 +108,7 @@ func (a *app) printSessions(where, pattern string, sessions iter.Seq2[persistent
 			counter = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", termSafe(s.Name, false), s.Messages, tokens, counter,
-			s.Epoch, s.TotalMessages, ago(s.Updated, now), termSafe(cut(s.Title, 50), false))
+			s.Epoch, s.TotalMessages, termio.Ago(s.Updated, now), termSafe(cut(s.Title, 50), false))
 	}
 	if n == 0 {
 		if pattern != "" {
@@ -236,11 +238,11 @@ func showEpoch(ctx context.Context, a *app, st storage.Engine, info storage.Sess
 				w.Write(export.AppendMessageFields(nil, e, true))
 				w.WriteByte('}')
 			case jsonl:
-				if err := writeRawLine(w, e.Raw, a.stdoutIsTerminal()); err != nil {
+				if err := termio.WriteRawLine(w, e.Raw, a.stdoutIsTerminal()); err != nil {
 					return err
 				}
 			default:
-				printEntry(w, e, 0)
+				termio.PrintEntry(w, e, 0)
 			}
 			n++
 		}
@@ -293,9 +295,9 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 	w := bufio.NewWriter(a.stdout)
 	emit := func(e storage.Entry) error {
 		if jsonl {
-			return writeRawLine(w, e.Raw, a.stdoutIsTerminal())
+			return termio.WriteRawLine(w, e.Raw, a.stdoutIsTerminal())
 		}
-		printEntry(w, e, 2000)
+		termio.PrintEntry(w, e, 2000)
 		return nil
 	}
 	if !follow {
@@ -451,18 +453,18 @@ the current epochs exactly with the default counter.`,
 				s.BytesPerJSON = &r
 			}
 			if a.json {
-				return writeJSON(a.stdout, s)
+				return termio.WriteJSON(a.stdout, s)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(tw, "file\t%s\n", s.File)
-			fmt.Fprintf(tw, "size\t%s (%d bytes)\n", human(s.FileBytes), s.FileBytes)
+			fmt.Fprintf(tw, "size\t%s (%d bytes)\n", termio.Human(s.FileBytes), s.FileBytes)
 			if s.LogBytes > logHeaderBytes {
-				fmt.Fprintf(tw, "log\t%s in %s (appends not yet applied to the file)\n", human(s.LogBytes), a.file.LogPath())
+				fmt.Fprintf(tw, "log\t%s in %s (appends not yet applied to the file)\n", termio.Human(s.LogBytes), a.file.LogPath())
 			}
 			fmt.Fprintf(tw, "sessions\t%d\n", s.Sessions)
 			fmt.Fprintf(tw, "messages\t%d in current epochs, %d stored in all epochs\n", s.Messages, s.AllMessages)
 			a.printTokens(tw, s.split)
-			fmt.Fprintf(tw, "JSON\t%s in current epochs\n", human(s.JSONBytes))
+			fmt.Fprintf(tw, "JSON\t%s in current epochs\n", termio.Human(s.JSONBytes))
 			switch {
 			case s.BytesPerJSON != nil:
 				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (file size over the messages' JSON; after purges, free pages go back with: %s)\n", *s.BytesPerJSON, a.cmdline("compact-file"))
@@ -520,13 +522,13 @@ func serverStats(a *app, where string, sum persistent.Totals) error {
 		totals
 	}{where, totalsOf(sum)}
 	if a.json {
-		return writeJSON(a.stdout, s)
+		return termio.WriteJSON(a.stdout, s)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "database\t%s (PostgreSQL)\n", s.Database)
 	fmt.Fprintf(tw, "sessions\t%d\n", s.Sessions)
 	fmt.Fprintf(tw, "messages\t%d in current epochs, %d stored in all epochs\n", s.Messages, s.AllMessages)
 	a.printTokens(tw, s.split)
-	fmt.Fprintf(tw, "JSON\t%s in current epochs\n", human(s.JSONBytes))
+	fmt.Fprintf(tw, "JSON\t%s in current epochs\n", termio.Human(s.JSONBytes))
 	return tw.Flush()
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
+
 	"github.com/ctxstore/ctxstore/resume"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/export"
@@ -55,9 +57,9 @@ the export is complete.`,
 				return err
 			}
 			if a.json {
-				return writeJSON(a.stdout, stats)
+				return termio.WriteJSON(a.stdout, stats)
 			}
-			fmt.Fprintf(a.stderr, "exported %d session(s), %d messages to %s (%s)\n", stats.Sessions, stats.Messages, *out, human(stats.Bytes))
+			fmt.Fprintf(a.stderr, "exported %d session(s), %d messages to %s (%s)\n", stats.Sessions, stats.Messages, *out, termio.Human(stats.Bytes))
 			return nil
 		},
 	}
@@ -111,7 +113,7 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 	if err != nil {
 		return err
 	}
-	in := interruptible(ctx, a.stdin)
+	in := termio.Interruptible(ctx, a.stdin)
 	var size int64
 	label := "stdin"
 	if file != "-" {
@@ -129,7 +131,7 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 		}
 		in, label = f, file
 	}
-	cr := &countingReader{r: in}
+	cr := &termio.CountingReader{R: in}
 	br := bufio.NewReaderSize(cr, 256<<10)
 
 	// The first non-blank line tells the format.
@@ -152,7 +154,7 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 	}
 
 	bar := a.newProgress("importing", size)
-	defer bar.finish()
+	defer bar.Finish()
 	st, err := a.open(ctx, readWrite)
 	if err != nil {
 		return err
@@ -178,7 +180,7 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 			return nil
 		}
 	}
-	opts := resume.ImportOptions{Progress: func(read int64, imported int) { bar.update(read, int64(imported)) }}
+	opts := resume.ImportOptions{Progress: func(read int64, imported int) { bar.Update(read, int64(imported)) }}
 	var rep resume.ImportReport
 	if file == "-" {
 		// Hand the transcript reader everything, the first line included.
@@ -189,7 +191,7 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 		// so importing the same file again is a no-op.
 		rep, err = resume.ImportFile(ctx, st, session, file, opts)
 	}
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		return explainIn(st, "", fmt.Errorf("import %s into session %q: %w", label, session, err))
 	}
@@ -223,14 +225,14 @@ func firstLine(br *bufio.Reader, label string) (first, read []byte, err error) {
 
 // importExportFile imports the export in reads into st, and reports what
 // it did.
-func importExportFile(ctx context.Context, a *app, st storage.Engine, in io.Reader, opt export.Options, bar *progress, cr *countingReader) error {
+func importExportFile(ctx context.Context, a *app, st storage.Engine, in io.Reader, opt export.Options, bar *termio.Progress, cr *termio.CountingReader) error {
 	var msgs int64
 	opt.OnMessage = func() {
 		msgs++
-		bar.update(cr.n, msgs)
+		bar.Update(cr.N, msgs)
 	}
 	stats, err := export.Read(ctx, st, in, opt)
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		err = a.importError(st, err)
 		if stats.Sessions > 0 {
@@ -239,7 +241,7 @@ func importExportFile(ctx context.Context, a *app, st storage.Engine, in io.Read
 		return err
 	}
 	if a.json {
-		return writeJSON(a.stdout, stats)
+		return termio.WriteJSON(a.stdout, stats)
 	}
 	fmt.Fprintf(a.stdout, "imported %d session(s), %d messages from %s into %s\n", stats.Sessions, stats.Messages, opt.Name, st.Location())
 	if len(stats.Skipped) > 0 {
@@ -289,7 +291,7 @@ func transcriptSession(path string) string {
 // was read ("ingested", or "imported" by the command's former name).
 func reportTranscript(a *app, label, db string, rep resume.ImportReport, verb string) error {
 	if a.json {
-		return writeJSON(a.stdout, rep)
+		return termio.WriteJSON(a.stdout, rep)
 	}
 	if rep.Skipped != "" {
 		fmt.Fprintf(a.stdout, "nothing %s into session %q in %s: %s\n", verb, rep.Session, db, rep.Skipped)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
+
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 )
@@ -66,7 +68,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 					Repaired []persistent.RepairedCall `json:"repaired,omitempty"`
 					Search   []string                  `json:"search_index,omitempty"`
 				}{rep, repaired, searchProblems}
-				if err := writeJSON(a.stdout, out); err != nil {
+				if err := termio.WriteJSON(a.stdout, out); err != nil {
 					return err
 				}
 			} else {
@@ -163,7 +165,7 @@ either flag, doctor lists such logs (so do ls, stats and verify).`,
 			// With --json the verdict goes to stderr: stdout is the report.
 			verdict := a.stdout
 			if a.json {
-				if err := writeJSON(a.stdout, res.Report); err != nil {
+				if err := termio.WriteJSON(a.stdout, res.Report); err != nil {
 					return err
 				}
 				verdict = a.stderr

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
+
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/internal/viewreport"
@@ -89,12 +91,12 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 	switch {
 	case payload:
 		for _, l := range rep.Messages {
-			if err := writeRawLine(w, l.Message, a.stdoutIsTerminal()); err != nil {
+			if err := termio.WriteRawLine(w, l.Message, a.stdoutIsTerminal()); err != nil {
 				return err
 			}
 		}
 	case a.json:
-		if err := writeJSON(w, rep); err != nil {
+		if err := termio.WriteJSON(w, rep); err != nil {
 			return err
 		}
 	default:

@@ -11,6 +11,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
+
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/storage"
@@ -38,10 +40,10 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 			if err != nil {
 				return err
 			}
-			if _, ok := terminal(a.stdin); ok {
+			if _, ok := termio.Terminal(a.stdin); ok {
 				fmt.Fprintln(a.stderr, "reading JSON messages from stdin; end with Ctrl-D")
 			}
-			msgs, err := readMessages(interruptible(ctx, a.stdin), "stdin")
+			msgs, err := readMessages(termio.Interruptible(ctx, a.stdin), "stdin")
 			if err != nil {
 				return err
 			}
@@ -64,7 +66,7 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 				return explainIn(st, pos[0], fmt.Errorf("add to session %q: %w", pos[0], err))
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": pos[0], "added": len(recs), "first_seq": first, "last_seq": last})
+				return termio.WriteJSON(a.stdout, map[string]any{"session": pos[0], "added": len(recs), "first_seq": first, "last_seq": last})
 			}
 			fmt.Fprintf(a.stdout, "added %d message(s) to session %q in %s (seq %d-%d)\n", len(recs), pos[0], st.Location(), first, last)
 			return nil
@@ -169,7 +171,7 @@ earlier epoch ('ctxstore show SESSION --epoch N'). Use 'purge' to delete.`,
 				return explainIn(st, pos[0], fmt.Errorf("clear session %q: %w", pos[0], err))
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": pos[0], "epoch": epoch})
+				return termio.WriteJSON(a.stdout, map[string]any{"session": pos[0], "epoch": epoch})
 			}
 			fmt.Fprintf(a.stdout, "session %q: now at epoch %d, empty; the earlier history stays readable: %s\n",
 				pos[0], epoch, a.cmdline("show %s --epoch %d", shellQuote(pos[0]), epoch-1))
@@ -241,7 +243,7 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 				return fmt.Errorf("purged %s, but the scrub failed (run it again: %s): %w", what, a.cmdline("scrub"), err)
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": name, "epoch": *epoch, "purged": true, "scrub": rep})
+				return termio.WriteJSON(a.stdout, map[string]any{"session": name, "epoch": *epoch, "purged": true, "scrub": rep})
 			}
 			fmt.Fprintf(a.stdout, "purged %s\n", what)
 			printScrub(a, rep)
@@ -290,7 +292,7 @@ func (a *app) confirmUnless(yes bool, question, refused string) error {
 // pipe, a file, /dev/null) it is a usage error, so a script never deletes
 // without --yes.
 func (a *app) confirm(question string) (bool, error) {
-	in, ok := terminal(a.stdin)
+	in, ok := termio.Terminal(a.stdin)
 	if !ok {
 		return false, usagef("stdin is not a terminal to confirm on: add --yes (or -y) to delete without asking")
 	}
