@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/ctxstore/ctxstore/internal/cliflag"
 )
 
 // Flag is one flag as completion offers it.
@@ -19,7 +21,7 @@ type Flag struct {
 }
 
 // dashed is the flag as typed.
-func (f Flag) dashed() string { return Dashed(f.Name) }
+func (f Flag) dashed() string { return cliflag.Dashed(f.Name) }
 
 // Command is one command and its flags; the first of a list, named "", holds
 // the global flags.
@@ -27,15 +29,6 @@ type Command struct {
 	Name, Summary string
 	Flags         []Flag
 	Sessions      bool // its arguments are session names
-}
-
-// Dashed is a flag name as users type it: "-n", "--epoch".
-func Dashed(name string) string {
-	name = strings.TrimLeft(name, "-")
-	if len(name) == 1 {
-		return "-" + name
-	}
-	return "--" + name
 }
 
 // valueFlags lists the flags (of every command) whose value is the next
