@@ -185,6 +185,10 @@ func didYouMean(name string, cmds []*command) string {
 	return cliflag.Suggest(name, names, func(n string) string { return "'" + n + "'" })
 }
 
+// isGlobalFlag reports whether name is one of the flags every command
+// takes (globalFlags).
+func isGlobalFlag(name string) bool { return name == "db" || name == "json" || name == "lock-timeout" }
+
 func (a *app) globalFlags(fs *flag.FlagSet) {
 	fs.StringVar(&a.db, "db", a.db, "database `FILE` or postgres:// URL (default $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db)")
 	fs.BoolVar(&a.json, "json", a.json, "machine-readable JSON output")
@@ -322,9 +326,7 @@ func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.help))
 	}
 	fmt.Fprintln(w, "\nflags:")
-	cliflag.PrintFlags(w, fs, func(name string) bool {
-		return name == "db" || name == "json" || name == "lock-timeout" // their defaults are in the text
-	})
+	cliflag.PrintFlags(w, fs, isGlobalFlag) // the global flags' defaults are in the text
 	fmt.Fprintf(w, "\nexample:\n%s\n", indent(strings.TrimSpace(c.example), "  "))
 }
 

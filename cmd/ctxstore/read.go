@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -345,53 +344,24 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 	return nil // interrupted: the normal way to stop tail -f
 }
 
-// waitForDatabase waits, like 'tail -F', until the database opens (the file
-// exists and has been initialised, a PostgreSQL schema holds ctxstore's
-// tables: storage.Open stops failing with storage.ErrNoStore). It reports
-// false when ctx ended first.
+// waitForDatabase waits, like 'tail -F', until the database opens
+// (storage.WaitOpen). It reports false when ctx ended first.
 func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
 	path, err := a.dbPath()
 	if err != nil {
 		return false, err
 	}
-	what := ""
-	ready := func() (bool, error) {
-		octx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
-		defer cancel()
-		st, err := storage.Open(octx, path, storage.OpenOptions{ReadOnly: true, MustExist: true, LockTimeout: a.lockTimeout, Scheme: targetScheme(path)})
-		if errors.Is(err, storage.ErrNoStore) {
-			what = err.Error()
-			return false, nil
-		}
-		if err != nil && ctx.Err() == nil {
-			return false, a.openError(path, err)
-		}
-		if err != nil {
-			return false, nil
-		}
-		return true, st.Close()
+	opts := storage.OpenOptions{ReadOnly: true, MustExist: true, LockTimeout: a.lockTimeout, Scheme: targetScheme(path)}
+	st, err := storage.WaitOpen(ctx, path, opts, 100*time.Millisecond, serverOpenTimeout, func(err error) {
+		fmt.Fprintf(a.stderr, "ctxstore tail: %s yet; waiting for it\n", err)
+	})
+	switch {
+	case ctx.Err() != nil:
+		return false, nil // storage.WaitOpen closed what it opened
+	case err != nil:
+		return false, a.openError(path, err)
 	}
-	ok, err := ready()
-	if ok || err != nil {
-		return ok, err
-	}
-	fmt.Fprintf(a.stderr, "ctxstore tail: %s yet; waiting for it\n", what)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false, nil
-		case <-tick.C:
-			ok, err := ready()
-			if ctx.Err() != nil {
-				return false, nil
-			}
-			if ok || err != nil {
-				return ok, err
-			}
-		}
-	}
+	return true, st.Close()
 }
 
 func statsCommand() *command {

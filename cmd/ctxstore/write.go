@@ -2,18 +2,14 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/ctxstore/ctxstore/internal/termio"
 
-	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/storage"
 )
@@ -43,7 +39,7 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 			if _, ok := termio.Terminal(a.stdin); ok {
 				fmt.Fprintln(a.stderr, "reading JSON messages from stdin; end with Ctrl-D")
 			}
-			msgs, err := readMessages(termio.Interruptible(ctx, a.stdin), "stdin")
+			msgs, err := termio.ReadMessages(termio.Interruptible(ctx, a.stdin), "stdin", maxMessageBytes)
 			if err != nil {
 				return err
 			}
@@ -72,80 +68,6 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 			return nil
 		},
 	}
-}
-
-// readMessages reads messages from r: a single JSON object (it may span
-// lines), a JSON array of objects, or JSON Lines. Every message is validated;
-// if any fails, the error lists each bad line and no message is returned.
-func readMessages(r io.Reader, name string) ([]ctxstore.Message, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 {
-		return nil, nil
-	}
-	if trimmed[0] == '[' && json.Valid(trimmed) {
-		var items []json.RawMessage
-		if err := json.Unmarshal(trimmed, &items); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		var msgs []ctxstore.Message
-		var problems []string
-		for i, it := range items {
-			m, err := checkMessage(it)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: element %d: %v", name, i, err))
-				continue
-			}
-			msgs = append(msgs, m)
-		}
-		return msgs, problemsError(problems)
-	}
-	if trimmed[0] == '{' && json.Valid(trimmed) {
-		// One object, maybe pretty-printed over several lines.
-		m, err := checkMessage(trimmed)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w; nothing was added", name, err)
-		}
-		return []ctxstore.Message{m}, nil
-	}
-	var msgs []ctxstore.Message
-	var problems []string
-	for no, line := range bytes.Split(data, []byte{'\n'}) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		m, err := checkMessage(line)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s line %d: %v", name, no+1, err))
-			continue
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs, problemsError(problems)
-}
-
-func checkMessage(b []byte) (ctxstore.Message, error) {
-	m, err := ctxstore.ParseMessage(b)
-	if err != nil {
-		return m, err
-	}
-	return m, m.ValidateSize(maxMessageBytes)
-}
-
-func problemsError(problems []string) error {
-	if len(problems) == 0 {
-		return nil
-	}
-	const show = 20
-	msg := strings.Join(problems[:min(len(problems), show)], "\n  ")
-	if len(problems) > show {
-		msg += fmt.Sprintf("\n  ... and %d more", len(problems)-show)
-	}
-	return withSentinel(fmt.Errorf("%d invalid message(s); nothing was added:\n  %s", len(problems), msg), ctxstore.ErrInvalidMessage)
 }
 
 func clearCommand() *command {

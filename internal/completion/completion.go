@@ -5,6 +5,7 @@
 package completion
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -22,6 +23,22 @@ type Flag struct {
 
 // dashed is the flag as typed.
 func (f Flag) dashed() string { return cliflag.Dashed(f.Name) }
+
+// FlagsOf returns the flags of fs as completion offers them, but those
+// skip says (nil: none). A flag whose value is named FILE or OUT in its
+// usage completes file names.
+func FlagsOf(fs *flag.FlagSet, skip func(name string) bool) []Flag {
+	var flags []Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		if skip != nil && skip(f.Name) {
+			return
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+		flags = append(flags, Flag{Name: f.Name, Usage: usage, Value: !isBool || !b.IsBoolFlag(), File: arg == "FILE" || arg == "OUT"})
+	})
+	return flags
+}
 
 // Command is one command and its flags; the first of a list, named "", holds
 // the global flags.

@@ -1,7 +1,8 @@
 // Package termio is the command line's terminal input and output: whether
 // a stream is a terminal and how wide, a progress bar, a stdin that Ctrl-C
-// interrupts, stored messages printed for a person, JSON safe to print,
-// and sizes and ages for tables. It holds no command: cmd/ctxstore asks
+// interrupts, messages read from it (an object, an array or JSON Lines),
+// stored messages printed for a person, JSON safe to print, and sizes and
+// ages for tables. It holds no command: cmd/ctxstore asks
 // the library and prints with it.
 package termio
 

@@ -2,8 +2,11 @@ package termio
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ctxstore/ctxstore"
 )
 
 func TestProgressBar(t *testing.T) {
@@ -59,5 +62,23 @@ func TestJSONArray(t *testing.T) {
 		if got.String() != want.String() {
 			t.Errorf("streamed\n%s\nwant\n%s", got.String(), want.String())
 		}
+	}
+}
+
+// TestReadMessages: an object, an array and JSON Lines are read; invalid
+// messages are listed by line and match ctxstore.ErrInvalidMessage.
+func TestReadMessages(t *testing.T) {
+	for _, in := range []string{
+		`{"role":"user","content":"a"}`,
+		`[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]`,
+		"{\"role\":\"user\",\"content\":\"a\"}\n\n{\"role\":\"assistant\",\"content\":\"b\"}\n",
+	} {
+		if msgs, err := ReadMessages(strings.NewReader(in), "stdin", 1<<20); err != nil || len(msgs) == 0 {
+			t.Errorf("ReadMessages(%q) = %d messages, %v", in, len(msgs), err)
+		}
+	}
+	_, err := ReadMessages(strings.NewReader("{\"role\":\"user\",\"content\":\"a\"}\nnot json\n"), "stdin", 1<<20)
+	if !errors.Is(err, ctxstore.ErrInvalidMessage) || !strings.Contains(err.Error(), "stdin line 2") {
+		t.Errorf("an invalid line: %v", err)
 	}
 }

@@ -218,7 +218,7 @@ func writeSession(ctx context.Context, e storage.Engine, info storage.SessionInf
 		}
 		for ent, err := range e.EpochMessages(ctx, info.Name, ep.Epoch, ep.FirstSeq) {
 			if err != nil {
-				return n, &SessionError{info.Name, fmt.Errorf("export session %q epoch %d: %w", info.Name, ep.Epoch, err)}
+				return n, &SessionError{Session: info.Name, Err: fmt.Errorf("export session %q epoch %d: %w", info.Name, ep.Epoch, err)}
 			}
 			if ent.Seq > ep.LastSeq {
 				break
@@ -242,7 +242,7 @@ func writeDerived(ctx context.Context, e storage.Engine, session string, bw *buf
 	for _, kind := range Kinds() {
 		for d, err := range e.ListDerived(ctx, session, kind) {
 			if err != nil {
-				return &SessionError{session, fmt.Errorf("export session %q: derived records %q: %w", session, kind, err)}
+				return &SessionError{Session: session, Err: fmt.Errorf("export session %q: derived records %q: %w", session, kind, err)}
 			}
 			rec := derivedRecord{Type: "derived", Kind: d.Kind, Key: d.Key}
 			if bytes.ContainsAny(d.Value, "\r\n") || !json.Valid(d.Value) {
