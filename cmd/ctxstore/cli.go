@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/cliflag"
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -327,17 +328,7 @@ func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 	}
 	fmt.Fprintln(w, "\nflags:")
 	cliflag.PrintFlags(w, fs, isGlobalFlag) // the global flags' defaults are in the text
-	fmt.Fprintf(w, "\nexample:\n%s\n", indent(strings.TrimSpace(c.example), "  "))
-}
-
-func indent(s, prefix string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		if l != "" {
-			lines[i] = prefix + l
-		}
-	}
-	return strings.Join(lines, "\n")
+	fmt.Fprintf(w, "\nexample:\n%s\n", termio.Indent(strings.TrimSpace(c.example), "  "))
 }
 
 // dbPath resolves the database path: --db, $CTXSTORE_DB, then the XDG data

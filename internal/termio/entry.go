@@ -30,9 +30,9 @@ func PrintEntry(w io.Writer, e storage.Entry, maxChars int) {
 	}
 	fmt.Fprintln(w)
 	if text := m.Text(); text != "" {
-		fmt.Fprintln(w, indent(textsafe.Escape(textsafe.Cut(text, maxChars), true), "    "))
+		fmt.Fprintln(w, Indent(textsafe.Escape(textsafe.Cut(text, maxChars), true), "    "))
 	} else if c := m.Content(); len(c) > 0 && string(c) != "null" && !m.HasToolCalls() {
-		fmt.Fprintln(w, indent(textsafe.Escape(textsafe.Cut(string(c), maxChars), true), "    "))
+		fmt.Fprintln(w, Indent(textsafe.Escape(textsafe.Cut(string(c), maxChars), true), "    "))
 	}
 	if others := otherBlocks(m); others != "" {
 		fmt.Fprintf(w, "    [%s]\n", textsafe.Escape(others, false))
@@ -116,8 +116,8 @@ func WriteRawLine(w io.Writer, raw []byte, toTerm bool) error {
 	return err
 }
 
-// indent puts prefix before every line of s that is not empty.
-func indent(s, prefix string) string {
+// Indent puts prefix before every line of s that is not empty.
+func Indent(s, prefix string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
 		if l != "" {

@@ -14,15 +14,23 @@ import (
 // WriteJSON writes v as indented JSON. Characters a terminal would act on
 // that JSON allows raw in strings (DEL, C1 controls, bidi overrides) are
 // written as \u escapes: the same JSON, safe to print.
-func WriteJSON(w io.Writer, v any) error {
+func WriteJSON(w io.Writer, v any) error { return writeIndented(w, "", "", v) }
+
+// writeIndented writes lead, then v indented two spaces a level, each line
+// after the first led by prefix, safe to print (SafeJSON).
+func writeIndented(w io.Writer, lead, prefix string, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
+	enc.SetIndent(prefix, "  ")
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("write JSON: %w", err)
 	}
-	if _, err := io.WriteString(w, SafeJSON(buf.String())); err != nil {
+	text := buf.String()
+	if prefix != "" {
+		text = strings.TrimSuffix(text, "\n")
+	}
+	if _, err := io.WriteString(w, lead+SafeJSON(text)); err != nil {
 		return fmt.Errorf("write JSON: %w", err)
 	}
 	return nil
@@ -52,7 +60,7 @@ func WriteJSONLine(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// JSONArray writes a JSON array an element at a time, as writeJSON writes
+// JSONArray writes a JSON array an element at a time, as WriteJSON writes
 // a whole slice.
 type JSONArray struct {
 	W io.Writer
@@ -61,22 +69,12 @@ type JSONArray struct {
 
 // Add writes v, the next element.
 func (j *JSONArray) Add(v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("  ", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("write JSON: %w", err)
-	}
 	sep := ",\n  "
 	if j.n == 0 {
 		sep = "[\n  "
 	}
 	j.n++
-	if _, err := io.WriteString(j.W, sep+SafeJSON(strings.TrimSuffix(buf.String(), "\n"))); err != nil {
-		return fmt.Errorf("write JSON: %w", err)
-	}
-	return nil
+	return writeIndented(j.W, sep, "  ", v)
 }
 
 // Close ends the array.
