@@ -22,7 +22,7 @@ func TestListAndTotals(t *testing.T) {
 	if _, _, err := storage.Append(ctx, st, "b", storage.Record{Message: user("other"), Tokens: 99, Counter: "odd"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := storage.Fork(ctx, st, "a", "c", 0); err != nil {
+	if _, err := storage.Fork(ctx, st, "a", "c", 0, ForkCarry()); err != nil {
 		t.Fatal(err)
 	}
 	var sum Totals

@@ -64,7 +64,7 @@ func TestOriginOf(t *testing.T) {
 	ctx := context.Background()
 	e := fileEngine(t)
 	appendTexts(t, e, "s", "", "one", "two", "three")
-	if _, err := storage.Fork(ctx, e, "s", "f", 2); err != nil {
+	if _, err := storage.Fork(ctx, e, "s", "f", 2, nil); err != nil {
 		t.Fatal(err)
 	}
 	lin, rw, err := storage.OriginOf(ctx, e, "f", 0)
@@ -87,7 +87,7 @@ func TestCopies(t *testing.T) {
 	ctx := context.Background()
 	e := fileEngine(t)
 	appendTexts(t, e, "s", "", "secret", "other")
-	if _, err := storage.Fork(ctx, e, "s", "f", 0); err != nil {
+	if _, err := storage.Fork(ctx, e, "s", "f", 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := storage.Rewind(ctx, e, "s", 1); err != nil {

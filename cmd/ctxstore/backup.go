@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/ctxstore/ctxstore/internal/termio"
-
 	"github.com/ctxstore/ctxstore/storage"
 )
 

@@ -3,9 +3,8 @@ package main
 import (
 	"context"
 
-	"github.com/ctxstore/ctxstore/internal/termio"
-
 	"github.com/ctxstore/ctxstore/internal/demo"
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/storage"
 )
 

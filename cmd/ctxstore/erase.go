@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/ctxstore/ctxstore/internal/termio"
-
 	"github.com/ctxstore/ctxstore/storage"
 )
 

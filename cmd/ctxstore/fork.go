@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/termio"
-
+	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -40,7 +40,7 @@ is refused with the nearest seqs that are not.`,
 				return err
 			}
 			defer st.Close()
-			rep, err := storage.Fork(ctx, st, src, dst, *at)
+			rep, err := storage.Fork(ctx, st, src, dst, *at, persistent.ForkCarry())
 			if errors.Is(err, storage.ErrExists) {
 				return fmt.Errorf("session %q already exists in %s: a fork needs a new name (see: %s)", dst, st.Location(), a.cmdline("ls"))
 			}

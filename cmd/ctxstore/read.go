@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/termio"
-
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/export"

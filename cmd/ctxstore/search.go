@@ -12,9 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ctxstore/ctxstore/internal/termio"
-
 	"github.com/ctxstore/ctxstore/internal/serve"
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/search"
 )

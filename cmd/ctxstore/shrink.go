@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/ctxstore/ctxstore/internal/termio"
-
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore"
 )

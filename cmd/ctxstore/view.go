@@ -5,9 +5,8 @@ import (
 	"context"
 	"io"
 
-	"github.com/ctxstore/ctxstore/internal/termio"
-
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/internal/viewreport"
 	"github.com/ctxstore/ctxstore/persistent"
