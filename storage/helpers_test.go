@@ -97,7 +97,7 @@ func TestCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := storage.Erase(ctx, e, "s", 1); err != nil {
+	if _, err := storage.Erase(ctx, e, "s", []string{"summary"}, 1); err != nil {
 		t.Fatal(err)
 	}
 	copies, err := orig.Copies(ctx, e, "s")
