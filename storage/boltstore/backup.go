@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/identity"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
 
@@ -47,7 +48,7 @@ func (s *Store) Backup(ctx context.Context, out string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = giveNewIdentity(name)
+		err = identity.GiveNew(name)
 	}
 	if err != nil {
 		return fmt.Errorf("backup %s to %s: %w", s.path, out, err)
