@@ -3,7 +3,6 @@
 package boltstore
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
@@ -336,18 +336,8 @@ func BenchmarkAppendProcesses(b *testing.B) {
 				session = fmt.Sprintf("own-%d", p)
 			}
 			cmd := child(b, "bench-appender", path, fmt.Sprintf("%s %d", session, perProc))
-			in, err := cmd.StdinPipe()
-			if err != nil {
-				b.Fatal(err)
-			}
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			in, out := testkit.Start(b, cmd)
+			if _, err := out.ReadString('\n'); err != nil {
 				b.Fatal(err)
 			}
 			cmds, stdins = append(cmds, cmd), append(stdins, in)
