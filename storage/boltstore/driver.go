@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strings"
 
@@ -37,7 +36,7 @@ func (fileDriver) Open(_ context.Context, target string, opts storage.OpenOption
 	path := filePath(target)
 	if opts.ReadOnly || opts.MustExist {
 		fi, err := os.Stat(path)
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w at %s", storage.ErrNoStore, path)
 		}
 		if err == nil && fi.Size() == 0 {
