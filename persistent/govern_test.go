@@ -96,7 +96,7 @@ func startGovernHost(t *testing.T, db, session string) *governHost {
 	t.Helper()
 	cmd := testkit.Command("", governRole, "GOVERN_DB="+db, "GOVERN_SESSION="+session)
 	cmd.Stderr = os.Stderr
-	in, out := testkit.StartPiped(t, cmd)
+	in, out := testkit.Start(t, cmd)
 	t.Cleanup(func() {
 		in.Close()
 		_ = cmd.Wait()

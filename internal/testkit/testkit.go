@@ -74,34 +74,6 @@ func Child(t *testing.T, play func(role string) error) {
 	os.Exit(0)
 }
 
-// StartPiped starts cmd with a pipe to its stdin and one from its stdout,
-// and returns them, failing the test if it cannot. The caller waits for
-// cmd (Wait closes both pipes); closing stdin tells a child reading it to
-// end.
-func StartPiped(t testing.TB, cmd *exec.Cmd) (stdin io.WriteCloser, stdout io.ReadCloser) {
-	t.Helper()
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return in, StartReading(t, cmd)
-}
-
-// StartReading starts cmd with a pipe from its stdout and returns it,
-// failing the test if it cannot; the child's stdin is cmd's (nothing by
-// default). The caller reads the output before it waits for cmd.
-func StartReading(t testing.TB, cmd *exec.Cmd) io.ReadCloser {
-	t.Helper()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // WaitFor polls cond every millisecond until it holds, failing the test
 // if it does not within 10 s. what says what is waited for.
 func WaitFor(t testing.TB, what string, cond func() bool) {
@@ -164,6 +136,25 @@ func Queue(t testing.TB, queued func() int, release func() error, writes ...func
 	return errs, panics
 }
 
+// Start starts cmd, a child process to talk to: it returns the child's
+// stdin, to write to, and its stdout, to read line by line. It fails the
+// test if the child cannot be started; waiting for it is the caller's.
+func Start(t testing.TB, cmd *exec.Cmd) (io.WriteCloser, *bufio.Reader) {
+	t.Helper()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return in, bufio.NewReader(out)
+}
+
 // RunOrKill runs a child that prints "open" once it is ready, waits for a
 // line on its stdin, does its work and prints "done <nanoseconds>". It
 // tells the child to go and then, with delay >= 0, kills it (SIGKILL)
@@ -172,8 +163,7 @@ func Queue(t testing.TB, queued func() int, release func() error, writes ...func
 // over that duration kills the work at as many points.
 func RunOrKill(t testing.TB, cmd *exec.Cmd, delay time.Duration) time.Duration {
 	t.Helper()
-	in, out := StartPiped(t, cmd)
-	r := bufio.NewReader(out)
+	in, r := Start(t, cmd)
 	if line, err := r.ReadString('\n'); err != nil || line != "open\n" {
 		cmd.Process.Kill()
 		cmd.Wait()

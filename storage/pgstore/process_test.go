@@ -136,7 +136,8 @@ func childTailer(st *Store, arg string) error {
 func startWriter(t *testing.T, dsn, schema, arg string) (*exec.Cmd, io.Reader) {
 	t.Helper()
 	cmd := child(t, "writer", dsn, schema, arg)
-	return cmd, testkit.StartReading(t, cmd)
+	_, out := testkit.Start(t, cmd) // the writer reads no stdin
+	return cmd, out
 }
 
 // readAcks collects the "ack <text> <seq>" lines of a writer into into, and
@@ -179,7 +180,7 @@ func startFleet(t *testing.T, dsn, schema string, writers, per int) *fleet {
 	f := &fleet{t: t, done: make(chan struct{}), acked: map[string]uint64{}}
 	f.tailer = child(t, "tailer", dsn, schema, "-")
 	var tout io.Reader
-	f.tin, tout = testkit.StartPiped(t, f.tailer)
+	f.tin, tout = testkit.Start(t, f.tailer)
 	t.Cleanup(func() {
 		if f.tailer.ProcessState == nil {
 			f.tailer.Process.Kill()
