@@ -67,6 +67,33 @@ type Lineage struct {
 	Epoch  uint64    `json:"epoch"`
 	Seq    uint64    `json:"seq"`
 	Time   time.Time `json:"time"`
+	// ParentGone says the parent was purged since the fork (a session of
+	// its name, if any, was created after the fork: another one). Not
+	// stored: CheckParent sets it.
+	ParentGone bool `json:"-"`
+}
+
+// CheckParent sets l.ParentGone by looking the parent up in e.
+func (l *Lineage) CheckParent(ctx context.Context, e Engine) error {
+	info, err := e.Session(ctx, l.Parent)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		l.ParentGone = true
+	case err != nil:
+		return fmt.Errorf("the parent of a fork: %w", err)
+	default:
+		l.ParentGone = info.Created.After(l.Time)
+	}
+	return nil
+}
+
+// ParentNote is what to say after the parent's name: " (purged)" when it
+// is gone, else nothing.
+func (l Lineage) ParentNote() string {
+	if l.ParentGone {
+		return " (purged)"
+	}
+	return ""
 }
 
 // Rewound is what a rewind left: the epoch it started was seeded with

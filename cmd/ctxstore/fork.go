@@ -233,6 +233,9 @@ func lineageOf(ctx context.Context, st storage.Engine, name string, epoch uint64
 	}
 	if ok {
 		lin = &l
+		if err := lin.CheckParent(ctx, st); err != nil {
+			return nil, nil, err
+		}
 	}
 	if epoch == 0 {
 		return lin, nil, nil
