@@ -302,8 +302,18 @@ func sourceKept(ctx context.Context, e Engine, src string, info SessionInfo) err
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	if err != nil || !now.Created.Equal(info.Created) || now.Erasures != info.Erasures || now.Epoch < info.Epoch || purgedEpochs(now) != purgedEpochs(info) {
-		return fmt.Errorf("%w: %q was erased or purged while it was copied; try again", ErrConflict, src)
+	if err != nil {
+		return SourceKept(nil, info)
+	}
+	return SourceKept(&now, info)
+}
+
+// SourceKept checks that now (nil: there is none) is still the forked
+// session read as info, with nothing of it erased or purged since:
+// ErrConflict otherwise. An engine's own Fork checks it where it writes.
+func SourceKept(now *SessionInfo, info SessionInfo) error {
+	if now == nil || !now.Created.Equal(info.Created) || now.Erasures != info.Erasures || now.Epoch < info.Epoch || purgedEpochs(*now) != purgedEpochs(info) {
+		return fmt.Errorf("%w: %q was erased or purged while it was copied; try again", ErrConflict, info.Name)
 	}
 	return nil
 }
@@ -399,14 +409,17 @@ func forkImport(ctx context.Context, e Engine, src, dst string, at uint64) (Sess
 	for i := range kept {
 		kept[i].Session = dst
 	}
-	now := plan.Lineage.Time
-	ep := EpochInfo{Epoch: info.Epoch, FirstSeq: info.EpochStartSeq, LastSeq: plan.Last, Messages: len(kept), Started: now}
-	imp := SessionImport{
-		Info: SessionInfo{Name: dst, Created: now, Updated: now, Epoch: info.Epoch, EpochStartSeq: info.EpochStartSeq,
-			LastSeq: plan.Last, Epochs: []EpochInfo{ep}},
-		Entries: kept, Derived: plan.Derived,
-	}
+	imp := SessionImport{Info: plan.Target(dst), Entries: kept, Derived: plan.Derived}
 	return imp, ForkReport{Lineage: plan.Lineage, Messages: len(kept), Derived: plan.Carried}, info, nil
+}
+
+// Target is the session a fork to dst imports: created at the fork's time,
+// holding the copied part of the source's epoch under its numbers.
+func (p ForkPlan) Target(dst string) SessionInfo {
+	now, src := p.Lineage.Time, p.Source
+	ep := EpochInfo{Epoch: src.Epoch, FirstSeq: src.EpochStartSeq, LastSeq: p.Last, Messages: p.Messages, Started: now}
+	return SessionInfo{Name: dst, Created: now, Updated: now, Epoch: src.Epoch, EpochStartSeq: src.EpochStartSeq,
+		LastSeq: p.Last, Epochs: []EpochInfo{ep}}
 }
 
 // importWhole imports one session with its derived records: in one

@@ -105,9 +105,12 @@ func TestRewindAfterEraseKeepsItErased(t *testing.T) {
 }
 
 // eraseBeforeImport is eraseBeforeReplace for a fork: the other process
-// erases between the fork's read of its source and its write.
+// erases between the fork's read of its source and its write. It is not a
+// storage.Forker (the field hides the Store's Fork): storage.Fork reads,
+// then imports.
 type eraseBeforeImport struct {
 	eraseBeforeReplace
+	Fork struct{}
 }
 
 func (e *eraseBeforeImport) ImportSessions(ctx context.Context, batch []storage.SessionImport) error {
@@ -139,7 +142,7 @@ func TestForkAfterEraseKeepsItErased(t *testing.T) {
 	if err := st.PutDerived(ctx, "s", "view", "v1/e00000000000000000001/b1000", []byte(`{"summary":"user's key is `+rewindMarker+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, ferr := storage.Fork(ctx, &eraseBeforeImport{eraseBeforeReplace{Store: st, t: t, path: path}}, "s", "d", 0)
+	_, ferr := storage.Fork(ctx, &eraseBeforeImport{eraseBeforeReplace: eraseBeforeReplace{Store: st, t: t, path: path}}, "s", "d", 0)
 	if ferr != nil {
 		t.Logf("fork: %v", ferr)
 		if where := fileLeaks(t, st, []byte(rewindMarker)); len(where) > 0 {
