@@ -19,7 +19,7 @@ const forkBatch = 1000
 // reading them all into the program and importing them. The copy exists
 // whole or not at all. The transaction holds the copy's new pages until it
 // commits, about the size of the messages copied.
-func (s *Store) Fork(ctx context.Context, src, dst string, at uint64) (storage.ForkReport, error) {
+func (s *Store) Fork(ctx context.Context, src, dst string, at uint64, carry []storage.Carry) (storage.ForkReport, error) {
 	if err := checkSession(dst); err != nil {
 		return storage.ForkReport{}, err
 	}
@@ -39,7 +39,7 @@ func (s *Store) Fork(ctx context.Context, src, dst string, at uint64) (storage.F
 		}
 		items = append(items, storage.CutItem{Seq: ent.Seq, CallIDs: ent.CallIDs, ResultIDs: ent.ResultIDs})
 	}
-	plan, err := storage.PlanFork(ctx, s, info, at, items)
+	plan, err := storage.PlanFork(ctx, s, info, at, items, carry)
 	if err != nil {
 		return storage.ForkReport{}, err
 	}

@@ -1,4 +1,4 @@
-package storagetest
+package govern
 
 import (
 	"context"
@@ -14,10 +14,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 )
 
-// BenchFork measures storage.Fork of a whole session of n messages of
-// about 500 bytes on e, each iteration into a new session, and reports
-// messages/s, the heap in use at the peak of a fork (above where it stood
-// before; sampled every millisecond) and the bytes a fork allocates.
+// BenchFork is storagetest.BenchFork.
 func BenchFork(b *testing.B, e storage.Engine, n int) {
 	ctx := context.Background()
 	body := strings.Repeat("lorem ipsum ", 40)
@@ -37,7 +34,7 @@ func BenchFork(b *testing.B, e storage.Engine, n int) {
 	var peak, alloc uint64
 	for b.Loop() {
 		p, a := heapDuring(func() {
-			rep, err := storage.Fork(ctx, e, "src", fmt.Sprintf("fork-%d", i), 0)
+			rep, err := storage.Fork(ctx, e, "src", fmt.Sprintf("fork-%d", i), 0, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -94,9 +91,7 @@ func heapDuring(fn func()) (peak, alloc uint64) {
 	return peak, after.TotalAlloc - before.TotalAlloc
 }
 
-// BenchGC measures storage.GC deleting sessions sessions of two messages
-// each on e (made anew, by bulk import when the engine has it, before each
-// iteration, off the clock), and reports sessions/s.
+// BenchGC is storagetest.BenchGC.
 func BenchGC(b *testing.B, e storage.Engine, sessions int) {
 	ctx := context.Background()
 	pol := storage.Retention{OlderThan: time.Nanosecond}
