@@ -69,22 +69,7 @@ func (e *eraseBeforeReplace) eraseOnce() {
 // copy: the erase came first, so the session must hold the marker nowhere.
 func TestRewindAfterEraseKeepsItErased(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "store.db")
-	st, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	for _, m := range []ctxstore.Message{
-		ctxstore.NewMessage("user", "hello"),
-		ctxstore.NewMessage("assistant", "hi"),
-		ctxstore.NewMessage("user", "my key is "+rewindMarker),
-		ctxstore.NewMessage("assistant", "noted"),
-	} {
-		if _, _, err := st.Append(ctx, "s", Record{Message: m}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st, path := storeWithMarker(t, ctxstore.NewMessage("user", "hello"), ctxstore.NewMessage("assistant", "hi"))
 	if _, err := storage.Rewind(ctx, &eraseBeforeReplace{Store: st, t: t, path: path}, "s", 3); err != nil {
 		t.Fatalf("rewind: %v", err)
 	}
@@ -128,20 +113,7 @@ func TestForkAfterEraseKeepsItErased(t *testing.T) {
 	for _, how := range []string{"engine", "import"} {
 		t.Run(how, func(t *testing.T) {
 			ctx := context.Background()
-			path := filepath.Join(t.TempDir(), "store.db")
-			st, err := Open(path, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			for _, m := range []ctxstore.Message{
-				ctxstore.NewMessage("user", "my key is "+rewindMarker),
-				ctxstore.NewMessage("assistant", "noted"),
-			} {
-				if _, _, err := st.Append(ctx, "s", Record{Message: m}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			st, path := storeWithMarker(t)
 			// A saved view decision holding a summary of the message.
 			if err := st.PutDerived(ctx, "s", "view", "v1/e00000000000000000001/b1000", []byte(`{"summary":"user's key is `+rewindMarker+`"}`)); err != nil {
 				t.Fatal(err)
@@ -190,4 +162,23 @@ func checkErasedEverywhere(t *testing.T, st *Store, sessions ...string) {
 			}
 		}
 	}
+}
+
+// storeWithMarker is a new store holding session "s": the messages given,
+// then one telling the marker and the assistant's answer.
+func storeWithMarker(t *testing.T, before ...ctxstore.Message) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "store.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	msgs := append(before, ctxstore.NewMessage("user", "my key is "+rewindMarker), ctxstore.NewMessage("assistant", "noted"))
+	for _, m := range msgs {
+		if _, _, err := st.Append(context.Background(), "s", Record{Message: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st, path
 }
