@@ -2,10 +2,12 @@ package boltstore
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,14 +28,7 @@ func TestRestoreRechecksThePathAfterItsLock(t *testing.T) {
 	dir := t.TempDir()
 	path, other, backup := filepath.Join(dir, "s.db"), filepath.Join(dir, "other.db"), filepath.Join(dir, "backup.db")
 	for _, f := range []struct{ path, session string }{{path, "a"}, {other, "b"}, {backup, "c"}} {
-		st, err := Open(f.path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		appendText(t, st, f.session, "hi")
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
-		}
+		storeHolding(t, f.path, f.session)
 	}
 	if err := os.Chmod(other, 0o640); err != nil {
 		t.Fatal(err)
@@ -122,4 +117,77 @@ func sessionsAt(t *testing.T, path string) []string {
 		names = append(names, in.Name)
 	}
 	return names
+}
+
+// A store moved to the path while Restore copies the backup there (no
+// file was there to lock) is kept: Restore fails with ErrMoved instead of
+// replacing it.
+func TestRestoreKeepsAFileCreatedMeanwhile(t *testing.T) {
+	dir := t.TempDir()
+	path, backup := filepath.Join(dir, "s.db"), filepath.Join(dir, "backup.db")
+	src, err := Open(backup, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Big enough that the copy takes a while.
+	body := strings.Repeat("x", 2000)
+	for i := range 30 {
+		recs := make([]Record, 500)
+		for j := range recs {
+			recs[j] = text("user", fmt.Sprintf("%d %d %s", i, j, body))
+		}
+		if _, _, err := src.Append(ctx, "big", recs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.db")
+	storeHolding(t, other, "created meanwhile")
+	done := make(chan error, 1)
+	go func() { _, err := Restore(ctx, path, backup); done <- err }()
+	copying := ""
+	for i := 0; copying == ""; i++ {
+		if i == 5000 {
+			t.Fatal("restore does not copy the backup beside the path")
+		}
+		copying, _ = firstMatch(filepath.Join(dir, ".s.db"+tempSuffix+"*"))
+		time.Sleep(time.Millisecond)
+	}
+	// The operator's mv of a store to the path.
+	if err := os.Rename(other, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(copying); err != nil {
+		t.Skipf("the copy ended before the store was moved there (%v): nothing to race", err)
+	}
+	if err := <-done; !errors.Is(err, ErrMoved) {
+		t.Fatalf("restore while a store was moved to the path: %v, want ErrMoved", err)
+	}
+	if got := sessionsAt(t, path); !slices.Equal(got, []string{"created meanwhile"}) {
+		t.Errorf("the file at the path holds sessions %q, want the one moved there", got)
+	}
+}
+
+// firstMatch is the first file glob matches, "" if none.
+func firstMatch(glob string) (string, error) {
+	m, err := filepath.Glob(glob)
+	if len(m) == 0 {
+		return "", err
+	}
+	return m[0], err
+}
+
+// storeHolding makes a store at path holding one message in session.
+func storeHolding(t *testing.T, path, session string) {
+	t.Helper()
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendText(t, st, session, "hi")
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -43,17 +43,41 @@ func Restore(ctx context.Context, eng Engine, path, backup string) (*storage.Res
 		if err := os.Link(path, r.Previous); err != nil {
 			return nil, fmt.Errorf("restore %s: keep the old file: %w", path, err)
 		}
+		if kept, err := os.Lstat(r.Previous); err != nil || !os.SameFile(kept, old) {
+			os.Remove(r.Previous)
+			return nil, fmt.Errorf("restore %s: %w: another file was moved over the path while the backup was copied; try again", path, storage.ErrMoved)
+		}
 		if err := os.Rename(path+wal.Suffix, r.Previous+wal.Suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("restore %s: set the old file's log aside: %w", path, err)
 		}
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return nil, fmt.Errorf("restore %s: %w", path, err)
+	if err := putCopy(tmp, path, old == nil); err != nil {
+		return nil, err
 	}
 	if err := tempfile.SyncDir(dir); err != nil {
 		return nil, fmt.Errorf("restore %s: %w", path, err)
 	}
 	return r, nil
+}
+
+// putCopy moves the restored copy tmp to path. Over no file (fresh), it
+// links it, which fails if one was created there meanwhile: nothing was
+// there to lock, and a file created since is kept, not replaced.
+func putCopy(tmp, path string, fresh bool) error {
+	if !fresh {
+		if err := os.Rename(tmp, path); err != nil {
+			return fmt.Errorf("restore %s: %w", path, err)
+		}
+		return nil
+	}
+	err := os.Link(tmp, path)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("restore %s: %w: a file was created at the path while the backup was copied; try again", path, storage.ErrMoved)
+	}
+	if err != nil {
+		return fmt.Errorf("restore %s: %w", path, err)
+	}
+	return os.Remove(tmp) // at once: a file with two names is refused by Open
 }
 
 // restoreLockWait bounds Restore's wait for the locks of the file it
