@@ -32,7 +32,7 @@ func TestRewindEraseChild(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = storage.Erase(ctx, st, "s", seqs...)
+		_, err = storage.Erase(ctx, st, "s", eraseDrops, seqs...)
 		return err
 	})
 }
@@ -114,16 +114,16 @@ func TestForkAfterEraseKeepsItErased(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			ctx := context.Background()
 			st, path := storeWithMarker(t)
-			// A saved view decision holding a summary of the message.
-			if err := st.PutDerived(ctx, "s", "view", "v1/e00000000000000000001/b1000", []byte(`{"summary":"user's key is `+rewindMarker+`"}`)); err != nil {
+			// A summary of the message, of the kind the erase drops (eraseDrops).
+			if err := st.PutDerived(ctx, "s", eraseDrops[0], "e1/b1000", []byte(`{"summary":"user's key is `+rewindMarker+`"}`)); err != nil {
 				t.Fatal(err)
 			}
 			eraser := &eraseBeforeImport{eraseBeforeReplace: eraseBeforeReplace{Store: st, t: t, path: path}}
 			var e storage.Engine = eraser
-			var carry []storage.Carry
+			carry := []storage.Carry{{Kind: eraseDrops[0]}}
 			if how == "engine" {
 				e = st
-				carry = []storage.Carry{{Kind: "view", Keep: func(string, storage.Copied) bool { eraser.eraseOnce(); return true }}}
+				carry[0].Keep = func(string, storage.Copied) bool { eraser.eraseOnce(); return true }
 			}
 			_, ferr := storage.Fork(ctx, e, "s", "d", 0, carry)
 			if !eraser.done {
@@ -140,8 +140,8 @@ func TestForkAfterEraseKeepsItErased(t *testing.T) {
 	}
 }
 
-// checkErasedEverywhere fails t if a message, title or view record of the
-// sessions holds the erased text.
+// checkErasedEverywhere fails t if a message, title or summary record of
+// the sessions holds the erased text.
 func checkErasedEverywhere(t *testing.T, st *Store, sessions ...string) {
 	t.Helper()
 	for _, name := range sessions {
@@ -156,7 +156,7 @@ func checkErasedEverywhere(t *testing.T, st *Store, sessions ...string) {
 		if info, err := st.Session(ctx, name); err == nil && bytes.Contains([]byte(info.Title), []byte(rewindMarker)) {
 			t.Errorf("session %s's title holds the erased text: %q", name, info.Title)
 		}
-		for d, err := range st.ListDerived(ctx, name, "view") {
+		for d, err := range st.ListDerived(ctx, name, eraseDrops[0]) {
 			if err == nil && bytes.Contains(d.Value, []byte(rewindMarker)) {
 				t.Errorf("session %s's derived %s holds the erased text", name, d.Key)
 			}
