@@ -86,7 +86,7 @@ func runErase() int {
 	}
 	defer st.Close()
 	seq, _ := strconv.ParseUint(os.Getenv("CHILD_SEQ"), 10, 64)
-	if _, err := storage.Erase(ctx, st, os.Getenv("CHILD_SESSION"), seq); err != nil {
+	if _, err := storage.Erase(ctx, st, os.Getenv("CHILD_SESSION"), EraseDrops(), seq); err != nil {
 		fmt.Fprintln(os.Stderr, "child erase:", err)
 		return 1
 	}

@@ -73,7 +73,7 @@ func TestBackupEraseChild(t *testing.T) {
 		n, _ := strconv.Atoi(os.Getenv(envArg))
 		for i := range n {
 			fmt.Println("erasing")
-			if _, err := storage.Erase(context.Background(), st, fmt.Sprintf("s%d", i), 1); err != nil {
+			if _, err := storage.Erase(context.Background(), st, fmt.Sprintf("s%d", i), eraseDrops, 1); err != nil {
 				return err
 			}
 			fmt.Println("erased")

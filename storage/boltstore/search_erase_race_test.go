@@ -50,7 +50,7 @@ func TestSearchFileKeepsNoTextErasedMidCatchUp(t *testing.T) {
 	// The searcher lists "a" and "b", indexes "a" (two messages), and is
 	// reading "b" when the erase commits.
 	time.Sleep(30 * time.Millisecond)
-	if _, err := storage.Erase(ctx, st, "a", 1); err != nil {
+	if _, err := storage.Erase(ctx, st, "a", eraseDrops, 1); err != nil {
 		t.Fatal(err)
 	}
 	if !lines.Scan() {
