@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/tokens"
 )
@@ -141,8 +142,8 @@ func (r nsPerOp) recordValue(b *testing.B, key string, v float64) {
 // one at a time.
 var benchCPU struct{ start, sum time.Duration }
 
-func cpuStart() { benchCPU.start = cpuTime() }
-func cpuStop()  { benchCPU.sum += cpuTime() - benchCPU.start }
+func cpuStart() { benchCPU.start = testkit.CPUTime() }
+func cpuStop()  { benchCPU.sum += testkit.CPUTime() - benchCPU.start }
 
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
