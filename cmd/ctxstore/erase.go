@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -66,7 +67,7 @@ required.`,
 			if err != nil {
 				return fmt.Errorf("erase %s: %w", what, err)
 			}
-			res, err := storage.Erase(ctx, st, name, seqs...)
+			res, err := storage.Erase(ctx, st, name, persistent.EraseDrops(), seqs...)
 			if err != nil {
 				// Not explainIn: a seq not found is not a session not found.
 				return fmt.Errorf("erase %s: %w", what, err)

@@ -16,6 +16,10 @@ import (
 	"github.com/ctxstore/ctxstore/storage/storagetest"
 )
 
+// eraseDrops is the kind of derived records this package's erases drop, as
+// a caller's own: these tests keep none (storagetest checks the dropping).
+var eraseDrops = []string{"summary"}
+
 // TestErase runs the erase and purge checks on real files: the marker's
 // bytes are looked for in every file under the store's directory (the
 // file, its log, the search index, anything else).
@@ -128,7 +132,7 @@ func TestEraseSessionOnlyInLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err := storage.Erase(ctx, st, "s", 2)
+	res, err := storage.Erase(ctx, st, "s", eraseDrops, 2)
 	if err != nil || !slices.Equal(res.Erased, []uint64{2}) {
 		t.Fatalf("erase: %+v %v", res, err)
 	}

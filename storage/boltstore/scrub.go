@@ -130,14 +130,8 @@ func (s *Store) scrubSearch(ctx context.Context) bool {
 	if _, err := os.Lstat(SearchPath(s.path)); err != nil && s.search.ix == nil {
 		return false
 	}
-	ix := s.searchIndex()
-	if err := ix.Prune(ctx, s); err != nil {
-		return false
-	}
-	if ix.Unsaved() > 0 {
-		return ix.Save() == nil
-	}
-	return true
+	ok, err := s.saveSearch(ctx, s.searchIndex(), 1)
+	return ok && err == nil
 }
 
 // finishScrub runs the scrub an erase left owed when its process was

@@ -14,8 +14,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
-// The basics in detail: checks moved here from package store's tests, so
-// that both engines are held to them.
+// The basics in detail, so that every engine is held to them.
 
 // Messages come back byte for byte after the store is closed and opened
 // again: numbers beyond float64, escapes, unknown keys in their order.

@@ -13,8 +13,7 @@ import (
 )
 
 // The conditional writes and the purge, checked through the Engine
-// interface alone (moved here from package store's tests, so that both
-// engines are held to them).
+// interface alone, so that every engine is held to them.
 
 var errRefused = errors.New("refused by the test")
 

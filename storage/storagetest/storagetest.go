@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -52,6 +53,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"ConditionalSeesOtherWriters", testConditional},
 		{"ConditionalRace", testConditionalRace},
 		{"PanicInCheck", testPanicInCheck},
+		{"GoexitInCheck", testGoexitInCheck},
 		{"NilCallbacks", testNilCallbacks},
 		{"AppendIf", testAppendIf},
 		{"UpdateDerived", testUpdateDerived},
@@ -498,6 +500,60 @@ func testPanicInCheck(t *testing.T, open Opener) {
 	}
 	if _, err := storage.GetDerived(ctx, e, "s", "k", "key"); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("derived record after an UpdateDerived whose fn panicked: %v, want ErrNotFound", err)
+	}
+}
+
+// testGoexitInCheck: a check (or UpdateDerived's fn) that ends its
+// goroutine with runtime.Goexit, as t.FailNow does, ends its caller's
+// goroutine without the call returning, writes nothing, and the engine
+// writes on.
+func testGoexitInCheck(t *testing.T, open Opener) {
+	e, _ := open(t)
+	ctx := context.Background()
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "first"))
+	exit := func(storage.SessionInfo) error { runtime.Goexit(); return nil }
+	writes := map[string]func(){
+		"AppendIf":     func() { e.AppendIf(ctx, "s", exit, fixture.Text("user", "never")) },
+		"ReplaceEpoch": func() { e.ReplaceEpoch(ctx, "s", exit, fixture.Text("user", "never")) },
+		"UpdateDerived": func() {
+			e.UpdateDerived(ctx, "s", "k", "key", func(_ []byte, si storage.SessionInfo) ([]byte, error) { return nil, exit(si) })
+		},
+	}
+	for name, write := range writes {
+		done := make(chan bool)
+		go func() {
+			returned := false
+			defer func() { done <- returned }()
+			write()
+			returned = true
+		}()
+		select {
+		case returned := <-done:
+			if returned {
+				t.Errorf("%s returned though its callback called runtime.Goexit", name)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the caller's goroutine neither returned nor ended in 10s", name)
+		}
+	}
+	deadline, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, _, err := storage.Append(deadline, e, "s", fixture.Text("user", "last")); err != nil {
+		t.Fatalf("append after the callbacks ended their goroutines: %v", err)
+	}
+	var texts []string
+	for _, en := range fixture.Collect(t, e.Messages(ctx, "s", 0)) {
+		m, _ := en.Message()
+		texts = append(texts, m.Text())
+	}
+	if !slices.Equal(texts, []string{"first", "last"}) {
+		t.Errorf("session holds %q, want first and last", texts)
+	}
+	if si := info(t, e, "s"); si.Epoch != 1 {
+		t.Errorf("epoch %d after a ReplaceEpoch whose check ended its goroutine, want 1", si.Epoch)
+	}
+	if _, err := storage.GetDerived(ctx, e, "s", "k", "key"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("derived record after an UpdateDerived whose fn ended its goroutine: %v, want ErrNotFound", err)
 	}
 }
 
