@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/identity"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
 
@@ -48,7 +49,7 @@ func (s *Store) Backup(ctx context.Context, out string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = giveNewIdentity(name)
+		err = identity.GiveNew(name)
 	}
 	if err == nil {
 		err = zeroFreeCopy(name)

@@ -57,9 +57,9 @@ func crashStore(t *testing.T, path string) []storage.Entry {
 	}
 	defer st.Close()
 	for i := range 400 {
-		st.logMessages = 0
+		st.wlog.MaxMessages = 0
 		if i >= 360 {
-			st.logMessages = 1000 // the last ones stay in the log
+			st.wlog.MaxMessages = 1000 // the last ones stay in the log
 		}
 		txt := strings.Repeat("filler ", 40) + strconv.Itoa(i)
 		if i%20 == 0 {

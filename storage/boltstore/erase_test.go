@@ -29,7 +29,7 @@ func TestErase(t *testing.T) {
 	// pages the erase frees, which only zeroing removes.
 	t.Run("Pages", func(t *testing.T) {
 		storagetest.RunErase(t, wrappedOpener(func(st *Store) storage.Engine {
-			st.logMessages = 0
+			st.wlog.MaxMessages = 0
 			return st
 		}), fileLeaks)
 	})
@@ -69,7 +69,7 @@ func TestEraseZeroesFreePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	st.logMessages = 0 // every append in the file's pages
+	st.wlog.MaxMessages = 0 // every append in the file's pages
 	const marker = "numbatSECRET9911"
 	var recs []Record
 	for i := range 300 {
