@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/ctxstore/ctxstore/storage"
 )
@@ -110,15 +112,23 @@ func (b *countBlock) set(seq uint64, t int) { b[seq%countsBlock] = t }
 // readCountBlock reads the block of counts of seq by the manager's counter
 // (none kept, or unreadable: every entry -1, which only costs a recount).
 func (m *Manager) readCountBlock(ctx context.Context, seq uint64) *countBlock {
+	v, err := storage.GetDerived(ctx, m.st, m.session, KindCounts, CountsKey(m.counter, seq))
+	if err != nil {
+		v = nil
+	}
+	return countBlockOf(seq/countsBlock, v)
+}
+
+// countBlockOf is the block of counts numbered block that the record v
+// holds (nil: none kept).
+func countBlockOf(block uint64, v []byte) *countBlock {
 	b := new(countBlock)
 	for i := range b {
 		b[i] = -1
 	}
-	v, err := storage.GetDerived(ctx, m.st, m.session, KindCounts, CountsKey(m.counter, seq))
-	if err != nil {
+	if v == nil {
 		return b
 	}
-	block := seq / countsBlock
 	put := func(s uint64, t int) {
 		if s/countsBlock == block && t >= 0 {
 			b.set(s, t)
@@ -133,6 +143,47 @@ func (m *Manager) readCountBlock(ctx context.Context, seq uint64) *countBlock {
 		}
 	}
 	return b
+}
+
+// unread lists the keys of the blocks of kept counts that es's entries
+// counted by another counter need and r has not read, at most
+// maxCountBlocks: a read of es can read them with it (see loaded).
+func (r *recounts) unread(m *Manager, es []storage.Entry) []string {
+	if m.counter == "" {
+		return nil
+	}
+	var keys []string
+	seen := map[string]bool{}
+	for _, e := range es {
+		if e.Counter == m.counter {
+			continue
+		}
+		key := CountsKey(m.counter, e.Seq)
+		if _, ok := r.blocks[key]; !ok && !seen[key] && len(keys) < maxCountBlocks {
+			seen[key] = true
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
+// loaded keeps the blocks of kept counts under keys, of which ds are the
+// records found (in the order of keys); the others hold none.
+func (r *recounts) loaded(keys []string, ds []storage.Derived) {
+	if r.blocks == nil || len(r.blocks)+len(keys) > maxCountBlocks {
+		r.blocks = map[string]*countBlock{}
+	}
+	for _, key := range keys {
+		var v []byte
+		if len(ds) > 0 && ds[0].Key == key {
+			v, ds = ds[0].Value, ds[1:]
+		}
+		block, err := strconv.ParseUint(key[strings.LastIndexByte(key, '/')+1:], 16, 64)
+		if err != nil {
+			continue
+		}
+		r.blocks[key] = countBlockOf(block, v)
+	}
 }
 
 // countsNumber reads the decimal number at v[i:] (quoted when quoted) and

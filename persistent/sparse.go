@@ -83,9 +83,10 @@ func (m *Manager) readSparse(ctx context.Context, need view.Need, before uint64)
 	return true, nil
 }
 
-// readSeqs reads the messages seqs, in one read of the store when the
-// engine can (storage.ReadSnapshot): a read of its own per batch costs
-// the engine's checks of its files each time.
+// readSeqs reads the messages seqs, and the blocks of kept counts they
+// need (recounts.unread), in one read of the store when the engine can
+// (storage.ReadSnapshot): a read of its own per batch or block costs the
+// engine's checks of its files each time.
 func (m *Manager) readSeqs(ctx context.Context, seqs []uint64) ([]storage.Entry, error) {
 	es := make([]storage.Entry, 0, len(seqs))
 	err := storage.ReadSnapshot(ctx, m.st, func(s storage.Snapshot) error {
@@ -95,6 +96,13 @@ func (m *Manager) readSeqs(ctx context.Context, seqs []uint64) ([]storage.Entry,
 				return err
 			}
 			es = append(es, got...)
+		}
+		if keys := m.counts.unread(m, es); len(keys) > 0 {
+			// The kept counts of what another counter counted, read
+			// with the messages; an unreadable block costs a recount.
+			if ds, err := s.DerivedKeys(m.session, KindCounts, keys); err == nil {
+				m.counts.loaded(keys, ds)
+			}
 		}
 		return nil
 	})

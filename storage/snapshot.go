@@ -16,6 +16,11 @@ type Snapshot interface {
 	// Derived is Engine.ListDerived, gathered: the records of kind for
 	// session in key order, none for an unknown session or kind.
 	Derived(session, kind string) ([]Derived, error)
+	// DerivedKeys is Engine.GetDerived for several keys at once: the
+	// records of kind for session under keys, in the order of keys,
+	// leaving out the keys that hold none (an unknown session or kind
+	// holds none).
+	DerivedKeys(session, kind string, keys []string) ([]Derived, error)
 }
 
 // SnapshotReader is implemented by engines that answer several reads from
@@ -67,6 +72,21 @@ func (c composedSnapshot) Derived(session, kind string) ([]Derived, error) {
 			return nil, err
 		}
 		out = append(out, d)
+	}
+	return out, nil
+}
+
+func (c composedSnapshot) DerivedKeys(session, kind string, keys []string) ([]Derived, error) {
+	var out []Derived
+	for _, key := range keys {
+		v, err := GetDerived(c.ctx, c.e, session, kind, key)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Derived{Kind: kind, Key: key, Value: v})
 	}
 	return out, nil
 }

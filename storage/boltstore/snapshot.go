@@ -1,7 +1,9 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"math"
 
 	"github.com/ctxstore/ctxstore/storage"
@@ -64,6 +66,34 @@ func (p snapshot) Derived(session, kind string) (ds []Derived, err error) {
 		}
 		ds, err = derivedPage(tx, session, kind, nil, math.MaxInt)
 		return err
+	})
+	return ds, err
+}
+
+func (p snapshot) DerivedKeys(session, kind string, keys []string) (ds []Derived, err error) {
+	for _, key := range keys {
+		if err := checkDerived(session, kind, key, true); err != nil {
+			return nil, err
+		}
+	}
+	err = p.v.s.guard("read", func() error {
+		tx, err := p.v.bolt()
+		if err != nil {
+			return err
+		}
+		kb, err := derivedBucket(tx, session, kind)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, key := range keys {
+			if v := kb.Get([]byte(key)); v != nil {
+				ds = append(ds, Derived{Kind: kind, Key: key, Value: bytes.Clone(v)})
+			}
+		}
+		return nil
 	})
 	return ds, err
 }

@@ -12,7 +12,7 @@ import (
 
 // testSnapshot: what storage.ReadSnapshot reads is what the engine's own
 // calls read: the metadata, messages by seq from any epoch, derived
-// records in key order; an unknown session is ErrNotFound with no
+// records in key order or by key; an unknown session is ErrNotFound with no
 // derived records, a missing seq ErrNotFound, and fn's error comes back.
 func testSnapshot(t *testing.T, open Opener) {
 	ctx := context.Background()
@@ -61,6 +61,19 @@ func testSnapshot(t *testing.T, open Opener) {
 		}
 		if err != nil || !slices.Equal(keys, []string{"a=va", "b=vb", "c=vc"}) {
 			t.Errorf("snapshot derived = %v, %v", keys, err)
+		}
+		ds, err = sn.DerivedKeys("r", "k", []string{"c", "x", "a"})
+		keys = keys[:0]
+		for _, d := range ds {
+			keys = append(keys, d.Kind+"/"+d.Key+"="+string(d.Value))
+		}
+		if err != nil || !slices.Equal(keys, []string{"k/c=vc", "k/a=va"}) {
+			t.Errorf("snapshot derived by keys = %v, %v", keys, err)
+		}
+		for _, who := range [][2]string{{"r", "none"}, {"nobody", "k"}} {
+			if ds, err := sn.DerivedKeys(who[0], who[1], []string{"a"}); err != nil || len(ds) != 0 {
+				t.Errorf("snapshot derived by keys of session %q kind %q = %v, %v", who[0], who[1], ds, err)
+			}
 		}
 		if ds, err := sn.Derived("r", "none"); err != nil || len(ds) != 0 {
 			t.Errorf("snapshot derived of an unknown kind = %v, %v", ds, err)
