@@ -153,14 +153,15 @@ func (r *recounts) unread(m *Manager, es []storage.Entry) []string {
 		return nil
 	}
 	var keys []string
-	seen := map[string]bool{}
+	seen := map[uint64]bool{} // blocks; a key is made once per block
 	for _, e := range es {
-		if e.Counter == m.counter {
+		block := e.Seq / countsBlock
+		if e.Counter == m.counter || seen[block] {
 			continue
 		}
+		seen[block] = true
 		key := CountsKey(m.counter, e.Seq)
-		if _, ok := r.blocks[key]; !ok && !seen[key] && len(keys) < maxCountBlocks {
-			seen[key] = true
+		if _, ok := r.blocks[key]; !ok && len(keys) < maxCountBlocks {
 			keys = append(keys, key)
 		}
 	}
