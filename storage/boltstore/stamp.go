@@ -2,10 +2,11 @@ package boltstore
 
 import (
 	"fmt"
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"os"
+	"syscall"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
 
@@ -23,6 +24,9 @@ import (
 //     for it (metaF), reopened when the file at the path is another one,
 //     and not at all while this process has held the bbolt file open (its
 //     flock keeps every other writer out) since the tail's txid was read;
+//   - of the two meta pages, only the one the next commit writes is read
+//     while it and the file's size and change time (from the stat of the
+//     path, made anyway) are as the last read of both found (metaWatch);
 //   - a reader whose tail ends where the log is synced up to reads no
 //     records: the header, read anyway, says that nothing was added.
 //
@@ -41,7 +45,8 @@ type fileKey = wal.FileKey
 // tailMu. A file whose meta pages are both unreadable has txid 0: the bbolt
 // open, which checks the file, reports the damage.
 func (s *Store) boltStamp(t *tailState) (fileKey, uint64, uint64, error) {
-	k, err := wal.StatKey(s.path)
+	var st syscall.Stat_t
+	k, err := wal.StatKeyOf(s.path, &st)
 	if err != nil {
 		return fileKey{}, 0, 0, fmt.Errorf("store %s: %w", s.path, err)
 	}
@@ -56,13 +61,13 @@ func (s *Store) boltStamp(t *tailState) (fileKey, uint64, uint64, error) {
 		// Read through the descriptor held, which is the file at the
 		// path: no descriptor of its own is needed (a store open's first
 		// catch-up, while Open's bbolt open lingers).
-		if txid, err := boltTxidOf(hf); err == nil {
+		if txid, _, err := boltTxidOf(hf); err == nil {
 			if again, _ := s.heldOpen(k); again == held {
 				return k, txid, held, nil
 			}
 		}
 	}
-	opened, txid, err := s.readTxid(k)
+	opened, txid, err := s.readTxid(k, &st)
 	if err != nil {
 		return fileKey{}, 0, 0, err
 	}
@@ -89,9 +94,10 @@ func (s *Store) heldOpen(k fileKey) (uint64, *os.File) {
 }
 
 // readTxid reads the txid of the bbolt file of key k (just found at the
-// path) through s.metaF, reopening it if it is not that file. It returns the
-// key of the file read: another one if the path moved again meanwhile.
-func (s *Store) readTxid(k fileKey) (fileKey, uint64, error) {
+// path, whose stat is st) through s.metaF, reopening it if it is not that
+// file. It returns the key of the file read: another one if the path moved
+// again meanwhile.
+func (s *Store) readTxid(k fileKey, st *syscall.Stat_t) (fileKey, uint64, error) {
 	if s.metaF == nil || s.metaKey != k {
 		s.closeMetaF()
 		f, err := filelock.Open(s.path, os.O_RDONLY, 0)
@@ -105,10 +111,21 @@ func (s *Store) readTxid(k fileKey) (fileKey, uint64, error) {
 		}
 		s.metaF, s.metaKey = f, fk
 	}
-	txid, err := boltTxidOf(s.metaF)
+	change, hasChange := wal.ChangeOf(st)
+	hasChange = hasChange && s.metaKey == k // st is the stat of metaF's file
+	if w := &s.metaSeen; hasChange && w.ok && w.change == change {
+		var page [len(w.page)]byte
+		if n, _ := s.metaF.ReadAt(page[:], w.off); n == len(page) && page == w.page {
+			return s.metaKey, w.txid, nil
+		}
+	}
+	txid, w, err := boltTxidOf(s.metaF)
 	if err != nil {
 		txid = 0
 	}
+	w.ok = w.ok && err == nil && hasChange
+	w.change = change
+	s.metaSeen = w
 	return s.metaKey, txid, nil
 }
 
@@ -117,37 +134,64 @@ func (s *Store) readTxid(k fileKey) (fileKey, uint64, error) {
 func (s *Store) closeMetaF() {
 	if s.metaF != nil {
 		s.metaF.Close()
-		s.metaF, s.metaKey = nil, fileKey{}
+		s.metaF, s.metaKey, s.metaSeen = nil, fileKey{}, metaWatch{}
 	}
 }
 
+// metaWatch is what a read of both meta pages of the bbolt file found: the
+// newest transaction's id, and the page the next commit writes (bbolt
+// writes transaction n's meta to page n%2) with its bytes as read, and the
+// file's change stat (size, change time) from just before. A commit
+// rewrites that page, and any write moves the change time on (its clock
+// may be coarse: the page is the proof for commits); while the page's
+// bytes and the stat are as found, txid is still the newest, and one read
+// of that page stands for the two.
+type metaWatch struct {
+	ok     bool
+	txid   uint64
+	off    int64
+	page   [boltpage.PageHeaderSize + boltpage.MetaSize]byte
+	change wal.Change
+}
+
 // boltTxidOf reads the id of the newest transaction of the bbolt file f is
-// open on from its meta pages, without mapping it.
-func boltTxidOf(f *os.File) (uint64, error) {
-	var buf [boltpage.PageHeaderSize + boltpage.MetaSize]byte
-	var best uint64
+// open on from its meta pages, without mapping it, and what to watch to
+// know it is still the newest (w.ok false: nothing; both pages are read
+// next time).
+func boltTxidOf(f *os.File) (txid uint64, w metaWatch, err error) {
+	var bufs [2][boltpage.PageHeaderSize + boltpage.MetaSize]byte
+	var offs [2]int64
+	valid := [2]bool{}
 	found := false
 	ps := int64(0)
 	for i := range 2 {
-		if n, _ := f.ReadAt(buf[:], int64(i)*ps); n < len(buf) {
+		offs[i] = int64(i) * ps
+		if n, _ := f.ReadAt(bufs[i][:], offs[i]); n < len(bufs[i]) {
 			continue
 		}
-		m, err := boltpage.ParseMeta(buf[:])
+		m, err := boltpage.ParseMeta(bufs[i][:])
 		if err != nil {
 			if i == 0 {
 				ps = boltpage.FirstMetaRead // damaged meta 0: checkLocked decides later
 			}
 			continue
 		}
+		valid[i] = true
 		if i == 0 {
 			ps = int64(m.PageSize)
 		}
-		if !found || m.Txid > best {
-			best, found = m.Txid, true
+		if !found || m.Txid > txid {
+			txid, found = m.Txid, true
 		}
 	}
 	if !found {
-		return 0, fmt.Errorf("%w: no valid meta page", ErrCorrupt)
+		return 0, metaWatch{}, fmt.Errorf("%w: no valid meta page", ErrCorrupt)
 	}
-	return best, nil
+	// Watch the page the next commit writes, when both pages were read
+	// where bbolt keeps them (meta 0 gave the page size).
+	next := (txid + 1) % 2
+	if valid[0] {
+		w = metaWatch{ok: true, txid: txid, off: offs[next], page: bufs[next]}
+	}
+	return txid, w, nil
 }

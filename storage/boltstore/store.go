@@ -118,6 +118,9 @@ type storeCore struct {
 	rtail   *tailState // the same up to where the log is synced, for readers
 	metaF   *os.File   // the bbolt file, to read its meta pages (stamp.go); guarded by tailMu
 	metaKey fileKey    // metaF's device and inode
+	// metaSeen is what the last read of both of metaF's meta pages found
+	// (stamp.go); guarded by tailMu
+	metaSeen metaWatch
 	// syncErr is set when a sync (or a cut) of the log failed; appends
 	// then commit to bbolt until a commit has applied the log again.
 	syncErr atomic.Pointer[error]
