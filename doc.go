@@ -11,4 +11,7 @@
 // The stored history is never changed by compaction: GetMessages returns
 // every message of the current epoch as it was added, while
 // GetMessagesForRequest returns a view compacted to fit the token budget.
+//
+// docs/architecture.md shows how the packages fit together, docs/compaction.md
+// how a view is made.
 package ctxstore

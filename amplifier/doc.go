@@ -16,4 +16,6 @@
 //
 // One server serves one session, since the protocol's requests name none:
 // a host holding several conversations runs a module process for each.
+//
+// docs/amplifier.md says how to run the module and configure it.
 package amplifier

@@ -26,10 +26,10 @@ type Config struct {
 	// version of each file.
 	WatchMemory bool
 	// LockTimeout bounds every wait for another process's lock on the store
-	// file Open opens (store.Options.LockTimeout; 0 = the store's default
+	// file Open opens (boltstore.Options.LockTimeout; 0 = the store's default
 	// of 5 s). The managers of a process that Open one file share its
 	// store, so they must give the same LockTimeout (an Open asking for
-	// another fails with store.ErrOptionsConflict). An engine given to
+	// another fails with boltstore.ErrOptionsConflict). An engine given to
 	// OpenEngine was configured by its opener.
 	LockTimeout time.Duration
 	// MemoryDebounce is how long the watcher waits after the last change
@@ -43,7 +43,7 @@ type Config struct {
 	// WatchMemory is not allowed with it.
 	ReadOnly bool
 
-	// noSync opens the store without fsync (store.Options.NoSync). Tests
+	// noSync opens the store without fsync (boltstore.Options.NoSync). Tests
 	// of this package that check behaviour, not durability, set it to
 	// stay fast; hosts cannot.
 	noSync bool

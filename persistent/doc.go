@@ -1,7 +1,7 @@
 // Package persistent is a ctxstore.Manager whose history lives in a
 // storage engine, the durable counterpart of simple.Manager and of the
 // reference's context-persistent module. Open keeps it in a store file
-// (package store, the embedded default); OpenEngine runs it over any
+// (package storage/boltstore, the embedded default); OpenEngine runs it over any
 // storage.Engine, such as a PostgreSQL database (package storage/pgstore)
 // that managers on several hosts share.
 //
@@ -53,7 +53,7 @@
 // # Many conversations in one process
 //
 // A process may hold a manager per conversation, each opened with Open on
-// the same file: they share one store underneath (store.OpenShared), so
+// the same file: they share one store underneath (boltstore.OpenShared), so
 // their appends share its commits and cost what managers over one engine
 // given to OpenEngine cost. The file is let go when the last of them
 // closes.
@@ -79,4 +79,7 @@
 // A process sees another's new memory-file versions at once (they are
 // messages); the view decisions and repair records another process saves
 // reach it when it reopens the session (or the epoch changes).
+//
+// docs/compaction.md describes the views (budget, strategies, guarantees);
+// docs/engines.md the engines a manager runs over.
 package persistent

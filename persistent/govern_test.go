@@ -270,7 +270,7 @@ func TestExplainTellsLineage(t *testing.T) {
 	m := open(t, path, "s", Config{noSync: true})
 	addAll(t, m, []ctxstore.Message{user("a"), user("b"), user("c")})
 	eng := otherStore(t, path)
-	if _, err := storage.Fork(ctx, eng, "s", "f", 2); err != nil {
+	if _, err := storage.Fork(ctx, eng, "s", "f", 2, ForkCarry()); err != nil {
 		t.Fatal(err)
 	}
 	f := open(t, path, "f", Config{noSync: true})
@@ -305,9 +305,15 @@ func TestExplainTellsLineage(t *testing.T) {
 // manager on the fork reuses them and sends what the parent's manager
 // sends, with no escalation; a fork of a part decides again.
 func TestForkCarriesDecisions(t *testing.T) {
+	for name, engine := range governEngines() {
+		t.Run(name, func(t *testing.T) { testForkCarriesDecisions(t, engine) })
+	}
+}
+
+func testForkCarriesDecisions(t *testing.T, engine func(t *testing.T) (string, storage.Engine)) {
 	ctx := context.Background()
-	path := dbPath(t)
-	m := open(t, path, "s", Config{noSync: true})
+	target, eng := engine(t)
+	m := open(t, target, "s", Config{noSync: true})
 	addAll(t, m, conversation(60, 400))
 	req := ctxstore.Request{TokenBudget: 3000}
 	want, err := m.Explain(ctx, req)
@@ -317,11 +323,10 @@ func TestForkCarriesDecisions(t *testing.T) {
 	if want.Level == 0 {
 		t.Fatal("the parent's view compacted nothing: the test needs saved decisions")
 	}
-	eng := otherStore(t, path)
-	if _, err := storage.Fork(ctx, eng, "s", "whole", 0); err != nil {
+	if _, err := storage.Fork(ctx, eng, "s", "whole", 0, ForkCarry()); err != nil {
 		t.Fatal(err)
 	}
-	got, err := open(t, path, "whole", Config{noSync: true}).Explain(ctx, req)
+	got, err := open(t, target, "whole", Config{noSync: true}).Explain(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,10 +334,10 @@ func TestForkCarriesDecisions(t *testing.T) {
 		t.Fatalf("view of the whole fork: reused %v, escalated %v, same messages %v", got.Reused, got.Escalated, slices.Equal(texts(got.Messages), texts(want.Messages)))
 	}
 	info, _ := eng.Session(ctx, "s")
-	if _, err := storage.Fork(ctx, eng, "s", "part", info.LastSeq-1); err != nil {
+	if _, err := storage.Fork(ctx, eng, "s", "part", info.LastSeq-1, ForkCarry()); err != nil {
 		t.Fatal(err)
 	}
-	part, err := open(t, path, "part", Config{noSync: true}).Explain(ctx, req)
+	part, err := open(t, target, "part", Config{noSync: true}).Explain(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}

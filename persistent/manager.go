@@ -96,7 +96,7 @@ type Manager struct {
 // fresh session (new, or cleared) starts with the configured memory files.
 //
 // Managers that Open one file in this process share one store underneath
-// (store.OpenShared), whatever the session and whichever name reaches the
+// (boltstore.OpenShared), whatever the session and whichever name reaches the
 // file (a symlink, a relative path): a process holding many conversations
 // open pays for one store, and their appends share its commits. Close
 // closes the manager's handle; the file closes with the last one.
@@ -107,7 +107,7 @@ type Manager struct {
 // Open fails when cfg is invalid (the error names the field), when the file
 // cannot be opened (storage.ErrCorrupt, storage.ErrLocked), when the file
 // is already open in this process with another LockTimeout
-// (store.ErrOptionsConflict: give every Open of a file the same one), or
+// (boltstore.ErrOptionsConflict: give every Open of a file the same one), or
 // when the memory files alone exceed the budget (ErrMemoryTooLarge,
 // listing each file).
 func Open(path string, session string, cfg Config) (*Manager, error) {
@@ -272,7 +272,7 @@ func (m *Manager) Session() string { return m.session }
 // Store returns the engine the manager runs over, for callers (package
 // resume, the CLI) that read derived records or other epochs. When Open
 // opened it, it is this manager's handle on the file's shared store
-// (store.OpenShared), which Close closes; an engine given to OpenEngine
+// (boltstore.OpenShared), which Close closes; an engine given to OpenEngine
 // stays open.
 func (m *Manager) Store() storage.Engine { return m.st }
 
@@ -569,9 +569,9 @@ func (m *Manager) readCurrentEpoch(ctx context.Context) ([]ctxstore.Message, err
 //
 // On a fresh session that this manager has already written to (also when
 // other processes have appended to that epoch since), SetMessages replaces
-// the history in one transaction (store.ReplaceEpoch): a new epoch starts
+// the history in one transaction (storage.Engine.ReplaceEpoch): a new epoch starts
 // holding the memory files, re-read, followed by ms, and the old epoch stays
-// readable through store.EpochMessages. No reader ever sees the session
+// readable through storage.Engine.EpochMessages. No reader ever sees the session
 // empty in between, and a crash leaves either the old history or the new.
 // If another process clears the session first, the call applies to its new
 // epoch like to a fresh session. An epoch this manager has not written to
@@ -692,7 +692,7 @@ func (m *Manager) emitResume(messages int, ignored bool) {
 }
 
 // Clear starts a new epoch: the current history becomes empty, earlier
-// epochs stay readable through store.EpochMessages. The memory files start
+// epochs stay readable through storage.Engine.EpochMessages. The memory files start
 // the new epoch again (as pending messages, written with the next message).
 // A resumed manager accepts SetMessages again afterwards.
 func (m *Manager) Clear(ctx context.Context) error {

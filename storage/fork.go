@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -207,29 +206,28 @@ type ForkReport struct {
 	Lineage Lineage
 	// Messages is how many messages were copied.
 	Messages int
-	// Derived is how many derived records (compaction decisions, repair
-	// notes, counts) were carried over as still valid.
+	// Derived is how many derived records the fork's Carry rules carried
+	// over as still valid.
 	Derived int
 }
 
 // Fork starts session dst as a copy of the current epoch of src up to seq
 // at (0: all of it). Each message is copied byte for byte with its seq,
 // epoch, time, token count and counter, so the fork's seq N is src's seq N;
-// dst records its Lineage (LineageOf). Derived records that stay valid for
-// the copied messages come along: every saved compaction decision of the
-// epoch when the whole epoch is copied (for a part, decisions are made
-// again on the next request), the repair notes and kept counts of the
-// copied seqs, and the learned usage ratio; import records do not (dst was
-// not imported).
+// dst records its Lineage (LineageOf). Of src's derived records, those of
+// the kinds carry names come along when their rule says they stay valid for
+// the copied messages (the program that keeps the records knows how their
+// keys relate to seqs and epochs: package persistent gives its rules as
+// persistent.ForkCarry); the others (import records, say) do not.
 //
 // The fork is atomic on an engine that imports in one transaction
 // (BulkImporter): dst then exists whole or not at all. dst must not exist
 // (ErrExists); a point at that splits a tool group fails with a *CutError;
 // an at outside src's current epoch with ErrNotFound. The copied messages
 // are held in memory.
-func Fork(ctx context.Context, e Engine, src, dst string, at uint64) (ForkReport, error) {
+func Fork(ctx context.Context, e Engine, src, dst string, at uint64, carry []Carry) (ForkReport, error) {
 	if f, ok := e.(Forker); ok {
-		return f.Fork(ctx, src, dst, at)
+		return f.Fork(ctx, src, dst, at, carry)
 	}
 	if err := CheckSession(dst); err != nil {
 		return ForkReport{}, err
@@ -239,7 +237,7 @@ func Fork(ctx context.Context, e Engine, src, dst string, at uint64) (ForkReport
 	} else if !errors.Is(err, ErrNotFound) {
 		return ForkReport{}, err
 	}
-	imp, rep, source, err := forkImport(ctx, e, src, dst, at)
+	imp, rep, source, err := forkImport(ctx, e, src, dst, at, carry)
 	if err != nil {
 		return ForkReport{}, err
 	}
@@ -310,9 +308,10 @@ type ForkPlan struct {
 
 // PlanFork checks a fork of info's session (as just read) at seq at (0:
 // the whole current epoch) against items, every message of its current
-// epoch in order, and works out what the fork stores, for an engine's own
-// Fork. Its errors are Fork's: a *CutError, ErrNotFound.
-func PlanFork(ctx context.Context, e Engine, info SessionInfo, at uint64, items []CutItem) (ForkPlan, error) {
+// epoch in order, and works out what the fork stores, carrying derived
+// records by carry, for an engine's own Fork. Its errors are Fork's: a
+// *CutError, ErrNotFound.
+func PlanFork(ctx context.Context, e Engine, info SessionInfo, at uint64, items []CutItem, carry []Carry) (ForkPlan, error) {
 	src := info.Name
 	if info.Messages == 0 {
 		return ForkPlan{}, fmt.Errorf("fork %q: its current epoch %d holds no messages: %w", src, info.Epoch, ErrNotFound)
@@ -338,7 +337,7 @@ func PlanFork(ctx context.Context, e Engine, info SessionInfo, at uint64, items 
 	}
 	last := items[n-1].Seq
 	lin := Lineage{Parent: src, Epoch: info.Epoch, Seq: last, Time: time.Now().UTC()}
-	derived, err := carried(ctx, e, src, info, last)
+	derived, err := carried(ctx, e, src, Copied{Epoch: info.Epoch, First: info.EpochStartSeq, Last: last, Whole: last == info.LastSeq}, carry)
 	if err != nil {
 		return ForkPlan{}, fmt.Errorf("fork %q: %w", src, err)
 	}
@@ -352,7 +351,7 @@ func PlanFork(ctx context.Context, e Engine, info SessionInfo, at uint64, items 
 }
 
 // forkImport reads what Fork imports as dst, and src as it read it.
-func forkImport(ctx context.Context, e Engine, src, dst string, at uint64) (SessionImport, ForkReport, SessionInfo, error) {
+func forkImport(ctx context.Context, e Engine, src, dst string, at uint64, carry []Carry) (SessionImport, ForkReport, SessionInfo, error) {
 	info, err := e.Session(ctx, src)
 	if err != nil {
 		return SessionImport{}, ForkReport{}, info, fmt.Errorf("fork %q: %w", src, err)
@@ -365,7 +364,7 @@ func forkImport(ctx context.Context, e Engine, src, dst string, at uint64) (Sess
 	if err != nil {
 		return SessionImport{}, ForkReport{}, info, fmt.Errorf("fork %q: %w", src, err)
 	}
-	plan, err := PlanFork(ctx, e, info, at, items)
+	plan, err := PlanFork(ctx, e, info, at, items, carry)
 	if err != nil {
 		return SessionImport{}, ForkReport{}, info, err
 	}
@@ -406,40 +405,43 @@ func importWhole(ctx context.Context, e Engine, imp SessionImport) error {
 	return nil
 }
 
-// The derived kinds Fork knows. They are those of package persistent
-// (storage knows nothing of their values, only how their keys relate to
-// seqs and epochs).
-const (
-	kindView   = "view"   // key "v1/e<epoch, 20 digits>/b<budget>": one epoch's decisions
-	kindRepair = "repair" // key: the assistant message's seq, 20 digits
-	kindCounts = "counts" // key "<counter>/<seq/256 in 16 hex digits>"
-	kindUsage  = "usage"  // key "ratio": the session's learned usage ratio
-)
+// Carry is the rule by which Fork carries the derived records of one kind
+// to the new session. Derived kinds belong to the program that stores them
+// (storage knows nothing of their keys or values); it gives Fork a Carry
+// for each kind whose records may stay valid for a copy of some of the
+// messages. A Carry of KindLineage is ignored: a fork's lineage is its own.
+type Carry struct {
+	Kind string
+	// Keep reports whether the record of Kind with key stays valid for
+	// the copied messages c; nil keeps every record of Kind.
+	Keep func(key string, c Copied) bool
+}
 
-// carried returns the derived records of src that stay valid for a copy of
-// its current epoch (info) up to seq last.
-func carried(ctx context.Context, e Engine, src string, info SessionInfo, last uint64) ([]Derived, error) {
-	whole := last == info.LastSeq
-	inCopy := func(seq uint64) bool { return seq >= info.EpochStartSeq && seq <= last }
-	viewPrefix := fmt.Sprintf("v1/e%020d/", info.Epoch)
-	keep := map[string]func(key string) bool{
-		kindView:   func(key string) bool { return whole && strings.HasPrefix(key, viewPrefix) },
-		kindRepair: func(key string) bool { seq, err := strconv.ParseUint(key, 10, 64); return err == nil && inCopy(seq) },
-		kindCounts: func(key string) bool {
-			i := strings.LastIndexByte(key, '/')
-			block, err := strconv.ParseUint(key[i+1:], 16, 64)
-			return i >= 0 && err == nil && block*256+255 >= info.EpochStartSeq && block*256 <= last
-		},
-		kindUsage: func(string) bool { return true },
-	}
+// Copied is what a fork copies, as a Carry's Keep sees it: the messages of
+// epoch Epoch with seqs First to Last, Whole when they are all the epoch
+// holds.
+type Copied struct {
+	Epoch, First, Last uint64
+	Whole              bool
+}
+
+// Overlaps reports whether any of the seqs first to last is copied.
+func (c Copied) Overlaps(first, last uint64) bool { return last >= c.First && first <= c.Last }
+
+// carried returns the derived records of src that carry keeps for the
+// copied messages c. Lineage records are the fork's own: none is carried.
+func carried(ctx context.Context, e Engine, src string, c Copied, carry []Carry) ([]Derived, error) {
 	var out []Derived
-	for _, kind := range []string{kindCounts, kindRepair, kindUsage, kindView} {
-		for d, err := range e.ListDerived(ctx, src, kind) {
+	for _, rule := range carry {
+		if rule.Kind == KindLineage {
+			continue
+		}
+		for d, err := range e.ListDerived(ctx, src, rule.Kind) {
 			if err != nil {
 				return nil, err
 			}
-			if keep[kind](d.Key) {
-				out = append(out, Derived{Kind: kind, Key: d.Key, Value: d.Value})
+			if rule.Keep == nil || rule.Keep(d.Key, c) {
+				out = append(out, Derived{Kind: rule.Kind, Key: d.Key, Value: d.Value})
 			}
 		}
 	}
@@ -553,5 +555,5 @@ func epochOf(info SessionInfo, seq uint64) (EpochInfo, error) {
 type Forker interface {
 	// Fork is the Fork function of this package for this engine: it
 	// works the fork out with PlanFork and stores it in one transaction.
-	Fork(ctx context.Context, src, dst string, at uint64) (ForkReport, error)
+	Fork(ctx context.Context, src, dst string, at uint64, carry []Carry) (ForkReport, error)
 }

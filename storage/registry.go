@@ -114,9 +114,9 @@ func validScheme(s string) bool {
 }
 
 // Open opens the engine target names, with the driver registered for its
-// scheme: a path opens the file engine (package store), a postgres:// URL
-// the PostgreSQL one (package storage/pgstore), once the engine's package
-// is imported. A scheme no imported engine registered fails with an error
+// scheme: a path opens the file engine (package storage/boltstore), a
+// postgres:// URL the PostgreSQL one (package storage/pgstore), once the
+// engine's package is imported. A scheme no imported engine registered fails with an error
 // that says which are.
 func Open(ctx context.Context, target string, opts OpenOptions) (Engine, error) {
 	scheme := targetScheme(target, opts.Scheme)

@@ -9,10 +9,10 @@
 // records (compaction decisions, summaries) kept apart from the messages.
 // Message bytes come back exactly as they were appended.
 //
-// Two engines exist: package store keeps the log in one bbolt file (the
-// embedded default), package storage/pgstore in PostgreSQL, for hosts that
-// share memory across machines. Package storage/storagetest checks that an
-// engine keeps this contract.
+// Two engines exist: package storage/boltstore keeps the log in one bbolt
+// file (the embedded default), package storage/pgstore in PostgreSQL, for
+// hosts that share memory across machines. Package storage/storagetest
+// checks that an engine keeps this contract.
 //
 // Engine holds what every engine must do itself. What composes from it is
 // a function of this package (Append, Tail, Get, …), which uses the
@@ -42,7 +42,7 @@ import (
 // What can be composed from these is a function of this package (Append,
 // Backward, Tail, Get, PutDerived, GetDerived); what only some engines can
 // do is an optional interface (Importer, Watcher, Verifier, EpochPurger,
-// and the file engine's FileEngine, Backuper, Compacter…). A function
+// and the file engine's FileEngine, Backuper, Shrinker…). A function
 // uses an engine's own, faster method when it has one, as io/fs's
 // ReadFile uses a ReadFileFS's.
 type Engine interface {
@@ -58,8 +58,9 @@ type Engine interface {
 	// purged predecessor's epoch and seq). check may run more than once. A
 	// check that panics writes nothing; the panic comes back, with its
 	// value, on the caller's goroutine (never on another caller's), and
-	// the engine writes on. The same holds for ReplaceEpoch's check and
-	// UpdateDerived's fn.
+	// the engine writes on; a check that calls runtime.Goexit ends its own
+	// caller's goroutine the same way. The same holds for ReplaceEpoch's
+	// check and UpdateDerived's fn.
 	AppendIf(ctx context.Context, session string, check func(SessionInfo) error, recs ...Record) (first, last uint64, err error)
 	// ReplaceEpoch starts a new epoch of session holding exactly recs, in
 	// one transaction, if check (nil accepts anything) accepts the session

@@ -41,6 +41,8 @@
 // Each counter has a name with a version, such as "o200k_base/1", that
 // managers store with every count; ForName maps a stored name back to its
 // counter.
+//
+// docs/tokens.md says what is counted and how close the heuristic comes.
 package tokens
 
 import (

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -41,7 +42,7 @@ is refused with the nearest seqs that are not.`,
 			if _, err := session(ctx, st, src); err != nil {
 				return err
 			}
-			rep, err := storage.Fork(ctx, st, src, dst, *at)
+			rep, err := storage.Fork(ctx, st, src, dst, *at, persistent.ForkCarry())
 			if errors.Is(err, storage.ErrExists) {
 				return fmt.Errorf("session %q already exists in %s: a fork needs a new name (see: %s)", dst, st.Location(), a.cmdline("ls"))
 			}

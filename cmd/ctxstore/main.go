@@ -12,6 +12,9 @@
 //
 // Exit status: 0 success, 1 an error (including "verify found problems"),
 // 2 a usage error (unknown command or flag, missing argument).
+//
+// docs/operations.md walks through operating it: backups and restores, a
+// lost or damaged log, erasing for real, upgrading a file, fork and retention.
 package main
 
 import (

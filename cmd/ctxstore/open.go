@@ -179,7 +179,7 @@ func withoutPassword(db string) (s string, hidden bool) {
 }
 
 // supported refuses a command the database's engine cannot run: its
-// driver lacks the optional interface T (storage.Compacter,
+// driver lacks the optional interface T (storage.Shrinker,
 // storage.Salvager…). The message names what the engine does instead.
 func supported[T any](a *app, what, instead string) error {
 	target, err := a.dbPath()

@@ -139,7 +139,7 @@ func TestForkAfterEraseKeepsItErased(t *testing.T) {
 	if err := st.PutDerived(ctx, "s", "view", "v1/e00000000000000000001/b1000", []byte(`{"summary":"user's key is `+rewindMarker+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, ferr := storage.Fork(ctx, &eraseBeforeImport{eraseBeforeReplace{Store: st, t: t, path: path}}, "s", "d", 0)
+	_, ferr := storage.Fork(ctx, &eraseBeforeImport{eraseBeforeReplace{Store: st, t: t, path: path}}, "s", "d", 0, nil)
 	if ferr != nil {
 		t.Logf("fork: %v", ferr)
 		if where := fileLeaks(t, st, []byte(rewindMarker)); len(where) > 0 {

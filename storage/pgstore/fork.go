@@ -18,7 +18,7 @@ import (
 // (the copied messages cannot change after that: a session's messages are
 // never rewritten, and the transaction checks that all of them are still
 // there).
-func (s *Store) Fork(ctx context.Context, src, dst string, at uint64) (storage.ForkReport, error) {
+func (s *Store) Fork(ctx context.Context, src, dst string, at uint64, carry []storage.Carry) (storage.ForkReport, error) {
 	if err := storage.CheckSession(dst); err != nil {
 		return storage.ForkReport{}, err
 	}
@@ -30,7 +30,7 @@ func (s *Store) Fork(ctx context.Context, src, dst string, at uint64) (storage.F
 	if err != nil {
 		return storage.ForkReport{}, err
 	}
-	plan, err := storage.PlanFork(ctx, s, info, at, items)
+	plan, err := storage.PlanFork(ctx, s, info, at, items, carry)
 	if err != nil {
 		return storage.ForkReport{}, err
 	}

@@ -37,7 +37,7 @@ func TestForkRacingEraseCarriesNothingErased(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			_, _ = storage.Fork(ctx, st, src, dst, 0)
+			_, _ = storage.Fork(ctx, st, src, dst, 0, nil)
 		}()
 		go func() {
 			defer wg.Done()

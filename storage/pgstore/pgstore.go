@@ -43,6 +43,9 @@
 // a *ConnectError saying why: ErrBadDSN, ErrUnreachable, ErrAuth or
 // ErrNoDatabase. A write the role has no privilege for fails with
 // ErrReadOnly, the server's refusal kept in the chain.
+//
+// docs/engines.md describes this engine (its schema, roles, notifications);
+// docs/scaling.md how its keys, connections and sessions scale.
 package pgstore
 
 import (

@@ -9,6 +9,8 @@
 // index of the engine's log in memory for the one search. An engine
 // written for ctxstore can keep an Index of its own, as the bbolt engine
 // does in a file beside the store.
+//
+// docs/search.md describes the query language and the index.
 package search
 
 import (

@@ -11,10 +11,10 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
-// The basics in detail: checks moved here from package store's tests, so
-// that both engines are held to them.
+// The basics in detail, so that every engine is held to them.
 
 // Messages come back byte for byte after the store is closed and opened
 // again: numbers beyond float64, escapes, unknown keys in their order.
@@ -34,7 +34,7 @@ func testLosslessAcrossHandles(t *testing.T, open Opener) {
 	s, another := open(t)
 	var recs []storage.Record
 	for _, js := range tricky {
-		recs = append(recs, msg(t, js))
+		recs = append(recs, fixture.Msg(t, js))
 	}
 	if _, _, err := storage.Append(ctx, s, "rt", recs[:3]...); err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func testLosslessAcrossHandles(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	s2 := another(t)
-	got := collect(t, s2.Messages(ctx, "rt", 0))
+	got := fixture.Collect(t, s2.Messages(ctx, "rt", 0))
 	if len(got) != len(tricky) {
 		t.Fatalf("got %d messages, want %d", len(got), len(tricky))
 	}
@@ -86,7 +86,7 @@ func testLosslessAcrossHandles(t *testing.T, open Opener) {
 func testInvalidNamesField(t *testing.T, open Opener) {
 	ctx := context.Background()
 	s, _ := open(t)
-	if _, _, err := storage.Append(ctx, s, "v", text("user", "hello")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "v", fixture.Text("user", "hello")); err != nil {
 		t.Fatal(err)
 	}
 	before, err := s.Session(ctx, "v")
@@ -147,7 +147,7 @@ func testInvalidNamesField(t *testing.T, open Opener) {
 				checkField(t, err, c.field)
 			}
 			for _, session := range []string{"v", "fresh"} {
-				_, _, err := storage.Append(ctx, s, session, text("user", "ok first"), storage.Record{Message: m})
+				_, _, err := storage.Append(ctx, s, session, fixture.Text("user", "ok first"), storage.Record{Message: m})
 				if c.js == "" {
 					checkField(t, err, c.field)
 				} else if !errors.Is(err, ctxstore.ErrInvalidMessage) {
@@ -175,40 +175,62 @@ func testInvalidNamesField(t *testing.T, open Opener) {
 	}
 }
 
+// clearedSession makes session's epoch 1 (seqs 1 to 3: system, user
+// "first question", assistant), clears it and appends a user message (seq
+// 4, epoch 2), checking what each epoch reads.
+func clearedSession(t *testing.T, e storage.Engine, session string) {
+	t.Helper()
+	ctx := context.Background()
+	fixture.AppendOK(t, e, session, fixture.Text("system", "sys"), fixture.Text("user", "first question"), fixture.Text("assistant", "a"))
+	if ep, err := e.Clear(ctx, session); err != nil || ep != 2 {
+		t.Fatalf("Clear = %d, %v", ep, err)
+	}
+	if got := fixture.Collect(t, e.Messages(ctx, session, 0)); len(got) != 0 {
+		t.Fatalf("after Clear, current epoch has %d messages", len(got))
+	}
+	fixture.AppendOK(t, e, session, fixture.Text("user", "second"))
+	if got := fixture.Collect(t, e.Messages(ctx, session, 0)); !slices.Equal(seqsOf(got), []uint64{4}) || got[0].Epoch != 2 {
+		t.Fatalf("current epoch: %v", seqsOf(got))
+	}
+	if got := seqsOf(fixture.Collect(t, e.EpochMessages(ctx, session, 1, 0))); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("epoch 1: %v", got)
+	}
+	if got := seqsOf(fixture.Collect(t, e.EpochMessages(ctx, session, 1, 2))); !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("epoch 1 from 2: %v", got)
+	}
+	for e2, err := range e.EpochMessages(ctx, session, 9, 0) {
+		if !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("unknown epoch: %+v %v", e2, err)
+		}
+	}
+}
+
+// purgeFirstEpoch purges epoch 1 of a clearedSession, after checking that
+// the current epoch and an unknown one are refused, and checks it is gone.
+func purgeFirstEpoch(t *testing.T, e storage.Engine, session string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := storage.PurgeEpoch(ctx, e, session, 2); !errors.Is(err, storage.ErrCurrentEpoch) {
+		t.Fatalf("PurgeEpoch(current): %v", err)
+	}
+	if err := storage.PurgeEpoch(ctx, e, session, 7); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("PurgeEpoch(unknown): %v", err)
+	}
+	if err := storage.PurgeEpoch(ctx, e, session, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := fixture.Collect(t, e.EpochMessages(ctx, session, 1, 0)); len(got) != 0 {
+		t.Fatalf("purged epoch yields %v", seqsOf(got))
+	}
+	if _, err := storage.Get(ctx, e, session, 2); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("Get of a purged message: %v", err)
+	}
+}
+
 func testClearPurge(t *testing.T, open Opener) {
 	ctx := context.Background()
 	s, _ := open(t)
-	must := func(_, _ uint64, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(storage.Append(ctx, s, "e", text("system", "sys"), text("user", "one"), text("assistant", "two")))
-	e2, err := s.Clear(ctx, "e")
-	if err != nil || e2 != 2 {
-		t.Fatalf("Clear = %d, %v", e2, err)
-	}
-	if got := collect(t, s.Messages(ctx, "e", 0)); len(got) != 0 {
-		t.Fatalf("after Clear, current epoch has %d messages", len(got))
-	}
-	must(storage.Append(ctx, s, "e", text("user", "three")))
-	got := collect(t, s.Messages(ctx, "e", 0))
-	if !slices.Equal(seqsOf(got), []uint64{4}) || got[0].Epoch != 2 {
-		t.Fatalf("epoch 2 = %v", seqsOf(got))
-	}
-	old := collect(t, s.EpochMessages(ctx, "e", 1, 0))
-	if !slices.Equal(seqsOf(old), []uint64{1, 2, 3}) {
-		t.Fatalf("epoch 1 = %v", seqsOf(old))
-	}
-	if got := collect(t, s.EpochMessages(ctx, "e", 1, 2)); !slices.Equal(seqsOf(got), []uint64{2, 3}) {
-		t.Fatalf("epoch 1 from 2 = %v", seqsOf(got))
-	}
-	for _, err := range s.EpochMessages(ctx, "e", 9, 0) {
-		if !errors.Is(err, storage.ErrNotFound) {
-			t.Fatalf("unknown epoch: %v", err)
-		}
-	}
+	clearedSession(t, s, "e")
 	info, err := s.Session(ctx, "e")
 	if err != nil {
 		t.Fatal(err)
@@ -223,28 +245,14 @@ func testClearPurge(t *testing.T, open Opener) {
 		t.Fatalf("pinned %v first user %d after clear", info.PinnedSeqs, info.FirstUserSeq)
 	}
 
-	if err := storage.PurgeEpoch(ctx, s, "e", 2); !errors.Is(err, storage.ErrCurrentEpoch) {
-		t.Fatalf("purge current: %v", err)
-	}
-	if err := storage.PurgeEpoch(ctx, s, "e", 7); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("purge unknown: %v", err)
-	}
-	if err := storage.PurgeEpoch(ctx, s, "e", 1); err != nil {
-		t.Fatal(err)
-	}
-	if got := collect(t, s.EpochMessages(ctx, "e", 1, 0)); len(got) != 0 {
-		t.Fatalf("purged epoch still has %v", seqsOf(got))
-	}
-	if _, err := storage.Get(ctx, s, "e", 2); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("Get purged seq: %v", err)
-	}
+	purgeFirstEpoch(t, s, "e")
 	info, _ = s.Session(ctx, "e")
 	if !info.Epochs[0].Purged || info.Epochs[0].Messages != 0 || info.TotalMessages != 1 {
 		t.Fatalf("after purge epoch: %+v", info)
 	}
 	// Seqs are never reused.
-	must(storage.Append(ctx, s, "e", text("user", "four")))
-	if got := collect(t, s.Messages(ctx, "e", 0)); !slices.Equal(seqsOf(got), []uint64{4, 5}) {
+	fixture.AppendOK(t, s, "e", fixture.Text("user", "four"))
+	if got := fixture.Collect(t, s.Messages(ctx, "e", 0)); !slices.Equal(seqsOf(got), []uint64{4, 5}) {
 		t.Fatalf("after purge epoch: %v", seqsOf(got))
 	}
 
@@ -260,7 +268,7 @@ func testClearPurge(t *testing.T, open Opener) {
 	if _, err := storage.GetDerived(ctx, s, "e", "summary", "k"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("derived after Purge: %v", err)
 	}
-	if got := collect(t, s.Messages(ctx, "e", 0)); len(got) != 0 {
+	if got := fixture.Collect(t, s.Messages(ctx, "e", 0)); len(got) != 0 {
 		t.Fatal("messages after Purge")
 	}
 	if err := s.Purge(ctx, "e"); !errors.Is(err, storage.ErrNotFound) {
@@ -277,7 +285,7 @@ func testDerivedPages(t *testing.T, open Opener) {
 	if _, err := storage.GetDerived(ctx, s, "d", "k", "x"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
-	if _, _, err := storage.Append(ctx, s, "d", text("user", "hi")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "d", fixture.Text("user", "hi")); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{}
@@ -343,7 +351,7 @@ func testTailBackwardGet(t *testing.T, open Opener) {
 	const n = 700 // crosses read pages
 	var recs []storage.Record
 	for i := range n {
-		recs = append(recs, text("user", fmt.Sprintf("m%d", i+1)))
+		recs = append(recs, fixture.Text("user", fmt.Sprintf("m%d", i+1)))
 	}
 	if _, _, err := storage.Append(ctx, s, "r", recs[:10]...); err != nil {
 		t.Fatal(err)
@@ -355,19 +363,19 @@ func testTailBackwardGet(t *testing.T, open Opener) {
 	if err != nil || first != 11 || last != n {
 		t.Fatalf("append = %d..%d, %v", first, last, err)
 	}
-	all := collect(t, s.Messages(ctx, "r", 0))
+	all := fixture.Collect(t, s.Messages(ctx, "r", 0))
 	if len(all) != n-10 || all[0].Seq != 11 || all[len(all)-1].Seq != n {
 		t.Fatalf("messages: %d entries", len(all))
 	}
-	from := collect(t, s.Messages(ctx, "r", 650))
+	from := fixture.Collect(t, s.Messages(ctx, "r", 650))
 	if len(from) != n-649 || from[0].Seq != 650 {
 		t.Fatalf("messages from 650: %d", len(from))
 	}
-	back := collect(t, storage.Backward(ctx, s, "r", 0))
+	back := fixture.Collect(t, storage.Backward(ctx, s, "r", 0))
 	if len(back) != n-10 || back[0].Seq != n || back[len(back)-1].Seq != 11 {
 		t.Fatalf("backward: %d entries", len(back))
 	}
-	if b := collect(t, storage.Backward(ctx, s, "r", 13)); !slices.Equal(seqsOf(b), []uint64{12, 11}) {
+	if b := fixture.Collect(t, storage.Backward(ctx, s, "r", 13)); !slices.Equal(seqsOf(b), []uint64{12, 11}) {
 		t.Fatalf("backward before 13 = %v (must stop at the epoch start)", seqsOf(b))
 	}
 	tail, err := storage.Tail(ctx, s, "r", 3)
@@ -388,7 +396,7 @@ func testTailBackwardGet(t *testing.T, open Opener) {
 		t.Fatalf("get unknown session: %v", err)
 	}
 	// Unknown sessions read as empty.
-	if len(collect(t, s.Messages(ctx, "nobody", 0))) != 0 || len(collect(t, storage.Backward(ctx, s, "nobody", 0))) != 0 {
+	if len(fixture.Collect(t, s.Messages(ctx, "nobody", 0))) != 0 || len(fixture.Collect(t, storage.Backward(ctx, s, "nobody", 0))) != 0 {
 		t.Fatal("unknown session yields")
 	}
 	if tail, err := storage.Tail(ctx, s, "nobody", 3); err != nil || len(tail) != 0 {
@@ -401,7 +409,7 @@ func testTailBackwardGet(t *testing.T, open Opener) {
 	for range s.Messages(ctx, "r", 0) {
 		break
 	}
-	if _, _, err := storage.Append(ctx, s, "r", text("user", "after break")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "r", fixture.Text("user", "after break")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -411,17 +419,17 @@ func testSessionsMetadata(t *testing.T, open Opener) {
 	s, _ := open(t)
 	long := strings.Repeat("word ", 40)
 	_, _, err := storage.Append(ctx, s, "b",
-		text("system", "be brief"),
-		msg(t, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"r"}]}`),
-		text("developer", "dev note"),
-		text("user", "  What is\n the   weather? "),
-		text("user", "second question"),
-		text("assistant", "sunny"),
+		fixture.Text("system", "be brief"),
+		fixture.Msg(t, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"r"}]}`),
+		fixture.Text("developer", "dev note"),
+		fixture.Text("user", "  What is\n the   weather? "),
+		fixture.Text("user", "second question"),
+		fixture.Text("assistant", "sunny"),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := storage.Append(ctx, s, "a", text("user", long)); err != nil {
+	if _, _, err := storage.Append(ctx, s, "a", fixture.Text("user", long)); err != nil {
 		t.Fatal(err)
 	}
 	list, err := s.Sessions(ctx)
@@ -443,7 +451,7 @@ func testSessionsMetadata(t *testing.T, open Opener) {
 	}
 	var tokens int
 	var size int64
-	for _, e := range collect(t, s.Messages(ctx, "b", 0)) {
+	for _, e := range fixture.Collect(t, s.Messages(ctx, "b", 0)) {
 		tokens += e.Tokens
 		size += int64(len(e.Raw))
 	}
@@ -466,23 +474,23 @@ func testSeedsOnce(t *testing.T, open Opener) {
 		}
 		return nil
 	}
-	first, last, err := s.AppendIf(ctx, "s", empty, text("user", "a"), text("assistant", "b"))
+	first, last, err := s.AppendIf(ctx, "s", empty, fixture.Text("user", "a"), fixture.Text("assistant", "b"))
 	if err != nil || first != 1 || last != 2 {
 		t.Fatalf("seed = %d..%d %v", first, last, err)
 	}
-	if _, _, err := s.AppendIf(ctx, "s", empty, text("user", "c")); !errors.Is(err, storage.ErrNotEmpty) {
+	if _, _, err := s.AppendIf(ctx, "s", empty, fixture.Text("user", "c")); !errors.Is(err, storage.ErrNotEmpty) {
 		t.Fatalf("second seed: %v", err)
 	}
 	if _, err := s.Clear(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	if first, _, err := s.AppendIf(ctx, "s", empty, text("user", "d")); err != nil || first != 3 {
+	if first, _, err := s.AppendIf(ctx, "s", empty, fixture.Text("user", "d")); err != nil || first != 3 {
 		t.Fatalf("seed after clear = %d %v", first, err)
 	}
 	// Concurrent seeders: exactly one wins, even sharing a commit.
 	wins := make(chan error, 8)
 	for range 8 {
-		go func() { _, _, err := s.AppendIf(ctx, "race", empty, text("user", "x")); wins <- err }()
+		go func() { _, _, err := s.AppendIf(ctx, "race", empty, fixture.Text("user", "x")); wins <- err }()
 	}
 	ok := 0
 	for range 8 {
@@ -502,13 +510,13 @@ func testSeedsOnce(t *testing.T, open Opener) {
 func testImportRoundTrip(t *testing.T, open Opener) {
 	ctx := context.Background()
 	src, _ := open(t)
-	if _, _, err := storage.Append(ctx, src, "s", text("system", "sys"), text("user", "hello there"), text("assistant", "hi")); err != nil {
+	if _, _, err := storage.Append(ctx, src, "s", fixture.Text("system", "sys"), fixture.Text("user", "hello there"), fixture.Text("assistant", "hi")); err != nil {
 		t.Fatal(err)
 	}
 	src.Clear(ctx, "s")
-	storage.Append(ctx, src, "s", text("user", "again"), msg(t, `{"role":"assistant","tool_calls":[{"id":"c9"}]}`))
+	storage.Append(ctx, src, "s", fixture.Text("user", "again"), fixture.Msg(t, `{"role":"assistant","tool_calls":[{"id":"c9"}]}`))
 	src.Clear(ctx, "s")
-	storage.Append(ctx, src, "s", text("developer", "d"), text("user", "third"))
+	storage.Append(ctx, src, "s", fixture.Text("developer", "d"), fixture.Text("user", "third"))
 	storage.PurgeEpoch(ctx, src, "s", 2)
 	info, err := src.Session(ctx, "s")
 	if err != nil {
@@ -516,7 +524,7 @@ func testImportRoundTrip(t *testing.T, open Opener) {
 	}
 	var all []storage.Entry
 	for _, ep := range info.Epochs {
-		all = append(all, collect(t, src.EpochMessages(ctx, "s", ep.Epoch, 0))...)
+		all = append(all, fixture.Collect(t, src.EpochMessages(ctx, "s", ep.Epoch, 0))...)
 	}
 
 	dst, _ := open(t)
@@ -532,7 +540,7 @@ func testImportRoundTrip(t *testing.T, open Opener) {
 	}
 	var again []storage.Entry
 	for _, ep := range got.Epochs {
-		again = append(again, collect(t, dst.EpochMessages(ctx, "s", ep.Epoch, 0))...)
+		again = append(again, fixture.Collect(t, dst.EpochMessages(ctx, "s", ep.Epoch, 0))...)
 	}
 	if fmt.Sprintf("%+v", again) != fmt.Sprintf("%+v", all) {
 		t.Fatalf("imported entries differ")
@@ -569,7 +577,7 @@ func testConcurrentAppends(t *testing.T, open Opener) {
 				n := 1 + (w+i)%3
 				var recs []storage.Record
 				for j := range n {
-					recs = append(recs, text("user", fmt.Sprintf("w%d i%d j%d", w, i, j)))
+					recs = append(recs, fixture.Text("user", fmt.Sprintf("w%d i%d j%d", w, i, j)))
 				}
 				first, last, err := storage.Append(ctx, s, "g", recs...)
 				if err != nil {
@@ -591,7 +599,7 @@ func testConcurrentAppends(t *testing.T, open Opener) {
 		}
 	}
 	close(spans)
-	all := collect(t, s.Messages(ctx, "g", 0))
+	all := fixture.Collect(t, s.Messages(ctx, "g", 0))
 	total := 0
 	for sp := range spans {
 		for seq := sp.first; seq <= sp.last; seq++ {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
 // testBulkImport: an engine that is a storage.BulkImporter imports a batch
@@ -22,14 +23,14 @@ func testBulkImport(t *testing.T, open Opener) {
 		t.Skip("the engine imports one session at a time")
 	}
 	ctx := context.Background()
-	appendOK(t, e, "src", text("system", "sys"), text("user", "question"))
+	fixture.AppendOK(t, e, "src", fixture.Text("system", "sys"), fixture.Text("user", "question"))
 	if _, err := e.Clear(ctx, "src"); err != nil {
 		t.Fatal(err)
 	}
-	appendOK(t, e, "src", text("assistant", "answer"), call("k"), result("k"))
+	fixture.AppendOK(t, e, "src", fixture.Text("assistant", "answer"), fixture.Call("k"), fixture.Result("k"))
 	src, entries := exportOf(t, e, "src")
 	// A purged name: the import keeps the export's numbers.
-	appendOK(t, e, "gone", text("user", "x"), text("user", "y"), text("user", "z"), text("user", "w"), text("user", "v"), text("user", "u"))
+	fixture.AppendOK(t, e, "gone", fixture.Text("user", "x"), fixture.Text("user", "y"), fixture.Text("user", "z"), fixture.Text("user", "w"), fixture.Text("user", "v"), fixture.Text("user", "u"))
 	if err := e.Purge(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}

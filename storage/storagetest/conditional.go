@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
 // The conditional writes and the purge, checked through the Engine
-// interface alone (moved here from package store's tests, so that both
-// engines are held to them).
+// interface alone, so that every engine is held to them.
 
 var errRefused = errors.New("refused by the test")
 
@@ -25,7 +25,7 @@ func testAppendIf(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
 	var seen storage.SessionInfo
-	first, last, err := s.AppendIf(ctx, "s", func(si storage.SessionInfo) error { seen = si; return nil }, text("user", "a"))
+	first, last, err := s.AppendIf(ctx, "s", func(si storage.SessionInfo) error { seen = si; return nil }, fixture.Text("user", "a"))
 	if err != nil || first != 1 || last != 1 {
 		t.Fatalf("first append = %d..%d %v", first, last, err)
 	}
@@ -33,11 +33,11 @@ func testAppendIf(t *testing.T, open Opener) {
 		t.Fatalf("a new session was shown as %+v, want epoch 1 and empty", seen)
 	}
 	// A refusal writes nothing and hands back the check's own error.
-	_, _, err = s.AppendIf(ctx, "s", func(storage.SessionInfo) error { return errRefused }, text("user", "b"))
+	_, _, err = s.AppendIf(ctx, "s", func(storage.SessionInfo) error { return errRefused }, fixture.Text("user", "b"))
 	if err != errRefused {
 		t.Fatalf("refused append: %v, want the check's error unchanged", err)
 	}
-	_, _, err = s.AppendIf(ctx, "fresh", func(storage.SessionInfo) error { return errRefused }, text("user", "b"))
+	_, _, err = s.AppendIf(ctx, "fresh", func(storage.SessionInfo) error { return errRefused }, fixture.Text("user", "b"))
 	if _, serr := s.Session(ctx, "fresh"); err != errRefused || !errors.Is(serr, storage.ErrNotFound) {
 		t.Fatalf("refused append to a new session: %v, and the session: %v", err, serr)
 	}
@@ -58,10 +58,10 @@ func testAppendIf(t *testing.T, open Opener) {
 	if _, err := s.Clear(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.AppendIf(ctx, "s", inEpoch(1), text("user", "late")); !errors.Is(err, errRefused) {
+	if _, _, err := s.AppendIf(ctx, "s", inEpoch(1), fixture.Text("user", "late")); !errors.Is(err, errRefused) {
 		t.Fatalf("append into a cleared epoch: %v", err)
 	}
-	if _, _, err := s.AppendIf(ctx, "s", inEpoch(2), text("user", "now")); err != nil {
+	if _, _, err := s.AppendIf(ctx, "s", inEpoch(2), fixture.Text("user", "now")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -79,7 +79,7 @@ func testAppendIf(t *testing.T, open Opener) {
 					return errRefused
 				}
 				return nil
-			}, text("user", "race"))
+			}, fixture.Text("user", "race"))
 			if err == nil {
 				wins <- hi
 			} else if err != errRefused {
@@ -119,7 +119,7 @@ func testUpdateDerived(t *testing.T, open Opener) {
 	}
 
 	// fn sees the session's metadata in the same transaction.
-	if _, _, err := storage.Append(ctx, s, "s", text("user", "a"), text("assistant", "b")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "s", fixture.Text("user", "a"), fixture.Text("assistant", "b")); err != nil {
 		t.Fatal(err)
 	}
 	var seen storage.SessionInfo
@@ -159,11 +159,11 @@ func testUpdateDerived(t *testing.T, open Opener) {
 func testReplaceEpochNeverEmpty(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	if _, _, err := storage.Append(ctx, s, "s", text("user", "old 1"), text("assistant", "old 2")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "s", fixture.Text("user", "old 1"), fixture.Text("assistant", "old 2")); err != nil {
 		t.Fatal(err)
 	}
 	// Refused: nothing changes.
-	if _, _, _, err := s.ReplaceEpoch(ctx, "s", func(storage.SessionInfo) error { return errRefused }, text("user", "new")); err != errRefused {
+	if _, _, _, err := s.ReplaceEpoch(ctx, "s", func(storage.SessionInfo) error { return errRefused }, fixture.Text("user", "new")); err != errRefused {
 		t.Fatalf("refused replace: %v", err)
 	}
 	if info, _ := s.Session(ctx, "s"); info.Epoch != 1 || info.Messages != 2 {
@@ -186,7 +186,7 @@ func testReplaceEpochNeverEmpty(t *testing.T, open Opener) {
 			}
 		}
 	}()
-	epoch, first, last, err := s.ReplaceEpoch(ctx, "s", nil, text("system", "sys"), text("user", "new"))
+	epoch, first, last, err := s.ReplaceEpoch(ctx, "s", nil, fixture.Text("system", "sys"), fixture.Text("user", "new"))
 	close(stop)
 	if err != nil || epoch != 2 || first != 3 || last != 4 {
 		t.Fatalf("replace = epoch %d, seqs %d..%d, %v", epoch, first, last, err)
@@ -194,10 +194,10 @@ func testReplaceEpochNeverEmpty(t *testing.T, open Opener) {
 	if <-sawEmpty {
 		t.Error("a reader saw the session empty during ReplaceEpoch")
 	}
-	if got := collect(t, s.Messages(ctx, "s", 0)); len(got) != 2 || string(got[1].Raw) != `{"role":"user","content":"new"}` {
+	if got := fixture.Collect(t, s.Messages(ctx, "s", 0)); len(got) != 2 || string(got[1].Raw) != `{"role":"user","content":"new"}` {
 		t.Fatalf("new epoch = %v", got)
 	}
-	if got := collect(t, s.EpochMessages(ctx, "s", 1, 0)); len(got) != 2 {
+	if got := fixture.Collect(t, s.EpochMessages(ctx, "s", 1, 0)); len(got) != 2 {
 		t.Fatalf("old epoch kept %d messages, want 2", len(got))
 	}
 	info, _ := s.Session(ctx, "s")
@@ -205,7 +205,7 @@ func testReplaceEpochNeverEmpty(t *testing.T, open Opener) {
 		t.Fatalf("metadata of the new epoch: %+v", info)
 	}
 	// A session that does not exist yet starts with recs in epoch 1.
-	if epoch, first, _, err := s.ReplaceEpoch(ctx, "fresh", nil, text("user", "x")); err != nil || epoch != 1 || first != 1 {
+	if epoch, first, _, err := s.ReplaceEpoch(ctx, "fresh", nil, fixture.Text("user", "x")); err != nil || epoch != 1 || first != 1 {
 		t.Fatalf("replace of a new session = epoch %d first %d, %v", epoch, first, err)
 	}
 	// Invalid messages are refused before anything is written.
@@ -224,13 +224,13 @@ func testReplaceEpochNeverEmpty(t *testing.T, open Opener) {
 func testPurgeThenRecreate(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	if _, _, err := storage.Append(ctx, s, "s", text("user", "a"), text("user", "b"), text("user", "c")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "s", fixture.Text("user", "a"), fixture.Text("user", "b"), fixture.Text("user", "c")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Clear(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := storage.Append(ctx, s, "s", text("user", "d")); err != nil {
+	if _, _, err := storage.Append(ctx, s, "s", fixture.Text("user", "d")); err != nil {
 		t.Fatal(err)
 	}
 	for round, want := range []struct{ epoch, first uint64 }{{3, 5}, {4, 6}} {
@@ -241,7 +241,7 @@ func testPurgeThenRecreate(t *testing.T, open Opener) {
 			t.Fatalf("round %d: purged session still listed: %+v", round, sessions)
 		}
 		var seen storage.SessionInfo
-		first, _, err := s.AppendIf(ctx, "s", func(si storage.SessionInfo) error { seen = si; return nil }, text("user", "new"))
+		first, _, err := s.AppendIf(ctx, "s", func(si storage.SessionInfo) error { seen = si; return nil }, fixture.Text("user", "new"))
 		if err != nil || first != want.first || seen.Epoch != want.epoch || seen.LastSeq != want.first-1 {
 			t.Fatalf("round %d: recreated session: first seq %d (want %d), check saw %+v, %v", round, first, want.first, seen, err)
 		}
@@ -250,7 +250,7 @@ func testPurgeThenRecreate(t *testing.T, open Opener) {
 			len(info.Epochs) != 1 || info.Epochs[0].FirstSeq != want.first {
 			t.Fatalf("round %d: recreated session: %+v, %v", round, info, err)
 		}
-		if got := collect(t, s.Messages(ctx, "s", 0)); len(got) != 1 || got[0].Seq != want.first || got[0].Epoch != want.epoch {
+		if got := fixture.Collect(t, s.Messages(ctx, "s", 0)); len(got) != 1 || got[0].Seq != want.first || got[0].Epoch != want.epoch {
 			t.Fatalf("round %d: messages of the recreated session: %+v", round, got)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
 // EpochShapes fills e, for a test of an engine's Verify, with healthy
@@ -32,7 +33,7 @@ func EpochShapes(t *testing.T, e storage.Engine, damaged ...string) {
 	appendN := func(s string, n int) {
 		t.Helper()
 		for i := range n {
-			r := text([]string{"user", "assistant"}[i%2], fmt.Sprint(s, i))
+			r := fixture.Text([]string{"user", "assistant"}[i%2], fmt.Sprint(s, i))
 			r.Tokens = 1
 			_, _, err := storage.Append(ctx, e, s, r)
 			must(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
 // entriesOf yields es, as an export does.
@@ -31,7 +32,7 @@ func exportOf(t *testing.T, e storage.Engine, session string) (storage.SessionIn
 	si := info(t, e, session)
 	var es []storage.Entry
 	for _, ep := range si.Epochs {
-		es = append(es, collect(t, e.EpochMessages(context.Background(), session, ep.Epoch, 0))...)
+		es = append(es, fixture.Collect(t, e.EpochMessages(context.Background(), session, ep.Epoch, 0))...)
 	}
 	return si, es
 }
@@ -104,7 +105,7 @@ func testImportRefused(t *testing.T, open Opener) {
 	if err := storage.ImportSession(ctx, e, si, entriesOf(es)); err != nil {
 		t.Fatalf("the consistent export: %v", err)
 	}
-	if f, _ := appendOK(t, e, "bad", text("user", "six")); f != 6 {
+	if f, _ := fixture.AppendOK(t, e, "bad", fixture.Text("user", "six")); f != 6 {
 		t.Fatalf("append after import: seq %d", f)
 	}
 	verifyIntact(t, e, "after the consistent import")
@@ -239,7 +240,7 @@ func testImportShapes(t *testing.T, open Opener) {
 			t.Errorf("%s holds seqs %v, %s %v", dst, seqsOf(got), src, seqsOf(es))
 		}
 		verifyIntact(t, e, "after importing "+dst)
-		if f, _ := appendOK(t, e, dst, text("user", "next")); f != si.LastSeq+1 {
+		if f, _ := fixture.AppendOK(t, e, dst, fixture.Text("user", "next")); f != si.LastSeq+1 {
 			t.Errorf("append to %s after import: seq %d, want %d", dst, f, si.LastSeq+1)
 		}
 		if got := info(t, e, dst); got.Epoch != si.Epoch || got.EpochStartSeq != si.EpochStartSeq {
@@ -248,34 +249,34 @@ func testImportShapes(t *testing.T, open Opener) {
 	}
 
 	t.Run("empty epochs", func(t *testing.T) {
-		appendOK(t, e, "cleared", text("system", "sys"), text("user", "q"))
+		fixture.AppendOK(t, e, "cleared", fixture.Text("system", "sys"), fixture.Text("user", "q"))
 		clear("cleared")
 		clear("cleared") // epoch 2 stays empty
-		appendOK(t, e, "cleared", text("user", "r"))
+		fixture.AppendOK(t, e, "cleared", fixture.Text("user", "r"))
 		clear("cleared") // the current epoch, 4, is empty
 		roundTrip("cleared", "cleared copy")
 	})
 	t.Run("purged epoch", func(t *testing.T) {
-		appendOK(t, e, "purged epoch", text("user", "q"), text("assistant", "a"))
+		fixture.AppendOK(t, e, "purged epoch", fixture.Text("user", "q"), fixture.Text("assistant", "a"))
 		clear("purged epoch")
-		appendOK(t, e, "purged epoch", text("user", "r"))
+		fixture.AppendOK(t, e, "purged epoch", fixture.Text("user", "r"))
 		must(storage.PurgeEpoch(ctx, e, "purged epoch", 1))
 		roundTrip("purged epoch", "purged epoch copy")
 	})
 	t.Run("recreated after purge", func(t *testing.T) {
-		appendOK(t, e, "recreated", text("user", "q"), text("assistant", "a"))
+		fixture.AppendOK(t, e, "recreated", fixture.Text("user", "q"), fixture.Text("assistant", "a"))
 		must(e.Purge(ctx, "recreated"))
-		appendOK(t, e, "recreated", text("user", "again")) // epoch 2, seq 3
+		fixture.AppendOK(t, e, "recreated", fixture.Text("user", "again")) // epoch 2, seq 3
 		roundTrip("recreated", "recreated copy")
 	})
 	t.Run("over a purged name", func(t *testing.T) {
 		// The name's tombstone has higher numbers than the export: the
 		// import keeps the export's.
-		appendOK(t, e, "src", text("user", "q"))
+		fixture.AppendOK(t, e, "src", fixture.Text("user", "q"))
 		clear("src")
-		appendOK(t, e, "src", text("user", "r"))
+		fixture.AppendOK(t, e, "src", fixture.Text("user", "r"))
 		for range 3 {
-			appendOK(t, e, "gone", text("user", "x"), text("assistant", "y"))
+			fixture.AppendOK(t, e, "gone", fixture.Text("user", "x"), fixture.Text("assistant", "y"))
 			clear("gone")
 		}
 		must(e.Purge(ctx, "gone"))
@@ -322,7 +323,7 @@ func testImportShapes(t *testing.T, open Opener) {
 			want.Title = "m"
 			checkImported(t, info(t, e, name), want)
 			verifyIntact(t, e, "after importing "+name)
-			if f, _ := appendOK(t, e, name, text("user", "next")); f != want.LastSeq+1 {
+			if f, _ := fixture.AppendOK(t, e, name, fixture.Text("user", "next")); f != want.LastSeq+1 {
 				t.Errorf("append after import: seq %d, want %d", f, want.LastSeq+1)
 			}
 			verifyIntact(t, e, "after appending to "+name)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
 // testListSessions: storage.ListSessions (through the engine's
@@ -21,9 +22,9 @@ func testListSessions(t *testing.T, open Opener) {
 	for i, name := range []string{"a", "ab", "ab/1", "ab/2", "ac", "b", "b\u007f", "b\U0010ffff", "b\U0010ffffz", "chat-1", "chat-2", "chat-3", "é"} {
 		var recs []storage.Record
 		for j := range (i*7)%5 + 1 {
-			recs = append(recs, text("user", strings.Repeat("w ", (i*3)%4+j+1)))
+			recs = append(recs, fixture.Text("user", strings.Repeat("w ", (i*3)%4+j+1)))
 		}
-		appendOK(t, e, name, recs...)
+		fixture.AppendOK(t, e, name, recs...)
 	}
 	all, err := e.Sessions(ctx)
 	if err != nil {

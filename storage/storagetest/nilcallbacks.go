@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
 // testNilCallbacks: a nil check accepts anything (AppendIf is then Append,
@@ -21,8 +22,8 @@ func testNilCallbacks(t *testing.T, open Opener) {
 		recs        []storage.Record
 		first, last uint64
 	}{
-		{"creates the session", "new", []storage.Record{text("user", "a"), text("assistant", "b")}, 1, 2},
-		{"appends after what is there", "new", []storage.Record{text("user", "c")}, 3, 3},
+		{"creates the session", "new", []storage.Record{fixture.Text("user", "a"), fixture.Text("assistant", "b")}, 1, 2},
+		{"appends after what is there", "new", []storage.Record{fixture.Text("user", "c")}, 3, 3},
 		{"nothing to append", "new", nil, 0, 0},
 		{"nothing to append to an unknown session", "none", nil, 0, 0},
 	} {
@@ -31,13 +32,13 @@ func testNilCallbacks(t *testing.T, open Opener) {
 			t.Fatalf("%s: AppendIf with a nil check = %d..%d, %v; want %d..%d, nil", tc.name, first, last, err, tc.first, tc.last)
 		}
 	}
-	if got := seqsOf(collect(t, e.Messages(ctx, "new", 0))); !slices.Equal(got, span(1, 3)) {
+	if got := seqsOf(fixture.Collect(t, e.Messages(ctx, "new", 0))); !slices.Equal(got, span(1, 3)) {
 		t.Fatalf("session after AppendIf with a nil check holds seqs %v, want 1..3", got)
 	}
 	if _, err := e.Session(ctx, "none"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("AppendIf of nothing created a session: Session = %v, want ErrNotFound", err)
 	}
-	epoch, first, last, err := e.ReplaceEpoch(ctx, "new", nil, text("user", "r"))
+	epoch, first, last, err := e.ReplaceEpoch(ctx, "new", nil, fixture.Text("user", "r"))
 	if err != nil || epoch != 2 || first != 4 || last != 4 {
 		t.Fatalf("ReplaceEpoch with a nil check = epoch %d, %d..%d, %v; want epoch 2, 4..4", epoch, first, last, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
 // PanicInSharedCommit checks, for a test of an engine's group commit, that a
@@ -23,26 +24,26 @@ import (
 func PanicInSharedCommit(t *testing.T, e storage.Engine, queue func(writes ...func() error) (errs []error, panics []any)) {
 	t.Helper()
 	ctx := context.Background()
-	appendOK(t, e, "a", text("user", "a0"))
-	appendOK(t, e, "b", text("user", "b0"))
+	fixture.AppendOK(t, e, "a", fixture.Text("user", "a0"))
+	fixture.AppendOK(t, e, "b", fixture.Text("user", "b0"))
 	boom := errors.New("check bug")
 	accept := func(storage.SessionInfo) error { return nil }
 	var a1, a2, b1 uint64
 	errs, panics := queue(
 		func() (err error) { // the leader
-			a1, _, err = e.AppendIf(ctx, "a", accept, text("user", "a1"))
+			a1, _, err = e.AppendIf(ctx, "a", accept, fixture.Text("user", "a1"))
 			return err
 		},
 		func() error {
-			_, _, err := e.AppendIf(ctx, "b", func(storage.SessionInfo) error { panic(boom) }, text("user", "never"))
+			_, _, err := e.AppendIf(ctx, "b", func(storage.SessionInfo) error { panic(boom) }, fixture.Text("user", "never"))
 			return err
 		},
 		func() (err error) {
-			b1, _, err = storage.Append(ctx, e, "b", text("user", "b1"))
+			b1, _, err = storage.Append(ctx, e, "b", fixture.Text("user", "b1"))
 			return err
 		},
 		func() (err error) {
-			a2, _, err = e.AppendIf(ctx, "a", accept, text("user", "a2"))
+			a2, _, err = e.AppendIf(ctx, "a", accept, fixture.Text("user", "a2"))
 			return err
 		},
 	)
@@ -64,7 +65,7 @@ func PanicInSharedCommit(t *testing.T, e storage.Engine, queue func(writes ...fu
 func textsIn(t *testing.T, e storage.Engine, session string) []string {
 	t.Helper()
 	var out []string
-	for _, entry := range collect(t, e.Messages(context.Background(), session, 0)) {
+	for _, entry := range fixture.Collect(t, e.Messages(context.Background(), session, 0)) {
 		m, err := entry.Message()
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/search"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
 // RunSearch runs the search conformance suite through search.Search, which
@@ -89,9 +90,9 @@ var searchCases = []struct {
 func testSearchFound(t *testing.T, open Opener) {
 	e, _ := open(t)
 	seqs := map[string]uint64{}
-	appendOK(t, e, "noise", text("user", "nothing to see here"), text("assistant", "the heron is blue but not old"))
+	fixture.AppendOK(t, e, "noise", fixture.Text("user", "nothing to see here"), fixture.Text("assistant", "the heron is blue but not old"))
 	for _, c := range searchCases {
-		_, last := appendOK(t, e, "found", msg(t, c.raw))
+		_, last := fixture.AppendOK(t, e, "found", fixture.Msg(t, c.raw))
 		seqs[c.name] = last
 	}
 	for _, c := range searchCases {
@@ -119,10 +120,10 @@ func testSearchFound(t *testing.T, open Opener) {
 func testSearchNotIndexed(t *testing.T, open Opener) {
 	e, _ := open(t)
 	blob := "iVBORw0KGgo" + string(make([]byte, 0)) + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB"
-	appendOK(t, e, "s",
-		msg(t, `{"role":"user","content":[{"type":"text","text":"look at this"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"`+blob+`"}}]}`),
-		msg(t, `{"role":"user","content":"plain words","metadata":{"secretmarmot":"x"}}`),
-		msg(t, `{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,`+blob+`"}}]}`))
+	fixture.AppendOK(t, e, "s",
+		fixture.Msg(t, `{"role":"user","content":[{"type":"text","text":"look at this"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"`+blob+`"}}]}`),
+		fixture.Msg(t, `{"role":"user","content":"plain words","metadata":{"secretmarmot":"x"}}`),
+		fixture.Msg(t, `{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,`+blob+`"}}]}`))
 	for _, q := range []string{"iVBORw0KGgo", blob[:40], "secretmarmot", "base64", "media_type", "image_url"} {
 		if hits := find(t, e, storage.SearchRequest{Query: q}); len(hits) != 0 {
 			t.Errorf("query %q found %+v: base64 data, metadata and envelope keys are not indexed", q, hits)
@@ -135,12 +136,12 @@ func testSearchNotIndexed(t *testing.T, open Opener) {
 
 func testSearchFilters(t *testing.T, open Opener) {
 	e, _ := open(t)
-	appendOK(t, e, "a", text("user", "llama one"), msg(t, `{"role":"assistant","content":null,"tool_calls":[{"id":"x","type":"function","function":{"name":"fetch_llama","arguments":"{\"q\":\"llama\"}"}}]}`),
-		msg(t, `{"role":"tool","tool_call_id":"x","content":"llama result"}`))
+	fixture.AppendOK(t, e, "a", fixture.Text("user", "llama one"), fixture.Msg(t, `{"role":"assistant","content":null,"tool_calls":[{"id":"x","type":"function","function":{"name":"fetch_llama","arguments":"{\"q\":\"llama\"}"}}]}`),
+		fixture.Msg(t, `{"role":"tool","tool_call_id":"x","content":"llama result"}`))
 	time.Sleep(5 * time.Millisecond)
 	mid := time.Now()
 	time.Sleep(5 * time.Millisecond)
-	appendOK(t, e, "b", text("user", "llama two"))
+	fixture.AppendOK(t, e, "b", fixture.Text("user", "llama two"))
 	cases := []struct {
 		name string
 		req  storage.SearchRequest
@@ -175,7 +176,7 @@ func testSearchFilters(t *testing.T, open Opener) {
 func testSearchPaging(t *testing.T, open Opener) {
 	e, _ := open(t)
 	for i := range 25 {
-		appendOK(t, e, "p", text("user", fmt.Sprintf("bison number %d %s", i, "bison"[:i%5+1])))
+		fixture.AppendOK(t, e, "p", fixture.Text("user", fmt.Sprintf("bison number %d %s", i, "bison"[:i%5+1])))
 	}
 	for _, q := range []string{"bison", `"bison number"`} {
 		seen := map[uint64]bool{}
@@ -211,11 +212,11 @@ func testSearchPaging(t *testing.T, open Opener) {
 func testSearchEpochs(t *testing.T, open Opener) {
 	e, _ := open(t)
 	ctx := context.Background()
-	appendOK(t, e, "s", text("user", "the password hint is tapir"))
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "the password hint is tapir"))
 	if _, err := e.Clear(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	appendOK(t, e, "s", text("user", "second epoch tapir"))
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "second epoch tapir"))
 	if hits := find(t, e, storage.SearchRequest{Query: "tapir"}); !hasHit(hits, "s", 1) || !hasHit(hits, "s", 2) {
 		t.Fatalf("a cleared epoch stays searchable: %+v", hits)
 	}
@@ -234,7 +235,7 @@ func testSearchEpochs(t *testing.T, open Opener) {
 	if hits := find(t, e, storage.SearchRequest{Query: "tapir"}); len(hits) != 0 {
 		t.Fatalf("a purged session is not searchable: %+v", hits)
 	}
-	appendOK(t, e, "s", text("user", "reborn tapir"))
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "reborn tapir"))
 	if hits := find(t, e, storage.SearchRequest{Query: "tapir"}); len(hits) != 1 || hits[0].Seq != 3 {
 		t.Fatalf("a session created again after a purge: %+v", hits)
 	}
@@ -242,7 +243,7 @@ func testSearchEpochs(t *testing.T, open Opener) {
 
 func testSearchBadQuery(t *testing.T, open Opener) {
 	e, _ := open(t)
-	appendOK(t, e, "s", text("user", "hello"))
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "hello"))
 	for _, req := range []storage.SearchRequest{{Query: ""}, {Query: "  ... "}, {Query: "-hello"}, {Query: "hello", Cursor: "garbage"}, {Query: "hello", Limit: -1}} {
 		if _, err := search.Search(context.Background(), e, req); !errors.Is(err, storage.ErrBadQuery) {
 			t.Errorf("%+v: got %v, want ErrBadQuery", req, err)
@@ -271,7 +272,7 @@ func testSearchConcurrent(t *testing.T, open Opener) {
 	for i := range 30 {
 		w := []storage.Engine{e, e2}[i%2]
 		word := fmt.Sprintf("okapi%d", i)
-		_, last := appendOK(t, w, fmt.Sprintf("s%d", i%3), text("user", "okapi "+word))
+		_, last := fixture.AppendOK(t, w, fmt.Sprintf("s%d", i%3), fixture.Text("user", "okapi "+word))
 		r := []storage.Engine{e2, e}[i%2] // the other handle
 		if hits := find(t, r, storage.SearchRequest{Query: word}); !hasHit(hits, fmt.Sprintf("s%d", i%3), last) {
 			t.Fatalf("append %d not found by the next search: %+v", i, hits)
@@ -291,7 +292,7 @@ func testSearchRebuild(t *testing.T, open Opener) {
 		t.Skip("the engine keeps no index of its own")
 	}
 	ctx := context.Background()
-	appendOK(t, e, "s", text("user", "gazelle"), text("assistant", "gazelle again"))
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "gazelle"), fixture.Text("assistant", "gazelle again"))
 	find(t, e, storage.SearchRequest{Query: "gazelle"})
 	if p, err := ix.VerifySearch(ctx); err != nil || len(p) != 0 {
 		t.Fatalf("verify a healthy index: %v %v", p, err)

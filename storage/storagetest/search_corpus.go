@@ -8,6 +8,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/searchcorpus"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/search"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
 // testSearchCorpus loads generated agent traffic with needles of every
@@ -33,7 +34,7 @@ func testSearchCorpus(t *testing.T, open Opener) {
 		if _, err := e.Clear(ctx, name); err != nil {
 			t.Fatal(err)
 		}
-		appendOK(t, e, name, text("user", "a new epoch begins"))
+		fixture.AppendOK(t, e, name, fixture.Text("user", "a new epoch begins"))
 		if i%5 == 0 {
 			if err := storage.PurgeEpoch(ctx, e, name, 1); err != nil {
 				t.Fatal(err)

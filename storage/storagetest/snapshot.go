@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
 // testSnapshot: what storage.ReadSnapshot reads is what the engine's own
@@ -16,11 +17,11 @@ import (
 func testSnapshot(t *testing.T, open Opener) {
 	ctx := context.Background()
 	s, _ := open(t)
-	appendOK(t, s, "r", text("system", "rules"), text("user", "first"), text("assistant", "a"))
+	fixture.AppendOK(t, s, "r", fixture.Text("system", "rules"), fixture.Text("user", "first"), fixture.Text("assistant", "a"))
 	if _, err := s.Clear(ctx, "r"); err != nil {
 		t.Fatal(err)
 	}
-	appendOK(t, s, "r", text("user", "second"), text("assistant", "b"))
+	fixture.AppendOK(t, s, "r", fixture.Text("user", "second"), fixture.Text("assistant", "b"))
 	for _, key := range []string{"b", "a", "c"} {
 		if err := storage.PutDerived(ctx, s, "r", "k", key, []byte("v"+key)); err != nil {
 			t.Fatal(err)

@@ -1,7 +1,13 @@
 // Package storagetest checks that an engine keeps the storage contract,
 // in the spirit of testing/fstest: an engine's own tests call Run with a
 // function that opens fresh, empty engines, and every behaviour callers rely
-// on is exercised through the storage.Engine interface alone.
+// on is exercised through the storage.Engine interface alone. RunErase and
+// RunSearch add the checks of erase and of search.
+//
+// Some checks live in rooms of their own under internal/: govern holds
+// those of governing a log (fork, rewind, gc, erase and purge), fixture the
+// records and readers every check is written with. Engines call only this
+// package.
 package storagetest
 
 import (
@@ -9,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -18,6 +25,8 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/govern"
 )
 
 // Opener opens the engines Run tests. Each call returns a fresh, empty
@@ -44,6 +53,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"ConditionalSeesOtherWriters", testConditional},
 		{"ConditionalRace", testConditionalRace},
 		{"PanicInCheck", testPanicInCheck},
+		{"GoexitInCheck", testGoexitInCheck},
 		{"NilCallbacks", testNilCallbacks},
 		{"AppendIf", testAppendIf},
 		{"UpdateDerived", testUpdateDerived},
@@ -72,9 +82,9 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"ImportRefused", testImportRefused},
 		{"ImportShapes", testImportShapes},
 		{"BulkImport", testBulkImport},
-		{"Fork", testFork},
-		{"Rewind", testRewind},
-		{"GC", testGC},
+		{"Fork", room(govern.Fork)},
+		{"Rewind", room(govern.Rewind)},
+		{"GC", room(govern.GC)},
 		{"Cancelled", testCancelled},
 		{"Closed", testClosed},
 	}
@@ -88,49 +98,10 @@ func Run(t *testing.T, open Opener, skip ...string) {
 	}
 }
 
-func msg(t *testing.T, raw string) storage.Record {
-	t.Helper()
-	m, err := ctxstore.ParseMessage([]byte(raw))
-	if err != nil {
-		t.Fatalf("message %s: %v", raw, err)
-	}
-	return storage.Record{Message: m, Tokens: len(raw) / 4}
-}
-
-func text(role, s string) storage.Record {
-	m := ctxstore.NewMessage(role, s)
-	return storage.Record{Message: m, Tokens: m.Size() / 4}
-}
-
-func call(id string) storage.Record {
-	m := ctxstore.MustParseMessage([]byte(`{"role":"assistant","content":null,"tool_calls":[{"id":"` + id +
-		`","type":"function","function":{"name":"f","arguments":"{}"}}]}`))
-	return storage.Record{Message: m, Tokens: 10}
-}
-
-func result(id string) storage.Record {
-	return storage.Record{Message: ctxstore.NewToolResult(id, "ok"), Tokens: 2}
-}
-
-func appendOK(t *testing.T, e storage.Engine, session string, recs ...storage.Record) (uint64, uint64) {
-	t.Helper()
-	first, last, err := storage.Append(context.Background(), e, session, recs...)
-	if err != nil {
-		t.Fatalf("append to %q: %v", session, err)
-	}
-	return first, last
-}
-
-func collect(t *testing.T, seq func(func(storage.Entry, error) bool)) []storage.Entry {
-	t.Helper()
-	var out []storage.Entry
-	for e, err := range seq {
-		if err != nil {
-			t.Fatalf("read: %v", err)
-		}
-		out = append(out, e)
-	}
-	return out
+// room is a check of one of the suite's rooms (internal packages), which
+// take the Opener's shape rather than its name.
+func room(check func(*testing.T, fixture.Opener)) func(*testing.T, Opener) {
+	return func(t *testing.T, open Opener) { check(t, open) }
 }
 
 func seqsOf(es []storage.Entry) []uint64 {
@@ -171,9 +142,9 @@ func testLossless(t *testing.T, open Opener) {
 	}
 	var recs []storage.Record
 	for _, r := range raws {
-		recs = append(recs, msg(t, r))
+		recs = append(recs, fixture.Msg(t, r))
 	}
-	first, last := appendOK(t, e, "s", recs...)
+	first, last := fixture.AppendOK(t, e, "s", recs...)
 	if first != 1 || last != uint64(len(raws)) {
 		t.Fatalf("seqs %d..%d, want 1..%d", first, last, len(raws))
 	}
@@ -205,9 +176,9 @@ func testLossless(t *testing.T, open Opener) {
 			}
 		}
 	}
-	check("Messages", collect(t, e.Messages(ctx, "s", 0)), false)
-	check("Backward", collect(t, storage.Backward(ctx, e, "s", 0)), true)
-	check("EpochMessages", collect(t, e.EpochMessages(ctx, "s", 1, 0)), false)
+	check("Messages", fixture.Collect(t, e.Messages(ctx, "s", 0)), false)
+	check("Backward", fixture.Collect(t, storage.Backward(ctx, e, "s", 0)), true)
+	check("EpochMessages", fixture.Collect(t, e.EpochMessages(ctx, "s", 1, 0)), false)
 	tail, err := storage.Tail(ctx, e, "s", 100)
 	if err != nil {
 		t.Fatal(err)
@@ -222,8 +193,8 @@ func testLossless(t *testing.T, open Opener) {
 	// A JSON string may hold U+0000: the bytes come back as they were,
 	// and the title takes it for a space.
 	nul := `{"role":"user","content":"before\u0000after \u0007bell"}`
-	appendOK(t, e, "nul", msg(t, nul))
-	if got := collect(t, e.Messages(ctx, "nul", 0)); len(got) != 1 || string(got[0].Raw) != nul {
+	fixture.AppendOK(t, e, "nul", fixture.Msg(t, nul))
+	if got := fixture.Collect(t, e.Messages(ctx, "nul", 0)); len(got) != 1 || string(got[0].Raw) != nul {
 		t.Errorf("a message holding U+0000: %+v, want its bytes %q", got, nul)
 	}
 	if si := info(t, e, "nul"); si.Title != "before after \abell" {
@@ -231,7 +202,7 @@ func testLossless(t *testing.T, open Opener) {
 	}
 
 	// Tool call ids are recorded with the message.
-	appendOK(t, e, "s", call("c1"), result("c1"))
+	fixture.AppendOK(t, e, "s", fixture.Call("c1"), fixture.Result("c1"))
 	got, err = storage.Get(ctx, e, "s", last+2, last+1)
 	if err != nil {
 		t.Fatal(err)
@@ -244,8 +215,8 @@ func testLossless(t *testing.T, open Opener) {
 	}
 	// Session names are bytes too.
 	for _, name := range []string{"日本", "a/b\\c", "with space", "'quote\"", "x\x01y"} {
-		appendOK(t, e, name, text("user", name))
-		es := collect(t, e.Messages(ctx, name, 0))
+		fixture.AppendOK(t, e, name, fixture.Text("user", name))
+		es := fixture.Collect(t, e.Messages(ctx, name, 0))
 		if len(es) != 1 || es[0].Session != name {
 			t.Errorf("session %q: %+v", name, es)
 		}
@@ -254,10 +225,10 @@ func testLossless(t *testing.T, open Opener) {
 
 func testCounter(t *testing.T, open Opener) {
 	e, _ := open(t)
-	r := text("user", "counted")
+	r := fixture.Text("user", "counted")
 	r.Counter, r.Tokens = "o200k_base", 7
-	appendOK(t, e, "s", r, text("user", "not counted"))
-	es := collect(t, e.Messages(context.Background(), "s", 0))
+	fixture.AppendOK(t, e, "s", r, fixture.Text("user", "not counted"))
+	es := fixture.Collect(t, e.Messages(context.Background(), "s", 0))
 	if es[0].Counter != "o200k_base" || es[0].Tokens != 7 || es[1].Counter != "" {
 		t.Fatalf("counters %q %q tokens %d, want o200k_base, empty, 7", es[0].Counter, es[1].Counter, es[0].Tokens)
 	}
@@ -274,7 +245,7 @@ func testCounterSplit(t *testing.T, open Opener) {
 	}
 	ctx := context.Background()
 	by := func(counter string, tokens int) storage.Record {
-		r := text("user", fmt.Sprintf("counted by %q", counter))
+		r := fixture.Text("user", fmt.Sprintf("counted by %q", counter))
 		r.Counter, r.Tokens = counter, tokens
 		return r
 	}
@@ -286,7 +257,7 @@ func testCounterSplit(t *testing.T, open Opener) {
 		}
 		return got
 	}
-	appendOK(t, e, "s", by("o200k_base", 100), by("", 1000)) // the epoch Clear ends
+	fixture.AppendOK(t, e, "s", by("o200k_base", 100), by("", 1000)) // the epoch Clear ends
 	if _, err := e.Clear(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
@@ -294,11 +265,11 @@ func testCounterSplit(t *testing.T, open Opener) {
 		t.Errorf("split of an empty epoch: %+v, want none", got)
 	}
 	// "B" sorts before "a" bytewise, after it in most collations.
-	appendOK(t, e, "s", by("a", 3), by("", 5), by("a", 7))
-	appendOK(t, e, "s", by("B", 11))
-	appendOK(t, e, "other", by("a", 17), by("c", 19)) // another session's
+	fixture.AppendOK(t, e, "s", by("a", 3), by("", 5), by("a", 7))
+	fixture.AppendOK(t, e, "s", by("B", 11))
+	fixture.AppendOK(t, e, "other", by("a", 17), by("c", 19)) // another session's
 	si := info(t, e, "s")
-	appendOK(t, e, "s", by("a", 13)) // after si was read
+	fixture.AppendOK(t, e, "s", by("a", 13)) // after si was read
 	want := []storage.CounterCount{{Counter: "", Messages: 1, Tokens: 5}, {Counter: "B", Messages: 1, Tokens: 11}, {Counter: "a", Messages: 2, Tokens: 10}}
 	if got := split(si); !slices.Equal(got, want) {
 		t.Errorf("split %+v, want %+v", got, want)
@@ -311,14 +282,14 @@ func testCounterSplit(t *testing.T, open Opener) {
 func testInvalid(t *testing.T, open Opener) {
 	e, _ := open(t)
 	ctx := context.Background()
-	_, _, err := storage.Append(ctx, e, "s", text("user", "fine"), storage.Record{})
+	_, _, err := storage.Append(ctx, e, "s", fixture.Text("user", "fine"), storage.Record{})
 	if !errors.Is(err, ctxstore.ErrInvalidMessage) {
 		t.Fatalf("append of a zero message: %v, want ErrInvalidMessage", err)
 	}
 	if _, err := e.Session(ctx, "s"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("after a failed append the session exists: %v", err)
 	}
-	if _, _, err := storage.Append(ctx, e, "", text("user", "x")); err == nil {
+	if _, _, err := storage.Append(ctx, e, "", fixture.Text("user", "x")); err == nil {
 		t.Fatal("append to an empty session name succeeded")
 	}
 	if f, l, err := storage.Append(ctx, e, "s"); f != 0 || l != 0 || err != nil {
@@ -326,19 +297,19 @@ func testInvalid(t *testing.T, open Opener) {
 	}
 	// Token counts run from 0 to MaxTokens; others are refused, whole.
 	for _, n := range []int{-1, storage.MaxTokens + 1} {
-		r := text("user", "counted")
+		r := fixture.Text("user", "counted")
 		r.Tokens = n
-		if _, _, err := storage.Append(ctx, e, "s", text("user", "fine"), r); !errors.Is(err, ctxstore.ErrInvalidMessage) {
+		if _, _, err := storage.Append(ctx, e, "s", fixture.Text("user", "fine"), r); !errors.Is(err, ctxstore.ErrInvalidMessage) {
 			t.Errorf("append with a token count of %d: %v, want ErrInvalidMessage", n, err)
 		}
 	}
 	if _, err := e.Session(ctx, "s"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("after refused token counts the session exists: %v", err)
 	}
-	r := text("user", "counted")
+	r := fixture.Text("user", "counted")
 	r.Tokens = storage.MaxTokens
-	appendOK(t, e, "s", r)
-	if es := collect(t, e.Messages(ctx, "s", 0)); len(es) != 1 || es[0].Tokens != storage.MaxTokens {
+	fixture.AppendOK(t, e, "s", r)
+	if es := fixture.Collect(t, e.Messages(ctx, "s", 0)); len(es) != 1 || es[0].Tokens != storage.MaxTokens {
 		t.Errorf("a count of MaxTokens: read back %+v", es)
 	}
 }
@@ -346,20 +317,20 @@ func testInvalid(t *testing.T, open Opener) {
 func testSeqs(t *testing.T, open Opener) {
 	e, _ := open(t)
 	ctx := context.Background()
-	if f, l := appendOK(t, e, "s", text("user", "a"), text("user", "b"), text("user", "c")); f != 1 || l != 3 {
+	if f, l := fixture.AppendOK(t, e, "s", fixture.Text("user", "a"), fixture.Text("user", "b"), fixture.Text("user", "c")); f != 1 || l != 3 {
 		t.Fatalf("first append: %d..%d", f, l)
 	}
-	if f, l := appendOK(t, e, "s", text("user", "d")); f != 4 || l != 4 {
+	if f, l := fixture.AppendOK(t, e, "s", fixture.Text("user", "d")); f != 4 || l != 4 {
 		t.Fatalf("second append: %d..%d", f, l)
 	}
-	if f, _ := appendOK(t, e, "other", text("user", "x")); f != 1 {
+	if f, _ := fixture.AppendOK(t, e, "other", fixture.Text("user", "x")); f != 1 {
 		t.Fatalf("another session starts at %d", f)
 	}
 	ep, err := e.Clear(ctx, "s")
 	if err != nil || ep != 2 {
 		t.Fatalf("Clear: %d %v", ep, err)
 	}
-	if f, _ := appendOK(t, e, "s", text("user", "e")); f != 5 {
+	if f, _ := fixture.AppendOK(t, e, "s", fixture.Text("user", "e")); f != 5 {
 		t.Fatalf("after Clear: seq %d, want 5", f)
 	}
 	if err := e.Purge(ctx, "s"); err != nil {
@@ -368,12 +339,12 @@ func testSeqs(t *testing.T, open Opener) {
 	if _, err := e.Session(ctx, "s"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("purged session: %v", err)
 	}
-	if es := collect(t, e.Messages(ctx, "s", 0)); len(es) != 0 {
+	if es := fixture.Collect(t, e.Messages(ctx, "s", 0)); len(es) != 0 {
 		t.Fatalf("purged session yields %d messages", len(es))
 	}
 	// The name's tombstone: a new session continues after the old numbers.
 	var seen storage.SessionInfo
-	f, _, err := e.AppendIf(ctx, "s", func(si storage.SessionInfo) error { seen = si; return nil }, text("user", "again"))
+	f, _, err := e.AppendIf(ctx, "s", func(si storage.SessionInfo) error { seen = si; return nil }, fixture.Text("user", "again"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +355,7 @@ func testSeqs(t *testing.T, open Opener) {
 	if si.Epoch != 3 || si.LastSeq != 6 || si.TotalMessages != 1 || len(si.Epochs) != 1 || si.Epochs[0].FirstSeq != 6 {
 		t.Fatalf("recreated session: %+v", si)
 	}
-	if es := collect(t, e.Messages(ctx, "s", 0)); !slices.Equal(seqsOf(es), []uint64{6}) {
+	if es := fixture.Collect(t, e.Messages(ctx, "s", 0)); !slices.Equal(seqsOf(es), []uint64{6}) {
 		t.Fatalf("recreated session holds %v", seqsOf(es))
 	}
 	for _, fn := range []func() error{
@@ -400,54 +371,21 @@ func testSeqs(t *testing.T, open Opener) {
 
 func testEpochs(t *testing.T, open Opener) {
 	e, _ := open(t)
-	ctx := context.Background()
-	appendOK(t, e, "s", text("system", "sys"), text("user", "first question"), text("assistant", "a"))
-	if _, err := e.Clear(ctx, "s"); err != nil {
-		t.Fatal(err)
-	}
-	appendOK(t, e, "s", text("user", "second"))
-	if got := seqsOf(collect(t, e.Messages(ctx, "s", 0))); !slices.Equal(got, []uint64{4}) {
-		t.Fatalf("current epoch: %v", got)
-	}
-	if got := seqsOf(collect(t, e.EpochMessages(ctx, "s", 1, 0))); !slices.Equal(got, []uint64{1, 2, 3}) {
-		t.Fatalf("epoch 1: %v", got)
-	}
-	if got := seqsOf(collect(t, e.EpochMessages(ctx, "s", 1, 2))); !slices.Equal(got, []uint64{2, 3}) {
-		t.Fatalf("epoch 1 from 2: %v", got)
-	}
+	clearedSession(t, e, "s")
 	si := info(t, e, "s")
 	want := []storage.EpochInfo{{Epoch: 1, FirstSeq: 1, LastSeq: 3, Messages: 3}, {Epoch: 2, FirstSeq: 4, LastSeq: 4, Messages: 1}}
 	checkEpochs(t, si.Epochs, want)
 	if si.Title != "first question" || si.Messages != 1 || si.TotalMessages != 4 || si.EpochStartSeq != 4 || len(si.PinnedSeqs) != 0 || si.FirstUserSeq != 4 {
 		t.Fatalf("after Clear: %+v", si)
 	}
-	if err := storage.PurgeEpoch(ctx, e, "s", 2); !errors.Is(err, storage.ErrCurrentEpoch) {
-		t.Fatalf("PurgeEpoch(current): %v", err)
-	}
-	if err := storage.PurgeEpoch(ctx, e, "s", 7); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("PurgeEpoch(unknown): %v", err)
-	}
-	if err := storage.PurgeEpoch(ctx, e, "s", 1); err != nil {
-		t.Fatal(err)
-	}
-	if got := collect(t, e.EpochMessages(ctx, "s", 1, 0)); len(got) != 0 {
-		t.Fatalf("purged epoch yields %v", seqsOf(got))
-	}
-	if _, err := storage.Get(ctx, e, "s", 2); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("Get of a purged message: %v", err)
-	}
+	purgeFirstEpoch(t, e, "s")
 	si = info(t, e, "s")
 	want[0].Messages, want[0].Purged = 0, true
 	checkEpochs(t, si.Epochs, want)
 	if si.TotalMessages != 1 || si.LastSeq != 4 {
 		t.Fatalf("after PurgeEpoch: %+v", si)
 	}
-	for e2, err := range e.EpochMessages(ctx, "s", 9, 0) {
-		if !errors.Is(err, storage.ErrNotFound) {
-			t.Fatalf("unknown epoch: %+v %v", e2, err)
-		}
-	}
-	if f, _ := appendOK(t, e, "s", text("user", "after")); f != 5 {
+	if f, _ := fixture.AppendOK(t, e, "s", fixture.Text("user", "after")); f != 5 {
 		t.Fatalf("append after PurgeEpoch: seq %d", f)
 	}
 }
@@ -472,18 +410,18 @@ func checkEpochs(t *testing.T, got, want []storage.EpochInfo) {
 func testReplaceEpoch(t *testing.T, open Opener) {
 	e, _ := open(t)
 	ctx := context.Background()
-	appendOK(t, e, "s", text("user", "a"), text("assistant", "b"))
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "a"), fixture.Text("assistant", "b"))
 	errStale := errors.New("stale")
 	_, _, _, err := e.ReplaceEpoch(ctx, "s", func(si storage.SessionInfo) error {
 		if si.LastSeq != 1 {
 			return errStale
 		}
 		return nil
-	}, text("user", "summary"))
+	}, fixture.Text("user", "summary"))
 	if !errors.Is(err, errStale) {
 		t.Fatalf("refused ReplaceEpoch: %v", err)
 	}
-	ep, f, l, err := e.ReplaceEpoch(ctx, "s", nil, text("system", "summary"), text("user", "kept"))
+	ep, f, l, err := e.ReplaceEpoch(ctx, "s", nil, fixture.Text("system", "summary"), fixture.Text("user", "kept"))
 	if err != nil || ep != 2 || f != 3 || l != 4 {
 		t.Fatalf("ReplaceEpoch: epoch %d seqs %d..%d %v", ep, f, l, err)
 	}
@@ -491,10 +429,10 @@ func testReplaceEpoch(t *testing.T, open Opener) {
 	if si.Epoch != 2 || si.Messages != 2 || !slices.Equal(si.PinnedSeqs, []uint64{3}) || si.FirstUserSeq != 4 {
 		t.Fatalf("after ReplaceEpoch: %+v", si)
 	}
-	if got := seqsOf(collect(t, e.EpochMessages(ctx, "s", 1, 0))); !slices.Equal(got, []uint64{1, 2}) {
+	if got := seqsOf(fixture.Collect(t, e.EpochMessages(ctx, "s", 1, 0))); !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("old epoch: %v", got)
 	}
-	ep, f, l, err = e.ReplaceEpoch(ctx, "fresh", nil, text("user", "x"))
+	ep, f, l, err = e.ReplaceEpoch(ctx, "fresh", nil, fixture.Text("user", "x"))
 	if err != nil || ep != 1 || f != 1 || l != 1 {
 		t.Fatalf("ReplaceEpoch of a new session: %d %d..%d %v", ep, f, l, err)
 	}
@@ -509,7 +447,7 @@ func testReplaceEpoch(t *testing.T, open Opener) {
 func testPanicInCheck(t *testing.T, open Opener) {
 	e, _ := open(t)
 	ctx := context.Background()
-	appendOK(t, e, "s", text("user", "first"))
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "first"))
 	type bug struct{ n int }
 	panicked := func(t *testing.T, write func()) {
 		t.Helper()
@@ -526,29 +464,29 @@ func testPanicInCheck(t *testing.T, open Opener) {
 		go func() {
 			defer wg.Done()
 			if i%2 == 0 {
-				if _, _, err := storage.Append(ctx, e, "s", text("user", fmt.Sprint("other ", i))); err != nil {
+				if _, _, err := storage.Append(ctx, e, "s", fixture.Text("user", fmt.Sprint("other ", i))); err != nil {
 					t.Errorf("append beside a panicking check: %v", err)
 				}
 				return
 			}
 			panicked(t, func() {
-				e.AppendIf(ctx, "s", func(storage.SessionInfo) error { panic(bug{7}) }, text("user", "never"))
+				e.AppendIf(ctx, "s", func(storage.SessionInfo) error { panic(bug{7}) }, fixture.Text("user", "never"))
 			})
 		}()
 	}
 	wg.Wait()
 	panicked(t, func() {
-		e.ReplaceEpoch(ctx, "s", func(storage.SessionInfo) error { panic(bug{7}) }, text("user", "never"))
+		e.ReplaceEpoch(ctx, "s", func(storage.SessionInfo) error { panic(bug{7}) }, fixture.Text("user", "never"))
 	})
 	panicked(t, func() {
 		e.UpdateDerived(ctx, "s", "k", "key", func([]byte, storage.SessionInfo) ([]byte, error) { panic(bug{7}) })
 	})
 	deadline, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, _, err := storage.Append(deadline, e, "s", text("user", "last")); err != nil {
+	if _, _, err := storage.Append(deadline, e, "s", fixture.Text("user", "last")); err != nil {
 		t.Fatalf("append after recovered panics: %v", err)
 	}
-	es := collect(t, e.Messages(ctx, "s", 0))
+	es := fixture.Collect(t, e.Messages(ctx, "s", 0))
 	texts := map[string]int{}
 	for _, en := range es {
 		m, _ := en.Message()
@@ -565,19 +503,73 @@ func testPanicInCheck(t *testing.T, open Opener) {
 	}
 }
 
+// testGoexitInCheck: a check (or UpdateDerived's fn) that ends its
+// goroutine with runtime.Goexit, as t.FailNow does, ends its caller's
+// goroutine without the call returning, writes nothing, and the engine
+// writes on.
+func testGoexitInCheck(t *testing.T, open Opener) {
+	e, _ := open(t)
+	ctx := context.Background()
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "first"))
+	exit := func(storage.SessionInfo) error { runtime.Goexit(); return nil }
+	writes := map[string]func(){
+		"AppendIf":     func() { e.AppendIf(ctx, "s", exit, fixture.Text("user", "never")) },
+		"ReplaceEpoch": func() { e.ReplaceEpoch(ctx, "s", exit, fixture.Text("user", "never")) },
+		"UpdateDerived": func() {
+			e.UpdateDerived(ctx, "s", "k", "key", func(_ []byte, si storage.SessionInfo) ([]byte, error) { return nil, exit(si) })
+		},
+	}
+	for name, write := range writes {
+		done := make(chan bool)
+		go func() {
+			returned := false
+			defer func() { done <- returned }()
+			write()
+			returned = true
+		}()
+		select {
+		case returned := <-done:
+			if returned {
+				t.Errorf("%s returned though its callback called runtime.Goexit", name)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the caller's goroutine neither returned nor ended in 10s", name)
+		}
+	}
+	deadline, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, _, err := storage.Append(deadline, e, "s", fixture.Text("user", "last")); err != nil {
+		t.Fatalf("append after the callbacks ended their goroutines: %v", err)
+	}
+	var texts []string
+	for _, en := range fixture.Collect(t, e.Messages(ctx, "s", 0)) {
+		m, _ := en.Message()
+		texts = append(texts, m.Text())
+	}
+	if !slices.Equal(texts, []string{"first", "last"}) {
+		t.Errorf("session holds %q, want first and last", texts)
+	}
+	if si := info(t, e, "s"); si.Epoch != 1 {
+		t.Errorf("epoch %d after a ReplaceEpoch whose check ended its goroutine, want 1", si.Epoch)
+	}
+	if _, err := storage.GetDerived(ctx, e, "s", "k", "key"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("derived record after an UpdateDerived whose fn ended its goroutine: %v, want ErrNotFound", err)
+	}
+}
+
 func testConditional(t *testing.T, open Opener) {
 	a, another := open(t)
 	b := another(t)
 	ctx := context.Background()
 	var fresh storage.SessionInfo
-	if _, _, err := a.AppendIf(ctx, "s", func(si storage.SessionInfo) error { fresh = si; return nil }, text("user", "hi")); err != nil {
+	if _, _, err := a.AppendIf(ctx, "s", func(si storage.SessionInfo) error { fresh = si; return nil }, fixture.Text("user", "hi")); err != nil {
 		t.Fatal(err)
 	}
 	if fresh.Epoch != 1 || fresh.LastSeq != 0 || fresh.Messages != 0 || fresh.EpochStartSeq != 1 {
 		t.Fatalf("a new session is shown as %+v", fresh)
 	}
 	seen := info(t, a, "s")
-	appendOK(t, b, "s", text("user", "from b"))
+	fixture.AppendOK(t, b, "s", fixture.Text("user", "from b"))
 	errMoved := errors.New("moved on")
 	expect := func(si storage.SessionInfo) error {
 		if si.LastSeq != seen.LastSeq || si.Epoch != seen.Epoch {
@@ -585,10 +577,10 @@ func testConditional(t *testing.T, open Opener) {
 		}
 		return nil
 	}
-	if _, _, err := a.AppendIf(ctx, "s", expect, text("user", "stale")); !errors.Is(err, errMoved) {
+	if _, _, err := a.AppendIf(ctx, "s", expect, fixture.Text("user", "stale")); !errors.Is(err, errMoved) {
 		t.Fatalf("AppendIf after another handle's append: %v", err)
 	}
-	if _, _, _, err := a.ReplaceEpoch(ctx, "s", expect, text("user", "stale")); !errors.Is(err, errMoved) {
+	if _, _, _, err := a.ReplaceEpoch(ctx, "s", expect, fixture.Text("user", "stale")); !errors.Is(err, errMoved) {
 		t.Fatalf("ReplaceEpoch after another handle's append: %v", err)
 	}
 	if _, err := b.Clear(ctx, "s"); err != nil {
@@ -598,10 +590,10 @@ func testConditional(t *testing.T, open Opener) {
 	if seen.Epoch != 2 {
 		t.Fatalf("handle a does not see b's Clear: %+v", seen)
 	}
-	if f, _, err := a.AppendIf(ctx, "s", expect, text("user", "fresh")); err != nil || f != 3 {
+	if f, _, err := a.AppendIf(ctx, "s", expect, fixture.Text("user", "fresh")); err != nil || f != 3 {
 		t.Fatalf("AppendIf with an up-to-date view: seq %d %v", f, err)
 	}
-	if got := len(collect(t, a.Messages(ctx, "s", 0))); got != 1 {
+	if got := len(fixture.Collect(t, a.Messages(ctx, "s", 0))); got != 1 {
 		t.Fatalf("epoch 2 holds %d messages, want 1 (nothing stale written)", got)
 	}
 }
@@ -623,7 +615,7 @@ func testConditionalRace(t *testing.T, open Opener) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			_, _, errs[i] = handles[i%2].AppendIf(context.Background(), "s", ifEmpty, text("user", strconv.Itoa(i)), text("assistant", "x"))
+			_, _, errs[i] = handles[i%2].AppendIf(context.Background(), "s", ifEmpty, fixture.Text("user", strconv.Itoa(i)), fixture.Text("assistant", "x"))
 		})
 	}
 	wg.Wait()
@@ -749,10 +741,10 @@ func testListing(t *testing.T, open Opener) {
 	if ss, err := e.Sessions(ctx); err != nil || len(ss) != 0 {
 		t.Fatalf("empty store lists %v %v", ss, err)
 	}
-	appendOK(t, e, "b", text("system", "rules"), text("developer", "more"), result("x"),
-		text("user", "  What   is\n the   weather? "), text("assistant", "sunny"))
-	appendOK(t, e, "a", text("user", "hello"))
-	appendOK(t, e, "c", text("assistant", "no user yet"))
+	fixture.AppendOK(t, e, "b", fixture.Text("system", "rules"), fixture.Text("developer", "more"), fixture.Result("x"),
+		fixture.Text("user", "  What   is\n the   weather? "), fixture.Text("assistant", "sunny"))
+	fixture.AppendOK(t, e, "a", fixture.Text("user", "hello"))
+	fixture.AppendOK(t, e, "c", fixture.Text("assistant", "no user yet"))
 	ss, err := e.Sessions(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -766,7 +758,7 @@ func testListing(t *testing.T, open Opener) {
 	}
 	b := ss[1]
 	tokens, size := 0, int64(0)
-	for _, en := range collect(t, e.Messages(ctx, "b", 0)) {
+	for _, en := range fixture.Collect(t, e.Messages(ctx, "b", 0)) {
 		tokens += en.Tokens
 		size += int64(len(en.Raw))
 	}
@@ -779,12 +771,12 @@ func testListing(t *testing.T, open Opener) {
 		t.Fatalf("session c: %+v", ss[2])
 	}
 	// A later append to an existing session keeps the same accounts.
-	appendOK(t, e, "c", result("y"), text("developer", "pin me"), text("user", "  "), text("user", "later title"), text("system", "and me"))
+	fixture.AppendOK(t, e, "c", fixture.Result("y"), fixture.Text("developer", "pin me"), fixture.Text("user", "  "), fixture.Text("user", "later title"), fixture.Text("system", "and me"))
 	if c := info(t, e, "c"); c.Title != "later title" || !slices.Equal(c.PinnedSeqs, []uint64{3, 6}) || c.FirstUserSeq != 4 ||
 		c.Messages != 6 || c.LastSeq != 6 {
 		t.Fatalf("session c after a second append: %+v", c)
 	}
-	appendOK(t, e, "b", text("user", "not the title"), text("system", "pinned too"))
+	fixture.AppendOK(t, e, "b", fixture.Text("user", "not the title"), fixture.Text("system", "pinned too"))
 	if b2 := info(t, e, "b"); b2.Title != b.Title || b2.FirstUserSeq != 4 || !slices.Equal(b2.PinnedSeqs, []uint64{1, 2, 7}) || b2.Tokens <= b.Tokens {
 		t.Fatalf("session b after a second append: %+v", b2)
 	}
@@ -792,8 +784,8 @@ func testListing(t *testing.T, open Opener) {
 	if one.Name != "b" || one.Title != b.Title || one.Bytes <= b.Bytes {
 		t.Fatalf("Session(b) %+v differs from the listing %+v", one, b)
 	}
-	long := text("user", string(bytes.Repeat([]byte("word "), 100)))
-	appendOK(t, e, "long", long)
+	long := fixture.Text("user", string(bytes.Repeat([]byte("word "), 100)))
+	fixture.AppendOK(t, e, "long", long)
 	if ti := info(t, e, "long").Title; len([]rune(ti)) > 80 || len(ti) < 40 {
 		t.Fatalf("long title %q", ti)
 	}
@@ -805,27 +797,27 @@ func testPaging(t *testing.T, open Opener) {
 	const n = 700 // several pages of any reasonable page size
 	var batch []storage.Record
 	for i := 1; i <= n; i++ {
-		batch = append(batch, text("user", strconv.Itoa(i)))
+		batch = append(batch, fixture.Text("user", strconv.Itoa(i)))
 		if len(batch) == 100 {
-			appendOK(t, e, "s", batch...)
+			fixture.AppendOK(t, e, "s", batch...)
 			batch = nil
 		}
 	}
-	appendOK(t, e, "noise", text("user", "between"))
+	fixture.AppendOK(t, e, "noise", fixture.Text("user", "between"))
 	b := another(t)
-	if got := seqsOf(collect(t, b.Messages(ctx, "s", 0))); !slices.Equal(got, span(1, n)) {
+	if got := seqsOf(fixture.Collect(t, b.Messages(ctx, "s", 0))); !slices.Equal(got, span(1, n)) {
 		t.Fatalf("Messages: %d entries", len(got))
 	}
-	if got := seqsOf(collect(t, b.Messages(ctx, "s", 300))); !slices.Equal(got, span(300, n)) {
+	if got := seqsOf(fixture.Collect(t, b.Messages(ctx, "s", 300))); !slices.Equal(got, span(300, n)) {
 		t.Fatalf("Messages from 300: %d entries", len(got))
 	}
-	back := seqsOf(collect(t, storage.Backward(ctx, b, "s", 0)))
+	back := seqsOf(fixture.Collect(t, storage.Backward(ctx, b, "s", 0)))
 	want := span(1, n)
 	slices.Reverse(want)
 	if !slices.Equal(back, want) {
 		t.Fatalf("Backward: %d entries, first %v", len(back), back[:min(3, len(back))])
 	}
-	back = seqsOf(collect(t, storage.Backward(ctx, b, "s", 300)))
+	back = seqsOf(fixture.Collect(t, storage.Backward(ctx, b, "s", 300)))
 	want = span(1, 299)
 	slices.Reverse(want)
 	if !slices.Equal(back, want) {
@@ -860,8 +852,8 @@ func testPaging(t *testing.T, open Opener) {
 	if _, err := e.Clear(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	appendOK(t, e, "s", text("user", "new"))
-	if got := seqsOf(collect(t, storage.Backward(ctx, b, "s", 0))); !slices.Equal(got, []uint64{n + 1}) {
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "new"))
+	if got := seqsOf(fixture.Collect(t, storage.Backward(ctx, b, "s", 0))); !slices.Equal(got, []uint64{n + 1}) {
 		t.Fatalf("Backward after Clear: %v", got)
 	}
 }
@@ -871,7 +863,7 @@ func testWatch(t *testing.T, open Opener) {
 	b := another(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	appendOK(t, a, "s", text("user", "before"))
+	fixture.AppendOK(t, a, "s", fixture.Text("user", "before"))
 	ch, err := storage.Watch(ctx, a, "s")
 	if err != nil {
 		t.Fatal(err)
@@ -880,8 +872,8 @@ func testWatch(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendOK(t, b, "s", text("user", "from another handle"))
-	appendOK(t, b, "t", text("user", "elsewhere"))
+	fixture.AppendOK(t, b, "s", fixture.Text("user", "from another handle"))
+	fixture.AppendOK(t, b, "t", fixture.Text("user", "elsewhere"))
 	wait := func(ch <-chan storage.Change, session string, lastSeq uint64) {
 		t.Helper()
 		timeout := time.After(10 * time.Second)
@@ -938,7 +930,7 @@ func testWatchEndsAtClose(t *testing.T, open Opener) {
 	e, another := open(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	appendOK(t, e, "s", text("user", "before"))
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "before"))
 	one, err := storage.Watch(ctx, e, "s")
 	if err != nil {
 		t.Fatal(err)
@@ -949,7 +941,7 @@ func testWatchEndsAtClose(t *testing.T, open Opener) {
 	}
 	// Both watches are running: one reports another handle's append; all,
 	// never read, holds its change.
-	appendOK(t, another(t), "s", text("user", "from another handle"))
+	fixture.AppendOK(t, another(t), "s", fixture.Text("user", "from another handle"))
 	timeout := time.After(10 * time.Second)
 	for got := false; !got; {
 		select {
@@ -999,10 +991,10 @@ func testVerifyWhileWriting(t *testing.T, open Opener) {
 	// More than a page of reads each, so Verify reads them in several.
 	var recs []storage.Record
 	for i := range 150 {
-		recs = append(recs, text("user", fmt.Sprint("q", i)), text("assistant", fmt.Sprint("a", i)))
+		recs = append(recs, fixture.Text("user", fmt.Sprint("q", i)), fixture.Text("assistant", fmt.Sprint("a", i)))
 	}
-	appendOK(t, e, "s", recs...)
-	appendOK(t, e, "t", recs...)
+	fixture.AppendOK(t, e, "s", recs...)
+	fixture.AppendOK(t, e, "t", recs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var writes atomic.Int64
@@ -1016,9 +1008,9 @@ func testVerifyWhileWriting(t *testing.T, open Opener) {
 			case i%40 == 39:
 				_, err = b.Clear(ctx, "s")
 			case i%10 == 9:
-				_, _, err = storage.Append(ctx, b, fmt.Sprintf("new%04d", i), text("user", "x"))
+				_, _, err = storage.Append(ctx, b, fmt.Sprintf("new%04d", i), fixture.Text("user", "x"))
 			default:
-				_, _, err = storage.Append(ctx, b, []string{"s", "t"}[i%2], text("user", "q"), text("assistant", "a"))
+				_, _, err = storage.Append(ctx, b, []string{"s", "t"}[i%2], fixture.Text("user", "q"), fixture.Text("assistant", "a"))
 			}
 			if err != nil {
 				if ctx.Err() == nil {
@@ -1069,12 +1061,12 @@ func testVerifyWhileWriting(t *testing.T, open Opener) {
 func testVerify(t *testing.T, open Opener) {
 	e, _ := open(t)
 	ctx := context.Background()
-	appendOK(t, e, "s", text("user", "q"), call("c1"), result("c1"), text("assistant", "a"))
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "q"), fixture.Call("c1"), fixture.Result("c1"), fixture.Text("assistant", "a"))
 	if _, err := e.Clear(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	appendOK(t, e, "s", call("c2"))
-	appendOK(t, e, "t", result("c9"))
+	fixture.AppendOK(t, e, "s", fixture.Call("c2"))
+	fixture.AppendOK(t, e, "t", fixture.Result("c9"))
 	r, err := storage.Verify(ctx, e)
 	if err != nil {
 		t.Fatal(err)
@@ -1095,17 +1087,17 @@ func testVerify(t *testing.T, open Opener) {
 func testImport(t *testing.T, open Opener) {
 	e, _ := open(t)
 	ctx := context.Background()
-	appendOK(t, e, "src", text("system", "sys"), text("user", "question"))
+	fixture.AppendOK(t, e, "src", fixture.Text("system", "sys"), fixture.Text("user", "question"))
 	if _, err := e.Clear(ctx, "src"); err != nil {
 		t.Fatal(err)
 	}
-	r := text("assistant", `{"a": 9007199254740993}`)
+	r := fixture.Text("assistant", `{"a": 9007199254740993}`)
 	r.Counter = ""
-	appendOK(t, e, "src", r, call("k"), result("k"))
+	fixture.AppendOK(t, e, "src", r, fixture.Call("k"), fixture.Result("k"))
 	src := info(t, e, "src")
 	var entries []storage.Entry
 	for _, ep := range src.Epochs {
-		entries = append(entries, collect(t, e.EpochMessages(ctx, "src", ep.Epoch, 0))...)
+		entries = append(entries, fixture.Collect(t, e.EpochMessages(ctx, "src", ep.Epoch, 0))...)
 	}
 	into := src
 	into.Name = "dst"
@@ -1128,7 +1120,7 @@ func testImport(t *testing.T, open Opener) {
 	checkEpochs(t, dst.Epochs, withoutStart(src.Epochs))
 	var got []storage.Entry
 	for _, ep := range dst.Epochs {
-		got = append(got, collect(t, e.EpochMessages(ctx, "dst", ep.Epoch, 0))...)
+		got = append(got, fixture.Collect(t, e.EpochMessages(ctx, "dst", ep.Epoch, 0))...)
 	}
 	if len(got) != len(entries) {
 		t.Fatalf("imported %d entries, want %d", len(got), len(entries))
@@ -1143,7 +1135,7 @@ func testImport(t *testing.T, open Opener) {
 		t.Fatalf("import over an existing session: %v", err)
 	}
 	// Appends continue after the imported numbers.
-	if f, _ := appendOK(t, e, "dst", text("user", "next")); f != src.LastSeq+1 {
+	if f, _ := fixture.AppendOK(t, e, "dst", fixture.Text("user", "next")); f != src.LastSeq+1 {
 		t.Fatalf("append after import: seq %d", f)
 	}
 }
@@ -1158,10 +1150,10 @@ func withoutStart(es []storage.EpochInfo) []storage.EpochInfo {
 
 func testCancelled(t *testing.T, open Opener) {
 	e, _ := open(t)
-	appendOK(t, e, "s", text("user", "x"))
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "x"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := storage.Append(ctx, e, "s", text("user", "y")); !errors.Is(err, context.Canceled) {
+	if _, _, err := storage.Append(ctx, e, "s", fixture.Text("user", "y")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Append with a cancelled context: %v", err)
 	}
 	if _, err := e.Session(ctx, "s"); !errors.Is(err, context.Canceled) {
@@ -1183,7 +1175,7 @@ func testCancelled(t *testing.T, open Opener) {
 
 func testClosed(t *testing.T, open Opener) {
 	e, another := open(t)
-	appendOK(t, e, "s", text("user", "x"))
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "x"))
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -1191,7 +1183,7 @@ func testClosed(t *testing.T, open Opener) {
 		t.Fatalf("second Close: %v", err)
 	}
 	ctx := context.Background()
-	if _, _, err := storage.Append(ctx, e, "s", text("user", "y")); !errors.Is(err, storage.ErrClosed) {
+	if _, _, err := storage.Append(ctx, e, "s", fixture.Text("user", "y")); !errors.Is(err, storage.ErrClosed) {
 		t.Errorf("Append after Close: %v, want ErrClosed", err)
 	}
 	if _, err := e.Session(ctx, "s"); !errors.Is(err, storage.ErrClosed) {

@@ -1,4 +1,4 @@
-package storagetest
+package govern
 
 import (
 	"context"
@@ -11,9 +11,7 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 )
 
-// BenchFork measures storage.Fork of a whole session of n messages of
-// about 500 bytes on e, each iteration into a new session, and reports
-// messages/s.
+// BenchFork is storagetest.BenchFork.
 func BenchFork(b *testing.B, e storage.Engine, n int) {
 	ctx := context.Background()
 	body := strings.Repeat("lorem ipsum ", 40)
@@ -31,7 +29,7 @@ func BenchFork(b *testing.B, e storage.Engine, n int) {
 	b.ResetTimer()
 	i := 0
 	for b.Loop() {
-		rep, err := storage.Fork(ctx, e, "src", fmt.Sprintf("fork-%d", i), 0)
+		rep, err := storage.Fork(ctx, e, "src", fmt.Sprintf("fork-%d", i), 0, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -43,9 +41,7 @@ func BenchFork(b *testing.B, e storage.Engine, n int) {
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
 
-// BenchGC measures storage.GC deleting sessions sessions of two messages
-// each on e (made anew, by bulk import when the engine has it, before each
-// iteration, off the clock), and reports sessions/s.
+// BenchGC is storagetest.BenchGC.
 func BenchGC(b *testing.B, e storage.Engine, sessions int) {
 	ctx := context.Background()
 	pol := storage.Retention{OlderThan: time.Nanosecond}

@@ -1,4 +1,4 @@
-package storagetest
+package govern
 
 import (
 	"bytes"
@@ -9,23 +9,12 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest/internal/fixture"
 )
 
-// Leaks reports where an engine's backing store still holds marker's
-// bytes (files, rows, a dump): an engine's test greps what the engine
-// keeps, raw.
-type Leaks func(t *testing.T, e storage.Engine, marker []byte) []string
-
-// RunErase checks that erase and purge are real (the engine must be a
-// storage.Eraser): erased messages keep their place, role and pairing,
-// every other message stays byte for byte, titles are recomputed, and,
-// once storage.Erase or storage.Scrub returned, leaks finds none of the
-// erased or purged bytes anywhere.
-func RunErase(t *testing.T, open Opener, leaks Leaks) {
-	t.Run("Erase", func(t *testing.T) { testErase(t, open, leaks) })
-	t.Run("EraseRefused", func(t *testing.T) { testEraseRefused(t, open) })
-	t.Run("PurgeIsReal", func(t *testing.T) { testPurgeReal(t, open, leaks) })
-}
+// Leaks is the shape of storagetest.Leaks: where an engine's backing store
+// still holds marker's bytes.
+type Leaks = func(t *testing.T, e storage.Engine, marker []byte) []string
 
 // eraseMarkers are unique words placed in the messages to erase: a user
 // message (the session's title), a tool call's arguments, a tool result,
@@ -35,25 +24,26 @@ var eraseMarkers = []string{"quokkaUSER7731", "quokkaARGS7732", "quokkaRESULT773
 func eraseSession(t *testing.T) []storage.Record {
 	m := eraseMarkers
 	return []storage.Record{
-		text("system", "be brief"),
-		msg(t, `{"role":"user","content":"my key is `+m[0]+` keep it","metadata":{"k":"`+m[0]+`"}}`),
-		text("assistant", "noted"),
-		msg(t, `{"role":"assistant","content":"running","tool_calls":[{"id":"call_a","type":"function","function":{"name":"login","arguments":"{\"password\":\"`+m[1]+`\"}"}}]}`),
-		msg(t, `{"role":"tool","tool_call_id":"call_a","content":"token `+m[2]+`"}`),
-		msg(t, `{"role":"assistant","content":[{"type":"text","text":"again"},{"type":"tool_use","id":"tu_1","name":"read","input":{"path":"`+m[3]+`"}}]}`),
-		msg(t, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu_1","content":"file `+m[4]+`"},{"type":"text","text":"and?"}]}`),
-		text("assistant", "done"),
-		text("user", "thanks, bye"),
+		fixture.Text("system", "be brief"),
+		fixture.Msg(t, `{"role":"user","content":"my key is `+m[0]+` keep it","metadata":{"k":"`+m[0]+`"}}`),
+		fixture.Text("assistant", "noted"),
+		fixture.Msg(t, `{"role":"assistant","content":"running","tool_calls":[{"id":"call_a","type":"function","function":{"name":"login","arguments":"{\"password\":\"`+m[1]+`\"}"}}]}`),
+		fixture.Msg(t, `{"role":"tool","tool_call_id":"call_a","content":"token `+m[2]+`"}`),
+		fixture.Msg(t, `{"role":"assistant","content":[{"type":"text","text":"again"},{"type":"tool_use","id":"tu_1","name":"read","input":{"path":"`+m[3]+`"}}]}`),
+		fixture.Msg(t, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu_1","content":"file `+m[4]+`"},{"type":"text","text":"and?"}]}`),
+		fixture.Text("assistant", "done"),
+		fixture.Text("user", "thanks, bye"),
 	}
 }
 
-func testErase(t *testing.T, open Opener, leaks Leaks) {
+// Erase: erased messages keep their place, role and pairing, every other
+// message stays byte for byte, the title is recomputed, records built from
+// them go, and no handle's index or backing store keeps the erased bytes.
+func Erase(t *testing.T, open fixture.Opener, leaks Leaks) {
 	ctx := context.Background()
 	e, another := open(t)
 	const s = "erase-me"
-	if _, _, err := storage.Append(ctx, e, s, eraseSession(t)...); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AppendOK(t, e, s, eraseSession(t)...)
 	// A summary built from the user message, and a record that is not.
 	if err := storage.PutDerived(ctx, e, s, "view", "v1/e1/b100", []byte("summary: "+eraseMarkers[0])); err != nil {
 		t.Fatal(err)
@@ -76,7 +66,7 @@ func testErase(t *testing.T, open Opener, leaks Leaks) {
 			t.Fatalf("the leak check does not find %s before the erase", mk)
 		}
 	}
-	before := entries(t, e, s)
+	before := fixture.Collect(t, e.Messages(ctx, s, 0))
 	if info, _ := e.Session(ctx, s); !strings.Contains(info.Title, eraseMarkers[0]) {
 		t.Fatalf("title %q before erase", info.Title)
 	}
@@ -95,8 +85,8 @@ func testErase(t *testing.T, open Opener, leaks Leaks) {
 	if !slices.Equal(res.Erased, slices.Sorted(slices.Values(seqs))) || res.DroppedDerived != 1 {
 		t.Fatalf("erase result %+v, want seqs %v and one derived record dropped", res, seqs)
 	}
-	checkErased(t, before, entries(t, e, s), seqs)
-	checkErased(t, before, entries(t, other, s), seqs)
+	checkErased(t, before, fixture.Collect(t, e.Messages(ctx, s, 0)), seqs)
+	checkErased(t, before, fixture.Collect(t, other.Messages(ctx, s, 0)), seqs)
 	info, err := e.Session(ctx, s)
 	if err != nil || info.Title != "thanks, bye" || info.Erasures != 1 {
 		t.Fatalf("after erase: title %q, erasures %d (%v); want the next user message's title, and 1", info.Title, info.Erasures, err)
@@ -157,31 +147,17 @@ func checkErased(t *testing.T, before, after []storage.Entry, seqs []uint64) {
 	}
 }
 
-func entries(t *testing.T, e storage.Engine, s string) []storage.Entry {
-	t.Helper()
-	var out []storage.Entry
-	for ent, err := range e.Messages(context.Background(), s, 0) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ent)
-	}
-	return out
-}
-
-// testEraseRefused: a seq not stored fails the whole erase, changing
+// EraseRefused: a seq not stored fails the whole erase, changing
 // nothing; so does an unknown session.
-func testEraseRefused(t *testing.T, open Opener) {
+func EraseRefused(t *testing.T, open fixture.Opener) {
 	ctx := context.Background()
 	e, _ := open(t)
-	if _, _, err := storage.Append(ctx, e, "s", text("user", "one"), text("assistant", "two")); err != nil {
-		t.Fatal(err)
-	}
-	before := entries(t, e, "s")
+	fixture.AppendOK(t, e, "s", fixture.Text("user", "one"), fixture.Text("assistant", "two"))
+	before := fixture.Collect(t, e.Messages(ctx, "s", 0))
 	if _, err := storage.Erase(ctx, e, "s", 1, 9); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("erase of seq 9 of 2: %v, want ErrNotFound", err)
 	}
-	checkErased(t, before, entries(t, e, "s"), nil)
+	checkErased(t, before, fixture.Collect(t, e.Messages(ctx, "s", 0)), nil)
 	if _, err := storage.Erase(ctx, e, "nobody", 1); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("erase in an unknown session: %v, want ErrNotFound", err)
 	}
@@ -190,25 +166,19 @@ func testEraseRefused(t *testing.T, open Opener) {
 	}
 }
 
-// testPurgeReal: a purged epoch's first user message no longer titles the
+// PurgeIsReal: a purged epoch's first user message no longer titles the
 // session, and after Scrub neither it nor a purged session's bytes are
 // anywhere.
-func testPurgeReal(t *testing.T, open Opener, leaks Leaks) {
+func PurgeIsReal(t *testing.T, open fixture.Opener, leaks Leaks) {
 	ctx := context.Background()
 	e, _ := open(t)
 	const first, gone = "wombatTITLE4411", "wombatGONE4412"
-	if _, _, err := storage.Append(ctx, e, "chat-1", text("user", "hello "+first), text("assistant", "hi")); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := storage.Append(ctx, e, "chat-2", text("user", "bye "+gone)); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AppendOK(t, e, "chat-1", fixture.Text("user", "hello "+first), fixture.Text("assistant", "hi"))
+	fixture.AppendOK(t, e, "chat-2", fixture.Text("user", "bye "+gone))
 	if _, err := e.Clear(ctx, "chat-1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := storage.Append(ctx, e, "chat-1", text("user", "second start")); err != nil {
-		t.Fatal(err)
-	}
+	fixture.AppendOK(t, e, "chat-1", fixture.Text("user", "second start"))
 	if err := storage.PurgeEpoch(ctx, e, "chat-1", 1); err != nil {
 		t.Fatal(err)
 	}
