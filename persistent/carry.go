@@ -23,6 +23,19 @@ func ForkCarry() []storage.Carry {
 	}
 }
 
+// EraseDrops returns the kinds of a manager's derived records that
+// storage.Erase drops with the erased messages; pass it to storage.Erase.
+// Saved view decisions go because they hold summaries written from the
+// messages' text and choices made over it; repair records and kept counts
+// because they describe the messages as they were (a count is the erased
+// text's length in tokens). A manager's next request makes what it needs
+// again from the erased messages. The learned usage ratio stays: it is one
+// number about the model's way of counting, learned over the session's
+// views, and says nothing of any message's text.
+func EraseDrops() []string {
+	return []string{KindView, KindRepair, KindCounts}
+}
+
 // countsCarried keeps a counts record (CountsKey) when any seq of its block
 // is copied.
 func countsCarried(key string, c storage.Copied) bool {

@@ -26,6 +26,12 @@ type childReport struct {
 // runChild opens the session named by the environment, appends
 // CHILD_N messages "CHILD_PREFIX i" (role "append"), then reports its view.
 func runChild(role string) int {
+	if role == eraseRole {
+		return runErase()
+	}
+	if role == reimportRole {
+		return runReimport()
+	}
 	ctx := context.Background()
 	m, err := Open(os.Getenv("CHILD_DB"), os.Getenv("CHILD_SESSION"), Config{})
 	if err != nil {

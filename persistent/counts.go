@@ -165,12 +165,15 @@ func (r *recounts) made(m *Manager, seq uint64, t int) {
 
 // saveCounts writes the counts made since the last save, merged into their
 // blocks, only into the session the manager has open (never one purged,
-// or recreated, meanwhile). A read-only manager keeps them in memory.
+// or recreated, meanwhile) and only if no message was erased since. A
+// read-only manager keeps them in memory.
 func (m *Manager) saveCounts(ctx context.Context) error {
 	if err := m.lock(); err != nil {
 		return err
 	}
-	dirty, created, lastSeq := m.counts.dirty, m.w.created, m.w.lastSeq
+	// The counts were made under the window's erase count: rebuild
+	// drops them when it moves.
+	dirty, created, lastSeq, erasures := m.counts.dirty, m.w.created, m.w.lastSeq, m.w.erasures
 	m.counts.dirty = nil
 	m.mu.Unlock()
 	if len(dirty) == 0 || m.cfg.ReadOnly {
@@ -178,9 +181,10 @@ func (m *Manager) saveCounts(ctx context.Context) error {
 	}
 	for key, add := range dirty {
 		err := m.st.UpdateDerived(ctx, m.session, KindCounts, key, func(cur []byte, si storage.SessionInfo) ([]byte, error) {
-			if si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq {
+			if si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq || si.Erasures != erasures {
 				// Not the session counted: purged, maybe restored from an
-				// older export whose seqs will be reused.
+				// older export whose seqs will be reused; or messages
+				// counted were erased since.
 				return nil, errEpochMoved
 			}
 			b := map[uint64]int{}

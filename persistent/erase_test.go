@@ -24,7 +24,7 @@ func TestErasedElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := storage.Erase(ctx, other, "s", seqs...); err != nil {
+	if _, err := storage.Erase(ctx, other, "s", EraseDrops(), seqs...); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(texts(viewOf(t, m, 10_000)), "|")
@@ -53,7 +53,7 @@ func TestEraseSeenByAnotherProcess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := storage.Erase(ctx, eng, "s", seqs...); err != nil {
+			if _, err := storage.Erase(ctx, eng, "s", EraseDrops(), seqs...); err != nil {
 				t.Fatal(err)
 			}
 			if got := h.ask("history"); got != `["user:[erased]","user:next"]` {
@@ -79,7 +79,7 @@ func TestEraseSeenInViews(t *testing.T) {
 			if got := strings.Join(texts(viewOf(t, m, 10_000)), "|"); !strings.Contains(got, "quoll5512") {
 				t.Fatalf("view before: %q", got)
 			}
-			if _, err := storage.Erase(ctx, eng, "s", 1); err != nil {
+			if _, err := storage.Erase(ctx, eng, "s", EraseDrops(), 1); err != nil {
 				t.Fatal(err)
 			}
 			if got := strings.Join(texts(viewOf(t, m, 10_000)), "|"); strings.Contains(got, "quoll5512") {

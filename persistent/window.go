@@ -1,6 +1,7 @@
 package persistent
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -403,9 +404,11 @@ func (m *Manager) rebuild(ctx context.Context, rd sessionRead) error {
 	old := m.w
 	w := newWindow(info, m.counter)
 	m.recounted = [2]int{}
-	if !info.Created.Equal(old.created) || info.LastSeq < old.lastSeq {
+	if !info.Created.Equal(old.created) || info.LastSeq < old.lastSeq || info.Erasures != old.erasures {
 		// Another session under the same name (an import of an older
-		// export keeps the creation time but not the later seqs).
+		// export keeps the creation time but not the later seqs), or
+		// messages erased since they were counted (the erase dropped
+		// the saved counts).
 		m.counts = recounts{}
 	}
 	// Until a request says otherwise, keep what a request without a budget
@@ -657,9 +660,33 @@ func (m *Manager) catchUpLocked(ctx context.Context, info storage.SessionInfo) e
 	if info.LastSeq == m.w.lastSeq {
 		return nil
 	}
-	for e, err := range m.st.Messages(ctx, m.session, m.w.lastSeq+1) {
+	// The read starts at the window's newest message, when the tail holds
+	// it, to see that the store still holds it as the window does: another
+	// process may have purged the session, imported it again from an
+	// earlier export (same creation time, fewer seqs) and appended past
+	// the window's last seq, with other messages under its seqs.
+	from, last := m.w.lastSeq+1, (*view.Item)(nil)
+	if n := len(m.w.tail); n > 0 && idSeq(m.w.tail[n-1].ID) == m.w.lastSeq && m.w.tail[n-1].Form == "" {
+		from, last = m.w.lastSeq, &m.w.tail[n-1]
+	}
+	for e, err := range m.st.Messages(ctx, m.session, from) {
 		if err != nil {
 			return fmt.Errorf("read new messages: %w", err)
+		}
+		if last != nil {
+			same := e.Seq == m.w.lastSeq && e.Epoch == m.w.epoch && bytes.Equal(e.Raw, last.Msg.Bytes())
+			if last = nil; !same {
+				// Replaced, or cleared since info was read: reload from
+				// a fresh look, forgetting counts made for messages no
+				// longer there.
+				m.counts = recounts{}
+				fresh, err := m.sessionInfo(ctx)
+				if err != nil {
+					return err
+				}
+				return m.reload(ctx, fresh)
+			}
+			continue
 		}
 		if e.Epoch != m.w.epoch {
 			// Cleared since info was read: reload from a fresh look, or

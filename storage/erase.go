@@ -23,13 +23,6 @@ const ErasedText = "[erased]"
 // ("{}" would read as a call made without arguments).
 const ErasedArguments = `{"erased":true}`
 
-// DerivedFromMessages lists the kinds of derived records that the
-// managers of package persistent build from a session's messages (saved
-// view decisions with their summaries, repair records, token counts made
-// again): Erase drops a session's records of these kinds with its
-// messages, and the next request builds what it needs again.
-var DerivedFromMessages = []string{"view", "repair", "counts"}
-
 // EraseResult says what an erase did.
 type EraseResult struct {
 	// Erased are the seqs whose content was replaced, in order.
@@ -83,11 +76,24 @@ type Scrubber interface {
 }
 
 // Erase erases the messages of session with the given seqs (see Eraser),
-// dropping the session's derived records built from messages
-// (DerivedFromMessages), then scrubs the engine (Scrubber) so that the
-// erased bytes leave every place it keeps them. An engine that cannot
-// erase fails with an error matching errors.ErrUnsupported.
-func Erase(ctx context.Context, e Engine, session string, seqs ...uint64) (EraseResult, error) {
+// dropping the session's derived records of the kinds in drop, then scrubs
+// the engine (Scrubber) so that the erased bytes leave every place it
+// keeps them.
+//
+// drop names the kinds of derived records built from the messages' content
+// (a summary, a recount): they would keep what the erase removes, so they go
+// with it, and their program makes them again from what remains. Derived
+// kinds belong to the program that stores them; package persistent gives
+// its own as persistent.EraseDrops, and a program with records of its own
+// appends their kinds. An empty drop is refused before anything is erased:
+// an engine cannot list a session's kinds, so an erase told none would keep
+// every summary of the erased text. KindLineage in drop is ignored: a
+// fork's or rewind's record holds no message's content. A kind named twice
+// is dropped once.
+//
+// An engine that cannot erase fails with an error matching
+// errors.ErrUnsupported.
+func Erase(ctx context.Context, e Engine, session string, drop []string, seqs ...uint64) (EraseResult, error) {
 	er, ok := e.(Eraser)
 	if !ok {
 		return EraseResult{}, fmt.Errorf("%s: erase: %w by its engine", e.Location(), errors.ErrUnsupported)
@@ -95,7 +101,12 @@ func Erase(ctx context.Context, e Engine, session string, seqs ...uint64) (Erase
 	if len(seqs) == 0 {
 		return EraseResult{}, fmt.Errorf("store %s: session %q: erase: no seq given", e.Location(), session)
 	}
-	res, err := er.EraseMessages(ctx, session, seqs, DerivedFromMessages)
+	kinds := slices.Compact(slices.Sorted(slices.Values(drop)))
+	kinds = slices.DeleteFunc(kinds, func(k string) bool { return k == "" || k == KindLineage })
+	if len(kinds) == 0 {
+		return EraseResult{}, fmt.Errorf("store %s: session %q: erase: no kind of derived record to drop given (persistent.EraseDrops names persistent's): nothing was erased", e.Location(), session)
+	}
+	res, err := er.EraseMessages(ctx, session, seqs, kinds)
 	if err != nil {
 		return res, err
 	}

@@ -530,11 +530,23 @@ func rewindOnce(ctx context.Context, e Engine, session string, seq uint64) (Rewi
 	if err != nil {
 		return rep, err
 	}
-	if err := PutDerived(ctx, e, session, KindLineage, RewindKey(epoch), v); err != nil {
+	// Only into the session rewound: one purged since (maybe created
+	// again) would be brought back, or given a rewind it never had.
+	err = e.UpdateDerived(ctx, session, KindLineage, RewindKey(epoch), func(_ []byte, si SessionInfo) ([]byte, error) {
+		if !si.Created.Equal(info.Created) || si.LastSeq < last {
+			return nil, errSessionGone
+		}
+		return v, nil
+	})
+	if err != nil && !errors.Is(err, errSessionGone) {
 		return rep, fmt.Errorf("rewind %q: the new epoch %d is written; recording where it came from failed: %w", session, epoch, err)
 	}
 	return rep, nil
 }
+
+// errSessionGone refuses a write into a session that is no longer the one
+// read: purged since, maybe created again.
+var errSessionGone = errors.New("the session was purged meanwhile")
 
 // epochOf returns the epoch of info that holds seq, not purged.
 func epochOf(info SessionInfo, seq uint64) (EpochInfo, error) {

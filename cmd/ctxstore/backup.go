@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -52,7 +53,7 @@ On PostgreSQL, backup writes an export (see 'ctxstore export'), which
 					return explainIn(st, "", err)
 				}
 				if a.json {
-					return writeJSON(a.stdout, stats)
+					return termio.WriteJSON(a.stdout, stats)
 				}
 				fmt.Fprintf(a.stderr, "exported %d session(s), %d messages to %s (read it back with: %s)\n",
 					stats.Sessions, stats.Messages, out, a.cmdline("import %s", shellQuote(out)))
@@ -78,10 +79,10 @@ On PostgreSQL, backup writes an export (see 'ctxstore export'), which
 				return err
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"file": f.Location(), "out": out, "bytes": fi.Size()})
+				return termio.WriteJSON(a.stdout, map[string]any{"file": f.Location(), "out": out, "bytes": fi.Size()})
 			}
 			fmt.Fprintf(a.stdout, "backed up %s to %s (%s); put it back with: %s\n",
-				f.Location(), out, human(fi.Size()), a.cmdline("restore %s", shellQuote(out)))
+				f.Location(), out, termio.Human(fi.Size()), a.cmdline("restore %s", shellQuote(out)))
 			return nil
 		},
 	}
@@ -125,7 +126,7 @@ with 'ctxstore import' instead.`,
 				return explain(path, "", err)
 			}
 			if a.json {
-				return writeJSON(a.stdout, r)
+				return termio.WriteJSON(a.stdout, r)
 			}
 			fmt.Fprintf(a.stdout, "restored %s from %s\n", path, pos[0])
 			if r.Previous != "" {
@@ -227,7 +228,7 @@ func (a *app) doctorLogs(ctx context.Context, replay, salvage string) error {
 		return explainIn(st, "", err)
 	}
 	if a.json {
-		return writeJSON(a.stdout, r)
+		return termio.WriteJSON(a.stdout, r)
 	}
 	fmt.Fprintf(a.stdout, "replayed %s into %s: %d messages added, %d were there already; the log was removed\n", replay, st.Location(), r.Added, r.Present)
 	return nil

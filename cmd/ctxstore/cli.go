@@ -9,12 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/ctxstore/ctxstore/internal/completion"
+	"github.com/ctxstore/ctxstore/internal/cliflag"
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -111,7 +111,7 @@ func run(ctx context.Context, args []string, a *app) int {
 	global.SetOutput(io.Discard)
 	a.globalFlags(global)
 	version := global.Bool("version", false, "print the version")
-	rest, err := parseFlags(global, args, true)
+	rest, err := cliflag.Parse(global, args, true)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printOverview(a.stdout, cmds)
@@ -183,45 +183,12 @@ func didYouMean(name string, cmds []*command) string {
 	for _, c := range cmds {
 		names = append(names, c.name)
 	}
-	return suggest(name, names, func(n string) string { return "'" + n + "'" })
+	return cliflag.Suggest(name, names, func(n string) string { return "'" + n + "'" })
 }
 
-// suggest names the candidates closest to a mistyped name (within two
-// edits, or of which it is a prefix), each as show writes it, as
-// "; did you mean X or Y?"; "" when none is close.
-func suggest(name string, candidates []string, show func(string) string) string {
-	var close []string
-	for _, c := range candidates {
-		if d := editDistance(name, c); d <= 2 && d < len(c) || len(name) >= 2 && strings.HasPrefix(c, name) {
-			close = append(close, show(c))
-		}
-	}
-	if len(close) == 0 {
-		return ""
-	}
-	return "; did you mean " + strings.Join(close, " or ") + "?"
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+// isGlobalFlag reports whether name is one of the flags every command
+// takes (globalFlags).
+func isGlobalFlag(name string) bool { return name == "db" || name == "json" || name == "lock-timeout" }
 
 func (a *app) globalFlags(fs *flag.FlagSet) {
 	fs.StringVar(&a.db, "db", a.db, "database `FILE` or postgres:// URL (default $CTXSTORE_DB, else $XDG_DATA_HOME/ctxstore/ctxstore.db)")
@@ -246,7 +213,7 @@ func (a *app) parse(c *command, fs *flag.FlagSet, args []string, min, max int) (
 		a.inspect(c, fs)
 		return nil, errHelp
 	}
-	pos, err := parseFlags(fs, args, false)
+	pos, err := cliflag.Parse(fs, args, false)
 	if errors.Is(err, flag.ErrHelp) {
 		printCommandHelp(a.stdout, c, fs)
 		return nil, errHelp
@@ -284,57 +251,40 @@ func (c *command) required() []string {
 	return names
 }
 
-// flagError says what is wrong with a flag (a *flagProblem of parseFlags)
-// in the words of this command, with the fix.
+// flagError says what is wrong with a flag (a *cliflag.Problem) in the
+// words of this command, with the fix.
 func flagError(c *command, fs *flag.FlagSet, err error) error {
 	where, help := "", "'ctxstore help'"
 	if c != nil {
 		where, help = fmt.Sprintf(" for 'ctxstore %s'", c.name), fmt.Sprintf("'ctxstore %s --help'", c.name)
 	}
-	p, ok := errors.AsType[*flagProblem](err)
+	p, ok := errors.AsType[*cliflag.Problem](err)
 	if !ok {
 		return usagef("%v; see %s", err, help)
 	}
-	name := dashed(p.name)
-	switch p.kind {
-	case flagUnknown:
+	name := cliflag.Dashed(p.Name)
+	switch p.Kind {
+	case cliflag.Unknown:
 		var flags []string
 		fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f.Name) })
-		if hint := suggest(p.name, flags, dashed); hint != "" {
+		if hint := cliflag.Suggest(p.Name, flags, cliflag.Dashed); hint != "" {
 			return usagef("unknown flag %s%s%s (see %s)", name, where, hint, help)
 		}
 		return usagef("unknown flag %s%s; see %s", name, where, help)
-	case flagNoValue:
+	case cliflag.NoValue:
 		return usagef("%s needs a value; see %s", name, help)
-	case flagSyntax:
-		return usagef("bad flag syntax: %s; see %s", p.value, help)
+	case cliflag.Syntax:
+		return usagef("bad flag syntax: %s; see %s", p.Value, help)
 	}
-	var want string
-	if g, ok := fs.Lookup(p.name).Value.(flag.Getter); ok {
-		switch g.Get().(type) {
-		case time.Duration:
-			if _, err := strconv.ParseFloat(p.value, 64); err == nil {
-				return usagef("%s %s needs a unit, e.g. %ss", name, p.value, p.value)
-			}
-			want = "a duration such as 500ms, 30s or 2m"
-		case int, int64:
-			want = "a whole number"
-		case uint, uint64:
-			want = "a whole number, 0 or more"
-		case float64:
-			want = "a number"
-		case bool:
-			want = "true or false"
-		}
+	want, unit := cliflag.Want(fs, p.Name, p.Value)
+	switch {
+	case unit:
+		return usagef("%s %s needs a unit, e.g. %ss", name, p.Value, p.Value)
+	case want == "":
+		return usagef("invalid value %q for %s: %v; see %s", p.Value, name, p.Err, help)
 	}
-	if want == "" {
-		return usagef("invalid value %q for %s: %v; see %s", p.value, name, p.err, help)
-	}
-	return usagef("invalid value %q for %s: want %s", p.value, name, want)
+	return usagef("invalid value %q for %s: want %s", p.Value, name, want)
 }
-
-// dashed is a flag name as users type it: "-n", "--epoch".
-func dashed(name string) string { return completion.Dashed(name) }
 
 func printOverview(w io.Writer, cmds []*command) {
 	fmt.Fprint(w, `ctxstore keeps LLM agents' conversations in a bbolt file, or in a
@@ -377,33 +327,8 @@ func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.help))
 	}
 	fmt.Fprintln(w, "\nflags:")
-	// Like fs.PrintDefaults, but with the "--" users type.
-	fs.VisitAll(func(f *flag.Flag) {
-		arg, usage := flag.UnquoteUsage(f)
-		name := "--" + f.Name
-		if len(f.Name) == 1 {
-			name = "-" + f.Name
-		}
-		if arg != "" {
-			name += " " + arg
-		}
-		global := f.Name == "db" || f.Name == "json" || f.Name == "lock-timeout" // their defaults are in the text
-		if def := f.DefValue; !global && def != "" && def != "0" && def != "false" {
-			usage += fmt.Sprintf(" (default %s)", def)
-		}
-		fmt.Fprintf(w, "  %-20s %s\n", name, usage)
-	})
-	fmt.Fprintf(w, "\nexample:\n%s\n", indent(strings.TrimSpace(c.example), "  "))
-}
-
-func indent(s, prefix string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		if l != "" {
-			lines[i] = prefix + l
-		}
-	}
-	return strings.Join(lines, "\n")
+	cliflag.PrintFlags(w, fs, isGlobalFlag) // the global flags' defaults are in the text
+	fmt.Fprintf(w, "\nexample:\n%s\n", termio.Indent(strings.TrimSpace(c.example), "  "))
 }
 
 // dbPath resolves the database path: --db, $CTXSTORE_DB, then the XDG data

@@ -48,15 +48,11 @@ func completionSpecs(ctx context.Context, a *app) []completion.Command {
 	global := []completion.Flag{{Name: "version", Usage: "print the version"}, {Name: "help", Usage: "show help"}}
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
 	(&app{}).globalFlags(fs)
-	fs.VisitAll(func(f *flag.Flag) { global = append(global, toFlagSpec(f)) })
+	global = append(global, completion.FlagsOf(fs, nil)...)
 	specs := []completion.Command{{Flags: global}}
 	probe := &app{inspect: func(c *command, fs *flag.FlagSet) {
 		spec := completion.Command{Name: c.name, Summary: c.summary, Sessions: strings.Contains(c.usage, "SESSION")}
-		fs.VisitAll(func(f *flag.Flag) {
-			if f.Name != "db" && f.Name != "json" && f.Name != "lock-timeout" {
-				spec.Flags = append(spec.Flags, toFlagSpec(f))
-			}
-		})
+		spec.Flags = completion.FlagsOf(fs, isGlobalFlag)
 		spec.Flags = append(spec.Flags, completion.Flag{Name: "help", Usage: "show help"})
 		specs = append(specs, spec)
 	}}
@@ -64,16 +60,4 @@ func completionSpecs(ctx context.Context, a *app) []completion.Command {
 		_ = c.run(ctx, probe, c, nil) // stops at parse with errHelp
 	}
 	return specs
-}
-
-// toFlagSpec is f as completion offers it.
-func toFlagSpec(f *flag.Flag) completion.Flag {
-	arg, usage := flag.UnquoteUsage(f)
-	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
-	return completion.Flag{
-		Name:  f.Name,
-		Usage: usage,
-		Value: !isBool || !b.IsBoolFlag(),
-		File:  arg == "FILE" || arg == "OUT",
-	}
 }

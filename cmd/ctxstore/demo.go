@@ -2,14 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"strings"
-	"syscall"
 
 	"github.com/ctxstore/ctxstore/internal/demo"
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -47,28 +42,12 @@ connection pool of its own, as a restarted process would.`,
 // runDemo runs the walk-through in a temporary directory (or on --db),
 // its text fitted to the terminal.
 func runDemo(ctx context.Context, a *app, budget int) error {
-	tmp, err := os.MkdirTemp("", "ctxstore-demo-")
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	// A reader that goes away (demo | head -1) makes writes fail with
-	// EPIPE instead of killing the process, so the directory above is
-	// removed; the demo then stops.
-	pipe := make(chan os.Signal, 1)
-	signal.Notify(pipe, syscall.SIGPIPE)
-	defer signal.Stop(pipe)
-	// On a terminal every line fits its width: prose wraps, the view's
-	// one-line message rows are cut. Piped output keeps its lines whole.
 	cols := 0
 	if a.stdoutIsTerminal() {
-		cols = width(a.stdout)
+		cols = termio.Width(a.stdout)
 	}
-	out := &fitWriter{w: a.stdout, width: cols, cut: func(l string) bool { return strings.HasPrefix(l, "#") }}
-	defer out.Flush()
 	env := demo.Env{
-		Out: out, Failed: func() error { return out.err }, Path: a.db, Kept: a.db != "", Budget: budget,
-		MemoryFile: filepath.Join(tmp, "USER.md"), LockTimeout: a.lockTimeout,
+		Out: a.stdout, Path: a.db, Kept: a.db != "", Budget: budget, LockTimeout: a.lockTimeout,
 		Open: func(ctx context.Context, path string, ro bool) (storage.Engine, error) {
 			if ro {
 				return a.openAt(ctx, path, readOnly)
@@ -76,16 +55,7 @@ func runDemo(ctx context.Context, a *app, budget int) error {
 			return a.openAt(ctx, path, readWrite)
 		},
 		Explain: explain, ExplainServer: explainServer, ExplainIn: explainIn, Redact: redactURL, Quote: shellQuote,
-		OneLine: oneLine, Size: human,
+		OneLine: termio.OneLine, Size: termio.Human,
 	}
-	if !env.Kept {
-		env.Path = filepath.Join(tmp, "demo.db")
-	}
-	if err := os.WriteFile(env.MemoryFile, []byte("The user is Ana. She runs a home server called 'pantry' (Debian) and prefers short answers.\n"), 0o600); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	if err := demo.Run(ctx, env); err != nil {
-		return err
-	}
-	return out.Flush()
+	return demo.Play(ctx, env, cols)
 }

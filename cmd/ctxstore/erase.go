@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
+	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -31,8 +32,7 @@ required.`,
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
 			match := fs.String("match", "", "erase every message containing `TEXT`")
-			yes := fs.Bool("yes", false, "do not ask for confirmation")
-			fs.BoolVar(yes, "y", false, "short for --yes")
+			yes := yesFlag(fs)
 			pos, err := a.parse(c, fs, args, 1, -1)
 			if err != nil {
 				return err
@@ -42,14 +42,11 @@ required.`,
 				return err
 			}
 			name := pos[0]
-			st, err := a.openExisting(ctx)
+			st, _, err := a.openSession(ctx, writeExisting, name)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if _, err := session(ctx, st, name); err != nil {
-				return err
-			}
 			if *match != "" {
 				if seqs, err = storage.MatchSeqs(ctx, st, name, *match); err != nil {
 					return explainIn(st, name, fmt.Errorf("erase: %w", err))
@@ -62,17 +59,17 @@ required.`,
 			if err := a.confirmUnless(*yes, fmt.Sprintf("erase %s in %s for real?", what, st.Location()), "nothing was erased"); err != nil {
 				return err
 			}
-			originals, err := rawOf(ctx, st, name, seqs)
+			originals, err := storage.ReadOriginals(ctx, st, name, seqs)
 			if err != nil {
 				return fmt.Errorf("erase %s: %w", what, err)
 			}
-			res, err := storage.Erase(ctx, st, name, seqs...)
+			res, err := storage.Erase(ctx, st, name, persistent.EraseDrops(), seqs...)
 			if err != nil {
 				// Not explainIn: a seq not found is not a session not found.
 				return fmt.Errorf("erase %s: %w", what, err)
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": name, "result": res})
+				return termio.WriteJSON(a.stdout, map[string]any{"session": name, "result": res})
 			}
 			fmt.Fprintf(a.stdout, "erased %d message(s) of session %q (seqs %s)", len(res.Erased), name, seqList(res.Erased))
 			if len(res.Already) > 0 {
@@ -89,92 +86,20 @@ required.`,
 	}
 }
 
-// rawOf returns the stored bytes of session's messages with the given
-// seqs, in any epoch.
-func rawOf(ctx context.Context, st storage.Engine, session string, seqs []uint64) (map[string]bool, error) {
-	want := map[uint64]bool{}
-	for _, s := range seqs {
-		want[s] = true
-	}
-	out := map[string]bool{}
-	err := eachMessage(ctx, st, session, func(ent storage.Entry) {
-		if want[ent.Seq] {
-			out[string(ent.Raw)] = true
-		}
-	})
-	return out, err
-}
-
-// eachMessage calls fn with every message of session, every epoch not
-// purged.
-func eachMessage(ctx context.Context, st storage.Engine, session string, fn func(storage.Entry)) error {
-	info, err := st.Session(ctx, session)
-	if err != nil {
-		return err
-	}
-	for _, ep := range info.Epochs {
-		if ep.Purged || ep.Messages == 0 {
-			continue
-		}
-		for ent, err := range st.EpochMessages(ctx, session, ep.Epoch, ep.FirstSeq) {
-			if errors.Is(err, storage.ErrNotFound) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			fn(ent)
-		}
-	}
-	return nil
-}
-
 // noteCopies tells, on stderr, of the byte-for-byte copies of the erased
 // messages (originals) that rewind made in session and fork in the
 // sessions forked from it or that it was forked from: an erase by seq
 // leaves them, and the user must learn the text is not gone.
-func (a *app) noteCopies(ctx context.Context, st storage.Engine, session string, originals map[string]bool) error {
-	if len(originals) == 0 {
-		return nil
-	}
-	related := []string{session}
-	if l, ok, err := storage.LineageOf(ctx, st, session); err != nil {
-		return err
-	} else if ok {
-		related = append(related, l.Parent)
-	}
-	infos, err := st.Sessions(ctx)
-	if err != nil {
+func (a *app) noteCopies(ctx context.Context, st storage.Engine, session string, originals storage.Originals) error {
+	copies, err := originals.Copies(ctx, st, session)
+	if err != nil || len(copies) == 0 {
 		return err
 	}
-	for _, info := range infos {
-		if l, ok, err := storage.LineageOf(ctx, st, info.Name); err != nil {
-			return err
-		} else if ok && l.Parent == session && info.Name != session {
-			related = append(related, info.Name)
-		}
+	lines := make([]string, len(copies))
+	for i, c := range copies {
+		lines[i] = "  " + a.cmdline("erase %s %s --yes", shellQuote(c.Session), seqList(c.Seqs))
 	}
-	var lines []string
-	for _, name := range related {
-		var seqs []string
-		err := eachMessage(ctx, st, name, func(ent storage.Entry) {
-			if originals[string(ent.Raw)] {
-				seqs = append(seqs, strconv.FormatUint(ent.Seq, 10))
-			}
-		})
-		if errors.Is(err, storage.ErrNotFound) {
-			continue // a parent since purged
-		}
-		if err != nil {
-			return err
-		}
-		if len(seqs) > 0 {
-			lines = append(lines, "  "+a.cmdline("erase %s %s --yes", shellQuote(name), strings.Join(seqs, " ")))
-		}
-	}
-	if len(lines) > 0 {
-		fmt.Fprintf(a.stderr, "note: rewind and fork made byte-for-byte copies of the erased message(s), which this erase left; erase them too:\n%s\n", strings.Join(lines, "\n"))
-	}
+	fmt.Fprintf(a.stderr, "note: rewind and fork made byte-for-byte copies of the erased message(s), which this erase left; erase them too:\n%s\n", strings.Join(lines, "\n"))
 	return nil
 }
 
@@ -261,7 +186,7 @@ processes use the store.`,
 				return fmt.Errorf("scrub %s: %w", st.Location(), err)
 			}
 			if a.json {
-				return writeJSON(a.stdout, rep)
+				return termio.WriteJSON(a.stdout, rep)
 			}
 			if rep == nil {
 				fmt.Fprintf(a.stdout, "nothing for ctxstore to scrub in %s: its rows are all it keeps.\n%s\n", st.Location(), serverKeeps)

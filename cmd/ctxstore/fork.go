@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 )
@@ -34,14 +35,11 @@ is refused with the nearest seqs that are not.`,
 				return err
 			}
 			src, dst := pos[0], pos[1]
-			st, err := a.openExisting(ctx)
+			st, _, err := a.openSession(ctx, writeExisting, src)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if _, err := session(ctx, st, src); err != nil {
-				return err
-			}
 			rep, err := storage.Fork(ctx, st, src, dst, *at, persistent.ForkCarry())
 			if errors.Is(err, storage.ErrExists) {
 				return fmt.Errorf("session %q already exists in %s: a fork needs a new name (see: %s)", dst, st.Location(), a.cmdline("ls"))
@@ -50,7 +48,7 @@ is refused with the nearest seqs that are not.`,
 				return explainIn(st, "", err)
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": dst, "parent": src, "epoch": rep.Lineage.Epoch,
+				return termio.WriteJSON(a.stdout, map[string]any{"session": dst, "parent": src, "epoch": rep.Lineage.Epoch,
 					"seq": rep.Lineage.Seq, "messages": rep.Messages, "derived": rep.Derived})
 			}
 			fmt.Fprintf(a.stdout, "forked %q to %q: %d messages (seqs %d to %d of epoch %d), %d saved decisions and notes carried\n",
@@ -83,20 +81,17 @@ with the nearest seqs that are not.`,
 			if err != nil || seq == 0 {
 				return usagef("rewind: seq %q: want a message's seq (a positive number; see: %s)", pos[1], a.cmdline("show %s", shellQuote(name)))
 			}
-			st, err := a.openExisting(ctx)
+			st, _, err := a.openSession(ctx, writeExisting, name)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if _, err := session(ctx, st, name); err != nil {
-				return err
-			}
 			rep, err := storage.Rewind(ctx, st, name, seq)
 			if err != nil {
 				return explainIn(st, "", err)
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": name, "epoch": rep.Epoch, "from_epoch": rep.FromEpoch,
+				return termio.WriteJSON(a.stdout, map[string]any{"session": name, "epoch": rep.Epoch, "from_epoch": rep.FromEpoch,
 					"seq": rep.Seq, "messages": rep.Messages, "first": rep.First, "last": rep.Last})
 			}
 			fmt.Fprintf(a.stdout, "session %q: now at epoch %d, %d messages (epoch %d up to seq %d); the rest stays readable: %s\n",
@@ -126,8 +121,7 @@ terminal; elsewhere --yes (-y) is required.`,
 			older := fs.String("older-than", "", "delete what has not changed for `DUR` (36h, 30d)")
 			keep := fs.Int("keep-epochs", 0, "also delete old epochs beyond the newest `N` of each session")
 			dry := fs.Bool("dry-run", false, "list what would be deleted, delete nothing")
-			yes := fs.Bool("yes", false, "do not ask for confirmation")
-			fs.BoolVar(yes, "y", false, "short for --yes")
+			yes := yesFlag(fs)
 			if _, err := a.parse(c, fs, args, 0, 0); err != nil {
 				return err
 			}
@@ -151,15 +145,9 @@ terminal; elsewhere --yes (-y) is required.`,
 			if *dry || (len(plan.Sessions) == 0 && len(plan.Epochs) == 0) {
 				return a.printGC(plan, st)
 			}
-			if !*yes {
-				ok, err := a.confirm(fmt.Sprintf("delete %d sessions and %d epochs (%d messages) from %s for real?",
-					len(plan.Sessions), len(plan.Epochs), plan.Messages, st.Location()))
-				if err != nil {
-					return err
-				}
-				if !ok {
-					return errors.New("nothing was deleted")
-				}
+			if err := a.confirmUnless(*yes, fmt.Sprintf("delete %d sessions and %d epochs (%d messages) from %s for real?",
+				len(plan.Sessions), len(plan.Epochs), plan.Messages, st.Location()), "nothing was deleted"); err != nil {
+				return err
 			}
 			pol.DryRun = false
 			rep, err := storage.GC(ctx, st, pol)
@@ -195,7 +183,7 @@ func parseAge(s string) (time.Duration, error) {
 // printGC prints what gc deleted, or would delete.
 func (a *app) printGC(rep storage.GCReport, st storage.Engine) error {
 	if a.json {
-		return writeJSON(a.stdout, rep)
+		return termio.WriteJSON(a.stdout, rep)
 	}
 	verb := "deleted"
 	if rep.DryRun {
@@ -203,10 +191,10 @@ func (a *app) printGC(rep storage.GCReport, st storage.Engine) error {
 	}
 	now := time.Now()
 	for _, s := range rep.Sessions {
-		fmt.Fprintf(a.stdout, "%s session %s (%d messages, last changed %s)\n", verb, termSafe(strconv.Quote(s.Name), false), s.Messages, ago(s.Updated, now))
+		fmt.Fprintf(a.stdout, "%s session %s (%d messages, last changed %s)\n", verb, termSafe(strconv.Quote(s.Name), false), s.Messages, termio.Ago(s.Updated, now))
 	}
 	for _, e := range rep.Epochs {
-		fmt.Fprintf(a.stdout, "%s epoch %d of session %s (%d messages, ended %s)\n", verb, e.Epoch, termSafe(strconv.Quote(e.Session), false), e.Messages, ago(e.Ended, now))
+		fmt.Fprintf(a.stdout, "%s epoch %d of session %s (%d messages, ended %s)\n", verb, e.Epoch, termSafe(strconv.Quote(e.Session), false), e.Messages, termio.Ago(e.Ended, now))
 	}
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(a.stdout, "left session %s alone: it was written to meanwhile\n", termSafe(strconv.Quote(s), false))
@@ -221,31 +209,4 @@ func (a *app) printGC(rep storage.GCReport, st storage.Engine) error {
 	}
 	fmt.Fprintln(a.stdout, serverKeeps)
 	return nil
-}
-
-// lineageOf returns where a session came from (the fork that made it,
-// nil when none) and, for an epoch other than 0, the rewind that started
-// it (nil when none): what show and ls say about them.
-func lineageOf(ctx context.Context, st storage.Engine, name string, epoch uint64) (*storage.Lineage, *storage.Rewound, error) {
-	var lin *storage.Lineage
-	l, ok, err := storage.LineageOf(ctx, st, name)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ok {
-		lin = &l
-	}
-	if epoch == 0 {
-		return lin, nil, nil
-	}
-	rws, err := storage.RewindsOf(ctx, st, name)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, r := range rws {
-		if r.Epoch == epoch {
-			return lin, &r, nil
-		}
-	}
-	return lin, nil, nil
 }

@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage/boltstore"
-	"go.etcd.io/bbolt"
 )
 
 // The operator's moves of a database and its log (FILE-wal), with real
@@ -590,8 +592,8 @@ func TestUpgradeFromPreviousBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What shrink reports is the format 2 file's size, not the upgraded one's.
-	if out := e.ok("", "shrink").stdout; !strings.Contains(out, ": "+human(fi.Size())+" -> ") {
-		t.Errorf("shrink of a format 2 file of %s says: %s", human(fi.Size()), out)
+	if out := e.ok("", "shrink").stdout; !strings.Contains(out, ": "+termio.Human(fi.Size())+" -> ") {
+		t.Errorf("shrink of a format 2 file of %s says: %s", termio.Human(fi.Size()), out)
 	}
 	if got := e.ok("", "export").stdout; got != want {
 		t.Errorf("export after the upgrade differs from the previous release's:\n%s\n---\n%s", got, want)

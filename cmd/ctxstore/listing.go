@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
-	"fmt"
-	"io"
 	"iter"
-	"strings"
-	"unicode/utf8"
 
+	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -37,54 +32,18 @@ func (f listFlags) options(pattern string) (storage.ListOptions, error) {
 	if *f.limit < 0 {
 		return storage.ListOptions{}, usagef("--limit %d: want 0 (all) or more", *f.limit)
 	}
-	opts := storage.ListOptions{Order: order, Limit: *f.limit, Prefix: pattern}
-	if i := strings.IndexAny(pattern, "*?"); i >= 0 {
-		opts.Prefix = pattern[:i]
-		opts.Match = func(name string) bool { return globMatch(pattern, name) }
-	}
+	opts := storage.PatternOptions(pattern)
+	opts.Order, opts.Limit = order, *f.limit
 	return opts, nil
 }
 
-// globMatch reports whether name matches pattern, where * stands for any
-// run of characters ('/' included) and ? for one character; every other
-// character stands for itself.
-func globMatch(pattern, name string) bool {
-	// Backtracking on the last star: linear in practice, never exponential.
-	p, n := 0, 0
-	star, mark := -1, 0
-	for n < len(name) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, n
-			p++
-		case p < len(pattern) && pattern[p] == '?':
-			_, w := utf8.DecodeRuneInString(name[n:])
-			p, n = p+1, n+w
-		case p < len(pattern) && pattern[p] == name[n]:
-			p, n = p+1, n+1
-		case star >= 0:
-			_, w := utf8.DecodeRuneInString(name[mark:])
-			mark += w
-			p, n = star+1, mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
-}
-
 // eachListed opens the store read-only and calls fn with where it is and
-// the sessions opts selects, each with its current epoch's token counts by
-// counter (recounted with the default counter when again; not read at
-// all when namesOnly). The sessions are read as fn goes: nothing holds the
-// whole list. A PostgreSQL schema without tables yet has no sessions.
-func (a *app) eachListed(ctx context.Context, opts storage.ListOptions, again, namesOnly bool, fn func(where string, sessions iter.Seq2[listed, error]) error) error {
+// the sessions opts selects (persistent.List), read as fn goes. A
+// PostgreSQL schema without tables yet has no sessions.
+func (a *app) eachListed(ctx context.Context, opts persistent.ListOptions, fn func(where string, sessions iter.Seq2[persistent.Listed, error]) error) error {
 	st, err := a.open(ctx, readOnly)
 	if where, empty := a.noTablesYet(err); empty {
-		return fn(where, func(func(listed, error) bool) {})
+		return fn(where, func(func(persistent.Listed, error) bool) {})
 	}
 	if err != nil {
 		return err
@@ -93,63 +52,14 @@ func (a *app) eachListed(ctx context.Context, opts storage.ListOptions, again, n
 	if _, err := a.strayLogs(ctx, st, a.stderr); err != nil {
 		return explainIn(st, "", err)
 	}
-	return fn(st.Location(), func(yield func(listed, error) bool) {
-		for info, err := range storage.ListSessions(ctx, st, opts) {
+	return fn(st.Location(), func(yield func(persistent.Listed, error) bool) {
+		for l, err := range persistent.List(ctx, st, opts) {
 			if err != nil {
-				yield(listed{}, explainIn(st, "", err))
-				return
-			}
-			l := listed{SessionInfo: info}
-			switch {
-			case namesOnly:
-			case again:
-				l.split, err = recount(ctx, st, info)
-			default:
-				l.split, err = sessionSplit(ctx, st, info)
-			}
-			if err == nil && !namesOnly {
-				l.forked, _, err = lineageOf(ctx, st, info.Name, 0)
+				err = explainSession(st, err)
 			}
 			if !yield(l, err) || err != nil {
 				return
 			}
 		}
 	})
-}
-
-// jsonArray writes a JSON array an element at a time, as writeJSON writes
-// a whole slice.
-type jsonArray struct {
-	w io.Writer
-	n int
-}
-
-func (j *jsonArray) add(v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("  ", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("write JSON: %w", err)
-	}
-	sep := ",\n  "
-	if j.n == 0 {
-		sep = "[\n  "
-	}
-	j.n++
-	if _, err := io.WriteString(j.w, sep+termSafeJSON(strings.TrimSuffix(buf.String(), "\n"))); err != nil {
-		return fmt.Errorf("write JSON: %w", err)
-	}
-	return nil
-}
-
-func (j *jsonArray) close() error {
-	end := "\n]\n"
-	if j.n == 0 {
-		end = "[]\n"
-	}
-	if _, err := io.WriteString(j.w, end); err != nil {
-		return fmt.Errorf("write JSON: %w", err)
-	}
-	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -59,46 +58,5 @@ func TestLsSelect(t *testing.T) {
 			e.fail(2, "", []string{"ls", "--sort", "size"}, `unknown order "size"`)
 			e.fail(2, "", []string{"ls", "--limit", "-1"}, "--limit -1")
 		})
-	}
-}
-
-// TestJSONArray: the streamed array is what writeJSON writes of the slice.
-func TestJSONArray(t *testing.T) {
-	type item struct {
-		Name string         `json:"name"`
-		M    map[string]int `json:"m,omitempty"`
-	}
-	for _, items := range [][]item{nil, {{Name: "a"}}, {{Name: "a<b>", M: map[string]int{"x": 1}}, {Name: "é"}}} {
-		var want, got bytes.Buffer
-		if err := writeJSON(&want, append([]item{}, items...)); err != nil {
-			t.Fatal(err)
-		}
-		arr := &jsonArray{w: &got}
-		for _, it := range items {
-			if err := arr.add(it); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := arr.close(); err != nil {
-			t.Fatal(err)
-		}
-		if got.String() != want.String() {
-			t.Errorf("streamed\n%s\nwant\n%s", got.String(), want.String())
-		}
-	}
-}
-
-func TestGlobMatch(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, name string
-		want          bool
-	}{
-		{"*", "", true}, {"*", "a/b", true}, {"a*", "abc", true}, {"a*c", "abxc", true}, {"a*c", "abcx", false},
-		{"?", "é", true}, {"??", "é", false}, {"a?c", "abc", true}, {"*-*-x", "a-b-c-x", true}, {"*a*a*a*b", strings.Repeat("a", 40), false},
-		{"chat-*", "chat/x", false}, {"", "", true}, {"", "a", false},
-	} {
-		if got := globMatch(tc.pattern, tc.name); got != tc.want {
-			t.Errorf("globMatch(%q, %q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
-		}
 	}
 }

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/pgdsn"
@@ -143,39 +141,13 @@ func redactURL(db string) string {
 }
 
 // suggestedURL is db for a command suggested to the user: a PostgreSQL
-// connection string without its password (hidden reports one was left
-// out), which PGPASSWORD or ~/.pgpass supplies when the command is pasted,
-// nor the sslpassword of its TLS key (sslHidden); a file path as it is.
+// connection string without its passwords (pgdsn.Shareable); a file path
+// as it is.
 func suggestedURL(db string) (s string, hidden, sslHidden bool) {
 	if !isServer(db) {
 		return db, false, false
 	}
-	s, _, sslHidden, err := pgdsn.Cut(db, "sslpassword")
-	if err != nil {
-		return redactURL(db), true, true
-	}
-	s, hidden = withoutPassword(s)
-	return s, hidden, sslHidden
-}
-
-// withoutPassword is suggestedURL's password part.
-func withoutPassword(db string) (s string, hidden bool) {
-	s, _, hidden, err := pgdsn.Cut(db, "password")
-	if err != nil {
-		return redactURL(db), true
-	}
-	if !pgdsn.IsURL(s) {
-		return s, hidden
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return redactURL(db), strings.Contains(db, "@")
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User, hidden = url.User(u.User.Username()), true
-		s = u.String()
-	}
-	return s, hidden
+	return pgdsn.Shareable(db)
 }
 
 // supported refuses a command the database's engine cannot run: its
@@ -204,6 +176,16 @@ func explainIn(st storage.Engine, session string, err error) error {
 		return explain(f.Path(), session, err)
 	}
 	return explainServer(st.Location(), session, err)
+}
+
+// explainSession is explainIn for an error that may be about one session
+// (a *storage.SessionError names it).
+func explainSession(st storage.Engine, err error) error {
+	session := ""
+	if se, ok := errors.AsType[*storage.SessionError](err); ok {
+		session = se.Session
+	}
+	return explainIn(st, session, err)
 }
 
 // explainServer is explain for a PostgreSQL database, named by where

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxstore/ctxstore/internal/pgtest"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ctxstore/ctxstore/internal/pgtest"
 )
 
 // pgSecret is a password holding every character that breaks a URL or a

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -13,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
+	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/export"
 )
@@ -56,21 +57,22 @@ what is printed (and, sorted other than by name, the --limit first).`,
 			if err != nil {
 				return err
 			}
-			return a.eachListed(ctx, opts, *again, *names, func(where string, sessions iter.Seq2[listed, error]) error {
+			lo := persistent.ListOptions{ListOptions: opts, Recount: *again, NamesOnly: *names}
+			return a.eachListed(ctx, lo, func(where string, sessions iter.Seq2[persistent.Listed, error]) error {
 				switch {
 				case *names:
 					return a.printNames(sessions)
 				case a.json:
-					arr := &jsonArray{w: a.stdout}
+					arr := &termio.JSONArray{W: a.stdout}
 					for s, err := range sessions {
 						if err != nil {
 							return err
 						}
-						if err := arr.add(toSessionJSON(s.SessionInfo, s.split, s.forked)); err != nil {
+						if err := arr.Add(toSessionJSON(s.SessionInfo, s.Split, s.Forked)); err != nil {
 							return err
 						}
 					}
-					return arr.close()
+					return arr.Close()
 				}
 				return a.printSessions(where, pattern, sessions)
 			})
@@ -79,7 +81,7 @@ what is printed (and, sorted other than by name, the --limit first).`,
 }
 
 // printSessions is ls's table.
-func (a *app) printSessions(where, pattern string, sessions iter.Seq2[listed, error]) error {
+func (a *app) printSessions(where, pattern string, sessions iter.Seq2[persistent.Listed, error]) error {
 	now := time.Now()
 	var notes, forks []string
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
@@ -92,19 +94,19 @@ func (a *app) printSessions(where, pattern string, sessions iter.Seq2[listed, er
 			fmt.Fprintln(tw, "SESSION\tMESSAGES\tTOKENS\tCOUNTER\tEPOCH\tTOTAL\tUPDATED\tTITLE")
 		}
 		tokens, counter := "-", "mixed"
-		if t, name, ok := s.split.total(); ok {
+		if t, name, ok := s.Split.Total(); ok {
 			tokens, counter = strconv.Itoa(t), counterLabel(name)
 		} else {
-			notes = append(notes, fmt.Sprintf("%s: %s; not added up", termSafe(s.Name, false), s.split.describe()))
+			notes = append(notes, fmt.Sprintf("%s: %s; not added up", termSafe(s.Name, false), describeSplit(s.Split)))
 		}
-		if s.forked != nil {
-			forks = append(forks, fmt.Sprintf("%s from %s at seq %d", termSafe(s.Name, false), termSafe(s.forked.Parent, false), s.forked.Seq))
+		if s.Forked != nil {
+			forks = append(forks, fmt.Sprintf("%s from %s at seq %d", termSafe(s.Name, false), termSafe(s.Forked.Parent, false), s.Forked.Seq))
 		}
 		if s.Messages == 0 {
 			counter = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", termSafe(s.Name, false), s.Messages, tokens, counter,
-			s.Epoch, s.TotalMessages, ago(s.Updated, now), termSafe(cut(s.Title, 50), false))
+			s.Epoch, s.TotalMessages, termio.Ago(s.Updated, now), termSafe(cut(s.Title, 50), false))
 	}
 	if n == 0 {
 		if pattern != "" {
@@ -124,14 +126,6 @@ func (a *app) printSessions(where, pattern string, sessions iter.Seq2[listed, er
 		fmt.Fprintf(a.stdout, "\nTOKENS of different counters:\n  %s\nexact totals: %s\n", strings.Join(notes, "\n  "), a.cmdline("ls --recount"))
 	}
 	return nil
-}
-
-// listed is a session as ls and stats show it: its metadata and its
-// current epoch's token counts by counter.
-type listed struct {
-	storage.SessionInfo
-	split  splitTokens
-	forked *storage.Lineage // where a fork came from; nil when not a fork
 }
 
 // session returns a session's metadata, with an error that says how to
@@ -181,15 +175,11 @@ token estimate beside each message.`,
 			if a.json && *jsonl {
 				return usagef("--json and --jsonl are exclusive")
 			}
-			st, err := a.open(ctx, readOnly)
+			st, info, err := a.openSession(ctx, readOnly, pos[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			info, err := session(ctx, st, pos[0])
-			if err != nil {
-				return err
-			}
 			if *epoch == 0 {
 				*epoch = info.Epoch
 			}
@@ -205,7 +195,7 @@ token estimate beside each message.`,
 func showEpoch(ctx context.Context, a *app, st storage.Engine, info storage.SessionInfo, ep storage.EpochInfo, jsonl bool) error {
 	w := bufio.NewWriterSize(a.stdout, 64<<10)
 	defer w.Flush()
-	lin, rw, err := lineageOf(ctx, st, info.Name, ep.Epoch)
+	lin, rw, err := storage.OriginOf(ctx, st, info.Name, ep.Epoch)
 	if err != nil {
 		return explainIn(st, info.Name, err)
 	}
@@ -246,11 +236,11 @@ func showEpoch(ctx context.Context, a *app, st storage.Engine, info storage.Sess
 				w.Write(export.AppendMessageFields(nil, e, true))
 				w.WriteByte('}')
 			case jsonl:
-				if err := writeRawLine(w, e.Raw, a.stdoutIsTerminal()); err != nil {
+				if err := termio.WriteRawLine(w, e.Raw, a.stdoutIsTerminal()); err != nil {
 					return err
 				}
 			default:
-				printEntry(w, e, 0)
+				termio.PrintEntry(w, e, 0)
 			}
 			n++
 		}
@@ -303,36 +293,15 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 	w := bufio.NewWriter(a.stdout)
 	emit := func(e storage.Entry) error {
 		if jsonl {
-			return writeRawLine(w, e.Raw, a.stdoutIsTerminal())
+			return termio.WriteRawLine(w, e.Raw, a.stdoutIsTerminal())
 		}
-		printEntry(w, e, 2000)
+		termio.PrintEntry(w, e, 2000)
 		return nil
 	}
-	var changes <-chan storage.Change
-	if follow {
-		// Watch before reading the tail, so nothing appended in between
-		// is missed; reading from the last seq printed makes repeats
-		// impossible.
-		watchCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		ch, err := storage.Watch(watchCtx, st, name)
-		if err != nil {
-			return explainIn(st, name, fmt.Errorf("watch session %q: %w", name, err))
+	if !follow {
+		if _, err := st.Session(ctx, name); err != nil {
+			return explainIn(st, name, err)
 		}
-		changes = ch
-	}
-	info, err := st.Session(ctx, name)
-	switch {
-	case follow && errors.Is(err, storage.ErrNotFound):
-		// Watched already: its first message will be a change.
-		fmt.Fprintf(a.stderr, "ctxstore tail: session %q does not exist in %s yet; waiting for it\n", name, st.Location())
-		n = 0
-	case err != nil:
-		return explainIn(st, name, err)
-	}
-	epoch, created := info.Epoch, info.Created
-	var last uint64
-	if n > 0 {
 		entries, err := storage.Tail(ctx, st, name, n)
 		if err != nil {
 			return explainIn(st, name, fmt.Errorf("read session %q: %w", name, err))
@@ -341,118 +310,57 @@ func tail(ctx context.Context, a *app, st storage.Engine, name string, n int, fo
 			if err := emit(e); err != nil {
 				return err
 			}
-			last = e.Seq
 		}
+		return w.Flush()
 	}
-	if last == 0 {
-		last = info.LastSeq
-	}
-	if err := w.Flush(); err != nil || !follow {
-		return err
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil // interrupted: the normal way to stop tail -f
-		case _, ok := <-changes:
-			if !ok {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("watching session %q in %s stopped unexpectedly", name, st.Location())
-			}
-		}
-		info, err := st.Session(ctx, name)
-		if errors.Is(err, storage.ErrNotFound) {
-			if !jsonl && last > 0 {
-				fmt.Fprintf(w, "--- session %q was purged ---\n", name)
-				w.Flush()
-			}
-			last, created = 0, time.Time{} // a session created again under the name is read from its start
-			continue
-		}
+	for ev, err := range storage.Follow(ctx, st, name, n) {
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return explainIn(st, name, err)
 		}
-		if !info.Created.Equal(created) || info.LastSeq < last {
-			// Purged and created again between two looks (an import may
-			// even reuse the old seqs): read the new session from its start.
-			if !jsonl && !created.IsZero() {
-				fmt.Fprintf(w, "--- session %q was purged and started again ---\n", name)
-			}
-			last = 0
-		} else if info.Epoch != epoch && !jsonl {
-			fmt.Fprintf(w, "--- session %q cleared: epoch %d ---\n", name, info.Epoch)
+		switch ev.Kind {
+		case storage.FollowEntry:
+			err = emit(ev.Entry)
+		case storage.FollowCaughtUp:
+			err = w.Flush()
+		case storage.FollowWaiting:
+			fmt.Fprintf(a.stderr, "ctxstore tail: session %q does not exist in %s yet; waiting for it\n", name, st.Location())
 		}
-		epoch, created = info.Epoch, info.Created
-		for e, err := range st.Messages(ctx, name, last+1) {
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return explainIn(st, name, err)
-			}
-			if err := emit(e); err != nil {
-				return err
-			}
-			last = e.Seq
-		}
-		if err := w.Flush(); err != nil {
+		if err != nil {
 			return err
 		}
+		if jsonl {
+			continue
+		}
+		switch ev.Kind {
+		case storage.FollowPurged:
+			fmt.Fprintf(w, "--- session %q was purged ---\n", name)
+		case storage.FollowRestarted:
+			fmt.Fprintf(w, "--- session %q was purged and started again ---\n", name)
+		case storage.FollowCleared:
+			fmt.Fprintf(w, "--- session %q cleared: epoch %d ---\n", name, ev.Epoch)
+		}
 	}
+	return nil // interrupted: the normal way to stop tail -f
 }
 
-// waitForDatabase waits, like 'tail -F', until the database opens (the file
-// exists and has been initialised, a PostgreSQL schema holds ctxstore's
-// tables: storage.Open stops failing with storage.ErrNoStore). It reports
-// false when ctx ended first.
+// waitForDatabase waits, like 'tail -F', until the database opens
+// (storage.WaitOpen). It reports false when ctx ended first.
 func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
 	path, err := a.dbPath()
 	if err != nil {
 		return false, err
 	}
-	what := ""
-	ready := func() (bool, error) {
-		octx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
-		defer cancel()
-		st, err := storage.Open(octx, path, storage.OpenOptions{ReadOnly: true, MustExist: true, LockTimeout: a.lockTimeout, Scheme: targetScheme(path)})
-		if errors.Is(err, storage.ErrNoStore) {
-			what = err.Error()
-			return false, nil
-		}
-		if err != nil && ctx.Err() == nil {
-			return false, a.openError(path, err)
-		}
-		if err != nil {
-			return false, nil
-		}
-		return true, st.Close()
+	opts := storage.OpenOptions{ReadOnly: true, MustExist: true, LockTimeout: a.lockTimeout, Scheme: targetScheme(path)}
+	st, err := storage.WaitOpen(ctx, path, opts, 100*time.Millisecond, serverOpenTimeout, func(err error) {
+		fmt.Fprintf(a.stderr, "ctxstore tail: %s yet; waiting for it\n", err)
+	})
+	switch {
+	case ctx.Err() != nil:
+		return false, nil // storage.WaitOpen closed what it opened
+	case err != nil:
+		return false, a.openError(path, err)
 	}
-	ok, err := ready()
-	if ok || err != nil {
-		return ok, err
-	}
-	fmt.Fprintf(a.stderr, "ctxstore tail: %s yet; waiting for it\n", what)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false, nil
-		case <-tick.C:
-			ok, err := ready()
-			if ctx.Err() != nil {
-				return false, nil
-			}
-			if ok || err != nil {
-				return ok, err
-			}
-		}
-	}
+	return true, st.Close()
 }
 
 func statsCommand() *command {
@@ -471,12 +379,16 @@ the current epochs exactly with the default counter.`,
 				return err
 			}
 			var path string
-			var sum totals
-			err := a.eachListed(ctx, storage.ListOptions{}, *again, false, func(where string, sessions iter.Seq2[listed, error]) error {
+			var sum persistent.Totals
+			err := a.eachListed(ctx, persistent.ListOptions{Recount: *again}, func(where string, sessions iter.Seq2[persistent.Listed, error]) error {
 				path = where
-				var err error
-				sum, err = sumSessions(sessions)
-				return err
+				for s, err := range sessions {
+					if err != nil {
+						return err
+					}
+					sum.Add(s)
+				}
+				return nil
 			})
 			if err != nil {
 				return err
@@ -501,7 +413,7 @@ the current epochs exactly with the default counter.`,
 				// clear).
 				BytesPerJSON *float64 `json:"bytes_per_json_byte"`
 			}
-			s.File, s.FileBytes, s.totals = path, fi.Size(), sum
+			s.File, s.FileBytes, s.totals = path, fi.Size(), totalsOf(sum)
 			if li, err := os.Stat(a.file.LogPath()); err == nil {
 				s.LogBytes = li.Size()
 			}
@@ -510,18 +422,18 @@ the current epochs exactly with the default counter.`,
 				s.BytesPerJSON = &r
 			}
 			if a.json {
-				return writeJSON(a.stdout, s)
+				return termio.WriteJSON(a.stdout, s)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(tw, "file\t%s\n", s.File)
-			fmt.Fprintf(tw, "size\t%s (%d bytes)\n", human(s.FileBytes), s.FileBytes)
+			fmt.Fprintf(tw, "size\t%s (%d bytes)\n", termio.Human(s.FileBytes), s.FileBytes)
 			if s.LogBytes > logHeaderBytes {
-				fmt.Fprintf(tw, "log\t%s in %s (appends not yet applied to the file)\n", human(s.LogBytes), a.file.LogPath())
+				fmt.Fprintf(tw, "log\t%s in %s (appends not yet applied to the file)\n", termio.Human(s.LogBytes), a.file.LogPath())
 			}
 			fmt.Fprintf(tw, "sessions\t%d\n", s.Sessions)
 			fmt.Fprintf(tw, "messages\t%d in current epochs, %d stored in all epochs\n", s.Messages, s.AllMessages)
 			a.printTokens(tw, s.split)
-			fmt.Fprintf(tw, "JSON\t%s in current epochs\n", human(s.JSONBytes))
+			fmt.Fprintf(tw, "JSON\t%s in current epochs\n", termio.Human(s.JSONBytes))
 			switch {
 			case s.BytesPerJSON != nil:
 				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (file size over the messages' JSON; after purges, free pages go back with: %s)\n", *s.BytesPerJSON, a.cmdline("compact-file"))
@@ -538,36 +450,24 @@ the current epochs exactly with the default counter.`,
 // store/wal.go).
 const logHeaderBytes = 64
 
-// totals is what stats counts over the sessions.
+// totals is what stats counts over the sessions, as --json writes it.
 type totals struct {
 	Sessions    int `json:"sessions"`
 	Messages    int `json:"messages"`       // current epochs
 	AllMessages int `json:"total_messages"` // all stored epochs
 	tokensJSON
 	JSONBytes int64 `json:"json_bytes"` // current epochs
-	split     splitTokens
+	split     storage.Split
 }
 
-func sumSessions(sessions iter.Seq2[listed, error]) (totals, error) {
-	var t totals
-	for s, err := range sessions {
-		if err != nil {
-			return t, err
-		}
-		t.Sessions++
-		t.Messages += s.Messages
-		t.AllMessages += s.TotalMessages
-		t.split = t.split.add(s.split)
-		t.JSONBytes += s.Bytes
-	}
-	t.tokensJSON = t.split.json()
-	return t, nil
+func totalsOf(t persistent.Totals) totals {
+	return totals{Sessions: t.Sessions, Messages: t.Messages, AllMessages: t.TotalMessages, tokensJSON: splitJSON(t.Split), JSONBytes: t.Bytes, split: t.Split}
 }
 
 // printTokens is stats' tokens line: the total when one counter made every
 // count, otherwise each counter's share.
-func (a *app) printTokens(w io.Writer, s splitTokens) {
-	if t, name, ok := s.total(); ok {
+func (a *app) printTokens(w io.Writer, s storage.Split) {
+	if t, name, ok := s.Total(); ok {
 		by := ""
 		if len(s) == 1 {
 			by = "by " + counterLabel(name) + ", "
@@ -585,19 +485,19 @@ func (a *app) printTokens(w io.Writer, s splitTokens) {
 // serverStats is stats for a PostgreSQL database: what the sessions hold.
 // The server's disk use is not the command's to measure (the tables may
 // share a database with others); psql's \dt+ shows it.
-func serverStats(a *app, where string, sum totals) error {
+func serverStats(a *app, where string, sum persistent.Totals) error {
 	s := struct {
 		Database string `json:"database"`
 		totals
-	}{where, sum}
+	}{where, totalsOf(sum)}
 	if a.json {
-		return writeJSON(a.stdout, s)
+		return termio.WriteJSON(a.stdout, s)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "database\t%s (PostgreSQL)\n", s.Database)
 	fmt.Fprintf(tw, "sessions\t%d\n", s.Sessions)
 	fmt.Fprintf(tw, "messages\t%d in current epochs, %d stored in all epochs\n", s.Messages, s.AllMessages)
 	a.printTokens(tw, s.split)
-	fmt.Fprintf(tw, "JSON\t%s in current epochs\n", human(s.JSONBytes))
+	fmt.Fprintf(tw, "JSON\t%s in current epochs\n", termio.Human(s.JSONBytes))
 	return tw.Flush()
 }

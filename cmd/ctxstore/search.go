@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/serve"
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/search"
 )
@@ -177,7 +178,7 @@ func (a *app) printHits(res storage.SearchResult, req storage.SearchRequest) err
 	defer w.Flush()
 	if a.json {
 		for _, h := range res.Hits {
-			if err := writeJSONLine(w, serve.HitOf(h, h.Marked("**", "**"))); err != nil {
+			if err := termio.WriteJSONLine(w, serve.HitOf(h, h.Marked("**", "**"))); err != nil {
 				return err
 			}
 		}

@@ -2,13 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
-	"net/http"
-	"os/exec"
-	"runtime"
-	"time"
 
 	"github.com/ctxstore/ctxstore/internal/serve"
 )
@@ -82,58 +76,6 @@ func runServe(ctx context.Context, a *app, addr string, open, remote bool) error
 		return err
 	}
 	defer st.Close()
-	token, err := serve.NewToken()
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("serve: listen on %s: %w (pick another with --addr, or port 0 for any free one)", addr, err)
-	}
-	srv := serve.New(st, serve.Options{Token: token, Port: ln.Addr().(*net.TCPAddr).Port, Version: buildVersion(), Explain: explainIn})
-	defer srv.Close()
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
-	if remote {
-		fmt.Fprintf(a.stderr, "warning: serving on %s, not a loopback address: anyone who reaches it with the token reads every session\n", ln.Addr())
-	}
-	fmt.Fprintf(a.stdout, "%s\n", url)
-	fmt.Fprintf(a.stderr, "ctxstore serve: %s read-only; open the URL above (Ctrl-C stops)\n", st.Location())
-	if open {
-		if err := openBrowser(url); err != nil {
-			fmt.Fprintf(a.stderr, "warning: could not open a browser (%v); open the URL yourself\n", err)
-		}
-	}
-	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
-	select {
-	case err := <-done:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	// The event streams end with ctx; give the other requests a moment.
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("serve: stop: %w", err)
-	}
-	return nil
-}
-
-// openBrowser opens url in the desktop's default browser.
-func openBrowser(url string) error {
-	var cmd *exec.Cmd
-	switch runtime.GOOS {
-	case "darwin":
-		cmd = exec.Command("open", url)
-	case "windows":
-		cmd = exec.Command("rundll32", "url.dll,FileProtocolHandler", url)
-	default:
-		cmd = exec.Command("xdg-open", url)
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	go cmd.Wait()
-	return nil
+	return serve.Run(ctx, st, serve.RunOptions{Addr: addr, Open: open, Remote: remote, Version: buildVersion(),
+		Explain: explainIn, Stdout: a.stdout, Stderr: a.stderr})
 }

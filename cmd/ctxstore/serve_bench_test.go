@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
 )

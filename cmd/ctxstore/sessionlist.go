@@ -8,6 +8,7 @@ import (
 	"iter"
 	"strings"
 
+	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/pgstore"
 )
@@ -31,7 +32,7 @@ func (a *app) noTablesYet(err error) (where string, empty bool) {
 // printNames is ls --names: each session's name on a line of its own, as
 // stored (escaped only on a terminal); a name holding a line break cannot
 // be one line and is left out.
-func (a *app) printNames(sessions iter.Seq2[listed, error]) error {
+func (a *app) printNames(sessions iter.Seq2[persistent.Listed, error]) error {
 	w := bufio.NewWriter(a.stdout)
 	for s, err := range sessions {
 		if err != nil {

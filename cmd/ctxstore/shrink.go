@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
@@ -119,9 +120,9 @@ next one.`,
 				return err
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"file": path, "out": out, "bytes_before": before.Size(), "bytes_after": after.Size()})
+				return termio.WriteJSON(a.stdout, map[string]any{"file": path, "out": out, "bytes_before": before.Size(), "bytes_after": after.Size()})
 			}
-			fmt.Fprintf(a.stdout, "shrank %s: %s -> %s", path, human(before.Size()), human(after.Size()))
+			fmt.Fprintf(a.stdout, "shrank %s: %s -> %s", path, termio.Human(before.Size()), termio.Human(after.Size()))
 			if out != path {
 				fmt.Fprintf(a.stdout, " (written to %s; the original is unchanged)", out)
 			}

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ctxstore/ctxstore/internal/tempfile"
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/resume"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/export"
@@ -49,63 +49,28 @@ the export is complete.`,
 			defer st.Close()
 			if *out == "" || *out == "-" {
 				_, err := export.Write(ctx, st, a.stdout, names)
-				return explainExport(st, err)
+				return explainSession(st, err)
 			}
 			stats, err := exportToFile(ctx, st, names, *out)
 			if err != nil {
 				return err
 			}
 			if a.json {
-				return writeJSON(a.stdout, stats)
+				return termio.WriteJSON(a.stdout, stats)
 			}
-			fmt.Fprintf(a.stderr, "exported %d session(s), %d messages to %s (%s)\n", stats.Sessions, stats.Messages, *out, human(stats.Bytes))
+			fmt.Fprintf(a.stderr, "exported %d session(s), %d messages to %s (%s)\n", stats.Sessions, stats.Messages, *out, termio.Human(stats.Bytes))
 			return nil
 		},
 	}
 }
 
-// exportToFile writes the export beside path and renames it into place once
-// complete, so an interrupted export never leaves a plausible-looking file.
+// exportToFile is export.WriteFile, its errors explained.
 func exportToFile(ctx context.Context, st storage.Engine, names []string, path string) (export.Stats, error) {
-	if f, ok := st.(storage.FileEngine); ok {
-		if same, _ := sameFilePath(f.Path(), path); same {
-			return export.Stats{}, fmt.Errorf("export: %s is the database itself: writing the export there would replace the store; pick another file", path)
-		}
+	stats, err := export.WriteFile(ctx, st, path, names)
+	if fe, ok := errors.AsType[*export.FileError](err); ok {
+		fe.Err = explainSession(st, fe.Err)
 	}
-	// An existing symlink stays: the file it points to is replaced.
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
-	}
-	tempfile.RemoveAbandoned(path, ".tmp")
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return export.Stats{}, fmt.Errorf("export: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
-	stats, err := export.Write(ctx, st, tmp, names)
-	err = explainExport(st, err)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return stats, fmt.Errorf("export to %s: %w; %s was not written", path, err, path)
-	}
-	return stats, nil
-}
-
-// explainExport is explainIn for an error of export.Write or export.Read,
-// naming the session it is about.
-func explainExport(st storage.Engine, err error) error {
-	if se, ok := errors.AsType[*export.SessionError](err); ok {
-		return explainIn(st, se.Session, err)
-	}
-	return explainIn(st, "", err)
+	return stats, err
 }
 
 func importCommand() *command {
@@ -147,7 +112,7 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 	if err != nil {
 		return err
 	}
-	in := interruptible(ctx, a.stdin)
+	in := termio.Interruptible(ctx, a.stdin)
 	var size int64
 	label := "stdin"
 	if file != "-" {
@@ -165,7 +130,7 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 		}
 		in, label = f, file
 	}
-	cr := &countingReader{r: in}
+	cr := &termio.CountingReader{R: in}
 	br := bufio.NewReaderSize(cr, 256<<10)
 
 	// The first non-blank line tells the format.
@@ -188,7 +153,7 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 	}
 
 	bar := a.newProgress("importing", size)
-	defer bar.finish()
+	defer bar.Finish()
 	st, err := a.open(ctx, readWrite)
 	if err != nil {
 		return err
@@ -214,7 +179,7 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 			return nil
 		}
 	}
-	opts := resume.ImportOptions{Progress: func(read int64, imported int) { bar.update(read, int64(imported)) }}
+	opts := resume.ImportOptions{Progress: func(read int64, imported int) { bar.Update(read, int64(imported)) }}
 	var rep resume.ImportReport
 	if file == "-" {
 		// Hand the transcript reader everything, the first line included.
@@ -225,7 +190,7 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 		// so importing the same file again is a no-op.
 		rep, err = resume.ImportFile(ctx, st, session, file, opts)
 	}
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		return explainIn(st, "", fmt.Errorf("import %s into session %q: %w", label, session, err))
 	}
@@ -259,14 +224,14 @@ func firstLine(br *bufio.Reader, label string) (first, read []byte, err error) {
 
 // importExportFile imports the export in reads into st, and reports what
 // it did.
-func importExportFile(ctx context.Context, a *app, st storage.Engine, in io.Reader, opt export.Options, bar *progress, cr *countingReader) error {
+func importExportFile(ctx context.Context, a *app, st storage.Engine, in io.Reader, opt export.Options, bar *termio.Progress, cr *termio.CountingReader) error {
 	var msgs int64
 	opt.OnMessage = func() {
 		msgs++
-		bar.update(cr.n, msgs)
+		bar.Update(cr.N, msgs)
 	}
 	stats, err := export.Read(ctx, st, in, opt)
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		err = a.importError(st, err)
 		if stats.Sessions > 0 {
@@ -275,7 +240,7 @@ func importExportFile(ctx context.Context, a *app, st storage.Engine, in io.Read
 		return err
 	}
 	if a.json {
-		return writeJSON(a.stdout, stats)
+		return termio.WriteJSON(a.stdout, stats)
 	}
 	fmt.Fprintf(a.stdout, "imported %d session(s), %d messages from %s into %s\n", stats.Sessions, stats.Messages, opt.Name, st.Location())
 	if len(stats.Skipped) > 0 {
@@ -295,7 +260,7 @@ func (a *app) importError(st storage.Engine, err error) error {
 	if e, ok := errors.AsType[*export.UnfinishedError](err); ok {
 		return fmt.Errorf("%v; to remove it: %s", e, a.cmdline("purge %s --yes", shellQuote(e.Session)))
 	}
-	return explainExport(st, err)
+	return explainSession(st, err)
 }
 
 // transcriptSession derives a session name from a transcript's path:
@@ -325,7 +290,7 @@ func transcriptSession(path string) string {
 // was read ("ingested", or "imported" by the command's former name).
 func reportTranscript(a *app, label, db string, rep resume.ImportReport, verb string) error {
 	if a.json {
-		return writeJSON(a.stdout, rep)
+		return termio.WriteJSON(a.stdout, rep)
 	}
 	if rep.Skipped != "" {
 		fmt.Fprintf(a.stdout, "nothing %s into session %q in %s: %s\n", verb, rep.Session, db, rep.Skipped)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 )
@@ -40,7 +41,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 			if err != nil {
 				return explainIn(st, "", fmt.Errorf("verify: %w", err))
 			}
-			repaired, err := setAsideRepaired(ctx, st, rep)
+			repaired, err := persistent.SetAsideRepaired(ctx, st, rep)
 			if err != nil {
 				return explainIn(st, "", fmt.Errorf("verify: %w", err))
 			}
@@ -66,7 +67,7 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 					Repaired []persistent.RepairedCall `json:"repaired,omitempty"`
 					Search   []string                  `json:"search_index,omitempty"`
 				}{rep, repaired, searchProblems}
-				if err := writeJSON(a.stdout, out); err != nil {
+				if err := termio.WriteJSON(a.stdout, out); err != nil {
 					return err
 				}
 			} else {
@@ -90,43 +91,6 @@ For damage, 'ctxstore doctor --salvage OUT' copies what is readable.`,
 			return nil
 		},
 	}
-}
-
-// setAsideRepaired removes from rep the calls without results that repair
-// records answer (an interrupted run, repaired on resume), and returns them:
-// they are not lost, views answer them, so they do not fail verify.
-func setAsideRepaired(ctx context.Context, st storage.Engine, rep *storage.VerifyReport) ([]persistent.RepairedCall, error) {
-	type key struct {
-		session string
-		epoch   uint64
-		call    string
-	}
-	known := map[key]persistent.RepairedCall{}
-	seen := map[string]bool{}
-	for _, p := range rep.Pairing {
-		if p.Kind != storage.CallWithoutResult || seen[p.Session] {
-			continue
-		}
-		seen[p.Session] = true
-		calls, err := persistent.RepairedCalls(ctx, st, p.Session)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range calls {
-			known[key{c.Session, c.Epoch, c.CallID}] = c
-		}
-	}
-	var repaired []persistent.RepairedCall
-	kept := rep.Pairing[:0]
-	for _, p := range rep.Pairing {
-		if c, ok := known[key{p.Session, p.Epoch, p.CallID}]; ok && p.Kind == storage.CallWithoutResult {
-			repaired = append(repaired, c)
-			continue
-		}
-		kept = append(kept, p)
-	}
-	rep.Pairing = kept
-	return repaired, nil
 }
 
 func doctorCommand() *command {
@@ -200,7 +164,7 @@ either flag, doctor lists such logs (so do ls, stats and verify).`,
 			// With --json the verdict goes to stderr: stdout is the report.
 			verdict := a.stdout
 			if a.json {
-				if err := writeJSON(a.stdout, res.Report); err != nil {
+				if err := termio.WriteJSON(a.stdout, res.Report); err != nil {
 					return err
 				}
 				verdict = a.stderr

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/ctxstore/ctxstore/internal/termio"
 )
 
 func versionCommand() *command {
@@ -23,7 +25,7 @@ pseudo-version for a build inside a git checkout, "(devel)" otherwise.
 			}
 			v := buildVersion()
 			if a.json {
-				return writeJSON(a.stdout, map[string]string{"version": v, "go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH})
+				return termio.WriteJSON(a.stdout, map[string]string{"version": v, "go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH})
 			}
 			fmt.Fprintf(a.stdout, "ctxstore %s (%s %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/internal/viewreport"
 	"github.com/ctxstore/ctxstore/persistent"
@@ -69,12 +70,8 @@ as they were. Decisions it makes for a new budget are not saved.`,
 
 func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg ctxstore.Config, full, payload bool) error {
 	// Check the database and the session first, read-only: view writes nothing.
-	st, err := a.open(ctx, readOnly)
+	st, _, err := a.openSession(ctx, readOnly, name)
 	if err != nil {
-		return err
-	}
-	if _, err = session(ctx, st, name); err != nil {
-		st.Close()
 		return err
 	}
 	log := &viewreport.EventLog{}
@@ -93,12 +90,12 @@ func runView(ctx context.Context, a *app, name string, req ctxstore.Request, cfg
 	switch {
 	case payload:
 		for _, l := range rep.Messages {
-			if err := writeRawLine(w, l.Message, a.stdoutIsTerminal()); err != nil {
+			if err := termio.WriteRawLine(w, l.Message, a.stdoutIsTerminal()); err != nil {
 				return err
 			}
 		}
 	case a.json:
-		if err := writeJSON(w, rep); err != nil {
+		if err := termio.WriteJSON(w, rep); err != nil {
 			return err
 		}
 	default:

@@ -2,15 +2,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"strings"
 
-	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/internal/view"
 	"github.com/ctxstore/ctxstore/storage"
 )
@@ -37,10 +35,10 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 			if err != nil {
 				return err
 			}
-			if _, ok := terminal(a.stdin); ok {
+			if _, ok := termio.Terminal(a.stdin); ok {
 				fmt.Fprintln(a.stderr, "reading JSON messages from stdin; end with Ctrl-D")
 			}
-			msgs, err := readMessages(interruptible(ctx, a.stdin), "stdin")
+			msgs, err := termio.ReadMessages(termio.Interruptible(ctx, a.stdin), "stdin", maxMessageBytes)
 			if err != nil {
 				return err
 			}
@@ -63,86 +61,12 @@ ctxstore show old --jsonl | ctxstore --db new.db add work`,
 				return explainIn(st, pos[0], fmt.Errorf("add to session %q: %w", pos[0], err))
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": pos[0], "added": len(recs), "first_seq": first, "last_seq": last})
+				return termio.WriteJSON(a.stdout, map[string]any{"session": pos[0], "added": len(recs), "first_seq": first, "last_seq": last})
 			}
 			fmt.Fprintf(a.stdout, "added %d message(s) to session %q in %s (seq %d-%d)\n", len(recs), pos[0], st.Location(), first, last)
 			return nil
 		},
 	}
-}
-
-// readMessages reads messages from r: a single JSON object (it may span
-// lines), a JSON array of objects, or JSON Lines. Every message is validated;
-// if any fails, the error lists each bad line and no message is returned.
-func readMessages(r io.Reader, name string) ([]ctxstore.Message, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 {
-		return nil, nil
-	}
-	if trimmed[0] == '[' && json.Valid(trimmed) {
-		var items []json.RawMessage
-		if err := json.Unmarshal(trimmed, &items); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		var msgs []ctxstore.Message
-		var problems []string
-		for i, it := range items {
-			m, err := checkMessage(it)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: element %d: %v", name, i, err))
-				continue
-			}
-			msgs = append(msgs, m)
-		}
-		return msgs, problemsError(problems)
-	}
-	if trimmed[0] == '{' && json.Valid(trimmed) {
-		// One object, maybe pretty-printed over several lines.
-		m, err := checkMessage(trimmed)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w; nothing was added", name, err)
-		}
-		return []ctxstore.Message{m}, nil
-	}
-	var msgs []ctxstore.Message
-	var problems []string
-	for no, line := range bytes.Split(data, []byte{'\n'}) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		m, err := checkMessage(line)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s line %d: %v", name, no+1, err))
-			continue
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs, problemsError(problems)
-}
-
-func checkMessage(b []byte) (ctxstore.Message, error) {
-	m, err := ctxstore.ParseMessage(b)
-	if err != nil {
-		return m, err
-	}
-	return m, m.ValidateSize(maxMessageBytes)
-}
-
-func problemsError(problems []string) error {
-	if len(problems) == 0 {
-		return nil
-	}
-	const show = 20
-	msg := strings.Join(problems[:min(len(problems), show)], "\n  ")
-	if len(problems) > show {
-		msg += fmt.Sprintf("\n  ... and %d more", len(problems)-show)
-	}
-	return withSentinel(fmt.Errorf("%d invalid message(s); nothing was added:\n  %s", len(problems), msg), ctxstore.ErrInvalidMessage)
 }
 
 func clearCommand() *command {
@@ -168,7 +92,7 @@ earlier epoch ('ctxstore show SESSION --epoch N'). Use 'purge' to delete.`,
 				return explainIn(st, pos[0], fmt.Errorf("clear session %q: %w", pos[0], err))
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": pos[0], "epoch": epoch})
+				return termio.WriteJSON(a.stdout, map[string]any{"session": pos[0], "epoch": epoch})
 			}
 			fmt.Fprintf(a.stdout, "session %q: now at epoch %d, empty; the earlier history stays readable: %s\n",
 				pos[0], epoch, a.cmdline("show %s --epoch %d", shellQuote(pos[0]), epoch-1))
@@ -202,22 +126,17 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 		run: func(ctx context.Context, a *app, c *command, args []string) error {
 			fs := a.flags(c)
 			epoch := fs.Uint64("epoch", 0, "purge only epoch `N` (an earlier one)")
-			yes := fs.Bool("yes", false, "do not ask for confirmation")
-			fs.BoolVar(yes, "y", false, "short for --yes")
+			yes := yesFlag(fs)
 			pos, err := a.parse(c, fs, args, 1, 1)
 			if err != nil {
 				return err
 			}
 			name := pos[0]
-			st, err := a.openExisting(ctx)
+			st, info, err := a.openSession(ctx, writeExisting, name)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			info, err := session(ctx, st, name)
-			if err != nil {
-				return err
-			}
 			what := fmt.Sprintf("session %q (%d messages in %d epochs)", name, info.TotalMessages, len(info.Epochs))
 			if *epoch != 0 {
 				ep, err := a.findEpoch(st, info, *epoch)
@@ -245,7 +164,7 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 				return fmt.Errorf("purged %s, but the scrub failed (run it again: %s): %w", what, a.cmdline("scrub"), err)
 			}
 			if a.json {
-				return writeJSON(a.stdout, map[string]any{"session": name, "epoch": *epoch, "purged": true, "scrub": rep})
+				return termio.WriteJSON(a.stdout, map[string]any{"session": name, "epoch": *epoch, "purged": true, "scrub": rep})
 			}
 			fmt.Fprintf(a.stdout, "purged %s\n", what)
 			printScrub(a, rep)
@@ -253,6 +172,28 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 			return nil
 		},
 	}
+}
+
+// yesFlag defines --yes and its short -y, for the commands that delete.
+func yesFlag(fs *flag.FlagSet) *bool {
+	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	fs.BoolVar(yes, "y", false, "short for --yes")
+	return yes
+}
+
+// openSession opens the database (see open) and looks up the session name
+// in it, for the commands about one session.
+func (a *app) openSession(ctx context.Context, mode openMode, name string) (storage.Engine, storage.SessionInfo, error) {
+	st, err := a.open(ctx, mode)
+	if err != nil {
+		return nil, storage.SessionInfo{}, err
+	}
+	info, err := session(ctx, st, name)
+	if err != nil {
+		st.Close()
+		return nil, info, err
+	}
+	return st, info, nil
 }
 
 // confirmUnless asks question (see confirm) unless yes; a "no" is an
@@ -272,7 +213,7 @@ func (a *app) confirmUnless(yes bool, question, refused string) error {
 // pipe, a file, /dev/null) it is a usage error, so a script never deletes
 // without --yes.
 func (a *app) confirm(question string) (bool, error) {
-	in, ok := terminal(a.stdin)
+	in, ok := termio.Terminal(a.stdin)
 	if !ok {
 		return false, usagef("stdin is not a terminal to confirm on: add --yes (or -y) to delete without asking")
 	}

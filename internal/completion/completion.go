@@ -5,9 +5,12 @@
 package completion
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/ctxstore/ctxstore/internal/cliflag"
 )
 
 // Flag is one flag as completion offers it.
@@ -19,7 +22,23 @@ type Flag struct {
 }
 
 // dashed is the flag as typed.
-func (f Flag) dashed() string { return Dashed(f.Name) }
+func (f Flag) dashed() string { return cliflag.Dashed(f.Name) }
+
+// FlagsOf returns the flags of fs as completion offers them, but those
+// skip says (nil: none). A flag whose value is named FILE or OUT in its
+// usage completes file names.
+func FlagsOf(fs *flag.FlagSet, skip func(name string) bool) []Flag {
+	var flags []Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		if skip != nil && skip(f.Name) {
+			return
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+		flags = append(flags, Flag{Name: f.Name, Usage: usage, Value: !isBool || !b.IsBoolFlag(), File: arg == "FILE" || arg == "OUT"})
+	})
+	return flags
+}
 
 // Command is one command and its flags; the first of a list, named "", holds
 // the global flags.
@@ -27,15 +46,6 @@ type Command struct {
 	Name, Summary string
 	Flags         []Flag
 	Sessions      bool // its arguments are session names
-}
-
-// Dashed is a flag name as users type it: "-n", "--epoch".
-func Dashed(name string) string {
-	name = strings.TrimLeft(name, "-")
-	if len(name) == 1 {
-		return "-" + name
-	}
-	return "--" + name
 }
 
 // valueFlags lists the flags (of every command) whose value is the next

@@ -282,3 +282,31 @@ func unquote(v string) string {
 	}
 	return b.String()
 }
+
+// Shareable is dsn for a command line shown to its user to paste: without
+// its password (hidden reports one was left out), which PGPASSWORD or
+// ~/.pgpass supplies when the command runs, nor the sslpassword of its TLS
+// key (sslHidden). A string that does not parse is Redact's.
+func Shareable(dsn string) (s string, hidden, sslHidden bool) {
+	s, _, sslHidden, err := Cut(dsn, "sslpassword")
+	if err != nil {
+		return Redact(dsn), true, true
+	}
+	noSSL := s
+	s, _, hidden, err = Cut(noSSL, "password")
+	if err != nil {
+		return Redact(noSSL), true, sslHidden
+	}
+	if !IsURL(s) {
+		return s, hidden, sslHidden
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return Redact(noSSL), strings.Contains(noSSL, "@"), sslHidden
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User, hidden = url.User(u.User.Username()), true
+		s = u.String()
+	}
+	return s, hidden, sslHidden
+}

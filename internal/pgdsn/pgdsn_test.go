@@ -105,3 +105,21 @@ func TestRedactPassword(t *testing.T) {
 		}
 	}
 }
+
+func TestShareable(t *testing.T) {
+	for _, tc := range []struct {
+		in, want          string
+		hidden, sslHidden bool
+	}{
+		{"postgres://u:p%40ss@h/db?schema=x", "postgres://u@h/db?schema=x", true, false},
+		{"postgres://u@h/db", "postgres://u@h/db", false, false},
+		{"postgres://u@h/db?password=p&sslpassword=k&sslmode=require", "postgres://u@h/db?sslmode=require", true, true},
+		{"host=h dbname=d password=secret", "host=h dbname=d", true, false},
+		{"host=h dbname=d", "host=h dbname=d", false, false},
+	} {
+		got, hidden, ssl := Shareable(tc.in)
+		if got != tc.want || hidden != tc.hidden || ssl != tc.sslHidden {
+			t.Errorf("Shareable(%q) = %q, %v, %v; want %q, %v, %v", tc.in, got, hidden, ssl, tc.want, tc.hidden, tc.sslHidden)
+		}
+	}
+}

@@ -136,13 +136,10 @@ func Queue(t testing.TB, queued func() int, release func() error, writes ...func
 	return errs, panics
 }
 
-// RunOrKill runs a child that prints "open" once it is ready, waits for a
-// line on its stdin, does its work and prints "done <nanoseconds>". It
-// tells the child to go and then, with delay >= 0, kills it (SIGKILL)
-// delay later, returning 0; with delay < 0 it waits for the child to
-// finish and returns the duration it printed. Killing at delays spread
-// over that duration kills the work at as many points.
-func RunOrKill(t testing.TB, cmd *exec.Cmd, delay time.Duration) time.Duration {
+// Start starts cmd, a child process to talk to: it returns the child's
+// stdin, to write to, and its stdout, to read line by line. It fails the
+// test if the child cannot be started; waiting for it is the caller's.
+func Start(t testing.TB, cmd *exec.Cmd) (io.WriteCloser, *bufio.Reader) {
 	t.Helper()
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -155,7 +152,18 @@ func RunOrKill(t testing.TB, cmd *exec.Cmd, delay time.Duration) time.Duration {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := bufio.NewReader(out)
+	return in, bufio.NewReader(out)
+}
+
+// RunOrKill runs a child that prints "open" once it is ready, waits for a
+// line on its stdin, does its work and prints "done <nanoseconds>". It
+// tells the child to go and then, with delay >= 0, kills it (SIGKILL)
+// delay later, returning 0; with delay < 0 it waits for the child to
+// finish and returns the duration it printed. Killing at delays spread
+// over that duration kills the work at as many points.
+func RunOrKill(t testing.TB, cmd *exec.Cmd, delay time.Duration) time.Duration {
+	t.Helper()
+	in, r := Start(t, cmd)
 	if line, err := r.ReadString('\n'); err != nil || line != "open\n" {
 		cmd.Process.Kill()
 		cmd.Wait()

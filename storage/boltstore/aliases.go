@@ -37,6 +37,15 @@ var (
 	// ErrReadOnly means a write was asked of a Store opened with
 	// Options.ReadOnly. Nothing was written.
 	ErrReadOnly = storage.ErrReadOnly
+	// ErrNewerFormat means the file, its log or a record in it was written by
+	// a newer ctxstore, in a format this one cannot read fully: upgrade
+	// ctxstore. It is never damage, and nothing is changed.
+	ErrNewerFormat = storage.ErrNewerFormat
+	// ErrMoved means the file at the Store's path is no longer the database
+	// the Store opened: it was moved or removed, or another database (a
+	// restored backup, another copy) was put in its place. Nothing was
+	// written to either; open the path again.
+	ErrMoved = storage.ErrMoved
 )
 
 // The types the store speaks are the engine contract's (package storage).
@@ -61,6 +70,17 @@ type (
 	VerifyProblem = storage.VerifyProblem
 	// PairingIssue is a tool call or result without its other half.
 	PairingIssue = storage.PairingIssue
+)
+
+// The types of the file engine's optional interfaces are package
+// storage's.
+type (
+	// StrayLog is a log beside the file that is not its log.
+	StrayLog = storage.StrayLog
+	// ReplayReport says what ReplayLog did.
+	ReplayReport = storage.ReplayReport
+	// RestoreReport says what Restore did.
+	RestoreReport = storage.RestoreReport
 )
 
 // The bbolt store is an engine.

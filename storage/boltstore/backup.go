@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/identity"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
 
@@ -47,7 +49,10 @@ func (s *Store) Backup(ctx context.Context, out string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = giveNewIdentity(name)
+		err = identity.GiveNew(name)
+	}
+	if err == nil {
+		err = zeroFreeCopy(name)
 	}
 	if err != nil {
 		return fmt.Errorf("backup %s to %s: %w", s.path, out, err)
@@ -58,6 +63,22 @@ func (s *Store) Backup(ctx context.Context, out string) error {
 	os.Remove(name) // at once: a file with two names is refused by Open
 	_ = syncDir(dir)
 	return nil
+}
+
+// zeroFreeCopy zeroes the free pages of the copy at path, which no one
+// else has open, and syncs it: the file's free pages may hold what an
+// erase or a purge took away, committed but not yet scrubbed (a scrub of
+// the store does not reach the copy).
+func zeroFreeCopy(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, _, err := boltpage.ZeroFree(f); err != nil {
+		return fmt.Errorf("zero the copy's free pages: %w", err)
+	}
+	return wal.Fdatasync(f)
 }
 
 // copyApplied writes the bbolt file into f, synced, at a moment when the log

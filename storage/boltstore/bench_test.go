@@ -3,7 +3,6 @@
 package boltstore
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
@@ -273,13 +273,7 @@ func BenchmarkOpenClose(b *testing.B) {
 	}
 	// coldly closes the file as if the linger had run out, so that each
 	// iteration pays the full open.
-	coldly := func() {
-		s.mu.Lock()
-		if s.refs == 0 && s.db != nil {
-			s.closeDB()
-		}
-		s.mu.Unlock()
-	}
+	coldly := func() { s.h.Drop() }
 	b.Run("open-close", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := s.acquire(ctx); err != nil {
@@ -342,18 +336,8 @@ func BenchmarkAppendProcesses(b *testing.B) {
 				session = fmt.Sprintf("own-%d", p)
 			}
 			cmd := child(b, "bench-appender", path, fmt.Sprintf("%s %d", session, perProc))
-			in, err := cmd.StdinPipe()
-			if err != nil {
-				b.Fatal(err)
-			}
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			in, out := testkit.Start(b, cmd)
+			if _, err := out.ReadString('\n'); err != nil {
 				b.Fatal(err)
 			}
 			cmds, stdins = append(cmds, cmd), append(stdins, in)

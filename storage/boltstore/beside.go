@@ -38,7 +38,7 @@ func (s *Store) writeDerived(ctx context.Context, session string, apply func(w *
 
 // besideLog reports whether batch may be committed beside the log t.
 func (s *Store) besideLog(batch []*writeReq, t *tailState) bool {
-	if len(batch) != 1 || batch[0].derived == "" || batch[0].Caught() || t.Mode != tailNormal || s.syncErr.Load() != nil || s.log.File() == nil {
+	if len(batch) != 1 || batch[0].derived == "" || batch[0].Caught() || t.Mode != tailNormal || s.wlog.Failed() || s.log.File() == nil {
 		return false
 	}
 	if ts := t.Session(batch[0].derived); ts != nil && !ts.Exists {
@@ -94,8 +94,8 @@ func (s *Store) commitBeside(db *bbolt.DB, t *tailState, batch []*writeReq) (don
 		// errNeedsLog, or a failure the usual commit meets and reports.
 		return false, false
 	}
-	if s.synced != nil && !s.opts.NoSync {
-		s.synced()
+	if s.wlog.Synced != nil && !s.opts.NoSync {
+		s.wlog.Synced()
 	}
 	r.err = nil
 	same, serr := s.stillAtPath()
@@ -108,25 +108,8 @@ func (s *Store) commitBeside(db *bbolt.DB, t *tailState, batch []*writeReq) (don
 		s.forgetTail()
 		return true, true
 	}
-	s.advanceTails(t, txid)
+	s.tails.Advance(t, txid)
 	return true, false
-}
-
-// advanceTails moves the tails read at t's bbolt transaction on to txid, a
-// commit that changed nothing they hold; any other tail is dropped.
-func (s *Store) advanceTails(t *tailState, txid uint64) {
-	s.tailMu.Lock()
-	defer s.tailMu.Unlock()
-	for _, c := range []**tailState{&s.tail, &s.rtail} {
-		old := *c
-		if old == nil || old.DBDev != t.DBDev || old.DBIno != t.DBIno || old.Txid != t.Txid {
-			*c = nil
-			continue
-		}
-		nt := *old
-		nt.Txid = txid
-		*c = &nt
-	}
 }
 
 // besideSession is wtx.session's part for a commit beside the log: the

@@ -8,6 +8,7 @@ import (
 	"github.com/ctxstore/ctxstore/internal/groupcommit"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/overlay"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -244,8 +245,8 @@ func (s *Store) commitOnce(batch []*writeReq) (redo, committed bool) {
 	defer s.forgetTail()
 
 	next, err := s.applyBatch(db, t, batch)
-	if err == nil && s.synced != nil && !s.opts.NoSync {
-		s.synced()
+	if err == nil && s.wlog.Synced != nil && !s.opts.NoSync {
+		s.wlog.Synced()
 	}
 	logApplied := err == nil
 	if errors.Is(err, errPartial) && len(batch) > 1 {
@@ -336,7 +337,7 @@ func (s *Store) applyBatch(db *bbolt.DB, t *tailState, batch []*writeReq) (next 
 
 // errReplacedMidway is the failure of an operation that read the log
 // against one file and found another at the path when it opened the file.
-var errReplacedMidway = fmt.Errorf("%w: the file at the path was replaced during the operation", ErrMoved)
+var errReplacedMidway = overlay.ErrReplacedMidway
 
 // checkTailFile fails with errReplacedMidway unless the file the Store holds
 // open (acquired by the caller) is the one t, if any, was read against: the
@@ -360,10 +361,7 @@ func (s *Store) checkTailFile(t *tailState) error {
 func (s *Store) holdsTailFile(t *tailState) (bool, error) {
 	// The key was learnt when the file was opened: an open descriptor's
 	// inode never changes.
-	s.mu.Lock()
-	k := s.fileKey
-	s.mu.Unlock()
-	return k == fileKey{Dev: t.DBDev, Ino: t.DBIno}, nil
+	return s.h.Key() == fileKey{Dev: t.DBDev, Ino: t.DBIno}, nil
 }
 
 // emptyAppliedLog empties the log after a commit into db applied t, giving
@@ -388,7 +386,7 @@ func (s *Store) emptyAppliedLog(db *bbolt.DB, t *tailState, next wal.Header) {
 	if s.log.Reset(next) == nil {
 		// The log's records are now in the file, synced by this commit:
 		// the log may be used again.
-		s.syncErr.Store(nil)
+		s.wlog.Recovered()
 	}
 }
 

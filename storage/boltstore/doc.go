@@ -20,11 +20,15 @@
 // [Restore]).
 //
 // Its parts are packages of their own under internal/: the write-ahead
-// log's format (wal), the file layout (layout), the bbolt page reader
-// (boltpage), lock waiting (filelock), salvage, the page-by-page check
-// (verify), operations on files no Store has open (fileops), the registry
-// behind OpenShared (sharing) and Watch's directory watch (filewatch);
-// docs/architecture.md maps them.
+// log (wal), the Store's overlays of it (overlay), appends committed to it
+// alone (logappend), logs beside the file that are not its own (straylog),
+// the file open only while used (handle), a Store's presence in its files
+// (presence), which database a file is (identity), the file layout
+// (layout), the bbolt page reader (boltpage), lock waiting (filelock), an
+// imported session's records (sessionimport), salvage, the page-by-page
+// check (verify), operations on files no Store has open (fileops), the
+// registry behind OpenShared (sharing) and Watch's directory watch
+// (filewatch); docs/architecture.md maps them.
 //
 // docs/engines.md describes the guarantees (durability, atomicity,
 // conditional writes, damage never crashing the process), the write-ahead

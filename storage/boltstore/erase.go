@@ -9,14 +9,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
-	"go.etcd.io/bbolt"
 )
-
-// keyScrub, under the "ctxstore" bucket, says a scrub is owed: set in the
-// transaction of an erase, removed once Scrub has zeroed the erased bytes
-// everywhere. A process killed in between leaves it set, and the next
-// Open that may write finishes the scrub.
-const keyScrub = "scrub"
 
 // EraseMessages erases the messages of session with the given seqs in one
 // transaction (see storage.Eraser): each keeps its seq, epoch, time, role,
@@ -101,7 +94,7 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 	ws.meta.Erasures++
 	ws.meta.Updated = time.Now().UnixNano()
 	ws.dirty = true
-	return markScrub(w.tx)
+	return layout.MarkScrub(w.tx)
 }
 
 // dropDerivedKinds deletes session's derived records of the given kinds
@@ -165,21 +158,6 @@ func (w *wtx) retitle(ws *wsession) error {
 		ws.meta.Title, ws.dirty = title, true
 	}
 	return nil
-}
-
-// markScrub records in tx that a scrub is owed.
-func markScrub(tx *bbolt.Tx) error {
-	b, err := tx.CreateBucketIfNotExists([]byte(layout.BucketStore))
-	if err != nil {
-		return err
-	}
-	return b.Put([]byte(keyScrub), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
-}
-
-// scrubOwed reports whether an erase's scrub was left unfinished.
-func scrubOwed(tx *bbolt.Tx) bool {
-	b := tx.Bucket([]byte(layout.BucketStore))
-	return b != nil && b.Get([]byte(keyScrub)) != nil
 }
 
 // The engine and its shared handle erase and scrub.

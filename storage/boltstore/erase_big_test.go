@@ -57,7 +57,7 @@ func TestEraseBigFile(t *testing.T) {
 	}
 	w0 := wchar(t)
 	start := time.Now()
-	res, err := storage.Erase(ctx, st, "big-050", seq)
+	res, err := storage.Erase(ctx, st, "big-050", eraseDrops, seq)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func TestEraseChild(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, err := storage.Erase(context.Background(), st, "s", seqs...); err != nil {
+		if _, err := storage.Erase(context.Background(), st, "s", eraseDrops, seqs...); err != nil {
 			return err
 		}
 		fmt.Println("done", time.Since(start).Nanoseconds())
@@ -57,9 +57,9 @@ func crashStore(t *testing.T, path string) []storage.Entry {
 	}
 	defer st.Close()
 	for i := range 400 {
-		st.logMessages = 0
+		st.wlog.MaxMessages = 0
 		if i >= 360 {
-			st.logMessages = 1000 // the last ones stay in the log
+			st.wlog.MaxMessages = 1000 // the last ones stay in the log
 		}
 		txt := strings.Repeat("filler ", 40) + strconv.Itoa(i)
 		if i%20 == 0 {
@@ -213,7 +213,7 @@ func TestEraseBesideAppender(t *testing.T) {
 		acked <- last
 	}()
 	for i := range 40 {
-		if _, err := storage.Erase(ctx, st, "s", uint64(i+1)); err != nil {
+		if _, err := storage.Erase(ctx, st, "s", eraseDrops, uint64(i+1)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/identity"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -119,21 +120,21 @@ func (fileEngine) CopyApplied(ctx context.Context, path string, f *os.File) erro
 // ForeignLog reports whether log belongs to a database other than the
 // file's.
 func (fileEngine) ForeignLog(tx *bbolt.Tx, log *os.File) (bool, error) {
-	st, err := readFileState(tx)
-	if err != nil || !st.hasID || log == nil {
+	st, err := identity.Read(tx)
+	if err != nil || !st.HasID || log == nil {
 		return false, err
 	}
-	_, foreign := wal.ForeignID(log, st.id)
+	_, foreign := wal.ForeignID(log, st.ID)
 	return foreign, nil
 }
 
 // NewIdentity gives the store file at path an identity of its own.
-func (fileEngine) NewIdentity(path string) error { return giveNewIdentity(path) }
+func (fileEngine) NewIdentity(path string) error { return identity.GiveNew(path) }
 
 // Upgrade returns migrateCopy for a file of the nested layout (formats 1
 // and 2).
 func (fileEngine) Upgrade(tx *bbolt.Tx) func(dst, src *bbolt.DB) error {
-	if nestedLayout(tx) {
+	if identity.Nested(tx) {
 		return migrateCopy
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/handle"
 	"go.etcd.io/bbolt"
 )
 
@@ -149,10 +150,7 @@ func TestGuardNamesFile(t *testing.T) {
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), st.Path()) {
 		t.Fatalf("want ErrCorrupt naming %s, got %v", st.Path(), err)
 	}
-	st.mu.Lock()
-	lingering := st.db != nil
-	st.mu.Unlock()
-	if lingering {
+	if st.h.IsOpen() {
 		t.Errorf("the database stays open after a fault")
 	}
 	appendText(t, st, "s", "still works")
@@ -172,7 +170,7 @@ func childCutAfterOpen(path string) string {
 	if _, err := st.Sessions(ctx); err != nil {
 		return "sessions-before=" + outcome(err)
 	}
-	time.Sleep(20 * lingerFor)
+	time.Sleep(20 * handle.LingerFor)
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "stat=" + outcome(err)

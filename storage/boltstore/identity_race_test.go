@@ -225,9 +225,9 @@ func TestCommitIntoAFileMovedAwayIsAcknowledged(t *testing.T) {
 	if err := st.Backup(ctx, backup); err != nil {
 		t.Fatal(err)
 	}
-	st.logBytes = 0 // appends commit to bbolt
-	st.synced = func() {
-		st.synced = nil
+	st.wlog.MaxBytes = 0 // appends commit to bbolt
+	st.wlog.Synced = func() {
+		st.wlog.Synced = nil
 		if err := os.Rename(path, archive); err != nil {
 			t.Error(err)
 		}

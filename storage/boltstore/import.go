@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"maps"
-	"slices"
-	"time"
 
-	"github.com/ctxstore/ctxstore"
-	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/sessionimport"
 )
 
 // importBatch bounds one import transaction.
@@ -74,19 +70,11 @@ func (s *Store) ImportSession(ctx context.Context, info SessionInfo, entries ite
 // newImporter checks info before anything is written (each entry is
 // checked as it comes, by add), the same way as every engine does.
 func newImporter(info SessionInfo) (*importer, error) {
-	name := info.Name
-	if err := checkSession(name); err != nil {
+	si, err := sessionimport.New(info)
+	if err != nil {
 		return nil, err
 	}
-	chk, err := storage.NewImportCheck(info)
-	if err != nil {
-		return nil, fmt.Errorf("store: import session %q: %w", name, err)
-	}
-	created := info.Created.UnixNano()
-	if info.Created.IsZero() {
-		created = time.Now().UnixNano()
-	}
-	return &importer{name: name, info: info, created: created, chk: chk, scratch: layout.NewMeta(0)}, nil
+	return &importer{Session: si, name: si.Name, created: si.Created}, nil
 }
 
 // unchanged reports whether m is still the metadata the last batch wrote:
@@ -96,25 +84,24 @@ func (im *importer) unchanged(m *layout.Meta) bool {
 	return m.LastSeq == w.LastSeq && m.Epoch == w.Epoch && m.Total == w.Total && m.Messages == w.Messages
 }
 
-// importer accumulates what the session's metadata needs from the entries.
+// importer is an import's session (internal/sessionimport) and how far its
+// batches are written.
 type importer struct {
+	*sessionimport.Session
 	name    string
-	info    SessionInfo
 	created int64
-	// chk checks the entries and keeps their epochs.
-	chk       *storage.ImportCheck
-	lastEpoch uint64
-	total     int
-	title     string
-	// scratch is the latest epoch's counts so far, kept by the code
-	// Append uses.
-	scratch layout.Meta
 	// createdSession is set once a batch created the session.
 	createdSession bool
 	// written is the metadata the last batch wrote; each later batch
 	// checks the session still has it.
 	written layout.Meta
 }
+
+// add checks e and accounts for it (see sessionimport.Session.Add).
+func (im *importer) add(e Entry) (layout.Envelope, error) { return im.Add(e) }
+
+// finish builds the session's metadata from info and the entries so far.
+func (im *importer) finish() layout.Meta { return im.Meta() }
 
 // importEntries writes the entries in batches, each with the session's
 // metadata as it stands after it; the first batch creates the session.
@@ -214,60 +201,4 @@ func (im *importer) put(w *wtx, ws *wsession, envs []layout.Envelope) error {
 		}
 	}
 	return nil
-}
-
-// add checks e and accounts for it.
-func (im *importer) add(e Entry) (layout.Envelope, error) {
-	if err := im.chk.Entry(e); err != nil {
-		return layout.Envelope{}, fmt.Errorf("store: import session %q: %w", im.name, err)
-	}
-	msg, err := ctxstore.ParseMessage(e.Raw)
-	if err != nil {
-		return layout.Envelope{}, fmt.Errorf("store: import session %q seq %d: %w", im.name, e.Seq, err)
-	}
-	env := layout.Envelope{Seq: e.Seq, Epoch: e.Epoch, Time: e.Time.UnixNano(), Role: msg.Role(), Tokens: e.Tokens, Counter: e.Counter,
-		CallIDs: msg.CallIDs(), ResultIDs: msg.ResultIDs(), Raw: msg.Bytes(), Session: im.name}
-	if e.Time.IsZero() {
-		env.Time = 0
-	}
-	if e.Epoch != im.lastEpoch {
-		im.scratch = layout.NewMeta(0)
-	}
-	im.total++
-	im.lastEpoch = e.Epoch
-	im.scratch.Add(&env, msg)
-	if im.title == "" && msg.Role() == ctxstore.RoleUser && !msg.IsToolResult() {
-		im.title = storage.Title(msg.Text())
-	}
-	return env, nil
-}
-
-// finish builds the session's metadata from info and the entries so far.
-func (im *importer) finish() layout.Meta {
-	info, created := im.info, im.created
-	m := layout.Meta{Created: created, Updated: info.Updated.UnixNano(), Title: info.Title, Total: im.total}
-	if info.Updated.IsZero() {
-		m.Updated = created
-	}
-	if m.Title == "" {
-		m.Title = im.title
-	}
-	// Epochs, the current one and the last seq, worked out as every
-	// engine does.
-	l := im.chk.Layout(layout.UnixTime(m.Updated))
-	m.Epoch, m.EpochSeq, m.LastSeq = l.Epoch, l.EpochStartSeq, l.LastSeq
-	for _, ei := range l.Epochs {
-		em := layout.EpochMeta{Epoch: ei.Epoch, First: ei.FirstSeq, Last: ei.LastSeq, Messages: ei.Messages, Purged: ei.Purged}
-		if !ei.Started.IsZero() {
-			em.Started = ei.Started.UnixNano()
-		}
-		m.Epochs = append(m.Epochs, em)
-	}
-	// Counts of the current epoch, kept by the code Append uses.
-	if im.lastEpoch == m.Epoch {
-		sc := &im.scratch
-		m.Messages, m.Tokens, m.Bytes, m.Counters = sc.Messages, sc.Tokens, sc.Bytes, maps.Clone(sc.Counters)
-		m.Pinned, m.FirstUser = slices.Clone(sc.Pinned), sc.FirstUser
-	}
-	return m
 }

@@ -53,31 +53,37 @@ func (s *Store) ListSessions(ctx context.Context, opts storage.ListOptions) iter
 // to limit of those in bbolt (0: all of them) with the ones only the log
 // knows among them; more reports that the page stopped at limit.
 func (s *Store) sessionPage(ctx context.Context, prefix, after string, first bool, limit int) (out []SessionInfo, more bool, err error) {
-	err = s.readView(ctx, func(v *rview) error {
-		out, more = out[:0], false
-		tx, err := v.bolt()
-		if err != nil {
-			return err
+	err = s.readView(ctx, func(v *rview) (err error) {
+		out, more, err = v.sessionPage(prefix, after, first, limit)
+		return err
+	})
+	return out, more, err
+}
+
+// sessionPage is Store.sessionPage within the read v, its sessions in
+// name order.
+func (v *rview) sessionPage(prefix, after string, first bool, limit int) (out []SessionInfo, more bool, err error) {
+	tx, err := v.bolt()
+	if err != nil {
+		return nil, false, err
+	}
+	t := v.t
+	sessions, err := namesBucket(tx)
+	if errors.Is(err, ErrCorrupt) {
+		return nil, false, err
+	}
+	if err == nil { // else a file no writer has initialised
+		if out, more, err = boltPage(sessions, t, prefix, after, first, limit); err != nil {
+			return nil, false, err
 		}
-		t := v.t
-		sessions, err := namesBucket(tx)
-		if errors.Is(err, ErrCorrupt) {
-			return err
-		}
-		if err == nil { // else a file no writer has initialised
-			if out, more, err = boltPage(sessions, t, prefix, after, first, limit); err != nil {
-				return err
+		if len(out) == 0 && first && prefix == "" {
+			// No session in bbolt: believed only of a sound tree.
+			if err := boltpage.TreeDamage(tx.DB().Path(), layout.BucketNames); err != nil {
+				return nil, false, err
 			}
-			if len(out) == 0 && first && prefix == "" {
-				// No session in bbolt: believed only of a sound tree.
-				if err := boltpage.TreeDamage(tx.DB().Path(), layout.BucketNames); err != nil {
-					return err
-				}
-			}
 		}
-		if t == nil {
-			return nil
-		}
+	}
+	if t != nil {
 		// Sessions only the log knows, within this page's names.
 		bound := ""
 		if more {
@@ -89,10 +95,9 @@ func (s *Store) sessionPage(ctx context.Context, prefix, after string, first boo
 				out = append(out, ts.Meta.Info(name))
 			}
 		}
-		return nil
-	})
+	}
 	slices.SortFunc(out, func(a, b SessionInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out, more, err
+	return out, more, nil
 }
 
 // boltPage reads up to limit sessions (0: all) of bbolt's session records

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/identity"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"go.etcd.io/bbolt"
 )
@@ -28,11 +29,7 @@ var ErrNeedsUpgrade = errors.New("the file is of an older format: open it once f
 
 // migrateCopy is layout.Upgrade, the copy of a file of the nested layout
 // into the flat one, with this engine's buckets and identity.
-func migrateCopy(dst, src *bbolt.DB) error { return layout.Upgrade(dst, src, initStore) }
-
-// nestedLayout reports whether tx reads a file of the nested layout, which
-// needs the migration.
-func nestedLayout(tx *bbolt.Tx) bool { return tx.Bucket([]byte(layout.BucketSessions)) != nil }
+func migrateCopy(dst, src *bbolt.DB) error { return layout.Upgrade(dst, src, identity.Init) }
 
 // upgrade migrates the file at s.path in place (see the top of this file);
 // if another process upgraded it meanwhile, this is a plain shrink.

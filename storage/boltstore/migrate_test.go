@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/identity"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
 	"github.com/ctxstore/ctxstore/storage/export"
 	"github.com/ctxstore/ctxstore/storage/storagetest"
@@ -180,7 +181,7 @@ func storedFormat(t testing.TB, path string) string {
 	var v string
 	_ = db.View(func(tx *bbolt.Tx) error {
 		v = string(tx.Bucket([]byte(layout.BucketStore)).Get([]byte(layout.KeyFormat)))
-		if nestedLayout(tx) {
+		if identity.Nested(tx) {
 			v += " nested"
 		}
 		return nil

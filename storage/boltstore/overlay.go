@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -12,10 +13,10 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// The log's overlay on the bbolt file (wal.Tail) as the engine keeps it: a
-// writer's and a reader's, brought up to date from the files under the
-// log's lock (catchUp), and applied to bbolt by a commit (applyLog). What
-// only the log knows (its file, its lock, reading its records into the
+// The log's overlay on the bbolt file (wal.Tail) as the engine uses it: a
+// writer's and a reader's, kept current by internal/overlay, which reads the
+// file through overlayFile, and applied to bbolt by a commit (applyLog).
+// What only the log knows (its file, its lock, reading its records into the
 // overlay) is internal/wal's; what needs bbolt (the file's transaction,
 // its sessions, applying records) is here.
 
@@ -33,107 +34,30 @@ const (
 	tailStale  = wal.Stale
 )
 
-// catchUp brings the tail up to date with the files and returns it. The
-// caller holds the log's lock (exclusive when exclusive is set: then bytes
-// left by a write cut short are cut off the log).
-//
-// A writer (exclusive) reads every whole record: its checks must see every
-// other writer's appends, and its sync carries the ones it builds on. A
-// reader reads only the records the log is synced up to, so that nothing it
-// shows can vanish in a power cut; each keeps its own tail.
+// fileKey is a file's device and inode.
+type fileKey = wal.FileKey
+
+// catchUp brings the tail up to date with the files and returns it (see
+// overlay.Keeper.CatchUp). The caller holds the log's lock (exclusive when
+// exclusive is set).
 func (s *Store) catchUp(ctx context.Context, exclusive bool) (*tailState, error) {
-	s.tailMu.Lock()
-	defer s.tailMu.Unlock()
-	cache := &s.rtail
-	if exclusive {
-		cache = &s.tail
-	}
-	t, err := s.catchUpLocked(ctx, *cache, exclusive)
-	if err != nil {
-		return nil, err
-	}
-	*cache = t
-	return t, nil
+	return s.tails.CatchUp(ctx, exclusive)
 }
 
-func (s *Store) catchUpLocked(ctx context.Context, old *tailState, exclusive bool) (*tailState, error) {
-	key, txid, held, err := s.boltStamp(old)
-	if err != nil {
-		return nil, err
-	}
-	dev, ino := key.Dev, key.Ino
-	f := s.log.File()
-	var hdr wal.Header
-	hasHdr := false
-	var synced int64
-	if f != nil {
-		if hdr, hasHdr, synced, err = s.log.ReadHeader(); err != nil {
-			return nil, err
-		}
-	}
-	t := old
-	if w := s.tail; !exclusive && w != s.rtail && w.BuiltOn(dev, ino, txid, hdr, hasHdr) && w.Mode == tailNormal &&
-		!w.Torn && (w.Off <= synced || w.Off == wal.HeaderSize) && (!t.BuiltOn(dev, ino, txid, hdr, hasHdr) || t.Off < w.Off) {
-		// The writer's tail (this process's appends) is synced (a new
-		// generation's header says synced 0 until its first record): a
-		// reader takes it instead of reading and decoding them again.
-		t = w
-	}
-	if !t.BuiltOn(dev, ino, txid, hdr, hasHdr) {
-		if t, err = s.rebuildTail(ctx, dev, ino, txid, hdr, hasHdr); err != nil {
-			return nil, err
-		}
-	}
-	if t.Held != held {
-		nt := *t
-		nt.Held = held
-		t = &nt
-	}
-	read := wal.Reading{Owner: s.path, F: f, Path: s.log.Path(), Synced: synced, Exclusive: exclusive, Cut: exclusive && !s.opts.ReadOnly}
-	return t.Advance(read, func(t *tailState, names []string) error { return s.loadSessions(ctx, t, names) })
+// overlayFile is the bbolt file as the overlay's catch-up reads it.
+type overlayFile struct{ s *Store }
+
+func (f overlayFile) Held(k fileKey) (uint64, *os.File) { return f.s.h.Held(k) }
+
+func (f overlayFile) View(ctx context.Context, at fileKey, fn func(tx *bbolt.Tx) error) error {
+	return f.s.boltAt(ctx, &at, fn)
 }
 
-// rebuildTail starts a tail afresh for the bbolt file at the path.
-func (s *Store) rebuildTail(ctx context.Context, dev, ino, txid uint64, hdr wal.Header, hasHdr bool) (*tailState, error) {
-	var applied wal.Applied
-	hasApplied, predecessors := false, false
-	err := s.boltAt(ctx, &fileKey{Dev: dev, Ino: ino}, func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(layout.BucketStore))
-		if b == nil {
-			return nil
-		}
-		var err error
-		applied, hasApplied, err = wal.DecodeApplied(b.Get([]byte(wal.KeyState)))
-		if err == nil && hasApplied && hasHdr && hdr.ID != applied.ID {
-			predecessors = predecessorsLog(b, hdr, s.logSize)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if s.hasID && (!hasApplied || applied.ID != s.id) {
-		return nil, fmt.Errorf("store %s: %w: it holds database %s, this Store opened %s; open the path again to use the file now there",
-			s.path, ErrMoved, idString(applied.ID), idString(s.id))
-	}
-	s.followPresence(fileKey{Dev: dev, Ino: ino})
-	t := wal.NewTail(dev, ino, txid, hdr, hasHdr, applied, hasApplied)
-	if predecessors {
-		// Every record of it is in the file already: nothing beyond
-		// bbolt, and a writer empties it, as an older generation's.
-		t.Mode, t.Foreign, t.Off = tailStale, false, wal.HeaderSize
-	}
-	return t, nil
+func (f overlayFile) Sessions(ctx context.Context, t *tailState, names []string) error {
+	return f.s.loadSessions(ctx, t, names)
 }
 
-// logSize is the size of the open log. The caller holds its lock.
-func (s *Store) logSize() (int64, error) {
-	fi, err := s.log.File().Stat()
-	if err != nil {
-		return 0, err
-	}
-	return fi.Size(), nil
-}
+func (f overlayFile) Found(k fileKey) { f.s.followPresence(k) }
 
 // loadSessions reads the named sessions' metadata from bbolt into t (whose
 // sessions map the caller owns).
@@ -282,9 +206,5 @@ func (w *wtx) applySession(name string, ts *tailSession) error {
 	return nil
 }
 
-// forgetTail drops the tail: the next operation rebuilds it from the files.
-func (s *Store) forgetTail() {
-	s.tailMu.Lock()
-	s.tail, s.rtail = nil, nil
-	s.tailMu.Unlock()
-}
+// forgetTail drops the tails: the next operation rebuilds them from the files.
+func (s *Store) forgetTail() { s.tails.Forget() }

@@ -33,7 +33,7 @@ func holdCommit(t *testing.T, st *Store, fault func(n int64)) (release func() er
 	}
 	var syncs atomic.Int64
 	entered, let := make(chan struct{}), make(chan struct{})
-	st.synced = func() {
+	st.wlog.Synced = func() {
 		n := syncs.Add(1) - 1
 		if n == 0 {
 			close(entered)
@@ -71,7 +71,7 @@ func holdCommit(t *testing.T, st *Store, fault func(n int64)) (release func() er
 func queueBehind(t *testing.T, st *Store, fault func(n int64), writes ...func() error) (errs []error, panics []any) {
 	t.Helper()
 	release := holdCommit(t, st, fault)
-	defer func() { st.synced = nil }() // every commit that calls it has returned
+	defer func() { st.wlog.Synced = nil }() // every commit that calls it has returned
 	return testkit.Queue(t, func() int { return queued(st) }, release, writes...)
 }
 
@@ -118,12 +118,12 @@ func TestPanicInCallback(t *testing.T) {
 		st, _ := openTemp(t)
 		// Appends go to the log, except when it is full: a panicking
 		// check on both paths.
-		st.logMessages = 0
+		st.wlog.MaxMessages = 0
 		var err error
 		if p := testkit.Recovered(func() { _, _, err = st.AppendIf(ctx, "s", panicky, text("user", "never")) }); p != errBoom {
 			t.Fatalf("AppendIf (to bbolt) whose check panics: recovered %v (error %v), want the check's panic value", p, err)
 		}
-		st.logMessages = wal.MaxMessages
+		st.wlog.MaxMessages = wal.MaxMessages
 		writesOn(t, st)
 		if _, _, err := st.Append(ctx, "s", text("user", "s1")); err != nil {
 			t.Fatal(err)
@@ -258,7 +258,7 @@ func TestPanicInCallback(t *testing.T) {
 func TestQueuedWriteHonoursContext(t *testing.T) {
 	st, _ := openTemp(t)
 	release := holdCommit(t, st, nil)
-	defer func() { st.synced = nil }()
+	defer func() { st.wlog.Synced = nil }()
 	type result struct {
 		err  error
 		took time.Duration
@@ -329,7 +329,7 @@ func TestQueuedWriteTakenIntoCommit(t *testing.T) {
 			<-let
 		}
 	})
-	defer func() { st.synced = nil }()
+	defer func() { st.wlog.Synced = nil }()
 	lead := make(chan error, 1)
 	go func() {
 		_, _, err := st.Append(ctx, "q", text("user", "lead"))
@@ -401,7 +401,7 @@ func TestQueuedWriteGivesUpRacingCommit(t *testing.T) {
 				t.Fatalf("round %d: a write hangs", i)
 			}
 		}
-		st.synced = nil
+		st.wlog.Synced = nil
 		if keptErr != nil {
 			t.Fatalf("round %d: the write that did not give up: %v", i, keptErr)
 		}

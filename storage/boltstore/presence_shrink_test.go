@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxstore/ctxstore/internal/testkit"
 )
 
 // childOpenHolder opens the store at path, appends, prints "open", and
@@ -101,17 +103,7 @@ func restoreAfterShrink(t *testing.T, busy bool) {
 func startTalking(t *testing.T, role, path string) (io.Writer, *bufio.Reader) {
 	t.Helper()
 	cmd := child(t, role, path, "")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	in, out := testkit.Start(t, cmd)
 	t.Cleanup(func() { in.Close(); cmd.Wait() })
-	return in, bufio.NewReader(out)
+	return in, out
 }

@@ -443,18 +443,8 @@ func TestLockTimeout(t *testing.T) {
 	}
 
 	holder := child(t, "holder", path, "")
-	stdin, err := holder.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "locked\n" {
+	stdin, out := testkit.Start(t, holder)
+	if line, _ := out.ReadString('\n'); line != "locked\n" {
 		t.Fatalf("holder said %q", line)
 	}
 

@@ -7,12 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/straylog"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
@@ -78,68 +76,23 @@ func (s *Store) StrayLogs(ctx context.Context) ([]StrayLog, error) {
 	if err := s.live(); err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(s.path)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("store %s: look for logs beside it: %w", s.path, err)
-	}
-	own := filepath.Base(s.log.Path())
-	var out []StrayLog
-	for _, e := range ents {
-		name := e.Name()
-		if !e.Type().IsRegular() || !wal.IsLogName(name) {
-			continue
-		}
-		path := filepath.Join(dir, name)
-		h, envs, err := wal.Envelopes(path)
-		if err != nil || len(envs) == 0 {
-			continue
-		}
-		l := StrayLog{Path: path, Mine: s.hasID && h.ID == s.id, Messages: len(envs)}
-		switch {
-		case name == own && (l.Mine || !s.hasID):
-			continue // the file's own log
-		case name == own:
-			// Another database's, not yet set aside: a write does that,
-			// or empties it if it is the log of the database this file
-			// was copied from and this file holds it.
-			if pred, err := s.predecessorsLogAt(ctx, h, path); err != nil {
-				return nil, err
-			} else if pred {
-				continue
-			}
-		case !l.Mine && !strings.HasPrefix(name, own+wal.OrphanInfix):
-			continue // another database's log, beside its own file
-		case logOfAnotherFile(path, h.ID) != "":
-			// The log of a file beside this one, a copy of this
-			// database (cp keeps the identity): that copy's own.
-			continue
-		}
-		if l.Mine {
-			if l.Missing, err = s.missingFrom(ctx, envs); err != nil {
-				return nil, err
-			}
-		}
-		out = append(out, l)
-	}
-	return out, nil
+	return straylog.Find(ctx, s.strayDB())
 }
 
-// predecessorsLogAt is predecessorsLog for the log at path, whose header
-// is h.
-func (s *Store) predecessorsLogAt(ctx context.Context, h wal.Header, path string) (bool, error) {
-	pred := false
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		pred = predecessorsLog(tx.Bucket([]byte(layout.BucketStore)), h, func() (int64, error) {
-			fi, err := os.Stat(path)
-			if err != nil {
-				return 0, err
-			}
-			return fi.Size(), nil
-		})
-		return nil
-	})
-	return pred, err
+// strayDB is the Store's database as internal/straylog reads it.
+func (s *Store) strayDB() straylog.Database {
+	return straylog.Database{Path: s.path, Log: s.log.Path(), ID: s.id, HasID: s.hasID,
+		View: s.view, Missing: s.missingFrom, IDOf: identityOf}
+}
+
+// identityOf reads the identity of the store file at path.
+func identityOf(path string) ([wal.IDLen]byte, bool, error) {
+	other, err := Open(path, Options{ReadOnly: true, LockTimeout: time.Second})
+	if err != nil {
+		return [wal.IDLen]byte{}, false, err
+	}
+	defer other.Close()
+	return other.id, other.hasID, nil
 }
 
 // missingFrom counts the envelopes the file does not hold at their seq.
@@ -188,33 +141,15 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	if s.opts.ReadOnly {
 		return nil, fmt.Errorf("store %s: replay %s: %w", s.path, log, ErrReadOnly)
 	}
-	if same, _ := filepath.Abs(log); same == s.log.Path() {
-		return nil, fmt.Errorf("store %s: %s is its own log, applied by every write", s.path, log)
-	}
-	f, err := os.OpenFile(log, os.O_RDWR|syscall.O_NOFOLLOW, 0)
+	l, err := straylog.Open(s.strayDB(), log)
 	if err != nil {
-		return nil, fmt.Errorf("store %s: replay: %w", s.path, err)
+		return nil, err
 	}
-	defer f.Close()
-	if err := filelock.Retry(f, syscall.LOCK_EX); err != nil {
-		return nil, fmt.Errorf("store %s: replay: lock %s: %w", s.path, log, err)
-	}
-	recs, h, err := wal.ReadRecords(f, log)
-	if err != nil {
-		return nil, fmt.Errorf("store %s: replay: %w", s.path, err)
-	}
-	if !s.hasID || h.ID != s.id {
-		return nil, fmt.Errorf("store %s: replay: the log %s belongs to database %s, not to this one (%s): replay it into its own file (ctxstore verify and ls name the logs that belong to a file)",
-			s.path, log, idString(h.ID), idString(s.id))
-	}
-	if file := logOfAnotherFile(log, h.ID); file != "" {
-		return nil, fmt.Errorf("store %s: replay: %s is the log of %s, a copy of this database (a copy made with cp keeps the identity, and has a log of its own): its messages are that file's; open %s to read them",
-			s.path, log, file, file)
-	}
+	defer l.Close()
 	r := &ReplayReport{Log: log}
 	err = s.write(ctx, func(w *wtx) error {
 		r.Added, r.Present = 0, 0
-		for _, v := range slices.Concat(recs...) {
+		for _, v := range slices.Concat(l.Records...) {
 			before := w.lastSeqs()
 			if err := w.putLogged(v, false); err != nil {
 				return err
@@ -235,32 +170,6 @@ func (s *Store) ReplayLog(ctx context.Context, log string) (*ReplayReport, error
 	}
 	_ = syncDir(filepath.Dir(log))
 	return r, nil
-}
-
-// logOfAnotherFile returns the store file whose log log is by its name
-// (FILE-wal), when that file exists and the log, carrying identity id, may
-// be its own: FILE has that identity too (a cp of a database keeps it), or
-// FILE's identity cannot be read. Such a log is never another file's to
-// list or replay. It returns "" for a set-aside log, for a log whose file is
-// gone (moved away without it), and for one whose file is another database
-// (put at the moved file's name; its first write sets the log aside).
-func logOfAnotherFile(log string, id [wal.IDLen]byte) string {
-	if !strings.HasSuffix(log, wal.Suffix) {
-		return ""
-	}
-	file := strings.TrimSuffix(log, wal.Suffix)
-	if fi, err := os.Stat(file); err != nil || !fi.Mode().IsRegular() {
-		return ""
-	}
-	other, err := Open(file, Options{ReadOnly: true, LockTimeout: time.Second})
-	if err != nil {
-		return file
-	}
-	defer other.Close()
-	if other.hasID && other.id != id {
-		return ""
-	}
-	return file
 }
 
 // lastSeqs sums the last seqs of the sessions the transaction touched: it

@@ -32,7 +32,7 @@ func TestRewindEraseChild(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = storage.Erase(ctx, st, "s", seqs...)
+		_, err = storage.Erase(ctx, st, "s", eraseDrops, seqs...)
 		return err
 	})
 }
@@ -135,11 +135,11 @@ func TestForkAfterEraseKeepsItErased(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A saved view decision holding a summary of the message.
-	if err := st.PutDerived(ctx, "s", "view", "v1/e00000000000000000001/b1000", []byte(`{"summary":"user's key is `+rewindMarker+`"}`)); err != nil {
+	// A summary of the message, of the kind the erase drops (eraseDrops).
+	if err := st.PutDerived(ctx, "s", eraseDrops[0], "e1/b1000", []byte(`{"summary":"user's key is `+rewindMarker+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, ferr := storage.Fork(ctx, &eraseBeforeImport{eraseBeforeReplace{Store: st, t: t, path: path}}, "s", "d", 0, nil)
+	_, ferr := storage.Fork(ctx, &eraseBeforeImport{eraseBeforeReplace{Store: st, t: t, path: path}}, "s", "d", 0, []storage.Carry{{Kind: eraseDrops[0]}})
 	if ferr != nil {
 		t.Logf("fork: %v", ferr)
 		if where := fileLeaks(t, st, []byte(rewindMarker)); len(where) > 0 {
@@ -158,7 +158,7 @@ func TestForkAfterEraseKeepsItErased(t *testing.T) {
 		if info, err := st.Session(ctx, name); err == nil && bytes.Contains([]byte(info.Title), []byte(rewindMarker)) {
 			t.Errorf("session %s's title holds the erased text: %q", name, info.Title)
 		}
-		for d, err := range st.ListDerived(ctx, name, "view") {
+		for d, err := range st.ListDerived(ctx, name, eraseDrops[0]) {
 			if err == nil && bytes.Contains(d.Value, []byte(rewindMarker)) {
 				t.Errorf("session %s's derived %s holds the erased text", name, d.Key)
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/identity"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/salvage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
@@ -99,7 +100,7 @@ func (salvageEngine) Create(path string) (salvage.Target, error) {
 // not nil) and owner.
 func (salvageEngine) Adopt(path string, a *wal.Applied, like os.FileInfo) error {
 	if a != nil {
-		if err := setApplied(path, *a); err != nil {
+		if err := identity.SetApplied(path, *a); err != nil {
 			return err
 		}
 	}

@@ -41,7 +41,7 @@ func (s *Store) Scrub(ctx context.Context) (storage.ScrubReport, error) {
 	// Two commits: the first applies the log and empties it; after the
 	// second, neither meta page refers to a page the erase freed.
 	for range 2 {
-		if err := s.write(ctx, func(w *wtx) error { return markScrub(w.tx) }); err != nil {
+		if err := s.write(ctx, func(w *wtx) error { return layout.MarkScrub(w.tx) }); err != nil {
 			return rep, fmt.Errorf("store %s: scrub: %w", s.path, err)
 		}
 	}
@@ -51,12 +51,7 @@ func (s *Store) Scrub(ctx context.Context) (storage.ScrubReport, error) {
 	rep.Index = s.scrubSearch(ctx)
 	// Done: the mark goes. The commit that removes it frees only pages
 	// written after the erase.
-	err := s.write(ctx, func(w *wtx) error {
-		if b := w.tx.Bucket([]byte(layout.BucketStore)); b != nil {
-			return b.Delete([]byte(keyScrub))
-		}
-		return nil
-	})
+	err := s.write(ctx, func(w *wtx) error { return layout.ScrubDone(w.tx) })
 	if err != nil {
 		return rep, fmt.Errorf("store %s: scrub: %w", s.path, err)
 	}
@@ -84,9 +79,7 @@ func (s *Store) zeroFree(ctx context.Context, rep *storage.ScrubReport) error {
 	if err := s.checkTailFile(t); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	f := s.file
-	s.mu.Unlock()
+	f := s.h.File()
 	pages, n, err := boltpage.ZeroFree(f)
 	rep.Pages, rep.PageBytes = rep.Pages+pages, rep.PageBytes+n
 	if err != nil {
@@ -100,28 +93,9 @@ func (s *Store) zeroFree(ctx context.Context, rep *storage.ScrubReport) error {
 		// emptied it of what they erased: these records are newer.
 		return nil
 	}
-	return s.cutLog(rep)
-}
-
-// cutLog cuts the log, applied to the file by the commits before, to its
-// header, and syncs it: no record of the old generation stays in it.
-func (s *Store) cutLog(rep *storage.ScrubReport) error {
-	f := s.log.File()
-	if f == nil {
-		return nil
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("log: %w", err)
-	}
-	if fi.Size() <= wal.HeaderSize {
-		return nil
-	}
-	if err := f.Truncate(wal.HeaderSize); err != nil {
-		return fmt.Errorf("cut the log: %w", err)
-	}
-	rep.LogBytes += fi.Size() - wal.HeaderSize
-	return f.Sync()
+	cut, err := s.log.Cut()
+	rep.LogBytes += cut
+	return err
 }
 
 // scrubSearch rewrites the search index's file, if there is one, without
@@ -130,14 +104,8 @@ func (s *Store) scrubSearch(ctx context.Context) bool {
 	if _, err := os.Lstat(SearchPath(s.path)); err != nil && s.search.ix == nil {
 		return false
 	}
-	ix := s.searchIndex()
-	if err := ix.Prune(ctx, s); err != nil {
-		return false
-	}
-	if ix.Unsaved() > 0 {
-		return ix.Save() == nil
-	}
-	return true
+	ok, err := s.saveSearch(ctx, s.searchIndex(), 1)
+	return ok && err == nil
 }
 
 // finishScrub runs the scrub an erase left owed when its process was
@@ -145,7 +113,7 @@ func (s *Store) scrubSearch(ctx context.Context) bool {
 func (s *Store) finishScrub(ctx context.Context) {
 	owed := false
 	err := s.bolt(ctx, func(tx *bbolt.Tx) error {
-		owed = scrubOwed(tx)
+		owed = layout.ScrubOwed(tx)
 		return nil
 	})
 	if err == nil && owed {

@@ -65,12 +65,38 @@ type logToken struct {
 func (s *Store) logToken(ctx context.Context) (any, error) {
 	var tok any
 	err := s.readView(ctx, func(v *rview) error {
-		if t := v.t; t != nil {
-			tok = logToken{t.DBDev, t.DBIno, t.Txid, t.Hdr, t.HasHdr, t.Torn, t.Off, t.Mode}
-		}
+		tok = v.token()
 		return nil
 	})
 	return tok, err
+}
+
+// token is the logToken of the read v, or nil.
+func (v *rview) token() any {
+	if t := v.t; t != nil {
+		return logToken{t.DBDev, t.DBIno, t.Txid, t.Hdr, t.HasHdr, t.Torn, t.Off, t.Mode}
+	}
+	return nil
+}
+
+// holdLog is the search index's search.Hold: fn runs within a read, which
+// holds the log's lock shared, so no process commits meanwhile.
+func (s *Store) holdLog(ctx context.Context, fn func(tok any, sessions func() ([]SessionInfo, error)) error) error {
+	return s.readView(ctx, func(v *rview) error {
+		return fn(v.token(), func() ([]SessionInfo, error) {
+			out, _, err := v.sessionPage("", "", true, 0)
+			return out, err
+		})
+	})
+}
+
+// saveSearch writes the search index's file when at least min messages
+// were indexed or forgotten since it was last written (0: in any case),
+// first forgetting what was purged or erased, with no commit between the
+// two (search.Index.SaveHeld). It reports whether the file now holds what
+// the index does.
+func (s *Store) saveSearch(ctx context.Context, ix *search.Index, min int) (bool, error) {
+	return ix.SaveHeld(ctx, s.holdLog, min)
 }
 
 // Search finds the messages that match req in every session of the store,
@@ -86,7 +112,8 @@ func (s *Store) Search(ctx context.Context, req storage.SearchRequest) (storage.
 	ix := s.searchIndex()
 	res, err := ix.Search(ctx, s, req)
 	if err == nil && ix.Unsaved() >= saveSearchEvery && !s.opts.ReadOnly {
-		_ = ix.Save() // derived: a failure costs the next process a catch-up
+		// Derived: a failure costs the next process a catch-up.
+		_, _ = s.saveSearch(ctx, ix, saveSearchEvery)
 	}
 	return res, err
 }
@@ -114,7 +141,8 @@ func (s *Store) RebuildSearch(ctx context.Context) error {
 	if s.opts.ReadOnly {
 		return nil
 	}
-	return ix.Save()
+	_, err := s.saveSearch(ctx, ix, 0)
+	return err
 }
 
 // closeSearch writes the search index's file, if a search opened it, so
@@ -124,9 +152,7 @@ func (s *Store) closeSearch() {
 	if s.search.ix == nil || s.opts.ReadOnly {
 		return
 	}
-	if err := s.search.ix.Prune(context.Background(), s); err == nil && s.search.ix.Unsaved() > 0 {
-		_ = s.search.ix.Save()
-	}
+	_, _ = s.saveSearch(context.Background(), s.search.ix, 1)
 }
 
 // searchPurged takes what a purge deleted out of the search index's file,
@@ -139,10 +165,7 @@ func (s *Store) searchPurged(ctx context.Context) {
 	if _, err := os.Lstat(SearchPath(s.path)); err != nil && s.search.ix == nil {
 		return // no file, and no index in memory to write one
 	}
-	ix := s.searchIndex()
-	if err := ix.Prune(ctx, s); err == nil && ix.Unsaved() > 0 {
-		_ = ix.Save() // a failure leaves the file to the next Close
-	}
+	_, _ = s.saveSearch(ctx, s.searchIndex(), 1) // a failure leaves the file to the next Close
 }
 
 // The shared handle offers every optional path the Store offers.

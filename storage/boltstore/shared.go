@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ctxstore/ctxstore/internal/watchset"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/identity"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/sharing"
 )
 
@@ -70,7 +71,7 @@ func OpenShared(path string, opts Options) (*Shared, error) {
 		// A second name of a file already open here would find its Store
 		// in the registry; it is refused as Open refuses it, since another
 		// process using that name would keep a log of its own.
-		if err := checkOneName(path); err != nil {
+		if err := identity.CheckOneName(path); err != nil {
 			return nil, err
 		}
 	}

@@ -3,11 +3,9 @@ package boltstore
 import (
 	"errors"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"go.etcd.io/bbolt"
 )
 
@@ -114,54 +112,5 @@ func TestReadSeesOtherStoreWrites(t *testing.T) {
 			}
 			c.check(t, r)
 		})
-	}
-}
-
-// The meta page a read watches proves on its own that no commit came: a
-// commit is seen even when the file's change stat looks as before (a coarse
-// clock), after one commit and after two (which rewrite both pages).
-func TestMetaWatchSeesEveryCommit(t *testing.T) {
-	r, path := openTemp(t)
-	if _, _, err := r.Append(ctx, "s", text("user", "old")); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Checkpoint(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	var st syscall.Stat_t
-	k, err := wal.StatKeyOf(path, &st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	txidNow := func() uint64 {
-		t.Helper()
-		r.tailMu.Lock()
-		defer r.tailMu.Unlock()
-		got, txid, err := r.readTxid(k, &st) // st: the stat from before every commit
-		if err != nil || got != k {
-			t.Fatalf("readTxid: key %v (want %v), %v", got, k, err)
-		}
-		return txid
-	}
-	last := txidNow()
-	if again := txidNow(); again != last {
-		t.Fatalf("txid %d, then %d with no commit between", last, again)
-	}
-	for commits := 1; commits <= 3; commits++ {
-		for range commits {
-			if err := w.PutDerived(ctx, "s", "k", "key", []byte{byte(commits)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got := txidNow()
-		if got != last+uint64(commits) {
-			t.Fatalf("after %d commits: txid %d, want %d", commits, got, last+uint64(commits))
-		}
-		last = got
 	}
 }

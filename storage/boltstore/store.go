@@ -11,11 +11,15 @@ import (
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/handle"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/identity"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/logappend"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/overlay"
+	"github.com/ctxstore/ctxstore/storage/boltstore/internal/presence"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,12 +31,6 @@ const (
 	dirMode  = fileops.DirMode
 	// DefaultLockTimeout bounds the wait for another process's lock.
 	DefaultLockTimeout = 5 * time.Second
-	// lingerFor is how long the file stays open (and locked) after the
-	// last operation when no other process is waiting for it.
-	lingerFor = 2 * time.Millisecond
-	// lingerLook is how often a lingering file looks for another process
-	// waiting for it.
-	lingerLook = 200 * time.Microsecond
 	// MaxSessionName is the longest session name, in bytes.
 	MaxSessionName = storage.MaxSessionName
 	// maxSeq is the highest seq or epoch a session may reach: far beyond
@@ -82,28 +80,12 @@ type storeCore struct {
 	id    [wal.IDLen]byte
 	hasID bool
 
-	mu          sync.Mutex // guards the fields below
-	idle        sync.Cond  // signalled when refs drops to 0
-	closed      bool
-	db          *bbolt.DB // open while refs > 0, and while lingering
-	file        *os.File  // db's locked descriptor
-	fileKey     fileKey   // file's device and inode
-	dbOpens     uint64    // counts the opens of db: one value is one continuous hold
-	refs        int
-	opening     *openAttempt    // the open in progress, if any
-	fileWait    filelock.Waiter // the wait for another process's lock on the file
-	presence    *os.File        // says the file is open, until Close (see holdPresence)
-	presenceKey fileKey         // the device and inode of the file presence is on
-	// logPresence says the same in the log, which an in-place shrink or
-	// upgrade empties in place rather than replacing: a Store idle since
-	// the file was replaced is still found there.
-	logPresence    *os.File
-	logPresenceKey fileKey
-	closeErr       error
-	lingerEnd      time.Time // when a lingering file closes
-	lingering      bool      // a linger goroutine runs
-	poisoned       bool      // a fault hit the open db: close it, do not linger
-	replaced       bool      // another file was moved to the path: close db, do not reuse it
+	// h is the bbolt file, open only while operations use it.
+	h *handle.Handle
+
+	// presence says, in the file and the log, that the Store has them
+	// open, until Close (nil for a read-only Store).
+	presence *presence.Presence
 	// watches are the running watches: Close cancels each one's context
 	// and waits for its goroutine, which closes its channel.
 	watches watchset.Set
@@ -111,29 +93,12 @@ type storeCore struct {
 
 	commits groupcommit.Queue[*writeReq] // the writes waiting for a commit
 
-	// The write-ahead log (internal/wal) and its overlay (overlay.go).
-	log     *wal.Log
-	tailMu  sync.Mutex // guards tail and rtail
-	tail    *tailState // the log beyond bbolt as a writer last read it; nil: rebuild
-	rtail   *tailState // the same up to where the log is synced, for readers
-	metaF   *os.File   // the bbolt file, to read its meta pages (stamp.go); guarded by tailMu
-	metaKey fileKey    // metaF's device and inode
-	// metaSeen is what the last read of both of metaF's meta pages found
-	// (stamp.go); guarded by tailMu
-	metaSeen metaWatch
-	// syncErr is set when a sync (or a cut) of the log failed; appends
-	// then commit to bbolt until a commit has applied the log again.
-	syncErr atomic.Pointer[error]
-	// logBytes and logMessages bound the log: the write that would pass
-	// either is committed to bbolt, applying the log. Tests lower them.
-	logBytes    int64
-	logMessages int
-	// synced, if set (by tests), runs after every sync that makes writes
-	// durable: the log's, and each bbolt commit's.
-	synced func()
-	// syncFault, if set (by tests), makes a successful sync of the log
-	// fail with its error, as a disk that lost the writes would.
-	syncFault func() error
+	// The write-ahead log (internal/wal) and its overlays (internal/overlay).
+	log   *wal.Log
+	tails *overlay.Keeper
+	// wlog commits batches of appends to the log alone (internal/logappend);
+	// tests lower its bounds and set its sync hooks.
+	wlog *logappend.Appender
 	// beforeOpen, if set (by tests), runs after the log was read against
 	// the file and before the file is opened: in a commit ("commit") and
 	// in a read ("read").
@@ -153,8 +118,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultLockTimeout
 	}
-	s := &Store{storeCore: &storeCore{path: path, name: path, opts: opts, logBytes: wal.CheckpointBytes, logMessages: wal.MaxMessages}}
-	s.idle.L = &s.mu
+	s := &Store{storeCore: &storeCore{path: path, name: path, opts: opts}}
 
 	fi, statErr := os.Stat(path)
 	created := false
@@ -172,7 +136,7 @@ func Open(path string, opts Options) (*Store, error) {
 		if err := os.MkdirAll(filepath.Dir(path), dirMode); err != nil {
 			return nil, fmt.Errorf("store %s: %w", path, err)
 		}
-		if err := createFile(path); err != nil {
+		if err := identity.Create(path); err != nil {
 			return nil, err
 		}
 		created = true
@@ -185,9 +149,10 @@ func Open(path string, opts Options) (*Store, error) {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		s.path = real
 	}
-	if err := checkOneName(s.path); err != nil {
+	if err := identity.CheckOneName(s.path); err != nil {
 		return nil, err
 	}
+	s.h = handle.New(s.path, handle.Options{ReadOnly: opts.ReadOnly, NoSync: opts.NoSync, LockTimeout: opts.LockTimeout, Mode: fileMode})
 	s.log = wal.New(s.path, wal.Options{
 		ReadOnly: opts.ReadOnly, LockTimeout: opts.LockTimeout, Mode: s.walMode,
 		Created: func(f *os.File) error { return matchOwner(f, s.path) },
@@ -195,60 +160,21 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := s.init(context.Background()); err != nil {
 		return nil, err
 	}
+	s.tails = overlay.New(overlay.Options{Path: s.path, Log: s.log, ReadOnly: opts.ReadOnly, ID: s.id, HasID: s.hasID}, overlayFile{s})
+	s.wlog = &logappend.Appender{Path: s.path, Log: s.log, Tails: s.tails, File: overlayFile{s}, NoSync: opts.NoSync,
+		MaxBytes: wal.CheckpointBytes, MaxMessages: wal.MaxMessages, Recover: func() { s.commitOnce(nil) }}
 	if !opts.ReadOnly {
 		tempfile.RemoveAbandoned(path, tempSuffix)
-		s.presence = filelock.HoldPresence(path)
-		if s.presence != nil {
-			s.presenceKey, _ = wal.FdKey(s.presence)
-		}
-		s.warmTail(context.Background(), created)
+		s.presence = presence.Hold(path)
+		s.tails.Warm(context.Background(), created, s.Checkpoint)
 		s.finishScrub(context.Background())
 	}
 	return s, nil
 }
 
 // tempSuffix follows the store file's name (after a dot) in the names of
-// createFile's and Restore's temporary files.
+// identity.Create's and Restore's temporary files.
 const tempSuffix = fileops.TempSuffix
-
-// createFile makes a new, initialised store file at path atomically: a
-// process killed while bbolt writes the first pages must not leave a
-// half-written file that every later Open rejects as corrupt. The file is
-// built under a temporary name and linked into place, which fails if
-// another process created path meanwhile; then theirs is used.
-func createFile(path string) error {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+tempSuffix+"*") // mode 0600
-	if err != nil {
-		return fmt.Errorf("store %s: create: %w", path, err)
-	}
-	name := tmp.Name()
-	tmp.Close()
-	defer os.Remove(name)
-	db, err := bbolt.Open(name, fileMode, &bbolt.Options{PageSize: layout.PageSize, Timeout: time.Second})
-	if err != nil {
-		return fmt.Errorf("store %s: create: %w", path, err)
-	}
-	err = db.Update(initStore)
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("store %s: create: %w", path, err)
-	}
-	if err := os.Link(name, path); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("store %s: create: %w", path, err)
-	}
-	// At once: until then the file has two names, which Open refuses
-	// after a short wait.
-	os.Remove(name)
-	// The new directory entry must survive a crash like the data does.
-	_ = syncDir(dir)
-	return nil
-}
 
 // syncDir syncs a directory, so that the names created in it survive a
 // power cut.
@@ -264,7 +190,7 @@ func (s *Store) walMode() os.FileMode {
 }
 
 // init checks the format version of the file, migrates a file of an older
-// version (upgrade, for the nested layout; initStore, for the rest) and
+// version (upgrade, for the nested layout; identity.Init, for the rest) and
 // gives it an identity, and learns the identity.
 func (s *Store) init(ctx context.Context) error {
 	nested, err := s.initOnce(ctx)
@@ -287,109 +213,27 @@ func (s *Store) initOnce(ctx context.Context) (nested bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	var st fileState
+	var st identity.State
 	err = s.guard("open", func() error {
 		return db.View(func(tx *bbolt.Tx) error {
-			st, err = readFileState(tx)
+			st, err = identity.Read(tx)
 			return err
 		})
 	})
-	if err == nil && st.nested {
+	if err == nil && st.Nested {
 		s.release()
-		s.dropHandle()
+		s.h.Drop()
 		if s.opts.ReadOnly {
-			return false, fmt.Errorf("store %s: format %d, this program keeps format %d: %w", s.path, st.format, layout.FormatVersion, ErrNeedsUpgrade)
+			return false, fmt.Errorf("store %s: format %d, this program keeps format %d: %w", s.path, st.Format, layout.FormatVersion, ErrNeedsUpgrade)
 		}
 		return true, nil
 	}
 	defer s.release()
-	return false, s.initState(db, st, err)
-}
-
-// initState is the rest of initOnce, on a file of the flat layout (or a
-// new one).
-func (s *Store) initState(db *bbolt.DB, st fileState, err error) error {
-	if err == nil && (!st.sessions || st.format == 0) && !s.opts.ReadOnly {
-		// A new file, or one whose root page lost the keys: never
-		// initialised again over damage. (Read-only, the reads that
-		// would come up empty check it, so Verify can report it.)
-		err = s.guard("open", func() error {
-			return db.View(func(tx *bbolt.Tx) error {
-				if err := boltpage.TxLookupDamage(tx, layout.BucketStore); err != nil {
-					return err
-				}
-				return boltpage.TxLookupDamage(tx, layout.BucketNames)
-			})
-		})
+	if st, err = identity.Settle(db, st, err, s.opts.ReadOnly, s.path, s.guard); err != nil {
+		return false, err
 	}
-	if err == nil && st.current() && st.hasID {
-		s.id, s.hasID = st.id, true
-		return nil
-	}
-	if err != nil || s.opts.ReadOnly {
-		if err != nil {
-			return fmt.Errorf("store %s: %w", s.path, err)
-		}
-		s.id, s.hasID = st.id, st.hasID
-		return nil
-	}
-	err = s.guard("initialise", func() error {
-		return db.Update(func(tx *bbolt.Tx) error {
-			if err := initStore(tx); err != nil {
-				return err
-			}
-			st, err = readFileState(tx)
-			return err
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("store %s: initialise: %w", s.path, err)
-	}
-	s.id, s.hasID = st.id, st.hasID
-	return nil
-}
-
-// dropHandle closes the file if this process holds it open and unused
-// (lingering), releasing its lock.
-func (s *Store) dropHandle() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.db != nil && s.refs == 0 {
-		s.closeDB()
-	}
-}
-
-// warmTail reads the log's records since the last checkpoint, as the first
-// write would, while the file is still open from Open: that write then
-// holds the log's lock only to read what came after, instead of opening the
-// file under it while other processes' appends wait. A file Open just
-// created gets its log now (a checkpoint, which starts it), so that its
-// first append is a log append like the others; an existing file without a
-// log is left alone until it is written. Errors are left for the first
-// write to report.
-func (s *Store) warmTail(ctx context.Context, created bool) {
-	if _, err := os.Lstat(s.log.Path()); err != nil {
-		if !created {
-			return
-		}
-		// Nobody else should hold the lock of a file just created: wait
-		// for it briefly at most.
-		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		err := s.Checkpoint(cctx)
-		cancel()
-		if err != nil {
-			return
-		}
-	}
-	// Only if the lock is free: Open never waits for it here.
-	tctx, cancel := context.WithCancel(ctx)
-	cancel()
-	unlock, err := s.log.Lock(tctx, true)
-	if err != nil {
-		return
-	}
-	defer unlock()
-	_, _ = s.catchUp(ctx, true)
+	s.id, s.hasID = st.ID, st.HasID
+	return false, nil
 }
 
 // Path returns the file's path as given to Open.
@@ -402,44 +246,26 @@ func (s *Store) Path() string { return s.name }
 // the log to it, so that the file alone holds every message; writes still
 // running in other goroutines when Close is called may stay in the log,
 // which the next Open reads. Other processes never depend on Close: an idle
-// Store releases the file by itself within lingerFor (2 ms).
+// Store releases the file by itself within handle.LingerFor (2 ms).
 func (s *Store) Close() error {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.h.Closed() {
 		return nil
 	}
 	s.closeSearch()
 	s.checkpointOnClose()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	// Operations still holding the log's lock take the handle to open the
+	// file: it is closed before waiting for the log (they then get
+	// ErrClosed).
+	if !s.h.Close(s.watches.Cancel) {
 		return nil
 	}
-	s.closed = true
-	s.watches.Cancel()
-	for s.refs > 0 {
-		s.idle.Wait()
-	}
-	if s.db != nil { // lingering
-		s.closeDB()
-	}
-	// Operations still holding the log's lock take s.mu to open the
-	// file: release it before waiting for the log (they then get
-	// ErrClosed).
-	s.mu.Unlock()
 	// No new operation takes the log from here on; the syncs of appends
 	// already written finish on it before it is closed.
 	s.log.Close()
-	s.tailMu.Lock()
-	s.closeMetaF()
-	s.tailMu.Unlock()
+	s.tails.Close()
 	// Each watch's goroutine ends once it sees its context cancelled.
 	s.watches.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closeErr
+	return s.h.Err()
 }
 
 // Checkpoint applies the log's records to the bbolt file, so that the file
@@ -459,25 +285,15 @@ func (s *Store) checkpointOnClose() {
 	if s.opts.ReadOnly {
 		return
 	}
-	s.mu.Lock()
-	presence := s.presence
-	s.presence = nil
-	if s.logPresence != nil {
-		s.logPresence.Close()
-		s.logPresence = nil
-	}
-	s.mu.Unlock()
-	if presence != nil {
-		// Let go first: of two Stores closing together, the one that
-		// looks last sees nobody and applies the log.
-		presence.Close()
-	}
+	// Let go first: of two Stores closing together, the one that looks
+	// last sees nobody and applies the log.
+	held := s.presence.Release()
 	// An empty log needs no checkpoint, whoever else has the file open.
 	fi, err := os.Stat(s.log.Path())
 	if err != nil || fi.Size() <= wal.HeaderSize {
 		return
 	}
-	if presence != nil && (filelock.OthersPresent(s.path) || filelock.OthersPresent(s.log.Path())) {
+	if held && (filelock.OthersPresent(s.path) || filelock.OthersPresent(s.log.Path())) {
 		return
 	}
 	_ = s.Checkpoint(context.Background())
@@ -489,40 +305,9 @@ func (s *Store) checkpointOnClose() {
 // and the last Store to close, look for the Stores present in the files
 // now at the paths. The caller holds the log's lock.
 func (s *Store) followPresence(k fileKey) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.presence == nil {
-		return // read-only, or closing
+	if s.presence != nil {
+		s.presence.Follow(s.path, k, s.log)
 	}
-	if s.presenceKey != k {
-		if p := holdPresenceIn(s.path, k); p != nil {
-			s.presence.Close()
-			s.presence, s.presenceKey = p, k
-		}
-	}
-	if s.log.File() != nil && (s.logPresence == nil || s.logPresenceKey != s.log.Key()) {
-		if p := holdPresenceIn(s.log.Path(), s.log.Key()); p != nil {
-			if s.logPresence != nil {
-				s.logPresence.Close()
-			}
-			s.logPresence, s.logPresenceKey = p, s.log.Key()
-		}
-	}
-}
-
-// holdPresenceIn is filelock.HoldPresence on the file at path if it is the
-// file of key k (nil if it moved again meanwhile: the next catch-up
-// follows it).
-func holdPresenceIn(path string, k fileKey) *os.File {
-	p := filelock.HoldPresence(path)
-	if p == nil {
-		return nil
-	}
-	if pk, err := wal.FdKey(p); err != nil || pk != k {
-		p.Close()
-		return nil
-	}
-	return p
 }
 
 // live fails with ErrClosed once the Shared handle s serves is closed.
@@ -646,11 +431,26 @@ func (s *Store) readView(ctx context.Context, fn func(v *rview) error) error {
 func (s *Store) guard(what string, fn func() error) error {
 	err := boltpage.GuardFaults(what+" "+s.path, fn)
 	if errors.Is(err, boltpage.ErrFault) {
-		s.mu.Lock()
-		s.poisoned = true
-		s.mu.Unlock()
+		s.h.Poison()
 	}
 	return err
 }
+
+// acquire returns the open database (see handle.Handle.Acquire); every
+// successful acquire is paired with release.
+func (s *Store) acquire(ctx context.Context) (*bbolt.DB, error) { return s.h.Acquire(ctx, nil) }
+
+// acquireAt is acquire by a read that has just found the file of key *at at
+// the path.
+func (s *Store) acquireAt(ctx context.Context, at *fileKey) (*bbolt.DB, error) {
+	return s.h.Acquire(ctx, at)
+}
+
+// release undoes acquire.
+func (s *Store) release() { s.h.Release() }
+
+// stillAtPath reports whether the open file the caller holds is still the
+// file at the path (see handle.Handle.StillAtPath).
+func (s *Store) stillAtPath() (bool, error) { return s.h.StillAtPath() }
 
 func checkSession(name string) error { return storage.CheckSession(name) }

@@ -182,7 +182,7 @@ func childWALWriter(path, arg string) error {
 	if err != nil {
 		return err
 	}
-	s.logBytes, s.logMessages = logBytes, logMessages
+	s.wlog.MaxBytes, s.wlog.MaxMessages = logBytes, logMessages
 	fmt.Println("open")
 	w := &walWriter{s: s, r: rand.New(rand.NewPCG(seed, uint64(os.Getpid()))), prefix: fmt.Sprintf("p%d", os.Getpid()), maxBody: maxBody}
 	ack := func(o walOp) error {
@@ -442,7 +442,7 @@ func TestWALCrashKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.logBytes, st.logMessages = 1<<30, 1<<30
+	st.wlog.MaxBytes, st.wlog.MaxMessages = 1<<30, 1<<30
 	var bigAcked []walOp
 	w := &walWriter{s: st, r: rand.New(rand.NewPCG(seed, 14)), prefix: "big"}
 	for i := range 2000 {
@@ -529,7 +529,7 @@ func TestWALPowerLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.logMessages = 7 // a checkpoint every few appends
+	st.wlog.MaxMessages = 7 // a checkpoint every few appends
 	type snap struct {
 		path   string
 		acked  int  // writes acknowledged when it was taken
@@ -538,7 +538,7 @@ func TestWALPowerLoss(t *testing.T) {
 	var snaps []snap
 	var acked []walOp
 	var lastApplied wal.Applied
-	st.synced = func() {
+	st.wlog.Synced = func() {
 		p := filepath.Join(dir, fmt.Sprintf("snap-%d.db", len(snaps)))
 		copyStore(t, path, p)
 		// A commit that applied the log moved bbolt's record of how far
@@ -558,7 +558,7 @@ func TestWALPowerLoss(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st.synced = nil
+	st.wlog.Synced = nil
 	variants := 0
 	reopen := func(t *testing.T, p string, acked []walOp) {
 		t.Helper()
@@ -1101,7 +1101,7 @@ func childWALMPWriter(path, arg string) error {
 		return err
 	}
 	defer s.Close()
-	s.logMessages = logMessages
+	s.wlog.MaxMessages = logMessages
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	ctx := context.Background()
@@ -1367,12 +1367,12 @@ func TestWALSyncAnnouncedPastTornBytes(t *testing.T) {
 		syncs = append(syncs, time.Now())
 		mu.Unlock()
 	}
-	a.synced = func() {
+	a.wlog.Synced = func() {
 		close(entered)
 		<-release
-		a.synced = nil
+		a.wlog.Synced = nil
 	}
-	b.synced = note
+	b.wlog.Synced = note
 	aDone := make(chan error, 1)
 	go func() { _, _, err := a.Append(ctx, "s", text("user", "waits")); aDone <- err }()
 	time.Sleep(25 * time.Millisecond)

@@ -32,7 +32,7 @@ func TestReadersSeeOnlySyncedRecords(t *testing.T) {
 	}
 	defer b.Close()
 	entered, release := make(chan struct{}), make(chan struct{})
-	a.synced = blockOnce(entered, release)
+	a.wlog.Synced = blockOnce(entered, release)
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := a.Append(ctx, "s", text("user", "three"))
@@ -65,7 +65,7 @@ func TestReadersSeeOnlySyncedRecords(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	a.synced = nil
+	a.wlog.Synced = nil
 	if got := textsOf(t, a, "s"); !slices.Equal(got, []string{"one", "two", "three", "four"}) {
 		t.Errorf("after the sync, the writer reads %q", got)
 	}
@@ -85,11 +85,11 @@ func TestLogSyncFailureIsSticky(t *testing.T) {
 	defer st.Close()
 	appendText(t, st, "s", "one")
 	appendText(t, st, "s", "two")
-	st.syncFault = func() error { return errors.New("EIO (injected)") }
+	st.wlog.SyncFault = func() error { return errors.New("EIO (injected)") }
 	if _, _, err := st.Append(ctx, "s", text("user", "three")); !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("append whose sync failed: %v, want ErrOutcomeUnknown", err)
 	}
-	st.syncFault = nil
+	st.wlog.SyncFault = nil
 	if fi, err := os.Stat(path + wal.Suffix); err != nil || fi.Size() != wal.HeaderSize {
 		t.Fatalf("after a failed sync the log still holds records (%v, %v): they were not written into bbolt", fi.Size(), err)
 	}
@@ -268,7 +268,7 @@ func TestCloseWaitsForSyncInFlight(t *testing.T) {
 	}
 	appendText(t, st, "s", "one")
 	entered, release := make(chan struct{}), make(chan struct{})
-	st.synced = blockOnce(entered, release)
+	st.wlog.Synced = blockOnce(entered, release)
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := st.Append(ctx, "s", text("user", "two"))

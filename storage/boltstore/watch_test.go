@@ -1,7 +1,6 @@
 package boltstore
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 )
 
 // watchDeadline only keeps a broken test from hanging; nothing is timed against it.
@@ -244,18 +244,8 @@ func TestWatchRetriesAfterLongLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder := child(t, "holder", path, "")
-	stdin, err := holder.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "locked\n" {
+	stdin, out := testkit.Start(t, holder)
+	if line, _ := out.ReadString('\n'); line != "locked\n" {
 		t.Fatalf("holder said %q", line)
 	}
 	if _, _, err := other.Append(ctx, "s", text("user", "four")); err != nil {

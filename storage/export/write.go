@@ -132,16 +132,7 @@ type Stats struct {
 // SessionError is an error about one session of an export (reading it from
 // the engine, or storing it), for callers that explain it: a session that
 // is not there matches storage.ErrNotFound.
-type SessionError struct {
-	Session string // the session's name
-	Err     error  // what went wrong
-}
-
-// Error is Err's message.
-func (e *SessionError) Error() string { return e.Err.Error() }
-
-// Unwrap is Err.
-func (e *SessionError) Unwrap() error { return e.Err }
+type SessionError = storage.SessionError
 
 // Write streams the named sessions of e (all sessions when names is empty;
 // a name given twice is written once) to w in the export format. It reads
@@ -227,7 +218,7 @@ func writeSession(ctx context.Context, e storage.Engine, info storage.SessionInf
 		}
 		for ent, err := range e.EpochMessages(ctx, info.Name, ep.Epoch, ep.FirstSeq) {
 			if err != nil {
-				return n, &SessionError{info.Name, fmt.Errorf("export session %q epoch %d: %w", info.Name, ep.Epoch, err)}
+				return n, &SessionError{Session: info.Name, Err: fmt.Errorf("export session %q epoch %d: %w", info.Name, ep.Epoch, err)}
 			}
 			if ent.Seq > ep.LastSeq {
 				break
@@ -251,7 +242,7 @@ func writeDerived(ctx context.Context, e storage.Engine, session string, bw *buf
 	for _, kind := range Kinds() {
 		for d, err := range e.ListDerived(ctx, session, kind) {
 			if err != nil {
-				return &SessionError{session, fmt.Errorf("export session %q: derived records %q: %w", session, kind, err)}
+				return &SessionError{Session: session, Err: fmt.Errorf("export session %q: derived records %q: %w", session, kind, err)}
 			}
 			rec := derivedRecord{Type: "derived", Kind: d.Kind, Key: d.Key}
 			if bytes.ContainsAny(d.Value, "\r\n") || !json.Valid(d.Value) {

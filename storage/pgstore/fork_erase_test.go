@@ -30,19 +30,19 @@ func TestForkRacingEraseCarriesNothingErased(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := st.PutDerived(ctx, src, "view", "v1/e00000000000000000001/b1000", []byte(`{"summary":"key `+marker+`"}`)); err != nil {
+		if err := st.PutDerived(ctx, src, eraseDrops[0], "e1/b1000", []byte(`{"summary":"key `+marker+`"}`)); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			_, _ = storage.Fork(ctx, st, src, dst, 0, nil)
+			_, _ = storage.Fork(ctx, st, src, dst, 0, []storage.Carry{{Kind: eraseDrops[0]}})
 		}()
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Duration(round%8) * time.Millisecond)
-			if _, err := storage.Erase(ctx, other, src, 1); err != nil {
+			if _, err := storage.Erase(ctx, other, src, eraseDrops, 1); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -65,7 +65,7 @@ func TestForkRacingEraseCarriesNothingErased(t *testing.T) {
 			bad++
 			t.Errorf("round %d: %s's messages were copied after the erase but its title is %q", round, dst, info.Title)
 		}
-		for d, err := range st.ListDerived(ctx, dst, "view") {
+		for d, err := range st.ListDerived(ctx, dst, eraseDrops[0]) {
 			if err == nil && bytes.Contains(d.Value, []byte(marker)) {
 				bad++
 				t.Errorf("round %d: %s's messages were copied after the erase but its carried summary %s holds the erased text", round, dst, d.Key)

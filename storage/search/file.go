@@ -1,6 +1,7 @@
 package search
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/ctxstore/ctxstore/internal/tempfile"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // The index file: magic, version, the origin (the identity of the
@@ -67,6 +69,43 @@ func (ix *Index) Save() error {
 	ix.added = 0
 	ix.mu.Unlock()
 	return nil
+}
+
+// Hold runs fn while no process can write to the log an index is derived
+// from, giving it the log's change token (nil: none; see SetChangeToken)
+// and a way to list the log's sessions within the hold.
+type Hold func(ctx context.Context, fn func(tok any, sessions func() ([]storage.SessionInfo, error)) error) error
+
+// SaveHeld is Save for an index whose log other processes write and
+// erase: within hold, it forgets what was purged or erased from the log
+// since it last looked, then writes the file if at least min docs were
+// indexed or forgotten since it was last written (min 0: in any case). A
+// purge or erase committed between the look and the write would leave the
+// file holding what it took away, where no scrub looks.
+// It reports whether the file now holds what the index does.
+func (ix *Index) SaveHeld(ctx context.Context, hold Hold, min int) (bool, error) {
+	ix.syncMu.Lock()
+	defer ix.syncMu.Unlock()
+	saved := false
+	err := hold(ctx, func(tok any, sessions func() ([]storage.SessionInfo, error)) error {
+		if tok == nil || tok != ix.lastTok {
+			infos, err := sessions()
+			if err != nil {
+				return fmt.Errorf("search: listing sessions: %w", err)
+			}
+			ix.forgetGone(infos)
+		}
+		if n := ix.Unsaved(); min > 0 && n < min {
+			saved = n == 0
+			return nil
+		}
+		if err := ix.Save(); err != nil {
+			return err
+		}
+		saved = true
+		return nil
+	})
+	return saved, err
 }
 
 // RemoveAbandoned deletes the temporary files that processes killed while

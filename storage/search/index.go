@@ -241,22 +241,6 @@ func (ix *Index) Sync(ctx context.Context, eng storage.Engine) error {
 	return nil
 }
 
-// Prune forgets what was purged from eng's log since the last catch-up,
-// indexing nothing new: an engine calls it after a purge and before
-// writing the index's file, so that the file keeps no term of a purged
-// message.
-func (ix *Index) Prune(ctx context.Context, eng storage.Engine) error {
-	ix.syncMu.Lock()
-	defer ix.syncMu.Unlock()
-	if ix.token != nil && ix.lastTok != nil {
-		if t, err := ix.token(ctx); err == nil && t == ix.lastTok {
-			return nil // nothing written since the last catch-up
-		}
-	}
-	_, err := ix.prune(ctx, eng)
-	return err
-}
-
 // prune lists eng's sessions and forgets what is gone from them; forgotten
 // docs count as changes the file must be written for.
 func (ix *Index) prune(ctx context.Context, eng storage.Engine) ([]storage.SessionInfo, error) {
@@ -264,13 +248,19 @@ func (ix *Index) prune(ctx context.Context, eng storage.Engine) ([]storage.Sessi
 	if err != nil {
 		return nil, fmt.Errorf("search: listing sessions: %w", err)
 	}
+	ix.forgetGone(infos)
+	return infos, nil
+}
+
+// forgetGone is dropGone under the index's lock; forgotten docs count as
+// changes the file must be written for.
+func (ix *Index) forgetGone(infos []storage.SessionInfo) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.st.init()
 	live := ix.st.live
 	ix.dropGone(infos)
 	ix.added += live - ix.st.live
-	return infos, nil
 }
 
 // dropGone forgets sessions that are gone, replaced (created again since
@@ -391,9 +381,13 @@ func (ix *Index) checkSession(ctx context.Context, eng storage.Engine, info stor
 		return 0, nil
 	}
 	// Unchanged since indexed (same last write, same last seq): the
-	// same session as the index saw, whatever file holds it.
+	// same session as the index saw, whatever file holds it. One checked
+	// before and grown since is looked at again: another process may have
+	// purged it, imported it again from an export taken earlier (same
+	// creation time, fewer seqs) and appended past the mark.
 	mark := ss.mark
-	checked := ss.checked || len(ss.docs) == 0 || (ss.updated == info.Updated.UnixNano() && mark == info.LastSeq)
+	checked := len(ss.docs) == 0 || (ss.updated == info.Updated.UnixNano() && mark == info.LastSeq) ||
+		(ss.checked && mark >= info.LastSeq)
 	var last doc
 	if !checked {
 		last = ix.st.docs[ss.docs[len(ss.docs)-1]]
@@ -403,7 +397,7 @@ func (ix *Index) checkSession(ctx context.Context, eng storage.Engine, info stor
 		return mark, nil
 	}
 	same := false
-	for e, err := range eng.Messages(ctx, info.Name, last.seq) {
+	for e, err := range eng.EpochMessages(ctx, info.Name, last.epoch, last.seq) {
 		if err != nil && !errors.Is(err, storage.ErrNotFound) {
 			return 0, fmt.Errorf("search: checking session %q: %w", info.Name, err)
 		}

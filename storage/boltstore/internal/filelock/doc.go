@@ -1,5 +1,6 @@
 // Package filelock holds the bbolt engine's waiting for file locks in one place: a
-// shared blocking attempt many goroutines wait on ([Waiter]), a shared lock taken
+// shared blocking attempt many goroutines wait on ([Waiter]), the store file's
+// own lock taken through it with a deadline ([Waiter.LockPath]), a shared lock taken
 // with a deadline ([Shared]), and the open-file-description locks by which a
 // waiting process announces itself so that a long-lived holder lets go
 // ([AnnounceWaiting], [OthersWaiting]) and by which open handles say the file is

@@ -27,7 +27,7 @@ package layout
 //	    "wal-predecessor" -> in a copy given an identity of its own (an
 //	              upgraded file, a backup, a compacted copy): the same for
 //	              the database it was copied from, whose log it holds up
-//	              to there (identity.go)
+//	              to there (internal/identity)
 //	    "purged"  bucket: <session name bytes> -> msgpack Tombstone
 //	              (last seq and epoch of a purged session, nothing else)
 //	"names"                             top-level bucket: one record per session

@@ -372,6 +372,26 @@ func (l *Log) Reset(h Header) error {
 	return nil
 }
 
+// Cut cuts the log, applied to the bbolt file, to its header and syncs it,
+// so that no record of the old generation stays in it; it returns how many
+// bytes it cut. The caller holds the lock exclusively.
+func (l *Log) Cut() (int64, error) {
+	if l.f == nil {
+		return 0, nil
+	}
+	fi, err := l.f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("log: %w", err)
+	}
+	if fi.Size() <= HeaderSize {
+		return 0, nil
+	}
+	if err := l.f.Truncate(HeaderSize); err != nil {
+		return 0, fmt.Errorf("cut the log: %w", err)
+	}
+	return fi.Size() - HeaderSize, l.f.Sync()
+}
+
 // Syncing says a sync of f is under way: Close waits for the returned func
 // before it closes the log.
 func (l *Log) Syncing() func() {

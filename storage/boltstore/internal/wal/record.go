@@ -56,7 +56,7 @@ import (
 // created), gen and the offset after the last applied record. A log whose
 // id is not the file's belongs to another database, and one whose
 // generation or records do not continue the file belongs to another copy of
-// it: neither is ever applied. A writer sets it aside (identity.go).
+// it: neither is ever applied. A writer sets it aside (the engine's commit, SetAside).
 const (
 	Suffix          = "-wal"
 	Magic           = "ctxstore-wal\x00\x00\x00\x01"

@@ -36,20 +36,33 @@ func eraseSession(t *testing.T) []storage.Record {
 	}
 }
 
+// eraseDrops are the kinds of derived records the erase checks build from
+// messages, and so drop with them: a caller's own, as persistent's are its
+// (persistent.EraseDrops). "none-kept" has no record to drop; a kind named
+// twice and storage's own KindLineage are passed to show they count once
+// and not at all.
+var eraseDrops = []string{"summary", "recount", "none-kept", "summary", storage.KindLineage}
+
 // Erase: erased messages keep their place, role and pairing, every other
-// message stays byte for byte, the title is recomputed, records built from
-// them go, and no handle's index or backing store keeps the erased bytes.
+// message stays byte for byte, the title is recomputed, records of the
+// kinds the caller drops go (and are counted), others stay, and no handle's
+// index or backing store keeps the erased bytes.
 func Erase(t *testing.T, open fixture.Opener, leaks Leaks) {
 	ctx := context.Background()
 	e, another := open(t)
 	const s = "erase-me"
 	fixture.AppendOK(t, e, s, eraseSession(t)...)
-	// A summary built from the user message, and a record that is not.
-	if err := storage.PutDerived(ctx, e, s, "view", "v1/e1/b100", []byte("summary: "+eraseMarkers[0])); err != nil {
-		t.Fatal(err)
-	}
-	if err := storage.PutDerived(ctx, e, s, "usage", "ratio", []byte(`{"ratio":1.1}`)); err != nil {
-		t.Fatal(err)
+	// Records built from the user message, and records that are not.
+	for _, d := range []storage.Derived{
+		{Kind: "summary", Key: "e1/b100", Value: []byte("summary: " + eraseMarkers[0])},
+		{Kind: "summary", Key: "e1/b200", Value: []byte("shorter: " + eraseMarkers[0])},
+		{Kind: "recount", Key: "c/0", Value: []byte(`{"2":7}`)},
+		{Kind: "ratio", Key: "ratio", Value: []byte(`{"ratio":1.1}`)},
+		{Kind: storage.KindLineage, Key: storage.RewindKey(9), Value: []byte(`{}`)},
+	} {
+		if err := storage.PutDerived(ctx, e, s, d.Kind, d.Key, d.Value); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Two handles' indexes learn the markers; the other's is not the one
 	// that erases.
@@ -78,12 +91,12 @@ func Erase(t *testing.T, open fixture.Opener, leaks Leaks) {
 		}
 		seqs = append(seqs, got...)
 	}
-	res, err := storage.Erase(ctx, e, s, seqs...)
+	res, err := storage.Erase(ctx, e, s, eraseDrops, seqs...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Erased, slices.Sorted(slices.Values(seqs))) || res.DroppedDerived != 1 {
-		t.Fatalf("erase result %+v, want seqs %v and one derived record dropped", res, seqs)
+	if !slices.Equal(res.Erased, slices.Sorted(slices.Values(seqs))) || res.DroppedDerived != 3 {
+		t.Fatalf("erase result %+v, want seqs %v and three derived records dropped", res, seqs)
 	}
 	checkErased(t, before, fixture.Collect(t, e.Messages(ctx, s, 0)), seqs)
 	checkErased(t, before, fixture.Collect(t, other.Messages(ctx, s, 0)), seqs)
@@ -91,12 +104,7 @@ func Erase(t *testing.T, open fixture.Opener, leaks Leaks) {
 	if err != nil || info.Title != "thanks, bye" || info.Erasures != 1 {
 		t.Fatalf("after erase: title %q, erasures %d (%v); want the next user message's title, and 1", info.Title, info.Erasures, err)
 	}
-	if v, err := storage.GetDerived(ctx, e, s, "view", "v1/e1/b100"); !errors.Is(err, storage.ErrNotFound) {
-		t.Fatalf("the summary built from the erased message is still there: %q %v", v, err)
-	}
-	if _, err := storage.GetDerived(ctx, e, s, "usage", "ratio"); err != nil {
-		t.Fatalf("a record not built from messages went: %v", err)
-	}
+	checkDropped(t, e, s)
 	r, err := storage.Verify(ctx, e)
 	if err != nil || !r.OK() {
 		t.Fatalf("verify after erase: %v\n%v", err, r)
@@ -113,9 +121,26 @@ func Erase(t *testing.T, open fixture.Opener, leaks Leaks) {
 			t.Errorf("%s still in %v", mk, where)
 		}
 	}
-	again, err := storage.Erase(ctx, e, s, seqs[0])
+	again, err := storage.Erase(ctx, e, s, eraseDrops, seqs[0])
 	if err != nil || len(again.Erased) != 0 || !slices.Equal(again.Already, seqs[:1]) {
 		t.Fatalf("erasing again: %+v %v; want it reported as already erased", again, err)
+	}
+}
+
+// checkDropped checks the derived records of s after Erase's erase: those
+// of the kinds dropped are gone, the others stay.
+func checkDropped(t *testing.T, e storage.Engine, s string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, kind := range []string{"summary", "recount"} {
+		for d, err := range e.ListDerived(ctx, s, kind) {
+			t.Errorf("a %s record built from the erased messages is still there: %s=%q %v", kind, d.Key, d.Value, err)
+		}
+	}
+	for kind, key := range map[string]string{"ratio": "ratio", storage.KindLineage: storage.RewindKey(9)} {
+		if _, err := storage.GetDerived(ctx, e, s, kind, key); err != nil {
+			t.Errorf("a %s record, not built from messages or not dropped, went: %v", kind, err)
+		}
 	}
 }
 
@@ -148,21 +173,34 @@ func checkErased(t *testing.T, before, after []storage.Entry, seqs []uint64) {
 }
 
 // EraseRefused: a seq not stored fails the whole erase, changing
-// nothing; so does an unknown session.
+// nothing; so do an unknown session, no seq, and no kind of derived record
+// to drop (which would keep every summary of the erased text).
 func EraseRefused(t *testing.T, open fixture.Opener) {
 	ctx := context.Background()
 	e, _ := open(t)
 	fixture.AppendOK(t, e, "s", fixture.Text("user", "one"), fixture.Text("assistant", "two"))
+	if err := storage.PutDerived(ctx, e, "s", "summary", "k", []byte("summary: one")); err != nil {
+		t.Fatal(err)
+	}
 	before := fixture.Collect(t, e.Messages(ctx, "s", 0))
-	if _, err := storage.Erase(ctx, e, "s", 1, 9); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.Erase(ctx, e, "s", eraseDrops, 1, 9); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("erase of seq 9 of 2: %v, want ErrNotFound", err)
 	}
 	checkErased(t, before, fixture.Collect(t, e.Messages(ctx, "s", 0)), nil)
-	if _, err := storage.Erase(ctx, e, "nobody", 1); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := storage.Erase(ctx, e, "nobody", eraseDrops, 1); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("erase in an unknown session: %v, want ErrNotFound", err)
 	}
-	if _, err := storage.Erase(ctx, e, "s"); err == nil {
+	if _, err := storage.Erase(ctx, e, "s", eraseDrops); err == nil {
 		t.Fatal("erase of no seq accepted")
+	}
+	for _, drop := range [][]string{nil, {}, {""}, {storage.KindLineage}} {
+		if res, err := storage.Erase(ctx, e, "s", drop, 1); err == nil {
+			t.Fatalf("erase dropping %q accepted: %+v", drop, res)
+		}
+	}
+	checkErased(t, before, fixture.Collect(t, e.Messages(ctx, "s", 0)), nil)
+	if v, err := storage.GetDerived(ctx, e, "s", "summary", "k"); err != nil || string(v) != "summary: one" {
+		t.Fatalf("a refused erase changed the derived records: %q %v", v, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package cliflag
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ func TestParseFlags(t *testing.T) {
 		n         int
 		json      bool
 		wait      time.Duration
-		problem   flagProblemKind
+		problem   ProblemKind
 		help      bool
 		failed    bool
 	}{
@@ -29,12 +29,12 @@ func TestParseFlags(t *testing.T) {
 		{name: "dash dash", args: []string{"--json", "--", "-n", "x"}, pos: []string{"-n", "x"}, json: true},
 		{name: "lone dash is an argument", args: []string{"-", "-n", "1"}, pos: []string{"-"}, n: 1},
 		{name: "stop at argument", args: []string{"--json", "show", "-n", "2"}, stopAtArg: true, pos: []string{"show", "-n", "2"}, json: true},
-		{name: "unknown", args: []string{"--nope"}, failed: true, problem: flagUnknown},
-		{name: "no value", args: []string{"a", "-n"}, failed: true, problem: flagNoValue},
-		{name: "bad value", args: []string{"-n", "x"}, failed: true, problem: flagBadValue},
-		{name: "bad bool", args: []string{"--json=maybe"}, failed: true, problem: flagBadValue},
-		{name: "bad duration", args: []string{"--wait", "5"}, failed: true, problem: flagBadValue},
-		{name: "syntax", args: []string{"---n"}, failed: true, problem: flagSyntax},
+		{name: "unknown", args: []string{"--nope"}, failed: true, problem: Unknown},
+		{name: "no value", args: []string{"a", "-n"}, failed: true, problem: NoValue},
+		{name: "bad value", args: []string{"-n", "x"}, failed: true, problem: BadValue},
+		{name: "bad bool", args: []string{"--json=maybe"}, failed: true, problem: BadValue},
+		{name: "bad duration", args: []string{"--wait", "5"}, failed: true, problem: BadValue},
+		{name: "syntax", args: []string{"---n"}, failed: true, problem: Syntax},
 		{name: "help", args: []string{"a", "--help"}, failed: true, help: true},
 		{name: "h", args: []string{"-h"}, failed: true, help: true},
 	} {
@@ -44,19 +44,19 @@ func TestParseFlags(t *testing.T) {
 			n := fs.Int("n", 0, "")
 			json := fs.Bool("json", false, "")
 			wait := fs.Duration("wait", 0, "")
-			pos, err := parseFlags(fs, tc.args, tc.stopAtArg)
+			pos, err := Parse(fs, tc.args, tc.stopAtArg)
 			if tc.failed {
-				p, ok := errors.AsType[*flagProblem](err)
+				p, ok := errors.AsType[*Problem](err)
 				switch {
 				case tc.help && !errors.Is(err, flag.ErrHelp):
-					t.Fatalf("parseFlags(%q) = %v, want flag.ErrHelp", tc.args, err)
-				case !tc.help && (!ok || p.kind != tc.problem):
-					t.Fatalf("parseFlags(%q) = %v, want a problem of kind %d", tc.args, err, tc.problem)
+					t.Fatalf("Parse(%q) = %v, want flag.ErrHelp", tc.args, err)
+				case !tc.help && (!ok || p.Kind != tc.problem):
+					t.Fatalf("Parse(%q) = %v, want a problem of kind %d", tc.args, err, tc.problem)
 				}
 				return
 			}
 			if err != nil || !slices.Equal(pos, tc.pos) || *n != tc.n || *json != tc.json || *wait != tc.wait {
-				t.Fatalf("parseFlags(%q) = %q, %v; -n %d --json %v --wait %v", tc.args, pos, err, *n, *json, *wait)
+				t.Fatalf("Parse(%q) = %q, %v; -n %d --json %v --wait %v", tc.args, pos, err, *n, *json, *wait)
 			}
 		})
 	}

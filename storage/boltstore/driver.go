@@ -4,34 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strings"
 
 	"github.com/ctxstore/ctxstore/storage"
-)
-
-// The types of the file engine's optional interfaces are package
-// storage's.
-type (
-	// StrayLog is a log beside the file that is not its log.
-	StrayLog = storage.StrayLog
-	// ReplayReport says what ReplayLog did.
-	ReplayReport = storage.ReplayReport
-	// RestoreReport says what Restore did.
-	RestoreReport = storage.RestoreReport
-)
-
-var (
-	// ErrNewerFormat means the file, its log or a record in it was written by
-	// a newer ctxstore, in a format this one cannot read fully: upgrade
-	// ctxstore. It is never damage, and nothing is changed.
-	ErrNewerFormat = storage.ErrNewerFormat
-	// ErrMoved means the file at the Store's path is no longer the database
-	// the Store opened: it was moved or removed, or another database (a
-	// restored backup, another copy) was put in its place. Nothing was
-	// written to either; open the path again.
-	ErrMoved = storage.ErrMoved
 )
 
 // The file engine opens the targets of storage.Open that are paths (and
@@ -60,7 +36,7 @@ func (fileDriver) Open(_ context.Context, target string, opts storage.OpenOption
 	path := filePath(target)
 	if opts.ReadOnly || opts.MustExist {
 		fi, err := os.Stat(path)
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w at %s", storage.ErrNoStore, path)
 		}
 		if err == nil && fi.Size() == 0 {
