@@ -436,10 +436,10 @@ the current epochs exactly with the default counter.`,
 			fmt.Fprintf(tw, "JSON\t%s in current epochs\n", termio.Human(s.JSONBytes))
 			switch {
 			case s.BytesPerJSON != nil:
-				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (file size over the messages' JSON; after purges, free pages go back with: %s)\n", *s.BytesPerJSON, a.cmdline("compact-file"))
+				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (file size over the messages' JSON; after purges, free pages go back with: %s)\n", *s.BytesPerJSON, a.cmdline("shrink"))
 			case s.AllMessages > s.Messages:
 				fmt.Fprintf(tw, "bytes/JSON byte\tn/a (earlier epochs hold %d %s whose JSON is not counted; to reclaim their room: %s, then %s)\n",
-					s.AllMessages-s.Messages, plural(s.AllMessages-s.Messages, "message", "messages"), a.cmdline("purge SESSION --epoch N --yes"), a.cmdline("compact-file"))
+					s.AllMessages-s.Messages, plural(s.AllMessages-s.Messages, "message", "messages"), a.cmdline("purge SESSION --epoch N --yes"), a.cmdline("shrink"))
 			}
 			return tw.Flush()
 		},
