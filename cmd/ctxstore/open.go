@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ctxstore/ctxstore/internal/pgdsn"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore"
 	"github.com/ctxstore/ctxstore/storage/pgstore"
@@ -28,21 +27,6 @@ const (
 // its schema up to date, so a server that does not answer fails the
 // command instead of hanging it.
 const serverOpenTimeout = 30 * time.Second
-
-// isServer reports whether db names a PostgreSQL database (a postgres:// or
-// postgresql:// URL, or a keyword/value connection string such as
-// "host=h dbname=d") rather than a bbolt file.
-func isServer(db string) bool { return pgdsn.Is(db) }
-
-// targetScheme is the engine's scheme for storage.Open when target is a
-// keyword/value connection string, which names none ("host=h dbname=d");
-// "" otherwise (the target says).
-func targetScheme(target string) string {
-	if isServer(target) && !pgdsn.IsURL(target) {
-		return "postgres"
-	}
-	return ""
-}
 
 // open opens the database for a command through the engine registered for
 // it: a file, or the PostgreSQL database a connection string names. A read
@@ -64,7 +48,7 @@ func (a *app) openAt(ctx context.Context, target string, mode openMode) (storage
 	octx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
 	defer cancel()
 	st, err := storage.Open(octx, target, storage.OpenOptions{
-		ReadOnly: mode == readOnly, MustExist: mode == writeExisting, LockTimeout: a.lockTimeout, Scheme: targetScheme(target),
+		ReadOnly: mode == readOnly, MustExist: mode == writeExisting, LockTimeout: a.lockTimeout,
 	})
 	if err != nil {
 		return nil, a.openError(target, err)
@@ -86,7 +70,7 @@ func (a *app) openError(target string, err error) error {
 	case errors.Is(err, pgstore.ErrSchemaName):
 		return usagef("--db: %v", err)
 	case errors.Is(err, storage.ErrNoStore):
-		db, _, _ := suggestedURL(target)
+		db, _ := storage.Shareable(target)
 		return fmt.Errorf("%w\n(use --db or $CTXSTORE_DB to pick another; for PostgreSQL, check the schema= parameter); these create it:\n  %s\n  %s\n  ctxstore demo --db %s",
 			err, a.cmdline("add SESSION < MESSAGES"), a.cmdline("import FILE"), shellQuote(db))
 	}
@@ -104,7 +88,7 @@ func (a *app) openError(target string, err error) error {
 // redacted.
 func serverError(err error, db string) error {
 	form := "connection string"
-	if pgdsn.IsURL(db) {
+	if storage.Scheme(db) != storage.FileScheme {
 		form = "URL"
 	}
 	given := "the " + form + " given with --db or $CTXSTORE_DB: " + redactURL(db)
@@ -130,25 +114,10 @@ func serverError(err error, db string) error {
 	return fmt.Errorf("the PostgreSQL server at %s refused the connection: %s\n(check the user, password and database in %s)", addr, ce.Reason, given)
 }
 
-// redactURL is db for messages: a PostgreSQL connection string with its
-// password (after the user name, or a password= parameter) replaced by
-// "xxxxx", whatever characters it holds; a file path as it is.
-func redactURL(db string) string {
-	if !isServer(db) {
-		return db
-	}
-	return pgdsn.Redact(db)
-}
-
-// suggestedURL is db for a command suggested to the user: a PostgreSQL
-// connection string without its passwords (pgdsn.Shareable); a file path
-// as it is.
-func suggestedURL(db string) (s string, hidden, sslHidden bool) {
-	if !isServer(db) {
-		return db, false, false
-	}
-	return pgdsn.Shareable(db)
-}
+// redactURL is db for messages: a connection string with its password
+// replaced by "xxxxx", whatever characters it holds (the engine's driver
+// finds it); a file path as it is.
+func redactURL(db string) string { return storage.Redact(db) }
 
 // supported refuses a command the database's engine cannot run: its
 // driver lacks the optional interface T (storage.Shrinker,
@@ -158,7 +127,7 @@ func supported[T any](a *app, what, instead string) error {
 	if err != nil {
 		return err
 	}
-	d, err := storage.DriverOf(target, targetScheme(target))
+	d, err := storage.DriverOf(target, "")
 	if err != nil {
 		return err
 	}
@@ -234,15 +203,10 @@ func explain(path, session string, err error) error {
 func (a *app) cmdline(format string, args ...any) string {
 	db, note := "", ""
 	if a != nil && a.db != "" {
-		u, hidden, sslHidden := suggestedURL(a.db)
+		u, left := storage.Shareable(a.db)
 		db = "--db " + shellQuote(u) + " "
-		switch {
-		case hidden && sslHidden:
-			note = " (password left out: set PGPASSWORD or use ~/.pgpass; sslpassword left out: add it back)"
-		case hidden:
-			note = " (password left out: set PGPASSWORD or use ~/.pgpass)"
-		case sslHidden:
-			note = " (sslpassword left out: add it back)"
+		if left != "" {
+			note = " (" + left + ")"
 		}
 	}
 	return "ctxstore " + db + fmt.Sprintf(format, args...) + note

@@ -350,7 +350,7 @@ func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	opts := storage.OpenOptions{ReadOnly: true, MustExist: true, LockTimeout: a.lockTimeout, Scheme: targetScheme(path)}
+	opts := storage.OpenOptions{ReadOnly: true, MustExist: true, LockTimeout: a.lockTimeout}
 	st, err := storage.WaitOpen(ctx, path, opts, 100*time.Millisecond, serverOpenTimeout, func(err error) {
 		fmt.Fprintf(a.stderr, "ctxstore tail: %s yet; waiting for it\n", err)
 	})
