@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/storage/boltstore"
-	"github.com/ctxstore/ctxstore/storage/pgstore"
 )
 
 // openMode says whether a command may create or change the database.
@@ -63,11 +61,11 @@ func (a *app) openAt(ctx context.Context, target string, mode openMode) (storage
 // not there says how to create one; a server that cannot be reached or
 // refuses the login says so (serverError); the rest as explain does.
 func (a *app) openError(target string, err error) error {
-	if _, connect := errors.AsType[*pgstore.ConnectError](err); connect {
+	if _, connect := errors.AsType[*storage.ConnectError](err); connect {
 		return serverError(err, target)
 	}
 	switch {
-	case errors.Is(err, pgstore.ErrSchemaName):
+	case errors.Is(err, storage.ErrBadTarget):
 		return usagef("--db: %v", err)
 	case errors.Is(err, storage.ErrNoStore):
 		db, _ := storage.Shareable(target)
@@ -78,13 +76,14 @@ func (a *app) openError(target string, err error) error {
 }
 
 // serverError explains err, which failed to open the PostgreSQL database
-// db names, by pgstore's typed errors. A connection string that does not
-// parse is a usage error saying what is wrong. A server that cannot be
+// db names, by the engine's typed errors (storage.ConnectError). A
+// connection string that does not parse is a usage error saying what is
+// wrong. A server that cannot be
 // reached, or does not answer, is named (host:port) once, with what to
 // check, instead of the driver's line per attempt; one that refuses the
 // login, or has no such database, says so. Anything else keeps its
 // message. Each says where the connection string came from, never with its
-// password: pgstore's errors never hold it, and the string is shown
+// password: the engine's errors never hold it, and the string is shown
 // redacted.
 func serverError(err error, db string) error {
 	form := "connection string"
@@ -92,23 +91,23 @@ func serverError(err error, db string) error {
 		form = "URL"
 	}
 	given := "the " + form + " given with --db or $CTXSTORE_DB: " + redactURL(db)
-	ce, ok := errors.AsType[*pgstore.ConnectError](err)
+	ce, ok := errors.AsType[*storage.ConnectError](err)
 	if !ok {
 		return fmt.Errorf("%w\n(the database is %s; check that the server runs and accepts the connection)", err, given)
 	}
 	addr := net.JoinHostPort(ce.Host, strconv.Itoa(int(ce.Port)))
 	check := "check that PostgreSQL runs there, and the host and port in " + given
 	switch {
-	case errors.Is(err, pgstore.ErrBadDSN):
+	case errors.Is(err, storage.ErrBadDSN):
 		return usagef("--db: %s is not a valid PostgreSQL %s: %s (its parameters are libpq's: https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS)",
 			redactURL(db), form, ce.Reason)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("no answer from the PostgreSQL server at %s in time (within connect_timeout, or %v)\n(%s)", addr, serverOpenTimeout, check)
-	case errors.Is(err, pgstore.ErrUnreachable):
+	case errors.Is(err, storage.ErrUnreachable):
 		return fmt.Errorf("cannot reach the PostgreSQL server at %s: %s\n(%s)", addr, ce.Reason, check)
-	case errors.Is(err, pgstore.ErrAuth):
+	case errors.Is(err, storage.ErrAuth):
 		return fmt.Errorf("the PostgreSQL server at %s refused the login: %s\n(check the user and password in %s; in a URL, a password holding / # ? @ : %% or spaces must be percent-encoded)", addr, ce.Reason, given)
-	case errors.Is(err, pgstore.ErrNoDatabase):
+	case errors.Is(err, storage.ErrNoDatabase):
 		return fmt.Errorf("the PostgreSQL server at %s has no database %q: %s\n(check the database in %s)", addr, ce.Database, ce.Reason, given)
 	}
 	return fmt.Errorf("the PostgreSQL server at %s refused the connection: %s\n(check the user, password and database in %s)", addr, ce.Reason, given)
@@ -183,7 +182,7 @@ func explain(path, session string, err error) error {
 		return withSentinel(fmt.Errorf("session %q not found in %s (see: ctxstore --db %s ls)", session, path, shellQuote(path)), storage.ErrNotFound)
 	case errors.Is(err, storage.ErrNewerFormat):
 		return fmt.Errorf("%w; this is ctxstore %s, and nothing was changed", err, buildVersion())
-	case errors.Is(err, boltstore.ErrNeedsUpgrade):
+	case errors.Is(err, storage.ErrNeedsUpgrade):
 		return fmt.Errorf("%w\nupgrade it once with: ctxstore --db %s shrink (any command that writes to it upgrades it too; ctxstore builds from before the upgrade cannot open it afterwards)",
 			err, shellQuote(path))
 	case errors.Is(err, storage.ErrMoved):
