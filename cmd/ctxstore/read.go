@@ -396,7 +396,7 @@ the current epochs exactly with the default counter.`,
 			if a.file == nil { // a server's: no file to measure
 				return serverStats(a, path, sum)
 			}
-			fi, err := os.Stat(path)
+			fi, err := os.Stat(a.file.Path())
 			if err != nil {
 				return err
 			}
