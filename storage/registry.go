@@ -43,7 +43,8 @@ type OpenOptions struct {
 	MustExist bool
 	// Scheme picks the engine of a target that has no "scheme://" prefix
 	// but is not a path, such as PostgreSQL's keyword/value connection
-	// string "host=h dbname=d" (Scheme "postgres"). Empty: by the target.
+	// string "host=h dbname=d" (Scheme "postgres"). Empty: by the target,
+	// or by the registered driver that claims it (Claimer).
 	Scheme string
 	// NoSync skips a file engine's fsyncs: faster, and a crash of the
 	// machine may lose what was written. For tests and bulk loads.
