@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,6 +84,9 @@ func TestSearchLockOrderChild(t *testing.T) {
 		rounds := 25
 		if role == "pausing-shrinker" {
 			rounds = 300
+		}
+		if role == "fork-eraser" {
+			return forkEraser(ctx, path)
 		}
 		for i := range rounds {
 			start := time.Now()
@@ -203,4 +207,89 @@ func TestRestoreBesideShrink(t *testing.T) {
 	if len(failed) > 0 {
 		t.Fatalf("%d of 200 restores beside a shrinking process failed:\n%s", len(failed), strings.Join(failed, "\n"))
 	}
+}
+
+// TestForkBesideEraser: forks of a session that another process appends
+// to, erases in and rewinds meanwhile either fail with ErrConflict or
+// copy none of the messages erased before the fork began.
+func TestForkBesideEraser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{})
+	must(t, err)
+	defer st.Close()
+	if _, _, err := st.Append(ctx, "src", text("user", "first")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := testkit.Command("TestSearchLockOrderChild", "fork-eraser", envPath+"="+path)
+	cmd.Stderr = os.Stderr
+	_, lines := testkit.Start(t, cmd)
+	var erased atomic.Int64
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			line, err := lines.ReadString('\n')
+			if err != nil {
+				return
+			}
+			var i int64
+			if _, err := fmt.Sscanf(line, "erased %d", &i); err == nil {
+				erased.Store(i + 1)
+			}
+		}
+	}()
+	forks, conflicts := 0, 0
+	for i := 0; ; i++ {
+		select {
+		case <-finished:
+			cmd.Wait()
+			t.Logf("%d forks, %d refused as conflicts", forks, conflicts)
+			return
+		default:
+		}
+		before := erased.Load()
+		dst := fmt.Sprintf("f%d", i)
+		_, err := st.Fork(ctx, "src", dst, 0, nil)
+		if errors.Is(err, storage.ErrConflict) {
+			conflicts++
+			continue
+		}
+		must(t, err)
+		forks++
+		got := strings.Join(textsOf(t, st, dst), "|")
+		for j := range before {
+			if s := fmt.Sprintf("sekrit%03dq", j); strings.Contains(got, s) {
+				t.Fatalf("fork %s, begun after %s was erased, holds it", dst, s)
+			}
+		}
+	}
+}
+
+// forkEraser appends secrets to "src" and erases each, printing "erased
+// i" once it is, and rewinds "src" every tenth round.
+func forkEraser(ctx context.Context, path string) error {
+	st, err := Open(path, Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for i := range 150 {
+		seq, _, err := st.Append(ctx, "src", text("user", fmt.Sprintf("sekrit%03dq", i)), text("user", "filler"))
+		if err != nil {
+			return err
+		}
+		if _, err := storage.Erase(ctx, st, "src", eraseDrops, seq); err != nil {
+			return err
+		}
+		fmt.Printf("erased %d\n", i)
+		if i%10 == 9 {
+			if _, err := storage.Rewind(ctx, st, "src", seq); err != nil && !errors.Is(err, storage.ErrConflict) {
+				return err
+			}
+		}
+	}
+	return nil
 }
