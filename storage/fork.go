@@ -66,6 +66,33 @@ type Lineage struct {
 	Epoch  uint64    `json:"epoch"`
 	Seq    uint64    `json:"seq"`
 	Time   time.Time `json:"time"`
+	// ParentGone says the parent was purged since the fork (a session of
+	// its name, if any, was created after the fork: another one). Not
+	// stored: CheckParent sets it.
+	ParentGone bool `json:"-"`
+}
+
+// CheckParent sets l.ParentGone by looking the parent up in e.
+func (l *Lineage) CheckParent(ctx context.Context, e Engine) error {
+	info, err := e.Session(ctx, l.Parent)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		l.ParentGone = true
+	case err != nil:
+		return fmt.Errorf("the parent of a fork: %w", err)
+	default:
+		l.ParentGone = info.Created.After(l.Time)
+	}
+	return nil
+}
+
+// ParentNote is what to say after the parent's name: " (purged)" when it
+// is gone, else nothing.
+func (l Lineage) ParentNote() string {
+	if l.ParentGone {
+		return " (purged)"
+	}
+	return ""
 }
 
 // Rewound is what a rewind left: the epoch it started was seeded with
@@ -273,8 +300,18 @@ func sourceKept(ctx context.Context, e Engine, src string, info SessionInfo) err
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	if err != nil || !now.Created.Equal(info.Created) || now.Erasures != info.Erasures || now.Epoch < info.Epoch || purgedEpochs(now) != purgedEpochs(info) {
-		return fmt.Errorf("%w: %q was erased or purged while it was copied; try again", ErrConflict, src)
+	if err != nil {
+		return SourceKept(nil, info)
+	}
+	return SourceKept(&now, info)
+}
+
+// SourceKept checks that now (nil: there is none) is still the forked
+// session read as info, with nothing of it erased or purged since:
+// ErrConflict otherwise. An engine's own Fork checks it where it writes.
+func SourceKept(now *SessionInfo, info SessionInfo) error {
+	if now == nil || !now.Created.Equal(info.Created) || now.Erasures != info.Erasures || now.Epoch < info.Epoch || purgedEpochs(*now) != purgedEpochs(info) {
+		return fmt.Errorf("%w: %q was erased or purged while it was copied; try again", ErrConflict, info.Name)
 	}
 	return nil
 }
@@ -371,14 +408,17 @@ func forkImport(ctx context.Context, e Engine, src, dst string, at uint64, carry
 	for i := range kept {
 		kept[i].Session = dst
 	}
-	now := plan.Lineage.Time
-	ep := EpochInfo{Epoch: info.Epoch, FirstSeq: info.EpochStartSeq, LastSeq: plan.Last, Messages: len(kept), Started: now}
-	imp := SessionImport{
-		Info: SessionInfo{Name: dst, Created: now, Updated: now, Epoch: info.Epoch, EpochStartSeq: info.EpochStartSeq,
-			LastSeq: plan.Last, Epochs: []EpochInfo{ep}},
-		Entries: kept, Derived: plan.Derived,
-	}
+	imp := SessionImport{Info: plan.Target(dst), Entries: kept, Derived: plan.Derived}
 	return imp, ForkReport{Lineage: plan.Lineage, Messages: len(kept), Derived: plan.Carried}, info, nil
+}
+
+// Target is the session a fork to dst imports: created at the fork's time,
+// holding the copied part of the source's epoch under its numbers.
+func (p ForkPlan) Target(dst string) SessionInfo {
+	now, src := p.Lineage.Time, p.Source
+	ep := EpochInfo{Epoch: src.Epoch, FirstSeq: src.EpochStartSeq, LastSeq: p.Last, Messages: p.Messages, Started: now}
+	return SessionInfo{Name: dst, Created: now, Updated: now, Epoch: src.Epoch, EpochStartSeq: src.EpochStartSeq,
+		LastSeq: p.Last, Epochs: []EpochInfo{ep}}
 }
 
 // importWhole imports one session with its derived records: in one

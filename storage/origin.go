@@ -13,6 +13,9 @@ func OriginOf(ctx context.Context, e Engine, session string, epoch uint64) (*Lin
 	}
 	if ok {
 		lin = &l
+		if err := lin.CheckParent(ctx, e); err != nil {
+			return nil, nil, err
+		}
 	}
 	if epoch == 0 {
 		return lin, nil, nil

@@ -44,6 +44,12 @@ const (
 	ProblemLog ProblemKind = "log"
 	// ProblemImport is an import of a session that did not finish.
 	ProblemImport ProblemKind = "import"
+	// ProblemOrphan is stored data no session owns: messages or derived
+	// records under a session number no session record names.
+	ProblemOrphan ProblemKind = "orphan"
+	// ProblemNumber is a session number above the last one the store has
+	// given out: the next session created would be given it too.
+	ProblemNumber ProblemKind = "number"
 )
 
 // VerifyProblem is one piece of damage.

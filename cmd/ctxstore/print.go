@@ -36,6 +36,8 @@ type forkedJSON struct {
 	Session string `json:"session"`
 	Epoch   uint64 `json:"epoch"`
 	Seq     uint64 `json:"seq"`
+	// ParentPurged says the parent was purged since (Lineage.ParentGone).
+	ParentPurged bool `json:"parent_purged,omitempty"`
 }
 
 func toSessionJSON(info storage.SessionInfo, split storage.Split, forked *storage.Lineage) sessionJSON {
@@ -45,7 +47,7 @@ func toSessionJSON(info storage.SessionInfo, split storage.Split, forked *storag
 		TotalMessages: info.TotalMessages, LastSeq: info.LastSeq, Epochs: export.EpochRecords(info.Epochs),
 	}
 	if forked != nil {
-		s.ForkedFrom = &forkedJSON{Session: forked.Parent, Epoch: forked.Epoch, Seq: forked.Seq}
+		s.ForkedFrom = &forkedJSON{Session: forked.Parent, Epoch: forked.Epoch, Seq: forked.Seq, ParentPurged: forked.ParentGone}
 	}
 	return s
 }

@@ -100,7 +100,7 @@ func (a *app) printSessions(where, pattern string, sessions iter.Seq2[persistent
 			notes = append(notes, fmt.Sprintf("%s: %s; not added up", termSafe(s.Name, false), describeSplit(s.Split)))
 		}
 		if s.Forked != nil {
-			forks = append(forks, fmt.Sprintf("%s from %s at seq %d", termSafe(s.Name, false), termSafe(s.Forked.Parent, false), s.Forked.Seq))
+			forks = append(forks, fmt.Sprintf("%s from %s%s at seq %d", termSafe(s.Name, false), termSafe(s.Forked.Parent, false), s.Forked.ParentNote(), s.Forked.Seq))
 		}
 		if s.Messages == 0 {
 			counter = "-"
@@ -212,7 +212,7 @@ func showEpoch(ctx context.Context, a *app, st storage.Engine, info storage.Sess
 	case !jsonl:
 		fmt.Fprintf(w, "session %q, epoch %d of %d: %d messages\n", info.Name, ep.Epoch, info.Epoch, ep.Messages)
 		if lin != nil {
-			fmt.Fprintf(w, "forked from session %q at seq %d (its epoch %d), %s\n", lin.Parent, lin.Seq, lin.Epoch, lin.Time.Local().Format("2006-01-02 15:04"))
+			fmt.Fprintf(w, "forked from session %q%s at seq %d (its epoch %d), %s\n", lin.Parent, lin.ParentNote(), lin.Seq, lin.Epoch, lin.Time.Local().Format("2006-01-02 15:04"))
 		}
 		if rw != nil {
 			fmt.Fprintf(w, "rewound: epoch %d up to seq %d, %s\n", rw.FromEpoch, rw.Seq, rw.Time.Local().Format("2006-01-02 15:04"))

@@ -69,22 +69,7 @@ func (e *eraseBeforeReplace) eraseOnce() {
 // copy: the erase came first, so the session must hold the marker nowhere.
 func TestRewindAfterEraseKeepsItErased(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "store.db")
-	st, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	for _, m := range []ctxstore.Message{
-		ctxstore.NewMessage("user", "hello"),
-		ctxstore.NewMessage("assistant", "hi"),
-		ctxstore.NewMessage("user", "my key is "+rewindMarker),
-		ctxstore.NewMessage("assistant", "noted"),
-	} {
-		if _, _, err := st.Append(ctx, "s", Record{Message: m}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st, path := storeWithMarker(t, ctxstore.NewMessage("user", "hello"), ctxstore.NewMessage("assistant", "hi"))
 	if _, err := storage.Rewind(ctx, &eraseBeforeReplace{Store: st, t: t, path: path}, "s", 3); err != nil {
 		t.Fatalf("rewind: %v", err)
 	}
@@ -105,9 +90,12 @@ func TestRewindAfterEraseKeepsItErased(t *testing.T) {
 }
 
 // eraseBeforeImport is eraseBeforeReplace for a fork: the other process
-// erases between the fork's read of its source and its write.
+// erases between the fork's read of its source and its write. It is not a
+// storage.Forker (the field hides the Store's Fork): storage.Fork reads,
+// then imports.
 type eraseBeforeImport struct {
 	eraseBeforeReplace
+	Fork struct{}
 }
 
 func (e *eraseBeforeImport) ImportSessions(ctx context.Context, batch []storage.SessionImport) error {
@@ -118,35 +106,45 @@ func (e *eraseBeforeImport) ImportSessions(ctx context.Context, batch []storage.
 // A fork whose source is erased by another process after the fork read it
 // must not create the copy holding the erased text (or its summaries)
 // after the erase: either it fails and nothing is created, or the copy
-// holds the marker nowhere.
+// holds the marker nowhere. The Store's own Fork (storage.Forker) is
+// erased under as it works out which derived records to carry; a fork
+// that reads, then imports, just before it imports.
 func TestForkAfterEraseKeepsItErased(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "store.db")
-	st, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
+	for _, how := range []string{"engine", "import"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := context.Background()
+			st, path := storeWithMarker(t)
+			// A summary of the message, of the kind the erase drops (eraseDrops).
+			if err := st.PutDerived(ctx, "s", eraseDrops[0], "e1/b1000", []byte(`{"summary":"user's key is `+rewindMarker+`"}`)); err != nil {
+				t.Fatal(err)
+			}
+			eraser := &eraseBeforeImport{eraseBeforeReplace: eraseBeforeReplace{Store: st, t: t, path: path}}
+			var e storage.Engine = eraser
+			carry := []storage.Carry{{Kind: eraseDrops[0]}}
+			if how == "engine" {
+				e = st
+				carry[0].Keep = func(string, storage.Copied) bool { eraser.eraseOnce(); return true }
+			}
+			_, ferr := storage.Fork(ctx, e, "s", "d", 0, carry)
+			if !eraser.done {
+				t.Fatal("the erasing process did not run")
+			}
+			if ferr != nil {
+				t.Logf("fork: %v", ferr)
+				if where := fileLeaks(t, st, []byte(rewindMarker)); len(where) > 0 {
+					t.Errorf("the refused fork left the erased text in %v", where)
+				}
+			}
+			checkErasedEverywhere(t, st, "s", "d")
+		})
 	}
-	defer st.Close()
-	for _, m := range []ctxstore.Message{
-		ctxstore.NewMessage("user", "my key is "+rewindMarker),
-		ctxstore.NewMessage("assistant", "noted"),
-	} {
-		if _, _, err := st.Append(ctx, "s", Record{Message: m}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A summary of the message, of the kind the erase drops (eraseDrops).
-	if err := st.PutDerived(ctx, "s", eraseDrops[0], "e1/b1000", []byte(`{"summary":"user's key is `+rewindMarker+`"}`)); err != nil {
-		t.Fatal(err)
-	}
-	_, ferr := storage.Fork(ctx, &eraseBeforeImport{eraseBeforeReplace{Store: st, t: t, path: path}}, "s", "d", 0, []storage.Carry{{Kind: eraseDrops[0]}})
-	if ferr != nil {
-		t.Logf("fork: %v", ferr)
-		if where := fileLeaks(t, st, []byte(rewindMarker)); len(where) > 0 {
-			t.Errorf("the refused fork left the erased text in %v", where)
-		}
-	}
-	for _, name := range []string{"s", "d"} {
+}
+
+// checkErasedEverywhere fails t if a message, title or summary record of
+// the sessions holds the erased text.
+func checkErasedEverywhere(t *testing.T, st *Store, sessions ...string) {
+	t.Helper()
+	for _, name := range sessions {
 		for ent, err := range st.Messages(ctx, name, 0) {
 			if err != nil {
 				break // d absent is fine
@@ -164,4 +162,23 @@ func TestForkAfterEraseKeepsItErased(t *testing.T) {
 			}
 		}
 	}
+}
+
+// storeWithMarker is a new store holding session "s": the messages given,
+// then one telling the marker and the assistant's answer.
+func storeWithMarker(t *testing.T, before ...ctxstore.Message) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "store.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	msgs := append(before, ctxstore.NewMessage("user", "my key is "+rewindMarker), ctxstore.NewMessage("assistant", "noted"))
+	for _, m := range msgs {
+		if _, _, err := st.Append(context.Background(), "s", Record{Message: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st, path
 }

@@ -91,6 +91,14 @@ func TestSharedClosedHandleRefusesEveryCall(t *testing.T) {
 			info.Name += "2"
 			return h.ImportSessions(ctx, []storage.SessionImport{{Info: info}})
 		},
+		"Fork": func(h *Shared) error {
+			// "s" is cleared by then: a session of its own to fork.
+			if _, _, err := h.Append(ctx, "to-fork", text("user", "x")); err != nil && !errors.Is(err, ErrClosed) {
+				return err
+			}
+			_, err := h.Fork(ctx, "to-fork", "forked", 0, nil)
+			return err
+		},
 		"Verify":        func(h *Shared) error { _, err := h.Verify(ctx); return err },
 		"EraseMessages": func(h *Shared) error { _, err := h.EraseMessages(ctx, "s", []uint64{1}, nil); return err },
 		"Scrub":         func(h *Shared) error { _, err := h.Scrub(ctx); return err },

@@ -19,15 +19,7 @@ import (
 func TestVerifyIntactStore(t *testing.T) {
 	dir := t.TempDir()
 	ts := makeTestStore(t, filepath.Join(dir, "s.db"), 60)
-	st, err := Open(ts.path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	r, err := st.Verify(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := verifyFile(t, ts.path)
 	if !r.Intact() || r.Messages != len(ts.msgs) || r.Sessions != 4 {
 		t.Fatalf("want intact, %d messages in 4 sessions:\n%s", len(ts.msgs), r)
 	}
@@ -88,15 +80,7 @@ func TestVerifyReportsPairingAndDamage(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err = Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	r, err := st.Verify(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := verifyFile(t, path)
 	got := map[string]bool{}
 	for _, p := range r.Pairing {
 		got[fmt.Sprintf("%s %s %d", p.Kind, p.CallID, p.Seq)] = true

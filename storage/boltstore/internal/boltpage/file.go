@@ -680,7 +680,9 @@ func (w *Walker) Issue(path []string, page uint64, format string, args ...any) {
 type BucketRoot struct {
 	Page   uint64
 	Inline []byte // page bytes (header first) of an inline bucket, when page == 0
-	off    int64  // where inline starts in the file, set by boltWalker.sub
+	// Sequence is the bucket's sequence (bbolt's NextSequence counter).
+	Sequence uint64
+	off      int64 // where inline starts in the file, set by boltWalker.sub
 }
 
 // SubBucket decodes a nested bucket's value: the bucket header, then, for an inline
@@ -689,14 +691,14 @@ func SubBucket(v []byte) (BucketRoot, error) {
 	if len(v) < boltBucketHdrSize {
 		return BucketRoot{}, fmt.Errorf("bucket header cut short (%d bytes)", len(v))
 	}
-	root := binary.NativeEndian.Uint64(v)
+	root, seq := binary.NativeEndian.Uint64(v), binary.NativeEndian.Uint64(v[8:])
 	if root != 0 {
-		return BucketRoot{Page: root}, nil
+		return BucketRoot{Page: root, Sequence: seq}, nil
 	}
 	if len(v) < boltBucketHdrSize+PageHeaderSize {
 		return BucketRoot{}, fmt.Errorf("inline bucket cut short (%d bytes)", len(v))
 	}
-	return BucketRoot{Inline: v[boltBucketHdrSize:]}, nil
+	return BucketRoot{Inline: v[boltBucketHdrSize:], Sequence: seq}, nil
 }
 
 // sub decodes the nested bucket e names, recording an issue at path+key if it

@@ -62,12 +62,12 @@ func Pages(ctx context.Context, path string, r *storage.VerifyReport) (sound boo
 	return len(w.Issues) == 0, newer
 }
 
-// topBuckets finds the root's buckets of the given names; a missing one is
+// topBuckets finds the root's buckets; a missing one of the names given is
 // an issue of the walk.
 func topBuckets(w *boltpage.Walker, root boltpage.BucketRoot, names ...string) (map[string]boltpage.BucketRoot, bool) {
 	out := map[string]boltpage.BucketRoot{}
 	w.ForEach(nil, root, func(e boltpage.Elem) bool {
-		if e.Bucket && slices.Contains(names, string(e.Key)) {
+		if e.Bucket {
 			if br, ok := w.Sub(nil, e); ok {
 				out[string(e.Key)] = br
 			}
@@ -84,13 +84,14 @@ func topBuckets(w *boltpage.Walker, root boltpage.BucketRoot, names ...string) (
 }
 
 // flat checks every session of a format 3 file: its record, then its
-// messages, which follow in the messages bucket in session number order.
+// messages, which follow in the messages bucket in session number order,
+// then the derived records, which must each belong to a session too.
 func flat(ctx context.Context, w *boltpage.Walker, root boltpage.BucketRoot, r *storage.VerifyReport, newer *error) {
 	tops, ok := topBuckets(w, root, layout.BucketNames, layout.BucketMessages)
 	if !ok {
 		return
 	}
-	byID := map[uint64]*sessionVerifier{}
+	o := &owners{r: r, byID: map[uint64]*sessionVerifier{}, last: tops[layout.BucketNames].Sequence, stray: map[uint64]*strayTally{}}
 	var order []*sessionVerifier
 	w.ForEach([]string{layout.BucketNames}, tops[layout.BucketNames], func(e boltpage.Elem) bool {
 		name := string(e.Key)
@@ -100,39 +101,98 @@ func flat(ctx context.Context, w *boltpage.Walker, root boltpage.BucketRoot, r *
 		id, m, err := layout.DecodeRecord(e.Value)
 		switch {
 		case e.Bucket:
-			r.AddProblem("meta", name, 0, "a bucket where the session's record belongs")
+			r.AddProblem(storage.ProblemMeta, name, 0, "a bucket where the session's record belongs")
 		case err != nil:
-			r.AddProblem("meta", name, 0, "%v", err)
-		case byID[id] != nil:
-			r.AddProblem("meta", name, 0, "session number %d is also session %q's", id, byID[id].name)
+			r.AddProblem(storage.ProblemMeta, name, 0, "%v", err)
+		case o.byID[id] != nil:
+			r.AddProblem(storage.ProblemMeta, name, 0, "session number %d is also session %q's", id, o.byID[id].name)
 		default:
-			byID[id] = v
+			o.byID[id] = v
 			v.setMeta(m)
+			if id > o.last {
+				r.AddProblem(storage.ProblemNumber, name, 0, "session number %d is above %d, the last the file has given out: "+
+					"the next sessions created would be given it too and share its messages; "+
+					"ctxstore doctor --salvage OUT.db copies every session into a new file, numbered afresh", id, o.last)
+			}
 		}
 		return ctx.Err() == nil
 	})
-	orphans := map[uint64]bool{}
 	w.ForEach([]string{layout.BucketMessages}, tops[layout.BucketMessages], func(e boltpage.Elem) bool {
 		id, seq, ok := layout.SplitMsgKey(e.Key)
-		v := byID[id]
+		v := o.byID[id]
 		switch {
 		case !ok:
 			r.Messages++
-			r.AddProblem("record", "", 0, "unreadable record under a damaged key")
+			r.AddProblem(storage.ProblemRecord, "", 0, "unreadable record under a damaged key")
 		case v == nil:
 			r.Messages++
-			if !orphans[id] {
-				orphans[id] = true
-				r.AddProblem("record", "", 0, "messages of session number %d, which no session record names", id)
-			}
+			o.tally(id).messages++
 		default:
 			e.Key = layout.SeqKey(seq)
 			v.message(e)
 		}
 		return ctx.Err() == nil
 	})
+	if derived, ok := tops[layout.BucketDerivedRecords]; ok {
+		w.ForEach([]string{layout.BucketDerivedRecords}, derived, func(e boltpage.Elem) bool {
+			id, _, _, ok := layout.SplitDerivedKey(e.Key)
+			switch {
+			case e.Bucket || !ok:
+				r.AddProblem(storage.ProblemRecord, "", 0, "a derived record under a damaged key")
+			case o.byID[id] == nil:
+				o.tally(id).derived++
+			}
+			return ctx.Err() == nil
+		})
+	}
 	for _, v := range order {
 		v.finish()
+	}
+	o.report()
+}
+
+// owners is what the session records say about session numbers: whose
+// each is, and the last one the file has given out (the names bucket's
+// sequence). It counts the records under the numbers no record names.
+type owners struct {
+	r     *storage.VerifyReport
+	byID  map[uint64]*sessionVerifier
+	last  uint64
+	stray map[uint64]*strayTally
+}
+
+// strayTally counts the records under one session number no record names.
+type strayTally struct{ messages, derived int }
+
+func (o *owners) tally(id uint64) *strayTally {
+	t := o.stray[id]
+	if t == nil {
+		t = &strayTally{}
+		o.stray[id] = t
+	}
+	return t
+}
+
+// report adds a problem for each session number with records and no
+// session record: an orphan, or, above the numbers given out, a number the
+// next sessions created would be given, taking the records in.
+func (o *owners) report() {
+	for _, id := range slices.Sorted(maps.Keys(o.stray)) {
+		t := o.stray[id]
+		var held []string
+		if t.messages > 0 {
+			held = append(held, plural(t.messages, "message"))
+		}
+		if t.derived > 0 {
+			held = append(held, plural(t.derived, "derived record"))
+		}
+		what := fmt.Sprintf("%s under session number %d, which no session record names", strings.Join(held, " and "), id)
+		fix := "ctxstore doctor --salvage OUT.db copies the messages into a new file, under the session their records name, and leaves the derived records out"
+		if id > o.last {
+			o.r.AddProblem(storage.ProblemNumber, "", 0, "%s, above %d, the last the file has given out: the next sessions created would be given it and take them in; %s", what, o.last, fix)
+			continue
+		}
+		o.r.AddProblem(storage.ProblemOrphan, "", 0, "%s: no command reads them; %s", what, fix)
 	}
 }
 
@@ -267,4 +327,12 @@ func (v *sessionVerifier) finish() {
 				m.Epoch, got.Messages, got.Tokens, name, c.Messages, c.Tokens)
 		}
 	}
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -3,7 +3,10 @@ package govern
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,17 +31,64 @@ func BenchFork(b *testing.B, e storage.Engine, n int) {
 	}
 	b.ResetTimer()
 	i := 0
+	var peak, alloc uint64
 	for b.Loop() {
-		rep, err := storage.Fork(ctx, e, "src", fmt.Sprintf("fork-%d", i), 0, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if rep.Messages != n {
-			b.Fatalf("forked %d messages, want %d", rep.Messages, n)
-		}
+		p, a := heapDuring(func() {
+			rep, err := storage.Fork(ctx, e, "src", fmt.Sprintf("fork-%d", i), 0, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if rep.Messages != n {
+				b.Fatalf("forked %d messages, want %d", rep.Messages, n)
+			}
+		})
+		peak, alloc = max(peak, p), alloc+a
 		i++
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+	b.ReportMetric(float64(alloc)/float64(i)/(1<<20), "alloc-MiB/fork")
+}
+
+// heapDuring runs fn and returns how far the heap in use rose above where
+// it stood before (sampled every millisecond, and at the end), and the
+// bytes allocated meanwhile.
+func heapDuring(fn func()) (peak, alloc uint64) {
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var top atomic.Uint64
+	sample := func() {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		if m.HeapInuse > top.Load() {
+			top.Store(m.HeapInuse)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				sample()
+			}
+		}
+	})
+	fn()
+	close(stop)
+	wg.Wait()
+	sample()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if t := top.Load(); t > before.HeapInuse {
+		peak = t - before.HeapInuse
+	}
+	return peak, after.TotalAlloc - before.TotalAlloc
 }
 
 // BenchGC is storagetest.BenchGC.
