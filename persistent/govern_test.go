@@ -96,17 +96,7 @@ func startGovernHost(t *testing.T, db, session string) *governHost {
 	t.Helper()
 	cmd := testkit.Command("", governRole, "GOVERN_DB="+db, "GOVERN_SESSION="+session)
 	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	in, out := testkit.Start(t, cmd)
 	t.Cleanup(func() {
 		in.Close()
 		_ = cmd.Wait()

@@ -13,9 +13,9 @@ import (
 	"github.com/ctxstore/ctxstore/tokens"
 )
 
-// BenchmarkImportJSONL measures a legacy import into a fresh session of a
-// real (fsynced) store: 10k messages of ~300 bytes, batches as in ImportFile.
-func BenchmarkImportJSONL(b *testing.B) {
+// BenchmarkIngestJSONL measures a legacy import into a fresh session of a
+// real (fsynced) store: 10k messages of ~300 bytes, batches as in IngestFile.
+func BenchmarkIngestJSONL(b *testing.B) {
 	var buf bytes.Buffer
 	for i := range 10_000 {
 		fmt.Fprintf(&buf, `{"role": "user", "content": "message %d %s", "timestamp": "2025-10-14T09:12:03.512+00:00"}`+"\n",
@@ -30,7 +30,7 @@ func BenchmarkImportJSONL(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
 	for i := range b.N {
-		rep, err := ImportJSONL(context.Background(), st, fmt.Sprintf("s%d", i), bytes.NewReader(data), ImportOptions{})
+		rep, err := IngestJSONL(context.Background(), st, fmt.Sprintf("s%d", i), bytes.NewReader(data), IngestOptions{})
 		if err != nil || rep.Imported != 10_000 {
 			b.Fatalf("%+v, %v", rep, err)
 		}
@@ -140,7 +140,7 @@ func BenchmarkImport100k(b *testing.B) {
 			defer st.Close()
 			b.SetBytes(int64(len(data)))
 			for i := range b.N {
-				rep, err := ImportJSONL(context.Background(), st, fmt.Sprintf("s%d", i), bytes.NewReader(data), ImportOptions{Estimator: c.est})
+				rep, err := IngestJSONL(context.Background(), st, fmt.Sprintf("s%d", i), bytes.NewReader(data), IngestOptions{Estimator: c.est})
 				if err != nil || rep.Imported != 100_000 {
 					b.Fatalf("%+v, %v", rep, err)
 				}

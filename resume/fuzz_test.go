@@ -10,12 +10,12 @@ import (
 	"github.com/ctxstore/ctxstore"
 )
 
-// FuzzImportJSONL feeds arbitrary bytes to the JSONL import path (reader,
+// FuzzIngestJSONL feeds arbitrary bytes to the JSONL import path (reader,
 // batching, accounting) with an in-memory sink. Properties: no panic; every
 // non-blank line is imported or reported, never both and never lost; an
 // imported message holds exactly the line's bytes (surrounding whitespace
 // aside); line numbers are right.
-func FuzzImportJSONL(f *testing.F) {
+func FuzzIngestJSONL(f *testing.F) {
 	for _, s := range []string{
 		"",
 		"\n\n",

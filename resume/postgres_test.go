@@ -17,11 +17,11 @@ import (
 	_ "github.com/ctxstore/ctxstore/storage/pgstore" // postgres:// DBPaths
 )
 
-// TestImportJSONLPostgresOnce: two hosts (two pgstore pools) importing the
+// TestIngestJSONLPostgresOnce: two hosts (two pgstore pools) importing the
 // same JSONL into one session at once store it exactly once, byte for
 // byte; the other host's import is skipped, or continues the first's
 // without storing a message twice.
-func TestImportJSONLPostgresOnce(t *testing.T) {
+func TestIngestJSONLPostgresOnce(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
 	schema := pgtest.Schema(t, dsn)
@@ -33,12 +33,12 @@ func TestImportJSONLPostgresOnce(t *testing.T) {
 	data := strings.Join(lines, "\n") + "\n"
 	for round := range 4 {
 		session := fmt.Sprintf("s%d", round)
-		reps := make([]ImportReport, len(hosts))
+		reps := make([]IngestReport, len(hosts))
 		var wg sync.WaitGroup
 		for i, h := range hosts {
 			wg.Go(func() {
 				var err error
-				reps[i], err = ImportJSONL(ctx, h, session, strings.NewReader(data), ImportOptions{Source: "legacy.jsonl"})
+				reps[i], err = IngestJSONL(ctx, h, session, strings.NewReader(data), IngestOptions{Source: "legacy.jsonl"})
 				if err != nil {
 					t.Errorf("round %d host %d: %v", round, i, err)
 				}
@@ -58,7 +58,7 @@ func TestImportJSONLPostgresOnce(t *testing.T) {
 		if strings.Join(stored, "\n") != strings.Join(lines, "\n") {
 			t.Fatalf("round %d: %d messages stored, not the source's %d lines byte for byte", round, len(stored), len(lines))
 		}
-		again, err := ImportJSONL(ctx, hosts[0], session, strings.NewReader(data), ImportOptions{Source: "legacy.jsonl"})
+		again, err := IngestJSONL(ctx, hosts[0], session, strings.NewReader(data), IngestOptions{Source: "legacy.jsonl"})
 		if err != nil || again.Imported != 0 || again.Skipped == "" {
 			t.Fatalf("round %d: a third import: %+v, %v; want skipped", round, again, err)
 		}

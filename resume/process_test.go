@@ -35,11 +35,11 @@ func TestChildProcess(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	opts := ImportOptions{}
+	opts := IngestOptions{}
 	if role == "crash" {
 		opts.Progress = func(int64, int) { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 	}
-	rep, err := ImportFile(context.Background(), st, "s", os.Getenv(envSource), opts)
+	rep, err := IngestFile(context.Background(), st, "s", os.Getenv(envSource), opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(4)
@@ -98,7 +98,7 @@ func TestConcurrentImportsFromProcesses(t *testing.T) {
 		if err := c.Wait(); err != nil {
 			t.Fatalf("child %d: %v", i, err)
 		}
-		var rep ImportReport
+		var rep IngestReport
 		if err := json.Unmarshal(outs[i].Bytes(), &rep); err != nil {
 			t.Fatalf("child %d output %q: %v", i, outs[i], err)
 		}
@@ -134,7 +134,7 @@ func TestImportContinuesAfterKill(t *testing.T) {
 	if err != nil || !found || rec.State != importStarted || rec.Owner == "" {
 		t.Fatalf("record after the kill: %+v, %v, %v", rec, found, err)
 	}
-	rep, err := ImportFile(context.Background(), st, "s", src, ImportOptions{})
+	rep, err := IngestFile(context.Background(), st, "s", src, IngestOptions{})
 	st.Close()
 	if err != nil || rep.Continued != defaultBatchMessages || rep.Imported != len(valid)-defaultBatchMessages {
 		t.Fatalf("continued: %+v, %v", rep, err)
@@ -144,7 +144,7 @@ func TestImportContinuesAfterKill(t *testing.T) {
 
 // loadImportRecord reads the import record for source.
 func loadImportRecord(ctx context.Context, st storage.Engine, session, source string) (importRecord, bool, error) {
-	for d, err := range st.ListDerived(ctx, session, KindImport) {
+	for d, err := range st.ListDerived(ctx, session, KindIngest) {
 		if err != nil {
 			return importRecord{}, false, err
 		}

@@ -70,8 +70,8 @@ type Report struct {
 	// Notes are other things a person should know, e.g. why the JSONL was
 	// not imported.
 	Notes []string `json:"notes,omitempty"`
-	// Import is the full import report (nil when there was no JSONL).
-	Import *ImportReport `json:"import,omitempty"`
+	// Import is the full ingest report (nil when there was no JSONL).
+	Import *IngestReport `json:"import,omitempty"`
 }
 
 // String is a short human account, one fact per line.
@@ -113,7 +113,7 @@ type target struct {
 	id, project, dir, jsonl, db string
 }
 
-// Open brings a session back: it finds it (Options), imports its legacy
+// Open brings a session back: it finds it (Options), ingests its legacy
 // context-messages.jsonl into the store if the session is new to the store,
 // opens it with persistent.Open and repairs an interrupted tool-call tail.
 // The JSONL is never written. The caller closes the Manager.
@@ -139,7 +139,7 @@ func Open(ctx context.Context, opts Options) (*persistent.Manager, *Report, erro
 		ir, err := importInto(ctx, t, opts.Config)
 		// A conflict leaves the session usable: what it holds is
 		// authoritative, and ir.Skipped (a note below) says what happened.
-		if err != nil && !errors.Is(err, ErrImportConflict) {
+		if err != nil && !errors.Is(err, ErrIngestConflict) {
 			return nil, rep, err
 		}
 		rep.Import = &ir
@@ -206,22 +206,22 @@ func Open(ctx context.Context, opts Options) (*persistent.Manager, *Report, erro
 
 // importInto imports t's JSONL with the estimator and size limit the
 // manager will use, so stored token estimates match the manager's own.
-func importInto(ctx context.Context, t target, cfg persistent.Config) (ImportReport, error) {
+func importInto(ctx context.Context, t target, cfg persistent.Config) (IngestReport, error) {
 	sc, err := cfg.Config.WithDefaults()
 	if err != nil {
-		return ImportReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
+		return IngestReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
 	}
 	if storage.Scheme(t.db) == storage.FileScheme {
 		if err := os.MkdirAll(filepath.Dir(t.db), 0o700); err != nil {
-			return ImportReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
+			return IngestReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
 		}
 	}
 	st, err := storage.Open(ctx, t.db, storage.OpenOptions{LockTimeout: cfg.LockTimeout})
 	if err != nil {
-		return ImportReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
+		return IngestReport{}, fmt.Errorf("resume session %s: %w", t.id, err)
 	}
 	defer st.Close()
-	ir, err := ImportFile(ctx, st, t.id, t.jsonl, ImportOptions{
+	ir, err := IngestFile(ctx, st, t.id, t.jsonl, IngestOptions{
 		MaxMessageBytes: cmp.Or(sc.MessageLimit(), -1), // 0 there is "no limit"
 		Estimator:       sc.Estimator,
 	})

@@ -81,7 +81,7 @@ func (o importFlags) exportRename(h export.Header, label string) (func(string) (
 // checkSkipped fails a transcript import that skipped malformed lines,
 // unless --skip-bad: the lines are listed in the report, the rest is
 // imported, and a script must not take the import for complete.
-func (o importFlags) checkSkipped(label string, rep resume.ImportReport) error {
+func (o importFlags) checkSkipped(label string, rep resume.IngestReport) error {
 	if len(rep.Malformed) == 0 || o.skipBad {
 		return nil
 	}

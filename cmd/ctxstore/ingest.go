@@ -17,8 +17,7 @@ modified. Ingesting the same file into the same session again does
 nothing, and an ingest cut short is continued. --skip-existing leaves a
 session that exists alone.
 
-A ctxstore export is read back with 'ctxstore import'. (import took
-transcripts too before ingest had a name of its own, and still does.)
+A ctxstore export is read back with 'ctxstore import'.
 
 On a terminal, long ingests show a progress bar on stderr.`,
 		example: "ctxstore ingest ~/.amplifier/projects/p/sessions/abc    # session \"abc\"\nctxstore ingest chat.jsonl --as support-42",

@@ -89,8 +89,7 @@ the name of every session (import a backup beside the sessions it came
 from).
 
 An Amplifier transcript is read with 'ctxstore ingest'; given one, import
-ingests it as ingest does, as it always has (it took both before ingest
-had a name of its own).
+ingests it as ingest does.
 
 On a terminal, long imports show a progress bar on stderr.`,
 		example: "ctxstore --db fresh.db import backup.jsonl\nctxstore import --prefix restored/ backup.jsonl",
@@ -179,16 +178,16 @@ func runImport(ctx context.Context, a *app, file string, o importFlags) error {
 			return nil
 		}
 	}
-	opts := resume.ImportOptions{Progress: func(read int64, imported int) { bar.Update(read, int64(imported)) }}
-	var rep resume.ImportReport
+	opts := resume.IngestOptions{Progress: func(read int64, imported int) { bar.Update(read, int64(imported)) }}
+	var rep resume.IngestReport
 	if file == "-" {
 		// Hand the transcript reader everything, the first line included.
 		rest := io.MultiReader(strings.NewReader(string(first)+"\n"), br)
-		rep, err = resume.ImportJSONL(ctx, st, session, rest, opts)
+		rep, err = resume.IngestJSONL(ctx, st, session, rest, opts)
 	} else {
 		// By path: the import is recorded under the file's absolute path,
 		// so importing the same file again is a no-op.
-		rep, err = resume.ImportFile(ctx, st, session, file, opts)
+		rep, err = resume.IngestFile(ctx, st, session, file, opts)
 	}
 	bar.Finish()
 	if err != nil {
@@ -288,7 +287,7 @@ func transcriptSession(path string) string {
 
 // reportTranscript says what reading a transcript did, verb saying how it
 // was read ("ingested", or "imported" by the command's former name).
-func reportTranscript(a *app, label, db string, rep resume.ImportReport, verb string) error {
+func reportTranscript(a *app, label, db string, rep resume.IngestReport, verb string) error {
 	if a.json {
 		return termio.WriteJSON(a.stdout, rep)
 	}

@@ -155,6 +155,20 @@ func Start(t testing.TB, cmd *exec.Cmd) (io.WriteCloser, *bufio.Reader) {
 	return in, bufio.NewReader(out)
 }
 
+// KillPoints runs a child's work at kill points spread over its duration.
+// First run(-1) runs it whole and returns how long that took (RunOrKill
+// with a negative delay does). Then run is called with points delays,
+// the i-th (from 0) i/(points-past) of that duration, so that the last
+// past of them fall after the work would have ended. It returns the
+// measured duration.
+func KillPoints(points, past int, run func(delay time.Duration) time.Duration) time.Duration {
+	took := run(-1)
+	for i := range points {
+		run(took * time.Duration(i) / time.Duration(points-past))
+	}
+	return took
+}
+
 // RunOrKill runs a child that prints "open" once it is ready, waits for a
 // line on its stdin, does its work and prints "done <nanoseconds>". It
 // tells the child to go and then, with delay >= 0, kills it (SIGKILL)

@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
 )
 
 const envEraseDB = "CTXSTORE_ERASE_DB"
@@ -30,20 +30,7 @@ func TestEraseChild(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		fmt.Println("open")
-		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-			return err
-		}
-		start := time.Now()
-		seqs, err := storage.MatchSeqs(context.Background(), st, "s", crashMarker)
-		if err != nil {
-			return err
-		}
-		if _, err := storage.Erase(context.Background(), st, "s", eraseDrops, seqs...); err != nil {
-			return err
-		}
-		fmt.Println("done", time.Since(start).Nanoseconds())
-		return st.Close()
+		return storagetest.EraseInChild(st, crashMarker, eraseDrops)
 	})
 }
 
@@ -120,16 +107,17 @@ func TestEraseKilled(t *testing.T) {
 		}
 		return filepath.Join(dir, "store.db")
 	}
-	took := runEraser(t, clone(filepath.Join(t.TempDir(), "whole")), -1)
-	t.Logf("an erase takes %v in the child", took)
 	const points = 24
 	outcomes := map[string]int{}
-	for i := range points {
-		path := clone(filepath.Join(t.TempDir(), strconv.Itoa(i)))
-		runEraser(t, path, took*time.Duration(i)/time.Duration(points-4))
-		outcomes[checkAfterKill(t, path, want)]++
-	}
-	t.Logf("outcomes over %d kill points: %v", points, outcomes)
+	took := testkit.KillPoints(points, 4, func(delay time.Duration) time.Duration {
+		path := clone(filepath.Join(t.TempDir(), "kill"))
+		took := runEraser(t, path, delay)
+		if delay >= 0 { // the first run measures the whole erase
+			outcomes[checkAfterKill(t, path, want)]++
+		}
+		return took
+	})
+	t.Logf("an erase takes %v in the child; outcomes over %d kill points: %v", took, points, outcomes)
 }
 
 // checkAfterKill opens the store a killed eraser left and says whether the
@@ -140,42 +128,16 @@ func checkAfterKill(t *testing.T, path string, want []storage.Entry) string {
 		t.Fatalf("open after kill: %v", err)
 	}
 	defer st.Close()
-	got := entries(t, st)
-	if len(got) != len(want) {
-		t.Fatalf("%d messages after kill, want %d", len(got), len(want))
-	}
-	erased, kept := 0, 0
-	for i, w := range want {
-		g := got[i]
-		if !bytes.Contains(w.Raw, []byte(crashMarker)) {
-			if !bytes.Equal(g.Raw, w.Raw) || g.Seq != w.Seq {
-				t.Fatalf("seq %d damaged: %s", w.Seq, g.Raw)
-			}
-			continue
-		}
-		m, err := g.Message()
-		switch {
-		case err == nil && storage.IsErased(m) && g.Role == w.Role && g.Seq == w.Seq:
-			erased++
-		case bytes.Equal(g.Raw, w.Raw):
-			kept++
-		default:
-			t.Fatalf("seq %d neither erased nor intact: %s", w.Seq, g.Raw)
-		}
-	}
+	outcome := storagetest.EraseOutcome(t, want, entries(t, st), crashMarker)
 	if r, err := st.Verify(context.Background()); err != nil || !r.Intact() {
 		t.Fatalf("verify after kill: %v %v", r, err)
 	}
-	switch {
-	case erased > 0 && kept > 0:
-		t.Fatalf("half erased: %d erased, %d kept", erased, kept)
-	case erased > 0:
+	if outcome == "complete" {
 		if where := fileLeaks(t, st, []byte(crashMarker)); len(where) > 0 {
 			t.Fatalf("erased, but after the next open the marker is still in %v", where)
 		}
-		return "complete"
 	}
-	return "not begun"
+	return outcome
 }
 
 // TestEraseBesideAppender erases and scrubs again and again while another
@@ -198,10 +160,7 @@ func TestEraseBesideAppender(t *testing.T) {
 		}
 	}
 	cmd := child(t, "appender", path, "")
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, out := testkit.Start(t, cmd) // the appender reads no stdin
 	acked := make(chan uint64, 1)
 	go func() {
 		var last uint64

@@ -21,7 +21,7 @@ type ShrinkOptions struct {
 
 // Shrink writes a tightly packed copy of the store file at path, without
 // the pages purges freed (bbolt never gives them back to the file system),
-// its log's appends included (see CompactFile), taking the locks of the log and of
+// its log's appends included, taking the locks of the log and of
 // the file itself (the log's first, as every Store takes them).
 //
 // With dst, the copy goes to dst, a new file (it fails if dst exists), under
@@ -45,7 +45,7 @@ func Shrink(ctx context.Context, path, dst string, opts ShrinkOptions) error {
 	return fileops.Shrink(ctx, fileEngine{}, path, dst, wait)
 }
 
-// CompactFile writes a tightly packed copy of a store file into dst: bbolt
+// compactFile writes a tightly packed copy of a store file into dst: bbolt
 // never gives the pages freed by purges back to the file system, the copy
 // holds only what is in use. src is the store file, already opened and
 // locked by the caller; log is its write-ahead log (LogPath), opened and
@@ -53,7 +53,7 @@ func Shrink(ctx context.Context, path, dst string, opts ShrinkOptions) error {
 // locked shared for a copy beside src, exclusively to replace it: every
 // writer takes the log's lock exclusively, so either way no append lands
 // in the log while the copy is made. dst is a new, empty file
-// (os.CreateTemp's), which CompactFile initialises with src's page size,
+// (os.CreateTemp's), which compactFile initialises with src's page size,
 // fills and syncs.
 //
 // The copy holds every message the store holds: the log's records are
@@ -70,20 +70,20 @@ func Shrink(ctx context.Context, path, dst string, opts ShrinkOptions) error {
 // next and synced, so that it continues the new file (the file records how
 // far the log is applied, so a log left as it was would be consistent
 // too). Then src is closed, releasing its lock; the caller releases the
-// log's after CompactFile returns. An error from finish comes back
+// log's after compactFile returns. An error from finish comes back
 // unchanged; an error emptying the log says the file was compacted.
 //
-// The copy itself cannot be stopped: when ctx ends first CompactFile
+// The copy itself cannot be stopped: when ctx ends first compactFile
 // returns an error wrapping ctx.Err() at once, finish never runs, and the
 // copy is left to the exiting process (src stays open until then). On
 // every error before finish ran, dst is incomplete: remove it.
-func CompactFile(ctx context.Context, src, log *os.File, replace bool, dst string, finish func() error) error {
+func compactFile(ctx context.Context, src, log *os.File, replace bool, dst string, finish func() error) error {
 	return fileops.CompactFile(ctx, fileEngine{}, src, log, replace, dst, finish)
 }
 
 // PageSize returns the page size recorded in the store file at path,
 // reading its meta pages without opening the database (and so without
-// waiting for any lock). CompactFile's copies keep it.
+// waiting for any lock). Shrink's copies keep it.
 func PageSize(path string) (int, error) { return fileops.PageSize(path) }
 
 // fileEngine is what the file operations ask of this engine.

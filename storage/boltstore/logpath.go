@@ -5,7 +5,7 @@ import "github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 // LogPath is the write-ahead log of the store file at path (PATH-wal): the
 // appends acknowledged but not yet applied to the file. A Store opened on
 // path uses it; anything that copies, moves or replaces the file behind the
-// Store's back must take it along (see CompactFile and Salvage).
+// Store's back must take it along (see Shrink and Salvage).
 //
 // A symlink is followed: the log is beside the file it points to, so
 // processes naming the file directly or through symlinks share one log. Hard

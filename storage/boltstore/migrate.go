@@ -17,7 +17,7 @@ import (
 // file, and so does Shrink: the file is copied into the new layout beside
 // itself, the records of its log applied to the copy, and the copy synced
 // and renamed over the file, under the exclusive locks of the log and the
-// file (Shrink's in-place path, CompactFile with migrateCopy for a copy).
+// file (Shrink's in-place path, compactFile with migrateCopy for a copy).
 // A process killed at any point leaves the old file and its log as they
 // were, or the new file complete, holding every record of the log. The new
 // file has an identity of its own (see fileops.CompactFile).

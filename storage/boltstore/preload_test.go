@@ -71,7 +71,7 @@ func TestPreloadedSessionAcrossCompaction(t *testing.T) {
 	}
 	tmp := tmpf.Name()
 	tmpf.Close()
-	if err := CompactFile(ctx, src, logf, true, tmp, func() error { return os.Rename(tmp, path) }); err != nil {
+	if err := compactFile(ctx, src, logf, true, tmp, func() error { return os.Rename(tmp, path) }); err != nil {
 		t.Fatal(err)
 	}
 	logf.Close()

@@ -245,13 +245,7 @@ func TestCrashKill(t *testing.T) {
 	var acked uint64 // highest acknowledged seq
 	for k := range kills {
 		cmd := child(t, "appender", path, "")
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		_, out := testkit.Start(t, cmd) // the appender reads no stdin
 		lines := make(chan uint64)
 		go func() {
 			defer close(lines)
@@ -280,7 +274,7 @@ func TestCrashKill(t *testing.T) {
 				timer = nil
 			}
 		}
-		err = cmd.Wait()
+		err := cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 			t.Fatalf("kill %d: child ended without the signal: %v", k, err)
 		}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ctxstore/ctxstore/internal/testkit"
 )
 
 // childMarkedAppender appends "m<i>" to session "live", one at a time, n
@@ -75,13 +77,7 @@ func TestFileReplacedUnderWriter(t *testing.T) {
 
 	const n = 600
 	cmd := child(t, "marked-appender", path, fmt.Sprintf("%d %s", n, marker))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, out := testkit.Start(t, cmd) // the appender reads no stdin
 	var after []int
 	sc := bufio.NewScanner(out)
 	for lines := 0; sc.Scan(); lines++ {

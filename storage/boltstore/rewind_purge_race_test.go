@@ -77,11 +77,7 @@ func startPiped(t *testing.T, test, role string, env ...string) (io.WriteCloser,
 	t.Helper()
 	cmd := testkit.Command(test, role, env...)
 	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	must(t, err)
-	out, err := cmd.StdoutPipe()
-	must(t, err)
-	must(t, cmd.Start())
+	in, out := testkit.Start(t, cmd)
 	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
 	return in, bufio.NewScanner(out)
 }

@@ -183,9 +183,7 @@ func TestSearchSeesOtherProcessAppends(t *testing.T) {
 	defer st.Close()
 	searchN(t, st, "batch", 0)
 	cmd := child(t, "appender", path, "")
-	out, err := cmd.StdoutPipe()
-	must(t, err)
-	must(t, cmd.Start())
+	_, out := testkit.Start(t, cmd) // the appender reads no stdin
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	lines := bufio.NewScanner(out)
 	for i := 0; i < 30 && lines.Scan(); i++ {
@@ -255,9 +253,7 @@ func TestSearchFileKilledMidWrite(t *testing.T) {
 	var left []string
 	for try := 0; try < 50 && len(left) == 0; try++ {
 		cmd := testkit.Command("TestSearchChild", "saver", envPath+"="+path)
-		out, err := cmd.StdoutPipe()
-		must(t, err)
-		must(t, cmd.Start())
+		_, out := testkit.Start(t, cmd) // the saver reads no stdin
 		lines := bufio.NewScanner(out)
 		lines.Scan() // built: the file is being written again and again
 		time.Sleep(time.Duration(1+try%10) * time.Millisecond)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/wal"
 )
@@ -330,13 +331,7 @@ func walKill(t *testing.T, path string, args []string, delays []time.Duration) (
 	runs := make([]*run, len(args))
 	for i, arg := range args {
 		cmd := child(t, "wal-writer", path, arg)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		_, out := testkit.Start(t, cmd) // the writer reads no stdin
 		rn := &run{cmd: cmd, done: make(chan struct{})}
 		runs[i] = rn
 		go func() {
@@ -468,11 +463,8 @@ func TestWALCrashKill(t *testing.T) {
 	var until time.Duration
 	{
 		cmd := child(t, "wal-writer", work, arg)
-		out, _ := cmd.StdoutPipe()
 		start := time.Now()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		_, out := testkit.Start(t, cmd) // the writer reads no stdin
 		sc := bufio.NewScanner(out)
 		for until == 0 && sc.Scan() {
 			if _, ok := parseWALOp(sc.Text()); ok {
@@ -1221,13 +1213,7 @@ func TestWALProcesses(t *testing.T) {
 	}
 	defer s.Close()
 	watcher := child(t, "wal-watcher", path, strconv.Itoa(writers*each))
-	wout, err := watcher.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := watcher.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, wout := testkit.Start(t, watcher) // the watcher reads no stdin
 	wr := bufio.NewReader(wout)
 	if line, _ := wr.ReadString('\n'); line != "watching\n" {
 		t.Fatalf("watcher said %q", line)

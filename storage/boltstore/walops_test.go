@@ -254,7 +254,7 @@ func TestSalvageSkipsAppliedLog(t *testing.T) {
 	checkSame(t, "salvaged copy", allMessages(t, out), want)
 }
 
-// compactWithLocks runs CompactFile as compact-file does: the log's lock,
+// compactWithLocks runs compactFile as compact-file does: the log's lock,
 // then the file's, both exclusive to replace it, shared for a copy.
 func compactWithLocks(t *testing.T, path, dst string, replace bool) error {
 	t.Helper()
@@ -284,7 +284,7 @@ func compactWithLocks(t *testing.T, path, dst string, replace bool) error {
 	}
 	f.Close()
 	defer os.Remove(tmp)
-	return CompactFile(ctx, src, log, replace, tmp, func() error { return os.Rename(tmp, dst) })
+	return compactFile(ctx, src, log, replace, tmp, func() error { return os.Rename(tmp, dst) })
 }
 
 // TestCompactFileTakesTheLog: a compacted copy holds the log's messages, and

@@ -194,7 +194,7 @@ func TestWriteNamesMissing(t *testing.T) {
 // packages that write derived records name.
 func TestKindsAreTheManagers(t *testing.T) {
 	for _, tc := range []struct{ export, owner string }{
-		{export.KindImport, resume.KindImport},
+		{export.KindIngest, resume.KindIngest},
 		{export.KindRepair, persistent.KindRepair},
 		{export.KindView, persistent.KindView},
 	} {

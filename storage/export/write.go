@@ -23,19 +23,24 @@ const (
 )
 
 // The kinds of derived records an export carries: those of package
-// resume (transcript imports) and of package persistent (repairs of
+// resume (transcripts ingested) and of package persistent (repairs of
 // interrupted tool calls, view decisions). Kept recounts of tokens are not
 // carried: an import recounts.
 const (
-	KindImport = "import"
+	KindIngest = "import"
 	KindRepair = "repair"
 	KindView   = "view"
 )
 
+// KindImport is the former name of KindIngest.
+//
+// Deprecated: use KindIngest.
+const KindImport = KindIngest
+
 // Kinds lists the kinds of derived records an export carries, in the order
 // Write writes them. An engine cannot list a session's kinds, so a kind not
 // listed here is left out of exports.
-func Kinds() []string { return []string{KindImport, storage.KindLineage, KindRepair, KindView} }
+func Kinds() []string { return []string{KindIngest, storage.KindLineage, KindRepair, KindView} }
 
 // Header is an export's first line.
 type Header struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -219,13 +220,7 @@ func BenchmarkAppendersAcrossProcesses(b *testing.B) {
 		var outs []io.Reader
 		for p := range procs {
 			cmd := child(b, "appenders", dsn, schema, fmt.Sprintf("%d %d %d %s-p%d %s", per, n, start.UnixNano(), mode, p, mode))
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
+			_, out := testkit.Start(b, cmd) // the appenders read no stdin
 			cmds, outs = append(cmds, cmd), append(outs, out)
 		}
 		var end int64

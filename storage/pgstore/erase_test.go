@@ -1,11 +1,9 @@
 package pgstore
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -51,22 +49,11 @@ const pgCrashMarker = "dingoPG6631"
 // processes of TestEraseKilledPG.
 func TestPGEraseChild(t *testing.T) {
 	testkit.Child(t, func(string) error {
-		ctx := context.Background()
-		st, err := Open(ctx, os.Getenv(envDSN), Options{Schema: os.Getenv(envSchema)})
+		st, err := Open(context.Background(), os.Getenv(envDSN), Options{Schema: os.Getenv(envSchema)})
 		if err != nil {
 			return err
 		}
-		fmt.Println("open")
-		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-			return err
-		}
-		start := time.Now()
-		seqs, err := storage.MatchSeqs(ctx, st, "s", pgCrashMarker)
-		if err == nil {
-			_, err = storage.Erase(ctx, st, "s", eraseDrops, seqs...)
-		}
-		fmt.Println("done", time.Since(start).Nanoseconds())
-		return err
+		return storagetest.EraseInChild(st, pgCrashMarker, eraseDrops)
 	})
 }
 
@@ -78,9 +65,8 @@ func TestEraseKilledPG(t *testing.T) {
 	}
 	dsn := testDSN(t)
 	ctx := context.Background()
-	var took time.Duration
 	outcomes := map[string]int{}
-	for i := -1; i < 12; i++ {
+	took := testkit.KillPoints(12, 2, func(delay time.Duration) time.Duration {
 		schema := freshSchema(t, dsn)
 		st := openTest(t, dsn, schema)
 		for j := range 60 {
@@ -88,49 +74,27 @@ func TestEraseKilledPG(t *testing.T) {
 			if j%6 == 0 {
 				txt = "secret " + pgCrashMarker
 			}
-			if _, _, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage("user", txt)}); err != nil {
+			if _, _, err := st.Append(ctx, storagetest.KilledSession, storage.Record{Message: ctxstore.NewMessage("user", txt)}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		want := allEntries(t, st)
 		cmd := testkit.Command("TestPGEraseChild", "eraser", envDSN+"="+dsn, envSchema+"="+schema)
 		cmd.Stderr = os.Stderr
-		if i < 0 { // the first run measures the whole erase
-			took = testkit.RunOrKill(t, cmd, -1)
-			t.Logf("an erase takes %v in the child", took)
-		} else {
-			testkit.RunOrKill(t, cmd, took*time.Duration(i)/10)
-		}
-		got := allEntries(t, st)
-		erased, kept := 0, 0
-		for k, w := range want {
-			g := got[k]
-			switch {
-			case bytes.Equal(g.Raw, w.Raw):
-				if bytes.Contains(w.Raw, []byte(pgCrashMarker)) {
-					kept++
-				}
-			case bytes.Contains(w.Raw, []byte(pgCrashMarker)) && g.Seq == w.Seq && bytes.Contains(g.Raw, []byte(storage.ErasedText)):
-				erased++
-			default:
-				t.Fatalf("seq %d changed: %s", w.Seq, g.Raw)
-			}
-		}
-		if erased > 0 && kept > 0 {
-			t.Fatalf("half erased: %d erased, %d kept", erased, kept)
-		}
+		took := testkit.RunOrKill(t, cmd, delay)
+		outcomes[storagetest.EraseOutcome(t, want, allEntries(t, st), pgCrashMarker)]++
 		if r, err := st.Verify(ctx); err != nil || !r.OK() {
 			t.Fatalf("verify: %v %v", r, err)
 		}
-		outcomes[map[bool]string{true: "complete", false: "not begun"}[erased > 0]]++
-	}
-	t.Logf("outcomes: %v", outcomes)
+		return took
+	})
+	t.Logf("an erase takes %v in the child; outcomes: %v", took, outcomes)
 }
 
 func allEntries(t *testing.T, st *Store) []storage.Entry {
 	t.Helper()
 	var out []storage.Entry
-	for e, err := range st.Messages(context.Background(), "s", 0) {
+	for e, err := range st.Messages(context.Background(), storagetest.KilledSession, 0) {
 		if err != nil {
 			t.Fatal(err)
 		}

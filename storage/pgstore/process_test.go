@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
 )
@@ -135,13 +136,7 @@ func childTailer(st *Store, arg string) error {
 func startWriter(t *testing.T, dsn, schema, arg string) (*exec.Cmd, io.Reader) {
 	t.Helper()
 	cmd := child(t, "writer", dsn, schema, arg)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, out := testkit.Start(t, cmd) // the writer reads no stdin
 	return cmd, out
 }
 
@@ -184,17 +179,8 @@ func startFleet(t *testing.T, dsn, schema string, writers, per int) *fleet {
 	t.Helper()
 	f := &fleet{t: t, done: make(chan struct{}), acked: map[string]uint64{}}
 	f.tailer = child(t, "tailer", dsn, schema, "-")
-	var err error
-	if f.tin, err = f.tailer.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	tout, err := f.tailer.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.tailer.Start(); err != nil {
-		t.Fatal(err)
-	}
+	var tout io.Reader
+	f.tin, tout = testkit.Start(t, f.tailer)
 	t.Cleanup(func() {
 		if f.tailer.ProcessState == nil {
 			f.tailer.Process.Kill()

@@ -23,6 +23,28 @@ func RunErase(t *testing.T, open Opener, leaks Leaks) {
 	t.Run("PurgeIsReal", func(t *testing.T) { govern.PurgeIsReal(t, open, leaks) })
 }
 
+// KilledSession is the session EraseInChild erases in.
+const KilledSession = govern.KilledSession
+
+// EraseInChild is the body of a child process an engine's test kills while
+// it erases (testkit.RunOrKill's child side): it prints "open", waits for a
+// line on stdin, erases every message of KilledSession holding marker
+// (storage.MatchSeqs, then storage.Erase dropping drop), prints
+// "done <nanoseconds>" and closes e.
+func EraseInChild(e storage.Engine, marker string, drop []string) error {
+	return govern.EraseChild(e, marker, drop)
+}
+
+// EraseOutcome says what a killed erase left of KilledSession: want is the
+// session before, got after, as Messages reads them. It returns "complete"
+// when every message holding marker is erased in its place (same seq and
+// role) and "not begun" when none is; a half-done erase, or any other
+// message that differs by a byte or a seq, fails the test. Whether the
+// erased bytes are gone from the backing store is the engine's to check.
+func EraseOutcome(t testing.TB, want, got []storage.Entry, marker string) string {
+	return govern.EraseOutcome(t, want, got, marker)
+}
+
 // BenchFork measures storage.Fork of a whole session of n messages of
 // about 500 bytes on e, each iteration into a new session, and reports
 // messages/s, the heap in use at the peak of a fork (above where it stood

@@ -16,7 +16,7 @@ import (
 )
 
 // CompactFile writes a tightly packed copy of the store file src, open and
-// locked by the caller with its log, into dst; the engine's CompactFile
+// locked by the caller with its log, into dst; boltstore.compactFile
 // says what it promises.
 func CompactFile(ctx context.Context, eng Engine, src, log *os.File, replace bool, dst string, finish func() error) (err error) {
 	db, err := bbolt.Open(src.Name(), 0o600, &bbolt.Options{

@@ -22,10 +22,12 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 )
 
-// KindImport is the derived-record kind of import records. The key is the
-// source (the JSONL's absolute path, or ImportOptions.Source); the value is
-// JSON describing the import, so `ctxstore show` and people can read it.
-const KindImport = "import"
+// KindIngest is the derived-record kind of ingest records, one per
+// transcript ingested into a session. The key is the source (the JSONL's
+// absolute path, or IngestOptions.Source); the value is JSON describing the
+// ingest, so `ctxstore show` and people can read it. Its value, "import",
+// is part of the file format and of exports.
+const KindIngest = "import"
 
 // Import states recorded in an import record.
 const (
@@ -36,7 +38,7 @@ const (
 	importAbandoned = "abandoned"
 )
 
-// importRecord is the value of a KindImport derived record.
+// importRecord is the value of a KindIngest derived record.
 type importRecord struct {
 	Source    string    `json:"source"`
 	State     string    `json:"state"`
@@ -59,11 +61,11 @@ type importRecord struct {
 	Heartbeat time.Time `json:"heartbeat,omitzero"`
 }
 
-// ImportOptions tunes ImportJSONL and ImportFile. The zero value is ready.
-type ImportOptions struct {
-	// Source names the input in the import record and the report, and is
-	// the record's key: importing the same Source into a session twice
-	// does nothing the second time. ImportFile sets it to the absolute
+// IngestOptions tunes IngestJSONL and IngestFile. The zero value is ready.
+type IngestOptions struct {
+	// Source names the input in the ingest record and the report, and is
+	// the record's key: ingesting the same Source into a session twice
+	// does nothing the second time. IngestFile sets it to the absolute
 	// path; "" means "stdin".
 	Source string
 	// MaxMessageBytes skips (and reports) longer lines. 0 means
@@ -80,23 +82,23 @@ type ImportOptions struct {
 	modTime time.Time
 }
 
-// ImportReport says what an import did.
-type ImportReport struct {
+// IngestReport says what an ingest did.
+type IngestReport struct {
 	Session string `json:"session"`
 	Source  string `json:"source"`
 	// Lines is the number of non-blank lines read; every one of them was
 	// either imported or is listed in Malformed (or, on a continued
-	// import, was already stored).
+	// ingest, was already stored).
 	Lines int `json:"lines"`
 	// Imported is the number of messages this call appended.
 	Imported int `json:"imported"`
-	// Continued is the number of messages an earlier, interrupted import
+	// Continued is the number of messages an earlier, interrupted ingest
 	// had already stored; this call appended only the rest.
 	Continued int `json:"continued"`
 	// Malformed lists the lines that were skipped and why.
 	Malformed []LineError `json:"malformed,omitempty"`
 	// Skipped, when not empty, says why nothing was read: the source was
-	// imported before, or the session already holds messages.
+	// ingested before, or the session already holds messages.
 	Skipped string `json:"skipped,omitempty"`
 	// FirstSeq and LastSeq are the seqs of the imported messages (0 when
 	// none were imported).
@@ -104,56 +106,56 @@ type ImportReport struct {
 	LastSeq  uint64 `json:"last_seq,omitempty"`
 }
 
-// ErrImportConflict means an interrupted import cannot be continued because
+// ErrIngestConflict means an interrupted ingest cannot be continued because
 // the session no longer matches the source: someone else wrote to it in
 // between. Nothing is appended; the report's Skipped says what differs, and
-// the import is recorded as abandoned, so later imports skip it quietly.
-var ErrImportConflict = errors.New("resume: import conflicts with the session's contents")
+// the ingest is recorded as abandoned, so later ingests skip it quietly.
+var ErrIngestConflict = errors.New("resume: import conflicts with the session's contents")
 
-// ImportFile imports the JSONL file at path into session, once (see
-// ImportJSONL). It reads the file and never writes it.
-func ImportFile(ctx context.Context, st storage.Engine, session, path string, opts ImportOptions) (ImportReport, error) {
+// IngestFile ingests the JSONL file at path into session, once (see
+// IngestJSONL). It reads the file and never writes it.
+func IngestFile(ctx context.Context, st storage.Engine, session, path string, opts IngestOptions) (IngestReport, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return ImportReport{}, fmt.Errorf("import %s: %w", path, err)
+		return IngestReport{}, fmt.Errorf("import %s: %w", path, err)
 	}
 	f, err := os.Open(abs)
 	if err != nil {
-		return ImportReport{}, fmt.Errorf("import into session %q: %w", session, err)
+		return IngestReport{}, fmt.Errorf("import into session %q: %w", session, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return ImportReport{}, fmt.Errorf("import %s: %w", abs, err)
+		return IngestReport{}, fmt.Errorf("import %s: %w", abs, err)
 	}
 	if opts.Source == "" {
 		opts.Source = abs
 	}
 	opts.size, opts.modTime = fi.Size(), fi.ModTime()
-	return ImportJSONL(ctx, st, session, f, opts)
+	return IngestJSONL(ctx, st, session, f, opts)
 }
 
-// ImportJSONL streams an Amplifier context-messages.jsonl from r into
-// session, in batches, and records the import (kind KindImport, key
+// IngestJSONL streams an Amplifier context-messages.jsonl from r into
+// session, in batches, and records the ingest (kind KindIngest, key
 // opts.Source) so it is done once:
 //
-//   - a source already imported into the session is not read again
+//   - a source already ingested into the session is not read again
 //     (Skipped says so; not an error);
 //   - a session that already holds messages is authoritative: nothing is
 //     imported (Skipped says why; not an error);
-//   - an import cut short (a crash between batches) is continued where it
+//   - an ingest cut short (a crash between batches) is continued where it
 //     stopped, after checking that the stored messages are the source's.
 //
 // Blank lines are ignored; lines that are not valid messages (or are longer
 // than opts.MaxMessageBytes) are skipped and reported with their 1-based
 // line numbers. Messages keep their bytes exactly, extra top-level keys
 // such as "timestamp" included.
-func ImportJSONL(ctx context.Context, st storage.Engine, session string, r io.Reader, opts ImportOptions) (ImportReport, error) {
+func IngestJSONL(ctx context.Context, st storage.Engine, session string, r io.Reader, opts IngestOptions) (IngestReport, error) {
 	if opts.Source == "" {
 		opts.Source = "stdin"
 	}
-	rep := ImportReport{Session: session, Source: opts.Source}
-	fail := func(err error) (ImportReport, error) {
+	rep := IngestReport{Session: session, Source: opts.Source}
+	fail := func(err error) (IngestReport, error) {
 		return rep, fmt.Errorf("import %s into session %q: %w", opts.Source, session, err)
 	}
 	cl, err := claimImport(ctx, st, session, opts)
@@ -258,7 +260,7 @@ func ImportJSONL(ctx context.Context, st storage.Engine, session string, r io.Re
 			return fail(err)
 		}
 		finished = true
-		return rep, fmt.Errorf("import %s into session %q: %s: %w", opts.Source, session, conflict, ErrImportConflict)
+		return rep, fmt.Errorf("import %s into session %q: %s: %w", opts.Source, session, conflict, ErrIngestConflict)
 	}
 	rec.SHA256 = hex.EncodeToString(h.Sum(nil))
 	if err := finishImport(ctx, st, session, token, rec, lines, skip+sent, len(bad)); err != nil {
@@ -279,7 +281,7 @@ func finishImport(ctx context.Context, st storage.Engine, session, token string,
 // skipper, skip messages stored before, sent now) cannot be finished, ""
 // if it can, clearing what rep would otherwise blame; an error that is no
 // conflict comes back.
-func importConflict(err error, sk *skipper, skip, sent int, rep *ImportReport) (string, error) {
+func importConflict(err error, sk *skipper, skip, sent int, rep *IngestReport) (string, error) {
 	switch {
 	case errors.Is(err, errSessionChanged):
 		rep.Malformed = nil
@@ -337,7 +339,7 @@ type claim struct {
 // importer as its owner. Reading the record and writing the claim at once is
 // what keeps two processes resuming one session from both importing it;
 // while another live importer holds the claim, it waits.
-func claimImport(ctx context.Context, st storage.Engine, session string, opts ImportOptions) (claim, error) {
+func claimImport(ctx context.Context, st storage.Engine, session string, opts IngestOptions) (claim, error) {
 	token, err := newClaimToken()
 	if err != nil {
 		return claim{}, err
@@ -345,7 +347,7 @@ func claimImport(ctx context.Context, st storage.Engine, session string, opts Im
 	for {
 		var cl claim
 		var holder string
-		err := st.UpdateDerived(ctx, session, KindImport, opts.Source, func(cur []byte, info storage.SessionInfo) ([]byte, error) {
+		err := st.UpdateDerived(ctx, session, KindIngest, opts.Source, func(cur []byte, info storage.SessionInfo) ([]byte, error) {
 			cl, holder = claim{}, ""
 			var prev importRecord
 			found := cur != nil
@@ -417,7 +419,7 @@ func releaseImport(ctx context.Context, st storage.Engine, session, source, toke
 }
 
 func updateOwnImport(ctx context.Context, st storage.Engine, session, source, token string, next func(importRecord) importRecord) error {
-	return st.UpdateDerived(ctx, session, KindImport, source, func(cur []byte, _ storage.SessionInfo) ([]byte, error) {
+	return st.UpdateDerived(ctx, session, KindIngest, source, func(cur []byte, _ storage.SessionInfo) ([]byte, error) {
 		var stored importRecord
 		if cur != nil {
 			if err := json.Unmarshal(cur, &stored); err != nil {
@@ -500,7 +502,7 @@ func (s *skipper) check(m ctxstore.Message) bool {
 	return true
 }
 
-func changedSince(prev importRecord, opts ImportOptions) string {
+func changedSince(prev importRecord, opts IngestOptions) string {
 	if opts.size == 0 || (prev.Size == opts.size && prev.ModTime.Equal(opts.modTime)) {
 		return ""
 	}

@@ -81,7 +81,7 @@ func fileHash(t *testing.T, path string) [32]byte {
 	return sha256.Sum256(b)
 }
 
-func TestImportFileFixture(t *testing.T) {
+func TestIngestFileFixture(t *testing.T) {
 	ctx := context.Background()
 	root := fakeHome(t)
 	src := jsonlPath(root, idFull)
@@ -89,7 +89,7 @@ func TestImportFileFixture(t *testing.T) {
 	fi0, _ := os.Stat(src)
 	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
 
-	rep, err := ImportFile(ctx, st, idFull, src, ImportOptions{})
+	rep, err := IngestFile(ctx, st, idFull, src, IngestOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,11 +138,11 @@ func TestImportOnlyOnce(t *testing.T) {
 	root := fakeHome(t)
 	src := jsonlPath(root, idFull)
 	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
-	if _, err := ImportFile(ctx, st, idFull, src, ImportOptions{}); err != nil {
+	if _, err := IngestFile(ctx, st, idFull, src, IngestOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
-	rep, err := ImportFile(ctx, st, idFull, src, ImportOptions{})
+	rep, err := IngestFile(ctx, st, idFull, src, IngestOptions{})
 	if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "already imported") || len(rep.Malformed) != 0 {
 		t.Errorf("second import: %+v, %v", rep, err)
 	}
@@ -150,7 +150,7 @@ func TestImportOnlyOnce(t *testing.T) {
 	if _, err := st.Clear(ctx, idFull); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = ImportFile(ctx, st, idFull, src, ImportOptions{})
+	rep, err = IngestFile(ctx, st, idFull, src, IngestOptions{})
 	if err != nil || rep.Imported != 0 || rep.Skipped == "" {
 		t.Errorf("import after Clear: %+v, %v", rep, err)
 	}
@@ -161,7 +161,7 @@ func TestImportOnlyOnce(t *testing.T) {
 	}
 	fmt.Fprintln(f, `{"role": "user", "content": "late"}`)
 	f.Close()
-	rep, err = ImportFile(ctx, st, idFull, src, ImportOptions{})
+	rep, err = IngestFile(ctx, st, idFull, src, IngestOptions{})
 	if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "changed since") {
 		t.Errorf("import of a grown file: %+v, %v", rep, err)
 	}
@@ -174,7 +174,7 @@ func TestImportIntoNonEmptySessionSkips(t *testing.T) {
 	if _, _, err := storage.Append(ctx, st, "s", boltstore.Record{Message: own, Tokens: 3}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := ImportJSONL(ctx, st, "s", strings.NewReader(`{"role":"user","content":"from the file"}`+"\n"), ImportOptions{})
+	rep, err := IngestJSONL(ctx, st, "s", strings.NewReader(`{"role":"user","content":"from the file"}`+"\n"), IngestOptions{})
 	if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "already holds 1 messages") || rep.Source != "stdin" {
 		t.Errorf("report %+v, err %v", rep, err)
 	}
@@ -188,7 +188,7 @@ func TestImportLimitsLineSize(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
 	big := `{"role":"tool","tool_call_id":"c","content":"` + strings.Repeat("y", 2000) + `"}`
 	in := `{"role":"user","content":"a"}` + "\n" + big + "\n" + `{"role":"user","content":"b"}` + "\n"
-	rep, err := ImportJSONL(ctx, st, "s", strings.NewReader(in), ImportOptions{MaxMessageBytes: 1000})
+	rep, err := IngestJSONL(ctx, st, "s", strings.NewReader(in), IngestOptions{MaxMessageBytes: 1000})
 	if err != nil || rep.Imported != 2 || len(rep.Malformed) != 1 || rep.Malformed[0].Line != 2 ||
 		!strings.Contains(rep.Malformed[0].Err, "over the limit of 1000") {
 		t.Fatalf("report %+v, err %v", rep, err)
@@ -225,7 +225,7 @@ func TestImportContinuesAfterInterruption(t *testing.T) {
 	st := openStore(t, filepath.Join(root, "x.db"))
 
 	ctx, cancel := context.WithCancel(context.Background())
-	rep, err := ImportFile(ctx, st, "s", src, ImportOptions{Progress: func(_ int64, imported int) {
+	rep, err := IngestFile(ctx, st, "s", src, IngestOptions{Progress: func(_ int64, imported int) {
 		if imported >= defaultBatchMessages {
 			cancel()
 		}
@@ -234,29 +234,29 @@ func TestImportContinuesAfterInterruption(t *testing.T) {
 		t.Fatalf("interrupted import: %+v, %v", rep, err)
 	}
 
-	rep, err = ImportFile(context.Background(), st, "s", src, ImportOptions{})
+	rep, err = IngestFile(context.Background(), st, "s", src, IngestOptions{})
 	if err != nil || rep.Continued != defaultBatchMessages || rep.Imported != len(valid)-defaultBatchMessages ||
 		len(rep.Malformed) != 25 {
 		t.Fatalf("continued import: continued %d imported %d malformed %d, %v", rep.Continued, rep.Imported, len(rep.Malformed), err)
 	}
 	requireExact(t, stored(t, st, "s"), valid)
-	rep, err = ImportFile(context.Background(), st, "s", src, ImportOptions{})
+	rep, err = IngestFile(context.Background(), st, "s", src, IngestOptions{})
 	if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "already imported") {
 		t.Fatalf("third import: %+v, %v", rep, err)
 	}
 }
 
 // If someone wrote to the session between the interruption and the retry,
-// the import refuses to guess: ImportFile says ErrImportConflict, Open
+// the import refuses to guess: IngestFile says ErrIngestConflict, Open
 // opens the session as stored with a note, and both only once.
 func TestImportConflictAfterInterruption(t *testing.T) {
 	bg := context.Background()
-	for _, first := range []string{"ImportFile", "Open"} {
+	for _, first := range []string{"IngestFile", "Open"} {
 		t.Run(first, func(t *testing.T) {
 			src, _ := bigJSONL(t, 1500)
 			st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
 			ctx, cancel := context.WithCancel(bg)
-			_, err := ImportFile(ctx, st, "s", src, ImportOptions{Progress: func(int64, int) { cancel() }})
+			_, err := IngestFile(ctx, st, "s", src, IngestOptions{Progress: func(int64, int) { cancel() }})
 			if !errors.Is(err, context.Canceled) {
 				t.Fatal(err)
 			}
@@ -265,10 +265,10 @@ func TestImportConflictAfterInterruption(t *testing.T) {
 			}
 			n := len(stored(t, st, "s"))
 
-			if first == "ImportFile" {
-				rep, err := ImportFile(bg, st, "s", src, ImportOptions{})
-				if !errors.Is(err, ErrImportConflict) || rep.Imported != 0 {
-					t.Fatalf("report %+v, err %v; want ErrImportConflict", rep, err)
+			if first == "IngestFile" {
+				rep, err := IngestFile(bg, st, "s", src, IngestOptions{})
+				if !errors.Is(err, ErrIngestConflict) || rep.Imported != 0 {
+					t.Fatalf("report %+v, err %v; want ErrIngestConflict", rep, err)
 				}
 			} else {
 				m, rep, err := Open(bg, Options{Path: filepath.Dir(src), Session: "s", DBPath: st.Path()})
@@ -283,7 +283,7 @@ func TestImportConflictAfterInterruption(t *testing.T) {
 			if got := len(stored(t, st, "s")); got != n {
 				t.Fatalf("conflicting import changed the session: %d -> %d messages", n, got)
 			}
-			rep, err := ImportFile(bg, st, "s", src, ImportOptions{})
+			rep, err := IngestFile(bg, st, "s", src, IngestOptions{})
 			if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "could not be continued") {
 				t.Fatalf("import after the conflict: %+v, %v", rep, err)
 			}
@@ -297,12 +297,12 @@ func TestConcurrentImportsInProcess(t *testing.T) {
 	src, valid := bigJSONL(t, 2500)
 	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
 	const n = 6
-	reps := make([]ImportReport, n)
+	reps := make([]IngestReport, n)
 	errs := make([]error, n)
 	done := make(chan int)
 	for i := range n {
 		go func() {
-			reps[i], errs[i] = ImportFile(context.Background(), st, "s", src, ImportOptions{})
+			reps[i], errs[i] = IngestFile(context.Background(), st, "s", src, IngestOptions{})
 			done <- i
 		}()
 	}
@@ -323,20 +323,20 @@ func TestConcurrentImportsInProcess(t *testing.T) {
 // An importer whose claim lapsed (stalled past the lease, say) and was
 // taken over neither duplicates a message nor overwrites its successor's
 // record: its next batch finds the session moved on and it stops with
-// ErrImportConflict, leaving the successor's complete import standing.
+// ErrIngestConflict, leaving the successor's complete import standing.
 func TestLapsedImporterStopsWithoutDuplicating(t *testing.T) {
 	bg := context.Background()
 	src, valid := bigJSONL(t, 2500)
 	st := openStore(t, filepath.Join(t.TempDir(), "x.db"))
 
 	stalled, resume := make(chan struct{}), make(chan struct{})
-	var first ImportReport
+	var first IngestReport
 	var firstErr error
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
 		once := false
-		first, firstErr = ImportFile(bg, st, "s", src, ImportOptions{Progress: func(int64, int) {
+		first, firstErr = IngestFile(bg, st, "s", src, IngestOptions{Progress: func(int64, int) {
 			if !once {
 				once = true
 				close(stalled)
@@ -352,17 +352,17 @@ func TestLapsedImporterStopsWithoutDuplicating(t *testing.T) {
 	}
 	rec.Heartbeat = rec.Heartbeat.Add(-2 * importLease)
 	b, _ := json.Marshal(rec)
-	if err := st.PutDerived(bg, "s", KindImport, src, b); err != nil {
+	if err := st.PutDerived(bg, "s", KindIngest, src, b); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := ImportFile(bg, st, "s", src, ImportOptions{})
+	rep, err := IngestFile(bg, st, "s", src, IngestOptions{})
 	if err != nil || rep.Continued != defaultBatchMessages || rep.Imported != len(valid)-defaultBatchMessages {
 		t.Fatalf("taking over: %+v, %v", rep, err)
 	}
 	close(resume)
 	<-finished
-	if !errors.Is(firstErr, ErrImportConflict) || first.Imported != defaultBatchMessages {
-		t.Fatalf("lapsed importer: %+v, %v; want ErrImportConflict after its first batch", first, firstErr)
+	if !errors.Is(firstErr, ErrIngestConflict) || first.Imported != defaultBatchMessages {
+		t.Fatalf("lapsed importer: %+v, %v; want ErrIngestConflict after its first batch", first, firstErr)
 	}
 	requireExact(t, stored(t, st, "s"), valid)
 	rec, _, err = loadImportRecord(bg, st, "s", src)
@@ -412,7 +412,7 @@ func TestImportSessionChangedBeforeFirstBatch(t *testing.T) {
 					t.Error(err)
 				}
 			}}
-			rep, err := ImportJSONL(bg, st, "s", r, ImportOptions{Source: src})
+			rep, err := IngestJSONL(bg, st, "s", r, IngestOptions{Source: src})
 			if err != nil || rep.Imported != 0 || !strings.Contains(rep.Skipped, "changed the session before the import began") {
 				t.Fatalf("import: %+v, %v", rep, err)
 			}
@@ -426,7 +426,7 @@ func TestImportSessionChangedBeforeFirstBatch(t *testing.T) {
 			// A purge takes the import record with it: the session is
 			// forgotten, so the next import starts afresh. Otherwise the
 			// source is done.
-			rep, err = ImportFile(bg, st, "s", src, ImportOptions{})
+			rep, err = IngestFile(bg, st, "s", src, IngestOptions{})
 			if name == "purged" {
 				if err != nil || rep.Imported != 50 {
 					t.Fatalf("import after the purge: %+v, %v", rep, err)

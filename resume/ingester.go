@@ -19,7 +19,7 @@ type LineError struct {
 // String formats the error the way compilers do, so editors can jump to it.
 func (e LineError) String() string { return fmt.Sprintf("line %d: %s", e.Line, e.Err) }
 
-// Defaults for ImportOptions.
+// Defaults for IngestOptions.
 const (
 	// DefaultMaxMessageBytes is ctxstore's default Config.MaxMessageBytes:
 	// a line over it is reported, not imported, because the managers would
