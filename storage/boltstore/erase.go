@@ -112,11 +112,7 @@ func dropDerivedKinds(w *wtx, session string, kinds []string) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		var keys []string
-		c := d.Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			keys = append(keys, string(k))
-		}
+		keys := d.Keys()
 		for _, k := range keys {
 			if err := deleteDerived(w, session, kind, k); err != nil {
 				return n, err

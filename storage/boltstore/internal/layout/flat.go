@@ -104,6 +104,16 @@ func (d *Derived) Put(key, v []byte) error { return d.b.Put(d.key(key), v) }
 // Delete removes the record under key.
 func (d *Derived) Delete(key []byte) error { return d.b.Delete(d.key(key)) }
 
+// Keys returns the keys of the kind's records, in order.
+func (d *Derived) Keys() []string {
+	var keys []string
+	c := d.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		keys = append(keys, string(k))
+	}
+	return keys
+}
+
 // Cursor walks the kind's records in key order.
 func (d *Derived) Cursor() *DerivedCursor { return &DerivedCursor{c: d.b.Cursor(), d: d} }
 
