@@ -26,12 +26,12 @@ const maxCountBlocks = 256
 // recounts caches saved counts and holds new ones until they are saved.
 // Guarded by the manager's mu.
 type recounts struct {
-	blocks map[string]map[uint64]int // loaded, by key; an empty map: none saved
+	blocks map[string]*countBlock    // loaded, by key
 	dirty  map[string]map[uint64]int // made since the last save
 	// The block saved looked up last (a tail is read a block at a time):
 	// its number and counts, valid when last is not nil.
 	lastBlock uint64
-	last      map[uint64]int
+	last      *countBlock
 }
 
 // CountsKey is the key of the KindCounts record that holds the count of seq
@@ -62,27 +62,75 @@ func KeptCounts(ctx context.Context, eng storage.Engine, session, counter string
 // encoding/json; what neither reads is empty (it only costs a recount).
 func parseCounts(v []byte) map[uint64]int {
 	b := make(map[uint64]int, countsBlock)
-	if len(v) < 2 || v[0] != '{' {
+	if !eachCount(v, func(seq uint64, t int) { b[seq] = t }) {
 		return slowCounts(v)
 	}
-	i := 1
+	return b
+}
+
+// eachCount calls put with each seq and count of a counts record as
+// json.Marshal writes it, and reports whether it could read the record so
+// (else it may have put some already).
+func eachCount(v []byte, put func(seq uint64, t int)) bool {
+	if len(v) < 2 || v[0] != '{' {
+		return false
+	}
+	i, n := 1, 0
 	for i < len(v) && v[i] != '}' {
-		if v[i] == ',' && len(b) > 0 {
+		if v[i] == ',' && n > 0 {
 			i++
 		}
-		seq, n, ok := countsNumber(v, i, true)
-		if !ok || n >= len(v) || v[n] != ':' {
-			return slowCounts(v)
+		seq, j, ok := countsNumber(v, i, true)
+		if !ok || j >= len(v) || v[j] != ':' {
+			return false
 		}
-		t, m, ok := countsNumber(v, n+1, false)
+		t, k, ok := countsNumber(v, j+1, false)
 		if !ok {
-			return slowCounts(v)
+			return false
 		}
-		b[seq] = int(t)
-		i = m
+		put(seq, int(t))
+		i, n = k, n+1
 	}
-	if i != len(v)-1 {
-		return slowCounts(v)
+	return i == len(v)-1
+}
+
+// countBlock holds the kept counts of one block of seqs, at seq %
+// countsBlock; -1 where none was kept. A resumed session looks up every
+// message of its tail: an array is read without hashing, and filled from
+// the record without building a map.
+type countBlock [countsBlock]int
+
+func (b *countBlock) get(seq uint64) (int, bool) {
+	t := b[seq%countsBlock]
+	return t, t >= 0
+}
+
+func (b *countBlock) set(seq uint64, t int) { b[seq%countsBlock] = t }
+
+// readCountBlock reads the block of counts of seq by the manager's counter
+// (none kept, or unreadable: every entry -1, which only costs a recount).
+func (m *Manager) readCountBlock(ctx context.Context, seq uint64) *countBlock {
+	b := new(countBlock)
+	for i := range b {
+		b[i] = -1
+	}
+	v, err := storage.GetDerived(ctx, m.st, m.session, KindCounts, CountsKey(m.counter, seq))
+	if err != nil {
+		return b
+	}
+	block := seq / countsBlock
+	put := func(s uint64, t int) {
+		if s/countsBlock == block && t >= 0 {
+			b.set(s, t)
+		}
+	}
+	if !eachCount(v, put) {
+		for i := range b {
+			b[i] = -1
+		}
+		for s, t := range slowCounts(v) {
+			put(s, t)
+		}
 	}
 	return b
 }
@@ -127,22 +175,19 @@ func (r *recounts) saved(ctx context.Context, m *Manager, seq uint64) (int, bool
 		return 0, false // an unnamed estimator's counts are not kept
 	}
 	if r.last != nil && r.lastBlock == seq/countsBlock {
-		t, ok := r.last[seq]
-		return t, ok
+		return r.last.get(seq)
 	}
 	key := CountsKey(m.counter, seq)
 	b, ok := r.blocks[key]
 	if !ok {
-		// An error only costs a recount.
-		b, _ = KeptCounts(ctx, m.st, m.session, m.counter, seq)
+		b = m.readCountBlock(ctx, seq)
 		if r.blocks == nil || len(r.blocks) >= maxCountBlocks {
-			r.blocks = map[string]map[uint64]int{}
+			r.blocks = map[string]*countBlock{}
 		}
 		r.blocks[key] = b
 	}
 	r.lastBlock, r.last = seq/countsBlock, b
-	t, ok := b[seq]
-	return t, ok
+	return b.get(seq)
 }
 
 // made records a count just made, to be saved.
@@ -158,8 +203,8 @@ func (r *recounts) made(m *Manager, seq uint64, t int) {
 		r.dirty[key] = map[uint64]int{}
 	}
 	r.dirty[key][seq] = t
-	if b, ok := r.blocks[key]; ok {
-		b[seq] = t
+	if b, ok := r.blocks[key]; ok && t >= 0 {
+		b.set(seq, t)
 	}
 }
 

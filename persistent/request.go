@@ -311,7 +311,7 @@ func (m *Manager) withRepairs(tail []view.Item) []view.Item {
 // saveDecisions writes changed decisions as a derived record so a reopened
 // session starts from them.
 func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d view.Decisions) error {
-	b, err := json.Marshal(d)
+	b, err := view.EncodeDecisions(d)
 	if err != nil {
 		return fmt.Errorf("encode view decisions: %w", err)
 	}

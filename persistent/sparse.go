@@ -10,7 +10,8 @@ import (
 	"github.com/ctxstore/ctxstore/storage"
 )
 
-// sparseBatch is how many messages readSparse asks the engine for at once.
+// sparseBatch is how many messages readSparse asks the engine for at once,
+// and makes view items of at once.
 const sparseBatch = 256
 
 // readSparse extends the tail back to the saved cutoff, leaving out the
@@ -34,24 +35,24 @@ func (m *Manager) readSparse(ctx context.Context, need view.Need, before uint64)
 	if uint64(len(seqs)) == before-from {
 		return false, nil // nothing to leave out
 	}
-	older := make([]view.Item, 0, len(seqs)+len(w.tail))
-	toks := 0
-	for chunk := range slices.Chunk(seqs, sparseBatch) {
-		es, err := storage.Get(ctx, m.st, m.session, chunk...)
-		if errors.Is(err, storage.ErrNotFound) {
-			// Purged or cleared meanwhile, or a message is gone: the
-			// contiguous read finds out which.
+	es, err := m.readSeqs(ctx, seqs)
+	if errors.Is(err, storage.ErrNotFound) {
+		// Purged or cleared meanwhile, or a message is gone: the
+		// contiguous read finds out which.
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read recent messages: %w", err)
+	}
+	for _, e := range es {
+		if e.Epoch != w.epoch {
 			return false, nil
 		}
-		if err != nil {
-			return false, fmt.Errorf("read recent messages: %w", err)
-		}
-		for _, e := range es {
-			if e.Epoch != w.epoch {
-				return false, nil
-			}
-		}
-		items, err := m.entryItems(ctx, es)
+	}
+	older := make([]view.Item, 0, len(seqs)+len(w.tail))
+	toks := 0
+	for chunk := range slices.Chunk(es, sparseBatch) {
+		items, err := m.entryItems(ctx, chunk)
 		if err != nil {
 			return false, fmt.Errorf("read recent messages: %w", err)
 		}
@@ -80,6 +81,24 @@ func (m *Manager) readSparse(ctx context.Context, need view.Need, before uint64)
 	w.gaps = append(gaps, w.gaps...)
 	w.gapSkip = need.Skip
 	return true, nil
+}
+
+// readSeqs reads the messages seqs, in one read of the store when the
+// engine can (storage.ReadSnapshot): a read of its own per batch costs
+// the engine's checks of its files each time.
+func (m *Manager) readSeqs(ctx context.Context, seqs []uint64) ([]storage.Entry, error) {
+	es := make([]storage.Entry, 0, len(seqs))
+	err := storage.ReadSnapshot(ctx, m.st, func(s storage.Snapshot) error {
+		for chunk := range slices.Chunk(seqs, sparseBatch) {
+			got, err := s.Get(m.session, chunk...)
+			if err != nil {
+				return err
+			}
+			es = append(es, got...)
+		}
+		return nil
+	})
+	return es, err
 }
 
 // sparseSeqs lists the seqs in [from, before) whose IDs skip does not

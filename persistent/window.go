@@ -632,8 +632,8 @@ func (m *Manager) applyDerived(w *window, rd sessionRead) {
 		if err != nil {
 			continue
 		}
-		var dec view.Decisions
-		if err := json.Unmarshal(d.Value, &dec); err != nil {
+		dec, err := view.DecodeDecisions(d.Value)
+		if err != nil {
 			m.cfg.Logger.Warn("ctxstore: skipping unreadable view decisions", "session", m.session, "key", d.Key, "err", err)
 			continue
 		}

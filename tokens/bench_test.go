@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/testkit"
 	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkCount(b *testing.B) {
 			size := bytesOf(ms)
 			b.Run(short(c)+"/"+kind, func(b *testing.B) {
 				b.SetBytes(int64(size))
-				cpu0 := cpuTime()
+				cpu0 := testkit.CPUTime()
 				for b.Loop() {
 					for _, m := range ms {
 						c.Estimate(m)
@@ -57,7 +58,7 @@ func BenchmarkCount(b *testing.B) {
 				}
 				kib := float64(b.N) * float64(size) / 1024
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/kib, "ns/KiB")
-				b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/kib, "cpu-ns/KiB")
+				b.ReportMetric(float64((testkit.CPUTime()-cpu0).Nanoseconds())/kib, "cpu-ns/KiB")
 			})
 		}
 	}

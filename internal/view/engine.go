@@ -357,7 +357,7 @@ func (e *engine) addSpecial(it Item, first bool) {
 
 // group splits the non-special entries into units and marks the floor.
 func (e *engine) group() {
-	start := 0
+	start, from := 0, len(e.units)
 	if len(e.units) > 0 {
 		start = e.units[len(e.units)-1].hi
 	}
@@ -411,7 +411,9 @@ func (e *engine) group() {
 		e.units[k].floor = true
 		e.pending = e.units[k].pending
 	}
-	for k := range e.units {
+	// Units grouped before (an adopted region's) are removed if invalid
+	// already, and nothing brings back an invalid unit.
+	for k := from; k < len(e.units); k++ {
 		if e.units[k].invalid {
 			e.units[k].removed = true
 		}
@@ -618,14 +620,29 @@ func (e *engine) rewrite(it Item, f form) (ctxstore.Message, int, bool) {
 }
 
 // floorTokens is Σ of the floor: pinned, last human, trailing group.
+// Only special units (which lead), the last human message's unit and the
+// last unit can be part of it (group marks no other), so it does not walk
+// the region: a request asks more than once.
 func (e *engine) floorTokens() int {
 	t := e.pinnedTok
-	for _, u := range e.units {
-		if u.floor && !u.invalid {
-			for k := u.lo; k < u.hi; k++ {
-				t += e.ents[k].item.Tokens
+	add := func(k int) {
+		if u := e.units[k]; u.floor && !u.invalid {
+			for i := u.lo; i < u.hi; i++ {
+				t += e.ents[i].item.Tokens
 			}
 		}
+	}
+	k := 0
+	for ; k < len(e.units) && e.units[k].special; k++ {
+		add(k)
+	}
+	human := -1
+	if i, ok := e.entryOf(e.lastHumanID); ok && e.lastHumanID != 0 && i < len(e.ents) && e.ents[i].unit >= k {
+		human = e.ents[i].unit
+		add(human)
+	}
+	if last := len(e.units) - 1; last >= k && last != human {
+		add(last)
 	}
 	return t
 }

@@ -171,7 +171,7 @@ func (e *engine) adoptRegion() bool {
 // region to the appended messages.
 func (e *engine) canAdopt(r *stickyRegion) bool {
 	if e.d.Tripped || !equalDecisions(r.d, e.d) || !sameConfig(r.cfg, e.cfg) ||
-		r.firstUserID != e.firstUserID || !slices.Equal(r.hidden, e.h.Hidden) || !slices.Equal(r.gaps, e.h.Gaps) ||
+		r.firstUserID != e.firstUserID || !equalList(r.hidden, e.h.Hidden) || !equalList(r.gaps, e.h.Gaps) ||
 		len(e.h.Tail) < len(r.tail) || !sameItems(r.hPinned, e.h.Pinned) ||
 		!sameItem(r.firstUser, e.h.FirstUser) || !sameItems(r.tail, e.h.Tail[:len(r.tail)]) {
 		return false

@@ -141,9 +141,9 @@ type Summary struct {
 }
 
 // Decisions are the sticky compaction decisions of a session. It is
-// plain data keyed by item IDs; it round-trips through encoding/json so a
-// persistent manager can save it as a derived record. The zero value means
-// "nothing decided yet". Treat it as opaque: only Compute interprets it.
+// plain data keyed by item IDs; a persistent manager saves it as a
+// derived record (EncodeDecisions), and it round-trips through
+// encoding/json too. The zero value means "nothing decided yet". Treat it as opaque: only Compute interprets it.
 // Do not change its lists in place either: decisions a request reuses
 // share them with the saved ones, and a Memo keeps them.
 type Decisions struct {

@@ -17,29 +17,28 @@ import (
 
 func msg(js string) ctxstore.Message { return ctxstore.MustParseMessage([]byte(js)) }
 
+// TestDecisionsJSONRoundTrip: decisions round-trip through JSON and
+// through the record a manager saves (view.EncodeDecisions), which reads
+// the plain JSON form too, and a restored record gives the same view.
 func TestDecisionsJSONRoundTrip(t *testing.T) {
-	d := view.Decisions{
-		Version: 1, Strategy: "summarize", Budget: 12345, Cutoff: 1 << 40, KeepFirstUser: true,
-		Removed: []uint64{1<<40 + 1, 1<<40 + 7}, Truncated: []uint64{1<<40 + 9}, Stubbed: []uint64{3},
-		Summary:   &view.Summary{From: 2, To: 1 << 40, Text: "a \"quoted\" summary\n日本", Count: 77},
-		Summaries: []view.Summary{{From: 2, To: 1 << 40, Text: "a \"quoted\" summary\n日本", Count: 77}},
-		Held:      []view.Item{{ID: 9, Msg: ctxstore.NewMessage("user", "held \"message\" 日本"), Tokens: 12}},
-		Level:     4, Escalations: 12, Ineffective: 3, Tripped: true, Warned: []string{view.ReasonRunawayBreaker},
-	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back view.Decisions
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	if back.Held[0].Msg.String() != d.Held[0].Msg.String() || back.Held[0].ID != 9 || back.Held[0].Tokens != 12 {
-		t.Errorf("held item changed: %+v", back.Held[0])
-	}
-	back.Held, d.Held = nil, nil // Messages compare by their bytes, not by DeepEqual
-	if !reflect.DeepEqual(d, back) {
-		t.Errorf("round trip changed decisions:\n%+v\n%+v", d, back)
+	d := sampleDecisions()
+	for name, codec := range decisionCodecs {
+		b, err := codec.encode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := codec.decode(b)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if back.Held[0].Msg.String() != d.Held[0].Msg.String() || back.Held[0].ID != 9 || back.Held[0].Tokens != 12 {
+			t.Errorf("%s: held item changed: %+v", name, back.Held[0])
+		}
+		want := d
+		back.Held, want.Held = nil, nil // Messages compare by their bytes, not by DeepEqual
+		if !reflect.DeepEqual(want, back) {
+			t.Errorf("%s: round trip changed decisions:\n%+v\n%+v", name, want, back)
+		}
 	}
 	// Decisions produced by Compute round-trip too and give the same view.
 	est := tokens.O200k()
@@ -53,15 +52,52 @@ func TestDecisionsJSONRoundTrip(t *testing.T) {
 	items := viewtest.Items(msgs, est)
 	cfg := defaultConfig(view.StrategyProgressive)
 	res := compute(items[:150], 5000, view.Decisions{}, cfg, nil)
-	b, _ = json.Marshal(res.Decisions)
-	var saved view.Decisions
-	if err := json.Unmarshal(b, &saved); err != nil {
-		t.Fatal(err)
+	if len(res.Decisions.Removed) == 0 {
+		t.Fatal("the test needs decisions that remove messages")
 	}
 	a := compute(items, 5000, res.Decisions, cfg, nil)
-	c := compute(items, 5000, saved, cfg, nil)
-	if messages(a.View) != messages(c.View) || !reflect.DeepEqual(a.Decisions, c.Decisions) {
-		t.Errorf("a restored (JSON) decision record gives another view")
+	for name, codec := range decisionCodecs {
+		b, err := codec.encode(res.Decisions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved, err := codec.decode(b)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		c := compute(items, 5000, saved, cfg, nil)
+		if messages(a.View) != messages(c.View) || !reflect.DeepEqual(a.Decisions, c.Decisions) {
+			t.Errorf("a restored (%s) decision record gives another view", name)
+		}
+	}
+}
+
+// decisionCodecs are the ways decisions are saved and read back: as
+// JSON, as the record a manager saves, and the JSON form (which earlier
+// versions saved) read as a record.
+var decisionCodecs = map[string]struct {
+	encode func(view.Decisions) ([]byte, error)
+	decode func([]byte) (view.Decisions, error)
+}{
+	"json": {func(d view.Decisions) ([]byte, error) { return json.Marshal(d) }, func(b []byte) (view.Decisions, error) {
+		var d view.Decisions
+		return d, json.Unmarshal(b, &d)
+	}},
+	"record":      {view.EncodeDecisions, view.DecodeDecisions},
+	"json record": {func(d view.Decisions) ([]byte, error) { return json.Marshal(d) }, view.DecodeDecisions},
+}
+
+// sampleDecisions sets every field of Decisions, with text that needs
+// escaping.
+func sampleDecisions() view.Decisions {
+	return view.Decisions{
+		Version: 1, Strategy: "summarize", Budget: 12345, Cutoff: 1 << 40, KeepFirstUser: true,
+		Removed: []uint64{1<<40 + 1, 1<<40 + 7, 1<<40 + 1<<16, 1 << 62}, Truncated: []uint64{1<<40 + 9},
+		Omitted: []uint64{0, 1 << 41}, Stubbed: []uint64{3},
+		Summary:   &view.Summary{From: 2, To: 1 << 40, Text: "a \"quoted\" summary\n日本", Count: 77},
+		Summaries: []view.Summary{{From: 2, To: 1 << 40, Text: "a \"quoted\" summary\n日本", Count: 77}},
+		Held:      []view.Item{{ID: 9, Msg: ctxstore.NewMessage("user", "held \"message\" 日本"), Tokens: 12}},
+		Level:     4, Escalations: 12, Ineffective: 3, Tripped: true, Warned: []string{view.ReasonRunawayBreaker},
 	}
 }
 
