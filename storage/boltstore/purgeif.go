@@ -3,6 +3,7 @@ package boltstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/groupcommit"
@@ -58,69 +59,59 @@ func (s *Store) purgeWrite(ctx context.Context, session string, check func(Sessi
 
 // purgeEpoch is PurgeEpochIf inside w, its check passed.
 func (w *wtx) purgeEpoch(ws *wsession, epoch uint64, drop []storage.EpochDrop) error {
-	session, meta := ws.name, &ws.meta
+	meta := &ws.meta
 	em := meta.FindEpoch(epoch)
 	switch {
 	case em == nil:
-		return reject(fmt.Errorf("store: session %q: epoch %d: %w", session, epoch, ErrNotFound))
+		return reject(fmt.Errorf("store: session %q: epoch %d: %w", ws.name, epoch, ErrNotFound))
 	case epoch == meta.Epoch:
-		return reject(fmt.Errorf("store: session %q: epoch %d: %w", session, epoch, ErrCurrentEpoch))
-	}
-	dropped, err := w.epochDerived(ws, storage.PurgedEpoch{Epoch: epoch, First: em.First, Last: em.Last}, drop)
-	if err != nil {
-		return reject(err)
+		return reject(fmt.Errorf("store: session %q: epoch %d: %w", ws.name, epoch, ErrCurrentEpoch))
 	}
 	msgs, err := w.msgsOf(ws)
 	if err != nil {
 		return reject(err)
 	}
-	var keys [][]byte
-	c := msgs.Cursor()
-	for k, _ := c.Seek(layout.SeqKey(em.First)); k != nil; k, _ = c.Next() {
-		if seq, ok := layout.KeySeq(k); !ok || seq > em.Last {
-			break
-		}
-		keys = append(keys, k)
+	if _, err := w.dropDerived(ws, drop, storage.PurgedEpoch{Epoch: epoch, First: em.First, Last: em.Last}); err != nil {
+		return err
 	}
-	for _, k := range keys {
-		if err := msgs.Delete(k); err != nil {
-			return fmt.Errorf("store: session %q: purge epoch %d: %w", session, epoch, err)
-		}
+	n, err := msgs.DeleteRange(em.First, em.Last)
+	if err != nil {
+		return fmt.Errorf("store: session %q: purge epoch %d: %w", ws.name, epoch, err)
 	}
-	for _, d := range dropped {
-		if err := deleteDerived(w, session, d.Kind, d.Key); err != nil {
-			return fmt.Errorf("store: session %q: purge epoch %d: %w", session, epoch, err)
-		}
-	}
-	meta.Total -= len(keys)
+	meta.Total -= n
 	em.Messages, em.Purged = 0, true
 	meta.Updated = time.Now().UnixNano()
 	ws.dirty = true
 	return w.retitle(ws) // the title may have come from the epoch
 }
 
-// epochDerived returns the derived records of ws that drop's rules tie to
-// the purged epoch p (their kinds and keys). A rule that panics comes back
-// as a *groupcommit.Panic.
-func (w *wtx) epochDerived(ws *wsession, p storage.PurgedEpoch, drop []storage.EpochDrop) ([]Derived, error) {
-	var out []Derived
-	for _, rule := range drop {
-		d, err := w.derivedOf(ws, rule.Kind)
-		if err != nil {
-			return nil, err
-		}
-		keys := d.Keys()
-		err = groupcommit.Call(func() error {
-			for _, k := range keys {
-				if rule.Drops(k, p) {
-					out = append(out, Derived{Kind: rule.Kind, Key: k})
-				}
+// dropDerived deletes the derived records of ws that drop's rules tie to
+// the purged epoch p (a rule without Drop: every record of its kind) and
+// returns how many there were. It writes nothing before every rule ran: on
+// an error (a rule that panicked comes back as a *groupcommit.Panic) the
+// write is refused, with nothing deleted.
+func (w *wtx) dropDerived(ws *wsession, drop []storage.EpochDrop, p storage.PurgedEpoch) (int, error) {
+	kinds := make([]*layout.Derived, len(drop))
+	keys := make([][]string, len(drop))
+	err := groupcommit.Call(func() error {
+		for i, rule := range drop {
+			d, err := w.derivedOf(ws, rule.Kind)
+			if err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
+			kinds[i], keys[i] = d, slices.DeleteFunc(d.Keys(), func(k string) bool { return !rule.Drops(k, p) })
 		}
+		return nil
+	})
+	if err != nil {
+		return 0, reject(err)
 	}
-	return out, nil
+	n := 0
+	for i, d := range kinds {
+		if err := d.DeleteKeys(keys[i]); err != nil {
+			return n, fmt.Errorf("store: session %q: derived %s: %w", ws.name, drop[i].Kind, err)
+		}
+		n += len(keys[i])
+	}
+	return n, nil
 }
