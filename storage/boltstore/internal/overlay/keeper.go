@@ -56,6 +56,9 @@ type Keeper struct {
 	rtail   *wal.Tail  // the same up to where the log is synced, for readers
 	metaF   *os.File   // the bbolt file, to read its meta pages
 	metaKey wal.FileKey
+	// metaSeen is what the last read of both of metaF's meta pages found
+	// (stamp.go).
+	metaSeen metaSeen
 }
 
 // New returns a Keeper of the log opts.Log on the file f reads.

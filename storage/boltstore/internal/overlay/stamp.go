@@ -3,6 +3,7 @@ package overlay
 import (
 	"fmt"
 	"os"
+	"syscall"
 
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/boltpage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/filelock"
@@ -17,7 +18,8 @@ import (
 // k.mu. A file whose meta pages are both unreadable has txid 0: the bbolt
 // open, which checks the file, reports the damage.
 func (k *Keeper) stamp(t *wal.Tail) (wal.FileKey, uint64, uint64, error) {
-	key, err := wal.StatKey(k.opts.Path)
+	var st syscall.Stat_t
+	key, err := wal.StatKeyOf(k.opts.Path, &st)
 	if err != nil {
 		return wal.FileKey{}, 0, 0, fmt.Errorf("store %s: %w", k.opts.Path, err)
 	}
@@ -38,7 +40,7 @@ func (k *Keeper) stamp(t *wal.Tail) (wal.FileKey, uint64, uint64, error) {
 			}
 		}
 	}
-	opened, txid, err := k.readTxid(key)
+	opened, txid, err := k.readTxid(key, &st)
 	if err != nil {
 		return wal.FileKey{}, 0, 0, err
 	}
@@ -54,9 +56,16 @@ func (k *Keeper) stamp(t *wal.Tail) (wal.FileKey, uint64, uint64, error) {
 }
 
 // readTxid reads the txid of the bbolt file of key (just found at the
-// path) through k.metaF, reopening it if it is not that file. It returns the
-// key of the file read: another one if the path moved again meanwhile.
-func (k *Keeper) readTxid(key wal.FileKey) (wal.FileKey, uint64, error) {
+// path, whose stat is st) through k.metaF, reopening it if it is not that
+// file. It returns the key of the file read: another one if the path moved
+// again meanwhile.
+//
+// Of the two meta pages, only the one the next commit writes is read while
+// it, and the file's size and change time, are as the last read of both
+// found (metaSeen): the page proves that no commit came (the change time
+// alone could miss one within a tick of a coarse clock), the change stat
+// that nothing else rewrote the file. Anything different reads both.
+func (k *Keeper) readTxid(key wal.FileKey, st *syscall.Stat_t) (wal.FileKey, uint64, error) {
 	if k.metaF == nil || k.metaKey != key {
 		k.closeMeta()
 		f, err := filelock.Open(k.opts.Path, os.O_RDONLY, 0)
@@ -70,11 +79,27 @@ func (k *Keeper) readTxid(key wal.FileKey) (wal.FileKey, uint64, error) {
 		}
 		k.metaF, k.metaKey = f, fk
 	}
-	txid, err := boltpage.NewestTxid(k.metaF)
+	change, hasChange := wal.ChangeOf(st)
+	hasChange = hasChange && k.metaKey == key // st is the stat of metaF's file
+	if w := &k.metaSeen; hasChange && w.ok && w.change == change && w.page.Unchanged(k.metaF) {
+		return k.metaKey, w.txid, nil
+	}
+	txid, page, ok, err := boltpage.NewestTxidWatch(k.metaF)
 	if err != nil {
 		txid = 0
 	}
+	k.metaSeen = metaSeen{ok: ok && err == nil && hasChange, txid: txid, page: page, change: change}
 	return k.metaKey, txid, nil
+}
+
+// metaSeen is what the last read of both meta pages of metaF found: the
+// newest txid, the page the next commit writes, and the file's change stat
+// from just before the read.
+type metaSeen struct {
+	ok     bool
+	txid   uint64
+	page   boltpage.MetaWatch
+	change wal.Change
 }
 
 // closeMeta closes the descriptor the meta pages are read through. The
@@ -82,6 +107,6 @@ func (k *Keeper) readTxid(key wal.FileKey) (wal.FileKey, uint64, error) {
 func (k *Keeper) closeMeta() {
 	if k.metaF != nil {
 		k.metaF.Close()
-		k.metaF, k.metaKey = nil, wal.FileKey{}
+		k.metaF, k.metaKey, k.metaSeen = nil, wal.FileKey{}, metaSeen{}
 	}
 }

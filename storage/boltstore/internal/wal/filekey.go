@@ -13,7 +13,12 @@ type FileKey struct{ Dev, Ino uint64 }
 // StatKey returns the key of the file at path (following symlinks).
 func StatKey(path string) (FileKey, error) {
 	var st syscall.Stat_t
-	if err := statNoEINTR(path, &st); err != nil {
+	return StatKeyOf(path, &st)
+}
+
+// StatKeyOf is StatKey, leaving the file's stat in st.
+func StatKeyOf(path string, st *syscall.Stat_t) (FileKey, error) {
+	if err := statNoEINTR(path, st); err != nil {
 		return FileKey{}, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	return FileKey{uint64(st.Dev), uint64(st.Ino)}, nil
