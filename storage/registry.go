@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -42,7 +43,8 @@ type OpenOptions struct {
 	MustExist bool
 	// Scheme picks the engine of a target that has no "scheme://" prefix
 	// but is not a path, such as PostgreSQL's keyword/value connection
-	// string "host=h dbname=d" (Scheme "postgres"). Empty: by the target.
+	// string "host=h dbname=d" (Scheme "postgres"). Empty: by the target,
+	// or by the registered driver that claims it (Claimer).
 	Scheme string
 	// NoSync skips a file engine's fsyncs: faster, and a crash of the
 	// machine may lose what was written. For tests and bulk loads.
@@ -130,12 +132,72 @@ func Open(ctx context.Context, target string, opts OpenOptions) (Engine, error) 
 }
 
 // targetScheme is the scheme of target: scheme when given and target has
-// no "scheme://" prefix, else Scheme(target).
+// no "scheme://" prefix; else Scheme(target), except that a target without
+// a prefix that a registered Claimer claims is the Claimer's.
 func targetScheme(target, scheme string) string {
 	if scheme != "" && !strings.Contains(target, "://") {
 		return strings.ToLower(scheme)
 	}
-	return Scheme(target)
+	s := Scheme(target)
+	if s != FileScheme {
+		return s
+	}
+	drivers.RLock()
+	defer drivers.RUnlock()
+	for _, name := range slices.Sorted(maps.Keys(drivers.m)) {
+		if c, ok := drivers.m[name].(Claimer); ok && name != FileScheme && c.Claims(target) {
+			return name
+		}
+	}
+	return s
+}
+
+// A Claimer is a Driver that also opens targets without a "scheme://"
+// prefix that are not paths, such as PostgreSQL's keyword/value
+// connection string "host=h dbname=d". Open and DriverOf give such a
+// target to the driver that claims it rather than to the file engine.
+type Claimer interface {
+	// Claims reports whether target, which has no "scheme://" prefix,
+	// is this driver's rather than a path.
+	Claims(target string) bool
+}
+
+// A Redacter is a Driver whose targets may hold secrets, such as a
+// password in a connection string. Redact and Shareable use it.
+type Redacter interface {
+	// Redact is target for messages: its secrets replaced by "xxxxx".
+	Redact(target string) string
+	// Shareable is target for a command line shown to people: its
+	// secrets left out. note, when not empty, says what was left out
+	// and how to give it otherwise.
+	Shareable(target string) (s, note string)
+}
+
+// Redact is target for messages, with the secrets its driver (a Redacter)
+// finds in it replaced by "xxxxx"; a URL's password without one.
+func Redact(target string) string {
+	if r, ok := driverOf(target).(Redacter); ok {
+		return r.Redact(target)
+	}
+	return redact(target)
+}
+
+// Shareable is target for a command line shown to people, without the
+// secrets its driver (a Redacter) finds in it; note says what was left
+// out ("" when nothing was, or the driver is not a Redacter).
+func Shareable(target string) (s, note string) {
+	if r, ok := driverOf(target).(Redacter); ok {
+		return r.Shareable(target)
+	}
+	return target, ""
+}
+
+// driverOf is the driver registered for target, or nil.
+func driverOf(target string) Driver {
+	scheme := targetScheme(target, "")
+	drivers.RLock()
+	defer drivers.RUnlock()
+	return drivers.m[scheme]
 }
 
 // schemeList is Schemes for messages, with how to register PostgreSQL's.

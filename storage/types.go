@@ -60,6 +60,15 @@ var (
 	// privilege to change the tables. Nothing was written; the error says
 	// which, and names the store and session.
 	ErrReadOnly = errors.New("store: read-only")
+	// ErrNoSchema means a server engine found its tables missing from the
+	// database, or older than this program: a database not set up yet, or
+	// set up by an older ctxstore. A read-only open never sets them up; a
+	// read-write one does, by a login that may create them.
+	ErrNoSchema = errors.New("store: tables missing or not migrated")
+	// ErrNeedsUpgrade means a read-only open found a file engine's file in
+	// an older format, which only a write upgrades: open it once for
+	// writing, or shrink it (Shrink).
+	ErrNeedsUpgrade = errors.New("store: older format: open it for writing once to upgrade it")
 )
 
 // MaxSessionName is the longest session name, in bytes.

@@ -180,10 +180,10 @@ func TestSuggestionsKeepDB(t *testing.T) {
 	}
 	e.ok("", "--db", db, "purge", "s", "--yes")
 
-	// A damaged file: verify and compact-file suggest commands on it; stats
-	// of a sound one suggests compact-file.
+	// A damaged file: verify and shrink suggest commands on it; stats
+	// of a sound one suggests shrink.
 	fillStore(t, db, "big", 6000)
-	if r := e.ok("", "--db", db, "stats"); !strings.Contains(r.stdout, "with: "+want+db+"' compact-file)") {
+	if r := e.ok("", "--db", db, "stats"); !strings.Contains(r.stdout, "with: "+want+db+"' shrink)") {
 		t.Errorf("stats suggests:\n%s", r.stdout)
 	}
 	scrambleKeys(t, db, 4)

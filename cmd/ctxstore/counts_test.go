@@ -11,10 +11,15 @@ import (
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/pgdsn"
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
+
+// isServer reports whether db names a PostgreSQL database rather than a
+// file.
+func isServer(db string) bool { return pgdsn.Is(db) }
 
 // openEngine opens the test's database read-write, for writing what the
 // command cannot (counts of other counters, kept recounts).

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/storage/pgstore"
 )
 
 // jsonErrorOut is an error as --json writes it on stderr: one JSON object
@@ -75,7 +74,7 @@ func errorCode(err error) string {
 		{storage.ErrConflict, "conflict"},
 		{storage.ErrOutcomeUnknown, "outcome_unknown"},
 		{storage.ErrReadOnly, "read_only"},
-		{pgstore.ErrNoSchema, "no_schema"},
+		{storage.ErrNoSchema, "no_schema"},
 		{fs.ErrPermission, "permission"},
 		{fs.ErrNotExist, "not_found"},
 		{context.Canceled, "interrupted"},

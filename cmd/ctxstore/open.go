@@ -9,10 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ctxstore/ctxstore/internal/pgdsn"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/storage/boltstore"
-	"github.com/ctxstore/ctxstore/storage/pgstore"
 )
 
 // openMode says whether a command may create or change the database.
@@ -28,21 +25,6 @@ const (
 // its schema up to date, so a server that does not answer fails the
 // command instead of hanging it.
 const serverOpenTimeout = 30 * time.Second
-
-// isServer reports whether db names a PostgreSQL database (a postgres:// or
-// postgresql:// URL, or a keyword/value connection string such as
-// "host=h dbname=d") rather than a bbolt file.
-func isServer(db string) bool { return pgdsn.Is(db) }
-
-// targetScheme is the engine's scheme for storage.Open when target is a
-// keyword/value connection string, which names none ("host=h dbname=d");
-// "" otherwise (the target says).
-func targetScheme(target string) string {
-	if isServer(target) && !pgdsn.IsURL(target) {
-		return "postgres"
-	}
-	return ""
-}
 
 // open opens the database for a command through the engine registered for
 // it: a file, or the PostgreSQL database a connection string names. A read
@@ -64,7 +46,7 @@ func (a *app) openAt(ctx context.Context, target string, mode openMode) (storage
 	octx, cancel := context.WithTimeout(ctx, serverOpenTimeout)
 	defer cancel()
 	st, err := storage.Open(octx, target, storage.OpenOptions{
-		ReadOnly: mode == readOnly, MustExist: mode == writeExisting, LockTimeout: a.lockTimeout, Scheme: targetScheme(target),
+		ReadOnly: mode == readOnly, MustExist: mode == writeExisting, LockTimeout: a.lockTimeout,
 	})
 	if err != nil {
 		return nil, a.openError(target, err)
@@ -79,14 +61,14 @@ func (a *app) openAt(ctx context.Context, target string, mode openMode) (storage
 // not there says how to create one; a server that cannot be reached or
 // refuses the login says so (serverError); the rest as explain does.
 func (a *app) openError(target string, err error) error {
-	if _, connect := errors.AsType[*pgstore.ConnectError](err); connect {
+	if _, connect := errors.AsType[*storage.ConnectError](err); connect {
 		return serverError(err, target)
 	}
 	switch {
-	case errors.Is(err, pgstore.ErrSchemaName):
+	case errors.Is(err, storage.ErrBadTarget):
 		return usagef("--db: %v", err)
 	case errors.Is(err, storage.ErrNoStore):
-		db, _, _ := suggestedURL(target)
+		db, _ := storage.Shareable(target)
 		return fmt.Errorf("%w\n(use --db or $CTXSTORE_DB to pick another; for PostgreSQL, check the schema= parameter); these create it:\n  %s\n  %s\n  ctxstore demo --db %s",
 			err, a.cmdline("add SESSION < MESSAGES"), a.cmdline("import FILE"), shellQuote(db))
 	}
@@ -94,61 +76,47 @@ func (a *app) openError(target string, err error) error {
 }
 
 // serverError explains err, which failed to open the PostgreSQL database
-// db names, by pgstore's typed errors. A connection string that does not
-// parse is a usage error saying what is wrong. A server that cannot be
+// db names, by the engine's typed errors (storage.ConnectError). A
+// connection string that does not parse is a usage error saying what is
+// wrong. A server that cannot be
 // reached, or does not answer, is named (host:port) once, with what to
 // check, instead of the driver's line per attempt; one that refuses the
 // login, or has no such database, says so. Anything else keeps its
 // message. Each says where the connection string came from, never with its
-// password: pgstore's errors never hold it, and the string is shown
+// password: the engine's errors never hold it, and the string is shown
 // redacted.
 func serverError(err error, db string) error {
 	form := "connection string"
-	if pgdsn.IsURL(db) {
+	if storage.Scheme(db) != storage.FileScheme {
 		form = "URL"
 	}
 	given := "the " + form + " given with --db or $CTXSTORE_DB: " + redactURL(db)
-	ce, ok := errors.AsType[*pgstore.ConnectError](err)
+	ce, ok := errors.AsType[*storage.ConnectError](err)
 	if !ok {
 		return fmt.Errorf("%w\n(the database is %s; check that the server runs and accepts the connection)", err, given)
 	}
 	addr := net.JoinHostPort(ce.Host, strconv.Itoa(int(ce.Port)))
 	check := "check that PostgreSQL runs there, and the host and port in " + given
 	switch {
-	case errors.Is(err, pgstore.ErrBadDSN):
+	case errors.Is(err, storage.ErrBadDSN):
 		return usagef("--db: %s is not a valid PostgreSQL %s: %s (its parameters are libpq's: https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS)",
 			redactURL(db), form, ce.Reason)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("no answer from the PostgreSQL server at %s in time (within connect_timeout, or %v)\n(%s)", addr, serverOpenTimeout, check)
-	case errors.Is(err, pgstore.ErrUnreachable):
+	case errors.Is(err, storage.ErrUnreachable):
 		return fmt.Errorf("cannot reach the PostgreSQL server at %s: %s\n(%s)", addr, ce.Reason, check)
-	case errors.Is(err, pgstore.ErrAuth):
+	case errors.Is(err, storage.ErrAuth):
 		return fmt.Errorf("the PostgreSQL server at %s refused the login: %s\n(check the user and password in %s; in a URL, a password holding / # ? @ : %% or spaces must be percent-encoded)", addr, ce.Reason, given)
-	case errors.Is(err, pgstore.ErrNoDatabase):
+	case errors.Is(err, storage.ErrNoDatabase):
 		return fmt.Errorf("the PostgreSQL server at %s has no database %q: %s\n(check the database in %s)", addr, ce.Database, ce.Reason, given)
 	}
 	return fmt.Errorf("the PostgreSQL server at %s refused the connection: %s\n(check the user, password and database in %s)", addr, ce.Reason, given)
 }
 
-// redactURL is db for messages: a PostgreSQL connection string with its
-// password (after the user name, or a password= parameter) replaced by
-// "xxxxx", whatever characters it holds; a file path as it is.
-func redactURL(db string) string {
-	if !isServer(db) {
-		return db
-	}
-	return pgdsn.Redact(db)
-}
-
-// suggestedURL is db for a command suggested to the user: a PostgreSQL
-// connection string without its passwords (pgdsn.Shareable); a file path
-// as it is.
-func suggestedURL(db string) (s string, hidden, sslHidden bool) {
-	if !isServer(db) {
-		return db, false, false
-	}
-	return pgdsn.Shareable(db)
-}
+// redactURL is db for messages: a connection string with its password
+// replaced by "xxxxx", whatever characters it holds (the engine's driver
+// finds it); a file path as it is.
+func redactURL(db string) string { return storage.Redact(db) }
 
 // supported refuses a command the database's engine cannot run: its
 // driver lacks the optional interface T (storage.Shrinker,
@@ -158,7 +126,7 @@ func supported[T any](a *app, what, instead string) error {
 	if err != nil {
 		return err
 	}
-	d, err := storage.DriverOf(target, targetScheme(target))
+	d, err := storage.DriverOf(target, "")
 	if err != nil {
 		return err
 	}
@@ -214,7 +182,7 @@ func explain(path, session string, err error) error {
 		return withSentinel(fmt.Errorf("session %q not found in %s (see: ctxstore --db %s ls)", session, path, shellQuote(path)), storage.ErrNotFound)
 	case errors.Is(err, storage.ErrNewerFormat):
 		return fmt.Errorf("%w; this is ctxstore %s, and nothing was changed", err, buildVersion())
-	case errors.Is(err, boltstore.ErrNeedsUpgrade):
+	case errors.Is(err, storage.ErrNeedsUpgrade):
 		return fmt.Errorf("%w\nupgrade it once with: ctxstore --db %s shrink (any command that writes to it upgrades it too; ctxstore builds from before the upgrade cannot open it afterwards)",
 			err, shellQuote(path))
 	case errors.Is(err, storage.ErrMoved):
@@ -234,15 +202,10 @@ func explain(path, session string, err error) error {
 func (a *app) cmdline(format string, args ...any) string {
 	db, note := "", ""
 	if a != nil && a.db != "" {
-		u, hidden, sslHidden := suggestedURL(a.db)
+		u, left := storage.Shareable(a.db)
 		db = "--db " + shellQuote(u) + " "
-		switch {
-		case hidden && sslHidden:
-			note = " (password left out: set PGPASSWORD or use ~/.pgpass; sslpassword left out: add it back)"
-		case hidden:
-			note = " (password left out: set PGPASSWORD or use ~/.pgpass)"
-		case sslHidden:
-			note = " (sslpassword left out: add it back)"
+		if left != "" {
+			note = " (" + left + ")"
 		}
 	}
 	return "ctxstore " + db + fmt.Sprintf(format, args...) + note

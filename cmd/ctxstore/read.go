@@ -350,7 +350,7 @@ func (a *app) waitForDatabase(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	opts := storage.OpenOptions{ReadOnly: true, MustExist: true, LockTimeout: a.lockTimeout, Scheme: targetScheme(path)}
+	opts := storage.OpenOptions{ReadOnly: true, MustExist: true, LockTimeout: a.lockTimeout}
 	st, err := storage.WaitOpen(ctx, path, opts, 100*time.Millisecond, serverOpenTimeout, func(err error) {
 		fmt.Fprintf(a.stderr, "ctxstore tail: %s yet; waiting for it\n", err)
 	})
@@ -396,7 +396,7 @@ the current epochs exactly with the default counter.`,
 			if a.file == nil { // a server's: no file to measure
 				return serverStats(a, path, sum)
 			}
-			fi, err := os.Stat(path)
+			fi, err := os.Stat(a.file.Path())
 			if err != nil {
 				return err
 			}
@@ -436,10 +436,10 @@ the current epochs exactly with the default counter.`,
 			fmt.Fprintf(tw, "JSON\t%s in current epochs\n", termio.Human(s.JSONBytes))
 			switch {
 			case s.BytesPerJSON != nil:
-				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (file size over the messages' JSON; after purges, free pages go back with: %s)\n", *s.BytesPerJSON, a.cmdline("compact-file"))
+				fmt.Fprintf(tw, "bytes/JSON byte\t%.2f (file size over the messages' JSON; after purges, free pages go back with: %s)\n", *s.BytesPerJSON, a.cmdline("shrink"))
 			case s.AllMessages > s.Messages:
 				fmt.Fprintf(tw, "bytes/JSON byte\tn/a (earlier epochs hold %d %s whose JSON is not counted; to reclaim their room: %s, then %s)\n",
-					s.AllMessages-s.Messages, plural(s.AllMessages-s.Messages, "message", "messages"), a.cmdline("purge SESSION --epoch N --yes"), a.cmdline("compact-file"))
+					s.AllMessages-s.Messages, plural(s.AllMessages-s.Messages, "message", "messages"), a.cmdline("purge SESSION --epoch N --yes"), a.cmdline("shrink"))
 			}
 			return tw.Flush()
 		},

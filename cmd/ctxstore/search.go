@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +79,10 @@ func runSearch(ctx context.Context, a *app, c *command, args []string) error {
 		}
 	}
 	if _, err := search.Parse(req.Query); err != nil {
-		return usagef("%v", strings.TrimPrefix(err.Error(), storage.ErrBadQuery.Error()+": "))
+		if qe, ok := errors.AsType[*search.QueryError](err); ok {
+			return usagef("%s", qe.Reason)
+		}
+		return usagef("%v", err)
 	}
 	st, writing, err := a.openForSearch(ctx)
 	if err != nil {
@@ -102,8 +104,8 @@ func runSearch(ctx context.Context, a *app, c *command, args []string) error {
 		}
 	}
 	res, err := search.Search(ctx, st, req)
-	if _, file := st.(storage.FileEngine); err != nil && writing && !file && mayNotWrite(err) {
-		// The role may read the schema but not write its index.
+	if err != nil && writing && mayNotWrite(err) {
+		// The engine may read the store but not write its index.
 		if st, err = a.reopenReadOnly(ctx, st, err); err != nil {
 			return err
 		}
@@ -120,38 +122,21 @@ func runSearch(ctx context.Context, a *app, c *command, args []string) error {
 
 // openForSearch opens the database for writing when it exists, so that
 // the search index (beside a file, in a server's schema) is kept for the
-// next search; the messages are never written. A file that may not be
-// written, and a server role that may not write, search read-only.
+// next search; the messages are never written. A database this process
+// may not write (a file's permissions) searches read-only; one whose
+// engine refuses the write (a server role that may only read) too, saying
+// so.
 func (a *app) openForSearch(ctx context.Context) (st storage.Engine, writing bool, err error) {
-	path, err := a.dbPath()
-	if err != nil {
-		return nil, false, err
+	st, err = a.open(ctx, writeExisting)
+	switch {
+	case err == nil:
+		return st, true, nil
+	case mayNotWrite(err):
+		st, err = a.reopenReadOnly(ctx, nil, err)
+	case errors.Is(err, fs.ErrPermission):
+		st, err = a.open(ctx, readOnly)
 	}
-	if isServer(path) {
-		st, err := a.open(ctx, writeExisting)
-		if err != nil && mayNotWrite(err) {
-			st, err = a.reopenReadOnly(ctx, nil, err)
-			return st, false, err
-		}
-		return st, err == nil, err
-	}
-	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 && fi.Mode().IsRegular() && writable(path) {
-		st, err := a.open(ctx, readWrite)
-		return st, err == nil, err
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, false, err
-	}
-	st, err = a.open(ctx, readOnly)
 	return st, false, err
-}
-
-func writable(path string) bool {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return false
-	}
-	f.Close()
-	return true
 }
 
 // parseSince reads a duration back from now (with d for days) or a date

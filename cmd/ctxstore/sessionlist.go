@@ -10,7 +10,6 @@ import (
 
 	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/storage/pgstore"
 )
 
 // noTablesYet reports whether err, from opening the database read-only,
@@ -19,7 +18,7 @@ import (
 // A schema whose tables are there but older than this program's is not
 // empty, and stays an error. where names the database for the message.
 func (a *app) noTablesYet(err error) (where string, empty bool) {
-	if !errors.Is(err, pgstore.ErrNoSchema) || !errors.Is(err, storage.ErrNoStore) {
+	if !errors.Is(err, storage.ErrNoSchema) || !errors.Is(err, storage.ErrNoStore) {
 		return "", false
 	}
 	db, derr := a.dbPath()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/storage"
-	"github.com/ctxstore/ctxstore/storage/boltstore"
 )
 
 func shrinkCommand() *command {
@@ -66,7 +65,7 @@ next one.`,
 			// on some damaged pages, and copying damage helps nobody.
 			st, err := a.open(ctx, readOnly)
 			var upgraded os.FileInfo // the file before an upgrade replaced it
-			if errors.Is(err, boltstore.ErrNeedsUpgrade) {
+			if errors.Is(err, storage.ErrNeedsUpgrade) {
 				// A file of an older format: opening it for writing
 				// upgrades it (into a packed copy, the shrink's own way).
 				if target, perr := a.dbPath(); perr == nil {

@@ -189,7 +189,7 @@ func (s *Store) ReplaceEpoch(ctx context.Context, session string, check func(Ses
 // the last seq and epoch, so that a session later created under the same
 // name starts after them (see layout.go). bbolt reuses the freed pages for
 // later writes but does not overwrite them at once; to get the bytes out
-// of the file, copy it compacted (ctxstore compact-file). An unknown
+// of the file, copy it compacted (ctxstore shrink). An unknown
 // session fails with ErrNotFound.
 func (s *Store) Purge(ctx context.Context, session string) error {
 	return s.PurgeIf(ctx, session, nil)

@@ -131,7 +131,7 @@ func (s *Store) copyApplied(ctx context.Context, f *os.File) error {
 	return fmt.Errorf("%w: appends kept arriving while applying the log, %d times; try again", ErrLocked, backupTries)
 }
 
-// Restore puts a copy of backup (a store file: Backup's, compact-file's) at
+// Restore puts a copy of backup (a store file: Backup's, shrink's) at
 // path. The file that was there is kept, with its log, under
 // PATH.before-restore-TIME (and -wal): its log never applies to the restored
 // file. The restored file gets an identity of its own, so no log of the

@@ -2,9 +2,9 @@ package boltstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/fileops"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/identity"
 	"github.com/ctxstore/ctxstore/storage/boltstore/internal/layout"
@@ -25,7 +25,17 @@ import (
 // ErrNeedsUpgrade is the error of a read-only Open of a file of an older
 // format, which a read-only Store cannot upgrade: open it once for writing,
 // or Shrink it, and it is upgraded.
-var ErrNeedsUpgrade = errors.New("the file is of an older format: open it once for writing (or shrink it) to upgrade it")
+// It matches storage.ErrNeedsUpgrade.
+var ErrNeedsUpgrade error = needsUpgradeError{}
+
+// needsUpgradeError is ErrNeedsUpgrade: storage.ErrNeedsUpgrade in this
+// engine's words.
+type needsUpgradeError struct{}
+
+func (needsUpgradeError) Error() string {
+	return "the file is of an older format: open it once for writing (or shrink it) to upgrade it"
+}
+func (needsUpgradeError) Is(target error) bool { return target == storage.ErrNeedsUpgrade }
 
 // migrateCopy is layout.Upgrade, the copy of a file of the nested layout
 // into the flat one, with this engine's buckets and identity.

@@ -3,88 +3,34 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/ctxstore/ctxstore/internal/pgdsn"
+	"github.com/ctxstore/ctxstore/storage"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Why Open or SchemaExists could not connect. Each comes wrapped in a
-// *ConnectError, which names the server; branch on them with errors.Is.
+// Why Open or SchemaExists could not connect: package storage's kinds of
+// connection failure, which any server engine's errors carry. Each comes
+// wrapped in a *ConnectError, which names the server; branch on them with
+// errors.Is.
 var (
-	// ErrBadDSN means the connection string does not parse, or parses to
-	// something other than what it says (a user name or password with a
-	// character a URL must percent-encode).
-	ErrBadDSN = errors.New("invalid connection string")
-	// ErrUnreachable means no server answered at the host and port: refused,
-	// unknown host, or no answer in time.
-	ErrUnreachable = errors.New("server unreachable")
-	// ErrAuth means the server refused the login: no such role, a wrong
-	// password, or no pg_hba.conf entry allowing it.
-	ErrAuth = errors.New("authentication failed")
-	// ErrNoDatabase means the server has no database of the name given.
-	ErrNoDatabase = errors.New("database does not exist")
+	// ErrBadDSN is storage.ErrBadDSN.
+	ErrBadDSN = storage.ErrBadDSN
+	// ErrUnreachable is storage.ErrUnreachable.
+	ErrUnreachable = storage.ErrUnreachable
+	// ErrAuth is storage.ErrAuth.
+	ErrAuth = storage.ErrAuth
+	// ErrNoDatabase is storage.ErrNoDatabase.
+	ErrNoDatabase = storage.ErrNoDatabase
 )
 
-// ConnectError is a failure to connect to the server. Its message names the
-// server (host:port/database) and says why, never with the password,
-// whatever characters the password holds: the parts it names are read from
-// the connection string with its password taken out first.
-type ConnectError struct {
-	// Kind is ErrBadDSN, ErrUnreachable, ErrAuth or ErrNoDatabase, or nil
-	// for another failure.
-	Kind error
-	// DSN is the connection string with its password replaced by "xxxxx".
-	DSN string
-	// Host, Port and Database name the server; empty (0) when the
-	// connection string did not say or did not parse.
-	Host     string
-	Port     uint16
-	Database string
-	// Reason says what went wrong, never with the password.
-	Reason string
-	// err is the driver's error, for errors.As; its message is not used.
-	err error
-}
-
-// Error is "pgstore HOST:PORT/DATABASE: KIND: REASON".
-func (e *ConnectError) Error() string {
-	where := e.Server()
-	if where == "" {
-		where = e.DSN
-	}
-	kind := "cannot connect"
-	if e.Kind != nil {
-		kind = e.Kind.Error()
-	}
-	return fmt.Sprintf("pgstore %s: %s: %s", where, kind, e.Reason)
-}
-
-// Server is host:port/database, or "" when the connection string did not
-// parse so far.
-func (e *ConnectError) Server() string {
-	if e.Host == "" {
-		return ""
-	}
-	return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))) + "/" + e.Database
-}
-
-// Unwrap gives Kind, for errors.Is, and the driver's error, for errors.As.
-func (e *ConnectError) Unwrap() []error {
-	var out []error
-	if e.Kind != nil {
-		out = append(out, e.Kind)
-	}
-	if e.err != nil {
-		out = append(out, e.err)
-	}
-	return out
-}
+// ConnectError is storage.ConnectError, this engine's failure to connect
+// (its Engine is "pgstore").
+type ConnectError = storage.ConnectError
 
 // parseDSN parses dsn with parse (pgx's or pgxpool's ParseConfig, whose
 // connection settings conn returns). A string that does not parse, or whose
@@ -94,7 +40,7 @@ func (e *ConnectError) Unwrap() []error {
 // without the password.
 func parseDSN[C any](dsn string, parse func(string) (C, error), conn func(C) *pgconn.Config) (C, error) {
 	var zero C
-	ce := &ConnectError{Kind: ErrBadDSN, DSN: pgdsn.Redact(dsn)}
+	ce := &ConnectError{Engine: "pgstore", Kind: ErrBadDSN, DSN: pgdsn.Redact(dsn)}
 	// Parsed without its password, but with the sslpassword: the driver
 	// decrypts the TLS key as it parses. The driver's messages never quote
 	// the string's parameters (parseReason drops the string they repeat).
@@ -143,7 +89,7 @@ func connectError(err error, cfg *pgx.ConnConfig, dsn string) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	ce = &ConnectError{DSN: pgdsn.Redact(dsn), Host: cfg.Host, Port: cfg.Port, Database: cfg.Database, err: redactErr(err, cfg.Password)}
+	ce = &ConnectError{Engine: "pgstore", DSN: pgdsn.Redact(dsn), Host: cfg.Host, Port: cfg.Port, Database: cfg.Database, Err: redactErr(err, cfg.Password)}
 	pgErr, isPg := errors.AsType[*pgconn.PgError](err)
 	conn, isConn := errors.AsType[*pgconn.ConnectError](err)
 	dns, isDNS := errors.AsType[*net.DNSError](err)

@@ -9,13 +9,44 @@ import (
 )
 
 // The PostgreSQL engine opens the postgres:// and postgresql:// targets
-// of storage.Open (and keyword/value connection strings given with
-// storage.OpenOptions.Scheme "postgres"): importing this package, even
+// of storage.Open, and keyword/value connection strings ("host=h
+// dbname=d"), which its driver claims: importing this package, even
 // blank, makes it available.
 func init() {
-	for _, scheme := range []string{"postgres", "postgresql"} {
-		storage.Register(scheme, storage.DriverFunc(openTarget))
+	storage.Register("postgres", driver{claims: true})
+	storage.Register("postgresql", driver{})
+}
+
+// driver is the engine's storage.Driver: a storage.Claimer of keyword/value
+// connection strings (for one scheme only), and a storage.Redacter of
+// passwords.
+type driver struct{ claims bool }
+
+// Open opens the database target names (openTarget).
+func (driver) Open(ctx context.Context, target string, opts storage.OpenOptions) (storage.Engine, error) {
+	return openTarget(ctx, target, opts)
+}
+
+// Claims reports whether target is a keyword/value connection string: its
+// first keyword is libpq's (host=, dbname=, user=…).
+func (d driver) Claims(target string) bool { return d.claims && pgdsn.Is(target) }
+
+// Redact is target with its password and sslpassword replaced by "xxxxx".
+func (driver) Redact(target string) string { return pgdsn.Redact(target) }
+
+// Shareable is target without its password and sslpassword; note says
+// which were left out and how to give them.
+func (driver) Shareable(target string) (s, note string) {
+	s, hidden, sslHidden := pgdsn.Shareable(target)
+	switch {
+	case hidden && sslHidden:
+		note = "password left out: set PGPASSWORD or use ~/.pgpass; sslpassword left out: add it back"
+	case hidden:
+		note = "password left out: set PGPASSWORD or use ~/.pgpass"
+	case sslHidden:
+		note = "sslpassword left out: add it back"
 	}
+	return s, note
 }
 
 // openTarget opens the database target names for storage.Open. A "schema"

@@ -90,7 +90,14 @@ var ErrReadOnly = storage.ErrReadOnly
 // the server, the schema and, for an old schema, its version and the one
 // needed. For a schema without ctxstore's tables (not an old one) it
 // matches storage.ErrNoStore too.
-var ErrNoSchema = errors.New("pgstore: schema missing or not migrated")
+// It matches storage.ErrNoSchema.
+var ErrNoSchema error = noSchemaError{}
+
+// noSchemaError is ErrNoSchema: storage.ErrNoSchema in this engine's words.
+type noSchemaError struct{}
+
+func (noSchemaError) Error() string        { return "pgstore: schema missing or not migrated" }
+func (noSchemaError) Is(target error) bool { return target == storage.ErrNoSchema }
 
 // noTablesError is ErrNoSchema for a schema without ctxstore's tables,
 // which is also storage.ErrNoStore.
@@ -98,7 +105,7 @@ type noTablesError struct{}
 
 func (noTablesError) Error() string { return ErrNoSchema.Error() }
 func (noTablesError) Is(target error) bool {
-	return target == ErrNoSchema || target == storage.ErrNoStore
+	return target == ErrNoSchema || target == storage.ErrNoSchema || target == storage.ErrNoStore
 }
 
 // Options configure a Store. The zero value is the default.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -304,8 +305,17 @@ func TestErrorsNameServerNotPassword(t *testing.T) {
 	}
 	t.Run("session errors", func(t *testing.T) {
 		dsn := testDSN(t)
-		st := openTest(t, strings.Replace(dsn, "://", "://root:"+pw+"@", 1), freshSchema(t, dsn))
-		_, err := st.Clear(context.Background(), "no-such-session")
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		user := "root"
+		if u.User != nil && u.User.Username() != "" {
+			user = u.User.Username()
+		}
+		u.User = url.UserPassword(user, pw)
+		st := openTest(t, u.String(), freshSchema(t, dsn))
+		_, err = st.Clear(context.Background(), "no-such-session")
 		if !errors.Is(err, storage.ErrNotFound) || strings.Contains(err.Error(), pw) ||
 			!strings.Contains(err.Error(), st.server) || !strings.Contains(err.Error(), "no-such-session") {
 			t.Fatalf("error %q: want ErrNotFound naming %s and the session, without the password", err, st.server)

@@ -1,10 +1,11 @@
 package pgstore
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // MaxSchemaLen is the longest schema name Open accepts, in bytes:
@@ -16,8 +17,15 @@ const MaxSchemaLen = 63
 
 // ErrSchemaName means Options.Schema (or SchemaExists' schema) cannot name
 // a schema of its own: longer than MaxSchemaLen bytes, or holding a NUL
-// byte. Nothing was created.
-var ErrSchemaName = errors.New("invalid schema name")
+// byte. Nothing was created. It matches storage.ErrBadTarget.
+var ErrSchemaName error = schemaNameError{}
+
+// schemaNameError is ErrSchemaName: storage.ErrBadTarget in this engine's
+// words.
+type schemaNameError struct{}
+
+func (schemaNameError) Error() string        { return "invalid schema name" }
+func (schemaNameError) Is(target error) bool { return target == storage.ErrBadTarget }
 
 // checkSchemaName refuses a schema name the server would not keep as it is.
 func checkSchemaName(name string) error {

@@ -29,7 +29,8 @@ type Clause struct {
 
 // Parse reads a query: words that must all match, "quoted phrases", and
 // either led by '-' to exclude what matches them. It fails, with an error
-// matching storage.ErrBadQuery, on a query with nothing that must match.
+// matching storage.ErrBadQuery (a *QueryError), on a query with nothing
+// that must match.
 func Parse(q string) (Query, error) {
 	var out Query
 	rest := strings.TrimSpace(q)
@@ -66,9 +67,9 @@ func Parse(q string) (Query, error) {
 	}
 	if len(out.Must) == 0 {
 		if len(out.Not) > 0 {
-			return Query{}, fmt.Errorf("%w: %q only excludes; add a word that must match", storage.ErrBadQuery, q)
+			return Query{}, &QueryError{Query: q, Reason: fmt.Sprintf("%q only excludes; add a word that must match", q)}
 		}
-		return Query{}, fmt.Errorf("%w: %q has no word to search for", storage.ErrBadQuery, q)
+		return Query{}, &QueryError{Query: q, Reason: fmt.Sprintf("%q has no word to search for", q)}
 	}
 	return out, nil
 }
@@ -137,3 +138,17 @@ func (q Query) NeedsText() bool {
 }
 
 var errCursor = errors.New("search: cursor does not belong to this search")
+
+// QueryError is a query Parse refuses. It matches storage.ErrBadQuery.
+type QueryError struct {
+	// Query is the query as given.
+	Query string
+	// Reason says what is wrong with it, for people, the query quoted.
+	Reason string
+}
+
+// Error is "search: bad query: REASON".
+func (e *QueryError) Error() string { return storage.ErrBadQuery.Error() + ": " + e.Reason }
+
+// Unwrap gives storage.ErrBadQuery.
+func (e *QueryError) Unwrap() error { return storage.ErrBadQuery }

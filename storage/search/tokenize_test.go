@@ -41,8 +41,12 @@ func TestParse(t *testing.T) {
 		t.Fatalf("%+v", q)
 	}
 	for _, bad := range []string{"", `""`, "-x", "!!!"} {
-		if _, err := Parse(bad); !errors.Is(err, storage.ErrBadQuery) {
+		_, err := Parse(bad)
+		if !errors.Is(err, storage.ErrBadQuery) {
 			t.Errorf("Parse(%q): %v, want ErrBadQuery", bad, err)
+		}
+		if qe, ok := errors.AsType[*QueryError](err); !ok || qe.Query != bad || qe.Error() != storage.ErrBadQuery.Error()+": "+qe.Reason {
+			t.Errorf("Parse(%q): %v, want a *QueryError saying why", bad, err)
 		}
 	}
 }
