@@ -36,23 +36,54 @@ func EraseDrops() []string {
 	return []string{KindView, KindRepair, KindCounts}
 }
 
+// EpochDrops returns the rules by which a purge of an epoch drops a
+// manager's derived records with the epoch's messages; pass it to
+// storage.PurgeEpoch, or as storage.Retention.EpochDrops to storage.GC.
+// The saved view decisions made over the epoch go, every budget's: they
+// hold summaries written from its text. So do repair records of its
+// messages and kept counts of any of its seqs (a count is a purged text's
+// length in tokens; a block of counts that also holds seqs of another
+// epoch goes whole, and a manager counts those again when it reads them).
+// The learned usage ratio stays: it is one number about the model's way of
+// counting, and says nothing of any message's text. The records of other
+// epochs stay.
+func EpochDrops() []storage.EpochDrop {
+	return []storage.EpochDrop{
+		{Kind: KindView, Drop: func(key string, p storage.PurgedEpoch) bool { return strings.HasPrefix(key, epochViews(p.Epoch)) }},
+		{Kind: KindRepair, Drop: func(key string, p storage.PurgedEpoch) bool { return repairSeqs(key, p.Overlaps) }},
+		{Kind: KindCounts, Drop: func(key string, p storage.PurgedEpoch) bool { return countsSeqs(key, p.Overlaps) }},
+	}
+}
+
 // countsCarried keeps a counts record (CountsKey) when any seq of its block
 // is copied.
-func countsCarried(key string, c storage.Copied) bool {
+func countsCarried(key string, c storage.Copied) bool { return countsSeqs(key, c.Overlaps) }
+
+// countsSeqs reports what overlaps says of the seqs of the block of the
+// counts record with key (CountsKey); false for a key of another shape.
+func countsSeqs(key string, overlaps func(first, last uint64) bool) bool {
 	i := strings.LastIndexByte(key, '/')
 	block, err := strconv.ParseUint(key[i+1:], 16, 64)
-	return i >= 0 && err == nil && c.Overlaps(block*countsBlock, block*countsBlock+countsBlock-1)
+	return i >= 0 && err == nil && overlaps(block*countsBlock, block*countsBlock+countsBlock-1)
 }
 
 // repairCarried keeps a repair record (repairKey) when its message is
 // copied.
-func repairCarried(key string, c storage.Copied) bool {
+func repairCarried(key string, c storage.Copied) bool { return repairSeqs(key, c.Overlaps) }
+
+// repairSeqs reports what overlaps says of the seq of the message of the
+// repair record with key (repairKey); false for a key of another shape.
+func repairSeqs(key string, overlaps func(first, last uint64) bool) bool {
 	seq, err := strconv.ParseUint(key, 10, 64)
-	return err == nil && c.Overlaps(seq, seq)
+	return err == nil && overlaps(seq, seq)
 }
 
 // viewCarried keeps the saved decisions of the copied epoch, every budget's,
 // when the whole epoch is copied: they were made over all of it.
 func viewCarried(key string, c storage.Copied) bool {
-	return c.Whole && strings.HasPrefix(key, strings.TrimSuffix(decisionPrefix(c.Epoch), "b"))
+	return c.Whole && strings.HasPrefix(key, epochViews(c.Epoch))
 }
+
+// epochViews is the prefix of the keys of the saved decisions of epoch,
+// every budget's.
+func epochViews(epoch uint64) string { return strings.TrimSuffix(decisionPrefix(epoch), "b") }

@@ -47,3 +47,39 @@ func TestForkCarryRules(t *testing.T) {
 		}
 	}
 }
+
+// EpochDrops' rules, at the edges of a purged epoch 2 of seqs 300 to 600.
+func TestEpochDropsRules(t *testing.T) {
+	p := storage.PurgedEpoch{Epoch: 2, First: 300, Last: 600}
+	cases := []struct {
+		kind, key string
+		want      bool
+	}{
+		{KindView, decisionKey(2, 100), true},
+		{KindView, decisionKey(2, 3000), true},
+		{KindView, decisionKey(1, 100), false},
+		{KindView, decisionKey(20, 100), false},
+		{KindView, "v2/e2", false},
+		{KindCounts, CountsKey("o200k_base/1", 0), false},  // seqs 0-255
+		{KindCounts, CountsKey("o200k_base/1", 299), true}, // 256-511 holds 300
+		{KindCounts, CountsKey("o200k_base/1", 600), true}, // 512-767 holds 600
+		{KindCounts, CountsKey("o200k_base/1", 768), false},
+		{KindCounts, "o200k_base/1/zz", false},
+		{KindRepair, repairKey(299), false},
+		{KindRepair, repairKey(300), true},
+		{KindRepair, repairKey(600), true},
+		{KindRepair, repairKey(601), false},
+		{KindUsage, usageKey, false},
+		{"import", "/x.jsonl", false},
+	}
+	rules := map[string]storage.EpochDrop{}
+	for _, r := range EpochDrops() {
+		rules[r.Kind] = r
+	}
+	for _, c := range cases {
+		r, ok := rules[c.kind]
+		if got := ok && r.Drops(c.key, p); got != c.want {
+			t.Errorf("%s %q of %+v: dropped %v, want %v", c.kind, c.key, p, got, c.want)
+		}
+	}
+}

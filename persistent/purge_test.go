@@ -1,8 +1,12 @@
 package persistent
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +16,7 @@ import (
 	"github.com/ctxstore/ctxstore/simple"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/storage/boltstore"
+	"github.com/jackc/pgx/v5"
 )
 
 // Purged while idle, then used again: the manager's writes are refused
@@ -181,4 +186,137 @@ func TestPurgedAndRecreatedElsewhere(t *testing.T) {
 			requireTexts(t, "view", texts(viewOf(t, m, 100_000)), want)
 		})
 	}
+}
+
+// purgeLeaks returns where the store a manager opens as db (see
+// governEngines) still holds marker's bytes: the files of a bbolt
+// database, the tables of a PostgreSQL schema whose rows do (as text,
+// lower-cased as the search index keeps terms, or hex as bytea shows).
+func purgeLeaks(t *testing.T, db, marker string) (where []string) {
+	t.Helper()
+	i := strings.LastIndex(db, "schema=")
+	if i < 0 {
+		files, _ := filepath.Glob(db + "*")
+		return slices.DeleteFunc(files, func(f string) bool { // a file not read may hold it
+			b, err := os.ReadFile(f)
+			return err == nil && !bytes.Contains(b, []byte(marker))
+		})
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db[:i-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	s := pgx.Identifier{db[i+len("schema="):]}.Sanitize()
+	for _, table := range []string{"messages", "derived", "search_docs", "sessions"} {
+		var n int
+		q := `SELECT count(*) FROM ` + s + `.` + table + ` t WHERE strpos(lower(t::text), lower($1)) > 0 OR strpos(t::text, encode(convert_to($1, 'UTF8'), 'hex')) > 0`
+		if err := conn.QueryRow(ctx, q, marker).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			where = append(where, table)
+		}
+	}
+	return where
+}
+
+// A manager's summary of a marker said in epoch 1 is saved in its view
+// decisions; after epoch 1 goes (a purge of it, after a Clear or a rewind
+// to before the marker, or gc's --keep-epochs) with persistent's rules and
+// a scrub, no file under the directory (bbolt) or row (PostgreSQL) holds
+// the marker, and the later epoch's decisions stay.
+func TestPurgeEpochDropsSummaries(t *testing.T) {
+	const marker = "bilbySECRET6021"
+	ends := map[string]func(t *testing.T, m *Manager, eng storage.Engine){
+		"clear": func(t *testing.T, m *Manager, _ storage.Engine) {
+			if err := m.Clear(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"rewind": func(t *testing.T, _ *Manager, eng storage.Engine) {
+			if _, err := storage.Rewind(context.Background(), eng, "s", 1); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for name, open := range governEngines() {
+		for how, end := range ends {
+			for _, purge := range []string{"purge", "gc"} {
+				t.Run(name+"/"+how+"/"+purge, func(t *testing.T) {
+					db, eng := open(t)
+					purgeEpochAfter(t, db, eng, marker, end, purge == "gc")
+				})
+			}
+		}
+	}
+}
+
+// purgeEpochAfter is TestPurgeEpochDropsSummaries on one engine: epoch 1
+// ended by end, purged by storage.PurgeEpoch or (gc) storage.GC.
+func purgeEpochAfter(t *testing.T, db string, eng storage.Engine, marker string, end func(*testing.T, *Manager, storage.Engine), gc bool) {
+	ctx := context.Background()
+	cfg := Config{Config: simple.Config{Strategy: "summarize",
+		Summarizer: func(_ context.Context, msgs []ctxstore.Message) (string, error) {
+			return echoSummary(marker, msgs), nil
+		}}}
+	m, err := Open(db, "s", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	request := func() {
+		t.Helper()
+		if _, err := m.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: 3000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addAll(t, m, append([]ctxstore.Message{user("a start"), user("my key is " + marker)}, conversation(60, 400)...))
+	request()
+	views := func() (holding int, keys []string) {
+		for d, err := range eng.ListDerived(ctx, "s", KindView) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, d.Key)
+			if bytes.Contains(d.Value, []byte(marker)) {
+				holding++
+			}
+		}
+		return holding, keys
+	}
+	if n, _ := views(); n == 0 {
+		t.Fatal("no saved view decision holds the summary of the marker: the test shows nothing")
+	}
+	end(t, m, eng)
+	time.Sleep(300 * time.Millisecond) // epoch 1 ends before gc's cutoff
+	addAll(t, m, conversation(60, 400))
+	request()
+	if gc {
+		info, err := eng.Session(ctx, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol := storage.Retention{OlderThan: 100 * time.Millisecond, KeepEpochs: 1, EpochDrops: EpochDrops(), Now: info.Updated.Add(time.Millisecond)}
+		rep, err := storage.GC(ctx, eng, pol)
+		if err != nil || len(rep.Epochs) != 1 || rep.Epochs[0].Epoch != 1 {
+			t.Fatalf("gc: %+v %v, want epoch 1 purged", rep, err)
+		}
+	} else {
+		if err := storage.PurgeEpoch(ctx, eng, "s", 1, EpochDrops()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := storage.Scrub(ctx, eng); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, keys := views()
+	if n != 0 || len(keys) == 0 || !strings.HasPrefix(keys[0], epochViews(2)) {
+		t.Fatalf("after the purge %d view records hold the marker; keys %v, want epoch 2's only", n, keys)
+	}
+	if where := purgeLeaks(t, db, marker); len(where) > 0 {
+		t.Fatalf("the marker is still in %v after the purge and the scrub", where)
+	}
+	request() // the manager goes on over epoch 2
 }

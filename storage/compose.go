@@ -133,16 +133,6 @@ func GetDerived(ctx context.Context, e Engine, session, kind, key string) ([]byt
 	return nil, fmt.Errorf("session %q: derived %s/%s: %w", session, kind, key, ErrNotFound)
 }
 
-// PurgeEpoch deletes the messages of one earlier epoch of session (see
-// EpochPurger). An engine that cannot fails with an error matching
-// errors.ErrUnsupported.
-func PurgeEpoch(ctx context.Context, e Engine, session string, epoch uint64) error {
-	if p, ok := e.(EpochPurger); ok {
-		return p.PurgeEpoch(ctx, session, epoch)
-	}
-	return unsupported(e, "purging one epoch")
-}
-
 // ImportSession restores an exported session as it was (see Importer). An
 // engine that cannot fails with an error matching errors.ErrUnsupported.
 func ImportSession(ctx context.Context, e Engine, info SessionInfo, entries iter.Seq2[Entry, error]) error {

@@ -55,15 +55,6 @@ type DerivedGetter interface {
 	GetDerived(ctx context.Context, session, kind, key string) ([]byte, error)
 }
 
-// EpochPurger is implemented by engines that delete the messages of one
-// earlier epoch. PurgeEpoch uses it.
-type EpochPurger interface {
-	// PurgeEpoch deletes the messages of one earlier epoch; the epoch
-	// stays listed, marked Purged. The current epoch fails with
-	// ErrCurrentEpoch, an epoch the session never had with ErrNotFound.
-	PurgeEpoch(ctx context.Context, session string, epoch uint64) error
-}
-
 // Importer is implemented by engines that restore an exported session as
 // it was: an engine cannot compose it from Engine, whose appends number
 // the messages themselves. ImportSession uses it.

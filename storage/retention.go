@@ -30,30 +30,6 @@ func SameSession(info SessionInfo) func(SessionInfo) error {
 	}
 }
 
-// ConditionalEpochPurger is implemented by engines that purge one epoch
-// only if a check accepts the session as the purging transaction sees it.
-// PurgeEpochIf uses it.
-type ConditionalEpochPurger interface {
-	PurgeEpochIf(ctx context.Context, session string, epoch uint64, check func(SessionInfo) error) error
-}
-
-// PurgeEpochIf is PurgeEpoch done only if check accepts the session: in
-// the purging transaction when the engine can (ConditionalEpochPurger),
-// else just before.
-func PurgeEpochIf(ctx context.Context, e Engine, session string, epoch uint64, check func(SessionInfo) error) error {
-	if p, ok := e.(ConditionalEpochPurger); ok {
-		return p.PurgeEpochIf(ctx, session, epoch, check)
-	}
-	info, err := e.Session(ctx, session)
-	if err != nil {
-		return err
-	}
-	if err := check(info); err != nil {
-		return err
-	}
-	return PurgeEpoch(ctx, e, session, epoch)
-}
-
 // ConditionalPurger is implemented by engines that purge a session only if
 // a check accepts it as the purging transaction sees it. PurgeIf uses it.
 type ConditionalPurger interface {
@@ -94,6 +70,11 @@ type Retention struct {
 	// one counts), those that ended (a Clear or a rewind left them) more
 	// than OlderThan ago. 0 leaves the epochs of remaining sessions alone.
 	KeepEpochs int
+	// EpochDrops are the rules by which each epoch purge drops the derived
+	// records built from the epoch's messages with them (see PurgeEpoch;
+	// persistent.EpochDrops gives a persistent.Manager's). A positive
+	// KeepEpochs needs at least one: GC refuses to run without.
+	EpochDrops []EpochDrop
 	// DryRun reports what would be deleted, deleting nothing.
 	DryRun bool
 	// Now is the time ages are measured from; zero means time.Now().
@@ -138,7 +119,8 @@ type GCReport struct {
 // GC applies a retention policy to every session of e: sessions not
 // changed for r.OlderThan are purged whole, leaving their tombstones (a
 // manager still holding one gets ErrDeleted on its next write instead of
-// bringing it back), and with r.KeepEpochs old earlier epochs too. Each
+// bringing it back), and with r.KeepEpochs old earlier epochs too, with
+// the derived records r.EpochDrops ties to them. Each
 // purge is conditional on the session being as GC read it, so a session a
 // writer changes meanwhile is left alone (GCReport.Skipped). Purges run a
 // few at a time, so that an engine's group commit shares their commits;
@@ -154,6 +136,13 @@ func GC(ctx context.Context, e Engine, r Retention) (GCReport, error) {
 	if r.KeepEpochs < 0 {
 		return rep, fmt.Errorf("gc: keep-epochs %d: want 0 (epochs not considered) or more", r.KeepEpochs)
 	}
+	var drop []EpochDrop
+	if r.KeepEpochs > 0 {
+		var err error
+		if drop, err = epochDrops(r.EpochDrops); err != nil {
+			return rep, fmt.Errorf("gc: keep-epochs %d: %w", r.KeepEpochs, err)
+		}
+	}
 	now := r.Now
 	if now.IsZero() {
 		now = time.Now()
@@ -164,7 +153,7 @@ func GC(ctx context.Context, e Engine, r Retention) (GCReport, error) {
 	}
 	jobs := gcPlan(infos, now.Add(-r.OlderThan), r.KeepEpochs)
 	if !r.DryRun {
-		err = gcRun(ctx, e, jobs)
+		err = gcRun(ctx, e, jobs, drop)
 	}
 	for i := range jobs {
 		j := &jobs[i]
@@ -239,8 +228,9 @@ func gcPlan(infos []SessionInfo, cutoff time.Time, keep int) []gcJob {
 // gcWorkers is how many purges GC runs at once.
 const gcWorkers = 16
 
-// gcRun does jobs, gcWorkers at a time, and returns the first error.
-func gcRun(ctx context.Context, e Engine, jobs []gcJob) error {
+// gcRun does jobs, gcWorkers at a time, and returns the first error;
+// each epoch purge drops the derived records drop ties to the epoch.
+func gcRun(ctx context.Context, e Engine, jobs []gcJob, drop []EpochDrop) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	next := make(chan *gcJob)
@@ -250,7 +240,7 @@ func gcRun(ctx context.Context, e Engine, jobs []gcJob) error {
 		go func() {
 			defer wg.Done()
 			for j := range next {
-				if err := j.run(ctx, e); err != nil {
+				if err := j.run(ctx, e, drop); err != nil {
 					cancel(fmt.Errorf("gc: %w", err))
 				}
 			}
@@ -268,7 +258,7 @@ func gcRun(ctx context.Context, e Engine, jobs []gcJob) error {
 }
 
 // run does one job.
-func (j *gcJob) run(ctx context.Context, e Engine) error {
+func (j *gcJob) run(ctx context.Context, e Engine, drop []EpochDrop) error {
 	if j.whole {
 		err := PurgeIf(ctx, e, j.info.Name, unchangedSince(j.info))
 		switch {
@@ -285,7 +275,7 @@ func (j *gcJob) run(ctx context.Context, e Engine) error {
 	for _, ep := range j.epochs {
 		// Only the session read: one purged and restored from an export
 		// since may hold other messages under the same epoch numbers.
-		err := PurgeEpochIf(ctx, e, j.info.Name, ep.Epoch, SameSession(j.info))
+		err := PurgeEpochIf(ctx, e, j.info.Name, ep.Epoch, SameSession(j.info), drop)
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDeleted) {
 			return nil // the session went, or was replaced, meanwhile
 		}

@@ -137,7 +137,7 @@ terminal; elsewhere --yes (-y) is required.`,
 				return err
 			}
 			defer st.Close()
-			pol := storage.Retention{OlderThan: age, KeepEpochs: *keep, DryRun: true, Now: time.Now()}
+			pol := storage.Retention{OlderThan: age, KeepEpochs: *keep, EpochDrops: persistent.EpochDrops(), DryRun: true, Now: time.Now()}
 			plan, err := storage.GC(ctx, st, pol)
 			if err != nil {
 				return explainIn(st, "", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxstore/ctxstore/internal/termio"
 	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/persistent"
 	"github.com/ctxstore/ctxstore/storage"
 )
 
@@ -149,7 +150,7 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 				return err
 			}
 			if *epoch != 0 {
-				err = storage.PurgeEpoch(ctx, st, name, *epoch)
+				err = storage.PurgeEpoch(ctx, st, name, *epoch, persistent.EpochDrops())
 			} else {
 				err = st.Purge(ctx, name)
 			}

@@ -195,63 +195,6 @@ func (s *Store) Purge(ctx context.Context, session string) error {
 	return s.PurgeIf(ctx, session, nil)
 }
 
-// PurgeEpoch deletes the messages of one earlier epoch of session. The
-// epoch stays listed in SessionInfo.Epochs, marked Purged. The current
-// epoch fails with ErrCurrentEpoch; an unknown session or epoch with
-// ErrNotFound.
-func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) error {
-	return s.PurgeEpochIf(ctx, session, epoch, nil)
-}
-
-// PurgeEpochIf is PurgeEpoch done only if check (nil accepts anything)
-// accepts the session as the purging transaction sees it; otherwise
-// nothing is deleted and check's error comes back unchanged.
-func (s *Store) PurgeEpochIf(ctx context.Context, session string, epoch uint64, check func(SessionInfo) error) error {
-	err := s.write(ctx, func(w *wtx) error {
-		if err := w.vet(session, time.Now().UnixNano(), check); err != nil {
-			return err
-		}
-		ws, err := w.session(session)
-		if err != nil {
-			return reject(err)
-		}
-		meta := &ws.meta
-		em := meta.FindEpoch(epoch)
-		switch {
-		case em == nil:
-			return reject(fmt.Errorf("store: session %q: epoch %d: %w", session, epoch, ErrNotFound))
-		case epoch == meta.Epoch:
-			return reject(fmt.Errorf("store: session %q: epoch %d: %w", session, epoch, ErrCurrentEpoch))
-		}
-		msgs, err := w.msgsOf(ws)
-		if err != nil {
-			return reject(err)
-		}
-		var keys [][]byte
-		c := msgs.Cursor()
-		for k, _ := c.Seek(layout.SeqKey(em.First)); k != nil; k, _ = c.Next() {
-			if seq, ok := layout.KeySeq(k); !ok || seq > em.Last {
-				break
-			}
-			keys = append(keys, k)
-		}
-		for _, k := range keys {
-			if err := msgs.Delete(k); err != nil {
-				return fmt.Errorf("store: session %q: purge epoch %d: %w", session, epoch, err)
-			}
-		}
-		meta.Total -= len(keys)
-		em.Messages, em.Purged = 0, true
-		meta.Updated = time.Now().UnixNano()
-		ws.dirty = true
-		return w.retitle(ws) // the title may have come from the epoch
-	})
-	if err == nil {
-		s.searchPurged(ctx)
-	}
-	return err
-}
-
 // namesBucket returns the bucket of session records. A read-only store on
 // a file no writer has initialised has none: it reads as empty.
 func namesBucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {

@@ -78,16 +78,18 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 	if len(changed) == 0 {
 		return nil
 	}
+	every := make([]storage.EpochDrop, len(dropDerived)) // every record of each kind
+	for i, kind := range dropDerived {
+		every[i].Kind = kind
+	}
+	if res.DroppedDerived, err = w.dropDerived(ws, every, storage.PurgedEpoch{}); err != nil {
+		return err
+	}
 	for i := range changed {
 		if err := putEnvelope(msgs, &changed[i]); err != nil {
 			return fmt.Errorf("store: session %q: erase: %w", session, err)
 		}
 	}
-	n, err := dropDerivedKinds(w, session, dropDerived)
-	if err != nil {
-		return fmt.Errorf("store: session %q: erase: %w", session, err)
-	}
-	res.DroppedDerived = n
 	if err := w.retitle(ws); err != nil {
 		return err
 	}
@@ -95,36 +97,6 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 	ws.meta.Updated = time.Now().UnixNano()
 	ws.dirty = true
 	return layout.MarkScrub(w.tx)
-}
-
-// dropDerivedKinds deletes session's derived records of the given kinds
-// (each through deleteDerived), returning how many there were. The
-// session is read through w: a session the log created in this
-// transaction has no record in bbolt until w is flushed.
-func dropDerivedKinds(w *wtx, session string, kinds []string) (int, error) {
-	ws, err := w.session(session)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, kind := range kinds {
-		d, err := w.derivedOf(ws, kind)
-		if err != nil {
-			return n, err
-		}
-		var keys []string
-		c := d.Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			keys = append(keys, string(k))
-		}
-		for _, k := range keys {
-			if err := deleteDerived(w, session, kind, k); err != nil {
-				return n, err
-			}
-		}
-		n += len(keys)
-	}
-	return n, nil
 }
 
 // retitle sets the session's title from the first message that may give

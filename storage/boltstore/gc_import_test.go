@@ -20,15 +20,15 @@ type replaceBeforePurgeEpoch struct {
 	done  bool
 }
 
-func (e *replaceBeforePurgeEpoch) PurgeEpoch(ctx context.Context, session string, epoch uint64) error {
+func (e *replaceBeforePurgeEpoch) PurgeEpoch(ctx context.Context, session string, epoch uint64, drop []storage.EpochDrop) error {
 	e.replace(ctx, session)
-	return e.Store.PurgeEpoch(ctx, session, epoch)
+	return e.Store.PurgeEpoch(ctx, session, epoch, drop)
 }
 
 // PurgeEpochIf is PurgeEpoch's conditional form, replaced the same way.
-func (e *replaceBeforePurgeEpoch) PurgeEpochIf(ctx context.Context, session string, epoch uint64, check func(SessionInfo) error) error {
+func (e *replaceBeforePurgeEpoch) PurgeEpochIf(ctx context.Context, session string, epoch uint64, check func(SessionInfo) error, drop []storage.EpochDrop) error {
 	e.replace(ctx, session)
-	return e.Store.PurgeEpochIf(ctx, session, epoch, check)
+	return e.Store.PurgeEpochIf(ctx, session, epoch, check, drop)
 }
 
 // replace purges session and imports another conversation under its
@@ -96,7 +96,7 @@ func TestGCEpochsOfAReplacedSessionKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := storage.GC(ctx, &replaceBeforePurgeEpoch{Store: st, t: t, other: other},
-		storage.Retention{OlderThan: time.Hour, KeepEpochs: 1, Now: mid.Add(time.Hour)})
+		storage.Retention{OlderThan: time.Hour, KeepEpochs: 1, Now: mid.Add(time.Hour), EpochDrops: []storage.EpochDrop{{Kind: "summary"}}})
 	t.Logf("gc: %+v %v", rep, err)
 	n := 0
 	for ent, err := range st.EpochMessages(ctx, "s", 1, 0) {

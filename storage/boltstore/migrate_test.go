@@ -135,7 +135,7 @@ func fillRich(t testing.TB, st *Store) {
 		_, err = st.Clear(ctx, "epochs")
 		must(err)
 	}
-	must(st.PurgeEpoch(ctx, "epochs", 2))
+	must(st.PurgeEpoch(ctx, "epochs", 2, nil))
 	_, _, err = st.Append(ctx, "gone", text("user", "soon purged"))
 	must(err)
 	must(st.Purge(ctx, "gone"))

@@ -121,7 +121,7 @@ func TestSearchFileOwner(t *testing.T) {
 func TestSearchFileForgetsPurged(t *testing.T) {
 	ctx := context.Background()
 	purges := map[string]func(st *Store) error{
-		"epoch":   func(st *Store) error { return st.PurgeEpoch(ctx, "s", 1) },
+		"epoch":   func(st *Store) error { return st.PurgeEpoch(ctx, "s", 1, nil) },
 		"session": func(st *Store) error { return st.Purge(ctx, "s") },
 	}
 	// Each step opens the store (a process), does its part, closes it.

@@ -32,7 +32,7 @@ func TestVerifyEpochList(t *testing.T) {
 	// healthy sessions of every shape.
 	damaged := []string{"order", "overlap", "beyond current", "end", "start", "backwards", "purged count", "purged message", "outside"}
 	storagetest.EpochShapes(t, st, damaged...)
-	must(st.PurgeEpoch(ctx, "purged count", 1))
+	must(st.PurgeEpoch(ctx, "purged count", 1, nil))
 	r, err := st.Verify(ctx)
 	must(err)
 	if !r.OK() {
@@ -53,7 +53,7 @@ func TestVerifyEpochList(t *testing.T) {
 	}
 	st, err = Open(path, Options{NoSync: true})
 	must(err)
-	must(st.PurgeEpoch(ctx, "purged message", 1))
+	must(st.PurgeEpoch(ctx, "purged message", 1, nil))
 	must(st.Close())
 
 	// Rewrite the metadata of the damaged sessions in the file.

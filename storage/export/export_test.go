@@ -80,7 +80,7 @@ func fill(t *testing.T, e storage.Engine) {
 	must(err)
 	_, _, err = storage.Append(ctx, e, "work", msg(t, `{"role":"user","content":"third"}`))
 	must(err)
-	must(storage.PurgeEpoch(ctx, e, "work", 1))
+	must(storage.PurgeEpoch(ctx, e, "work", 1, persistent.EpochDrops()))
 	must(storage.PutDerived(ctx, e, "work", export.KindView, "0001", []byte(`{"level":1}`)))
 	must(storage.PutDerived(ctx, e, "work", export.KindRepair, "0002", []byte("not json\n")))
 	must(storage.PutDerived(ctx, e, "work", "counts", "0003", []byte(`{}`)))

@@ -95,7 +95,7 @@ func writeCalls(st *Store) map[string]func(ctx context.Context) error {
 		"ReplaceEpoch": func(ctx context.Context) error { _, _, _, err := st.ReplaceEpoch(ctx, "s", nil, rec("no")); return err },
 		"Clear":        func(ctx context.Context) error { _, err := st.Clear(ctx, "s"); return err },
 		"Purge":        func(ctx context.Context) error { return st.Purge(ctx, "s") },
-		"PurgeEpoch":   func(ctx context.Context) error { return st.PurgeEpoch(ctx, "s", 1) },
+		"PurgeEpoch":   func(ctx context.Context) error { return st.PurgeEpoch(ctx, "s", 1, nil) },
 		"PutDerived":   func(ctx context.Context) error { return st.PutDerived(ctx, "s", "kind", "key", []byte("no")) },
 		"UpdateDerived": func(ctx context.Context) error {
 			return st.UpdateDerived(ctx, "s", "kind", "key", func(cur []byte, _ storage.SessionInfo) ([]byte, error) { return []byte("no"), nil })

@@ -23,7 +23,7 @@ func TestSearchCatchUpRacingPurge(t *testing.T) {
 		name  string
 		purge func(st *Store) error
 	}{
-		{"epoch", func(st *Store) error { return st.PurgeEpoch(ctx, "s", 1) }},
+		{"epoch", func(st *Store) error { return st.PurgeEpoch(ctx, "s", 1, nil) }},
 		{"session", func(st *Store) error { return st.Purge(ctx, "s") }},
 	}
 	for _, p := range purges {

@@ -36,13 +36,13 @@ func TestVerifyEpochList(t *testing.T) {
 	if _, err := st.Clear(ctx, "start"); err != nil {
 		t.Fatal(err)
 	}
-	must(st.PurgeEpoch(ctx, "purged count", 1))
+	must(st.PurgeEpoch(ctx, "purged count", 1, nil))
 	r, err := st.Verify(ctx)
 	must(err)
 	if !r.OK() {
 		t.Fatalf("healthy store:\n%s", r)
 	}
-	must(st.PurgeEpoch(ctx, "purged message", 1))
+	must(st.PurgeEpoch(ctx, "purged message", 1, nil))
 
 	tamper := func(sql string, args ...any) {
 		t.Helper()

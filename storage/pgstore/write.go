@@ -394,18 +394,20 @@ func (s *Store) PurgeIf(ctx context.Context, session string, check func(storage.
 	})
 }
 
-// PurgeEpoch deletes the messages of one earlier epoch of session; the
-// epoch stays listed, marked Purged.
-func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64) error {
-	return s.PurgeEpochIf(ctx, session, epoch, nil)
+// PurgeEpoch deletes the messages of one earlier epoch of session and the
+// session's derived records drop's rules tie to it, in one transaction
+// (see storage.EpochPurger); the epoch stays listed, marked Purged.
+func (s *Store) PurgeEpoch(ctx context.Context, session string, epoch uint64, drop []storage.EpochDrop) error {
+	return s.PurgeEpochIf(ctx, session, epoch, nil, drop)
 }
 
 // PurgeEpochIf is PurgeEpoch done only if check (nil accepts anything)
-// accepts the session as the purging transaction sees it.
-func (s *Store) PurgeEpochIf(ctx context.Context, session string, epoch uint64, check func(storage.SessionInfo) error) error {
+// accepts the session as the purging transaction sees it. drop's rules run
+// in the transaction, on the keys it reads, before it deletes anything.
+func (s *Store) PurgeEpochIf(ctx context.Context, session string, epoch uint64, check func(storage.SessionInfo) error, drop []storage.EpochDrop) error {
 	return s.write(ctx, session, nil, nil, func(w *wtx) error {
 		if w.written {
-			return errAlone // it reads rows (retitle)
+			return errAlone // it reads rows (retitle, the derived keys)
 		}
 		if !w.m.live {
 			return w.notFound()
@@ -421,6 +423,9 @@ func (s *Store) PurgeEpochIf(ctx context.Context, session string, epoch uint64, 
 			if em.Epoch != epoch {
 				continue
 			}
+			if err := w.dropEpochDerived(storage.PurgedEpoch{Epoch: epoch, First: em.FirstSeq, Last: em.LastSeq}, drop); err != nil {
+				return err
+			}
 			w.batch.Queue(`SELECT pg_advisory_xact_lock($1)`, searchLockKey(s.schema, w.name)) // see indexBatch
 			w.batch.Queue(`DELETE FROM `+s.schema+`.messages WHERE session = $1 AND seq >= $2 AND seq <= $3`,
 				w.name, int64(em.FirstSeq), int64(em.LastSeq))
@@ -435,6 +440,32 @@ func (s *Store) PurgeEpochIf(ctx context.Context, session string, epoch uint64, 
 		}
 		return reject(s.errorf(session, "epoch %d: %w", epoch, storage.ErrNotFound))
 	})
+}
+
+// dropEpochDerived queues the deletes of the session's derived records
+// that drop's rules tie to the purged epoch p, reading their keys in w's
+// transaction (the session's row is locked: no write adds one meanwhile).
+func (w *wtx) dropEpochDerived(p storage.PurgedEpoch, drop []storage.EpochDrop) error {
+	for _, rule := range drop {
+		rows, err := w.conn.Query(w.ctx, `SELECT key FROM `+w.s.schema+`.derived WHERE session = $1 AND kind = $2`, w.name, []byte(rule.Kind))
+		if err != nil {
+			return err
+		}
+		keys, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+		if err != nil {
+			return err
+		}
+		var gone [][]byte
+		for _, k := range keys {
+			if rule.Drops(string(k), p) {
+				gone = append(gone, k)
+			}
+		}
+		if len(gone) > 0 {
+			w.batch.Queue(`DELETE FROM `+w.s.schema+`.derived WHERE session = $1 AND kind = $2 AND key = ANY($3)`, w.name, []byte(rule.Kind), gone)
+		}
+	}
+	return nil
 }
 
 func checkDerived(session, kind, key string, needKey bool) error {

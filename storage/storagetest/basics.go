@@ -210,13 +210,13 @@ func clearedSession(t *testing.T, e storage.Engine, session string) {
 func purgeFirstEpoch(t *testing.T, e storage.Engine, session string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := storage.PurgeEpoch(ctx, e, session, 2); !errors.Is(err, storage.ErrCurrentEpoch) {
+	if err := storage.PurgeEpoch(ctx, e, session, 2, fixture.EpochDrops); !errors.Is(err, storage.ErrCurrentEpoch) {
 		t.Fatalf("PurgeEpoch(current): %v", err)
 	}
-	if err := storage.PurgeEpoch(ctx, e, session, 7); !errors.Is(err, storage.ErrNotFound) {
+	if err := storage.PurgeEpoch(ctx, e, session, 7, fixture.EpochDrops); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("PurgeEpoch(unknown): %v", err)
 	}
-	if err := storage.PurgeEpoch(ctx, e, session, 1); err != nil {
+	if err := storage.PurgeEpoch(ctx, e, session, 1, fixture.EpochDrops); err != nil {
 		t.Fatal(err)
 	}
 	if got := fixture.Collect(t, e.EpochMessages(ctx, session, 1, 0)); len(got) != 0 {
@@ -517,7 +517,7 @@ func testImportRoundTrip(t *testing.T, open Opener) {
 	storage.Append(ctx, src, "s", fixture.Text("user", "again"), fixture.Msg(t, `{"role":"assistant","tool_calls":[{"id":"c9"}]}`))
 	src.Clear(ctx, "s")
 	storage.Append(ctx, src, "s", fixture.Text("developer", "d"), fixture.Text("user", "third"))
-	storage.PurgeEpoch(ctx, src, "s", 2)
+	storage.PurgeEpoch(ctx, src, "s", 2, fixture.EpochDrops)
 	info, err := src.Session(ctx, "s")
 	if err != nil {
 		t.Fatal(err)

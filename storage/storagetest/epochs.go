@@ -52,7 +52,7 @@ func EpochShapes(t *testing.T, e storage.Engine, damaged ...string) {
 	appendN("purged epoch", 2)
 	clear("purged epoch")
 	appendN("purged epoch", 1)
-	must(storage.PurgeEpoch(ctx, e, "purged epoch", 1))
+	must(storage.PurgeEpoch(ctx, e, "purged epoch", 1, fixture.EpochDrops))
 	appendN("recreated", 2)
 	must(e.Purge(ctx, "recreated"))
 	appendN("recreated", 1)

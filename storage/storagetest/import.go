@@ -260,7 +260,7 @@ func testImportShapes(t *testing.T, open Opener) {
 		fixture.AppendOK(t, e, "purged epoch", fixture.Text("user", "q"), fixture.Text("assistant", "a"))
 		clear("purged epoch")
 		fixture.AppendOK(t, e, "purged epoch", fixture.Text("user", "r"))
-		must(storage.PurgeEpoch(ctx, e, "purged epoch", 1))
+		must(storage.PurgeEpoch(ctx, e, "purged epoch", 1, fixture.EpochDrops))
 		roundTrip("purged epoch", "purged epoch copy")
 	})
 	t.Run("recreated after purge", func(t *testing.T) {

@@ -223,7 +223,7 @@ func testSearchEpochs(t *testing.T, open Opener) {
 	if hits := find(t, e, storage.SearchRequest{Query: "tapir", Epoch: 1}); len(hits) != 1 || hits[0].Seq != 1 {
 		t.Fatalf("epoch filter: %+v", hits)
 	}
-	if err := storage.PurgeEpoch(ctx, e, "s", 1); err != nil {
+	if err := storage.PurgeEpoch(ctx, e, "s", 1, fixture.EpochDrops); err != nil {
 		t.Fatal(err)
 	}
 	if hits := find(t, e, storage.SearchRequest{Query: "tapir"}); hasHit(hits, "s", 1) || !hasHit(hits, "s", 2) {

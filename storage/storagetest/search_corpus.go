@@ -36,7 +36,7 @@ func testSearchCorpus(t *testing.T, open Opener) {
 		}
 		fixture.AppendOK(t, e, name, fixture.Text("user", "a new epoch begins"))
 		if i%5 == 0 {
-			if err := storage.PurgeEpoch(ctx, e, name, 1); err != nil {
+			if err := storage.PurgeEpoch(ctx, e, name, 1, fixture.EpochDrops); err != nil {
 				t.Fatal(err)
 			}
 			purged[name] = true

@@ -85,6 +85,7 @@ func Run(t *testing.T, open Opener, skip ...string) {
 		{"Fork", room(govern.Fork)},
 		{"Rewind", room(govern.Rewind)},
 		{"GC", room(govern.GC)},
+		{"PurgeEpochDrops", room(govern.PurgeEpochDrops)},
 		{"Cancelled", testCancelled},
 		{"Closed", testClosed},
 	}

@@ -113,10 +113,12 @@ func lockStable(path string) (os.FileInfo, func(), error) {
 	return nil, nil, fmt.Errorf("restore %s: %w: the file at the path was replaced while restore waited for its lock, %d times; try again", path, storage.ErrMoved, restoreTries)
 }
 
-// lockForRestore takes the store file's lock and its log's, exclusively, and
-// checks that no Store has the file open. old is the file's stat, nil if
-// there is none; errReplaced says the file at the path, or its log, is not
-// the one locked (or old) any more.
+// lockForRestore takes the store file's log's lock, then its own,
+// exclusively: in the order every Store and Shrink takes them (in the
+// other, a restore waits out a shrink that holds the log while it waits
+// for the file). It checks that no Store has the file open. old is the
+// file's stat, nil if there is none; errReplaced says the file at the
+// path, or its log, is not the one locked (or old) any more.
 func lockForRestore(path string, old os.FileInfo) (func(), error) {
 	var held []*os.File
 	unlock := func() {
@@ -125,7 +127,7 @@ func lockForRestore(path string, old os.FileInfo) (func(), error) {
 		}
 	}
 	exists := old != nil
-	for _, p := range []string{path, path + wal.Suffix} {
+	for _, p := range []string{path + wal.Suffix, path} {
 		if !exists {
 			break
 		}

@@ -34,6 +34,25 @@ func (m *Msgs) Put(seqKey, v []byte) error { return m.b.Put(m.key(seqKey), v) }
 // Delete removes the message under seqKey.
 func (m *Msgs) Delete(seqKey []byte) error { return m.b.Delete(m.key(seqKey)) }
 
+// DeleteRange removes the messages with seqs first to last and returns how
+// many there were.
+func (m *Msgs) DeleteRange(first, last uint64) (int, error) {
+	var keys [][]byte
+	c := m.Cursor()
+	for k, _ := c.Seek(SeqKey(first)); k != nil; k, _ = c.Next() {
+		if seq, ok := KeySeq(k); !ok || seq > last {
+			break
+		}
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		if err := m.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
+}
+
 // Cursor walks the session's messages in seq order.
 func (m *Msgs) Cursor() *MsgCursor { return &MsgCursor{c: m.b.Cursor(), m: m} }
 
@@ -103,6 +122,26 @@ func (d *Derived) Put(key, v []byte) error { return d.b.Put(d.key(key), v) }
 
 // Delete removes the record under key.
 func (d *Derived) Delete(key []byte) error { return d.b.Delete(d.key(key)) }
+
+// Keys returns the keys of the kind's records, in order.
+func (d *Derived) Keys() []string {
+	var keys []string
+	c := d.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		keys = append(keys, string(k))
+	}
+	return keys
+}
+
+// DeleteKeys removes the records under keys.
+func (d *Derived) DeleteKeys(keys []string) error {
+	for _, k := range keys {
+		if err := d.Delete([]byte(k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Cursor walks the kind's records in key order.
 func (d *Derived) Cursor() *DerivedCursor { return &DerivedCursor{c: d.b.Cursor(), d: d} }

@@ -205,19 +205,22 @@ func EraseRefused(t *testing.T, open fixture.Opener) {
 }
 
 // PurgeIsReal: a purged epoch's first user message no longer titles the
-// session, and after Scrub neither it nor a purged session's bytes are
-// anywhere.
+// session, and after Scrub neither it, nor a summary of it the caller's
+// rules tie to the epoch, nor a purged session's bytes are anywhere.
 func PurgeIsReal(t *testing.T, open fixture.Opener, leaks Leaks) {
 	ctx := context.Background()
 	e, _ := open(t)
-	const first, gone = "wombatTITLE4411", "wombatGONE4412"
+	const first, gone, summary = "wombatTITLE4411", "wombatGONE4412", "wombatSUMMARY4413"
 	fixture.AppendOK(t, e, "chat-1", fixture.Text("user", "hello "+first), fixture.Text("assistant", "hi"))
 	fixture.AppendOK(t, e, "chat-2", fixture.Text("user", "bye "+gone))
+	if err := storage.PutDerived(ctx, e, "chat-1", "summary", fixture.SummaryKey(1, "b100"), []byte("they said "+summary)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.Clear(ctx, "chat-1"); err != nil {
 		t.Fatal(err)
 	}
 	fixture.AppendOK(t, e, "chat-1", fixture.Text("user", "second start"))
-	if err := storage.PurgeEpoch(ctx, e, "chat-1", 1); err != nil {
+	if err := storage.PurgeEpoch(ctx, e, "chat-1", 1, fixture.EpochDrops); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Purge(ctx, "chat-2"); err != nil {
@@ -230,7 +233,7 @@ func PurgeIsReal(t *testing.T, open fixture.Opener, leaks Leaks) {
 	if _, err := storage.Scrub(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	for _, mk := range []string{first, gone} {
+	for _, mk := range []string{first, gone, summary} {
 		if where := leaks(t, e, []byte(mk)); len(where) > 0 {
 			t.Errorf("%s still in %v after purge and scrub", mk, where)
 		}

@@ -251,7 +251,9 @@ func Rewind(t *testing.T, open fixture.Opener) {
 
 // GC: sessions unchanged for the age go whole, leaving a tombstone that
 // refuses a writer still holding them; with KeepEpochs old earlier epochs
-// go too; a dry run deletes nothing; the name can start afresh.
+// go too, with the derived records the caller's rules tie to them (and
+// KeepEpochs without rules is refused); a dry run deletes nothing; the name
+// can start afresh.
 func GC(t *testing.T, open fixture.Opener) {
 	ctx := context.Background()
 	e, another := open(t)
@@ -262,6 +264,11 @@ func GC(t *testing.T, open fixture.Opener) {
 			t.Fatal(err)
 		}
 		fixture.AppendOK(t, e, "epochs", fixture.Text("user", "epoch "+string(rune('2'+i))))
+	}
+	for ep := uint64(1); ep <= 4; ep++ {
+		if err := storage.PutDerived(ctx, e, "epochs", "summary", fixture.SummaryKey(ep, "b1"), []byte("s")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	held, err := e.Session(ctx, "old")
 	if err != nil {
@@ -274,6 +281,10 @@ func GC(t *testing.T, open fixture.Opener) {
 	fixture.AppendOK(t, e, "epochs", fixture.Text("assistant", "recent"))
 
 	pol := storage.Retention{OlderThan: 10 * time.Millisecond, KeepEpochs: 2, DryRun: true, Now: now}
+	if _, err := storage.GC(ctx, e, pol); err == nil {
+		t.Fatal("gc with KeepEpochs and no rules for derived records ran")
+	}
+	pol.EpochDrops = fixture.EpochDrops
 	dry, err := storage.GC(ctx, e, pol)
 	if err != nil {
 		t.Fatal(err)
@@ -308,6 +319,12 @@ func GC(t *testing.T, open fixture.Opener) {
 	}
 	if purged != 2 || info.Messages != 2 {
 		t.Fatalf("epochs after gc: %+v, want its first 2 epochs purged and the current one whole", info.Epochs)
+	}
+	for ep := uint64(1); ep <= 4; ep++ {
+		_, err := storage.GetDerived(ctx, other, "epochs", "summary", fixture.SummaryKey(ep, "b1"))
+		if kept := err == nil; kept != (ep > 2) {
+			t.Errorf("epoch %d's summary after gc purged epochs 1 and 2: kept %v (%v)", ep, kept, err)
+		}
 	}
 	// A writer still holding "old" is refused, and does not bring it back.
 	_, _, err = other.AppendIf(ctx, "old", storage.SameSession(held), fixture.Text("user", "late write"))
