@@ -524,8 +524,11 @@ func TestBboltFaultsWithoutCheck(t *testing.T) {
 	}
 
 	out, err := childCmd("nocheck-open", p).CombinedOutput()
-	if err == nil || !bytes.Contains(out, []byte("unexpected fault address")) {
-		t.Errorf("plain bbolt.Open on a cut file: want a fatal fault, got err=%v\n%.600s", err, out)
+	// The freelist page lies past the file's end: reading it faults, or,
+	// when another mapping of the process happens to sit at that address,
+	// reads garbage and panics. Either way the process dies.
+	if err == nil || !bytes.Contains(out, []byte("unexpected fault address")) && !bytes.Contains(out, []byte("panic: ")) {
+		t.Errorf("plain bbolt.Open on a cut file: want a fatal fault or panic, got err=%v\n%.600s", err, out)
 	}
 
 	got := runChild(t, "nocheck-open-faultsafe", p)
