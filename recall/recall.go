@@ -113,8 +113,13 @@ type Arguments struct {
 	Session string `json:"session,omitempty"`
 }
 
-// errArguments marks a mistake of the model's: it is told, not the host.
-var errArguments = errors.New("recall")
+// argError is a mistake of the model's: it is told, not the host.
+type argError struct{ reason string }
+
+func (e *argError) Error() string { return "recall: " + e.reason }
+
+// badArgs returns the argError saying what is wrong, as fmt.Sprintf would.
+func badArgs(format string, a ...any) error { return &argError{fmt.Sprintf(format, a...)} }
 
 // Call runs the tool with the model's arguments (raw JSON, an object or a
 // JSON string holding one, as providers send them) and returns the text to
@@ -128,8 +133,15 @@ func (t *Tool) Call(ctx context.Context, args json.RawMessage) (string, error) {
 			return out, nil
 		}
 	}
-	if errors.Is(err, errArguments) || errors.Is(err, storage.ErrBadQuery) {
-		return answerMark + strings.TrimPrefix(strings.TrimPrefix(err.Error(), "recall: "), storage.ErrBadQuery.Error()+": "), nil
+	var ae *argError
+	var qe *search.QueryError
+	switch {
+	case errors.As(err, &ae):
+		return answerMark + ae.reason, nil
+	case errors.As(err, &qe):
+		return answerMark + qe.Reason, nil
+	case errors.Is(err, storage.ErrBadQuery):
+		return answerMark + err.Error(), nil
 	}
 	return "", err
 }
@@ -144,7 +156,7 @@ func parseArguments(raw json.RawMessage) (Arguments, error) {
 		raw = json.RawMessage("{}")
 	}
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return a, fmt.Errorf("%w: arguments are not a JSON object of query, limit, seq: %v", errArguments, err)
+		return a, badArgs("arguments are not a JSON object of query, limit, seq: %v", err)
 	}
 	return a, nil
 }
@@ -155,23 +167,23 @@ func (t *Tool) run(ctx context.Context, a Arguments) (string, error) {
 	case "", "session":
 	case "all":
 		if t.opts.Session != "" && !t.opts.AllSessions {
-			return "", fmt.Errorf(`%w: scope "all" is not allowed here; search this conversation`, errArguments)
+			return "", badArgs(`scope "all" is not allowed here; search this conversation`)
 		}
 		session = ""
 	default:
-		return "", fmt.Errorf(`%w: scope %q: use "session" or "all"`, errArguments, a.Scope)
+		return "", badArgs(`scope %q: use "session" or "all"`, a.Scope)
 	}
 	if a.Seq > 0 {
 		if a.Session != "" && (t.opts.Session == "" || t.opts.AllSessions) {
 			session = a.Session
 		}
 		if session == "" {
-			return "", fmt.Errorf("%w: with seq, give the session the hit named", errArguments)
+			return "", badArgs("with seq, give the session the hit named")
 		}
 		return t.message(ctx, session, a.Seq)
 	}
 	if strings.TrimSpace(a.Query) == "" {
-		return "", fmt.Errorf("%w: give a query (words to find) or a seq (a message to read)", errArguments)
+		return "", badArgs("give a query (words to find) or a seq (a message to read)")
 	}
 	limit := a.Limit
 	if limit <= 0 {
@@ -269,7 +281,7 @@ func (t *Tool) format(query string, res storage.SearchResult, named bool) string
 func (t *Tool) message(ctx context.Context, session string, seq uint64) (string, error) {
 	es, err := storage.Get(ctx, t.eng, session, seq)
 	if errors.Is(err, storage.ErrNotFound) {
-		return "", fmt.Errorf("%w: no message with seq %d in this history (purged, or never there)", errArguments, seq)
+		return "", badArgs("no message with seq %d in this history (purged, or never there)", seq)
 	}
 	if err != nil {
 		return "", err

@@ -1,7 +1,6 @@
 package search
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -136,8 +135,6 @@ func (q Query) NeedsText() bool {
 	}
 	return false
 }
-
-var errCursor = errors.New("search: cursor does not belong to this search")
 
 // QueryError is a query Parse refuses. It matches storage.ErrBadQuery.
 type QueryError struct {

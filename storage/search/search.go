@@ -352,7 +352,7 @@ func CursorOffset(req storage.SearchRequest) (int, error) {
 	off, hash, ok := strings.Cut(string(b), ":")
 	n, err2 := strconv.Atoi(off)
 	if err != nil || !ok || err2 != nil || n < 0 || hash != strconv.FormatUint(requestHash(req), 36) {
-		return 0, fmt.Errorf("%w: %w", storage.ErrBadQuery, errCursor)
+		return 0, &QueryError{Query: req.Query, Reason: "the cursor does not belong to this search"}
 	}
 	return n, nil
 }
