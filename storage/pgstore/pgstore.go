@@ -455,9 +455,8 @@ func (s *Store) withMigrationLock(ctx context.Context, schema string, shared boo
 // migrateLockKey names the advisory lock that migrations of schema hold.
 func migrateLockKey(schema string) string { return "ctxstore migrate " + schema }
 
-// querier is a pool, a connection or a transaction.
+// querier is a pool or a connection.
 type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 

@@ -51,8 +51,13 @@ func (s *Store) page(ctx context.Context, sql string, args ...any) (out []storag
 	return out, err
 }
 
+// rowsQuerier runs queries: a pool, or a snapshot's transaction.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // entries runs a query of msgCols through q and collects its rows.
-func entries(ctx context.Context, q querier, sql string, args ...any) ([]storage.Entry, error) {
+func entries(ctx context.Context, q rowsQuerier, sql string, args ...any) ([]storage.Entry, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -194,7 +199,7 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]stor
 }
 
 // get is Get through q.
-func (s *Store) get(ctx context.Context, q querier, session string, seqs []uint64) ([]storage.Entry, error) {
+func (s *Store) get(ctx context.Context, q rowsQuerier, session string, seqs []uint64) ([]storage.Entry, error) {
 	want := make([]int64, len(seqs))
 	for i, q := range seqs {
 		want[i] = int64(q)
@@ -247,8 +252,12 @@ func (s *Store) Session(ctx context.Context, session string) (storage.SessionInf
 }
 
 // session is Session through q.
-func (s *Store) session(ctx context.Context, q querier, session string) (storage.SessionInfo, error) {
-	si, err := scanInfo(q.QueryRow(ctx, s.q.sessionInfo, []byte(session)))
+func (s *Store) session(ctx context.Context, q rowsQuerier, session string) (storage.SessionInfo, error) {
+	var si storage.SessionInfo
+	rows, err := q.Query(ctx, s.q.sessionInfo, []byte(session))
+	if err == nil {
+		si, err = pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (storage.SessionInfo, error) { return scanInfo(r) })
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return si, s.errorf(session, "%w", storage.ErrNotFound)
 	}

@@ -112,3 +112,38 @@ func TestReadSnapshotPanicEndsTransaction(t *testing.T) {
 		t.Fatalf("a read after the panic: %v", err)
 	}
 }
+
+// A snapshot whose pooled connection the server ended while it sat idle
+// (a failover, a restarted pooler) reads on a new one: its first read,
+// which begins the transaction, is tried again as other reads are.
+func TestReadSnapshotAfterTerminatedBackend(t *testing.T) {
+	dsn := testDSN(t)
+	schema := freshSchema(t, dsn)
+	app := "ctxstore_snap_" + schema
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := Open(ctx, withParam(dsn, "application_name", app), Options{Schema: schema, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	killer := openTest(t, dsn, schema)
+	if _, _, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage(ctxstore.RoleUser, "hello"), Tokens: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	err = killer.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n)
+	if err != nil || n == 0 {
+		t.Fatalf("terminated %d backends: %v", n, err)
+	}
+	err = st.ReadSnapshot(ctx, func(sn storage.Snapshot) error {
+		if info, err := sn.Session("s"); err != nil || info.LastSeq != 1 {
+			t.Errorf("session: last seq %d, %v; want 1", info.LastSeq, err)
+		}
+		_, err := sn.Get("s", 1)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -41,11 +41,11 @@ func (s *Store) Verify(ctx context.Context) (*storage.VerifyReport, error) {
 
 // verifySnapshot checks every session into r, in one read-only snapshot.
 func (s *Store) verifySnapshot(ctx context.Context, r *storage.VerifyReport) error {
-	tx, end, err := s.beginSnapshot(ctx)
+	tx, err := s.pool.BeginTx(ctx, snapshotTx())
 	if err != nil {
 		return s.errorf("", "verify: begin: %w", err)
 	}
-	defer end()
+	defer endSnapshot(ctx, tx)
 	after, first := []byte{}, true
 	for {
 		rows, err := tx.Query(ctx, s.q.sessionsPage, after, first, pageEntries)
