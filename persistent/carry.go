@@ -13,7 +13,10 @@ import (
 // learned usage ratio always, and saved view decisions when the fork copies
 // the whole epoch they were made over (a manager on the fork then sends what
 // one on the parent sends, with no escalation; a fork of a part decides
-// again). Import records stay with the session that was imported.
+// again). Import records stay with the session that was imported. A fork
+// copies what is stored: the decisions of a manager's latest view are
+// stored once its next write or Close has returned (see
+// Manager.GetMessagesForRequest).
 func ForkCarry() []storage.Carry {
 	return []storage.Carry{
 		{Kind: KindCounts, Keep: countsCarried},

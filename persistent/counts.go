@@ -260,13 +260,14 @@ func (r *recounts) made(m *Manager, seq uint64, t int) {
 	}
 }
 
-// saveCounts writes the counts made since the last save, merged into their
-// blocks, only into the session the manager has open (never one purged,
-// or recreated, meanwhile) and only if no message was erased since. A
-// read-only manager keeps them in memory.
-func (m *Manager) saveCounts(ctx context.Context) error {
-	if err := m.lock(); err != nil {
-		return err
+// takeCounts returns the write of the counts made since the last one,
+// merged into their blocks, only into the session the manager has open
+// (never one purged, or recreated, meanwhile) and only if no message was
+// erased since; nil when there are none. A read-only manager keeps them
+// in memory.
+func (m *Manager) takeCounts() func(context.Context) error {
+	if m.lock() != nil {
+		return nil
 	}
 	// The counts were made under the window's erase count: rebuild
 	// drops them when it moves.
@@ -276,26 +277,28 @@ func (m *Manager) saveCounts(ctx context.Context) error {
 	if len(dirty) == 0 || m.cfg.ReadOnly {
 		return nil
 	}
-	for key, add := range dirty {
-		err := m.st.UpdateDerived(ctx, m.session, KindCounts, key, func(cur []byte, si storage.SessionInfo) ([]byte, error) {
-			if si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq || si.Erasures != erasures {
-				// Not the session counted: purged, maybe restored from an
-				// older export whose seqs will be reused; or messages
-				// counted were erased since.
-				return nil, errEpochMoved
+	return func(ctx context.Context) error {
+		for key, add := range dirty {
+			err := m.st.UpdateDerived(ctx, m.session, KindCounts, key, func(cur []byte, si storage.SessionInfo) ([]byte, error) {
+				if si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq || si.Erasures != erasures {
+					// Not the session counted: purged, maybe restored from an
+					// older export whose seqs will be reused; or messages
+					// counted were erased since.
+					return nil, errEpochMoved
+				}
+				b := map[uint64]int{}
+				if cur != nil {
+					_ = json.Unmarshal(cur, &b)
+				}
+				for seq, t := range add {
+					b[seq] = t
+				}
+				return json.Marshal(b)
+			})
+			if err != nil && !errors.Is(err, errEpochMoved) {
+				return fmt.Errorf("save recounted tokens: %w", err)
 			}
-			b := map[uint64]int{}
-			if cur != nil {
-				_ = json.Unmarshal(cur, &b)
-			}
-			for seq, t := range add {
-				b[seq] = t
-			}
-			return json.Marshal(b)
-		})
-		if err != nil && !errors.Is(err, errEpochMoved) {
-			return fmt.Errorf("save recounted tokens: %w", err)
 		}
+		return nil
 	}
-	return nil
 }

@@ -39,6 +39,7 @@ func TestDecisionsNotSavedOverAnErase(t *testing.T) {
 	if _, err := m.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: 3000}); err != nil {
 		t.Fatal(err)
 	}
+	settled(t, m)
 	for d, err := range other.ListDerived(ctx, "s", KindView) {
 		if err != nil {
 			t.Fatal(err)
@@ -102,6 +103,7 @@ func TestEraseDropsSummaries(t *testing.T) {
 	}
 	other := otherStore(t, path)
 	saved := func() (n int) {
+		settled(t, m)
 		for d, err := range other.ListDerived(ctx, "s", KindView) {
 			if err != nil {
 				t.Fatal(err)

@@ -313,6 +313,9 @@ func testForkCarriesDecisions(t *testing.T, engine func(t *testing.T) (string, s
 	if want.Level == 0 {
 		t.Fatal("the parent's view compacted nothing: the test needs saved decisions")
 	}
+	// The fork copies what is stored: the view's decisions are written
+	// behind the request, and the manager's next write waits for them.
+	settled(t, m)
 	if _, err := storage.Fork(ctx, eng, "s", "whole", 0, ForkCarry()); err != nil {
 		t.Fatal(err)
 	}

@@ -210,3 +210,12 @@ func requireTexts(t testing.TB, what string, got, want []string) {
 		t.Fatalf("%s = %q, want %q", what, got, want)
 	}
 }
+
+// settled waits until m's last view's derived records are written, as the
+// manager's next write would, so a test can read them from the store.
+func settled(t testing.TB, m *Manager) {
+	t.Helper()
+	if err := m.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

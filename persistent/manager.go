@@ -81,6 +81,7 @@ type Manager struct {
 	drv       *view.Driver // budgets, usage ratio, explanations
 	memo      *view.Memo   // rewritten (truncated, stubbed) messages of memoEpoch
 	memoEpoch uint64
+	behind    behind // the write of the last request's derived records
 
 	watchStop context.CancelFunc
 	watchDone chan struct{}
@@ -233,7 +234,9 @@ func (m *Manager) sessionInfo(ctx context.Context) (storage.SessionInfo, error) 
 // OpenEngine stays open: its caller closes it). It is
 // idempotent; every other method fails with ErrClosed afterwards.
 //
-// Close waits for the watcher's goroutine to end, except while that
+// Close waits for the last view's decisions to be saved (see
+// GetMessagesForRequest) before it closes the store. It waits for the
+// watcher's goroutine to end, except while that
 // goroutine is running hooks: a hook may call Close, and waiting for
 // the goroutine that is running it would never return. The watcher then
 // ends on its own once its hooks return; it touches the store only under
@@ -257,6 +260,8 @@ func (m *Manager) Close() error {
 			<-done
 		}
 	}
+	// The last view's decisions are saved before the store closes.
+	m.behind.close()
 	if !m.ownsSt {
 		return nil
 	}
@@ -273,7 +278,8 @@ func (m *Manager) Session() string { return m.session }
 // resume, the CLI) that read derived records or other epochs. When Open
 // opened it, it is this manager's handle on the file's shared store
 // (boltstore.OpenShared), which Close closes; an engine given to OpenEngine
-// stays open.
+// stays open. The decisions of the latest view may be stored after the
+// request returned: the manager's next write, or Close, waits for them.
 func (m *Manager) Store() storage.Engine { return m.st }
 
 // Resumed reports whether the session already held messages when it was
@@ -326,6 +332,9 @@ func (m *Manager) AddMessage(ctx context.Context, msg ctxstore.Message) error {
 		return fmt.Errorf("persistent: add message to session %q: %w", m.session, err)
 	}
 	rec := m.record(msg)
+	if err := m.settle(ctx); err != nil {
+		return fmt.Errorf("persistent: add message to session %q: %w", m.session, err)
+	}
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -589,6 +598,9 @@ func (m *Manager) SetMessages(ctx context.Context, ms []ctxstore.Message) error 
 	for i, t := range view.Count(m.est, ms) {
 		recs[i] = storage.Record{Message: ms[i], Tokens: t, Counter: m.counter}
 	}
+	if err := m.settle(ctx); err != nil {
+		return fmt.Errorf("persistent: set messages of session %q: %w", m.session, err)
+	}
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -698,6 +710,9 @@ func (m *Manager) emitResume(messages int, ignored bool) {
 func (m *Manager) Clear(ctx context.Context) error {
 	if err := m.writable("clear"); err != nil {
 		return err
+	}
+	if err := m.settle(ctx); err != nil {
+		return fmt.Errorf("persistent: clear session %q: %w", m.session, err)
 	}
 	if err := m.lock(); err != nil {
 		return err

@@ -37,6 +37,7 @@ func TestReopenGivesSameHistoryAndView(t *testing.T) {
 			if len(before) >= len(msgs) {
 				t.Fatalf("view has %d of %d messages: the test needs compaction", len(before), len(msgs))
 			}
+			settled(t, m)
 			saved := 0
 			for _, err := range m.Store().ListDerived(context.Background(), "s", KindView) {
 				if err != nil {

@@ -275,6 +275,7 @@ func purgeEpochAfter(t *testing.T, db string, eng storage.Engine, marker string,
 	addAll(t, m, append([]ctxstore.Message{user("a start"), user("my key is " + marker)}, conversation(60, 400)...))
 	request()
 	views := func() (holding int, keys []string) {
+		settled(t, m)
 		for d, err := range eng.ListDerived(ctx, "s", KindView) {
 			if err != nil {
 				t.Fatal(err)

@@ -39,8 +39,11 @@ func decisionKey(epoch uint64, budget int) string {
 // GetMessagesForRequest returns the view for one request: first it picks up
 // messages other processes appended since the last call (one metadata read
 // when there are none), then it compacts the in-memory window with the
-// saved decisions. Changed decisions are saved to the store, so a reopened
-// session produces the same view. The stored history never changes.
+// saved decisions. Changed decisions are saved to the store after the view
+// is returned, while the host waits for the model (decisions holding a
+// summary the summarizer just wrote, before it is returned); the manager's
+// next write and Close wait for that save, so a reopened session produces
+// the same view. The stored history never changes.
 func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
 	v, err := m.explain(ctx, r, true)
 	return v.Messages, err
@@ -104,22 +107,14 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request, viewOnly bool
 	}
 	plan, epoch, pending, stored, lastSeq, lineage := in.plan, in.epoch, in.pending, in.stored, in.lastSeq, in.lineage
 	events = append(events, res.Events...)
+	var decisions func(context.Context) error
 	if res.Changed {
-		if err := m.saveDecisions(ctx, epoch, plan.Fit.Tokens, res.Decisions); err != nil && !errors.Is(err, ErrClosed) {
-			// The view is right; only its stickiness across a restart is
-			// lost. A request must not fail for that.
-			m.mu.Lock()
-			m.warn(ReasonDecisionsNotSaved, "could not save view decisions", "err", err.Error())
-			events = append(events, m.takeEvents()...)
-			m.mu.Unlock()
-		}
+		decisions = m.keepDecisions(epoch, plan.Fit.Tokens, res.Decisions)
 	}
-	if err := m.saveCounts(ctx); err != nil && !errors.Is(err, ErrClosed) {
-		// The view is right; only the next process recounts again.
-		m.mu.Lock()
-		m.warn(ReasonCountsNotSaved, "could not save recounted tokens", "err", err.Error())
-		events = append(events, m.takeEvents()...)
-		m.mu.Unlock()
+	if counts := m.takeCounts(); res.NewSummary {
+		events = append(events, m.writeNow(ctx, decisions, counts)...)
+	} else {
+		m.writeLater(ctx, decisions, counts)
 	}
 	v := m.drv.Explain(plan, res)
 	v.Session, v.Epoch, v.Lineage = m.session, epoch, lineage
@@ -308,15 +303,13 @@ func (m *Manager) withRepairs(tail []view.Item) []view.Item {
 	return append(out, tail[copied:]...)
 }
 
-// saveDecisions writes changed decisions as a derived record so a reopened
-// session starts from them.
-func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d view.Decisions) error {
-	b, err := view.EncodeDecisions(d)
-	if err != nil {
-		return fmt.Errorf("encode view decisions: %w", err)
-	}
+// keepDecisions makes changed decisions this process's current ones and
+// returns the write that saves them as a derived record, so a reopened
+// session starts from them; nil when there is nothing to write (a
+// read-only manager, a session cleared meanwhile).
+func (m *Manager) keepDecisions(epoch uint64, budget int, d view.Decisions) func(context.Context) error {
 	if err := m.lock(); err != nil {
-		return err
+		return nil
 	}
 	defer m.mu.Unlock() // queues nothing
 	if m.w.epoch != epoch || m.w.count == 0 {
@@ -340,16 +333,23 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 	// And an erase meanwhile dropped the summaries built from what it
 	// erased: these may be built from it.
 	created, lastSeq, erasures := m.w.created, m.w.lastSeq, m.w.erasures
-	err = m.st.UpdateDerived(ctx, m.session, KindView, decisionKey(epoch, budget), func(_ []byte, si storage.SessionInfo) ([]byte, error) {
-		if si.Epoch != epoch || si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq || si.Erasures != erasures {
-			return nil, errEpochMoved
+	// Encoded now: the next request may build on d while this is written.
+	b, encErr := view.EncodeDecisions(d)
+	return func(ctx context.Context) error {
+		if encErr != nil {
+			return fmt.Errorf("encode view decisions: %w", encErr)
 		}
-		return b, nil
-	})
-	if err != nil && !errors.Is(err, errEpochMoved) {
-		return fmt.Errorf("save view decisions: %w", err)
+		err := m.st.UpdateDerived(ctx, m.session, KindView, decisionKey(epoch, budget), func(_ []byte, si storage.SessionInfo) ([]byte, error) {
+			if si.Epoch != epoch || si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq || si.Erasures != erasures {
+				return nil, errEpochMoved
+			}
+			return b, nil
+		})
+		if err != nil && !errors.Is(err, errEpochMoved) {
+			return fmt.Errorf("save view decisions: %w", err)
+		}
+		return nil
 	}
-	return nil
 }
 
 // RepairInterruptedTail answers the tool calls of an interrupted tail: when
@@ -369,6 +369,9 @@ func (m *Manager) saveDecisions(ctx context.Context, epoch uint64, budget int, d
 func (m *Manager) RepairInterruptedTail(ctx context.Context) (repaired []string, err error) {
 	if err := m.writable("repair"); err != nil {
 		return nil, err
+	}
+	if err := m.settle(ctx); err != nil {
+		return nil, fmt.Errorf("persistent: repair session %q: %w", m.session, err)
 	}
 	if err := m.lock(); err != nil {
 		return nil, err

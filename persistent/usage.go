@@ -35,6 +35,9 @@ type usageRecord struct {
 func (m *Manager) ReportUsage(ctx context.Context, u ctxstore.Usage) error {
 	m.reqMu.Lock()
 	defer m.reqMu.Unlock()
+	if err := m.settle(ctx); err != nil {
+		return fmt.Errorf("persistent: report usage of session %q: %w", m.session, err)
+	}
 	if err := m.lock(); err != nil {
 		return err
 	}

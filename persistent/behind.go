@@ -1,0 +1,156 @@
+package persistent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ctxstore/ctxstore/internal/view"
+)
+
+// A request's own writes, the view decisions it changed and the token
+// counts it made again, are derived records: a cache of what the history
+// and the saved decisions determine. They are written after the request
+// returns, while the host waits for the model, instead of before: on the
+// file engine such a write is a commit of the bbolt file (two fdatasyncs),
+// which cost a request about as much as computing its view.
+//
+// Nothing a resumed session shows depends on when they land. The host's
+// next write through the manager (AddMessage, SetMessages, Clear,
+// RepairInterruptedTail, ReportUsage) waits for them, and so does Close,
+// so they are stored before the host appends anything after the view they
+// belong to. A process that dies between the request and its next write
+// loses at most that one view's decisions and the counts it made (counted
+// again on resume); the history it holds is the one they were computed
+// from, and the same history with the same saved decisions and budget
+// gives the same view, so the resumed session decides them again alike.
+// That holds for everything the engine decides by itself, not for a
+// summary, which a model writes differently each time: decisions holding a
+// new summary are stored before the view is returned (writeNow).
+
+// behind is the manager's write in flight after a request, if any.
+type behind struct {
+	mu     sync.Mutex
+	done   chan struct{} // closed when the write in flight ends; nil before the first
+	closed bool          // the manager is closed: start refuses
+}
+
+// wait returns once no write is in flight, or with ctx's error.
+func (b *behind) wait(ctx context.Context) error {
+	b.mu.Lock()
+	done := b.done
+	b.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the last view's decisions to be saved: %w", ctx.Err())
+	}
+}
+
+// start runs write in a goroutine of its own. The caller has waited for
+// the previous write (requests are serialized), so writes land in the
+// order of the requests that made them. After close it runs nothing and
+// reports false.
+func (b *behind) start(write func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	done := make(chan struct{})
+	b.done = done
+	go func() {
+		defer close(done)
+		write()
+	}()
+	return true
+}
+
+// close refuses further writes and waits for the one in flight.
+func (b *behind) close() {
+	b.mu.Lock()
+	b.closed = true
+	done := b.done
+	b.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// behindTimeout bounds a write behind a request, which the request's
+// context no longer bounds: Close and the next write wait for it, and an
+// engine that hangs (a server that stopped answering) must not hold them
+// for ever. The engines' own timeouts usually end it sooner.
+const behindTimeout = time.Minute
+
+// writeLater hands a request's derived writes (either may be nil) to the
+// write behind it. Their failures are logged at once and reach the hooks
+// as context:warning events with the manager's next call; the view
+// returned was right either way.
+func (m *Manager) writeLater(ctx context.Context, decisions, counts func(context.Context) error) {
+	if decisions == nil && counts == nil {
+		return
+	}
+	// The caller's context may end when the request returns; its values
+	// (a tracer, say) still go with the write.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), behindTimeout)
+	_ = m.behind.wait(ctx) // the writes land in the order of their requests
+	if !m.behind.start(func() {
+		defer cancel()
+		m.write(ctx, decisions, counts)
+	}) {
+		cancel()
+	}
+}
+
+// writeNow stores a request's derived writes before the request returns,
+// when its decisions hold a summary the summarizer just wrote: a model's
+// summary is not written again alike, and a process that died before the
+// write would make the resumed session call the summarizer again and
+// show another view. The summarizer took far longer than the write. It
+// returns the events to emit with the request (the warnings of failed
+// writes, this one's and earlier ones').
+func (m *Manager) writeNow(ctx context.Context, decisions, counts func(context.Context) error) []view.Event {
+	if err := m.behind.wait(ctx); err != nil {
+		m.warnIf(err, ReasonDecisionsNotSaved, "could not save view decisions")
+	} else {
+		m.write(ctx, decisions, counts)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.takeEvents()
+}
+
+// write runs a request's derived writes (either may be nil), warning of
+// their failures.
+func (m *Manager) write(ctx context.Context, decisions, counts func(context.Context) error) {
+	if decisions != nil {
+		m.warnIf(decisions(ctx), ReasonDecisionsNotSaved, "could not save view decisions")
+	}
+	if counts != nil {
+		m.warnIf(counts(ctx), ReasonCountsNotSaved, "could not save recounted tokens")
+	}
+}
+
+// warnIf warns of err (see warn) unless it is nil or errEpochMoved (the
+// session the records were made for is gone: there is nothing to save).
+func (m *Manager) warnIf(err error, reason, msg string) {
+	if err == nil || errors.Is(err, errEpochMoved) {
+		return
+	}
+	m.mu.Lock()
+	m.warn(reason, msg, "err", err.Error())
+	m.mu.Unlock()
+}
+
+// settle waits for the write behind the last request: the host's writes
+// through the manager call it first. (The memory watcher's appends do not
+// need to: the decisions record's check accepts messages appended after
+// the view.)
+func (m *Manager) settle(ctx context.Context) error { return m.behind.wait(ctx) }
