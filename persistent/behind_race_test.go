@@ -1,0 +1,94 @@
+package persistent
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/tokens"
+)
+
+// uncounted appends msgs to session of eng with no counter's name, as
+// files written before counts were tagged hold them: a manager counts
+// them again when it reads them, and keeps those counts.
+func uncounted(t *testing.T, eng storage.Engine, session string, msgs ...ctxstore.Message) {
+	t.Helper()
+	recs := make([]storage.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = storage.Record{Message: m, Tokens: m.Size() / 4}
+	}
+	if _, _, err := storage.Append(context.Background(), eng, session, recs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A host that asks for a view, then (through another handle) clears the
+// session, goes on in the new epoch and purges the old one: the counts
+// the view made again of the old epoch's messages are not in the store
+// afterwards, as a purge of an epoch promises (a count is a purged text's
+// length in tokens), however late their write behind the request lands.
+func TestCountsNotSavedIntoPurgedEpoch(t *testing.T) {
+	for name, engine := range governEngines() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			path, eng := engine(t)
+			uncounted(t, eng, "s", user("hello"), assistant("the secret plan has many words"), user("thanks"))
+			m := open(t, path, "s", Config{})
+			viewOf(t, m, 100_000) // counts seqs 1-3 again
+			if _, err := eng.Clear(ctx, "s"); err != nil {
+				t.Fatal(err)
+			}
+			uncounted(t, eng, "s", user("a new start"))
+			purgeFirstEpoch(t, m, eng, 3)
+		})
+	}
+}
+
+// The same when the counts were made outside a request (Info catching up
+// with another process's appends) and the session was cleared by another
+// process before the next request took them: they are counts of the old
+// epoch's messages, and go with it.
+func TestCountsOfAnEpochLeftNotSavedIntoPurgedEpoch(t *testing.T) {
+	for name, engine := range governEngines() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			path, eng := engine(t)
+			uncounted(t, eng, "s", user("hello"))
+			m := open(t, path, "s", Config{})
+			viewOf(t, m, 100_000)
+			settled(t, m)
+			uncounted(t, eng, "s", assistant("the secret plan has many words"), user("thanks"))
+			if _, err := m.Info(ctx); err != nil { // counts seqs 2-3 again
+				t.Fatal(err)
+			}
+			if _, err := eng.Clear(ctx, "s"); err != nil {
+				t.Fatal(err)
+			}
+			uncounted(t, eng, "s", user("a new start"))
+			viewOf(t, m, 100_000) // catches up with the new epoch
+			purgeFirstEpoch(t, m, eng, 3)
+		})
+	}
+}
+
+// purgeFirstEpoch purges epoch 1 of session "s", which held seqs 1 to
+// last, and fails unless, once m's write behind its last request has
+// landed, no count of those seqs is stored.
+func purgeFirstEpoch(t *testing.T, m *Manager, eng storage.Engine, last uint64) {
+	t.Helper()
+	ctx := context.Background()
+	if err := storage.PurgeEpoch(ctx, eng, "s", 1, EpochDrops()); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, m)
+	kept, err := KeptCounts(ctx, eng, "s", tokens.O200k().Name(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := range kept {
+		if seq <= last {
+			t.Fatalf("counts of the purged epoch's seqs are stored after the purge: %v", kept)
+		}
+	}
+}
