@@ -2,9 +2,11 @@ package persistent
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/simple"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/tokens"
 )
@@ -90,5 +92,47 @@ func purgeFirstEpoch(t *testing.T, m *Manager, eng storage.Engine, last uint64) 
 		if seq <= last {
 			t.Fatalf("counts of the purged epoch's seqs are stored after the purge: %v", kept)
 		}
+	}
+}
+
+// A hook that closes the manager while the view's decisions are being
+// written behind the request (a host ending on the view it was handed):
+// Close returns once they are stored, before it closes the store, and a
+// manager opened afterwards finds them.
+func TestCloseFromAHookKeepsTheViewsDecisions(t *testing.T) {
+	for name, engine := range governEngines() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			path, eng := engine(t)
+			var m *Manager
+			var once sync.Once
+			closed := make(chan error, 1)
+			hook := func(_ context.Context, event string, _ map[string]any) {
+				if event == ctxstore.EventPostCompact {
+					once.Do(func() { closed <- m.Close() })
+				}
+			}
+			m = open(t, path, "s", Config{Config: simple.Config{Hooks: hook}})
+			addAll(t, m, conversation(60, 400))
+			viewOf(t, m, 3000)
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Fatalf("Close from the hook: %v", err)
+				}
+			default:
+				t.Fatal("the view compacted nothing: the test needs decisions to save")
+			}
+			saved := 0
+			for _, err := range eng.ListDerived(ctx, "s", KindView) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				saved++
+			}
+			if saved == 0 {
+				t.Fatal("the decisions of the view a hook closed the manager on were not saved")
+			}
+		})
 	}
 }
