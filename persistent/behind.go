@@ -82,10 +82,22 @@ func (m *Manager) writeLater(ctx context.Context, decisions, counts func(context
 	if decisions == nil && counts == nil {
 		return
 	}
+	// The write behind the previous request goes first, for as long as
+	// this request's context lasts: past it, this request's records are
+	// not saved, as when their write fails (the view is right either
+	// way), rather than the request outliving its context.
+	if err := m.behind.wait(ctx); err != nil {
+		if decisions != nil {
+			m.warnIf(err, ReasonDecisionsNotSaved, "could not save view decisions")
+		}
+		if counts != nil {
+			m.warnIf(err, ReasonCountsNotSaved, "could not save recounted tokens")
+		}
+		return
+	}
 	// The caller's context may end when the request returns; its values
 	// (a tracer, say) still go with the write.
 	ctx = context.WithoutCancel(ctx)
-	_ = m.behind.wait(ctx) // never fails: ctx has no end
 	m.behind.start(func() {
 		if decisions != nil {
 			m.warnIf(decisions(ctx), ReasonDecisionsNotSaved, "could not save view decisions")

@@ -3,12 +3,17 @@ package persistent
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/internal/pgtest"
+	"github.com/ctxstore/ctxstore/internal/pgtest/pgopen"
 	"github.com/ctxstore/ctxstore/simple"
 	"github.com/ctxstore/ctxstore/storage"
 	"github.com/ctxstore/ctxstore/tokens"
+	"github.com/jackc/pgx/v5"
 )
 
 // uncounted appends msgs to session of eng with no counter's name, as
@@ -134,5 +139,63 @@ func TestCloseFromAHookKeepsTheViewsDecisions(t *testing.T) {
 				t.Fatal("the decisions of the view a hook closed the manager on were not saved")
 			}
 		})
+	}
+}
+
+// A request whose context ends while the write behind the previous one is
+// held up (here another connection holds the session's row, as a stalled
+// transaction or an outage would) returns with its view instead of
+// waiting past its context for that write; its own decisions are then not
+// saved, which it says with a warning, as for any write that failed.
+func TestRequestDoesNotWaitPastItsContextForTheWriteBehind(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn)
+	var warned atomic.Int32
+	hook := func(_ context.Context, event string, data map[string]any) {
+		if event == ctxstore.EventWarning && data["reason"] == ReasonDecisionsNotSaved {
+			warned.Add(1)
+		}
+	}
+	m := openEngine(t, pgopen.Open(t, dsn, schema), "s", Config{Config: simple.Config{Hooks: hook}})
+	addAll(t, m, conversation(60, 400))
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := sync.OnceFunc(func() { _ = tx.Rollback(ctx) })
+	defer release()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{schema}.Sanitize()+`.sessions WHERE name = 's' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	viewOf(t, m, 3000) // its decisions' write waits for the row
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.GetMessagesForRequest(rctx, ctxstore.Request{TokenBudget: 2000})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("request: %v", err)
+		}
+	case <-time.After(10 * time.Second): // a bound, not a speed: the request waits for the row
+		release()
+		<-done
+		t.Fatal("the request waited past its context for the write behind the previous one")
+	}
+	release()
+	if _, err := m.GetMessages(ctx); err != nil { // emits what was queued
+		t.Fatal(err)
+	}
+	if warned.Load() == 0 {
+		t.Fatal("no warning that the decisions of the request were not saved")
 	}
 }
