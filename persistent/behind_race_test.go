@@ -2,6 +2,7 @@ package persistent
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,7 +108,6 @@ func purgeFirstEpoch(t *testing.T, m *Manager, eng storage.Engine, last uint64) 
 func TestCloseFromAHookKeepsTheViewsDecisions(t *testing.T) {
 	for name, engine := range governEngines() {
 		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
 			path, eng := engine(t)
 			var m *Manager
 			var once sync.Once
@@ -128,14 +128,7 @@ func TestCloseFromAHookKeepsTheViewsDecisions(t *testing.T) {
 			default:
 				t.Fatal("the view compacted nothing: the test needs decisions to save")
 			}
-			saved := 0
-			for _, err := range eng.ListDerived(ctx, "s", KindView) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				saved++
-			}
-			if saved == 0 {
+			if savedViews(t, eng) == 0 {
 				t.Fatal("the decisions of the view a hook closed the manager on were not saved")
 			}
 		})
@@ -159,20 +152,7 @@ func TestRequestDoesNotWaitPastItsContextForTheWriteBehind(t *testing.T) {
 	}
 	m := openEngine(t, pgopen.Open(t, dsn, schema), "s", Config{Config: simple.Config{Hooks: hook}})
 	addAll(t, m, conversation(60, 400))
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := sync.OnceFunc(func() { _ = tx.Rollback(ctx) })
-	defer release()
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{schema}.Sanitize()+`.sessions WHERE name = 's' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	release := holdSessionRow(t, dsn, schema)
 	viewOf(t, m, 3000) // its decisions' write waits for the row
 	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
@@ -198,4 +178,80 @@ func TestRequestDoesNotWaitPastItsContextForTheWriteBehind(t *testing.T) {
 	if warned.Load() == 0 {
 		t.Fatal("no warning that the decisions of the request were not saved")
 	}
+}
+
+// Two Closes at once (a hook of the memory watcher's and the host's, say)
+// while the view's decisions are being written behind the request: neither
+// returns before they are stored, so an owner that closes the engine once
+// its Close returns does not close it under that write.
+func TestEveryCloseWaitsForTheWriteBehind(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn)
+	eng := pgopen.Open(t, dsn, schema)
+	m := openEngine(t, eng, "s", Config{})
+	addAll(t, m, conversation(60, 400))
+	release := holdSessionRow(t, dsn, schema)
+	viewOf(t, m, 3000) // its decisions' write waits for the row
+	first := make(chan error, 1)
+	go func() { first <- m.Close() }()
+	for m.lock() == nil { // until the first Close has begun
+		m.mu.Unlock()
+		runtime.Gosched()
+	}
+	second := make(chan error, 1)
+	go func() { second <- m.Close() }()
+	select {
+	case <-second:
+		release()
+		t.Fatal("a Close returned while the view's decisions were still being written")
+	case <-first:
+		t.Fatal("the first Close returned while the view's decisions were still being written")
+	case <-time.After(time.Second): // a bound: neither may return while the row is held
+	}
+	release()
+	for _, c := range []chan error{first, second} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if savedViews(t, eng) == 0 {
+		t.Fatal("the view's decisions were not saved")
+	}
+}
+
+// holdSessionRow locks the row of session "s" in schema, as a stalled
+// transaction of another host would, until the returned function is
+// called (also at the end of the test).
+func holdSessionRow(t *testing.T, dsn, schema string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release = sync.OnceFunc(func() {
+		_ = tx.Rollback(ctx)
+		_ = conn.Close(ctx)
+	})
+	t.Cleanup(release)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{schema}.Sanitize()+`.sessions WHERE name = 's' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	return release
+}
+
+// savedViews counts the saved view decisions of session "s" in eng.
+func savedViews(t *testing.T, eng storage.Engine) (n int) {
+	t.Helper()
+	for _, err := range eng.ListDerived(context.Background(), "s", KindView) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
 }
