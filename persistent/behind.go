@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/ctxstore/ctxstore/internal/view"
 )
 
 // A request's own writes, the view decisions it changed and the token
@@ -14,14 +17,18 @@ import (
 // file engine such a write is a commit of the bbolt file (two fdatasyncs),
 // which cost a request about as much as computing its view.
 //
-// Nothing a resumed session shows depends on when they land. The next
-// write of the manager (AddMessage, SetMessages, Clear, a repair, usage)
-// waits for them, and so does Close, so they are stored before anything
-// is appended after the view they belong to. A process that dies between
-// the request and its next write loses at most the decisions of that one
-// view; the history it holds is the one they were computed from, and the
-// same history with the same saved decisions and budget gives the same
-// view, so the resumed session decides them again alike.
+// Nothing a resumed session shows depends on when they land. The host's
+// next write through the manager (AddMessage, SetMessages, Clear,
+// RepairInterruptedTail, ReportUsage) waits for them, and so does Close,
+// so they are stored before the host appends anything after the view they
+// belong to. A process that dies between the request and its next write
+// loses at most that one view's decisions and the counts it made (counted
+// again on resume); the history it holds is the one they were computed
+// from, and the same history with the same saved decisions and budget
+// gives the same view, so the resumed session decides them again alike.
+// That holds for everything the engine decides by itself, not for a
+// summary, which a model writes differently each time: decisions holding a
+// new summary are stored before the view is returned (writeNow).
 
 // behind is the manager's write in flight after a request, if any.
 type behind struct {
@@ -48,12 +55,13 @@ func (b *behind) wait(ctx context.Context) error {
 
 // start runs write in a goroutine of its own. The caller has waited for
 // the previous write (requests are serialized), so writes land in the
-// order of the requests that made them. After close it runs nothing.
-func (b *behind) start(write func()) {
+// order of the requests that made them. After close it runs nothing and
+// reports false.
+func (b *behind) start(write func()) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return
+		return false
 	}
 	done := make(chan struct{})
 	b.done = done
@@ -61,6 +69,7 @@ func (b *behind) start(write func()) {
 		defer close(done)
 		write()
 	}()
+	return true
 }
 
 // close refuses further writes and waits for the one in flight.
@@ -73,6 +82,12 @@ func (b *behind) close() {
 		<-done
 	}
 }
+
+// behindTimeout bounds a write behind a request, which the request's
+// context no longer bounds: Close and the next write wait for it, and an
+// engine that hangs (a server that stopped answering) must not hold them
+// for ever. The engines' own timeouts usually end it sooner.
+const behindTimeout = time.Minute
 
 // writeLater hands a request's derived writes (either may be nil) to the
 // write behind it. Their failures are logged at once and reach the hooks
@@ -97,15 +112,42 @@ func (m *Manager) writeLater(ctx context.Context, decisions, counts func(context
 	}
 	// The caller's context may end when the request returns; its values
 	// (a tracer, say) still go with the write.
-	ctx = context.WithoutCancel(ctx)
-	m.behind.start(func() {
-		if decisions != nil {
-			m.warnIf(decisions(ctx), ReasonDecisionsNotSaved, "could not save view decisions")
-		}
-		if counts != nil {
-			m.warnIf(counts(ctx), ReasonCountsNotSaved, "could not save recounted tokens")
-		}
-	})
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), behindTimeout)
+	if !m.behind.start(func() {
+		defer cancel()
+		m.write(ctx, decisions, counts)
+	}) {
+		cancel()
+	}
+}
+
+// writeNow stores a request's derived writes before the request returns,
+// when its decisions hold a summary the summarizer just wrote: a model's
+// summary is not written again alike, and a process that died before the
+// write would make the resumed session call the summarizer again and
+// show another view. The summarizer took far longer than the write. It
+// returns the events to emit with the request (the warnings of failed
+// writes, this one's and earlier ones').
+func (m *Manager) writeNow(ctx context.Context, decisions, counts func(context.Context) error) []view.Event {
+	if err := m.behind.wait(ctx); err != nil {
+		m.warnIf(err, ReasonDecisionsNotSaved, "could not save view decisions")
+	} else {
+		m.write(ctx, decisions, counts)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.takeEvents()
+}
+
+// write runs a request's derived writes (either may be nil), warning of
+// their failures.
+func (m *Manager) write(ctx context.Context, decisions, counts func(context.Context) error) {
+	if decisions != nil {
+		m.warnIf(decisions(ctx), ReasonDecisionsNotSaved, "could not save view decisions")
+	}
+	if counts != nil {
+		m.warnIf(counts(ctx), ReasonCountsNotSaved, "could not save recounted tokens")
+	}
 }
 
 // warnIf warns of err (see warn) unless it is nil or errEpochMoved (the
@@ -119,6 +161,8 @@ func (m *Manager) warnIf(err error, reason, msg string) {
 	m.mu.Unlock()
 }
 
-// settle waits for the write behind the last request: every write of the
-// manager calls it first.
+// settle waits for the write behind the last request: the host's writes
+// through the manager call it first. (The memory watcher's appends do not
+// need to: the decisions record's check accepts messages appended after
+// the view.)
 func (m *Manager) settle(ctx context.Context) error { return m.behind.wait(ctx) }

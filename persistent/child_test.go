@@ -35,6 +35,9 @@ func runChild(role string) int {
 	if role == killAfterViewRole {
 		return runKillAfterView()
 	}
+	if role == killAfterSummaryRole {
+		return runKillAfterSummary()
+	}
 	ctx := context.Background()
 	m, err := Open(os.Getenv("CHILD_DB"), os.Getenv("CHILD_SESSION"), Config{})
 	if err != nil {

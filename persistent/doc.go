@@ -32,7 +32,9 @@
 // Sticky compaction decisions and summaries are saved as derived records
 // (kind KindView, key per epoch and budget) whenever they change and loaded
 // at Open, so a reopened session produces the same view as before the
-// restart.
+// restart. A request returns before its decisions are stored (the next
+// write and Close wait for them), unless they hold a summary the
+// summarizer just wrote, which is stored first.
 //
 // # Memory files
 //

@@ -234,8 +234,9 @@ func (m *Manager) sessionInfo(ctx context.Context) (storage.SessionInfo, error) 
 // OpenEngine stays open: its caller closes it). It is
 // idempotent; every other method fails with ErrClosed afterwards.
 //
-// Close first waits for the last view's decisions to be saved (see
-// GetMessagesForRequest). It waits for the watcher's goroutine to end, except while that
+// Close waits for the last view's decisions to be saved (see
+// GetMessagesForRequest) before it closes the store. It waits for the
+// watcher's goroutine to end, except while that
 // goroutine is running hooks: a hook may call Close, and waiting for
 // the goroutine that is running it would never return. The watcher then
 // ends on its own once its hooks return; it touches the store only under
@@ -280,7 +281,8 @@ func (m *Manager) Session() string { return m.session }
 // resume, the CLI) that read derived records or other epochs. When Open
 // opened it, it is this manager's handle on the file's shared store
 // (boltstore.OpenShared), which Close closes; an engine given to OpenEngine
-// stays open.
+// stays open. The decisions of the latest view may be stored after the
+// request returned: the manager's next write, or Close, waits for them.
 func (m *Manager) Store() storage.Engine { return m.st }
 
 // Resumed reports whether the session already held messages when it was

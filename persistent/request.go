@@ -41,9 +41,10 @@ func decisionKey(epoch uint64, budget int) string {
 // messages other processes appended since the last call (one metadata read
 // when there are none), then it compacts the in-memory window with the
 // saved decisions. Changed decisions are saved to the store after the view
-// is returned, while the host waits for the model; the manager's next
-// write and Close wait for that save, so a reopened session produces the
-// same view. The stored history never changes.
+// is returned, while the host waits for the model (decisions holding a
+// summary the summarizer just wrote, before it is returned); the manager's
+// next write and Close wait for that save, so a reopened session produces
+// the same view. The stored history never changes.
 func (m *Manager) GetMessagesForRequest(ctx context.Context, r ctxstore.Request) ([]ctxstore.Message, error) {
 	v, err := m.explain(ctx, r, true)
 	return v.Messages, err
@@ -111,7 +112,11 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request, viewOnly bool
 	if res.Changed {
 		decisions = m.keepDecisions(&in, plan.Fit.Tokens, res.Decisions)
 	}
-	m.writeLater(ctx, decisions, m.takeCounts())
+	if counts := m.takeCounts(); res.NewSummary {
+		events = append(events, m.writeNow(ctx, decisions, counts)...)
+	} else {
+		m.writeLater(ctx, decisions, counts)
+	}
 	v := m.drv.Explain(plan, res)
 	v.Session, v.Epoch, v.Lineage = m.session, epoch, lineage
 	if stored > 0 {

@@ -134,14 +134,15 @@ func (t *Tool) Call(ctx context.Context, args json.RawMessage) (string, error) {
 		}
 	}
 	var ae *argError
-	var qe *search.QueryError
+	var qe *storage.QueryError
 	switch {
 	case errors.As(err, &ae):
 		return answerMark + ae.reason, nil
 	case errors.As(err, &qe):
 		return answerMark + qe.Reason, nil
 	case errors.Is(err, storage.ErrBadQuery):
-		return answerMark + err.Error(), nil
+		// An engine that refused the search without saying why.
+		return answerMark + "the store refused this search; try other words", nil
 	}
 	return "", err
 }

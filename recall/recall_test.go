@@ -50,7 +50,7 @@ func TestCall(t *testing.T) {
 		{"seq needs a session", all, `{"seq":1}`, []string{"give the session"}, nil},
 		{"seq unknown", mine, `{"seq":99}`, []string{"no message with seq 99"}, nil},
 		{"no query", mine, `{}`, []string{"give a query"}, nil},
-		{"bad query", mine, `{"query":"-ferret"}`, []string{"only excludes"}, nil},
+		{"bad query", mine, `{"query":"-ferret"}`, []string{`[recall] "-ferret" only excludes`}, []string{"bad query", "search:"}},
 		{"bad scope", mine, `{"query":"x","scope":"everything"}`, []string{`scope "everything"`}, nil},
 		{"not JSON", mine, `{query}`, []string{"not a JSON object"}, nil},
 		{"nothing found", mine, `{"query":"weasel"}`, []string{`No message matches "weasel"`}, nil},

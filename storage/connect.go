@@ -35,6 +35,14 @@ var (
 type ConnectError struct {
 	// Engine names the engine for messages ("pgstore").
 	Engine string
+	// Product names the server software for people ("PostgreSQL"), so
+	// that a program's messages need not know which engine it opened;
+	// "" when the engine does not say.
+	Product string
+	// DSNHelp says where the connection string's form and parameters are
+	// documented, for a connection string that does not parse (ErrBadDSN);
+	// "" when the engine does not say.
+	DSNHelp string
 	// Kind is ErrBadDSN, ErrUnreachable, ErrAuth or ErrNoDatabase, or nil
 	// for another failure.
 	Kind error

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore"
+	"github.com/ctxstore/ctxstore/tokens"
 )
 
 // ErasedText is the content an erased message keeps in place of what it
@@ -37,13 +38,17 @@ type EraseResult struct {
 }
 
 // Eraser is implemented by engines that erase messages in place: each
-// message keeps its seq, epoch, time, role, token count and tool pairing
-// (a result its tool_call_id, a call its id and name) and its content
-// becomes ErasedMessage's marker, all in one transaction. Erase uses it.
+// message keeps its seq, epoch, time, role, counter name and tool pairing
+// (a result its tool_call_id, a call its id and name), its content
+// becomes ErasedMessage's marker and its token count that of the marker
+// (ErasedTokens), all in one transaction. Erase uses it.
 type Eraser interface {
 	// EraseMessages erases the messages of session with the given seqs
-	// (any epoch not purged), recomputes the session's title, and drops
-	// the session's derived records of the kinds in dropDerived. A seq
+	// (any epoch not purged), recomputes the session's title and, when a
+	// seq is of the current epoch, its token totals (SessionInfo.Tokens
+	// and Counters move by the difference between the old count and the
+	// erased message's), and drops the session's derived records of the
+	// kinds in dropDerived. A seq
 	// not stored fails the whole call with ErrNotFound, erasing nothing.
 	// The erased bytes may remain in places the engine cleans separately
 	// (Scrubber).
@@ -73,6 +78,24 @@ type Scrubber interface {
 	// engine that was killed during an erase's scrub finishes it when it
 	// next opens the store for writing.
 	Scrub(ctx context.Context) (ScrubReport, error)
+}
+
+// ErasedTokens returns the token count an erased message e is stored with
+// in place of its original's, which the counter named counter made (the
+// Record.Counter stored with it): e's count by that counter when this
+// build knows its name (tokens.ForName), the count a manager counting
+// with it makes. For another name (a program's own counter, or "" for
+// counts stored without one) it is the estimate of tokens.Heuristic: an
+// erased message holds only the marker, roles, tool ids and names, which
+// any counter counts within a few tokens of it. Neither 0 (which would
+// let a view take the erased message for free) nor the old count (which
+// would keep counting text that is gone) would be honest.
+func ErasedTokens(e ctxstore.Message, counter string) int {
+	c, ok := tokens.ForName(counter)
+	if !ok {
+		c = tokens.Heuristic()
+	}
+	return min(c.Estimate(e), MaxTokens)
 }
 
 // Erase erases the messages of session with the given seqs (see Eraser),

@@ -3,14 +3,33 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
 
 // ErrBadQuery means a search request was refused: an empty query, a query
-// with nothing to match (only exclusions), a malformed cursor, or filters
-// that contradict each other. Nothing was searched.
+// with nothing to match (only exclusions), a malformed cursor, a negative
+// limit, or filters that contradict each other. Nothing was searched. The
+// engines of this module and package search refuse with a *QueryError,
+// whose Reason says why.
 var ErrBadQuery = errors.New("search: bad query")
+
+// QueryError is a search request refused, with the reason. It matches
+// ErrBadQuery.
+type QueryError struct {
+	// Query is the query as given.
+	Query string
+	// Reason says what is wrong with the request, for people (or the
+	// model that asked), the query quoted where it is the cause.
+	Reason string
+}
+
+// Error is "search: bad query: REASON".
+func (e *QueryError) Error() string { return ErrBadQuery.Error() + ": " + e.Reason }
+
+// Unwrap gives ErrBadQuery.
+func (e *QueryError) Unwrap() error { return ErrBadQuery }
 
 // SearchRequest asks for the messages that match a query, over every
 // session or some.
@@ -52,11 +71,11 @@ const (
 )
 
 // SearchLimit returns the number of hits r asks for, DefaultSearchLimit
-// when it names none, or an error matching ErrBadQuery.
+// when it names none, or a *QueryError for a negative limit.
 func (r SearchRequest) SearchLimit() (int, error) {
 	switch {
 	case r.Limit < 0:
-		return 0, errors.Join(ErrBadQuery, errors.New("search: negative limit"))
+		return 0, &QueryError{Query: r.Query, Reason: fmt.Sprintf("limit %d is negative: ask for 1 to %d hits, or 0 for %d", r.Limit, MaxSearchLimit, DefaultSearchLimit)}
 	case r.Limit == 0:
 		return DefaultSearchLimit, nil
 	case r.Limit > MaxSearchLimit:

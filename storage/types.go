@@ -124,7 +124,9 @@ type Entry struct {
 	Epoch   uint64
 	Time    time.Time // when it was appended (UTC)
 	Role    string
-	Tokens  int // the count given to Append
+	// Tokens is the count given to Append; once the message is erased,
+	// its erased form's (ErasedTokens).
+	Tokens int
 	// Counter is the name of the counter that made Tokens, empty when
 	// unknown.
 	Counter string
@@ -161,8 +163,8 @@ type SessionInfo struct {
 	// LastSeq is the highest seq ever assigned in the session (0 when none).
 	LastSeq uint64
 	// Messages, Tokens and Bytes (raw JSON) cover the current epoch.
-	// Tokens adds the stored counts as they were given to Append, which
-	// different counters may have made: it is the epoch's token total only
+	// Tokens adds the stored counts (Entry.Tokens), which different
+	// counters may have made: it is the epoch's token total only
 	// when TokenTotal says so.
 	Messages int
 	Tokens   int

@@ -259,7 +259,10 @@ func TestMissingDatabase(t *testing.T) {
 		{"ls"}, {"show", "s"}, {"view", "s", "--budget", "100"}, {"tail", "s"}, {"export"}, {"stats"},
 		{"verify"}, {"clear", "s"}, {"purge", "s", "--yes"}, {"compact-file"}, {"doctor", "--salvage", "out.db"},
 	} {
-		e.fail(1, "", args, "no database at "+e.db)
+		r := e.fail(1, "", args, "no database at "+e.db)
+		if strings.Contains(r.stderr, "PostgreSQL") || strings.Contains(r.stderr, "schema") {
+			t.Errorf("ctxstore %s on a missing file gives advice of another engine:\n%s", strings.Join(args, " "), r.stderr)
+		}
 	}
 	if _, err := os.Stat(e.db); !os.IsNotExist(err) {
 		t.Fatalf("a read command created %s: %v", e.db, err)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ctxstore/ctxstore/storage"
@@ -69,22 +70,23 @@ func (a *app) openError(target string, err error) error {
 		return usagef("--db: %v", err)
 	case errors.Is(err, storage.ErrNoStore):
 		db, _ := storage.Shareable(target)
-		return fmt.Errorf("%w\n(use --db or $CTXSTORE_DB to pick another; for PostgreSQL, check the schema= parameter); these create it:\n  %s\n  %s\n  ctxstore demo --db %s",
+		return fmt.Errorf("%w\n(use --db or $CTXSTORE_DB to pick another); these create it:\n  %s\n  %s\n  ctxstore demo --db %s",
 			err, a.cmdline("add SESSION < MESSAGES"), a.cmdline("import FILE"), shellQuote(db))
 	}
 	return explain(redactURL(target), "", err)
 }
 
-// serverError explains err, which failed to open the PostgreSQL database
-// db names, by the engine's typed errors (storage.ConnectError). A
+// serverError explains err, which failed to open the server database db
+// names, by the engine's typed errors (storage.ConnectError). A
 // connection string that does not parse is a usage error saying what is
-// wrong. A server that cannot be
+// wrong, and where the engine documents its form. A server that cannot be
 // reached, or does not answer, is named (host:port) once, with what to
 // check, instead of the driver's line per attempt; one that refuses the
 // login, or has no such database, says so. Anything else keeps its
 // message. Each says where the connection string came from, never with its
 // password: the engine's errors never hold it, and the string is shown
-// redacted.
+// redacted. What runs at the server is named as the engine names it
+// (ConnectError.Product), or "the server".
 func serverError(err error, db string) error {
 	form := "connection string"
 	if storage.Scheme(db) != storage.FileScheme {
@@ -96,21 +98,28 @@ func serverError(err error, db string) error {
 		return fmt.Errorf("%w\n(the database is %s; check that the server runs and accepts the connection)", err, given)
 	}
 	addr := net.JoinHostPort(ce.Host, strconv.Itoa(int(ce.Port)))
-	check := "check that PostgreSQL runs there, and the host and port in " + given
+	product, server := "the server software", "the server"
+	if ce.Product != "" {
+		product, server = ce.Product, "the "+ce.Product+" server"
+	}
+	check := "check that " + product + " runs there, and the host and port in " + given
 	switch {
 	case errors.Is(err, storage.ErrBadDSN):
-		return usagef("--db: %s is not a valid PostgreSQL %s: %s (its parameters are libpq's: https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS)",
-			redactURL(db), form, ce.Reason)
+		help := ""
+		if ce.DSNHelp != "" {
+			help = " (" + ce.DSNHelp + ")"
+		}
+		return usagef("--db: %s is not a valid %s: %s%s", redactURL(db), strings.TrimSpace(ce.Product+" "+form), ce.Reason, help)
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("no answer from the PostgreSQL server at %s in time (within connect_timeout, or %v)\n(%s)", addr, serverOpenTimeout, check)
+		return fmt.Errorf("no answer from %s at %s within %v: %s\n(%s)", server, addr, serverOpenTimeout, ce.Reason, check)
 	case errors.Is(err, storage.ErrUnreachable):
-		return fmt.Errorf("cannot reach the PostgreSQL server at %s: %s\n(%s)", addr, ce.Reason, check)
+		return fmt.Errorf("cannot reach %s at %s: %s\n(%s)", server, addr, ce.Reason, check)
 	case errors.Is(err, storage.ErrAuth):
-		return fmt.Errorf("the PostgreSQL server at %s refused the login: %s\n(check the user and password in %s; in a URL, a password holding / # ? @ : %% or spaces must be percent-encoded)", addr, ce.Reason, given)
+		return fmt.Errorf("%s at %s refused the login: %s\n(check the user and password in %s; in a URL, a password holding / # ? @ : %% or spaces must be percent-encoded)", server, addr, ce.Reason, given)
 	case errors.Is(err, storage.ErrNoDatabase):
-		return fmt.Errorf("the PostgreSQL server at %s has no database %q: %s\n(check the database in %s)", addr, ce.Database, ce.Reason, given)
+		return fmt.Errorf("%s at %s has no database %q: %s\n(check the database in %s)", server, addr, ce.Database, ce.Reason, given)
 	}
-	return fmt.Errorf("the PostgreSQL server at %s refused the connection: %s\n(check the user, password and database in %s)", addr, ce.Reason, given)
+	return fmt.Errorf("%s at %s refused the connection: %s\n(check the user, password and database in %s)", server, addr, ce.Reason, given)
 }
 
 // redactURL is db for messages: a connection string with its password

@@ -118,7 +118,10 @@ func purgeCommand() *command {
 session goes (every epoch, its derived records), leaving only a tombstone of
 its name with its last seq and epoch, so that a session later created under
 that name continues after them; with --epoch N only that earlier epoch's
-messages (the current epoch cannot be purged: 'clear' it first). The title
+messages (the current epoch cannot be purged: 'clear' it first), with the
+summaries and decisions built from them. An epoch purged before may still
+have such records in a file an earlier release wrote: purging it again
+removes them and says how many (none left: it changes nothing). The title
 is recomputed from what remains, and the store is scrubbed: the purged
 bytes leave the file's free pages, its log and the search index. The space
 is reused by later writes; 'ctxstore shrink' shrinks the file. Asks
@@ -141,6 +144,9 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 			what := fmt.Sprintf("session %q (%d messages in %d epochs)", name, info.TotalMessages, len(info.Epochs))
 			if *epoch != 0 {
 				ep, err := a.findEpoch(st, info, *epoch)
+				if err != nil && ep.Purged {
+					return a.purgeLeftovers(ctx, st, name, ep, *yes)
+				}
 				if err != nil {
 					return err
 				}
@@ -173,6 +179,66 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 			return nil
 		},
 	}
+}
+
+// purgeLeftovers is purge --epoch of an epoch ep purged before. Files
+// written by releases whose purge kept the derived records built from the
+// epoch's messages (a manager's saved decisions and summaries over it, its
+// repair records and kept counts) may hold them still: it purges the epoch
+// again, which drops what persistent.EpochDrops ties to it, and scrubs. It
+// says how many records went; with none left it changes nothing.
+func (a *app) purgeLeftovers(ctx context.Context, st storage.Engine, name string, ep storage.EpochInfo, yes bool) error {
+	drop := persistent.EpochDrops()
+	n, err := epochDerived(ctx, st, name, ep, drop)
+	if err != nil {
+		return explainIn(st, name, fmt.Errorf("epoch %d of session %q was already purged; reading the records left from it: %w", ep.Epoch, name, err))
+	}
+	if n == 0 {
+		if a.json {
+			return termio.WriteJSON(a.stdout, map[string]any{"session": name, "epoch": ep.Epoch, "purged": true, "already_purged": true, "removed": 0})
+		}
+		fmt.Fprintf(a.stdout, "nothing left of epoch %d of session %q: it was already purged\n", ep.Epoch, name)
+		return nil
+	}
+	what := fmt.Sprintf("%d %s left from epoch %d of session %q, which was already purged", n, plural(n, "record", "records"), ep.Epoch, name)
+	if err := a.confirmUnless(yes, fmt.Sprintf("delete the %s, from %s for real?", what, st.Location()), "nothing was purged"); err != nil {
+		return err
+	}
+	if err := storage.PurgeEpoch(ctx, st, name, ep.Epoch, drop); err != nil {
+		return explainIn(st, name, fmt.Errorf("purge the %s: %w", what, err))
+	}
+	rep, err := storage.Scrub(ctx, st)
+	if err != nil {
+		return fmt.Errorf("purged the %s, but the scrub failed (run it again: %s): %w", what, a.cmdline("scrub"), err)
+	}
+	if a.json {
+		return termio.WriteJSON(a.stdout, map[string]any{"session": name, "epoch": ep.Epoch, "purged": true, "already_purged": true, "removed": n, "scrub": rep})
+	}
+	fmt.Fprintf(a.stdout, "epoch %d of session %q was already purged; removed %d %s left from it\n", ep.Epoch, name, n, plural(n, "record", "records"))
+	printScrub(a, rep)
+	warnStrayLogs(ctx, a, st)
+	return nil
+}
+
+// epochDerived counts the derived records of session that drop's rules tie
+// to its epoch ep: what purging ep drops.
+func epochDerived(ctx context.Context, st storage.Engine, session string, ep storage.EpochInfo, drop []storage.EpochDrop) (int, error) {
+	p := storage.PurgedEpoch{Epoch: ep.Epoch, First: ep.FirstSeq, Last: ep.LastSeq}
+	n := 0
+	for _, rule := range drop {
+		if rule.Kind == storage.KindLineage {
+			continue // a purge ignores it (see storage.EpochDrop)
+		}
+		for d, err := range st.ListDerived(ctx, session, rule.Kind) {
+			if err != nil {
+				return n, err
+			}
+			if rule.Drops(d.Key, p) {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 // yesFlag defines --yes and its short -y, for the commands that delete.

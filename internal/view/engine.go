@@ -75,11 +75,12 @@ type engine struct {
 	lastHumanID uint64
 	firstUserID uint64
 
-	events    []Event
-	warnings  []Event
-	level     int
-	firstBack bool // a new escalation or the breaker's floor view: a removed first user message may return
-	tripped   bool // the view is the floor because the breaker holds
+	events     []Event
+	warnings   []Event
+	level      int
+	firstBack  bool // a new escalation or the breaker's floor view: a removed first user message may return
+	summarized bool // the summarizer wrote a summary for this view
+	tripped    bool // the view is the floor because the breaker holds
 
 	protLo  int  // no entry below this index is marked protected
 	adopted bool // the region is the previous request's, grown by the new messages (see adoptRegion)
@@ -138,6 +139,7 @@ func compute(ctx context.Context, h History, b Budget, saved Decisions, cfg Conf
 	}
 	res.Stats.Reused = !fresh && !res.Stats.Escalated
 	res.Changed = !equalDecisions(saved, res.Decisions)
+	res.NewSummary = e.summarized
 	return res
 }
 

@@ -152,6 +152,7 @@ func (e *engine) summarize() {
 			return
 		}
 		s = Summary{From: fromID, To: toID, Text: text, Count: count}
+		e.summarized = true
 		e.d.Summaries = append(e.d.Summaries, s)
 		if len(e.d.Summaries) > maxCachedSummaries {
 			e.d.Summaries = slices.Delete(e.d.Summaries, 0, len(e.d.Summaries)-maxCachedSummaries)

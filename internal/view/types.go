@@ -270,6 +270,11 @@ type Result struct {
 	// Changed reports whether Decisions differ from the saved ones, i.e.
 	// whether a persistent manager must write them.
 	Changed bool
+	// NewSummary reports that the summarizer wrote a summary for this
+	// view: Decisions hold text that the same history and saved decisions
+	// would not give again (a model's summary differs from call to call),
+	// so a persistent manager stores them before it returns the view.
+	NewSummary bool
 	// NeedTail reports that the history had gaps (History.Gaps) and the
 	// view needs what they left out: load the tail without gaps and
 	// compute again. Nothing else is set then.

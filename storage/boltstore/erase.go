@@ -13,12 +13,14 @@ import (
 
 // EraseMessages erases the messages of session with the given seqs in one
 // transaction (see storage.Eraser): each keeps its seq, epoch, time, role,
-// count and tool pairing, its content becomes storage.ErasedMessage's
-// marker; the title is recomputed, the session's derived records of the
-// kinds in dropDerived are dropped, and a scrub is marked owed in the same
-// transaction. The old bytes stay in the file's free pages until Scrub
-// (storage.Erase runs it at once); a process killed before it ran leaves
-// the scrub to the next Open.
+// counter name and tool pairing, its content becomes
+// storage.ErasedMessage's marker and its count storage.ErasedTokens; the
+// title and the current epoch's token total and split by counter are
+// recomputed, the session's derived records of the kinds in dropDerived
+// are dropped, and a scrub is marked owed in the same transaction. The old
+// bytes stay in the file's free pages until Scrub (storage.Erase runs it
+// at once); a process killed before it ran leaves the scrub to the next
+// Open.
 func (s *Store) EraseMessages(ctx context.Context, session string, seqs []uint64, dropDerived []string) (storage.EraseResult, error) {
 	if err := checkSession(session); err != nil {
 		return storage.EraseResult{}, err
@@ -71,6 +73,7 @@ func (w *wtx) erase(session string, seqs []uint64, dropDerived []string, res *st
 		if env.Epoch == ws.meta.Epoch {
 			ws.meta.Bytes += int64(e.Size() - len(env.Raw))
 		}
+		ws.meta.Recount(&env, storage.ErasedTokens(e, env.Counter))
 		env.Raw = e.Bytes()
 		changed = append(changed, env)
 		res.Erased = append(res.Erased, seq)

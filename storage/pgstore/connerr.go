@@ -32,6 +32,15 @@ var (
 // (its Engine is "pgstore").
 type ConnectError = storage.ConnectError
 
+// newConnectError is this engine's ConnectError about dsn, saying what
+// runs at the server and where its connection strings are documented.
+func newConnectError(dsn string) *ConnectError {
+	return &ConnectError{
+		Engine: "pgstore", Product: "PostgreSQL", DSN: pgdsn.Redact(dsn),
+		DSNHelp: "its parameters are libpq's: https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS",
+	}
+}
+
 // parseDSN parses dsn with parse (pgx's or pgxpool's ParseConfig, whose
 // connection settings conn returns). A string that does not parse, or whose
 // host, port, database or user change when its password is taken out (a
@@ -40,7 +49,8 @@ type ConnectError = storage.ConnectError
 // without the password.
 func parseDSN[C any](dsn string, parse func(string) (C, error), conn func(C) *pgconn.Config) (C, error) {
 	var zero C
-	ce := &ConnectError{Engine: "pgstore", Kind: ErrBadDSN, DSN: pgdsn.Redact(dsn)}
+	ce := newConnectError(dsn)
+	ce.Kind = ErrBadDSN
 	// Parsed without its password, but with the sslpassword: the driver
 	// decrypts the TLS key as it parses. The driver's messages never quote
 	// the string's parameters (parseReason drops the string they repeat).
@@ -89,7 +99,8 @@ func connectError(err error, cfg *pgx.ConnConfig, dsn string) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	ce = &ConnectError{Engine: "pgstore", DSN: pgdsn.Redact(dsn), Host: cfg.Host, Port: cfg.Port, Database: cfg.Database, Err: redactErr(err, cfg.Password)}
+	ce = newConnectError(dsn)
+	ce.Host, ce.Port, ce.Database, ce.Err = cfg.Host, cfg.Port, cfg.Database, redactErr(err, cfg.Password)
 	pgErr, isPg := errors.AsType[*pgconn.PgError](err)
 	conn, isConn := errors.AsType[*pgconn.ConnectError](err)
 	dns, isDNS := errors.AsType[*net.DNSError](err)

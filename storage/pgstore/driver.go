@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/ctxstore/ctxstore/internal/pgdsn"
@@ -67,15 +68,22 @@ func openTarget(ctx context.Context, target string, opts storage.OpenOptions) (s
 			return nil, err
 		}
 		if !found {
-			return nil, fmt.Errorf("%w at %s: no ctxstore tables in schema %q", storage.ErrNoStore, pgdsn.Redact(target), schema)
+			return nil, fmt.Errorf("%w at %s: no ctxstore tables in schema %q (%s)", storage.ErrNoStore, pgdsn.Redact(target), schema, schemaParam)
 		}
 	}
 	st, err := Open(ctx, conn, Options{Schema: schema, ReadOnly: opts.ReadOnly})
+	if errors.Is(err, storage.ErrNoStore) {
+		return nil, fmt.Errorf("%w (%s)", err, schemaParam)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return st, nil
 }
+
+// schemaParam is what a target's error says of the schema it names, when
+// the schema holds no ctxstore tables: perhaps another was meant.
+const schemaParam = `the connection string's schema= parameter picks the schema, "` + DefaultSchema + `" without one`
 
 // splitSchema takes the "schema" parameter out of a connection string;
 // without one the schema is DefaultSchema. It decodes nothing but the

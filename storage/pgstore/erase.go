@@ -12,9 +12,12 @@ import (
 
 // EraseMessages erases the messages of session with the given seqs in one
 // transaction (see storage.Eraser): their rows keep seq, epoch, time,
-// role, count and call ids, raw becomes storage.ErasedMessage's; their
-// search rows get the erased text's terms; the title is recomputed and the
-// session's derived records of the kinds in dropDerived are deleted.
+// role, counter and call ids, raw becomes storage.ErasedMessage's and
+// tokens storage.ErasedTokens; their search rows get the erased text's
+// terms; the title and the current epoch's token total (the sessions
+// row's tokens; the split by counter is read from the rows) are
+// recomputed and the session's derived records of the kinds in
+// dropDerived are deleted.
 //
 // The server keeps the old row versions as dead tuples until VACUUM, and
 // in its write-ahead log and backups: see docs/operations.md.
@@ -49,16 +52,17 @@ func (w *wtx) erase(seqs []uint64, dropDerived []string, res *storage.EraseResul
 	for i, seq := range seqs {
 		want[i] = int64(seq)
 	}
-	rows, err := w.conn.Query(w.ctx, `SELECT seq, epoch, raw FROM `+s.schema+`.messages
+	rows, err := w.conn.Query(w.ctx, `SELECT seq, epoch, tokens, counter, raw FROM `+s.schema+`.messages
 		WHERE session = $1 AND seq = ANY($2) ORDER BY seq`, w.name, want)
 	if err != nil {
 		return err
 	}
-	var seq, epoch int64
+	var seq, epoch, tokens int64
+	var counter string
 	var raw []byte
 	var found []int64
 	erased := map[int64]bool{}
-	_, err = pgx.ForEachRow(rows, []any{&seq, &epoch, &raw}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&seq, &epoch, &tokens, &counter, &raw}, func() error {
 		found = append(found, seq)
 		m, err := ctxstore.ParseStored(raw)
 		if err != nil {
@@ -72,11 +76,13 @@ func (w *wtx) erase(seqs []uint64, dropDerived []string, res *storage.EraseResul
 		if err != nil {
 			return reject(s.errorf(w.session, "seq %d: %w", seq, err))
 		}
+		count := storage.ErasedTokens(e, counter)
 		if epoch == w.m.epoch {
 			w.m.bytes += int64(e.Size() - len(raw))
+			w.m.tokens += int64(count) - tokens
 		}
 		tools, terms := searchDoc(e)
-		w.batch.Queue(`UPDATE `+s.schema+`.messages SET raw = $3 WHERE session = $1 AND seq = $2`, w.name, seq, e.Bytes())
+		w.batch.Queue(`UPDATE `+s.schema+`.messages SET raw = $3, tokens = $4 WHERE session = $1 AND seq = $2`, w.name, seq, e.Bytes(), count)
 		w.batch.Queue(`UPDATE `+s.schema+`.search_docs SET tools = $3, terms = $4 WHERE session = $1 AND seq = $2`, w.name, seq, tools, terms)
 		erased[seq] = true
 		res.Erased = append(res.Erased, uint64(seq))

@@ -136,16 +136,7 @@ func (q Query) NeedsText() bool {
 	return false
 }
 
-// QueryError is a query Parse refuses. It matches storage.ErrBadQuery.
-type QueryError struct {
-	// Query is the query as given.
-	Query string
-	// Reason says what is wrong with it, for people, the query quoted.
-	Reason string
-}
-
-// Error is "search: bad query: REASON".
-func (e *QueryError) Error() string { return storage.ErrBadQuery.Error() + ": " + e.Reason }
-
-// Unwrap gives storage.ErrBadQuery.
-func (e *QueryError) Unwrap() error { return storage.ErrBadQuery }
+// QueryError is storage.QueryError, a search request refused with its
+// reason: Parse refuses a query with one, as the engines refuse a cursor
+// of another search or a negative limit. It matches storage.ErrBadQuery.
+type QueryError = storage.QueryError

@@ -14,12 +14,15 @@ type Leaks func(t *testing.T, e storage.Engine, marker []byte) []string
 
 // RunErase checks that erase and purge are real (the engine must be a
 // storage.Eraser): erased messages keep their place, role and pairing,
-// every other message stays byte for byte, titles are recomputed, and,
-// once storage.Erase or storage.Scrub returned, leaks finds none of the
-// erased or purged bytes anywhere.
+// every other message stays byte for byte, titles are recomputed, an
+// erased message's count and the session's token totals count what
+// replaced its text (storage.ErasedTokens), and, once storage.Erase or
+// storage.Scrub returned, leaks finds none of the erased or purged bytes
+// anywhere.
 func RunErase(t *testing.T, open Opener, leaks Leaks) {
 	t.Run("Erase", func(t *testing.T) { govern.Erase(t, open, leaks) })
 	t.Run("EraseRefused", func(t *testing.T) { govern.EraseRefused(t, open) })
+	t.Run("EraseCounts", func(t *testing.T) { govern.EraseCounts(t, open) })
 	t.Run("PurgeIsReal", func(t *testing.T) { govern.PurgeIsReal(t, open, leaks) })
 }
 
@@ -38,7 +41,8 @@ func EraseInChild(e storage.Engine, marker string, drop []string) error {
 // EraseOutcome says what a killed erase left of KilledSession: want is the
 // session before, got after, as Messages reads them. It returns "complete"
 // when every message holding marker is erased in its place (same seq and
-// role) and "not begun" when none is; a half-done erase, or any other
+// role, its count storage.ErasedTokens) and "not begun" when none is (its
+// bytes and count as they were); a half-done erase, or any other
 // message that differs by a byte or a seq, fails the test. Whether the
 // erased bytes are gone from the backing store is the engine's to check.
 func EraseOutcome(t testing.TB, want, got []storage.Entry, marker string) string {

@@ -245,8 +245,14 @@ func testSearchBadQuery(t *testing.T, open Opener) {
 	e, _ := open(t)
 	fixture.AppendOK(t, e, "s", fixture.Text("user", "hello"))
 	for _, req := range []storage.SearchRequest{{Query: ""}, {Query: "  ... "}, {Query: "-hello"}, {Query: "hello", Cursor: "garbage"}, {Query: "hello", Limit: -1}} {
-		if _, err := search.Search(context.Background(), e, req); !errors.Is(err, storage.ErrBadQuery) {
+		_, err := search.Search(context.Background(), e, req)
+		if !errors.Is(err, storage.ErrBadQuery) {
 			t.Errorf("%+v: got %v, want ErrBadQuery", req, err)
+		}
+		// Every refusal says its reason by type: a program (recall's
+		// model) reads it without cutting the error's text.
+		if qe, ok := errors.AsType[*storage.QueryError](err); !ok || qe.Reason == "" || qe.Error() != storage.ErrBadQuery.Error()+": "+qe.Reason {
+			t.Errorf("%+v: %v, want a *storage.QueryError saying why", req, err)
 		}
 	}
 }

@@ -138,6 +138,23 @@ func (m *Meta) Add(env *Envelope, msg ctxstore.Message) {
 	}
 }
 
+// Recount sets the token count of env to tokens (an erase changed what
+// it holds) and, when env is of the current epoch, moves the epoch's
+// total and its counter's share of the split by the difference. A share
+// the split does not hold (messages older versions counted) stays absent.
+func (m *Meta) Recount(env *Envelope, tokens int) {
+	d := tokens - env.Tokens
+	env.Tokens = tokens
+	if env.Epoch != m.Epoch || d == 0 {
+		return
+	}
+	m.Tokens += d
+	if c, ok := m.Counters[env.Counter]; ok {
+		c.Tokens = max(0, c.Tokens+d)
+		m.Counters[env.Counter] = c
+	}
+}
+
 // clear starts a new, empty epoch.
 func (m *Meta) Clear(now int64) {
 	m.Epoch++

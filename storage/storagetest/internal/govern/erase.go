@@ -162,12 +162,14 @@ func checkErased(t *testing.T, before, after []storage.Entry, seqs []uint64) {
 		switch {
 		case err != nil:
 			t.Errorf("seq %d erased into an invalid message: %v", b.Seq, err)
-		case a.Seq != b.Seq || a.Epoch != b.Epoch || a.Role != b.Role || a.Time != b.Time || a.Tokens != b.Tokens:
+		case a.Seq != b.Seq || a.Epoch != b.Epoch || a.Role != b.Role || a.Time != b.Time || a.Counter != b.Counter:
 			t.Errorf("seq %d lost its place: %+v -> %+v", b.Seq, b, a)
 		case !slices.Equal(a.CallIDs, b.CallIDs) || !slices.Equal(a.ResultIDs, b.ResultIDs):
 			t.Errorf("seq %d lost its pairing: calls %v->%v results %v->%v", b.Seq, b.CallIDs, a.CallIDs, b.ResultIDs, a.ResultIDs)
 		case !storage.IsErased(m) || !bytes.Contains(a.Raw, []byte(storage.ErasedText)):
 			t.Errorf("seq %d not erased: %s", b.Seq, a.Raw)
+		case a.Tokens != storage.ErasedTokens(m, b.Counter):
+			t.Errorf("seq %d, erased, is counted %d tokens (%d before); its erased form counts %d", b.Seq, a.Tokens, b.Tokens, storage.ErasedTokens(m, b.Counter))
 		}
 	}
 }

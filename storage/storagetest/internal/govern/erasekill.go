@@ -56,9 +56,10 @@ func EraseOutcome(t testing.TB, want, got []storage.Entry, marker string) string
 		}
 		m, err := g.Message()
 		switch {
-		case err == nil && storage.IsErased(m) && bytes.Contains(g.Raw, []byte(storage.ErasedText)) && g.Role == w.Role && g.Seq == w.Seq:
+		case err == nil && storage.IsErased(m) && bytes.Contains(g.Raw, []byte(storage.ErasedText)) && g.Role == w.Role && g.Seq == w.Seq &&
+			g.Tokens == storage.ErasedTokens(m, w.Counter):
 			erased++
-		case bytes.Equal(g.Raw, w.Raw):
+		case bytes.Equal(g.Raw, w.Raw) && g.Tokens == w.Tokens:
 			kept++
 		default:
 			t.Fatalf("seq %d neither erased nor intact: %s", w.Seq, g.Raw)
