@@ -58,18 +58,29 @@ func (b *behind) wait(ctx context.Context) error {
 // order of the requests that made them. After close it runs nothing and
 // reports false.
 func (b *behind) start(write func()) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	end, ok := b.hold()
+	if !ok {
 		return false
 	}
-	done := make(chan struct{})
-	b.done = done
 	go func() {
-		defer close(done)
+		defer end()
 		write()
 	}()
 	return true
+}
+
+// hold marks a write in flight until end is called: one made by the
+// caller itself (writeNow), or start's goroutine. wait and close wait for
+// it. After close it reports false, and nothing may be written.
+func (b *behind) hold() (end func(), ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, false
+	}
+	done := make(chan struct{})
+	b.done = done
+	return func() { close(done) }, true
 }
 
 // close refuses further writes and waits for the one in flight.
@@ -131,8 +142,13 @@ func (m *Manager) writeLater(ctx context.Context, decisions, counts func(context
 func (m *Manager) writeNow(ctx context.Context, decisions, counts func(context.Context) error) []view.Event {
 	if err := m.behind.wait(ctx); err != nil {
 		m.warnIf(err, ReasonDecisionsNotSaved, "could not save view decisions")
-	} else {
-		m.write(ctx, decisions, counts)
+	} else if end, ok := m.behind.hold(); ok {
+		// Held as a write behind is, so that a Close meanwhile waits
+		// for it before it closes the store.
+		func() {
+			defer end()
+			m.write(ctx, decisions, counts)
+		}()
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

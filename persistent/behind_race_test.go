@@ -225,18 +225,11 @@ func TestEveryCloseWaitsForTheWriteBehind(t *testing.T) {
 func holdSessionRow(t *testing.T, dsn, schema string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
+	tx, err := pgConn(t, dsn).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release = sync.OnceFunc(func() {
-		_ = tx.Rollback(ctx)
-		_ = conn.Close(ctx)
-	})
+	release = sync.OnceFunc(func() { _ = tx.Rollback(ctx) })
 	t.Cleanup(release)
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{schema}.Sanitize()+`.sessions WHERE name = 's' FOR UPDATE`); err != nil {
 		t.Fatal(err)
@@ -254,4 +247,72 @@ func savedViews(t *testing.T, eng storage.Engine) (n int) {
 		n++
 	}
 	return n
+}
+
+// Close while a request stores the decisions holding a new summary before
+// it returns (they are not written behind it): Close returns once they
+// are stored, as it does for a write behind a request, so the owner of
+// an engine given to OpenEngine can close it then.
+func TestCloseWaitsForTheSummarizedViewsWrite(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn)
+	eng := pgopen.Open(t, dsn, schema)
+	cfg := Config{Config: simple.Config{Strategy: "summarize",
+		Summarizer: func(context.Context, []ctxstore.Message) (string, error) { return "a summary", nil }}}
+	m := openEngine(t, eng, "s", cfg)
+	addAll(t, m, conversation(60, 400))
+	release := holdSessionRow(t, dsn, schema)
+	viewed := make(chan error, 1)
+	go func() {
+		_, err := m.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: 3000})
+		viewed <- err
+	}()
+	waitForLockWait(t, dsn, schema) // the request's write waits for the row
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	select {
+	case <-closed:
+		release()
+		<-viewed
+		t.Fatal("Close returned while the summarized view's decisions were still being written")
+	case <-time.After(time.Second): // a bound: Close may not return while the row is held
+	}
+	release()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if savedViews(t, eng) == 0 {
+		t.Fatal("the summarized view's decisions were not saved")
+	}
+	<-viewed
+}
+
+// waitForLockWait returns once a statement on schema waits for a lock.
+func waitForLockWait(t *testing.T, dsn, schema string) {
+	t.Helper()
+	ctx := context.Background()
+	conn := pgConn(t, dsn)
+	for {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0`, schema).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// pgConn is a connection of its own to dsn, closed when the test ends.
+func pgConn(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }
