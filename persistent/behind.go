@@ -17,11 +17,11 @@ import (
 // file engine such a write is a commit of the bbolt file (two fdatasyncs),
 // which cost a request about as much as computing its view.
 //
-// Nothing a resumed session shows depends on when they land. The host's
-// next write through the manager (AddMessage, SetMessages, Clear,
-// RepairInterruptedTail, ReportUsage) waits for them, and so does Close,
-// so they are stored before the host appends anything after the view they
-// belong to. A process that dies between the request and its next write
+// Nothing a resumed session shows depends on when they land. The
+// manager's next write (AddMessage, SetMessages, Clear,
+// RepairInterruptedTail, ReportUsage, a memory file's new version) waits
+// for them, and so does Close, so they are stored before anything is
+// appended after the view they belong to. A process that dies between the request and its next write
 // loses at most that one view's decisions and the counts it made (counted
 // again on resume); the history it holds is the one they were computed
 // from, and the same history with the same saved decisions and budget
@@ -126,6 +126,13 @@ func (m *Manager) writeLater(ctx context.Context, decisions, counts func(context
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), behindTimeout)
 	if !m.behind.start(func() {
 		defer cancel()
+		// An engine's panic here would end the process, far from the
+		// request that caused it: it becomes the write's failure.
+		defer func() {
+			if r := recover(); r != nil {
+				m.warnIf(fmt.Errorf("the engine panicked: %v", r), ReasonDecisionsNotSaved, "could not save view decisions")
+			}
+		}()
 		m.write(ctx, decisions, counts)
 	}) {
 		cancel()
@@ -177,8 +184,6 @@ func (m *Manager) warnIf(err error, reason, msg string) {
 	m.mu.Unlock()
 }
 
-// settle waits for the write behind the last request: the host's writes
-// through the manager call it first. (The memory watcher's appends do not
-// need to: the decisions record's check accepts messages appended after
-// the view.)
+// settle waits for the write behind the last request: every write of the
+// manager (the host's, and the memory watcher's appends) calls it first.
 func (m *Manager) settle(ctx context.Context) error { return m.behind.wait(ctx) }
