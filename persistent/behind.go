@@ -21,11 +21,12 @@ import (
 // manager's next write (AddMessage, SetMessages, Clear,
 // RepairInterruptedTail, ReportUsage, a memory file's new version) waits
 // for them, and so does Close, so they are stored before anything is
-// appended after the view they belong to. A process that dies between the request and its next write
-// loses at most that one view's decisions and the counts it made (counted
-// again on resume); the history it holds is the one they were computed
-// from, and the same history with the same saved decisions and budget
-// gives the same view, so the resumed session decides them again alike.
+// appended after the view they belong to. A process that dies between
+// the request and its next write loses at most that one view's decisions
+// and the counts it made (counted again on resume); the history it holds
+// is the one they were computed from, and the same history with the same
+// saved decisions and budget gives the same view, so the resumed session
+// decides them again alike.
 // That holds for everything the engine decides by itself, not for a
 // summary, which a model writes differently each time: decisions holding a
 // new summary are stored before the view is returned (writeNow).
