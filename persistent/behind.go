@@ -17,15 +17,16 @@ import (
 // file engine such a write is a commit of the bbolt file (two fdatasyncs),
 // which cost a request about as much as computing its view.
 //
-// Nothing a resumed session shows depends on when they land. The host's
-// next write through the manager (AddMessage, SetMessages, Clear,
-// RepairInterruptedTail, ReportUsage) waits for them, and so does Close,
-// so they are stored before the host appends anything after the view they
-// belong to. A process that dies between the request and its next write
-// loses at most that one view's decisions and the counts it made (counted
-// again on resume); the history it holds is the one they were computed
-// from, and the same history with the same saved decisions and budget
-// gives the same view, so the resumed session decides them again alike.
+// Nothing a resumed session shows depends on when they land. The
+// manager's next write (AddMessage, SetMessages, Clear,
+// RepairInterruptedTail, ReportUsage, a memory file's new version) waits
+// for them, and so does Close, so they are stored before anything is
+// appended after the view they belong to. A process that dies between
+// the request and its next write loses at most that one view's decisions
+// and the counts it made (counted again on resume); the history it holds
+// is the one they were computed from, and the same history with the same
+// saved decisions and budget gives the same view, so the resumed session
+// decides them again alike.
 // That holds for everything the engine decides by itself, not for a
 // summary, which a model writes differently each time: decisions holding a
 // new summary are stored before the view is returned (writeNow).
@@ -58,18 +59,29 @@ func (b *behind) wait(ctx context.Context) error {
 // order of the requests that made them. After close it runs nothing and
 // reports false.
 func (b *behind) start(write func()) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	end, ok := b.hold()
+	if !ok {
 		return false
 	}
-	done := make(chan struct{})
-	b.done = done
 	go func() {
-		defer close(done)
+		defer end()
 		write()
 	}()
 	return true
+}
+
+// hold marks a write in flight until end is called: one made by the
+// caller itself (writeNow), or start's goroutine. wait and close wait for
+// it. After close it reports false, and nothing may be written.
+func (b *behind) hold() (end func(), ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, false
+	}
+	done := make(chan struct{})
+	b.done = done
+	return func() { close(done) }, true
 }
 
 // close refuses further writes and waits for the one in flight.
@@ -97,12 +109,31 @@ func (m *Manager) writeLater(ctx context.Context, decisions, counts func(context
 	if decisions == nil && counts == nil {
 		return
 	}
+	// The write behind the previous request goes first, for as long as
+	// this request's context lasts: past it, this request's records are
+	// not saved, as when their write fails (the view is right either
+	// way), rather than the request outliving its context.
+	if err := m.behind.wait(ctx); err != nil {
+		if decisions != nil {
+			m.warnIf(err, ReasonDecisionsNotSaved, "could not save view decisions")
+		}
+		if counts != nil {
+			m.warnIf(err, ReasonCountsNotSaved, "could not save recounted tokens")
+		}
+		return
+	}
 	// The caller's context may end when the request returns; its values
 	// (a tracer, say) still go with the write.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), behindTimeout)
-	_ = m.behind.wait(ctx) // the writes land in the order of their requests
 	if !m.behind.start(func() {
 		defer cancel()
+		// An engine's panic here would end the process, far from the
+		// request that caused it: it becomes the write's failure.
+		defer func() {
+			if r := recover(); r != nil {
+				m.warnIf(fmt.Errorf("the engine panicked: %v", r), ReasonDecisionsNotSaved, "could not save view decisions")
+			}
+		}()
 		m.write(ctx, decisions, counts)
 	}) {
 		cancel()
@@ -119,8 +150,13 @@ func (m *Manager) writeLater(ctx context.Context, decisions, counts func(context
 func (m *Manager) writeNow(ctx context.Context, decisions, counts func(context.Context) error) []view.Event {
 	if err := m.behind.wait(ctx); err != nil {
 		m.warnIf(err, ReasonDecisionsNotSaved, "could not save view decisions")
-	} else {
-		m.write(ctx, decisions, counts)
+	} else if end, ok := m.behind.hold(); ok {
+		// Held as a write behind is, so that a Close meanwhile waits
+		// for it before it closes the store.
+		func() {
+			defer end()
+			m.write(ctx, decisions, counts)
+		}()
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -149,8 +185,6 @@ func (m *Manager) warnIf(err error, reason, msg string) {
 	m.mu.Unlock()
 }
 
-// settle waits for the write behind the last request: the host's writes
-// through the manager call it first. (The memory watcher's appends do not
-// need to: the decisions record's check accepts messages appended after
-// the view.)
+// settle waits for the write behind the last request: every write of the
+// manager (the host's, and the memory watcher's appends) calls it first.
 func (m *Manager) settle(ctx context.Context) error { return m.behind.wait(ctx) }

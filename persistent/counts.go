@@ -262,16 +262,16 @@ func (r *recounts) made(m *Manager, seq uint64, t int) {
 
 // takeCounts returns the write of the counts made since the last one,
 // merged into their blocks, only into the session the manager has open
-// (never one purged, or recreated, meanwhile) and only if no message was
-// erased since; nil when there are none. A read-only manager keeps them
-// in memory.
+// (never one purged, or recreated, meanwhile), still in the epoch of the
+// messages counted, and only if no message was erased since; nil when
+// there are none. A read-only manager keeps them in memory.
 func (m *Manager) takeCounts() func(context.Context) error {
 	if m.lock() != nil {
 		return nil
 	}
-	// The counts were made under the window's erase count: rebuild
-	// drops them when it moves.
-	dirty, created, lastSeq, erasures := m.counts.dirty, m.w.created, m.w.lastSeq, m.w.erasures
+	// The counts were made under the window's epoch and erase count:
+	// rebuild drops them when either moves.
+	dirty, epoch, created, lastSeq, erasures := m.counts.dirty, m.w.epoch, m.w.created, m.w.lastSeq, m.w.erasures
 	m.counts.dirty = nil
 	m.mu.Unlock()
 	if len(dirty) == 0 || m.cfg.ReadOnly {
@@ -280,10 +280,12 @@ func (m *Manager) takeCounts() func(context.Context) error {
 	return func(ctx context.Context) error {
 		for key, add := range dirty {
 			err := m.st.UpdateDerived(ctx, m.session, KindCounts, key, func(cur []byte, si storage.SessionInfo) ([]byte, error) {
-				if si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq || si.Erasures != erasures {
+				if si.Epoch != epoch || si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq || si.Erasures != erasures {
 					// Not the session counted: purged, maybe restored from an
 					// older export whose seqs will be reused; or messages
-					// counted were erased since.
+					// counted were erased since; or their epoch was left,
+					// and may be purged before this write lands (the
+					// purge drops the counts of its seqs).
 					return nil, errEpochMoved
 				}
 				b := map[uint64]int{}

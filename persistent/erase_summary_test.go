@@ -3,6 +3,7 @@ package persistent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -15,26 +16,31 @@ import (
 // inside the summarizer, which has been given the text to erase) must not
 // be undone by saving the view's decisions: the summary built from the
 // erased message is not written after the erase dropped the summaries.
+// Also when the manager caught up with the erase before the view was done
+// (Info, called by another goroutine of the host, here from inside the
+// summarizer): the summary is neither saved nor kept for the next view.
 func TestDecisionsNotSavedOverAnErase(t *testing.T) {
+	for _, caughtUp := range []bool{false, true} {
+		t.Run(fmt.Sprintf("caught_up=%v", caughtUp), func(t *testing.T) {
+			testDecisionsNotSavedOverAnErase(t, caughtUp)
+		})
+	}
+}
+
+func testDecisionsNotSavedOverAnErase(t *testing.T, caughtUp bool) {
 	ctx := context.Background()
 	const marker = "wombatSECRET2718"
 	path := dbPath(t)
 	other := otherStore(t, path)
-	var once sync.Once
-	cfg := Config{noSync: true, Config: simple.Config{Strategy: "summarize",
-		Summarizer: func(_ context.Context, msgs []ctxstore.Message) (string, error) {
-			once.Do(func() {
-				seqs, err := storage.MatchSeqs(ctx, other, "s", marker)
-				if err == nil && len(seqs) == 0 {
-					t.Error("the marker is not in the session")
-				}
-				if _, err := storage.Erase(ctx, other, "s", EraseDrops(), seqs...); err != nil {
-					t.Error(err)
-				}
-			})
-			return echoSummary(marker, msgs), nil
-		}}}
-	m := open(t, path, "s", cfg)
+	var m *Manager
+	m = open(t, path, "s", eraseWhileSummarizing(t, other, marker, func() {
+		if !caughtUp {
+			return
+		}
+		if _, err := m.Info(ctx); err != nil {
+			t.Error(err)
+		}
+	}))
 	addAll(t, m, append([]ctxstore.Message{user("my key is " + marker)}, conversation(60, 400)...))
 	if _, err := m.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: 3000}); err != nil {
 		t.Fatal(err)
@@ -58,6 +64,29 @@ func TestDecisionsNotSavedOverAnErase(t *testing.T) {
 			t.Fatalf("the next view still carries the erased text: %s", msg.Bytes())
 		}
 	}
+}
+
+// eraseWhileSummarizing is the config of a manager whose summarizer,
+// the first time it is called, erases the messages of session "s" holding
+// marker through other (another process's handle, as it were), then calls
+// then; it summarizes with echoSummary.
+func eraseWhileSummarizing(t *testing.T, other storage.Engine, marker string, then func()) Config {
+	ctx := context.Background()
+	var once sync.Once
+	return Config{noSync: true, Config: simple.Config{Strategy: "summarize",
+		Summarizer: func(_ context.Context, msgs []ctxstore.Message) (string, error) {
+			once.Do(func() {
+				seqs, err := storage.MatchSeqs(ctx, other, "s", marker)
+				if err == nil && len(seqs) == 0 {
+					t.Error("the marker is not in the session")
+				}
+				if _, err := storage.Erase(ctx, other, "s", EraseDrops(), seqs...); err != nil {
+					t.Error(err)
+				}
+				then()
+			})
+			return echoSummary(marker, msgs), nil
+		}}}
 }
 
 // echoSummary summarizes msgs as a model given their text would: marker,

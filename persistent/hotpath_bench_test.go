@@ -48,9 +48,10 @@ func hpConfig() persistent.Config {
 }
 
 // BenchmarkHotPath: a durable append, a request after an append at 1k,
-// 10k and 100k stored messages, a resume (open, first request, close),
-// and a request after an append at a tight budget (escalating often). The
-// append is timed only in Append.
+// 10k and 100k stored messages, a resume (open, first request, close), a
+// request after an append at a tight budget (escalating often), and a
+// whole turn (append and request). The append is timed only in Append and
+// Turn.
 func BenchmarkHotPath(b *testing.B) {
 	fills := hpFiller(b)
 	b.Run("Append", func(b *testing.B) {
@@ -91,6 +92,23 @@ func BenchmarkHotPath(b *testing.B) {
 	}
 	b.Run("TightView/messages=10000", func(b *testing.B) {
 		hpRequests(b, hpOpen(b, fills(b, 10_000), hpTightBudget), hpTightBudget)
+	})
+	// A whole turn, the append and the request timed together: what a
+	// request leaves for later (a write behind it) is paid here.
+	b.Run("Turn/messages=1000", func(b *testing.B) {
+		m := hpOpen(b, fills(b, 1_000), hpBudget)
+		next := hpConversation(4096)
+		ctx := context.Background()
+		r := ctxstore.Request{TokenBudget: hpBudget}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := m.AddMessage(ctx, next[i%len(next)]); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := m.GetMessagesForRequest(ctx, r); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }
 

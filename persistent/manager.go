@@ -246,6 +246,9 @@ func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
+		// Another Close may be waiting for the last view's decisions:
+		// this one returns once they are saved too.
+		m.behind.close()
 		return nil
 	}
 	m.closed = true

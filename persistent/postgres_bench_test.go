@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/pgtest"
 	"github.com/ctxstore/ctxstore/internal/pgtest/pgopen"
 	"github.com/ctxstore/ctxstore/storage"
@@ -49,13 +50,41 @@ func BenchmarkPostgresRequestAfterAppend(b *testing.B) {
 
 // BenchmarkPostgresResume is BenchmarkResume on PostgreSQL: open a session
 // over a host's engine (its pool already connected) and compute its first
-// view, at 1k and 100k stored messages. Target: 100k ≤ 3 × 1k (metric
-// "x100k/1k").
+// view, at 1k and 100k stored messages, at two budgets. Target: 100k ≤ 3 ×
+// 1k (metric "x100k/1k"). Metric "round-trips/resume": the client's round
+// trips to the server in one more resume, untimed, through a relay that
+// counts them, on a pool the resume before warmed.
 func BenchmarkPostgresResume(b *testing.B) {
 	dsn := pgtest.DSN(b)
-	eng := pgopen.Open(b, dsn, pgtest.Schema(b, dsn))
-	at1kAnd100k(b, func(b *testing.B, n int) {
-		session := filledSession(b, eng, n)
-		benchResumes(b, func() (*Manager, error) { return OpenEngine(eng, session, Config{}) }, benchBudget)
-	})
+	schema := pgtest.Schema(b, dsn)
+	relay := startRelay(b, dsn)
+	eng, counted := pgopen.Open(b, dsn, schema), pgopen.Open(b, relay.dsn, schema)
+	for _, budget := range []int{benchBudget, 100_000} {
+		b.Run(fmt.Sprintf("budget=%d", budget), func(b *testing.B) {
+			at1kAnd100k(b, func(b *testing.B, n int) {
+				session := filledSession(b, eng, n)
+				benchResumes(b, func() (*Manager, error) { return OpenEngine(eng, session, Config{}) }, budget)
+				var trips int64
+				for range 2 {
+					start := relay.trips.Load()
+					benchResume(b, counted, session, budget)
+					trips = relay.trips.Load() - start
+				}
+				b.ReportMetric(float64(trips), "round-trips/resume")
+			})
+		})
+	}
+}
+
+// benchResume opens session over eng, computes its first view at budget
+// and closes it.
+func benchResume(b *testing.B, eng storage.Engine, session string, budget int) {
+	m, err := OpenEngine(eng, session, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.GetMessagesForRequest(context.Background(), ctxstore.Request{TokenBudget: budget}); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -80,6 +80,7 @@ func TestDecisionsNotSavedIntoPurgedSession(t *testing.T) {
 	if _, err := m.GetMessagesForRequest(ctx, ctxstore.Request{TokenBudget: 3000}); err != nil {
 		t.Fatal(err)
 	}
+	settled(t, m) // the decisions are written behind the request
 	if _, err := other.Session(ctx, "s"); err == nil {
 		t.Fatal("saving view decisions brought the purged session back")
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/internal/view"
@@ -109,7 +110,7 @@ func (m *Manager) request(ctx context.Context, r ctxstore.Request, viewOnly bool
 	events = append(events, res.Events...)
 	var decisions func(context.Context) error
 	if res.Changed {
-		decisions = m.keepDecisions(epoch, plan.Fit.Tokens, res.Decisions)
+		decisions = m.keepDecisions(&in, plan.Fit.Tokens, res.Decisions)
 	}
 	if counts := m.takeCounts(); res.NewSummary {
 		events = append(events, m.writeNow(ctx, decisions, counts)...)
@@ -144,6 +145,10 @@ type requestInput struct {
 	lastSeq uint64
 	lineage *ctxstore.Lineage // the fork or rewind that made the history, nil when none
 	events  []view.Event
+	// The session the history was read from: its creation time and
+	// erase count (see window).
+	created  time.Time
+	erasures uint64
 }
 
 // prepare takes the manager's lock and builds the engine's input for r;
@@ -161,6 +166,7 @@ func (m *Manager) prepare(ctx context.Context, r ctxstore.Request, fill bool) (r
 	in.h, in.plan, in.saved, in.epoch, err = m.prepareLocked(ctx, r)
 	in.pending = len(m.w.pending) > 0
 	in.stored, in.lastSeq, in.lineage = m.w.count, m.w.lastSeq, m.w.lineage
+	in.created, in.erasures = m.w.created, m.w.erasures
 	in.events = m.takeEvents()
 	return in, err
 }
@@ -303,17 +309,22 @@ func (m *Manager) withRepairs(tail []view.Item) []view.Item {
 	return append(out, tail[copied:]...)
 }
 
-// keepDecisions makes changed decisions this process's current ones and
-// returns the write that saves them as a derived record, so a reopened
-// session starts from them; nil when there is nothing to write (a
-// read-only manager, a session cleared meanwhile).
-func (m *Manager) keepDecisions(epoch uint64, budget int, d view.Decisions) func(context.Context) error {
+// keepDecisions makes changed decisions, computed from in, this
+// process's current ones and returns the write that saves them as a
+// derived record, so a reopened session starts from them; nil when there
+// is nothing to write (a read-only manager, a session cleared meanwhile).
+func (m *Manager) keepDecisions(in *requestInput, budget int, d view.Decisions) func(context.Context) error {
 	if err := m.lock(); err != nil {
 		return nil
 	}
 	defer m.mu.Unlock() // queues nothing
-	if m.w.epoch != epoch || m.w.count == 0 {
-		return nil // cleared meanwhile, or nothing stored to decide about
+	epoch := in.epoch
+	if m.w.epoch != epoch || m.w.count == 0 || !m.w.created.Equal(in.created) || m.w.erasures != in.erasures {
+		// Cleared meanwhile, or nothing stored to decide about; or the
+		// window caught up (another call of the host) with a purge or an
+		// erase made while the engine ran: the decisions may hold a
+		// summary of what it erased.
+		return nil
 	}
 	// In memory first: even if the write fails, this process's next views
 	// continue from these decisions.
@@ -331,8 +342,9 @@ func (m *Manager) keepDecisions(epoch uint64, budget int, d view.Decisions) func
 	// The same goes for a session restored from an older export: its
 	// creation time is the old one, but its last seq went back.
 	// And an erase meanwhile dropped the summaries built from what it
-	// erased: these may be built from it.
-	created, lastSeq, erasures := m.w.created, m.w.lastSeq, m.w.erasures
+	// erased: these may be built from it. The check is against the
+	// session the history was read from, not the window now.
+	created, lastSeq, erasures := in.created, in.lastSeq, in.erasures
 	// Encoded now: the next request may build on d while this is written.
 	b, encErr := view.EncodeDecisions(d)
 	return func(ctx context.Context) error {

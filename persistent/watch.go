@@ -79,7 +79,9 @@ func (m *Manager) watchLoop(ctx context.Context, w *fsnotify.Watcher, byPath map
 				}
 			}
 			clear(dirty)
-			if m.lock() != nil {
+			// As the host's writes do: the last view's decisions are
+			// stored before anything is appended after that view.
+			if m.settle(ctx) != nil || m.lock() != nil {
 				return
 			}
 			m.refreshMemoryLocked(ctx, files)

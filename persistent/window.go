@@ -410,6 +410,10 @@ func (m *Manager) rebuild(ctx context.Context, rd sessionRead) error {
 		// messages erased since they were counted (the erase dropped
 		// the saved counts).
 		m.counts = recounts{}
+	} else if info.Epoch != old.epoch {
+		// Counts not yet saved are of the epoch left: saving them into
+		// the new one would bring them back after a purge of the old.
+		m.counts.dirty = nil
 	}
 	// Until a request says otherwise, keep what a request without a budget
 	// of its own would need: this bounds the memory of a manager that only

@@ -24,7 +24,9 @@
 //     listens again and rereads what it watches, so no change is missed.
 //     Close ends every watch, closing its channel and its connection.
 //   - Verify checks one snapshot (one read-only REPEATABLE READ
-//     transaction), so writers running meanwhile do not show as damage.
+//     transaction), so writers running meanwhile do not show as damage;
+//     ReadSnapshot's reads share one such transaction too, so they see
+//     one state of the store.
 //   - The schema is created and migrated by Open, under an advisory lock,
 //     once however many hosts start together. Options.Schema names it, so
 //     several deployments can share a database. Open reads the schema's
@@ -584,4 +586,5 @@ func isConnLoss(err error) bool {
 var (
 	_ storage.Engine          = (*Store)(nil)
 	_ storage.CounterSplitter = (*Store)(nil)
+	_ storage.SnapshotReader  = (*Store)(nil)
 )

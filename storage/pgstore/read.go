@@ -44,14 +44,25 @@ func scanEntry(row pgx.Row) (storage.Entry, error) {
 
 // page runs one page query and collects its rows.
 func (s *Store) page(ctx context.Context, sql string, args ...any) (out []storage.Entry, err error) {
-	err = s.read(ctx, func() error {
-		rows, err := s.pool.Query(ctx, sql, args...)
-		if err == nil {
-			out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.Entry, error) { return scanEntry(r) })
-		}
+	err = s.read(ctx, func() (err error) {
+		out, err = entries(ctx, s.pool, sql, args...)
 		return err
 	})
 	return out, err
+}
+
+// rowsQuerier runs queries: a pool, or a snapshot's transaction.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// entries runs a query of msgCols through q and collects its rows.
+func entries(ctx context.Context, q rowsQuerier, sql string, args ...any) ([]storage.Entry, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (storage.Entry, error) { return scanEntry(r) })
 }
 
 // readAttempts bounds the tries of a read whose connection was lost (a
@@ -179,11 +190,21 @@ func (s *Store) Get(ctx context.Context, session string, seqs ...uint64) ([]stor
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
+	var out []storage.Entry
+	err := s.read(ctx, func() (err error) {
+		out, err = s.get(ctx, s.pool, session, seqs)
+		return err
+	})
+	return out, err
+}
+
+// get is Get through q.
+func (s *Store) get(ctx context.Context, q rowsQuerier, session string, seqs []uint64) ([]storage.Entry, error) {
 	want := make([]int64, len(seqs))
 	for i, q := range seqs {
 		want[i] = int64(q)
 	}
-	got, err := s.page(ctx, s.q.get, []byte(session), want)
+	got, err := entries(ctx, q, s.q.get, []byte(session), want)
 	if err != nil {
 		return nil, s.errorf(session, "read: %w", err)
 	}
@@ -224,9 +245,19 @@ func (s *Store) Session(ctx context.Context, session string) (storage.SessionInf
 	}
 	var si storage.SessionInfo
 	err := s.read(ctx, func() (err error) {
-		si, err = scanInfo(s.pool.QueryRow(ctx, s.q.sessionInfo, []byte(session)))
+		si, err = s.session(ctx, s.pool, session)
 		return err
 	})
+	return si, err
+}
+
+// session is Session through q.
+func (s *Store) session(ctx context.Context, q rowsQuerier, session string) (storage.SessionInfo, error) {
+	var si storage.SessionInfo
+	rows, err := q.Query(ctx, s.q.sessionInfo, []byte(session))
+	if err == nil {
+		si, err = pgx.CollectExactlyOneRow(rows, func(r pgx.CollectableRow) (storage.SessionInfo, error) { return scanInfo(r) })
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return si, s.errorf(session, "%w", storage.ErrNotFound)
 	}
@@ -327,17 +358,9 @@ func (s *Store) ListDerived(ctx context.Context, session, kind string) iter.Seq2
 			if last != nil {
 				after = []byte(last.Key)
 			}
-			rows, err := s.pool.Query(ctx, `SELECT key, value FROM `+s.schema+`.derived
+			page, err := queryDerived(ctx, s.pool, kind, `SELECT key, value FROM `+s.schema+`.derived
 				WHERE session = $1 AND kind = $2 AND (key > $3 OR $4) ORDER BY key LIMIT $5`,
 				[]byte(session), []byte(kind), after, last == nil, pageEntries)
-			var page []storage.Derived
-			if err == nil {
-				page, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (storage.Derived, error) {
-					var k, v []byte
-					err := row.Scan(&k, &v)
-					return storage.Derived{Kind: kind, Key: string(k), Value: v}, err
-				})
-			}
 			if err != nil {
 				return nil, s.errorf(session, "list derived %s: %w", kind, err)
 			}

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"time"
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
@@ -42,17 +41,11 @@ func (s *Store) Verify(ctx context.Context) (*storage.VerifyReport, error) {
 
 // verifySnapshot checks every session into r, in one read-only snapshot.
 func (s *Store) verifySnapshot(ctx context.Context, r *storage.VerifyReport) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := s.pool.BeginTx(ctx, snapshotTx())
 	if err != nil {
 		return s.errorf("", "verify: begin: %w", err)
 	}
-	defer func() {
-		// It wrote nothing; a cancelled ctx must not leave it open on a
-		// pooled connection (a failed rollback closes the connection).
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = tx.Rollback(rctx)
-	}()
+	defer endSnapshot(ctx, tx)
 	after, first := []byte{}, true
 	for {
 		rows, err := tx.Query(ctx, s.q.sessionsPage, after, first, pageEntries)
