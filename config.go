@@ -110,9 +110,14 @@ type Config struct {
 	// none.
 	RecallTool string
 	// Annotations marks the messages a view adds (notice, summary,
-	// repaired tool results, memory files) with "metadata":{"source":…}.
-	// Off by default: most providers reject keys they do not know. The
-	// typed explanation (Explainer) reports origins either way.
+	// repaired tool results, memory files) with "metadata":{"source":…},
+	// and the stored messages it shows rewritten too: a truncated or
+	// omitted tool result carries "source":"truncated", a stubbed user
+	// message "source":"stubbed" (SourceTruncated, SourceStubbed), set in
+	// the stored message's own metadata object when it has one (its other
+	// members kept). Off by default: most providers reject keys they do
+	// not know. The typed explanation (Explainer) reports origins either
+	// way.
 	Annotations bool
 	// Estimator counts tokens; nil = the exact o200k_base count of what
 	// OpenAI's models are sent (package tokens offers cl100k_base and a

@@ -487,13 +487,18 @@ func (m Message) Text() string {
 }
 
 // Sources ctxstore writes in "metadata.source": of the memory-file messages
-// it stores, and of the messages it adds to views when a host asks for
-// annotations.
+// it stores, and of the messages it adds to views or rewrites in them when
+// a host asks for annotations.
 const (
 	SourceNotice  = "context-compaction"      // the note saying what compaction did
 	SourceSummary = "context-summary"         // a summary standing for earlier messages
 	SourceRepair  = "interrupted-tail-repair" // a result answering a call that never got one
 	SourceMemory  = "memory-file"             // a memory file's content
+	// A stored message a view shows rewritten: a tool result truncated or
+	// its output omitted, a user message stubbed. The same names as the
+	// Form the typed explanation reports for it.
+	SourceTruncated = string(FormTruncated)
+	SourceStubbed   = string(FormStubbed)
 )
 
 // IsPinned reports whether m is a system or developer message: views keep

@@ -79,7 +79,7 @@ var configKeys = map[string]configKey{
 	"keep_recent":            intKey("messages the truncate strategy keeps; default 10", func(c *SessionConfig) *int { return &c.Persistent.KeepRecent }),
 	"max_message_bytes":      intKey("larger messages are refused; default 8 MiB", func(c *SessionConfig) *int { return &c.Persistent.MaxMessageBytes }),
 	"disable_notice":         boolKey("no note to the model about what was compacted", func(c *SessionConfig) *bool { return &c.Persistent.DisableNotice }),
-	"annotations":            boolKey("mark the messages a view adds with metadata.source", func(c *SessionConfig) *bool { return &c.Persistent.Annotations }),
+	"annotations":            boolKey("mark the messages a view adds or rewrites with metadata.source", func(c *SessionConfig) *bool { return &c.Persistent.Annotations }),
 	"watch_memory":           boolKey("append a new version of an edited memory file", func(c *SessionConfig) *bool { return &c.Persistent.WatchMemory }),
 	"memory_files": {"files a fresh session starts with: a JSON array of paths, or paths separated by commas", "string", func(c *SessionConfig, v string) error {
 		var err error

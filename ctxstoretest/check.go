@@ -414,8 +414,8 @@ func CheckKeys(m, stored ctxstore.Message) error {
 // to show the stored message with the same bytes, else the one whose tool
 // results or calls it carries (a truncated result), else one whose every
 // key but content holds the same value (a stub); any other message is one
-// the manager added. Managers that annotate added messages on request
-// (Config.Annotations) fail it by design.
+// the manager added. Managers that annotate the messages they add or
+// rewrite on request (Config.Annotations) fail it by design.
 func CleanKeys(history, view []ctxstore.Message) error {
 	h := analyze(history)
 	idx, _ := h.match(view)

@@ -78,8 +78,9 @@ func TestViewsCarryOnlyStoredKeys(t *testing.T) {
 }
 
 // TestAnnotationsOnRequest: a host that wants to know the origin inside the
-// messages (an Amplifier-style host) opts in and gets metadata.source, which
-// the key check of the conformance suite rejects.
+// messages (an Amplifier-style host) opts in and gets metadata.source on the
+// messages a view adds and on those it shows rewritten, which the key check
+// of the conformance suite rejects.
 func TestAnnotationsOnRequest(t *testing.T) {
 	cfg := Config{noSync: true}
 	cfg.Annotations = true
@@ -92,6 +93,19 @@ func TestAnnotationsOnRequest(t *testing.T) {
 	}
 	if err := ctxstoretest.CheckKeys(last, ctxstore.Message{}); err == nil {
 		t.Errorf("CheckKeys passed the annotated notice %s", last)
+	}
+	// A stored message shown rewritten says so too.
+	rewritten := 0
+	for i, o := range v.Origins {
+		if o.Form == ctxstore.FormTruncated || o.Form == ctxstore.FormStubbed {
+			rewritten++
+			if got := v.Messages[i].Source(); got != string(o.Form) {
+				t.Errorf("view[%d] (%s) carries source %q: %.200s", i, o.Form, got, v.Messages[i])
+			}
+		}
+	}
+	if rewritten == 0 {
+		t.Errorf("no message of the view is rewritten: %+v", v.Origins)
 	}
 }
 

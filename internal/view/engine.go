@@ -21,6 +21,19 @@ const (
 	formOmitted // a tool result whose output is replaced by a stub
 )
 
+// origin is the Form the typed explanation reports for a stored message
+// shown in f; for a rewritten form, also the metadata.source it carries
+// when annotations are on (an omitted result is a truncated one).
+func (f form) origin() ctxstore.Form {
+	switch f {
+	case formTruncated, formOmitted:
+		return ctxstore.FormTruncated
+	case formStubbed:
+		return ctxstore.FormStubbed
+	}
+	return ctxstore.FormWhole
+}
+
 // entry is one conversation message of the region the engine works on.
 type entry struct {
 	item   *Item             // as stored (read only)
@@ -599,7 +612,7 @@ func (e *engine) rewrite(it Item, f form) (ctxstore.Message, int, bool) {
 		nm := withoutMetadata(it.Msg)
 		return nm, e.est.Estimate(nm), true
 	}
-	k := memoKey{id: it.ID, form: f, chars: e.cfg.TruncateChars, size: it.Msg.Size(), tokens: it.Tokens}
+	k := memoKey{id: it.ID, form: f, chars: e.cfg.TruncateChars, size: it.Msg.Size(), tokens: it.Tokens, annotate: e.cfg.Annotations}
 	if v, ok := e.h.Memo.get(k); ok {
 		return v.msg, v.tokens, true
 	}
@@ -612,6 +625,9 @@ func (e *engine) rewrite(it Item, f form) (ctxstore.Message, int, bool) {
 		nm, ok = omitResult(it.Msg, it.Tokens)
 	default:
 		nm, ok = stubMessage(it.Msg)
+	}
+	if ok && e.cfg.Annotations {
+		nm, ok = Marked(nm, string(f.origin()))
 	}
 	if !ok {
 		return nm, 0, false

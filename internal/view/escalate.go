@@ -354,13 +354,8 @@ func (e *engine) appendUnits(view []ctxstore.Message, origins []ctxstore.Origin,
 			if e.h.ViewOnly {
 				continue
 			}
-			o := ctxstore.Origin{Form: ctxstore.FormWhole, Seq: en.item.ID, Tokens: en.tokens}
-			switch {
-			case en.form == formTruncated || en.form == formOmitted:
-				o.Form = ctxstore.FormTruncated
-			case en.form == formStubbed:
-				o.Form = ctxstore.FormStubbed
-			case en.item.Form != "":
+			o := ctxstore.Origin{Form: en.form.origin(), Seq: en.item.ID, Tokens: en.tokens}
+			if o.Form == ctxstore.FormWhole && en.item.Form != "" {
 				o.Form = en.item.Form
 			}
 			origins = append(origins, o)

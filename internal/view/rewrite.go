@@ -238,7 +238,14 @@ func withFieldSlow(obj []byte, key string, val []byte) ([]byte, error) {
 // replaceContent returns m with its "content" set to val. On the (never
 // expected) failure to rebuild, it returns m unchanged and false.
 func replaceContent(m ctxstore.Message, val []byte) (ctxstore.Message, bool) {
-	b, err := withField(m.Bytes(), "content", val)
+	return replaceKey(m, "content", val)
+}
+
+// replaceKey returns m with key set to val (replaced in place, or
+// appended). On the (never expected) failure to rebuild, it returns m
+// unchanged and false.
+func replaceKey(m ctxstore.Message, key string, val []byte) (ctxstore.Message, bool) {
+	b, err := withField(m.Bytes(), key, val)
 	if err != nil {
 		return m, false
 	}
@@ -403,6 +410,26 @@ func Stubbed(m ctxstore.Message) (ctxstore.Message, bool) {
 func stubMessage(m ctxstore.Message) (ctxstore.Message, bool) {
 	p, _ := textPrefix(m, 50)
 	return replaceContent(m, encodeString(`[User message compacted - original: "`+p+`..."]`))
+}
+
+// Marked returns m, a rewritten form (truncated, omitted or stubbed),
+// with "metadata.source" set to source: how a view with annotations on
+// shows that the content is not the stored one. Other members of a
+// metadata object m already carries are kept, in order (a stored
+// "source" is replaced: the content it described is not the one shown);
+// metadata that is not an object is replaced by {"source":source}. On the
+// (never expected) failure to rebuild, it returns m unchanged and false.
+func Marked(m ctxstore.Message, source string) (ctxstore.Message, bool) {
+	src := encodeString(source)
+	md := []byte(`{"source":` + string(src) + `}`)
+	if old := m.Metadata(); len(old) > 0 && old[0] == '{' {
+		merged, err := withField(old, "source", src)
+		if err != nil {
+			return m, false
+		}
+		md = merged
+	}
+	return replaceKey(m, "metadata", md)
 }
 
 // addedMessage builds a message ctxstore adds to a view: role and content

@@ -60,7 +60,7 @@ type Config struct {
 	KeepRecent           int     // truncate strategy: conversation messages kept
 	Notice               bool    // append the tail notice to compacted views
 	RecallTool           string  // the host's recall tool, named by the notice
-	Annotations          bool    // mark added messages with metadata.source
+	Annotations          bool    // mark added and rewritten messages with metadata.source
 	UsageBelowCount      bool    // reported usage may lower the ratio below 1
 	// Estimator estimates modified messages (truncated, stubbed, summary,
 	// notice). It must be the estimator that produced Item.Tokens. Nil
@@ -343,6 +343,8 @@ type memoKey struct {
 	chars  int
 	size   int
 	tokens int
+	// annotate: the form carries metadata.source (Config.Annotations).
+	annotate bool
 }
 
 type memoVal struct {

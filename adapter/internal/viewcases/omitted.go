@@ -12,10 +12,11 @@ import (
 // omittedOutput is the view a manager computes at a tight budget for a
 // conversation whose tool output (an OpenAI tool message and an Anthropic
 // tool_result block) the assistant has since summed up: each result shows
-// a stub in place of its output and still answers its call.
+// a stub in place of its output and still answers its call. Annotations
+// are on, so the stubs and the notice carry metadata no request may send.
 func omittedOutput() Case {
 	ctx := context.Background()
-	m, err := simple.New(simple.Config{})
+	m, err := simple.New(simple.Config{Annotations: true})
 	if err != nil {
 		panic(fmt.Sprintf("viewcases: %v", err))
 	}

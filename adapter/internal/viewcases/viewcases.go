@@ -121,7 +121,7 @@ func Cases() []Case {
 			whole(sys),
 			whole(`{"role":"user","content":"Migrate the store to the new schema."}`),
 			whole(`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"schema.sql\"}"}}]}`),
-			form(ctxstore.FormTruncated, `{"role":"tool","tool_call_id":"call_1","content":"[truncated: ~900 tokens - call tool again if needed] CREATE TABLE a (id INTEGER PRIMARY KEY"}`),
+			form(ctxstore.FormTruncated, `{"role":"tool","tool_call_id":"call_1","content":"[truncated: ~900 tokens - call tool again if needed] CREATE TABLE a (id INTEGER PRIMARY KEY","metadata":{"source":"truncated"}}`),
 			whole(`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_9","name":"run","input":{"cmd":"make migrate"}}]}`),
 			whole(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","content":"migrated 3 tables"}]}`),
 			form(ctxstore.FormNotice, `{"role":"user","content":"[Context compacted: 30 earlier messages were omitted, 1 tool result was truncated. The full history is kept; call tools again if you need details that are missing.]","metadata":{"source":"context-compaction"}}`),

@@ -460,16 +460,23 @@ func checkFirstUser(history, conv []ctxstore.Message, floor []int, ft, budget in
 		return nil
 	}
 	m := history[first]
-	switch stub, ok := view.Stubbed(m); {
+	stub, ok := view.Stubbed(m)
+	// The stub's size: with annotations on it also carries its mark, so
+	// the larger of the two is what must fit.
+	st := est.Estimate(stub)
+	if marked, mok := view.Marked(stub, ctxstore.SourceStubbed); ok && mok {
+		st = max(st, est.Estimate(marked))
+	}
+	switch {
 	case ft+est.Estimate(m) <= budget:
 		if !slices.ContainsFunc(conv, func(v ctxstore.Message) bool { return same(v, m) }) {
 			return fmt.Errorf("the first user message (%d tokens) is not whole although the floor (%d) and it fit the budget %d",
 				est.Estimate(m), ft, budget)
 		}
-	case ok && ft+est.Estimate(stub) <= budget:
+	case ok && ft+st <= budget:
 		if !slices.ContainsFunc(conv, func(v ctxstore.Message) bool { return matches(m, v) }) {
 			return fmt.Errorf("the first user message is missing although the floor (%d) and its stub (%d tokens) fit the budget %d",
-				ft, est.Estimate(stub), budget)
+				ft, st, budget)
 		}
 	}
 	return nil
