@@ -58,6 +58,12 @@ func parseDSN[C any](dsn string, parse func(string) (C, error), conn func(C) *pg
 	if err != nil {
 		// What is wrong lies outside the password: say what.
 		ce.Reason = parseReason(err)
+		if strings.Contains(ce.Reason, "failed to parse private key") && strings.Contains(dsn, "sslpassword") {
+			// A wrong sslpassword fails the key's decryption, or, about
+			// once in 256 tries, passes its padding check and yields
+			// garbage that then does not parse.
+			ce.Reason += ": the key does not decrypt with the sslpassword given, or is damaged"
+		}
 		return zero, ce
 	}
 	sc := conn(safe)
