@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxstore/ctxstore/internal/view"
+	"github.com/ctxstore/ctxstore/storage"
 )
 
 // A request's own writes, the view decisions it changed and the token
@@ -127,13 +128,6 @@ func (m *Manager) writeLater(ctx context.Context, decisions, counts func(context
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), behindTimeout)
 	if !m.behind.start(func() {
 		defer cancel()
-		// An engine's panic here would end the process, far from the
-		// request that caused it: it becomes the write's failure.
-		defer func() {
-			if r := recover(); r != nil {
-				m.warnIf(fmt.Errorf("the engine panicked: %v", r), ReasonDecisionsNotSaved, "could not save view decisions")
-			}
-		}()
 		m.write(ctx, decisions, counts)
 	}) {
 		cancel()
@@ -167,11 +161,23 @@ func (m *Manager) writeNow(ctx context.Context, decisions, counts func(context.C
 // their failures.
 func (m *Manager) write(ctx context.Context, decisions, counts func(context.Context) error) {
 	if decisions != nil {
-		m.warnIf(decisions(ctx), ReasonDecisionsNotSaved, "could not save view decisions")
+		m.warnIf(guarded(ctx, decisions), ReasonDecisionsNotSaved, "could not save view decisions")
 	}
 	if counts != nil {
-		m.warnIf(counts(ctx), ReasonCountsNotSaved, "could not save recounted tokens")
+		m.warnIf(guarded(ctx, counts), ReasonCountsNotSaved, "could not save recounted tokens")
 	}
+}
+
+// guarded runs w, an engine's write, with an engine's panic as its error:
+// behind a request it would end the process far from the request that
+// caused it, and no panic crosses the manager's API.
+func guarded(ctx context.Context, w func(context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the engine panicked: %v", r)
+		}
+	}()
+	return w(ctx)
 }
 
 // warnIf warns of err (see warn) unless it is nil or errEpochMoved (the
@@ -188,3 +194,34 @@ func (m *Manager) warnIf(err error, reason, msg string) {
 // settle waits for the write behind the last request: every write of the
 // manager (the host's, and the memory watcher's appends) calls it first.
 func (m *Manager) settle(ctx context.Context) error { return m.behind.wait(ctx) }
+
+// madeOver is the session a request's derived records were made over, as
+// the request read it. They are written only into that session (checked
+// in the write, against the store): not after a Clear or a purge (a
+// purged session would come back holding them), nor over a session
+// imported again from an older export (same creation time, a last seq
+// that went back), nor after an erase (they may hold a summary of what it
+// erased).
+type madeOver struct {
+	epoch, lastSeq, erasures uint64
+	created                  time.Time
+}
+
+// holds reports whether si, the session as the write finds it, is still
+// the one the records were made over (later appends allowed).
+func (o madeOver) holds(si storage.SessionInfo) bool {
+	return si.Messages > 0 && si.Epoch == o.epoch && si.Created.Equal(o.created) &&
+		si.LastSeq >= o.lastSeq && si.Erasures == o.erasures
+}
+
+// Flush waits until the derived records of the manager's latest view (the
+// decisions it changed, the tokens it counted again) are stored, or ctx
+// ends. The manager's writes and Close wait for them by themselves; a
+// program that reads them through Store(), or forks the session with
+// ForkCarry, right after a request calls Flush first.
+func (m *Manager) Flush(ctx context.Context) error {
+	if err := m.settle(ctx); err != nil {
+		return fmt.Errorf("persistent: flush session %q: %w", m.session, err)
+	}
+	return nil
+}

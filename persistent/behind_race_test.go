@@ -293,7 +293,10 @@ func waitForLockWait(t *testing.T, dsn, schema string) {
 	t.Helper()
 	ctx := context.Background()
 	conn := pgConn(t, dsn)
-	for {
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("no query of the schema waited for a lock in 30 s")
+		}
 		var n int
 		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0`, schema).Scan(&n)
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 // one on the parent sends, with no escalation; a fork of a part decides
 // again). Import records stay with the session that was imported. A fork
 // copies what is stored: the decisions of a manager's latest view are
-// stored once its next write or Close has returned (see
+// stored once its Flush, next write or Close has returned (see
 // Manager.GetMessagesForRequest).
 func ForkCarry() []storage.Carry {
 	return []storage.Carry{

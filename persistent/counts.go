@@ -271,7 +271,8 @@ func (m *Manager) takeCounts() func(context.Context) error {
 	}
 	// The counts were made under the window's epoch and erase count:
 	// rebuild drops them when either moves.
-	dirty, epoch, created, lastSeq, erasures := m.counts.dirty, m.w.epoch, m.w.created, m.w.lastSeq, m.w.erasures
+	dirty := m.counts.dirty
+	over := madeOver{epoch: m.w.epoch, created: m.w.created, lastSeq: m.w.lastSeq, erasures: m.w.erasures}
 	m.counts.dirty = nil
 	m.mu.Unlock()
 	if len(dirty) == 0 || m.cfg.ReadOnly {
@@ -280,12 +281,10 @@ func (m *Manager) takeCounts() func(context.Context) error {
 	return func(ctx context.Context) error {
 		for key, add := range dirty {
 			err := m.st.UpdateDerived(ctx, m.session, KindCounts, key, func(cur []byte, si storage.SessionInfo) ([]byte, error) {
-				if si.Epoch != epoch || si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq || si.Erasures != erasures {
-					// Not the session counted: purged, maybe restored from an
-					// older export whose seqs will be reused; or messages
-					// counted were erased since; or their epoch was left,
-					// and may be purged before this write lands (the
-					// purge drops the counts of its seqs).
+				if !over.holds(si) {
+					// Not the session counted (see madeOver); or their
+					// epoch was left, and may be purged before this write
+					// lands (the purge drops the counts of its seqs).
 					return nil, errEpochMoved
 				}
 				b := map[uint64]int{}

@@ -211,11 +211,12 @@ func requireTexts(t testing.TB, what string, got, want []string) {
 	}
 }
 
-// settled waits until m's last view's derived records are written, as the
-// manager's next write would, so a test can read them from the store.
+// settled waits until m's last view's derived records are written
+// (Flush), as the manager's next write would, so a test can read them
+// from the store.
 func settled(t testing.TB, m *Manager) {
 	t.Helper()
-	if err := m.settle(context.Background()); err != nil {
+	if err := m.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }

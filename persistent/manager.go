@@ -282,7 +282,8 @@ func (m *Manager) Session() string { return m.session }
 // opened it, it is this manager's handle on the file's shared store
 // (boltstore.OpenShared), which Close closes; an engine given to OpenEngine
 // stays open. The decisions of the latest view may be stored after the
-// request returned: the manager's next write, or Close, waits for them.
+// request returned: Flush, the manager's next write, or Close, waits for
+// them.
 func (m *Manager) Store() storage.Engine { return m.st }
 
 // Resumed reports whether the session already held messages when it was

@@ -314,12 +314,19 @@ func (m *Manager) withRepairs(tail []view.Item) []view.Item {
 // derived record, so a reopened session starts from them; nil when there
 // is nothing to write (a read-only manager, a session cleared meanwhile).
 func (m *Manager) keepDecisions(in *requestInput, budget int, d view.Decisions) func(context.Context) error {
+	// Encoded before the lock, and now: the next request may build on d
+	// while this is written.
+	var b []byte
+	var encErr error
+	if !m.cfg.ReadOnly {
+		b, encErr = view.EncodeDecisions(d)
+	}
 	if err := m.lock(); err != nil {
 		return nil
 	}
 	defer m.mu.Unlock() // queues nothing
-	epoch := in.epoch
-	if m.w.epoch != epoch || m.w.count == 0 || !m.w.created.Equal(in.created) || m.w.erasures != in.erasures {
+	over := madeOver{epoch: in.epoch, created: in.created, lastSeq: in.lastSeq, erasures: in.erasures}
+	if m.w.epoch != over.epoch || m.w.count == 0 || !m.w.created.Equal(over.created) || m.w.erasures != over.erasures {
 		// Cleared meanwhile, or nothing stored to decide about; or the
 		// window caught up (another call of the host) with a purge or an
 		// erase made while the engine ran: the decisions may hold a
@@ -335,24 +342,14 @@ func (m *Manager) keepDecisions(in *requestInput, budget int, d view.Decisions) 
 	if m.cfg.ReadOnly {
 		return nil
 	}
-	// Only into the epoch they were computed for, checked in the write
-	// itself: the engine ran unlocked, and meanwhile another process may
-	// have cleared the session or purged it, and a plain write would bring
-	// a purged session back holding its summaries.
-	// The same goes for a session restored from an older export: its
-	// creation time is the old one, but its last seq went back.
-	// And an erase meanwhile dropped the summaries built from what it
-	// erased: these may be built from it. The check is against the
-	// session the history was read from, not the window now.
-	created, lastSeq, erasures := in.created, in.lastSeq, in.erasures
-	// Encoded now: the next request may build on d while this is written.
-	b, encErr := view.EncodeDecisions(d)
+	// Checked in the write itself against the session the history was
+	// read from (madeOver), not the window now: the engine ran unlocked.
 	return func(ctx context.Context) error {
 		if encErr != nil {
 			return fmt.Errorf("encode view decisions: %w", encErr)
 		}
-		err := m.st.UpdateDerived(ctx, m.session, KindView, decisionKey(epoch, budget), func(_ []byte, si storage.SessionInfo) ([]byte, error) {
-			if si.Epoch != epoch || si.Messages == 0 || !si.Created.Equal(created) || si.LastSeq < lastSeq || si.Erasures != erasures {
+		err := m.st.UpdateDerived(ctx, m.session, KindView, decisionKey(over.epoch, budget), func(_ []byte, si storage.SessionInfo) ([]byte, error) {
+			if !over.holds(si) {
 				return nil, errEpochMoved
 			}
 			return b, nil

@@ -106,6 +106,30 @@ func PurgeEpochIf(ctx context.Context, e Engine, session string, epoch uint64, c
 	return ep.PurgeEpoch(ctx, session, epoch, drop)
 }
 
+// EpochDerived counts the derived records of session that PurgeEpoch
+// with drop removes along with its epoch ep: what a purge will drop, or
+// what a purge by an earlier release left behind of an epoch already
+// purged.
+func EpochDerived(ctx context.Context, e Engine, session string, ep EpochInfo, drop []EpochDrop) (int, error) {
+	drop, err := epochDrops(drop)
+	if err != nil {
+		return 0, fmt.Errorf("store %s: session %q: epoch %d: %w", e.Location(), session, ep.Epoch, err)
+	}
+	p := PurgedEpoch{Epoch: ep.Epoch, First: ep.FirstSeq, Last: ep.LastSeq}
+	n := 0
+	for _, rule := range drop {
+		for d, err := range e.ListDerived(ctx, session, rule.Kind) {
+			if err != nil {
+				return n, err
+			}
+			if rule.Drops(d.Key, p) {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
 // epochDrops returns drop without its KindLineage rules, refusing an empty
 // list.
 func epochDrops(drop []EpochDrop) ([]EpochDrop, error) {

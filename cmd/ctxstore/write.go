@@ -189,7 +189,7 @@ for confirmation when stdin is a terminal; elsewhere --yes (-y) is required.`,
 // says how many records went; with none left it changes nothing.
 func (a *app) purgeLeftovers(ctx context.Context, st storage.Engine, name string, ep storage.EpochInfo, yes bool) error {
 	drop := persistent.EpochDrops()
-	n, err := epochDerived(ctx, st, name, ep, drop)
+	n, err := storage.EpochDerived(ctx, st, name, ep, drop)
 	if err != nil {
 		return explainIn(st, name, fmt.Errorf("epoch %d of session %q was already purged; reading the records left from it: %w", ep.Epoch, name, err))
 	}
@@ -218,27 +218,6 @@ func (a *app) purgeLeftovers(ctx context.Context, st storage.Engine, name string
 	printScrub(a, rep)
 	warnStrayLogs(ctx, a, st)
 	return nil
-}
-
-// epochDerived counts the derived records of session that drop's rules tie
-// to its epoch ep: what purging ep drops.
-func epochDerived(ctx context.Context, st storage.Engine, session string, ep storage.EpochInfo, drop []storage.EpochDrop) (int, error) {
-	p := storage.PurgedEpoch{Epoch: ep.Epoch, First: ep.FirstSeq, Last: ep.LastSeq}
-	n := 0
-	for _, rule := range drop {
-		if rule.Kind == storage.KindLineage {
-			continue // a purge ignores it (see storage.EpochDrop)
-		}
-		for d, err := range st.ListDerived(ctx, session, rule.Kind) {
-			if err != nil {
-				return n, err
-			}
-			if rule.Drops(d.Key, p) {
-				n++
-			}
-		}
-	}
-	return n, nil
 }
 
 // yesFlag defines --yes and its short -y, for the commands that delete.
