@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
 )
 
 // A panic in ReadSnapshot's function reaches its caller with its value,
@@ -22,21 +23,7 @@ func TestReadSnapshotPanicReachesCaller(t *testing.T) {
 	if _, _, err := st.Append(ctx, "s", Record{Message: ctxstore.NewMessage(ctxstore.RoleUser, "hello"), Tokens: 1}); err != nil {
 		t.Fatal(err)
 	}
-	type mine struct{}
-	func() {
-		defer func() {
-			if p := recover(); p != (mine{}) {
-				t.Fatalf("recovered %v, want the function's own panic value", p)
-			}
-		}()
-		_ = st.ReadSnapshot(ctx, func(s storage.Snapshot) error {
-			if _, err := s.Get("s", 1); err != nil {
-				t.Errorf("get: %v", err)
-			}
-			panic(mine{})
-		})
-		t.Fatal("ReadSnapshot returned after its function panicked")
-	}()
+	storagetest.SnapshotPanic(t, st)
 	err = st.ReadSnapshot(ctx, func(s storage.Snapshot) error {
 		_, err := s.Get("s", 1)
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxstore/ctxstore"
 	"github.com/ctxstore/ctxstore/storage"
+	"github.com/ctxstore/ctxstore/storage/storagetest"
 )
 
 // derivedText is ds as kind/key=value strings.
@@ -93,21 +94,7 @@ func TestReadSnapshotPanicEndsTransaction(t *testing.T) {
 	if _, _, err := st.Append(ctx, "s", storage.Record{Message: ctxstore.NewMessage(ctxstore.RoleUser, "hello"), Tokens: 1}); err != nil {
 		t.Fatal(err)
 	}
-	type mine struct{}
-	func() {
-		defer func() {
-			if p := recover(); p != (mine{}) {
-				t.Fatalf("recovered %v, want the function's own panic value", p)
-			}
-		}()
-		_ = st.ReadSnapshot(ctx, func(s storage.Snapshot) error {
-			if _, err := s.Get("s", 1); err != nil {
-				t.Errorf("get: %v", err)
-			}
-			panic(mine{})
-		})
-		t.Fatal("ReadSnapshot returned after its function panicked")
-	}()
+	storagetest.SnapshotPanic(t, st)
 	if _, err := st.Get(ctx, "s", 1); err != nil {
 		t.Fatalf("a read after the panic: %v", err)
 	}

@@ -90,3 +90,25 @@ func testSnapshot(t *testing.T, open Opener) {
 		t.Fatalf("ReadSnapshot = %v, want fn's error", err)
 	}
 }
+
+// SnapshotPanic checks that a panic in the function given to
+// storage.ReadSnapshot, after it read seq 1 of session "s" through the
+// snapshot, reaches the caller with its own value. The caller then checks
+// what its engine must still do (serve reads; give back what the snapshot
+// held).
+func SnapshotPanic(t *testing.T, e storage.Engine) {
+	t.Helper()
+	type mine struct{}
+	defer func() {
+		if p := recover(); p != (mine{}) {
+			t.Fatalf("recovered %v, want the function's own panic value", p)
+		}
+	}()
+	_ = storage.ReadSnapshot(context.Background(), e, func(s storage.Snapshot) error {
+		if _, err := s.Get("s", 1); err != nil {
+			t.Errorf("get: %v", err)
+		}
+		panic(mine{})
+	})
+	t.Fatal("ReadSnapshot returned after its function panicked")
+}
